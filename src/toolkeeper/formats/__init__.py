@@ -1,0 +1,115 @@
+"""Wire formats: tools out to each provider, calls back in, results out again.
+
+Formats: ``openai-chat``, ``openai-responses`` (also ``openai-response``), ``anthropic``,
+``gemini``, ``mcp`` and ``native``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import UsageError
+from ..invoke.call import ToolCall
+from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
+from ..tools.results import ToolResult
+from .anthropic import AnthropicFormat
+from .base import WireFormat
+from .export import WireExport, export
+from .gemini import GeminiFormat
+from .mcp import MCPFormat
+from .names import WireNames, wire_name
+from .native import NativeFormat
+from .openai_chat import OpenAIChatFormat
+from .openai_responses import OpenAIResponsesFormat
+from .problems import Problem
+
+__all__ = [
+    "API_FORMATS",
+    "Problem",
+    "WireExport",
+    "WireFormat",
+    "WireNames",
+    "check",
+    "declare",
+    "export",
+    "get_format",
+    "parse_tool_calls",
+    "render_result",
+    "render_results",
+    "wire_name",
+]
+
+_FORMATS: dict[str, WireFormat] = {
+    f.name: f
+    for f in (OpenAIChatFormat(), OpenAIResponsesFormat(), AnthropicFormat(), GeminiFormat(),
+              MCPFormat(), NativeFormat())
+}
+_ALIASES = {"openai": "openai-chat", "openai-response": "openai-responses", "claude": "anthropic",
+            "google": "gemini", "toolkeeper": "native"}
+API_FORMATS: tuple[str, ...] = tuple(_FORMATS)
+
+
+def get_format(api_format: str) -> WireFormat:
+    """The wire format named ``api_format`` (aliases: openai, openai-response, claude, google)."""
+    key = _ALIASES.get(api_format, api_format)
+    try:
+        return _FORMATS[key]
+    except KeyError:
+        raise UsageError(
+            f"unknown API format {api_format!r}; use one of {', '.join(API_FORMATS)}"
+        ) from None
+
+
+def _declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> tuple[Any, Any]:
+    fmt = get_format(api_format)
+    if is_provider_defined_tool(tool) or is_hosted_tool(tool):
+        return fmt.declare(tool, strict=strict, think_augment=think)
+    key = (fmt.name, strict, think)
+    cache: dict[Any, Any] = tool._schema_cache
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = fmt.declare(tool, strict=strict, think_augment=think)
+    return found  # type: ignore[no-any-return]
+
+
+def declare(
+    tool: Any, api_format: str = "openai-chat", *, strict: bool = False,
+    think_augment: bool | None = None,
+) -> dict[str, Any]:
+    """A tool's declaration in ``api_format``; cached on the tool and shared (copy to change)."""
+    declaration, _ = _declared(tool, api_format, strict, think_augment)
+    return declaration  # type: ignore[no-any-return]
+
+
+def check(tool: Any, api_format: str, *, strict: bool = False) -> list[Problem]:
+    """Lint: what exporting ``tool`` to ``api_format`` changes, loses or cannot honour."""
+    _, problems = _declared(tool, api_format, strict, None)
+    return list(problems)
+
+
+def parse_tool_calls(
+    response: Any, api_format: str, *, names: WireNames | None = None
+) -> list[ToolCall]:
+    """Every tool call in a provider response (a dict or the SDK's own object), in order.
+
+    Arguments that are not valid JSON give a call with ``problem`` set rather than an exception.
+    With ``names`` (from ``export``), wire names are mapped back to tool names and a name that
+    was not offered gives a call with an ``unknown_tool`` problem.
+
+    Raises:
+        WireFormatError: the payload is not shaped like a response of ``api_format`` at all.
+    """
+    return get_format(api_format).parse(response, names)
+
+
+def render_result(call: ToolCall, result: ToolResult, api_format: str) -> dict[str, Any]:
+    """One result as the provider's tool-result message or item."""
+    return get_format(api_format).render(call, result)
+
+
+def render_results(
+    pairs: Iterable[tuple[ToolCall, ToolResult]], api_format: str
+) -> list[dict[str, Any]]:
+    """The messages to append to the conversation for a batch of results."""
+    return get_format(api_format).render_batch(pairs)

@@ -1,0 +1,74 @@
+"""Anthropic Messages API: ``input_schema`` tools, ``tool_use`` blocks, ``tool_result`` blocks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..invoke.call import ToolCall
+from ..tools.results import FileBlock, ImageBlock, ToolResult
+from .base import WireFormat, block_text
+from .transform import Profile
+
+__all__ = ["AnthropicFormat"]
+
+_STRICT = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+     "description", "pattern", "format", "$ref", "$defs"}
+)
+
+
+class AnthropicFormat(WireFormat):
+    """Declarations, ``tool_use`` parsing and ``tool_result`` rendering for Claude."""
+
+    name = "anthropic"
+    profile = Profile(name="anthropic", strict_keep=_STRICT)
+
+    def declaration(
+        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name, "description": tool.description,
+                               "input_schema": parameters}
+        if strict:
+            out["strict"] = True
+        if tool.metadata.defer_loading:
+            out["defer_loading"] = True
+        return out
+
+    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+        if isinstance(data, dict) and "content" in data:
+            blocks = data.get("content") or []
+        elif isinstance(data, list):
+            blocks = data
+        elif isinstance(data, dict) and data.get("type") == "tool_use":
+            blocks = [data]
+        else:
+            raise self.shape_error(data, "a Message, a list of content blocks or a tool_use block")
+        if isinstance(blocks, str):
+            return []
+        return [
+            (str(b.get("id", "")), b.get("name", ""), b.get("input"))
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+
+    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+        content = [self._block(b) for b in result.content] or [{"type": "text", "text": ""}]
+        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": content}
+        if result.is_error:
+            out["is_error"] = True
+        return out
+
+    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        blocks = [self.render(call, result) for call, result in pairs]
+        return [{"role": "user", "content": blocks}] if blocks else []
+
+    @staticmethod
+    def _block(block: Any) -> dict[str, Any]:
+        if isinstance(block, ImageBlock):
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            return {"type": "image", "source": source}
+        if isinstance(block, FileBlock) and block.data and block.media_type == "application/pdf":
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            return {"type": "document", "source": source}
+        return {"type": "text", "text": block_text(block)}

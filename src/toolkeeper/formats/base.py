@@ -1,0 +1,210 @@
+"""What every wire format does: declare tools, parse calls, render results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import UnknownToolError, WireFormatError
+from ..invoke.call import CallProblem, ToolCall
+from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
+from ..tools.results import (
+    AudioBlock,
+    FileBlock,
+    ImageBlock,
+    JsonBlock,
+    ResourceLinkBlock,
+    TextBlock,
+    ToolResult,
+    dump_json,
+)
+from .names import WireNames, wire_name
+from .problems import Problem
+from .transform import Profile, SchemaTransformer, StrictImpossible
+
+__all__ = ["THINK_PROPERTY", "WireFormat", "as_data", "decode_arguments"]
+
+THINK_PROPERTY = {
+    "type": "string",
+    "description": "Why you chose this tool and what you expect from it.",
+}
+
+
+def as_data(payload: Any) -> Any:
+    """A provider SDK object (pydantic model) or plain data, as plain JSON-like data."""
+    dump = getattr(payload, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    to_dict = getattr(payload, "to_dict", None)
+    if callable(to_dict) and not isinstance(payload, Mapping):
+        return to_dict()
+    if isinstance(payload, Sequence) and not isinstance(payload, str | bytes):
+        return [as_data(item) for item in payload]
+    return payload
+
+
+def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, CallProblem | None]:
+    """Decode a call's arguments; malformed ones become a ``CallProblem``, never an exception."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, raw, None
+    if isinstance(raw, Mapping):
+        return dict(raw), None, None
+    if not isinstance(raw, str):
+        return {}, None, CallProblem(
+            code="malformed_call",
+            message=f"arguments must be a JSON object, got {type(raw).__name__}",
+        )
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, raw, CallProblem(
+            code="malformed_call",
+            message=f"arguments are not valid JSON ({exc.msg} at line {exc.lineno} column "
+            f"{exc.colno}); send the arguments as one JSON object",
+        )
+    if not isinstance(value, dict):
+        return {}, raw, CallProblem(
+            code="malformed_call",
+            message=f"arguments must be a JSON object, got JSON {type(value).__name__}",
+        )
+    return value, raw, None
+
+
+class WireFormat:
+    """Base of the five wire formats. Subclasses fill in the shapes."""
+
+    name: str = ""
+    profile: Profile = Profile(name="")
+
+    # -- declarations --------------------------------------------------------------------
+
+    def declare(
+        self, tool: Any, *, strict: bool = False, think_augment: bool | None = None
+    ) -> tuple[dict[str, Any], list[Problem]]:
+        """The tool's declaration and the problems met building it."""
+        if is_provider_defined_tool(tool) or is_hosted_tool(tool):
+            return tool.get_schema(self.name), []
+        problems: list[Problem] = []
+        name = wire_name(tool.name, self.name)
+        if name != tool.name:
+            problems.append(self._problem("info", tool.name, "name", f"name is not valid here; "
+                                          f"sent as '{name}' and mapped back on calls"))
+        if not tool.description.strip():
+            problems.append(self._problem("warning", tool.name, "description",
+                                          "no description; models choose tools by it"))
+        schema = self._with_think(tool, think_augment)
+        params, strict_applied = self._parameters(tool.name, schema, strict, problems)
+        return self.declaration(tool, name, params, strict_applied), problems
+
+    def _with_think(self, tool: Any, think_augment: bool | None) -> dict[str, Any]:
+        think = think_augment if think_augment is not None else bool(tool.metadata.think_augment)
+        schema: dict[str, Any] = tool.parameters
+        if not think or "toolcall_reason" in schema.get("properties", {}):
+            return schema
+        return {**schema, "properties": {**schema.get("properties", {}),
+                                         "toolcall_reason": THINK_PROPERTY}}
+
+    def _parameters(
+        self, tool: str, schema: dict[str, Any], strict: bool, problems: list[Problem]
+    ) -> tuple[dict[str, Any], bool]:
+        if strict and self.profile.strict_keep is None:
+            problems.append(self._problem("error", tool, "strict",
+                                          f"{self.name} has no strict mode; declared without it"))
+            strict = False
+        if strict:
+            transformer = SchemaTransformer(self.profile, tool, strict=True)
+            try:
+                out = transformer.transform(schema)
+            except StrictImpossible as exc:
+                problems.append(self._problem("error", tool, "strict", f"strict mode is not "
+                                              f"possible: {exc}; declared without it"))
+            else:
+                problems.extend(transformer.problems)
+                return out, True
+        transformer = SchemaTransformer(self.profile, tool)
+        out = transformer.transform(schema)
+        problems.extend(transformer.problems)
+        return out, False
+
+    def _problem(self, severity: Any, tool: str, path: str, message: str) -> Problem:
+        return Problem(severity=severity, api_format=self.name, tool=tool, path=path,
+                       message=message)
+
+    def declaration(
+        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        """The provider's declaration dict (format-specific)."""
+        raise NotImplementedError
+
+    def tools_param(
+        self, functions: Sequence[dict[str, Any]], provider: Sequence[dict[str, Any]] = ()
+    ) -> list[dict[str, Any]]:
+        """The value to pass as the SDK's ``tools=`` argument (function and provider tools)."""
+        return [*functions, *provider]
+
+    # -- calls --------------------------------------------------------------------------
+
+    def parse(self, payload: Any, names: WireNames | None = None) -> list[ToolCall]:
+        """Every tool call in a provider response (dict or SDK object), in order."""
+        raw_calls = self.extract(as_data(payload))
+        return [self._call(item, names) for item in raw_calls]
+
+    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+        """(id, wire name, raw arguments) for each call in the payload (format-specific)."""
+        raise NotImplementedError
+
+    def _call(self, item: tuple[str, str, Any], names: WireNames | None) -> ToolCall:
+        call_id, wire, raw_args = item
+        arguments, raw, problem = decode_arguments(raw_args)
+        name = wire
+        if names is not None:
+            try:
+                name = names.name(wire)
+            except UnknownToolError as exc:
+                problem = problem or CallProblem(code=exc.code, message=exc.message)
+        return ToolCall(id=call_id, name=name, arguments=arguments, wire_name=wire,
+                        raw_arguments=raw, problem=problem, api_format=self.name)
+
+    def shape_error(self, data: Any, expected: str) -> WireFormatError:
+        keys = sorted(data)[:8] if isinstance(data, Mapping) else type(data).__name__
+        return WireFormatError(f"{self.name}: expected {expected}; got {keys}")
+
+    # -- results ------------------------------------------------------------------------
+
+    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+        """The provider's message (or item) carrying one call's result."""
+        raise NotImplementedError
+
+    def render_batch(
+        self, pairs: Iterable[tuple[ToolCall, ToolResult]]
+    ) -> list[dict[str, Any]]:
+        """The messages to append to the conversation for a batch of results."""
+        return [self.render(call, result) for call, result in pairs]
+
+    def wire_of(self, call: ToolCall) -> str:
+        return call.wire_name or wire_name(call.name, self.name)
+
+
+def block_text(block: Any) -> str:
+    """Text for a block a provider cannot carry natively."""
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, JsonBlock):
+        return dump_json(block.data)
+    if isinstance(block, FileBlock) and block.text is not None:
+        return block.text
+    if isinstance(block, ResourceLinkBlock):
+        return f"[resource {block.name}: {block.uri}]"
+    if isinstance(block, ImageBlock | AudioBlock | FileBlock):
+        return f"[{block.type} {block.media_type} omitted: this format cannot carry it here]"
+    return str(block)
+
+
+def data_url(block: ImageBlock | AudioBlock | FileBlock) -> str:
+    return f"data:{block.media_type};base64,{block.data or ''}"
+
+
+def plain_text(result: ToolResult) -> str:
+    """All of a result's content as one string (media described in words)."""
+    return "\n".join(block_text(b) for b in result.content)

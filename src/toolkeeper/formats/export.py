@@ -1,0 +1,88 @@
+"""``export``: a set of tools in one wire format, with the name table to read calls back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..invoke.call import ToolCall
+from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
+from ..tools.results import ToolResult
+from .names import WireNames
+from .problems import Problem
+
+__all__ = ["WireExport", "export"]
+
+
+@dataclass(frozen=True)
+class WireExport:
+    """Tools declared for one provider, and what is needed to understand its answers.
+
+    Attributes:
+        api_format: The wire format.
+        declarations: One declaration per tool, in order.
+        tools: The value to pass as the SDK's ``tools=`` argument.
+        names: The wire-name table used to map calls back.
+        problems: Lint results of every tool.
+    """
+
+    api_format: str
+    declarations: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    names: WireNames
+    problems: list[Problem] = field(default_factory=list)
+
+    def parse(self, response: Any) -> list[ToolCall]:
+        """The calls in a provider response, named by tool name (not wire name)."""
+        from . import parse_tool_calls
+
+        return parse_tool_calls(response, self.api_format, names=self.names)
+
+    def render(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        """The messages carrying a batch of results back to the provider."""
+        from . import render_results
+
+        return render_results(pairs, self.api_format)
+
+
+def export(
+    tools: Iterable[Any], api_format: str, *, strict: bool = False,
+    think_augment: bool | None = None,
+) -> WireExport:
+    """Declare ``tools`` for ``api_format`` with a collision-safe name table.
+
+    Raises:
+        WireFormatError: two tools would share a wire name, or a hosted tool has no declaration
+            for this format.
+    """
+    from . import _declared, get_format
+
+    fmt = get_format(api_format)
+    tools = list(tools)
+    names = WireNames((t.name for t in tools), fmt.name)
+    functions: list[dict[str, Any]] = []
+    provider: list[dict[str, Any]] = []
+    declarations: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for tool in tools:
+        declaration, found = _declared(tool, fmt.name, strict, think_augment)
+        wire = names.wire(tool.name)
+        if is_hosted_tool(tool) or is_provider_defined_tool(tool):
+            provider.append(declaration)
+        else:
+            declaration = _renamed(declaration, fmt.name, wire)
+            functions.append(declaration)
+        declarations.append(declaration)
+        problems.extend(found)
+    return WireExport(api_format=fmt.name, declarations=declarations,
+                      tools=fmt.tools_param(functions, provider), names=names, problems=problems)
+
+
+def _renamed(declaration: dict[str, Any], api_format: str, wire: str) -> dict[str, Any]:
+    current = declaration.get("function", declaration).get("name")
+    if current == wire:
+        return declaration
+    if "function" in declaration:
+        return {**declaration, "function": {**declaration["function"], "name": wire}}
+    return {**declaration, "name": wire}

@@ -1,0 +1,90 @@
+"""Google Gemini: ``functionDeclarations`` in the OpenAPI 3.0 subset, ``functionCall`` parts,
+``functionResponse`` parts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..invoke.call import ToolCall
+from ..tools.results import ImageBlock, ToolResult
+from .base import WireFormat, plain_text
+from .transform import Profile
+
+__all__ = ["GeminiFormat"]
+
+_KEEP = frozenset(
+    {"type", "format", "description", "nullable", "enum", "properties", "required", "items",
+     "minItems", "maxItems", "minimum", "maximum", "anyOf", "propertyOrdering", "minLength",
+     "maxLength", "pattern", "default", "minProperties", "maxProperties", "example"}
+)
+
+
+class GeminiFormat(WireFormat):
+    """Gemini API (REST JSON, camelCase; the ``google-genai`` SDK accepts the same dicts)."""
+
+    name = "gemini"
+    profile = Profile(name="gemini", keep=_KEEP, openapi_subset=True, refs=False)
+
+    def declaration(
+        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name, "description": tool.description}
+        if parameters.get("properties"):
+            out["parameters"] = parameters
+        return out
+
+    def tools_param(
+        self, functions: Sequence[dict[str, Any]], provider: Sequence[dict[str, Any]] = ()
+    ) -> list[dict[str, Any]]:
+        head = [{"functionDeclarations": list(functions)}] if functions else []
+        return [*head, *provider]
+
+    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+        parts = self._parts(data)
+        out = []
+        for index, part in enumerate(parts):
+            if not isinstance(part, dict):
+                continue
+            call = part.get("functionCall") or part.get("function_call")
+            if not isinstance(call, dict):
+                continue
+            call_id = call.get("id") or f"call_{index}"
+            out.append((str(call_id), call.get("name", ""), call.get("args")))
+        return out
+
+    def _parts(self, data: Any) -> list[Any]:
+        if isinstance(data, dict) and "candidates" in data:
+            parts: list[Any] = []
+            for candidate in data.get("candidates") or []:
+                parts.extend(((candidate or {}).get("content") or {}).get("parts") or [])
+            return parts
+        if isinstance(data, dict) and "parts" in data:
+            return list(data.get("parts") or [])
+        if isinstance(data, list):
+            return data
+        if isinstance(data, dict) and ("functionCall" in data or "function_call" in data):
+            return [data]
+        raise self.shape_error(data, "a GenerateContentResponse, a Content or a list of parts")
+
+    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+        payload: dict[str, Any]
+        if result.is_error:
+            payload = {"error": plain_text(result)}
+        elif result.structured_content is not None:
+            payload = {"output": result.structured_content}
+        else:
+            payload = {"output": plain_text(result)}
+        response: dict[str, Any] = {"name": self.wire_of(call), "response": payload}
+        if call.id and not call.id.startswith("call_"):
+            response["id"] = call.id
+        images = [b for b in result.content if isinstance(b, ImageBlock)]
+        if images:
+            response["parts"] = [
+                {"inlineData": {"mimeType": b.media_type, "data": b.data}} for b in images
+            ]
+        return {"functionResponse": response}
+
+    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        parts = [self.render(call, result) for call, result in pairs]
+        return [{"role": "user", "parts": parts}] if parts else []

@@ -1,0 +1,90 @@
+"""Model Context Protocol: ``tools/list`` entries, ``tools/call`` requests, ``CallToolResult``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..invoke.call import ToolCall
+from ..tools.results import (
+    AudioBlock,
+    FileBlock,
+    ImageBlock,
+    JsonBlock,
+    ResourceLinkBlock,
+    TextBlock,
+    ToolResult,
+    dump_json,
+)
+from .base import WireFormat
+from .transform import Profile
+
+__all__ = ["MCPFormat"]
+
+
+class MCPFormat(WireFormat):
+    """MCP tool declarations (with ``outputSchema`` and annotations) and results."""
+
+    name = "mcp"
+    profile = Profile(name="mcp")
+
+    def declaration(
+        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name}
+        if tool.metadata.title:
+            out["title"] = tool.metadata.title
+        out["description"] = tool.description
+        out["inputSchema"] = parameters
+        output = tool.output_schema
+        if output is not None:
+            out["outputSchema"] = {k: v for k, v in output.items()
+                                   if k != "x-toolkeeper-wrap-result"}
+        annotations = tool.metadata.mcp_annotations()
+        if annotations:
+            out["annotations"] = annotations
+        return out
+
+    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+        if isinstance(data, list):
+            return [item for d in data for item in self.extract(d)]
+        if not isinstance(data, dict):
+            raise self.shape_error(data, "a tools/call request or its params")
+        rpc_id = data.get("id")
+        params = data.get("params") if "params" in data else data
+        if data.get("method") not in (None, "tools/call") or not isinstance(params, dict):
+            raise self.shape_error(data, "a tools/call request or its params")
+        if "name" not in params:
+            raise self.shape_error(params, "tools/call params with a name")
+        call_id = str(rpc_id) if rpc_id is not None else "mcp-call"
+        return [(call_id, params["name"], params.get("arguments"))]
+
+    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "content": [self._block(b) for b in result.content],
+            "isError": result.is_error,
+        }
+        if result.structured_content is not None and not result.is_error:
+            out["structuredContent"] = result.structured_content
+        return out
+
+    @staticmethod
+    def _block(block: Any) -> dict[str, Any]:
+        if isinstance(block, TextBlock):
+            return {"type": "text", "text": block.text}
+        if isinstance(block, JsonBlock):
+            return {"type": "text", "text": dump_json(block.data)}
+        if isinstance(block, ImageBlock | AudioBlock):
+            return {"type": block.type, "data": block.data, "mimeType": block.media_type}
+        if isinstance(block, ResourceLinkBlock):
+            link = {"type": "resource_link", "uri": block.uri, "name": block.name}
+            extra = {"description": block.description, "mimeType": block.media_type,
+                     "size": block.size}
+            return {**link, **{k: v for k, v in extra.items() if v is not None}}
+        assert isinstance(block, FileBlock)
+        resource: dict[str, Any] = {"uri": block.uri or f"toolkeeper://file/{block.name or 'file'}",
+                                    "mimeType": block.media_type}
+        if block.text is not None:
+            resource["text"] = block.text
+        else:
+            resource["blob"] = block.data or ""
+        return {"type": "resource", "resource": resource}

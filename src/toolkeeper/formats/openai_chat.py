@@ -1,0 +1,72 @@
+"""OpenAI Chat Completions: ``tools=[{"type": "function", "function": {...}}]``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..invoke.call import ToolCall
+from ..tools.results import ImageBlock, ToolResult
+from .base import WireFormat, block_text, data_url
+from .transform import Profile
+
+__all__ = ["OPENAI_STRICT_KEYWORDS", "OpenAIChatFormat"]
+
+OPENAI_STRICT_KEYWORDS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+     "description", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+     "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "$ref", "$defs"}
+)
+
+
+class OpenAIChatFormat(WireFormat):
+    """Declarations, calls and ``tool`` messages of the Chat Completions API."""
+
+    name = "openai-chat"
+    profile = Profile(name="openai-chat", strict_keep=OPENAI_STRICT_KEYWORDS)
+
+    def declaration(
+        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        function: dict[str, Any] = {"name": name, "description": tool.description,
+                                    "parameters": parameters}
+        if strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
+
+    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+        if isinstance(data, dict) and "choices" in data:
+            calls: list[Any] = []
+            for choice in data.get("choices") or []:
+                calls.extend(((choice or {}).get("message") or {}).get("tool_calls") or [])
+        elif isinstance(data, dict) and ("tool_calls" in data or data.get("role") == "assistant"):
+            calls = list(data.get("tool_calls") or [])
+        elif isinstance(data, list):
+            calls = data
+        else:
+            raise self.shape_error(data, "a ChatCompletion, an assistant message or a list of "
+                                   "tool calls")
+        out = []
+        for call in calls:
+            function = (call or {}).get("function") or {}
+            if "name" not in function:
+                raise self.shape_error(call, "a tool call with function.name")
+            out.append((str(call.get("id") or ""), function["name"], function.get("arguments")))
+        return out
+
+    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+        text = "\n".join(block_text(b) for b in result.content)
+        return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        images: list[dict[str, Any]] = []
+        for call, result in pairs:
+            messages.append(self.render(call, result))
+            for block in result.content:
+                if isinstance(block, ImageBlock):
+                    images.append({"type": "image_url", "image_url": {"url": data_url(block)}})
+        if images:
+            note = {"type": "text", "text": "Images returned by the tool calls above:"}
+            messages.append({"role": "user", "content": [note, *images]})
+        return messages

@@ -1,0 +1,61 @@
+"""OpenAI Responses API: ``function`` tools, ``function_call`` items, ``function_call_output``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..invoke.call import ToolCall
+from ..tools.results import FileBlock, ImageBlock, ToolResult
+from .base import WireFormat, block_text, data_url
+from .openai_chat import OPENAI_STRICT_KEYWORDS
+from .transform import Profile
+
+__all__ = ["OpenAIResponsesFormat"]
+
+
+class OpenAIResponsesFormat(WireFormat):
+    """The Responses API. Its ``strict`` defaults to true, so it is always sent explicitly."""
+
+    name = "openai-responses"
+    profile = Profile(name="openai-responses", strict_keep=OPENAI_STRICT_KEYWORDS)
+
+    def declaration(
+        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        return {"type": "function", "name": name, "description": tool.description,
+                "parameters": parameters, "strict": strict}
+
+    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+        if isinstance(data, dict) and "output" in data:
+            items = data.get("output") or []
+        elif isinstance(data, list):
+            items = data
+        elif isinstance(data, dict) and data.get("type") == "function_call":
+            items = [data]
+        else:
+            raise self.shape_error(data, "a Response, a list of output items or a function_call")
+        out = []
+        for item in items:
+            if not isinstance(item, dict) or item.get("type") != "function_call":
+                continue
+            call_id = item.get("call_id") or item.get("id") or ""
+            out.append((str(call_id), item.get("name", ""), item.get("arguments")))
+        return out
+
+    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+        has_media = any(isinstance(b, ImageBlock | FileBlock) and b.data for b in result.content)
+        output: Any
+        if not has_media:
+            output = "\n".join(block_text(b) for b in result.content)
+        else:
+            output = [self._part(block) for block in result.content]
+        return {"type": "function_call_output", "call_id": call.id, "output": output}
+
+    @staticmethod
+    def _part(block: Any) -> dict[str, Any]:
+        if isinstance(block, ImageBlock):
+            return {"type": "input_image", "image_url": data_url(block)}
+        if isinstance(block, FileBlock) and block.data:
+            return {"type": "input_file", "filename": block.name or "file",
+                    "file_data": data_url(block)}
+        return {"type": "input_text", "text": block_text(block)}

@@ -1,0 +1,315 @@
+"""Schema transformers: project a tool's JSON Schema onto what one provider accepts.
+
+A transformer never changes what the tool validates — toolkeeper validates every call against the
+tool's own schema — it only changes what the provider is shown. Where a keyword cannot be shown
+but its meaning can be kept (a constraint the provider ignores is still enforced on the call),
+it moves into the description (an ``info`` problem). Where meaning is lost, a ``warning``. Where a
+requested mode (strict) cannot be honoured, an ``error`` — and the declaration falls back to a
+form the provider accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .problems import Problem
+
+__all__ = ["Profile", "SchemaTransformer", "StrictImpossible", "inline_refs"]
+
+Severity = Literal["error", "warning", "info"]
+_CHILD_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+class StrictImpossible(Exception):  # noqa: N818 - internal control flow
+    """Raised inside a strict transform when the schema cannot be made strict."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a provider accepts in a tool's parameter schema.
+
+    Attributes:
+        name: The API format.
+        keep: Keywords the provider accepts (None: accepts anything).
+        describe: Keywords the provider rejects whose meaning is kept by moving them into the
+            description (toolkeeper still enforces them when the call comes back).
+        strict_keep: Keywords accepted in strict mode (None: strict unsupported).
+        strict_all_required: Strict mode needs every property required (optional → nullable).
+        openapi_subset: Gemini's OpenAPI 3.0 dialect (nullable, string enums, no maps/refs).
+        refs: ``$ref``/``$defs`` are accepted (used only for recursive schemas).
+    """
+
+    name: str
+    keep: frozenset[str] | None = None
+    describe: frozenset[str] = frozenset()
+    strict_keep: frozenset[str] | None = None
+    strict_all_required: bool = True
+    openapi_subset: bool = False
+    refs: bool = True
+
+
+_CONSTRAINTS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+     "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems", "minProperties",
+     "maxProperties", "contains", "minContains", "maxContains", "patternProperties",
+     "propertyNames", "dependentRequired", "examples", "not", "if", "then", "else",
+     "prefixItems", "unevaluatedProperties", "unevaluatedItems", "const", "default",
+     "contentEncoding", "contentMediaType", "deprecated", "readOnly", "writeOnly"}
+)
+
+
+_OPENAPI_FORMATS = {
+    "string": ("enum", "date-time"),
+    "number": ("float", "double"),
+    "integer": ("int32", "int64"),
+}
+
+
+def inline_refs(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Replace local ``$ref``s by their definitions; returns (schema, is_recursive).
+
+    Recursive references are left in place (with ``$defs`` kept) and reported as recursive.
+    """
+    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    if not defs:
+        return schema, False
+    recursive = False
+
+    def resolve(node: Any, trail: tuple[str, ...]) -> Any:
+        nonlocal recursive
+        if isinstance(node, list):
+            return [resolve(item, trail) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
+            key = ref.rsplit("/", 1)[-1]
+            if key in trail or key not in defs:
+                recursive = recursive or key in trail
+                return node
+            target = resolve(defs[key], (*trail, key))
+            siblings = {k: resolve(v, trail) for k, v in node.items() if k != "$ref"}
+            return {**target, **siblings}
+        return {k: resolve(v, trail) if k not in ("$defs", "definitions") else v
+                for k, v in node.items()}
+
+    out = resolve(schema, ())
+    if not recursive:
+        out.pop("$defs", None)
+        out.pop("definitions", None)
+    return out, recursive
+
+
+@dataclass
+class SchemaTransformer:
+    """One transformation of one tool's schema for one profile; collects problems."""
+
+    profile: Profile
+    tool: str
+    strict: bool = False
+    problems: list[Problem] = field(default_factory=list)
+
+    def note(self, severity: Severity, path: str, message: str) -> None:
+        self.problems.append(Problem(severity=severity, api_format=self.profile.name,
+                                     tool=self.tool, path=path, message=message))
+
+    def transform(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The schema as this profile shows it (a new dict; the input is not changed)."""
+        inlined, recursive = inline_refs(copy.deepcopy(schema))
+        if recursive and (not self.profile.refs or self.strict):
+            if self.strict:
+                raise StrictImpossible("the schema is recursive")
+            self.note("warning", "parameters", "recursive schema cannot be inlined; the "
+                      "recursive part is shown as a plain object")
+            inlined = _cut_refs(inlined)
+        node = self._node(inlined, "parameters")
+        node.setdefault("type", "object")
+        if node.get("type") == "object":
+            node.setdefault("properties", {})
+        return node
+
+    # -- one schema node --------------------------------------------------------------
+
+    def _node(self, node: Any, path: str) -> dict[str, Any]:
+        if not isinstance(node, dict):
+            return {}
+        if self.profile.openapi_subset:
+            node = self._openapi(node, path)
+        out: dict[str, Any] = {}
+        notes: list[str] = []
+        keep = self._keep()
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {n: self._node(s, f"{path}.{n}") for n, s in value.items()}
+            elif key in _CHILD_LISTS and isinstance(value, list) and self._kept(key, keep):
+                out[key] = [self._node(s, f"{path}.{key}[{i}]") for i, s in enumerate(value)]
+            elif key in ("items", "additionalProperties") and isinstance(value, dict):
+                if self._kept(key, keep):
+                    out[key] = self._node(value, f"{path}.{key}")
+                else:
+                    self._drop(key, value, path, notes)
+            elif self._kept(key, keep):
+                out[key] = value
+            else:
+                self._drop(key, value, path, notes)
+        if self.strict:
+            out = self._strictify(out, path, notes)
+        if notes:
+            out["description"] = " ".join([out.get("description", ""), *notes]).strip()
+        return out
+
+    def _keep(self) -> frozenset[str] | None:
+        return self.profile.strict_keep if self.strict else self.profile.keep
+
+    @staticmethod
+    def _kept(key: str, keep: frozenset[str] | None) -> bool:
+        return keep is None or key in keep
+
+    def _drop(self, key: str, value: Any, path: str, notes: list[str]) -> None:
+        if key in ("title", "$schema", "$id", "$comment", "$defs", "definitions"):
+            return
+        if key == "default":
+            notes.append(f"Default: {_short_json(value)}.")
+            self.note("info", path, "default moved into the description")
+            return
+        if self.strict and key in ("oneOf", "allOf"):
+            raise StrictImpossible(f"'{key}' at {path} has no strict-mode equivalent")
+        if key in _CONSTRAINTS or key in self.profile.describe:
+            notes.append(f"Constraint: {key} {_short_json(value)}.")
+            self.note("info", path, f"'{key}' is not accepted; moved into the description "
+                      "(still enforced when the call comes back)")
+            return
+        if key == "additionalProperties" and isinstance(value, bool):
+            if value:
+                notes.append("Accepts any keys.")
+            return
+        if key == "additionalProperties":
+            if self.strict:
+                raise StrictImpossible(f"open map at {path} cannot be closed")
+            notes.append(f"Keys map to values of schema {_short_json(value)}.")
+            self.note("warning", path, "map values ('additionalProperties') cannot be declared; "
+                      "described in words instead")
+            return
+        self.note("warning", path, f"keyword '{key}' is not accepted and was dropped")
+
+    # -- strict mode -------------------------------------------------------------------
+
+    def _strictify(self, out: dict[str, Any], path: str, notes: list[str]) -> dict[str, Any]:
+        if not out or ("type" not in out and not any(k in out for k in ("anyOf", "enum", "const"))):
+            raise StrictImpossible(f"{path} accepts any value, which strict mode cannot express")
+        if out.get("type") == "object" or "properties" in out:
+            extra = out.get("additionalProperties")
+            if extra not in (None, False):
+                raise StrictImpossible(f"open map at {path} cannot be closed")
+            out["additionalProperties"] = False
+            props = out.setdefault("properties", {})
+            if self.profile.strict_all_required:
+                required = set(out.get("required", []))
+                for name, sub in props.items():
+                    if name not in required:
+                        props[name] = _nullable(sub)
+                        self.note("info", f"{path}.{name}", "optional property made required "
+                                  "and nullable (null means 'not given')")
+                out["required"] = list(props)
+        return out
+
+    # -- Gemini's OpenAPI subset ---------------------------------------------------------
+
+    def _openapi(self, node: dict[str, Any], path: str) -> dict[str, Any]:
+        node = dict(node)
+        kind = node.get("type")
+        if isinstance(kind, list):
+            others = [k for k in kind if k != "null"]
+            if len(others) == 1:
+                node["type"] = others[0]
+                if "null" in kind:
+                    node["nullable"] = True
+            else:
+                node.pop("type")
+                node["anyOf"] = [{"type": k} for k in others]
+                if "null" in kind:
+                    node["nullable"] = True
+        options = node.get("anyOf") or node.get("oneOf")
+        if isinstance(options, list):
+            node = self._collapse_nullable(node, options)
+        if "const" in node:
+            node["enum"] = [node.pop("const")]
+        if "enum" in node:
+            node = self._string_enum(node, path)
+        fmt = node.get("format")
+        if fmt is not None and fmt not in _OPENAPI_FORMATS.get(node.get("type"), ()):
+            node.pop("format")
+            node["description"] = f"{node.get('description', '')} Format: {fmt}.".strip()
+            self.note("info", path, f"format '{fmt}' is not accepted; moved into the description")
+        return node
+
+    def _collapse_nullable(self, node: dict[str, Any], options: list[Any]) -> dict[str, Any]:
+        non_null = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+        if len(non_null) == len(options):
+            if "oneOf" in node:
+                node["anyOf"] = node.pop("oneOf")
+            return node
+        node.pop("anyOf", None)
+        node.pop("oneOf", None)
+        if len(non_null) == 1 and isinstance(non_null[0], dict):
+            merged = {**non_null[0], **node, "nullable": True}
+            return merged
+        return {**node, "anyOf": non_null, "nullable": True}
+
+    def _string_enum(self, node: dict[str, Any], path: str) -> dict[str, Any]:
+        values = node["enum"]
+        if all(isinstance(v, str) for v in values):
+            node.setdefault("type", "string")
+            return node
+        node["enum"] = [_enum_text(v) for v in values]
+        original = node.get("type")
+        node["type"] = "string"
+        self.note("info", path, f"enum of {original or 'mixed'} values shown as strings; "
+                  "string answers are converted back when the call comes back")
+        return node
+
+
+def _nullable(sub: dict[str, Any]) -> dict[str, Any]:
+    kind = sub.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return sub
+    if isinstance(kind, str):
+        out = {**sub, "type": [kind, "null"]}
+        if "enum" in out and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+        return out
+    options = sub.get("anyOf")
+    if isinstance(options, list):
+        if any(isinstance(o, dict) and o.get("type") == "null" for o in options):
+            return sub
+        return {**sub, "anyOf": [*options, {"type": "null"}]}
+    desc = {"description": sub["description"]} if "description" in sub else {}
+    rest = {k: v for k, v in sub.items() if k != "description"}
+    return {"anyOf": [rest, {"type": "null"}], **desc}
+
+
+def _cut_refs(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_cut_refs(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return {"type": "object", **({"description": node["description"]}
+                                     if "description" in node else {})}
+    return {k: _cut_refs(v) for k, v in node.items() if k not in ("$defs", "definitions")}
+
+
+def _enum_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _short_json(value: Any, limit: int = 120) -> str:
+    from ..tools.results import dump_json
+
+    text = dump_json(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+

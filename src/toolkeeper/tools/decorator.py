@@ -1,0 +1,59 @@
+"""The ``@tool`` decorator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, overload
+
+from .metadata import ToolMetadata
+from .risk import HitlMode, ToolRisk
+from .tool import Tool
+
+__all__ = ["tool"]
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    namespace: str | None = None,
+    risk: ToolRisk | str | None = None,
+    hitl_mode: HitlMode | str | None = None,
+    metadata: ToolMetadata | None = None,
+    **metadata_fields: Any,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    namespace: str | None = None,
+    risk: ToolRisk | str | None = None,
+    hitl_mode: HitlMode | str | None = None,
+    metadata: ToolMetadata | None = None,
+    **metadata_fields: Any,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a ``Tool``; usable bare (``@tool``) or with options (``@tool(...)``).
+
+    Extra keyword arguments are ``ToolMetadata`` fields (``tags=``, ``category=``, ``timeout=``…).
+    The decorated name is a ``Tool`` that can still be called like the function.
+    """
+    if metadata_fields:
+        base = metadata.model_dump() if metadata else {}
+        metadata = ToolMetadata(**{**base, **metadata_fields})
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        return Tool.from_function(
+            fn, name=name, description=description, namespace=namespace, metadata=metadata,
+            risk=risk, hitl_mode=hitl_mode,
+        )
+
+    return wrap(func) if func is not None else wrap

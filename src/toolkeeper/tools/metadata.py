@@ -1,0 +1,93 @@
+"""Behavioural and classification metadata of a tool."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["ToolMetadata"]
+
+
+class ToolMetadata(BaseModel):
+    """What the catalog, the exporters and the invoker need to know about a tool besides its schema.
+
+    Frozen: derive a changed copy with ``metadata.model_copy(update={...})``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    is_async: bool = False
+    """Whether the callable is a coroutine function (always detected, never trusted from input)."""
+    is_concurrency_safe: bool = True
+    """Whether several calls of this tool may run at the same time."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Per-call timeout in seconds; ``None`` uses the invoker's policy."""
+    max_result_size: int | None = Field(default=None, gt=0)
+    """Truncate results longer than this many characters when no artifact store is configured."""
+    tags: frozenset[str] = frozenset()
+    """Classification tags (``read_only``, ``network``, ``file_system``, ...)."""
+    custom_tags: frozenset[str] = frozenset()
+    """Free-form user tags."""
+    think_augment: bool | None = None
+    """Add a ``toolcall_reason`` argument to the exported schema (stripped before the call)."""
+    defer_loading: bool = Field(default=False, alias="defer")
+    """Leave the tool out of the initial tool list; it is found through ``tool_search``."""
+    search_hint: str = ""
+    """Extra keywords for search (synonyms, domain words)."""
+    category: str | None = None
+    """Category path such as ``data/visualization``."""
+    aliases: tuple[str, ...] = ()
+    """Other names the catalog resolves to this tool."""
+    version: str | None = None
+    title: str | None = None
+    """Human-readable display name (MCP ``title``)."""
+    unknown_arguments: Literal["reject", "ignore"] = "reject"
+    """What to do with arguments the schema does not declare: reject the call or drop them."""
+    read_only_hint: bool | None = None
+    """MCP hint: the tool does not modify its environment."""
+    destructive_hint: bool | None = None
+    """MCP hint: the tool may perform destructive updates."""
+    idempotent_hint: bool | None = None
+    """MCP hint: repeating a call with the same arguments has no additional effect."""
+    open_world_hint: bool | None = None
+    """MCP hint: the tool interacts with an open world of external entities."""
+    source: str = "native"
+    """Where the tool came from (``native``, ``mcp``, ``openapi``, ...)."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Application-specific data; toolkeeper never reads it."""
+
+    @field_validator("tags", "custom_tags", mode="before")
+    @classmethod
+    def _str_set(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return frozenset({value})
+        if value is None:
+            return frozenset()
+        return frozenset(str(v.value if hasattr(v, "value") else v) for v in value)
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _str_tuple(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return (value,)
+        return tuple(value or ())
+
+    @property
+    def all_tags(self) -> frozenset[str]:
+        """``tags`` and ``custom_tags`` together."""
+        return self.tags | self.custom_tags
+
+    def mcp_annotations(self) -> dict[str, Any]:
+        """The MCP ``ToolAnnotations`` object for the hints that are set."""
+        pairs = {
+            "title": self.title,
+            "readOnlyHint": self.read_only_hint,
+            "destructiveHint": self.destructive_hint,
+            "idempotentHint": self.idempotent_hint,
+            "openWorldHint": self.open_world_hint,
+        }
+        return {key: value for key, value in pairs.items() if value is not None}
+
+
+DEFAULT_METADATA = ToolMetadata()

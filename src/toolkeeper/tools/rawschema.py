@@ -1,0 +1,232 @@
+"""Raw JSON Schemas from the wild: normalize what has one clear meaning, report the rest.
+
+Also the lax coercion of obviously-meant values ("5" for an integer) for raw-schema tools, done
+with pydantic's own lax rules so function tools and raw-schema tools agree.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+__all__ = ["SchemaWarning", "coerce_arguments", "normalize_schema"]
+
+
+class SchemaWarning(UserWarning):
+    """A raw tool schema has a problem toolkeeper could not repair with certainty."""
+
+
+_TYPE_NAMES = {
+    "object": "object", "dict": "object", "map": "object", "mapping": "object", "hash": "object",
+    "array": "array", "list": "array", "tuple": "array", "set": "array", "sequence": "array",
+    "string": "string", "str": "string", "text": "string",
+    "integer": "integer", "int": "integer", "long": "integer", "int32": "integer",
+    "int64": "integer", "short": "integer",
+    "number": "number", "float": "number", "double": "number", "decimal": "number",
+    "numeric": "number", "real": "number",
+    "boolean": "boolean", "bool": "boolean",
+    "null": "null", "none": "null", "nonetype": "null", "nil": "null",
+}
+_ANY_NAMES = {"any", "object?", "mixed", "*"}
+_PY_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+             "array": list, "object": dict, "null": type(None)}
+
+
+def normalize_schema(schema: Any, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
+    """Return a repaired copy of a tool's parameter schema and the problems left in it.
+
+    Repaired (one clear meaning): non-standard type names (``dict``, ``float``, ``long``,
+    ``String``...), ``any`` (dropped), draft-3 ``"required": true`` on properties, a missing
+    top-level ``"type": "object"``. Reported with their JSON path: ``required`` naming a missing
+    property, defaults of the wrong type, enum values that do not match the type, unknown type
+    names. Nothing raises; problems are also emitted as ``SchemaWarning``.
+    """
+    if schema is None:
+        return {"type": "object", "properties": {}}, []
+    if not isinstance(schema, dict):
+        problem = f"{where}: schema must be a JSON object, got {type(schema).__name__}; using {{}}"
+        warnings.warn(problem, SchemaWarning, stacklevel=3)
+        return {"type": "object", "properties": {}}, [problem]
+    fixed = copy.deepcopy(schema)
+    problems: list[str] = []
+    if "type" not in fixed and ("properties" in fixed or not fixed):
+        fixed["type"] = "object"
+    if fixed.get("type") == "object":
+        fixed.setdefault("properties", {})
+    _walk(fixed, where, problems)
+    for problem in problems:
+        warnings.warn(problem, SchemaWarning, stacklevel=3)
+    return fixed, problems
+
+
+def _walk(node: dict[str, Any], path: str, problems: list[str]) -> None:
+    _fix_type(node, path, problems)
+    props = node.get("properties")
+    if isinstance(props, dict):
+        _fix_draft3_required(node, props)
+        for name, sub in props.items():
+            if isinstance(sub, dict):
+                _walk(sub, f"{path}.properties.{name}", problems)
+        for name in node.get("required", []) or []:
+            if name not in props:
+                problems.append(f"{path}.required: names '{name}', which is not a property")
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(node.get(key), dict):
+            _walk(node[key], f"{path}.{key}", problems)
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for i, sub in enumerate(node.get(key) or []):
+            if isinstance(sub, dict):
+                _walk(sub, f"{path}.{key}[{i}]", problems)
+    for key in ("$defs", "definitions"):
+        for name, sub in (node.get(key) or {}).items():
+            if isinstance(sub, dict):
+                _walk(sub, f"{path}.{key}.{name}", problems)
+    _check_values(node, path, problems)
+
+
+def _canonical_type(name: Any, path: str, problems: list[str]) -> str | None:
+    if not isinstance(name, str):
+        problems.append(f"{path}.type: {name!r} is not a type name")
+        return None
+    lowered = name.strip().lower()
+    if lowered in _TYPE_NAMES:
+        return _TYPE_NAMES[lowered]
+    if lowered not in _ANY_NAMES:
+        problems.append(f"{path}.type: unknown type name {name!r}; treated as any type")
+    return None
+
+
+def _fix_type(node: dict[str, Any], path: str, problems: list[str]) -> None:
+    if "type" not in node:
+        return
+    raw = node["type"]
+    names = raw if isinstance(raw, list) else [raw]
+    canonical = [c for c in (_canonical_type(n, path, problems) for n in names) if c]
+    if not canonical:
+        del node["type"]
+    elif isinstance(raw, list):
+        node["type"] = list(dict.fromkeys(canonical))
+    else:
+        node["type"] = canonical[0]
+    if node.get("type") == "array" and isinstance(node.get("items"), list):
+        node["prefixItems"] = node.pop("items")
+
+
+def _fix_draft3_required(node: dict[str, Any], props: dict[str, Any]) -> None:
+    required = node.get("required")
+    names = list(required) if isinstance(required, list) else []
+    for name, sub in props.items():
+        if isinstance(sub, dict) and isinstance(sub.get("required"), bool):
+            if sub.pop("required") and name not in names:
+                names.append(name)
+    if names or isinstance(required, bool):
+        node["required"] = names
+
+
+def _matches(value: Any, type_name: Any) -> bool:
+    names = type_name if isinstance(type_name, list) else [type_name]
+    for name in names:
+        expected = _PY_TYPES.get(name)
+        if expected is None:
+            return True
+        if isinstance(value, bool) and name in ("integer", "number"):
+            continue
+        if isinstance(value, expected):
+            return True
+    return False
+
+
+def _check_values(node: dict[str, Any], path: str, problems: list[str]) -> None:
+    type_name = node.get("type")
+    if type_name is None:
+        return
+    if "default" in node and not _matches(node["default"], type_name):
+        problems.append(f"{path}.default: {node['default']!r} does not match type {type_name!r}")
+    for value in node.get("enum") or []:
+        if not _matches(value, type_name):
+            problems.append(f"{path}.enum: value {value!r} does not match type {type_name!r}")
+
+
+_LAX = {"integer": TypeAdapter(int), "number": TypeAdapter(float), "boolean": TypeAdapter(bool)}
+
+
+def coerce_arguments(value: Any, schema: Any) -> Any:
+    """Coerce obviously-meant scalars ("5" → 5, "true" → True) where the schema says so.
+
+    Uses pydantic's lax rules for int, float and bool; everything else is left for the validator
+    to judge. Returns the value unchanged when nothing needed coercion.
+    """
+    if not isinstance(schema, dict):
+        return value
+    type_name = schema.get("type")
+    if isinstance(type_name, list):
+        if value is None and "null" in type_name:
+            return None
+        others = [t for t in type_name if t != "null"]
+        type_name = others[0] if len(others) == 1 else None
+    if type_name is None:
+        options = schema.get("anyOf") or schema.get("oneOf")
+        if isinstance(options, list) and value is not None:
+            non_null = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+            if len(non_null) == 1:
+                return coerce_arguments(value, non_null[0])
+        return value
+    if type_name == "object" and isinstance(value, dict):
+        props = schema.get("properties") or {}
+        return {k: coerce_arguments(v, props.get(k)) for k, v in value.items()}
+    if type_name == "array" and isinstance(value, list):
+        items = schema.get("items")
+        return [coerce_arguments(v, items) for v in value] if isinstance(items, dict) else value
+    adapter = _LAX.get(type_name)
+    if adapter is None or _matches(value, type_name) and not _float_for_int(value, type_name):
+        return value
+    try:
+        return adapter.validate_python(value)
+    except ValidationError:
+        return value
+
+
+def _float_for_int(value: Any, type_name: str) -> bool:
+    return type_name == "integer" and isinstance(value, float)
+
+
+def _accepts_null(schema: Any) -> bool:
+    if not isinstance(schema, dict) or not schema:
+        return True
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if kind is None and "$ref" not in schema:
+        options = schema.get("anyOf") or schema.get("oneOf") or []
+        return not options or any(_accepts_null(o) for o in options)
+    return False
+
+
+def drop_optional_nulls(value: Any, schema: Any, defs: dict[str, Any] | None = None) -> Any:
+    """Treat ``null`` for an optional property that cannot be null as "not given".
+
+    Strict-mode exports make optional properties required and nullable; a model then sends
+    ``null`` for an argument it means to leave out. Dropping those keys lets the default apply.
+    """
+    if not isinstance(value, dict) or not isinstance(schema, dict):
+        return value
+    defs = defs if defs is not None else schema.get("$defs", {})
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        schema = defs.get(ref.rsplit("/", 1)[-1], {})
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return value
+    required = set(schema.get("required") or ())
+    if not any(v is None or isinstance(v, dict) for v in value.values()):
+        return value
+    out = {}
+    for key, item in value.items():
+        sub = props.get(key)
+        if item is None and key not in required and sub is not None and not _accepts_null(sub):
+            continue
+        out[key] = drop_optional_nulls(item, sub, defs) if isinstance(item, dict) else item
+    return out

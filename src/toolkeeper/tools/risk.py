@@ -1,0 +1,98 @@
+"""Risk ladder and human-in-the-loop modes.
+
+The seeds use three ladders (SAFE/SENSITIVE/CRITICAL and SAFE/HIGH/CRITICAL); toolkeeper unifies
+them into one ordered ladder ``SAFE < SENSITIVE < HIGH < CRITICAL``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+__all__ = ["HitlMode", "ToolRisk", "default_hitl_mode"]
+
+
+class ToolRisk(str, Enum):
+    """How much harm a tool can do; ordered ``SAFE < SENSITIVE < HIGH < CRITICAL``.
+
+    - SAFE: read-only, no side effects (web search, read a file, a calculator).
+    - SENSITIVE: external reads and network calls (HTTP GET, database reads, listing files).
+    - HIGH: local writes and reversible effects (write a file, run a confined command).
+    - CRITICAL: irreversible or real-world effects (send an email, delete data, pay).
+    """
+
+    SAFE = "safe"
+    SENSITIVE = "sensitive"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """Position on the ladder, 0 for SAFE."""
+        return _RANK[self]
+
+    @classmethod
+    def _missing_(cls, value: object) -> ToolRisk | None:
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            for member in cls:
+                if member.value == lowered:
+                    return member
+        return None
+
+    def __lt__(self, other: Any) -> bool:
+        if not isinstance(other, ToolRisk):
+            return NotImplemented
+        return self.rank < other.rank
+
+    def __le__(self, other: Any) -> bool:
+        if not isinstance(other, ToolRisk):
+            return NotImplemented
+        return self.rank <= other.rank
+
+    def __gt__(self, other: Any) -> bool:
+        if not isinstance(other, ToolRisk):
+            return NotImplemented
+        return self.rank > other.rank
+
+    def __ge__(self, other: Any) -> bool:
+        if not isinstance(other, ToolRisk):
+            return NotImplemented
+        return self.rank >= other.rank
+
+    __hash__ = str.__hash__
+
+
+_RANK = {ToolRisk.SAFE: 0, ToolRisk.SENSITIVE: 1, ToolRisk.HIGH: 2, ToolRisk.CRITICAL: 3}
+
+
+class HitlMode(str, Enum):
+    """How a human is asked before a tool runs.
+
+    - NONE: the tool does not ask by itself (the invoker's policy may still require approval).
+    - BLOCKING: wait for a decision; a timeout denies.
+    - CONTINUE_ON_TIMEOUT: wait ``hitl_timeout_seconds``, then approve and record that it did.
+    - FIRE_AND_CONTINUE: announce the call and proceed at once.
+    """
+
+    NONE = "none"
+    BLOCKING = "blocking"
+    CONTINUE_ON_TIMEOUT = "continue_on_timeout"
+    FIRE_AND_CONTINUE = "fire_and_continue"
+
+    @classmethod
+    def _missing_(cls, value: object) -> HitlMode | None:
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            for member in cls:
+                if member.value == lowered:
+                    return member
+        return None
+
+
+def default_hitl_mode(risk: ToolRisk) -> HitlMode:
+    """The HITL mode a tool gets when it does not choose one.
+
+    SAFE and SENSITIVE tools do not ask; HIGH and CRITICAL tools block for a decision.
+    """
+    return HitlMode.BLOCKING if risk >= ToolRisk.HIGH else HitlMode.NONE

@@ -1,0 +1,63 @@
+"""Calling a tool's callable: argument binding, sync/async bridging, worker threads."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+from collections.abc import Callable, Coroutine
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+
+__all__ = ["call_async", "call_sync", "run_coroutine_sync"]
+
+Binding = tuple[tuple[str, ...], str | None, Any]
+
+
+def _bind(kwargs: dict[str, Any], binding: Binding) -> tuple[list[Any], dict[str, Any]]:
+    positional, ctx_param, ctx = binding
+    kw = dict(kwargs) if positional or ctx_param else kwargs
+    args = [kw.pop(name) for name in positional if name in kw]
+    if ctx_param is not None:
+        kw[ctx_param] = ctx
+    return args, kw
+
+
+def run_coroutine_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine to completion from synchronous code.
+
+    Without a running event loop in this thread, a fresh loop runs it; inside one (a sync call
+    from async code), it runs on a fresh loop in a helper thread so the caller's loop is not
+    re-entered.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def call_sync(func: Callable[..., Any], kwargs: dict[str, Any], binding: Binding) -> Any:
+    """Call ``func`` from synchronous code; coroutines it returns are run to completion."""
+    args, kw = _bind(kwargs, binding)
+    value = func(*args, **kw)
+    if inspect.iscoroutine(value):
+        return run_coroutine_sync(value)
+    return value
+
+
+async def call_async(
+    func: Callable[..., Any], kwargs: dict[str, Any], binding: Binding, *, in_thread: bool
+) -> Any:
+    """Call ``func`` from async code; sync functions run in a worker thread when ``in_thread``."""
+    args, kw = _bind(kwargs, binding)
+    if in_thread:
+        value = await anyio.to_thread.run_sync(partial(func, *args, **kw))
+    else:
+        value = func(*args, **kw)
+    if inspect.isawaitable(value):
+        value = await value
+    return value

@@ -1,0 +1,350 @@
+"""Inspect a function once: its parameters, their JSON Schema, its docstring and return type.
+
+Common parameter types (str, int, float, bool, None, list/dict of those, Optional, unions and
+Literal) get their JSON Schema from a fast path whose output equals pydantic's (a property test
+holds the two together); anything else — models, dataclasses, TypedDicts, enums, Annotated — goes
+through pydantic. The pydantic model that validates arguments is built on first use.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+
+from ..errors import SchemaError
+from .context import ToolContext
+from .docstrings import parse_docstring
+
+__all__ = ["FunctionInfo", "Param", "inspect_function", "strip_titles"]
+
+EMPTY: Any = inspect.Parameter.empty
+_PRIMITIVES: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+    None: {"type": "null"},
+}
+_JSON_SCALARS = (str, int, float, bool, type(None))
+_NO_OUTPUT = {EMPTY, Any, None, type(None)}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One model-visible parameter of a function."""
+
+    name: str
+    annotation: Any
+    default: Any
+    positional_only: bool
+    description: str | None
+
+    @property
+    def required(self) -> bool:
+        return self.default is EMPTY
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    """Everything toolkeeper learns from a function, computed once."""
+
+    func_name: str
+    description: str
+    params: tuple[Param, ...]
+    parameters: dict[str, Any]
+    ctx_param: str | None
+    return_annotation: Any
+    is_async: bool
+    returns_doc: str | None = None
+    _model: type[BaseModel] | None = field(default=None, repr=False)
+
+    @cached_property
+    def args_model(self) -> type[BaseModel]:
+        """The pydantic model that validates arguments (unknown keys forbidden)."""
+        return self._model or _build_model(self.func_name, self.params)
+
+    @cached_property
+    def output_adapter(self) -> TypeAdapter[Any] | None:
+        """Validator of the return value, or ``None`` when the return type says nothing."""
+        if _says_nothing(self.return_annotation):
+            return None
+        return TypeAdapter(self.return_annotation)
+
+    @cached_property
+    def output_schema(self) -> dict[str, Any] | None:
+        """JSON Schema of the structured result (scalars wrapped as ``{"result": ...}``)."""
+        adapter = self.output_adapter
+        if adapter is None:
+            return None
+        schema = strip_titles(adapter.json_schema(mode="serialization"))
+        if _is_object_schema(schema):
+            return schema
+        wrapped: dict[str, Any] = {
+            "type": "object",
+            "properties": {"result": schema},
+            "required": ["result"],
+            "x-toolkeeper-wrap-result": True,
+        }
+        return wrapped
+
+    @property
+    def wraps_output(self) -> bool:
+        schema = self.output_schema
+        return bool(schema and schema.get("x-toolkeeper-wrap-result"))
+
+
+def _says_nothing(annotation: Any) -> bool:
+    if annotation in _NO_OUTPUT:
+        return True
+    from .results import ToolResult
+
+    return isinstance(annotation, type) and issubclass(annotation, ToolResult)
+
+
+def _is_object_schema(schema: dict[str, Any]) -> bool:
+    if schema.get("type") == "object":
+        return True
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = schema.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
+        return bool(target.get("type") == "object")
+    return False
+
+
+def _is_ctx(name: str, annotation: Any) -> bool:
+    if name == "ctx":
+        return True
+    return isinstance(annotation, type) and issubclass(annotation, ToolContext)
+
+
+def _func_name(func: Callable[..., Any], name: str | None) -> str:
+    if name:
+        return name
+    raw = getattr(func, "__name__", None) or type(func).__name__
+    if raw == "<lambda>":
+        raise SchemaError(
+            "cannot name an unnamed lambda as a tool: pass name='...' "
+            "(for example Tool.from_function(lambda a, b: a * b, name='multiply'))"
+        )
+    return str(raw)
+
+
+def inspect_function(
+    func: Callable[..., Any], *, name: str | None = None, description: str | None = None
+) -> FunctionInfo:
+    """Read a function's parameters, docstring and return type into a ``FunctionInfo``.
+
+    Raises:
+        SchemaError: for an unnamed lambda, ``*args``/``**kwargs``, or a parameter whose type
+            cannot be expressed as JSON Schema; the message names the function and parameter.
+    """
+    func_name = _func_name(func, name)
+    try:
+        sig = inspect.signature(func, eval_str=True)
+    except NameError as exc:
+        raise SchemaError(
+            f"function '{func_name}': a type hint cannot be resolved ({exc}); "
+            "import the type at module level"
+        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"function '{func_name}': no inspectable signature ({exc})") from exc
+    doc = parse_docstring(inspect.getdoc(func) if callable(func) else None)
+    params, ctx_param = _collect_params(func_name, sig, doc.params)
+    schema, model = _parameters_schema(func_name, params)
+    return FunctionInfo(
+        func_name=func_name,
+        description=description if description is not None else doc.description,
+        params=params,
+        parameters=schema,
+        ctx_param=ctx_param,
+        return_annotation=sig.return_annotation,
+        is_async=is_async_callable(func),
+        returns_doc=doc.returns,
+        _model=model,
+    )
+
+
+def is_async_callable(func: Any) -> bool:
+    """True for coroutine functions, partials of them and objects with an async ``__call__``."""
+    while hasattr(func, "func") and not inspect.isfunction(func):  # functools.partial
+        func = func.func
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = getattr(func, "__call__", None)  # noqa: B004 - we need the attribute itself
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _collect_params(
+    func_name: str, sig: inspect.Signature, docs: Mapping[str, str]
+) -> tuple[tuple[Param, ...], str | None]:
+    params: list[Param] = []
+    ctx_param: str | None = None
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            star = "*" if p.kind is p.VAR_POSITIONAL else "**"
+            raise SchemaError(
+                f"function '{func_name}': parameter '{star}{p.name}' has no schema; "
+                "name each argument, or build the tool with an explicit parameters= JSON Schema"
+            )
+        if _is_ctx(p.name, p.annotation):
+            ctx_param = p.name
+            continue
+        annotation = Any if p.annotation is EMPTY else p.annotation
+        params.append(
+            Param(
+                name=p.name,
+                annotation=annotation,
+                default=p.default,
+                positional_only=p.kind is p.POSITIONAL_ONLY,
+                description=docs.get(p.name),
+            )
+        )
+    return tuple(params), ctx_param
+
+
+def _parameters_schema(
+    func_name: str, params: tuple[Param, ...]
+) -> tuple[dict[str, Any], type[BaseModel] | None]:
+    properties: dict[str, Any] = {}
+    for param in params:
+        prop = fast_schema(param.annotation)
+        if prop is None or not _plain_default(param.default):
+            return _pydantic_schema(func_name, params)
+        if not param.required:
+            prop["default"] = param.default
+        if param.description:
+            prop["description"] = param.description
+        properties[param.name] = prop
+    return _object_schema(properties, [p.name for p in params if p.required]), None
+
+
+def _object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _plain_default(default: Any) -> bool:
+    return default is EMPTY or type(default) in _JSON_SCALARS
+
+
+def fast_schema(tp: Any) -> dict[str, Any] | None:
+    """JSON Schema of a common type, equal to pydantic's; ``None`` when pydantic must decide."""
+    if tp is Any:
+        return {}
+    if isinstance(tp, type | None) and tp in _PRIMITIVES:
+        return dict(_PRIMITIVES[tp])
+    if tp is list:
+        return {"type": "array", "items": {}}
+    if tp is dict:
+        return {"type": "object", "additionalProperties": True}
+    origin = get_origin(tp)
+    args = get_args(tp)
+    if origin is list and len(args) == 1:
+        items = fast_schema(args[0])
+        return None if items is None else {"type": "array", "items": items}
+    if origin is dict and len(args) == 2 and args[0] is str:
+        values = fast_schema(args[1])
+        return None if values is None else {"type": "object", "additionalProperties": values}
+    if origin is Union or origin is types.UnionType:
+        members = [fast_schema(arg) for arg in args]
+        if any(m is None for m in members):
+            return None
+        return {"anyOf": members}
+    if origin is Literal:
+        return _literal_schema(args)
+    return None
+
+
+def _literal_schema(values: tuple[Any, ...]) -> dict[str, Any] | None:
+    kinds = {type(v) for v in values}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind not in (str, int, bool):
+        return None
+    type_name = _PRIMITIVES[kind]["type"]
+    if len(values) == 1:
+        return {"const": values[0], "type": type_name}
+    return {"enum": list(values), "type": type_name}
+
+
+def _build_model(func_name: str, params: tuple[Param, ...]) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for index, param in enumerate(params):
+        default = ... if param.required else param.default
+        fields[f"p{index}"] = (
+            param.annotation,
+            Field(default, alias=param.name, description=param.description),
+        )
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        f"{func_name}_arguments",
+        __config__=ConfigDict(extra="forbid", populate_by_name=False, arbitrary_types_allowed=False),
+        **fields,
+    )
+    return model
+
+
+def _pydantic_schema(
+    func_name: str, params: tuple[Param, ...]
+) -> tuple[dict[str, Any], type[BaseModel]]:
+    try:
+        model = _build_model(func_name, params)
+        schema = model.model_json_schema(by_alias=True)
+    except Exception as exc:
+        culprit = _find_bad_param(params)
+        where = f"parameter '{culprit}'" if culprit else "a parameter"
+        raise SchemaError(
+            f"function '{func_name}': {where} has a type that cannot be expressed as JSON Schema "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0]}); use JSON-compatible types "
+            "(str, int, float, bool, lists, dicts, pydantic models, dataclasses, TypedDicts)"
+        ) from exc
+    schema = strip_titles(schema)
+    schema.pop("additionalProperties", None)
+    ordered = _object_schema(schema.get("properties", {}), list(schema.get("required", [])))
+    if "$defs" in schema:
+        ordered["$defs"] = schema["$defs"]
+    return ordered, model
+
+
+def _find_bad_param(params: tuple[Param, ...]) -> str | None:
+    for param in params:
+        try:
+            TypeAdapter(param.annotation).json_schema()
+        except Exception:
+            return param.name
+    return None
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then",
+               "else", "unevaluatedProperties", "unevaluatedItems")
+
+
+def strip_titles(schema: Any) -> Any:
+    """A copy of a JSON Schema without ``title`` keywords (property names are kept)."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: strip_titles(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [strip_titles(sub) for sub in value]
+        elif key in _SCHEMA_ONE:
+            out[key] = strip_titles(value)
+        else:
+            out[key] = value
+    return out
+

@@ -1,0 +1,181 @@
+"""Argument validation with one semantics for function tools (pydantic) and raw schemas.
+
+Unknown arguments are rejected unless the tool opts into ignoring them; obviously-meant scalars
+are coerced ("5" → 5); every problem is reported with its field path, what was expected and
+what was received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, NoReturn, Protocol
+
+import jsonschema_rs
+from pydantic import ValidationError
+
+from ..errors import InvalidArgumentsError, SchemaError
+from .rawschema import coerce_arguments, drop_optional_nulls
+from .signature import FunctionInfo
+
+__all__ = ["ArgumentValidator", "FunctionArgumentValidator", "SchemaArgumentValidator"]
+
+THINK_FIELD = "toolcall_reason"
+_MAX_SHOWN = 5
+
+
+class ArgumentValidator(Protocol):
+    """Turns a model's arguments into the keyword arguments of a call, or raises."""
+
+    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(arguments)"
+
+
+def _type_hint(schema: Mapping[str, Any], name: str) -> str:
+    prop = (schema.get("properties") or {}).get(name)
+    if not isinstance(prop, dict):
+        return ""
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        kind = " or ".join(kind)
+    return f" ({kind})" if isinstance(kind, str) else ""
+
+
+def _raise(tool_name: str, problems: list[dict[str, Any]]) -> NoReturn:
+    shown = "; ".join(p["message"] for p in problems[:_MAX_SHOWN])
+    more = len(problems) - _MAX_SHOWN
+    tail = f"; and {more} more" if more > 0 else ""
+    raise InvalidArgumentsError(
+        f"invalid arguments for tool '{tool_name}': {shown}{tail}. "
+        "Fix the arguments and call the tool again.",
+        tool_name=tool_name,
+        details={"problems": problems},
+    )
+
+
+def _split_unknown(
+    arguments: Mapping[str, Any], known: set[str], schema: Mapping[str, Any], tool_name: str,
+    unknown: Literal["reject", "ignore"],
+) -> dict[str, Any]:
+    args = {k: v for k, v in arguments.items() if k != THINK_FIELD or k in known}
+    extra = [k for k in args if k not in known]
+    if not extra:
+        return args
+    if unknown == "ignore":
+        return {k: v for k, v in args.items() if k in known}
+    takes = ", ".join(sorted(known)) or "no arguments"
+    problems = [
+        {"path": k, "message": f"unknown argument '{k}' (this tool takes: {takes})", "received": k}
+        for k in extra
+    ]
+    _raise(tool_name, problems)
+
+
+def _check_mapping(tool_name: str, arguments: Any) -> None:
+    if not isinstance(arguments, Mapping):
+        _raise(tool_name, [{
+            "path": "(arguments)",
+            "message": f"arguments must be a JSON object, got {type(arguments).__name__}",
+            "received": _short(arguments),
+        }])
+
+
+class FunctionArgumentValidator:
+    """Validates with the pydantic model built from the function's signature."""
+
+    def __init__(
+        self, tool_name: str, info: FunctionInfo, unknown: Literal["reject", "ignore"] = "reject"
+    ) -> None:
+        self._tool = tool_name
+        self._info = info
+        self._unknown = unknown
+        self._known = {p.name for p in info.params}
+        self._fields = [(f"p{i}", p.name) for i, p in enumerate(info.params)]
+
+    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        _check_mapping(self._tool, arguments)
+        args = _split_unknown(
+            arguments, self._known, self._info.parameters, self._tool, self._unknown
+        )
+        args = drop_optional_nulls(args, self._info.parameters)
+        try:
+            model = self._info.args_model.model_validate(args)
+        except ValidationError as exc:
+            _raise(self._tool, [self._problem(e) for e in exc.errors(include_url=False)])
+        return {name: getattr(model, attr) for attr, name in self._fields}
+
+    def _problem(self, error: Any) -> dict[str, Any]:
+        path = _path(error["loc"])
+        kind = error["type"]
+        if kind == "missing":
+            hint = _type_hint(self._info.parameters, path)
+            message = f"missing required argument '{path}'{hint}"
+        elif kind == "extra_forbidden":
+            message = f"unknown field '{path}'"
+        else:
+            msg = str(error["msg"]).replace("Input should be", "must be")
+            message = f"argument '{path}' {msg[0].lower() + msg[1:]}, got {_short(error['input'])}"
+        return {"path": path, "message": message, "received": _short(error.get("input"))}
+
+
+class SchemaArgumentValidator:
+    """Validates against a raw JSON Schema with jsonschema-rs, after lax coercion."""
+
+    def __init__(
+        self, tool_name: str, schema: Mapping[str, Any], unknown: Literal["reject", "ignore"] = "reject"
+    ) -> None:
+        self._tool = tool_name
+        self._schema = dict(schema)
+        extra = schema.get("additionalProperties")
+        self._open = extra is True or isinstance(extra, dict)
+        self._unknown = unknown
+        self._known = set((schema.get("properties") or {}).keys())
+        try:
+            self._validator = jsonschema_rs.validator_for(self._schema)
+        except Exception as exc:
+            raise SchemaError(f"tool '{tool_name}': parameters are not a valid JSON Schema: {exc}") from exc
+
+    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        _check_mapping(self._tool, arguments)
+        if self._open:
+            args = {k: v for k, v in arguments.items() if k != THINK_FIELD or k in self._known}
+        else:
+            args = _split_unknown(arguments, self._known, self._schema, self._tool, self._unknown)
+        args = coerce_arguments(drop_optional_nulls(args, self._schema), self._schema)
+        if self._validator.is_valid(args):
+            return dict(args)
+        _raise(self._tool, [self._problem(e) for e in self._validator.iter_errors(args)])
+
+    def _problem(self, error: Any) -> dict[str, Any]:
+        kind = error.kind
+        path_parts = list(error.instance_path)
+        name = type(kind).__name__
+        if name == "Required":
+            path = _path([*path_parts, kind.property])
+            hint = _type_hint(self._schema, path) if not path_parts else ""
+            return {"path": path, "message": f"missing required argument '{path}'{hint}",
+                    "received": None}
+        path = _path(path_parts)
+        got = _short(error.instance)
+        if name == "Type":
+            types = " or ".join(str(t) for t in kind.types)
+            article = "an" if types[:1] in "aeiou" else "a"
+            message = f"argument '{path}' must be {article} {types}, got {got}"
+        elif name == "Enum":
+            options = ", ".join(_short(o) for o in kind.options)
+            message = f"argument '{path}' must be one of {options}, got {got}"
+        elif name == "AdditionalProperties":
+            message = f"unknown field(s) {', '.join(map(repr, kind.unexpected))} in '{path}'"
+        else:
+            message = f"argument '{path}': {error.message}"
+        return {"path": path, "message": message, "received": got}
