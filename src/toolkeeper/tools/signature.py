@@ -281,10 +281,8 @@ def _build_model(func_name: str, params: tuple[Param, ...]) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for index, param in enumerate(params):
         default = ... if param.required else param.default
-        fields[f"p{index}"] = (
-            param.annotation,
-            Field(default, alias=param.name, description=param.description),
-        )
+        extra = {"description": param.description} if param.description else {}
+        fields[f"p{index}"] = (param.annotation, Field(default, alias=param.name, **extra))
     model: type[BaseModel] = create_model(  # type: ignore[call-overload]
         f"{func_name}_arguments",
         __config__=ConfigDict(extra="forbid", populate_by_name=False, arbitrary_types_allowed=False),

@@ -64,21 +64,18 @@ def _raise(tool_name: str, problems: list[dict[str, Any]]) -> NoReturn:
 
 
 def _split_unknown(
-    arguments: Mapping[str, Any], known: set[str], schema: Mapping[str, Any], tool_name: str,
-    unknown: Literal["reject", "ignore"],
-) -> dict[str, Any]:
-    args = {k: v for k, v in arguments.items() if k != THINK_FIELD or k in known}
-    extra = [k for k in args if k not in known]
-    if not extra:
-        return args
-    if unknown == "ignore":
-        return {k: v for k, v in args.items() if k in known}
+    arguments: Mapping[str, Any], known: set[str], unknown: Literal["reject", "ignore"],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Arguments the schema declares, and a problem for each one it does not (unless ignored)."""
+    args = {k: v for k, v in arguments.items() if k in known}
+    extra = [k for k in arguments if k not in known and k != THINK_FIELD]
+    if not extra or unknown == "ignore":
+        return args, []
     takes = ", ".join(sorted(known)) or "no arguments"
-    problems = [
+    return args, [
         {"path": k, "message": f"unknown argument '{k}' (this tool takes: {takes})", "received": k}
         for k in extra
     ]
-    _raise(tool_name, problems)
 
 
 def _check_mapping(tool_name: str, arguments: Any) -> None:
@@ -104,14 +101,14 @@ class FunctionArgumentValidator:
 
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         _check_mapping(self._tool, arguments)
-        args = _split_unknown(
-            arguments, self._known, self._info.parameters, self._tool, self._unknown
-        )
+        args, problems = _split_unknown(arguments, self._known, self._unknown)
         args = drop_optional_nulls(args, self._info.parameters)
         try:
             model = self._info.args_model.model_validate(args)
         except ValidationError as exc:
-            _raise(self._tool, [self._problem(e) for e in exc.errors(include_url=False)])
+            problems += [self._problem(e) for e in exc.errors(include_url=False)]
+        if problems:
+            _raise(self._tool, problems)
         return {name: getattr(model, attr) for attr, name in self._fields}
 
     def _problem(self, error: Any) -> dict[str, Any]:
@@ -147,14 +144,17 @@ class SchemaArgumentValidator:
 
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         _check_mapping(self._tool, arguments)
+        problems: list[dict[str, Any]] = []
         if self._open:
             args = {k: v for k, v in arguments.items() if k != THINK_FIELD or k in self._known}
         else:
-            args = _split_unknown(arguments, self._known, self._schema, self._tool, self._unknown)
+            args, problems = _split_unknown(arguments, self._known, self._unknown)
         args = coerce_arguments(drop_optional_nulls(args, self._schema), self._schema)
-        if self._validator.is_valid(args):
-            return dict(args)
-        _raise(self._tool, [self._problem(e) for e in self._validator.iter_errors(args)])
+        if not self._validator.is_valid(args):
+            problems += [self._problem(e) for e in self._validator.iter_errors(args)]
+        if problems:
+            _raise(self._tool, problems)
+        return args
 
     def _problem(self, error: Any) -> dict[str, Any]:
         kind = error.kind

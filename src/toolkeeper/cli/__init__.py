@@ -1,0 +1,1 @@
+"""The ``toolkeeper`` command line."""

@@ -1,0 +1,77 @@
+"""Find tools from a command-line target: ``module:object``, ``path/file.py:object`` or a module."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import UsageError
+from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
+from ..tools.tool import Tool
+
+__all__ = ["load_tools"]
+
+
+def _import(target: str) -> ModuleType:
+    path = Path(target)
+    if target.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise UsageError(f"no such file: {target}")
+        name = f"_toolkeeper_target_{abs(hash(path.resolve()))}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"cannot import {target} as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.resolve().parent))
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(path.resolve().parent))
+        return module
+    try:
+        return importlib.import_module(target)
+    except ImportError as exc:
+        raise UsageError(f"cannot import module '{target}': {exc}") from exc
+
+
+def _is_tool(obj: Any) -> bool:
+    return isinstance(obj, Tool) or is_hosted_tool(obj) or is_provider_defined_tool(obj)
+
+
+def _as_tools(obj: Any, label: str) -> list[Any]:
+    if _is_tool(obj):
+        return [obj]
+    if isinstance(obj, list | tuple):
+        return [t for item in obj for t in _as_tools(item, label)]
+    if callable(obj) and not isinstance(obj, type):
+        return [Tool.from_function(obj)]
+    if isinstance(obj, type) and issubclass(obj, Tool):
+        return [obj()]
+    raise UsageError(f"'{label}' is a {type(obj).__name__}, not a tool, function or list of tools")
+
+
+def load_tools(target: str) -> list[Any]:
+    """Tools named by ``target``.
+
+    ``pkg.mod:obj`` or ``file.py:obj`` loads one object (a tool, a function, a BaseTool subclass
+    or a list of them); ``pkg.mod`` or ``file.py`` alone loads every tool defined in the module.
+    """
+    module_part, _, attr = target.partition(":") if ":" in target else (target, "", "")
+    module = _import(module_part)
+    if attr:
+        obj: Any = module
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise UsageError(f"'{module_part}' has no attribute '{attr}'")
+            obj = getattr(obj, part)
+        return _as_tools(obj, attr)
+    tools = [value for value in vars(module).values() if _is_tool(value)]
+    if not tools:
+        raise UsageError(f"'{target}' defines no tools; decorate functions with @tool or name "
+                         "one object with 'module:object'")
+    return tools

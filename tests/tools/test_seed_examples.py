@@ -1,0 +1,173 @@
+"""The documented examples of seed 002 (Tool) and seed 000 (BaseTool), adapted only in imports."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from toolkeeper import BaseTool, HitlMode, Tool, ToolResult, ToolRisk
+
+
+def test_seed_002_basic_tool_creation() -> None:
+    def calculate_area(length: float, width: float) -> float:
+        """Calculate the area of a rectangle."""
+        return length * width
+
+    area_tool = Tool(
+        name="calculate_area",
+        description="Calculate the area of a rectangle",
+        parameters={
+            "type": "object",
+            "properties": {
+                "length": {"type": "number", "description": "Length of rectangle"},
+                "width": {"type": "number", "description": "Width of rectangle"},
+            },
+            "required": ["length", "width"],
+        },
+        callable=calculate_area,
+        is_async=False,
+    )
+    assert area_tool.run({"length": 5, "width": 10}) == 50
+    assert area_tool.get_schema()["function"]["name"] == "calculate_area"
+
+
+def test_seed_002_tool_with_namespace() -> None:
+    math_tool = Tool(
+        name="math_ops-multiply",
+        description="Multiply two numbers",
+        parameters={
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+        },
+        callable=lambda a, b: a * b,
+        is_async=False,
+        namespace="math_ops",
+        method_name="multiply",
+    )
+    assert math_tool.qualified_name == "math_ops-multiply"
+    assert math_tool.namespace == "math_ops"
+    assert math_tool.method_name == "multiply"
+
+
+def test_seed_002_namespace_through_from_function() -> None:
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return a * b
+
+    tool = Tool.from_function(multiply, namespace="math_ops")
+    assert (tool.name, tool.namespace, tool.method_name, tool.qualified_name) == (
+        "math_ops-multiply", "math_ops", "multiply", "math_ops-multiply"
+    )
+    tool2 = Tool.from_function(multiply, namespace="math_ops", method_name="mul")
+    assert tool2.name == "math_ops-mul"
+    assert tool2.method_name == "mul"
+
+
+def test_seed_002_update_namespace() -> None:
+    math_tool = Tool.from_function(lambda a, b: a * b, name="multiply")
+    math_tool.update_namespace("math_operations")
+    assert math_tool.name == "math_operations-multiply"
+    assert math_tool.namespace == "math_operations"
+    assert math_tool.method_name == "multiply"
+    assert math_tool.qualified_name == "math_operations-multiply"
+
+
+def test_seed_002_update_namespace_docstring_examples() -> None:
+    tool = Tool(name="example_tool")
+    tool.update_namespace("new_namespace")
+    assert tool.name == "new_namespace-example_tool"
+
+    tool = Tool(name="old_namespace.example_tool")
+    tool.update_namespace("new_namespace", force=False)
+    assert tool.name == "old_namespace-example_tool"
+
+    tool = Tool(name="old_namespace.example_tool")
+    tool.update_namespace("new_namespace", force=True, sep=".")
+    assert tool.name == "new_namespace.example_tool"
+
+
+def test_seed_002_async_tool() -> None:
+    async def fetch_data(url: str) -> dict[str, Any]:
+        """Fetch data from a URL asynchronously."""
+        return {"url": url, "data": "sample"}
+
+    async_tool = Tool(
+        name="fetch_data",
+        description="Fetch data from URL",
+        parameters={
+            "type": "object",
+            "properties": {"url": {"type": "string", "description": "URL to fetch from"}},
+            "required": ["url"],
+        },
+        callable=fetch_data,
+        is_async=True,
+    )
+    assert async_tool.is_async
+    assert asyncio.run(async_tool.arun({"url": "u"})) == {"url": "u", "data": "sample"}
+
+
+def test_seed_002_run_raw_and_run() -> None:
+    def divide(a: float, b: float) -> float:
+        """Divide a by b."""
+        return a / b
+
+    tool = Tool.from_function(divide)
+    with pytest.raises(ZeroDivisionError):
+        tool.run_raw({"a": 10, "b": 0})
+    result = tool.run({"a": 10, "b": 0})
+    # Python 3.11 says "float division by zero"; 3.12+ says "division by zero" as in the seed.
+    assert result.startswith("Error executing divide: ")
+    assert result.endswith("division by zero")
+
+
+class _EmailService:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, str]] = []
+
+    async def send(self, *, to: str, subject: str, body: str) -> None:
+        self.sent.append({"to": to, "subject": subject, "body": body})
+
+
+email_service = _EmailService()
+
+
+class SendEmailTool(BaseTool):
+    risk = ToolRisk.CRITICAL  # Strategy: class-level
+    hitl_mode = HitlMode.BLOCKING  # Agent suspends until user approves
+
+    def __init__(self) -> None:
+        super().__init__(
+            name="send_email",
+            description="Send an email to a recipient",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string", "description": "Recipient email"},
+                    "subject": {"type": "string"},
+                    "body": {"type": "string"},
+                },
+                "required": ["to", "subject", "body"],
+            },
+        )
+
+    async def execute(self, *, to: str, subject: str, body: str) -> ToolResult:  # type: ignore[override]
+        await email_service.send(to=to, subject=subject, body=body)
+        return ToolResult(
+            content=[{"type": "text", "text": f"Email sent to {to}"}],
+            app_data={"recipients": [to]},  # ← use app_data, not metadata
+        )
+
+
+def test_seed_000_base_tool_subclass() -> None:
+    t = SendEmailTool()
+    assert (t.name, t.risk, t.hitl_mode) == ("send_email", ToolRisk.CRITICAL, HitlMode.BLOCKING)
+    result = t.run_raw({"to": "a@b.c", "subject": "hi", "body": "yo"})
+    assert isinstance(result, ToolResult)
+    assert result.text == "Email sent to a@b.c"
+    assert result.app_data == {"recipients": ["a@b.c"]}
+    assert email_service.sent[-1]["to"] == "a@b.c"
+    assert t.get_openai_schema()["function"]["parameters"]["required"] == ["to", "subject", "body"]
+    assert t.get_mcp_schema()["inputSchema"]["properties"]["to"]["description"] == "Recipient email"
