@@ -16,6 +16,8 @@ from functools import cached_property
 from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from ..errors import SchemaError
 from .context import ToolContext
@@ -45,6 +47,7 @@ class Param:
     default: Any
     positional_only: bool
     description: str | None
+    field_info: FieldInfo | None = None
 
     @property
     def required(self) -> bool:
@@ -197,16 +200,27 @@ def _collect_params(
             ctx_param = p.name
             continue
         annotation = Any if p.annotation is EMPTY else p.annotation
+        default, info = p.default, None
+        if isinstance(default, FieldInfo):  # `param: int = Field(1, ge=1)`
+            info = default
+            default = EMPTY if info.is_required() else _field_default(info)
         params.append(
             Param(
                 name=p.name,
                 annotation=annotation,
-                default=p.default,
+                default=default,
                 positional_only=p.kind is p.POSITIONAL_ONLY,
-                description=docs.get(p.name),
+                description=(info.description if info else None) or docs.get(p.name),
+                field_info=info,
             )
         )
     return tuple(params), ctx_param
+
+
+def _field_default(info: FieldInfo) -> Any:
+    if info.default_factory is not None:
+        return info.default_factory()  # type: ignore[call-arg]
+    return EMPTY if info.default is PydanticUndefined else info.default
 
 
 def _parameters_schema(
@@ -215,7 +229,7 @@ def _parameters_schema(
     properties: dict[str, Any] = {}
     for param in params:
         prop = fast_schema(param.annotation)
-        if prop is None or not _plain_default(param.default):
+        if prop is None or param.field_info is not None or not _plain_default(param.default):
             return _pydantic_schema(func_name, params)
         if not param.required:
             prop["default"] = param.default
@@ -282,7 +296,10 @@ def _build_model(func_name: str, params: tuple[Param, ...]) -> type[BaseModel]:
     for index, param in enumerate(params):
         default = ... if param.required else param.default
         extra = {"description": param.description} if param.description else {}
-        fields[f"p{index}"] = (param.annotation, Field(default, alias=param.name, **extra))
+        field_info = Field(default, alias=param.name, **extra)
+        if param.field_info is not None:
+            field_info = FieldInfo.merge_field_infos(param.field_info, Field(alias=param.name, **extra))
+        fields[f"p{index}"] = (param.annotation, field_info)
     model: type[BaseModel] = create_model(  # type: ignore[call-overload]
         f"{func_name}_arguments",
         __config__=ConfigDict(extra="forbid", populate_by_name=False, arbitrary_types_allowed=False),
