@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from toolkeeper import HitlMode, ToolRisk, tool
 
 
-class Units(str, Enum):
+class Units(StrEnum):
     METRIC = "metric"
     IMPERIAL = "imperial"
 

@@ -88,7 +88,7 @@ class WireFormatError(ToolkeeperError):
     """A provider payload is not in the shape its wire format requires."""
 
 
-class ApprovalPending(ToolkeeperError):  # noqa: N818 - a signal, not an error
+class ApprovalPending(ToolkeeperError):
     """A call waits for a human decision; carries the approval request id."""
 
     code: ClassVar[str] = "pending"

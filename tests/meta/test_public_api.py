@@ -24,7 +24,7 @@ def test_every_public_name_is_importable() -> None:
 
 
 def test_design_names_of_the_foundation_are_public() -> None:
-    assert FOUNDATION_NAMES <= set(toolkeeper.__all__)
+    assert set(toolkeeper.__all__) >= FOUNDATION_NAMES
 
 
 def test_every_public_class_and_function_has_a_docstring() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from enum import Enum
 import typing
+from enum import Enum
 from typing import Annotated, Any, Literal, Optional
 
 import pytest

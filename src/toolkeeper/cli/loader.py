@@ -51,7 +51,7 @@ def _as_tools(obj: Any, label: str) -> list[Any]:
     if callable(obj) and not isinstance(obj, type):
         return [Tool.from_function(obj)]
     if isinstance(obj, type) and issubclass(obj, Tool):
-        return [obj()]
+        return [obj()]  # type: ignore[call-arg]  # a BaseTool subclass names itself
     raise UsageError(f"'{label}' is a {type(obj).__name__}, not a tool, function or list of tools")
 
 

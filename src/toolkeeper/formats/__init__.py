@@ -70,7 +70,7 @@ def _declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> t
     found = cache.get(key)
     if found is None:
         found = cache[key] = fmt.declare(tool, strict=strict, think_augment=think)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def declare(

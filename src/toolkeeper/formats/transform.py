@@ -22,7 +22,7 @@ Severity = Literal["error", "warning", "info"]
 _CHILD_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
-class StrictImpossible(Exception):  # noqa: N818 - internal control flow
+class StrictImpossible(Exception):
     """Raised inside a strict transform when the schema cannot be made strict."""
 
 
@@ -60,7 +60,7 @@ _CONSTRAINTS = frozenset(
 )
 
 
-_OPENAPI_FORMATS = {
+_OPENAPI_FORMATS: dict[Any, tuple[str, ...]] = {
     "string": ("enum", "date-time"),
     "number": ("float", "double"),
     "integer": ("int32", "int64"),
@@ -254,8 +254,7 @@ class SchemaTransformer:
         node.pop("anyOf", None)
         node.pop("oneOf", None)
         if len(non_null) == 1 and isinstance(non_null[0], dict):
-            merged = {**non_null[0], **node, "nullable": True}
-            return merged
+            return {**non_null[0], **node, "nullable": True}
         return {**node, "anyOf": non_null, "nullable": True}
 
     def _string_enum(self, node: dict[str, Any], path: str) -> dict[str, Any]:

@@ -31,8 +31,10 @@ _TYPE_NAMES = {
     "null": "null", "none": "null", "nonetype": "null", "nil": "null",
 }
 _ANY_NAMES = {"any", "object?", "mixed", "*"}
-_PY_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
-             "array": list, "object": dict, "null": type(None)}
+_PY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "integer": int, "number": (int, float), "boolean": bool,
+    "array": list, "object": dict, "null": type(None),
+}
 
 
 def normalize_schema(schema: Any, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
@@ -119,9 +121,9 @@ def _fix_draft3_required(node: dict[str, Any], props: dict[str, Any]) -> None:
     required = node.get("required")
     names = list(required) if isinstance(required, list) else []
     for name, sub in props.items():
-        if isinstance(sub, dict) and isinstance(sub.get("required"), bool):
-            if sub.pop("required") and name not in names:
-                names.append(name)
+        if isinstance(sub, dict) and isinstance(sub.get("required"), bool) \
+                and sub.pop("required") and name not in names:
+            names.append(name)
     if names or isinstance(required, bool):
         node["required"] = names
 
@@ -150,7 +152,9 @@ def _check_values(node: dict[str, Any], path: str, problems: list[str]) -> None:
             problems.append(f"{path}.enum: value {value!r} does not match type {type_name!r}")
 
 
-_LAX = {"integer": TypeAdapter(int), "number": TypeAdapter(float), "boolean": TypeAdapter(bool)}
+_LAX: dict[str, TypeAdapter[Any]] = {
+    "integer": TypeAdapter(int), "number": TypeAdapter(float), "boolean": TypeAdapter(bool),
+}
 
 
 def coerce_arguments(value: Any, schema: Any) -> Any:
@@ -181,7 +185,7 @@ def coerce_arguments(value: Any, schema: Any) -> Any:
         items = schema.get("items")
         return [coerce_arguments(v, items) for v in value] if isinstance(items, dict) else value
     adapter = _LAX.get(type_name)
-    if adapter is None or _matches(value, type_name) and not _float_for_int(value, type_name):
+    if adapter is None or (_matches(value, type_name) and not _float_for_int(value, type_name)):
         return value
     try:
         return adapter.validate_python(value)

@@ -6,13 +6,13 @@ them into one ordered ladder ``SAFE < SENSITIVE < HIGH < CRITICAL``.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 __all__ = ["HitlMode", "ToolRisk", "default_hitl_mode"]
 
 
-class ToolRisk(str, Enum):
+class ToolRisk(StrEnum):
     """How much harm a tool can do; ordered ``SAFE < SENSITIVE < HIGH < CRITICAL``.
 
     - SAFE: read-only, no side effects (web search, read a file, a calculator).
@@ -66,7 +66,7 @@ class ToolRisk(str, Enum):
 _RANK = {ToolRisk.SAFE: 0, ToolRisk.SENSITIVE: 1, ToolRisk.HIGH: 2, ToolRisk.CRITICAL: 3}
 
 
-class HitlMode(str, Enum):
+class HitlMode(StrEnum):
     """How a human is asked before a tool runs.
 
     - NONE: the tool does not ask by itself (the invoker's policy may still require approval).

@@ -86,7 +86,7 @@ class FunctionInfo:
         adapter = self.output_adapter
         if adapter is None:
             return None
-        schema = strip_titles(adapter.json_schema(mode="serialization"))
+        schema: dict[str, Any] = strip_titles(adapter.json_schema(mode="serialization"))
         if _is_object_schema(schema):
             return schema
         wrapped: dict[str, Any] = {
@@ -295,12 +295,11 @@ def _build_model(func_name: str, params: tuple[Param, ...]) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for index, param in enumerate(params):
         default = ... if param.required else param.default
-        extra = {"description": param.description} if param.description else {}
-        field_info = Field(default, alias=param.name, **extra)
-        if param.field_info is not None:
-            field_info = FieldInfo.merge_field_infos(param.field_info, Field(alias=param.name, **extra))
+        alias = Field(alias=param.name, description=param.description) if param.description \
+            else Field(alias=param.name)
+        field_info = FieldInfo.merge_field_infos(param.field_info or Field(default), alias)
         fields[f"p{index}"] = (param.annotation, field_info)
-    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(
         f"{func_name}_arguments",
         __config__=ConfigDict(extra="forbid", populate_by_name=False, arbitrary_types_allowed=False),
         **fields,

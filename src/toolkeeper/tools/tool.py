@@ -46,8 +46,24 @@ class Tool:
         hitl_mode: How a human is asked before the tool runs.
     """
 
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    callable: Callable[..., Any] | None
+    metadata: ToolMetadata
+    namespace: str | None
+    method_name: str | None
+    parameters_model: Any
+    schema_warnings: tuple[str, ...]
+    _info: FunctionInfo | None
+    _validator: ArgumentValidator | None
+    _schema_cache: dict[Any, Any]
+    _explicit_output: dict[str, Any] | None
+
+    # Class-level defaults that BaseTool subclasses override; a class-level hitl_mode of None
+    # means "the default for the risk" and every instance holds a resolved HitlMode.
     risk: ToolRisk = ToolRisk.SAFE
-    hitl_mode: HitlMode | None = None
+    hitl_mode: HitlMode = None  # type: ignore[assignment]
     _frozen: ClassVar[bool] = False
 
     def __init__(
@@ -56,7 +72,7 @@ class Tool:
         name: str,
         description: str = "",
         parameters: Mapping[str, Any] | None = None,
-        callable: Callable[..., Any] | None = None,  # noqa: A002 - the seed's field name
+        callable: Callable[..., Any] | None = None,
         metadata: ToolMetadata | None = None,
         namespace: str | None = None,
         method_name: str | None = None,
@@ -201,6 +217,7 @@ class Tool:
         return self.replace().update_namespace(namespace, force=force, sep=sep)
 
     def _namespace_parts(self, namespace: str, force: bool) -> tuple[str, str]:
+        existing: str | None
         if self.namespace:
             existing, method = self.namespace, self.method_name or self.name
         else:
@@ -219,13 +236,13 @@ class Tool:
     @property
     def input_schema(self) -> dict[str, Any]:
         """Seed 000/001's name for ``parameters``."""
-        return self.parameters  # type: ignore[no-any-return]
+        return self.parameters
 
     @property
     def output_schema(self) -> dict[str, Any] | None:
         """JSON Schema of the structured result, from the return annotation or given explicitly."""
         if self._explicit_output is not None:
-            return self._explicit_output  # type: ignore[no-any-return]
+            return self._explicit_output
         info: FunctionInfo | None = self._info
         return info.output_schema if info is not None else None
 
@@ -255,7 +272,7 @@ class Tool:
         func = self.callable
         if func is None:
             raise UsageError(f"tool '{self.name}' has no callable to run")
-        return func  # type: ignore[no-any-return]
+        return func
 
     def _ctx_param(self) -> str | None:
         info: FunctionInfo | None = self._info

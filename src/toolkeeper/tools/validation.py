@@ -149,7 +149,7 @@ class SchemaArgumentValidator:
             args = {k: v for k, v in arguments.items() if k != THINK_FIELD or k in self._known}
         else:
             args, problems = _split_unknown(arguments, self._known, self._unknown)
-        args = coerce_arguments(drop_optional_nulls(args, self._schema), self._schema)
+        args = dict(coerce_arguments(drop_optional_nulls(args, self._schema), self._schema))
         if not self._validator.is_valid(args):
             problems += [self._problem(e) for e in self._validator.iter_errors(args)]
         if problems:
