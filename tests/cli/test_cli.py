@@ -1,0 +1,97 @@
+"""The ``toolkeeper`` command: schema and check, with helpful errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolkeeper.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "weather.py")
+runner = CliRunner()
+
+
+def test_schema_of_one_object_prints_its_declaration() -> None:
+    result = runner.invoke(app, ["schema", f"{EXAMPLE}:get_forecast", "--format", "anthropic"])
+    assert result.exit_code == 0, result.output
+    declaration = json.loads(result.stdout)
+    assert declaration["name"] == "get_forecast"
+    assert declaration["input_schema"]["properties"]["units"]["enum"] == ["metric", "imperial"]
+
+
+def test_schema_of_a_module_prints_the_tools_parameter() -> None:
+    result = runner.invoke(app, ["schema", EXAMPLE, "-f", "gemini"])
+    assert result.exit_code == 0, result.output
+    (tool_entry,) = json.loads(result.stdout)
+    names = [d["name"] for d in tool_entry["functionDeclarations"]]
+    assert names == ["get_forecast", "broadcast_alert"]
+
+
+def test_schema_strict_for_openai() -> None:
+    result = runner.invoke(app, ["schema", f"{EXAMPLE}:broadcast_alert", "-f", "openai", "--strict"])
+    assert result.exit_code == 0, result.output
+    function = json.loads(result.stdout)["function"]
+    assert function["strict"] is True
+    assert function["parameters"]["additionalProperties"] is False
+
+
+def test_schema_loads_a_module_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mytools.py").write_text(
+        "def ping(host: str) -> str:\n    '''Ping a host.'''\n    return host\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = runner.invoke(app, ["schema", "mytools:ping", "-f", "mcp"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inputSchema"]["required"] == ["host"]
+
+
+def test_check_passes_clean_tools_and_lists_notes_on_request() -> None:
+    result = runner.invoke(app, ["check", EXAMPLE, "--info"])
+    assert result.exit_code == 0, result.output
+    assert "2 tool(s), 6 format(s): 0 error(s), 0 warning(s)" in result.stdout
+
+
+def test_check_fails_when_a_format_loses_meaning(tmp_path: Path) -> None:
+    source = tmp_path / "maps.py"
+    source.write_text(
+        "from toolkeeper import tool\n\n@tool\ndef tally(counts: dict[str, int]) -> int:\n"
+        "    '''Sum counts.'''\n    return sum(counts.values())\n"
+    )
+    result = runner.invoke(app, ["check", str(source), "--format", "gemini"])
+    assert result.exit_code == 1
+    assert "warning" in result.stdout and "additionalProperties" in result.stdout
+    strict = runner.invoke(app, ["check", str(source), "-f", "openai-chat", "--strict",
+                                 "--fail-on", "error"])
+    assert strict.exit_code == 1
+    assert "strict mode is not possible" in strict.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["schema", "no_such_module_xyz:obj"], "cannot import module 'no_such_module_xyz'"),
+        (["schema", f"{EXAMPLE}:missing"], "has no attribute 'missing'"),
+        (["schema", f"{EXAMPLE}:Units"], "not a tool"),
+        (["schema", EXAMPLE, "-f", "cobol"], "unknown API format 'cobol'"),
+        (["check", "nofile.py"], "no such file"),
+    ],
+)
+def test_bad_targets_give_a_clear_error_and_exit_2(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_console_script_runs_as_a_real_process() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "toolkeeper", "schema", f"{EXAMPLE}:get_forecast", "-f", "mcp"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["outputSchema"]["properties"]["city"] == {"type": "string"}
