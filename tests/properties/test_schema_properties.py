@@ -115,3 +115,17 @@ def _defaults(signature: Any) -> dict[str, Any]:
 
     return {n: p.default for n, p in signature.parameters.items()
             if p.default is not inspect.Parameter.empty}
+
+
+@SETTINGS
+@given(signatures())
+def test_exports_never_change_the_tool_schema(sig_call: Any) -> None:
+    import copy
+
+    signature, _ = sig_call
+    tool = Tool.from_function(make_function("generated", signature))
+    before = copy.deepcopy(tool.parameters)
+    for api_format in ("openai-chat", "openai-responses", "anthropic", "gemini", "mcp"):
+        tool.get_schema(api_format)
+        tool.get_schema(api_format, strict=True, think_augment=True)
+    assert tool.parameters == before

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..errors import UsageError
 from ..invoke.call import ToolCall
-from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.results import ToolResult
+from ..tools.tool import Tool
 from .anthropic import AnthropicFormat
 from .base import WireFormat
 from .export import WireExport, export
@@ -61,15 +61,15 @@ def get_format(api_format: str) -> WireFormat:
         ) from None
 
 
-def _declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> tuple[Any, Any]:
-    fmt = get_format(api_format)
-    if is_provider_defined_tool(tool) or is_hosted_tool(tool):
+def declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> tuple[Any, Any]:
+    """(declaration, problems), cached on the tool under the format name as the caller spelled it."""
+    fmt = _FORMATS.get(api_format) or get_format(api_format)
+    if not isinstance(tool, Tool):  # hosted and provider-defined tools: nothing to cache
         return fmt.declare(tool, strict=strict, think_augment=think)
-    key = (fmt.name, strict, think)
-    cache: dict[Any, Any] = tool._schema_cache
-    found = cache.get(key)
+    key = api_format if not strict and think is None else (api_format, strict, think)
+    found = tool._schema_cache.get(key)
     if found is None:
-        found = cache[key] = fmt.declare(tool, strict=strict, think_augment=think)
+        found = tool._schema_cache[key] = fmt.declare(tool, strict=strict, think_augment=think)
     return found
 
 
@@ -78,13 +78,13 @@ def declare(
     think_augment: bool | None = None,
 ) -> dict[str, Any]:
     """A tool's declaration in ``api_format``; cached on the tool and shared (copy to change)."""
-    declaration, _ = _declared(tool, api_format, strict, think_augment)
+    declaration, _ = declared(tool, api_format, strict, think_augment)
     return declaration  # type: ignore[no-any-return]
 
 
 def check(tool: Any, api_format: str, *, strict: bool = False) -> list[Problem]:
     """Lint: what exporting ``tool`` to ``api_format`` changes, loses or cannot honour."""
-    _, problems = _declared(tool, api_format, strict, None)
+    _, problems = declared(tool, api_format, strict, None)
     return list(problems)
 
 

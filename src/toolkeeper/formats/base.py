@@ -8,7 +8,6 @@ from typing import Any
 
 from ..errors import UnknownToolError, WireFormatError
 from ..invoke.call import CallProblem, ToolCall
-from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.results import (
     AudioBlock,
     FileBlock,
@@ -19,7 +18,8 @@ from ..tools.results import (
     ToolResult,
     dump_json,
 )
-from .names import WireNames, wire_name
+from ..tools.tool import Tool
+from .names import WireNames, name_rule, wire_name
 from .problems import Problem
 from .transform import Profile, SchemaTransformer, StrictImpossible
 
@@ -71,6 +71,21 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, CallProblem 
     return value, raw, None
 
 
+def _with_think(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties", {})
+    if "toolcall_reason" in properties:
+        return schema
+    return {**schema, "properties": {**properties, "toolcall_reason": THINK_PROPERTY}}
+
+
+def _needs_no_projection(schema: dict[str, Any]) -> bool:
+    """A permissive profile shows an object schema without references exactly as it is."""
+    return (
+        schema.get("type") == "object" and "properties" in schema
+        and "$defs" not in schema and "definitions" not in schema
+    )
+
+
 class WireFormat:
     """Base of the five wire formats. Subclasses fill in the shapes."""
 
@@ -81,10 +96,25 @@ class WireFormat:
 
     def declare(
         self, tool: Any, *, strict: bool = False, think_augment: bool | None = None
-    ) -> tuple[dict[str, Any], list[Problem]]:
+    ) -> tuple[dict[str, Any], Sequence[Problem]]:
         """The tool's declaration and the problems met building it."""
-        if is_provider_defined_tool(tool) or is_hosted_tool(tool):
-            return tool.get_schema(self.name), []
+        if not isinstance(tool, Tool):  # hosted and provider-defined tools declare themselves
+            return tool.get_schema(self.name), ()
+        name = tool.name
+        schema = tool.parameters
+        think = think_augment if think_augment is not None else tool.metadata.think_augment
+        if think:
+            schema = _with_think(schema)
+        rule = name_rule(self.name)
+        if (not strict and self.profile.keep is None and tool.description
+                and (rule is None or rule.pattern.fullmatch(name))
+                and _needs_no_projection(schema)):
+            return self.declaration(tool, name, schema, False), ()  # the common, quick case
+        return self._declare_projected(tool, schema, strict)
+
+    def _declare_projected(
+        self, tool: Any, schema: dict[str, Any], strict: bool
+    ) -> tuple[dict[str, Any], list[Problem]]:
         problems: list[Problem] = []
         name = wire_name(tool.name, self.name)
         if name != tool.name:
@@ -93,21 +123,14 @@ class WireFormat:
         if not tool.description.strip():
             problems.append(self._problem("warning", tool.name, "description",
                                           "no description; models choose tools by it"))
-        schema = self._with_think(tool, think_augment)
         params, strict_applied = self._parameters(tool.name, schema, strict, problems)
         return self.declaration(tool, name, params, strict_applied), problems
-
-    def _with_think(self, tool: Any, think_augment: bool | None) -> dict[str, Any]:
-        think = think_augment if think_augment is not None else bool(tool.metadata.think_augment)
-        schema: dict[str, Any] = tool.parameters
-        if not think or "toolcall_reason" in schema.get("properties", {}):
-            return schema
-        return {**schema, "properties": {**schema.get("properties", {}),
-                                         "toolcall_reason": THINK_PROPERTY}}
 
     def _parameters(
         self, tool: str, schema: dict[str, Any], strict: bool, problems: list[Problem]
     ) -> tuple[dict[str, Any], bool]:
+        if not strict and self.profile.keep is None and _needs_no_projection(schema):
+            return schema, False
         if strict and self.profile.strict_keep is None:
             problems.append(self._problem("error", tool, "strict",
                                           f"{self.name} has no strict mode; declared without it"))

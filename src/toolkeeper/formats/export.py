@@ -56,7 +56,7 @@ def export(
         WireFormatError: two tools would share a wire name, or a hosted tool has no declaration
             for this format.
     """
-    from . import _declared, get_format
+    from . import declared, get_format
 
     fmt = get_format(api_format)
     tools = list(tools)
@@ -66,7 +66,7 @@ def export(
     declarations: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for tool in tools:
-        declaration, found = _declared(tool, fmt.name, strict, think_augment)
+        declaration, found = declared(tool, fmt.name, strict, think_augment)
         wire = names.wire(tool.name)
         if is_hosted_tool(tool) or is_provider_defined_tool(tool):
             provider.append(declaration)

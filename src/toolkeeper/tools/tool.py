@@ -356,9 +356,12 @@ class Tool:
         Formats: ``openai-chat``, ``openai-responses``, ``anthropic``, ``gemini``, ``mcp`` and
         ``native``. The result is cached and shared: copy it before changing it.
         """
-        from ..formats import declare
-
-        return declare(self, api_format, strict=strict, think_augment=think_augment)
+        key = api_format if not strict and think_augment is None else (
+            api_format, strict, think_augment)
+        hit = self._schema_cache.get(key)
+        if hit is None:
+            hit = _formats().declared(self, api_format, strict, think_augment)
+        return hit[0]  # type: ignore[no-any-return]
 
     def get_openai_schema(self, *, strict: bool = False) -> dict[str, Any]:
         """Seed 000's shortcut for ``get_schema("openai-chat")``."""
@@ -390,6 +393,19 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, risk={self.risk.value!r})"
+
+
+_FORMATS_MODULE: Any = None
+
+
+def _formats() -> Any:
+    """The formats package, imported on first use (it imports this module)."""
+    global _FORMATS_MODULE
+    if _FORMATS_MODULE is None:
+        from .. import formats
+
+        _FORMATS_MODULE = formats
+    return _FORMATS_MODULE
 
 
 def _metadata(metadata: ToolMetadata | None, is_async: bool) -> ToolMetadata:
