@@ -4,7 +4,8 @@ Runs toolkeeper and the installed peers side by side in one process run (``make 
 the ``bench`` extra). Every library gets its own freshly imported copy of the same 1,000 generated
 functions (five typed parameters and a Google-style docstring each), written to a real module so
 that libraries reading source code (smolagents) work. Each measurement is the median of
-``--rounds`` rounds. Prints a Markdown table with ratios against toolkeeper.
+``--rounds`` rounds; a full garbage collection runs before each timed phase. Prints a Markdown
+table with ratios against toolkeeper.
 
     python benchmarks/bench_definitions.py [--count 1000] [--rounds 5]
 """
@@ -12,6 +13,7 @@ that libraries reading source code (smolagents) work. Each measurement is the me
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import statistics
 import sys
@@ -131,13 +133,16 @@ def measure(path: Path, count: int, rounds: int, make: Callable[..., Any],
     create_times, export_times, repeat_times = [], [], []
     for _ in range(rounds):
         functions = fresh_functions(path, count)
+        gc.collect()
         start = time.perf_counter()
         tools = [make(f) for f in functions]
         create_times.append(time.perf_counter() - start)
+        gc.collect()
         start = time.perf_counter()
         for t in tools:
             export(t)
         export_times.append(time.perf_counter() - start)
+        gc.collect()
         start = time.perf_counter()
         for t in tools:
             export(t)
@@ -162,6 +167,7 @@ def main() -> None:
                 print(f"skipping {name}: {exc}", file=sys.stderr)
                 continue
             fresh_functions(path, 5)  # warm imports outside the measurement
+            measure(path, min(args.count, 100), 1, make, export)  # warm-up round, not recorded
             rows[name] = measure(path, args.count, args.rounds, make, export)
     ours = rows["toolkeeper"]
     print(f"{args.count} tools, median of {args.rounds} rounds, Python {sys.version.split()[0]}\n")

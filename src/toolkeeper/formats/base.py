@@ -170,7 +170,16 @@ class WireFormat:
 
     def parse(self, payload: Any, names: WireNames | None = None) -> list[ToolCall]:
         """Every tool call in a provider response (dict or SDK object), in order."""
-        raw_calls = self.extract(as_data(payload))
+        data = as_data(payload)
+        try:
+            raw_calls = self.extract(data)
+        except WireFormatError:
+            raise
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            raise WireFormatError(
+                f"{self.name}: part of the payload has the wrong type ({type(exc).__name__}: "
+                f"{exc}); pass the provider's response object or its JSON form"
+            ) from exc
         return [self._call(item, names) for item in raw_calls]
 
     def extract(self, data: Any) -> list[tuple[str, str, Any]]:
@@ -180,13 +189,17 @@ class WireFormat:
     def _call(self, item: tuple[str, str, Any], names: WireNames | None) -> ToolCall:
         call_id, wire, raw_args = item
         arguments, raw, problem = decode_arguments(raw_args)
+        if not isinstance(wire, str) or not wire:
+            problem = CallProblem(code="malformed_call",
+                                  message=f"the call names no tool (got {wire!r})")
+            wire = ""
         name = wire
-        if names is not None:
+        if names is not None and wire:
             try:
                 name = names.name(wire)
             except UnknownToolError as exc:
                 problem = problem or CallProblem(code=exc.code, message=exc.message)
-        return ToolCall(id=call_id, name=name, arguments=arguments, wire_name=wire,
+        return ToolCall(id=str(call_id), name=name, arguments=arguments, wire_name=wire,
                         raw_arguments=raw, problem=problem, api_format=self.name)
 
     def shape_error(self, data: Any, expected: str) -> WireFormatError:
