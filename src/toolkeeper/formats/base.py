@@ -8,22 +8,13 @@ from typing import Any
 
 from ..errors import UnknownToolError, WireFormatError
 from ..invoke.call import CallProblem, ToolCall
-from ..tools.results import (
-    AudioBlock,
-    FileBlock,
-    ImageBlock,
-    JsonBlock,
-    ResourceLinkBlock,
-    TextBlock,
-    ToolResult,
-    dump_json,
-)
+from ..tools.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
 from ..tools.tool import Tool
 from .names import WireNames, name_rule, wire_name
 from .problems import Problem
 from .transform import Profile, SchemaTransformer, StrictImpossible
 
-__all__ = ["THINK_PROPERTY", "WireFormat", "as_data", "decode_arguments"]
+__all__ = ["THINK_PROPERTY", "WireFormat", "as_data", "block_text", "decode_arguments"]
 
 THINK_PROPERTY = {
     "type": "string",
@@ -222,25 +213,10 @@ class WireFormat:
         return call.wire_name or wire_name(call.name, self.name)
 
 
-def block_text(block: Any) -> str:
-    """Text for a block a provider cannot carry natively."""
-    if isinstance(block, TextBlock):
-        return block.text
-    if isinstance(block, JsonBlock):
-        return dump_json(block.data)
-    if isinstance(block, FileBlock) and block.text is not None:
-        return block.text
-    if isinstance(block, ResourceLinkBlock):
-        return f"[resource {block.name}: {block.uri}]"
-    if isinstance(block, ImageBlock | AudioBlock | FileBlock):
-        return f"[{block.type} {block.media_type} omitted: this format cannot carry it here]"
-    return str(block)
-
-
 def data_url(block: ImageBlock | AudioBlock | FileBlock) -> str:
     return f"data:{block.media_type};base64,{block.data or ''}"
 
 
 def plain_text(result: ToolResult) -> str:
     """All of a result's content as one string (media described in words)."""
-    return "\n".join(block_text(b) for b in result.content)
+    return result.text

@@ -131,14 +131,15 @@ class ToolResult(BaseModel):
     @property
     def text(self) -> str:
         """The text of the result: text blocks, JSON blocks as JSON, others as short notes."""
-        return "\n".join(_block_text(block) for block in self.content)
+        return "\n".join(block_text(block) for block in self.content)
 
 
 ToolExecutionResult = ToolResult
 """Seed 001's name for ``ToolResult``; the same class."""
 
 
-def _block_text(block: Any) -> str:
+def block_text(block: Any) -> str:
+    """A block as text: text and JSON as they are, media as a short note (``[image image/png]``)."""
     if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, JsonBlock):

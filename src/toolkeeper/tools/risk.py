@@ -7,9 +7,22 @@ them into one ordered ladder ``SAFE < SENSITIVE < HIGH < CRITICAL``.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["HitlMode", "ToolRisk", "default_hitl_mode"]
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _by_value(cls: type[_E], value: object) -> _E | None:
+    """Case- and space-insensitive lookup of an enum member by its value."""
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        for member in cls:
+            if member.value == lowered:
+                return member
+    return None
 
 
 class ToolRisk(StrEnum):
@@ -33,12 +46,7 @@ class ToolRisk(StrEnum):
 
     @classmethod
     def _missing_(cls, value: object) -> ToolRisk | None:
-        if isinstance(value, str):
-            lowered = value.strip().lower()
-            for member in cls:
-                if member.value == lowered:
-                    return member
-        return None
+        return _by_value(cls, value)
 
     def __lt__(self, other: Any) -> bool:
         if not isinstance(other, ToolRisk):
@@ -82,12 +90,7 @@ class HitlMode(StrEnum):
 
     @classmethod
     def _missing_(cls, value: object) -> HitlMode | None:
-        if isinstance(value, str):
-            lowered = value.strip().lower()
-            for member in cls:
-                if member.value == lowered:
-                    return member
-        return None
+        return _by_value(cls, value)
 
 
 def default_hitl_mode(risk: ToolRisk) -> HitlMode:
