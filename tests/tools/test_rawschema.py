@@ -82,3 +82,11 @@ def test_input_schema_is_not_mutated() -> None:
     snapshot = repr(schema)
     normalize_schema(schema)
     assert repr(schema) == snapshot
+
+
+def test_a_schema_the_validator_cannot_compile_fails_at_definition() -> None:
+    from toolkeeper import SchemaError
+
+    with pytest.raises(SchemaError, match="tool 'bad': parameters are not a valid JSON Schema"):
+        Tool(name="bad", parameters={"type": "object", "properties": {
+            "code": {"type": "string", "pattern": "([unclosed"}}}, callable=lambda code: code)

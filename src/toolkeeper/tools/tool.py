@@ -114,6 +114,9 @@ class Tool:
         self.__dict__["hitl_mode"] = (
             HitlMode(chosen) if chosen is not None else default_hitl_mode(resolved_risk)
         )
+        if _info is None and parameters_model is None and callable is not None:
+            # Compile a raw schema now: a schema the validator cannot read is a definition error.
+            self.__dict__["_validator"] = self._build_validator()
         self.__dict__["_frozen"] = True
 
     def __setattr__(self, key: str, value: Any) -> None:
