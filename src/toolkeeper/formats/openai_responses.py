@@ -22,8 +22,11 @@ class OpenAIResponsesFormat(WireFormat):
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
     ) -> dict[str, Any]:
-        return {"type": "function", "name": name, "description": tool.description,
-                "parameters": parameters, "strict": strict}
+        out = {"type": "function", "name": name, "description": tool.description,
+               "parameters": parameters, "strict": strict}
+        if tool.metadata.defer_loading:
+            out["defer_loading"] = True
+        return out
 
     def extract(self, data: Any) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "output" in data:

@@ -1,0 +1,79 @@
+"""What the catalog knows about one tool besides the tool itself, and how it reports changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
+from ..tools.risk import ToolRisk
+from .search import SearchDoc
+
+__all__ = ["CatalogEntry", "ChangeEvent", "ToolConflictWarning", "entry_doc"]
+
+
+class ToolConflictWarning(UserWarning):
+    """Two tools claimed the same name; the message says which one the catalog kept."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CatalogEntry:
+    """One tool in a catalog, with its catalog-level facts.
+
+    Attributes:
+        name: The key the catalog uses (the tool's qualified name).
+        tool: The tool.
+        category: Normalized category path, if any.
+        tags: Catalog tags plus the tool's own tags.
+        aliases: Other names that reach this tool.
+        enabled: Whether the tool is offered and callable.
+        reason: Why it is disabled (or why it was last enabled), if someone said.
+        deferred: Left out of ``schemas()``; found through ``tool_search``.
+    """
+
+    name: str
+    tool: Any
+    category: str | None = None
+    tags: frozenset[str] = frozenset()
+    aliases: tuple[str, ...] = ()
+    enabled: bool = True
+    reason: str | None = None
+    deferred: bool = False
+
+    @property
+    def risk(self) -> ToolRisk:
+        return ToolRisk(getattr(self.tool, "risk", ToolRisk.SAFE))
+
+    @property
+    def kind(self) -> Literal["local", "hosted", "provider-defined"]:
+        if is_provider_defined_tool(self.tool):
+            return "provider-defined"
+        return "hosted" if is_hosted_tool(self.tool) else "local"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangeEvent:
+    """A change of a catalog: ``added``, ``removed``, ``enabled``, ``disabled`` or ``updated``."""
+
+    kind: Literal["added", "removed", "enabled", "disabled", "updated"]
+    names: tuple[str, ...]
+    reason: str | None = None
+    version: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def entry_doc(entry: CatalogEntry, description: str | None = None) -> SearchDoc:
+    """The searchable text of an entry (``description`` overrides, e.g. a localized one)."""
+    tool = entry.tool
+    params = getattr(tool, "parameters", None) or {}
+    parts: list[str] = []
+    for pname, schema in (params.get("properties") or {}).items():
+        parts.append(pname)
+        if isinstance(schema, dict) and isinstance(schema.get("description"), str):
+            parts.append(schema["description"])
+    metadata = getattr(tool, "metadata", None)
+    hint = getattr(metadata, "search_hint", "") or ""
+    text = description if description is not None else getattr(tool, "description", "")
+    names = " ".join([entry.name, getattr(tool, "method_name", None) or "", *entry.aliases])
+    return SearchDoc(name=names, description=f"{text} {hint}".strip(), params=" ".join(parts),
+                     tags=tuple(sorted(entry.tags)), category=entry.category)

@@ -1,0 +1,222 @@
+"""``Toolbox``: the catalog holding every kind of tool, keyed by qualified name."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import Any, Literal
+
+from ..errors import UnknownToolError, UsageError
+from ..tools.tool import Tool
+from .categories import CategoryTree
+from .catalog import CatalogBase
+from .entry import CatalogEntry, ChangeEvent, ToolConflictWarning, entry_doc
+from .search import SearchIndex
+
+__all__ = ["Toolbox", "as_toolbox"]
+
+OnConflict = Literal["replace", "keep", "error"]
+Listener = Callable[[ChangeEvent], None]
+
+
+def _as_tool(obj: Any) -> Any:
+    if isinstance(obj, Tool) or hasattr(obj, "provider_specs"):
+        return obj
+    if callable(obj) and not isinstance(obj, type):
+        return Tool.from_function(obj)
+    raise UsageError(f"cannot add {obj!r} to a toolbox: pass a Tool, a BaseTool instance, a "
+                     "HostedTool/ProviderDefinedTool or a function")
+
+
+def _key(tool: Any) -> str:
+    return str(getattr(tool, "qualified_name", None) or tool.name)
+
+
+class Toolbox(CatalogBase):
+    """A name-keyed catalog of tools with categories, tags, aliases, search and change events.
+
+    Adding a tool under a name that is taken replaces the old one (seed 003's rule) with a
+    ``ToolConflictWarning`` naming both; pass ``on_conflict="keep"`` to keep the first or
+    ``"error"`` to refuse. ``execute_tool`` and ``execute_tool_calls`` validate and call tools
+    directly; they are a developer's convenience, not a governed door.
+    """
+
+    def __init__(self, tools: Iterable[Any] = (), *, on_conflict: OnConflict = "replace") -> None:
+        self._entries: dict[str, CatalogEntry] = {}
+        self._names: dict[str, str] = {}
+        self._lock = threading.RLock()
+        self._listeners: list[Listener] = []
+        self._index = SearchIndex()
+        self.on_conflict: OnConflict = on_conflict
+        self.categories = CategoryTree()
+        self.version = 0
+        for tool in tools:
+            self.add(tool)
+
+    # -- adding and removing -------------------------------------------------------------
+
+    def add(
+        self, tool: Any, *, category: str | None = None, tags: Iterable[str] = (),
+        aliases: Iterable[str] = (), namespace: str | None = None,
+        on_conflict: OnConflict | None = None,
+    ) -> Any:
+        """Add a tool (or a function, which becomes one); returns the tool as stored."""
+        tool = _as_tool(tool)
+        if namespace and isinstance(tool, Tool):
+            tool = tool.with_namespace(namespace, force=True)
+        metadata = getattr(tool, "metadata", None)
+        category = category or getattr(metadata, "category", None)
+        entry = CatalogEntry(
+            name=_key(tool), tool=tool,
+            category=self.categories.add(category) if category else None,
+            tags=frozenset(tags) | frozenset(getattr(metadata, "all_tags", ())),
+            aliases=tuple(dict.fromkeys([*aliases, *getattr(metadata, "aliases", ())])),
+            deferred=bool(getattr(metadata, "defer_loading", False)),
+        )
+        with self._lock:
+            if not self._resolve_conflict(entry, on_conflict or self.on_conflict):
+                return self._entries[entry.name].tool
+            self._store(entry)
+        self._emit("added", (entry.name,))
+        return tool
+
+    def _resolve_conflict(self, entry: CatalogEntry, policy: OnConflict) -> bool:
+        old = self._entries.get(entry.name)
+        if old is None or old.tool is entry.tool:
+            return True
+        if policy == "error":
+            raise UsageError(f"a tool named '{entry.name}' is already in the toolbox ({old.tool!r});"
+                             " remove it first, add under a namespace, or pass on_conflict="
+                             "'replace'")
+        kept = "the new one replaces it" if policy == "replace" else "the first one is kept"
+        warnings.warn(f"tool name '{entry.name}' is taken by {old.tool!r}; adding {entry.tool!r}: "
+                      f"{kept}. Use namespace=... to keep both, or on_conflict='error' to refuse",
+                      ToolConflictWarning, stacklevel=4)
+        if policy == "replace":
+            self._unstore(entry.name)
+        return policy == "replace"
+
+    def _store(self, entry: CatalogEntry) -> None:
+        self._entries[entry.name] = entry
+        for name in (entry.name, entry.tool.name, *entry.aliases):
+            self._names.setdefault(name, entry.name)
+        self._index.upsert(entry.name, entry_doc(entry))
+
+    def _unstore(self, key: str) -> CatalogEntry:
+        entry = self._entries.pop(key)
+        self._names = {n: k for n, k in self._names.items() if k != key}
+        self._index.remove(key)
+        return entry
+
+    def register(self, tool: Any, namespace: str | None = None) -> Any:
+        """Seed 002's name for ``add``."""
+        return self.add(tool, namespace=namespace)
+
+    def register_tool(
+        self, tool: Any, category: str | None = None, tags: Iterable[str] | None = None,
+        aliases: Iterable[str] | None = None,
+    ) -> Any:
+        """Seed 000's name for ``add`` with a category, tags and aliases."""
+        return self.add(tool, category=category, tags=tags or (), aliases=aliases or ())
+
+    def remove(self, name: str) -> Any:
+        """Remove a tool by name or alias; returns it.
+
+        Raises:
+            UnknownToolError: no such tool (with the closest names).
+        """
+        with self._lock:
+            key = self._names.get(name)
+            if key is None:
+                raise self.unknown(name)
+            entry = self._unstore(key)
+        self._emit("removed", (key,))
+        return entry.tool
+
+    # -- state ---------------------------------------------------------------------------
+
+    def set_enabled(self, name: str, enabled: bool, reason: str | None = None) -> None:
+        """Enable or disable one tool; the reason shows in ``explain``."""
+        with self._lock:
+            key = self._names.get(name)
+            if key is None:
+                raise self.unknown(name)
+            self._entries[key] = replace(self._entries[key], enabled=enabled, reason=reason)
+        self._emit("enabled" if enabled else "disabled", (key,), reason)
+
+    def enable(self, name: str, reason: str | None = None) -> None:
+        self.set_enabled(name, True, reason)
+
+    def disable(self, name: str, reason: str | None = None) -> None:
+        self.set_enabled(name, False, reason)
+
+    def set_namespace_enabled(self, namespace: str, enabled: bool, reason: str | None = None) -> None:
+        """Enable or disable every tool of a namespace."""
+        with self._lock:
+            keys = tuple(k for k, e in self._entries.items()
+                         if getattr(e.tool, "namespace", None) == namespace)
+            if not keys:
+                raise UsageError(f"no tools in namespace '{namespace}'")
+            for key in keys:
+                self._entries[key] = replace(self._entries[key], enabled=enabled, reason=reason)
+        self._emit("enabled" if enabled else "disabled", keys, reason)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` on every change; returns a function that unsubscribes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _emit(self, kind: Any, names: tuple[str, ...], reason: str | None = None) -> None:
+        with self._lock:
+            self.version += 1
+            event = ChangeEvent(kind=kind, names=names, reason=reason, version=self.version)
+        for listener in list(self._listeners):
+            listener(event)
+
+    # -- reading (the catalog protocol) --------------------------------------------------
+
+    def entries(self, *, include_disabled: bool = False) -> list[CatalogEntry]:
+        """Every entry (enabled only unless ``include_disabled``), in insertion order."""
+        with self._lock:
+            return [e for e in self._entries.values() if include_disabled or e.enabled]
+
+    def entry(self, name: str) -> CatalogEntry | None:
+        key = self._names.get(name)
+        return self._entries.get(key) if key is not None else None
+
+    def resolve(self, name: str) -> str | None:
+        entry = self.entry(name)
+        return entry.name if entry is not None and entry.enabled else None
+
+    def search_keys(
+        self, query: str, *, limit: int, allowed: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, float, dict[str, float]]]:
+        def visible(key: str) -> bool:
+            entry = self._entries.get(key)
+            return entry is not None and entry.enabled and (allowed is None or allowed(key))
+
+        return self._index.search(query, limit=limit, allowed=visible)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._names
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.all())
+
+    def unknown(self, name: str) -> UnknownToolError:
+        close = [key for key, _, _ in self._index.search(name, limit=3)]
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        return UnknownToolError(f"unknown tool '{name}'{hint}", tool_name=name,
+                                details={"close": close})
+
+
+def as_toolbox(tools: Toolbox | CatalogBase | Iterable[Any]) -> CatalogBase:
+    """A catalog from a toolbox, a view, or a plain list of tools."""
+    if isinstance(tools, CatalogBase):
+        return tools
+    return Toolbox(tools)
