@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.tool import Tool
 
-__all__ = ["load_tools"]
+__all__ = ["load_object", "load_tools"]
 
 
 def _import(target: str) -> ModuleType:
@@ -55,12 +55,10 @@ def _as_tools(obj: Any, label: str) -> list[Any]:
     raise UsageError(f"'{label}' is a {type(obj).__name__}, not a tool, function or list of tools")
 
 
-def load_tools(target: str) -> list[Any]:
-    """Tools named by ``target``.
+def load_object(target: str) -> Any:
+    """A catalog (returned as is) or the list of tools named by ``target``."""
+    from ..toolbox.catalog import CatalogBase
 
-    ``pkg.mod:obj`` or ``file.py:obj`` loads one object (a tool, a function, a BaseTool subclass
-    or a list of them); ``pkg.mod`` or ``file.py`` alone loads every tool defined in the module.
-    """
     module_part, _, attr = target.partition(":") if ":" in target else (target, "", "")
     module = _import(module_part)
     if attr:
@@ -69,9 +67,22 @@ def load_tools(target: str) -> list[Any]:
             if not hasattr(obj, part):
                 raise UsageError(f"'{module_part}' has no attribute '{attr}'")
             obj = getattr(obj, part)
-        return _as_tools(obj, attr)
+        return obj if isinstance(obj, CatalogBase) else _as_tools(obj, attr)
     tools = [value for value in vars(module).values() if _is_tool(value)]
     if not tools:
         raise UsageError(f"'{target}' defines no tools; decorate functions with @tool or name "
                          "one object with 'module:object'")
     return tools
+
+
+def load_tools(target: str) -> list[Any]:
+    """Tools named by ``target``.
+
+    ``pkg.mod:obj`` or ``file.py:obj`` loads one object (a tool, a function, a BaseTool subclass,
+    a list of them, or a catalog); ``pkg.mod`` or ``file.py`` alone loads every tool defined in
+    the module.
+    """
+    from ..toolbox.catalog import CatalogBase
+
+    obj = load_object(target)
+    return obj.all() if isinstance(obj, CatalogBase) else list(obj)

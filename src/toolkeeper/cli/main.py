@@ -14,6 +14,7 @@ from .. import __version__
 from ..errors import ToolkeeperError
 from ..formats import API_FORMATS, check, export, get_format
 from .loader import load_tools
+from .tools_cmd import tools_app
 
 app = typer.Typer(
     name="toolkeeper",
@@ -21,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(tools_app, name="tools")
 _out = Console()
 _err = Console(stderr=True)
 

@@ -17,13 +17,36 @@ from rapidfuzz import fuzz, process
 
 from .tokenize import tokenize
 
-__all__ = ["SearchDoc", "SearchHit", "SearchIndex"]
+__all__ = ["SearchDoc", "SearchHit", "SearchIndex", "SearchOptions"]
 
-FIELD_BOOSTS = {"name": 3.0, "tags": 2.0, "category": 1.5, "description": 1.0, "params": 0.6}
-FUZZY_WEIGHT = 0.35
-TAG_BOOST = 0.15
-CATEGORY_BOOST = 0.15
+FIELD_BOOSTS = {"name": 1.0, "tags": 1.0, "category": 1.0, "description": 1.0, "params": 0.3}
 _CANDIDATES = 60
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchOptions:
+    """How search combines its signals.
+
+    Attributes:
+        field_boosts: BM25 weight of each field.
+        fuzzy_weight: Weight of fuzzy matches: a query word the index does not know (a typo,
+            another spelling) is matched to the closest indexed word (0 turns it off).
+        tag_boost: Added when a query word is one of the tool's tags.
+        category_boost: Added when a query word is part of the tool's category.
+        semantic: An embedding scorer (see ``toolkeeper.toolbox.semantic``), fused with BM25.
+        semantic_weight: Weight of the semantic similarity.
+    """
+
+    field_boosts: dict[str, float] = field(default_factory=lambda: dict(FIELD_BOOSTS))
+    fuzzy_weight: float = 0.5
+    tag_boost: float = 0.15
+    category_boost: float = 0.15
+    semantic: Any = None
+    semantic_weight: float = 3.0
+
+    @classmethod
+    def bm25_only(cls) -> SearchOptions:
+        return cls(fuzzy_weight=0.0, tag_boost=0.0, category_boost=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +82,8 @@ class SearchHit:
 class SearchIndex:
     """A BM25 + fuzzy index of tool documents keyed by tool name."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: SearchOptions | None = None) -> None:
+        self.options = options or SearchOptions()
         self._docs: dict[str, SearchDoc] = {}
         self._tokens: dict[str, dict[str, list[str]]] = {}
         self._index: Any = None
@@ -68,7 +92,8 @@ class SearchIndex:
         self._schema: Any = None
         self._dirty = False
         self._lock = threading.RLock()
-        self._fuzzy_choices: dict[str, str] | None = None
+        self._vocabulary: list[str] | None = None
+        self._known: set[str] = set()
 
     # -- updates -------------------------------------------------------------------------
 
@@ -76,7 +101,9 @@ class SearchIndex:
         with self._lock:
             self._docs[key] = doc
             self._tokens[key] = doc.tokens()
-            self._fuzzy_choices = None
+            self._vocabulary = None
+            if self.options.semantic is not None:
+                self.options.semantic.add(key, doc)
             if self._writer is not None:
                 self._delete(key)
                 self._write(key)
@@ -86,7 +113,9 @@ class SearchIndex:
             if self._docs.pop(key, None) is None:
                 return
             self._tokens.pop(key, None)
-            self._fuzzy_choices = None
+            self._vocabulary = None
+            if self.options.semantic is not None:
+                self.options.semantic.remove(key)
             if self._writer is not None:
                 self._delete(key)
 
@@ -102,7 +131,7 @@ class SearchIndex:
     def _build(self) -> None:
         builder = tantivy.SchemaBuilder()
         builder.add_text_field("key", stored=True, tokenizer_name="raw")
-        for name in FIELD_BOOSTS:
+        for name in self.options.field_boosts:
             builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
         self._schema = builder.build()
         self._index = tantivy.Index(self._schema)
@@ -124,58 +153,76 @@ class SearchIndex:
 
     def search(
         self, query: str, *, limit: int = 5, allowed: Callable[[str], bool] | None = None,
-        extra: Callable[[str, Iterable[str]], dict[str, float]] | None = None,
     ) -> list[tuple[str, float, dict[str, float]]]:
         """(key, score, signals) of the best ``limit`` documents for ``query``."""
-        terms = list(dict.fromkeys(tokenize(query)))
+        terms = [t for t in dict.fromkeys(tokenize(query)) if not t.isdigit()]
         with self._lock:
             if not self._docs or not query.strip():
                 return []
-            bm25 = self._bm25(terms) if terms else {}
-            fuzzy = self._fuzzy(query)
-            candidates = set(bm25) | set(fuzzy)
+            corrected = self._corrections(terms) if self.options.fuzzy_weight else {}
+            bm25 = self._bm25(terms, corrected) if terms else {}
+            fuzzy = self._fuzzy_hits(corrected)
+            semantic = (self.options.semantic.scores(query, _CANDIDATES)
+                        if self.options.semantic is not None else {})
+            candidates: Iterable[str] = set(bm25) | set(semantic)
             if allowed is not None:
-                candidates = {k for k in candidates if allowed(k)}
-            extra_scores = extra(query, candidates) if extra else {}
-            candidates |= {k for k in extra_scores if allowed is None or allowed(k)}
+                candidates = [k for k in candidates if allowed(k)]
             top = max(bm25.values(), default=0.0) or 1.0
             scored = [self._score(k, terms, bm25.get(k, 0.0) / top, fuzzy.get(k, 0.0),
-                                  extra_scores.get(k)) for k in candidates]
+                                  semantic.get(k)) for k in candidates]
         scored.sort(key=lambda item: (-item[1], item[0]))
         return scored[:limit]
 
-    def _bm25(self, terms: list[str]) -> dict[str, float]:
+    def _bm25(self, terms: list[str], corrected: dict[str, str]) -> dict[str, float]:
         searcher = self._ready_searcher()
         query_cls, occur = tantivy.Query, tantivy.Occur
+        weighted = [(t, 1.0) for t in terms if t not in corrected]
+        weighted += [(c, self.options.fuzzy_weight) for c in corrected.values()]
         clauses = [
             (occur.Should, query_cls.boost_query(
-                query_cls.term_query(self._schema, field_name, term), boost))
-            for term in terms for field_name, boost in FIELD_BOOSTS.items()
+                query_cls.term_query(self._schema, field_name, term), boost * weight))
+            for term, weight in weighted
+            for field_name, boost in self.options.field_boosts.items() if boost
         ]
+        if not clauses:
+            return {}
         hits = searcher.search(query_cls.boolean_query(clauses), _CANDIDATES).hits
         return {searcher.doc(address)["key"][0]: score for score, address in hits}
 
-    def _fuzzy(self, query: str) -> dict[str, float]:
-        if self._fuzzy_choices is None:
-            self._fuzzy_choices = {k: " ".join(t["name"]) for k, t in self._tokens.items()}
-        matches = process.extract(" ".join(tokenize(query, keep_stopwords=True)),
-                                  self._fuzzy_choices, scorer=fuzz.token_set_ratio,
-                                  limit=20, score_cutoff=60)
-        return {key: score / 100.0 for _, score, key in matches}
+    def _corrections(self, terms: list[str]) -> dict[str, str]:
+        """Query words no tool mentions, mapped to the closest word of a tool name (typos)."""
+        if self._vocabulary is None:
+            self._vocabulary = sorted({t for fields in self._tokens.values() for t in fields["name"]})
+            self._known = {t for fields in self._tokens.values()
+                           for tokens in fields.values() for t in tokens}
+        out = {}
+        for term in terms:
+            if term in self._known or len(term) < 4 or not term.isalpha():
+                continue
+            match = process.extractOne(term, self._vocabulary, scorer=fuzz.ratio, score_cutoff=85)
+            if match is not None:
+                out[term] = match[0]
+        return out
+
+    def _fuzzy_hits(self, corrected: dict[str, str]) -> dict[str, float]:
+        if not corrected:
+            return {}
+        words = set(corrected.values())
+        return {key: 1.0 for key, fields in self._tokens.items() if words & set(fields["name"])}
 
     def _score(self, key: str, terms: list[str], bm25: float, fuzzy: float,
                semantic: float | None) -> tuple[str, float, dict[str, float]]:
-        tokens = self._tokens[key]
+        tokens, options = self._tokens[key], self.options
         signals: dict[str, float] = {}
         if bm25:
             signals["bm25"] = round(bm25, 4)
         if fuzzy:
-            signals["fuzzy"] = round(FUZZY_WEIGHT * fuzzy, 4)
+            signals["fuzzy"] = round(options.fuzzy_weight * fuzzy, 4)
         term_set = set(terms)
-        if term_set & set(tokens["tags"]):
-            signals["tag"] = TAG_BOOST
-        if term_set & set(tokens["category"]):
-            signals["category"] = CATEGORY_BOOST
+        if options.tag_boost and term_set & set(tokens["tags"]):
+            signals["tag"] = options.tag_boost
+        if options.category_boost and term_set & set(tokens["category"]):
+            signals["category"] = options.category_boost
         if semantic:
-            signals["semantic"] = round(semantic, 4)
+            signals["semantic"] = round(options.semantic_weight * semantic, 4)
         return key, round(sum(signals.values()), 6), signals

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import pairwise
+
+import Stemmer
 
 __all__ = ["tokenize"]
 
@@ -12,19 +15,27 @@ _PIECES = re.compile(rf"[{_CJK}]+|[^\W\d_{_CJK}]+|[0-9]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _IS_CJK = re.compile(rf"[{_CJK}]")
 STOPWORDS = frozenset(
-    "a an and are as at be by can could do for from how i in is it me my of on or please "
-    "should that the this to was what when where which will with would you your".split()
+    """a an and are as at be by can could do for from how i in is it me my of on or please
+    should that the this to was what when where which will with would you your""".split()
 )
 
 
-@lru_cache(maxsize=4096)
+_STEMMER = Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=16384)
 def _word_tokens(piece: str) -> tuple[str, ...]:
     if _IS_CJK.match(piece):
         chars = list(piece)
-        return tuple(chars + [a + b for a, b in zip(chars, chars[1:], strict=False)])
+        return tuple(chars + [a + b for a, b in pairwise(chars)])
     if piece.isascii() and piece.isalpha() and not piece.islower():
         return tuple(part.lower() for part in _CAMEL.findall(piece))
     return (piece.lower(),)
+
+
+@lru_cache(maxsize=16384)
+def _stem(token: str) -> str:
+    return str(_STEMMER.stemWord(token)) if token.isascii() and token.isalpha() else token
 
 
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
@@ -32,11 +43,12 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
 
     ``get_weather``, ``getWeather``, ``weather.get`` and ``get-weather`` all give ``get weather``;
     ``HTTPRequest`` gives ``http request``; CJK runs give their characters and character bigrams
-    (``天气预报`` → ``天 气 预 报 天气 气预 预报``). Common English stopwords are dropped.
+    (``天气预报`` → ``天 气 预 报 天气 气预 预报``). English words are stemmed (``calculating`` →
+    ``calcul``) and common English stopwords dropped.
     """
     tokens: list[str] = []
     for piece in _PIECES.findall(text):
         for token in _word_tokens(piece):
             if keep_stopwords or token not in STOPWORDS:
-                tokens.append(token)
+                tokens.append(_stem(token))
     return tokens

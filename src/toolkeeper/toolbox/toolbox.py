@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from ..errors import UnknownToolError, UsageError
 from ..tools.tool import Tool
-from .categories import CategoryTree
 from .catalog import CatalogBase
+from .categories import CategoryTree
 from .entry import CatalogEntry, ChangeEvent, ToolConflictWarning, entry_doc
-from .search import SearchIndex
+from .search import SearchIndex, SearchOptions
 
 __all__ = ["Toolbox", "as_toolbox"]
 
@@ -43,12 +43,15 @@ class Toolbox(CatalogBase):
     directly; they are a developer's convenience, not a governed door.
     """
 
-    def __init__(self, tools: Iterable[Any] = (), *, on_conflict: OnConflict = "replace") -> None:
+    def __init__(
+        self, tools: Iterable[Any] = (), *, on_conflict: OnConflict = "replace",
+        search: SearchOptions | None = None,
+    ) -> None:
         self._entries: dict[str, CatalogEntry] = {}
         self._names: dict[str, str] = {}
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
-        self._index = SearchIndex()
+        self._index = SearchIndex(search)
         self.on_conflict: OnConflict = on_conflict
         self.categories = CategoryTree()
         self.version = 0
@@ -134,6 +137,37 @@ class Toolbox(CatalogBase):
             entry = self._unstore(key)
         self._emit("removed", (key,))
         return entry.tool
+
+    def add_module(self, module: Any, namespace: str | None = None) -> list[str]:
+        """Add a module's tools (or its public functions); returns the names added."""
+        from .namespaces import add_module
+
+        return add_module(self, module, namespace)
+
+    def add_class(self, obj: Any, namespace: str | None = None) -> list[str]:
+        """Add a class's (or instance's) public methods under a namespace (the class name)."""
+        from .namespaces import add_class
+
+        return add_class(self, obj, namespace)
+
+    def add_toolbox(self, other: CatalogBase, namespace: str | None = None) -> list[str]:
+        """Add every tool of another toolbox or view, optionally under a namespace."""
+        from .namespaces import add_toolbox
+
+        return add_toolbox(self, other, namespace)
+
+    def merge(self, other: CatalogBase) -> list[str]:
+        """Add every tool of another catalog under its own name."""
+        return self.add_toolbox(other)
+
+    def remove_namespace(self, namespace: str) -> list[str]:
+        """Remove every tool of a namespace; returns their names."""
+        keys = [k for k, e in self._entries.items() if getattr(e.tool, "namespace", None) == namespace]
+        if not keys:
+            raise UsageError(f"no tools in namespace '{namespace}'")
+        for key in keys:
+            self.remove(key)
+        return keys
 
     # -- state ---------------------------------------------------------------------------
 

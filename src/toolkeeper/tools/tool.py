@@ -185,6 +185,22 @@ class Tool:
                 clone.__dict__[key] = enum(changes[key])
         return clone
 
+    def with_descriptions(
+        self, description: str | None = None, parameters: dict[str, str] | None = None
+    ) -> Tool:
+        """A copy with another description and parameter descriptions (e.g. localized).
+
+        Validation is unchanged: descriptions are shown to the model, never checked.
+        """
+        clone = self.replace(description=description) if description else self.replace()
+        if parameters:
+            props = dict(self.parameters.get("properties") or {})
+            for name, text in parameters.items():
+                if isinstance(props.get(name), dict):
+                    props[name] = {**props[name], "description": text}
+            clone.__dict__["parameters"] = {**self.parameters, "properties": props}
+        return clone
+
     # -- names --------------------------------------------------------------------------
 
     @property

@@ -1,0 +1,99 @@
+"""Benchmark: tool-search quality and latency on the BFCL-derived evaluation set.
+
+Loads ``search_eval/tools.jsonl`` (one tool per distinct function name, 1,000+ real function
+definitions) and ``search_eval/queries.jsonl`` (natural user requests labelled with the function
+that answers them), and reports recall@1, recall@5, MRR and median/p95 query latency for each
+search configuration. The semantic configuration needs the ``semantic`` extra.
+
+    python benchmarks/bench_search.py [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from toolkeeper import Tool
+from toolkeeper.toolbox import Toolbox
+from toolkeeper.toolbox.search import SearchOptions
+
+HERE = Path(__file__).resolve().parent / "search_eval"
+
+
+def load() -> tuple[list[Tool], list[dict[str, Any]]]:
+    seen: dict[str, Tool] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for line in (HERE / "tools.jsonl").open():
+            raw = json.loads(line)
+            if raw["name"] not in seen:
+                seen[raw["name"]] = Tool(name=raw["name"], description=raw.get("description", ""),
+                                         parameters=raw.get("parameters"))
+    queries = [json.loads(line) for line in (HERE / "queries.jsonl").open()]
+    return list(seen.values()), queries
+
+
+def evaluate(toolbox: Toolbox, queries: list[dict[str, Any]]) -> dict[str, float]:
+    toolbox.search("warm up the index", limit=5)
+    hits1 = hits5 = 0
+    reciprocal = 0.0
+    latencies = []
+    by_split: dict[str, list[int]] = {}
+    for q in queries:
+        start = time.perf_counter()
+        results = toolbox.search(q["query"], limit=10)
+        latencies.append(time.perf_counter() - start)
+        names = [r.name for r in results]
+        rank = names.index(q["tool"]) + 1 if q["tool"] in names else None
+        hits1 += rank == 1
+        hits5 += rank is not None and rank <= 5
+        reciprocal += 1.0 / rank if rank else 0.0
+        split = by_split.setdefault(q["id"].rsplit("_", 1)[0], [0, 0])
+        split[0] += rank is not None and rank <= 5
+        split[1] += 1
+    if "-v" in sys.argv:
+        print({k: round(h / n, 3) for k, (h, n) in by_split.items()}, file=sys.stderr)
+    n = len(queries)
+    latencies.sort()
+    return {"recall@1": hits1 / n, "recall@5": hits5 / n, "mrr": reciprocal / n,
+            "median_ms": statistics.median(latencies) * 1e3,
+            "p95_ms": latencies[int(0.95 * (n - 1))] * 1e3}
+
+
+def configurations() -> dict[str, SearchOptions]:
+    configs = {"BM25 only": SearchOptions.bm25_only(), "BM25 + fuzzy + boosts": SearchOptions()}
+    try:
+        from toolkeeper.toolbox.semantic import EmbeddingScorer
+
+        configs["BM25 + fuzzy + boosts + semantic"] = SearchOptions(semantic=EmbeddingScorer())
+    except ImportError as exc:
+        print(f"semantic configuration skipped: {exc}", file=sys.stderr)
+    return configs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
+    parser.add_argument("-v", action="store_true", help="print recall@5 per BFCL category")
+    args = parser.parse_args()
+    tools, queries = load()
+    if args.limit:
+        queries = queries[: args.limit]
+    print(f"{len(tools)} tools, {len(queries)} queries\n")
+    print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, options in configurations().items():
+        toolbox = Toolbox(tools, search=options)
+        m = evaluate(toolbox, queries)
+        print(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr']:.3f} | "
+              f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

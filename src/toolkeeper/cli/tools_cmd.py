@@ -1,0 +1,101 @@
+"""``toolkeeper tools``: list, show, search and browse a catalog."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from ..errors import ToolkeeperError
+from ..toolbox.catalog import CatalogBase
+from ..toolbox.toolbox import Toolbox
+from .loader import load_object
+
+tools_app = typer.Typer(help="Inspect a catalog: list, show, search and browse its tools.",
+                        no_args_is_help=True)
+_out = Console()
+_err = Console(stderr=True)
+
+Target = Annotated[str, typer.Argument(
+    help="A toolbox or tools: 'pkg.module:toolbox', 'file.py:tools', or a module or file.")]
+
+
+def _catalog(target: str) -> CatalogBase:
+    try:
+        obj = load_object(target)
+    except ToolkeeperError as exc:
+        _err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=2) from exc
+    return obj if isinstance(obj, CatalogBase) else Toolbox(obj)
+
+
+def _status(entry: Any) -> str:
+    state = "enabled" if entry.enabled else "[red]disabled[/]"
+    if entry.deferred:
+        state += " (deferred)"
+    return f"{state}: {entry.reason}" if entry.reason else state
+
+
+@tools_app.command("list")
+def list_tools(target: Target) -> None:
+    """Every tool with its category, risk, tags and status (disabled ones with the reason)."""
+    catalog = _catalog(target)
+    table = Table("name", "category", "risk", "tags", "status")
+    for entry in catalog.explain():
+        table.add_row(entry.name, entry.category or "", entry.risk.value,
+                      ", ".join(sorted(entry.tags)), _status(entry))
+    _out.print(table)
+
+
+@tools_app.command("show")
+def show(target: Target, name: str,
+         api_format: Annotated[str, typer.Option("--format", "-f")] = "native") -> None:
+    """One tool's details and its declaration in a wire format."""
+    catalog = _catalog(target)
+    entry = catalog.entry(name)
+    if entry is None:
+        _err.print(f"[bold red]error:[/] {catalog.unknown(name)}")
+        raise typer.Exit(code=2)
+    _out.print(f"[bold]{entry.name}[/] — {entry.kind}, risk {entry.risk.value}, {_status(entry)}")
+    if entry.category:
+        _out.print(f"category: {entry.category}")
+    if entry.aliases:
+        _out.print(f"aliases: {', '.join(entry.aliases)}")
+    _out.print_json(json.dumps(entry.tool.get_schema(api_format), ensure_ascii=False))
+
+
+@tools_app.command("search")
+def search(target: Target, query: str,
+           limit: Annotated[int, typer.Option("--limit", "-n")] = 5) -> None:
+    """Rank tools for a natural-language query and show which signals matched."""
+    catalog = _catalog(target)
+    table = Table("rank", "name", "score", "signals", "description")
+    for rank, hit in enumerate(catalog.search(query, limit=limit), start=1):
+        signals = ", ".join(f"{k} {v:.2f}" for k, v in hit.signals.items())
+        table.add_row(str(rank), hit.name, f"{hit.score:.3f}", signals,
+                      (hit.tool.description or "").splitlines()[0][:70] if hit.tool.description
+                      else "")
+    _out.print(table)
+
+
+@tools_app.command("browse")
+def browse(target: Target,
+           category: Annotated[str, typer.Argument(help="A category path; all when omitted.")] = "",
+           ) -> None:
+    """The category tree with the tools in each category."""
+    catalog = _catalog(target)
+    tree = Tree(category or "categories")
+    nodes: dict[str, Any] = {}
+    for entry in sorted(catalog.entries(), key=lambda e: (e.category or "~", e.name)):
+        path = entry.category or "(uncategorized)"
+        if category and not (path == category or path.startswith(category + "/")):
+            continue
+        node = nodes.get(path)
+        if node is None:
+            node = nodes[path] = tree.add(f"[bold]{path}[/]")
+        node.add(entry.name)
+    _out.print(tree)
