@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import WireFormatError
 from ..invoke.call import ToolCall
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.results import ToolResult
@@ -52,9 +53,11 @@ def export(
 ) -> WireExport:
     """Declare ``tools`` for ``api_format`` with a collision-safe name table.
 
+    A hosted or provider-defined tool without a declaration for this format is left out, with a
+    warning in ``problems``.
+
     Raises:
-        WireFormatError: two tools would share a wire name, or a hosted tool has no declaration
-            for this format.
+        WireFormatError: two tools would share a wire name.
     """
     from . import declared, get_format
 
@@ -66,9 +69,17 @@ def export(
     declarations: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for tool in tools:
-        declaration, found = declared(tool, fmt.name, strict, think_augment)
+        provider_tool = is_hosted_tool(tool) or is_provider_defined_tool(tool)
+        try:
+            declaration, found = declared(tool, fmt.name, strict, think_augment)
+        except WireFormatError as exc:
+            if not provider_tool:
+                raise
+            problems.append(Problem(severity="warning", api_format=fmt.name, tool=tool.name,
+                                    path="provider_specs", message=f"left out: {exc}"))
+            continue
         wire = names.wire(tool.name)
-        if is_hosted_tool(tool) or is_provider_defined_tool(tool):
+        if provider_tool:
             provider.append(declaration)
         else:
             declaration = _renamed(declaration, fmt.name, wire)

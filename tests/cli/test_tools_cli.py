@@ -1,0 +1,64 @@
+"""``toolkeeper tools list|show|search|browse`` over a toolbox given by a module path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from toolkeeper.cli.main import app
+
+runner = CliRunner()
+MODULE = '''
+from toolkeeper import tool
+from toolkeeper.toolbox import Toolbox
+
+@tool(category="communication", tags={"email"})
+def send_email(to: str) -> str:
+    """Send an email to someone."""
+    return to
+
+@tool(category="data/visualization")
+def plot(values: list[float]) -> str:
+    """Plot a chart."""
+    return "ok"
+
+box = Toolbox([send_email, plot])
+box.disable("plot", reason="renderer offline")
+'''
+
+
+def module(tmp_path: Path) -> str:
+    path = tmp_path / "catalog_mod.py"
+    path.write_text(MODULE)
+    return f"{path}:box"
+
+
+def test_list_shows_status_and_reason(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["tools", "list", module(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "send_email" in result.stdout and "communication" in result.stdout
+    assert "disabled: renderer offline" in result.stdout
+
+
+def test_search_ranks_with_signals(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["tools", "search", module(tmp_path), "email someone"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "send_email" in result.stdout and "bm25" in result.stdout
+
+
+def test_show_prints_the_declaration_and_unknown_names_fail(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["tools", "show", module(tmp_path), "send_email", "-f", "mcp"])
+    assert result.exit_code == 0, result.output
+    assert '"inputSchema"' in result.stdout
+    missing = runner.invoke(app, ["tools", "show", module(tmp_path), "send_emale"])
+    assert missing.exit_code == 2
+    assert "did you mean 'send_email'" in missing.stderr
+
+
+def test_browse_prints_the_category_tree(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["tools", "browse", module(tmp_path), "communication"])
+    assert result.exit_code == 0, result.output
+    assert "communication" in result.stdout and "send_email" in result.stdout
+    assert "plot" not in result.stdout
