@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
@@ -66,6 +67,22 @@ def evaluate(toolbox: Toolbox, queries: list[dict[str, Any]]) -> dict[str, float
             "p95_ms": latencies[int(0.95 * (n - 1))] * 1e3}
 
 
+def with_typos(queries: list[dict[str, Any]], seed: int = 7) -> list[dict[str, Any]]:
+    """The same queries with one typo (two neighbouring letters swapped) in one long word each."""
+    rng = random.Random(seed)
+    out = []
+    for q in queries:
+        words = q["query"].split()
+        long_words = [i for i, w in enumerate(words) if len(w) >= 6 and w.isalpha()]
+        if long_words:
+            i = rng.choice(long_words)
+            w = words[i]
+            j = rng.randrange(1, len(w) - 2)
+            words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2:]
+        out.append({**q, "query": " ".join(words)})
+    return out
+
+
 def configurations() -> dict[str, SearchOptions]:
     configs = {"BM25 only": SearchOptions.bm25_only(), "BM25 + fuzzy + boosts": SearchOptions()}
     try:
@@ -88,9 +105,18 @@ def main() -> None:
     print(f"{len(tools)} tools, {len(queries)} queries\n")
     print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms |")
     print("|---|---:|---:|---:|---:|---:|")
-    for label, options in configurations().items():
+    configs = configurations()
+    for label, options in configs.items():
         toolbox = Toolbox(tools, search=options)
         m = evaluate(toolbox, queries)
+        print(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr']:.3f} | "
+              f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} |")
+    typos = with_typos(queries)
+    print("\nThe same queries with one typo each (two letters of one long word swapped):\n")
+    print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label in ("BM25 only", "BM25 + fuzzy + boosts"):
+        m = evaluate(Toolbox(tools, search=configs[label]), typos)
         print(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr']:.3f} | "
               f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} |")
 

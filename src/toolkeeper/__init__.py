@@ -40,6 +40,8 @@ from .formats import (
     render_results,
 )
 from .invoke import CallProblem, ToolCall
+from .skills import Skill
+from .toolbox import SearchHit, ToolConflictWarning, Toolbox
 from .tools import (
     AudioBlock,
     BaseTool,
@@ -97,11 +99,14 @@ __all__ = [
     "SandboxLimitError",
     "SchemaError",
     "SchemaWarning",
+    "SearchHit",
+    "Skill",
     "StoreError",
     "TextBlock",
     "Tool",
     "ToolCall",
     "ToolCallError",
+    "ToolConflictWarning",
     "ToolContext",
     "ToolDidNotRunError",
     "ToolExecutionResult",
@@ -112,6 +117,7 @@ __all__ = [
     "ToolResult",
     "ToolRisk",
     "ToolTimeoutError",
+    "Toolbox",
     "ToolkeeperError",
     "UnknownToolError",
     "UsageError",
