@@ -41,7 +41,7 @@ from .formats import (
 )
 from .invoke import CallProblem, ToolCall
 from .skills import Skill
-from .toolbox import SearchHit, ToolConflictWarning, Toolbox
+from .toolbox import SearchHit, Toolbox, ToolConflictWarning
 from .tools import (
     AudioBlock,
     BaseTool,

