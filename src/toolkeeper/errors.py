@@ -22,7 +22,8 @@ The tree (a test checks that this drawing matches the real classes)::
         │   ├── GuardrailTrippedError
         │   ├── ApprovalDeniedError
         │   ├── BudgetExceededError
-        │   └── PolicyViolationError
+        │   ├── PolicyViolationError
+        │   └── CallCancelledError
         └── ToolFailedError
             ├── ToolRaisedError
             ├── ToolTimeoutError
@@ -42,6 +43,7 @@ __all__ = [
     "ApprovalDeniedError",
     "ApprovalPending",
     "BudgetExceededError",
+    "CallCancelledError",
     "ConfigError",
     "GuardrailTrippedError",
     "InvalidArgumentsError",
@@ -180,6 +182,12 @@ class PolicyViolationError(ToolDidNotRunError):
     """A security policy rule refused the call; the message names the rule and how to allow it."""
 
     code: ClassVar[str] = "policy_violation"
+
+
+class CallCancelledError(ToolDidNotRunError):
+    """The run was cancelled before the tool started."""
+
+    code: ClassVar[str] = "cancelled"
 
 
 class ToolFailedError(ToolCallError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -243,7 +244,9 @@ class Toolbox(CatalogBase):
         return iter(self.all())
 
     def unknown(self, name: str) -> UnknownToolError:
-        close = [key for key, _, _ in self._index.search(name, limit=3)]
+        close = difflib.get_close_matches(name, list(self._names), n=3, cutoff=0.6)
+        close += [k for k, _, _ in self._index.search(name, limit=3) if k not in close]
+        close = close[:3]
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         return UnknownToolError(f"unknown tool '{name}'{hint}", tool_name=name,
                                 details={"close": close})

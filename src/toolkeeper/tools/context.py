@@ -29,6 +29,21 @@ class ToolContext:
     session_id: str | None = None
     state: dict[str, Any] = field(default_factory=dict)
     progress_sink: ProgressSink | None = None
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        """Ask the run to stop: calls not yet started are refused."""
+        self.cancelled = True
+
+    def check(self) -> None:
+        """Raise ``CallCancelledError`` if the run was cancelled (seed 003's ``ctx.check()``)."""
+        if self.cancelled:
+            from ..errors import CallCancelledError
+
+            raise CallCancelledError(
+                f"the run was cancelled before tool '{self.tool_name or '?'}' started",
+                tool_name=self.tool_name or None,
+            )
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

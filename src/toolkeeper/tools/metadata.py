@@ -23,6 +23,8 @@ class ToolMetadata(BaseModel):
     """Whether several calls of this tool may run at the same time."""
     timeout: float | None = Field(default=None, gt=0)
     """Per-call timeout in seconds; ``None`` uses the invoker's policy."""
+    inline: bool = False
+    """A sync tool that never blocks may run on the event loop instead of a worker thread."""
     max_result_size: int | None = Field(default=None, gt=0)
     """Truncate results longer than this many characters when no artifact store is configured."""
     tags: frozenset[str] = frozenset()

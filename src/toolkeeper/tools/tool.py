@@ -310,7 +310,8 @@ class Tool:
     async def call_async(self, kwargs: dict[str, Any], ctx: ToolContext | None = None) -> Any:
         """Call the callable with validated arguments; sync callables run in a worker thread."""
         return await call_async(
-            self._require_callable(), kwargs, self._binding(ctx), in_thread=not self.is_async
+            self._require_callable(), kwargs, self._binding(ctx),
+            in_thread=not self.is_async and not self.metadata.inline,
         )
 
     def _binding(self, ctx: ToolContext | None) -> tuple[tuple[str, ...], str | None, Any]:

@@ -1,0 +1,101 @@
+"""Approval handlers: who answers an ``ApprovalRequest``."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import anyio.to_thread
+
+from .models import ApprovalDecision, ApprovalRequest
+
+__all__ = [
+    "ApprovalHandler",
+    "AutoApprovalHandler",
+    "CallbackApprovalHandler",
+    "CliApprovalHandler",
+]
+
+
+@runtime_checkable
+class ApprovalHandler(Protocol):
+    """Answers approval requests. ``request`` may wait; the invoker bounds the wait."""
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision: ...
+
+
+class AutoApprovalHandler:
+    """Approves everything, or decides by a rule (for tests and trusted automation).
+
+    ``rule(request)`` returns ``True``/``False`` or a full ``ApprovalDecision``.
+    """
+
+    def __init__(
+        self, approve: bool = True,
+        rule: Callable[[ApprovalRequest], bool | ApprovalDecision] | None = None,
+    ) -> None:
+        self.approve = approve
+        self.rule = rule
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        verdict: bool | ApprovalDecision = self.approve if self.rule is None else self.rule(request)
+        if isinstance(verdict, ApprovalDecision):
+            return verdict
+        return ApprovalDecision(request_id=request.id,
+                                outcome="approved" if verdict else "denied", approver="auto")
+
+
+class CallbackApprovalHandler:
+    """Asks a function (sync or async) that returns a decision or a bool."""
+
+    def __init__(self, callback: Callable[[ApprovalRequest], Any]) -> None:
+        self.callback = callback
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        answer = self.callback(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, ApprovalDecision):
+            return answer
+        return ApprovalDecision(request_id=request.id,
+                                outcome="approved" if answer else "denied", approver="callback")
+
+
+class CliApprovalHandler:
+    """Asks on the terminal with a rich prompt; without a terminal it denies and says why."""
+
+    def __init__(self, *, console: Any = None, is_tty: Callable[[], bool] | None = None,
+                 ask: Callable[[str], str] | None = None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        self._is_tty = is_tty or (lambda: sys.stdin.isatty())
+        self._ask = ask
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        if not self._is_tty():
+            return ApprovalDecision(
+                request_id=request.id, outcome="denied", approver="cli",
+                message="no terminal to ask for approval; run interactively or configure "
+                        "another approval handler")
+        answer = await anyio.to_thread.run_sync(self._prompt, request)
+        outcome = {"y": "approved", "s": "approved", "n": "denied"}.get(answer, "denied")
+        return ApprovalDecision(request_id=request.id, outcome=outcome,
+                                approver="cli", scope="session" if answer == "s" else "once")
+
+    def _prompt(self, request: ApprovalRequest) -> str:
+        from rich.panel import Panel
+        from rich.pretty import Pretty
+        from rich.prompt import Prompt
+
+        self.console.print(Panel(Pretty(request.arguments), title=f"[bold]{request.tool}[/] "
+                                 f"wants to run (risk {request.risk.value})",
+                                 subtitle=request.reason or None))
+        if self._ask is not None:
+            return self._ask("Approve? [y]es / [s]ession / [n]o").strip().lower()[:1]
+        return Prompt.ask("Approve? [y]es / [s]ession / [n]o", choices=["y", "s", "n"],
+                          default="n", console=self.console)
+
+

@@ -1,0 +1,40 @@
+"""``PersistedApprovalHandler``: requests go to an ``ApprovalStore``; decisions come back from it.
+
+The decision can arrive from another process (a web page, a CLI, a teammate). With ``wait_s`` the
+handler polls the store for that long; with ``wait_s=0`` it answers ``pending`` at once and the
+run ends with the request id, to be resumed later with ``ToolInvoker.resume``.
+"""
+
+from __future__ import annotations
+
+import anyio
+import anyio.to_thread
+
+from .models import ApprovalDecision, ApprovalRequest
+from .store import ApprovalStore
+
+__all__ = ["PersistedApprovalHandler"]
+
+
+class PersistedApprovalHandler:
+    """Stores each request and waits (bounded) for a decision to appear in the store."""
+
+    def __init__(self, store: ApprovalStore, *, wait_s: float = 0.0, poll_s: float = 0.1) -> None:
+        self.store = store
+        self.wait_s = wait_s
+        self.poll_s = poll_s
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        await anyio.to_thread.run_sync(self.store.create, request)
+        return await self.wait(request.id, self.wait_s)
+
+    async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision:
+        """The decision, or ``pending`` when none arrived within ``wait_s``."""
+        with anyio.move_on_after(wait_s):
+            while True:
+                stored = await anyio.to_thread.run_sync(self.store.get, request_id)
+                if stored is not None and stored.decision is not None:
+                    return stored.decision
+                await anyio.sleep(self.poll_s)
+        return ApprovalDecision(request_id=request_id, outcome="pending",
+                                message="waiting for a decision")

@@ -1,0 +1,58 @@
+"""One SQLite file for approvals and the audit log: connection settings shared by both."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import StoreError
+
+__all__ = ["SqliteFile"]
+
+
+class SqliteFile:
+    """A WAL-mode SQLite file used from several threads through one serialized connection."""
+
+    def __init__(self, path: str | Path, schema: str) -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=10000")
+            self._conn.executescript(schema)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the SQLite store at {self.path}: {exc}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE), serialized with other writers of the file."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+
+    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,118 @@
+"""``ApprovalStore``: pending requests that survive restarts; decisions that apply exactly once."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .models import ApprovalDecision, ApprovalRequest
+from .sqlite import SqliteFile
+
+__all__ = ["ApprovalStore", "SqliteApprovalStore", "StoredApproval"]
+
+State = Literal["pending", "approved", "denied", "skipped", "timeout", "executing", "done"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,
+    decision TEXT,
+    result TEXT,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals(state, session_id);
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredApproval:
+    """A stored request with where it stands."""
+
+    request: ApprovalRequest
+    state: State
+    decision: ApprovalDecision | None = None
+    result: dict[str, Any] | None = None
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Where approval requests live. ``toolkeeper.testing`` has a conformance suite for it."""
+
+    def create(self, request: ApprovalRequest) -> None: ...
+    def get(self, request_id: str) -> StoredApproval | None: ...
+    def decide(self, decision: ApprovalDecision) -> bool: ...
+    def claim(self, request_id: str) -> bool: ...
+    def complete(self, request_id: str, result: dict[str, Any]) -> None: ...
+    def pending(self, session_id: str | None = None) -> list[ApprovalRequest]: ...
+
+
+class SqliteApprovalStore:
+    """Approvals in one SQLite file (WAL), safe across threads and processes.
+
+    ``decide`` applies only to a pending request and is final; ``claim`` moves an approved request
+    to ``executing`` for exactly one caller, so a resumed call runs once however many processes
+    race to resume it.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.db = SqliteFile(path, _SCHEMA)
+
+    def create(self, request: ApprovalRequest) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO approvals (id, session_id, tool, request, state, updated_at) "
+                "VALUES (?, ?, ?, ?, 'pending', ?)",
+                (request.id, request.session_id, request.tool, request.model_dump_json(),
+                 time.time()),
+            )
+
+    def get(self, request_id: str) -> StoredApproval | None:
+        rows = self.db.query("SELECT request, state, decision, result FROM approvals WHERE id = ?",
+                             (request_id,))
+        if not rows:
+            return None
+        request, state, decision, result = rows[0]
+        return StoredApproval(
+            request=ApprovalRequest.model_validate_json(str(request)),
+            state=state,  # type: ignore[arg-type]
+            decision=ApprovalDecision.model_validate_json(str(decision)) if decision else None,
+            result=json.loads(str(result)) if result else None,
+        )
+
+    def decide(self, decision: ApprovalDecision) -> bool:
+        state = "approved" if decision.outcome == "approved" else decision.outcome
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE approvals SET state = ?, decision = ?, updated_at = ? "
+                "WHERE id = ? AND state = 'pending'",
+                (state, decision.model_dump_json(), time.time(), decision.request_id),
+            )
+            return cursor.rowcount == 1
+
+    def claim(self, request_id: str) -> bool:
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE approvals SET state = 'executing', updated_at = ? "
+                "WHERE id = ? AND state = 'approved'", (time.time(), request_id))
+            return cursor.rowcount == 1
+
+    def complete(self, request_id: str, result: dict[str, Any]) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE approvals SET state = 'done', result = ?, updated_at = ? "
+                         "WHERE id = ? AND state = 'executing'",
+                         (json.dumps(result, default=str), time.time(), request_id))
+
+    def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:
+        if session_id is None:
+            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' "
+                                 "ORDER BY updated_at")
+        else:
+            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' AND "
+                                 "session_id = ? ORDER BY updated_at", (session_id,))
+        return [ApprovalRequest.model_validate_json(str(r[0])) for r in rows]

@@ -1,0 +1,43 @@
+"""Guardrails: checks before and after a tool runs that pass, trip, or redact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = ["Guardrail", "GuardrailOutcome", "passed", "redact", "trip"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GuardrailOutcome:
+    """``pass``, ``trip`` (the call is denied, naming the guardrail and reason) or ``redact``
+    (the value is replaced, e.g. secrets masked)."""
+
+    action: Literal["pass", "trip", "redact"]
+    reason: str = ""
+    value: Any = None
+
+
+def passed() -> GuardrailOutcome:
+    return _PASS
+
+
+def trip(reason: str) -> GuardrailOutcome:
+    return GuardrailOutcome(action="trip", reason=reason)
+
+
+def redact(value: Any, reason: str = "") -> GuardrailOutcome:
+    return GuardrailOutcome(action="redact", value=value, reason=reason)
+
+
+_PASS = GuardrailOutcome(action="pass")
+
+
+@runtime_checkable
+class Guardrail(Protocol):
+    """A check with a name; either method may be a no-op returning ``passed()``."""
+
+    name: str
+
+    async def check_input(self, tool: Any, arguments: dict[str, Any]) -> GuardrailOutcome: ...
+    async def check_output(self, tool: Any, result: Any) -> GuardrailOutcome: ...

@@ -1,0 +1,63 @@
+"""Lifecycle hooks: ``HookManager`` calls listeners on invocation events."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["HookEvent", "HookManager"]
+
+log = logging.getLogger("toolkeeper.hooks")
+
+
+class HookEvent(StrEnum):
+    """What happened."""
+
+    TOOL_START = "tool_start"
+    TOOL_END = "tool_end"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    ARTIFACT_STORED = "artifact_stored"
+    GUARDRAIL_TRIPPED = "guardrail_tripped"
+
+
+Hook = Callable[[HookEvent, dict[str, Any]], Awaitable[None] | None]
+
+
+class HookManager:
+    """Registers hooks per event and dispatches to them.
+
+    A hook that raises is logged and skipped: an observer never breaks the call it observes.
+    """
+
+    def __init__(self) -> None:
+        self._hooks: dict[HookEvent, list[Hook]] = {}
+
+    def register(self, event: HookEvent | str, hook: Hook) -> Callable[[], None]:
+        """Call ``hook(event, payload)`` on ``event``; returns a function that removes it."""
+        key = HookEvent(event)
+        self._hooks.setdefault(key, []).append(hook)
+        return lambda: self._hooks[key].remove(hook) if hook in self._hooks[key] else None
+
+    def on(self, event: HookEvent | str) -> Callable[[Hook], Hook]:
+        """Decorator form of ``register``."""
+        def decorate(hook: Hook) -> Hook:
+            self.register(event, hook)
+            return hook
+
+        return decorate
+
+    def has(self, event: HookEvent) -> bool:
+        return bool(self._hooks.get(event))
+
+    async def dispatch(self, event: HookEvent, payload: dict[str, Any]) -> None:
+        for hook in list(self._hooks.get(event, ())):
+            try:
+                outcome = hook(event, payload)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                log.exception("hook %r for %s failed", hook, event.value)

@@ -1,0 +1,17 @@
+"""Artifact refs: from here on the tool sees the content behind ``{"$artifact": ref}``."""
+
+from __future__ import annotations
+
+from ..results import InvocationResult
+from ..state import Gate, Invocation, Next
+
+__all__ = ["ArtifactRefGate"]
+
+
+class ArtifactRefGate(Gate):
+    name = "artifact_refs"
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
+        if inv.resolved is None:
+            return await call_next(inv)
+        return await call_next(inv.evolve(arguments=inv.resolved, resolved=None))

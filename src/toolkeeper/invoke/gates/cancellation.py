@@ -1,0 +1,16 @@
+"""Cancellation: a cancelled run starts no further tool."""
+
+from __future__ import annotations
+
+from ..results import InvocationResult
+from ..state import Gate, Invocation, Next
+
+__all__ = ["CancellationGate"]
+
+
+class CancellationGate(Gate):
+    name = "cancellation"
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
+        inv.ctx.check()
+        return await call_next(inv)

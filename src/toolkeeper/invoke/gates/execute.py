@@ -1,0 +1,29 @@
+"""The executor: the only place that runs a tool's code."""
+
+from __future__ import annotations
+
+from ...errors import ToolCallError, ToolRaisedError
+from ...tools.hosted import is_provider_defined_tool
+from ..results import InvocationResult
+from ..state import Invocation
+
+__all__ = ["execute"]
+
+
+async def execute(inv: Invocation) -> InvocationResult:
+    """Run the tool with its final arguments; its exception becomes ``ToolRaisedError``."""
+    tool = inv.tool
+    try:
+        if is_provider_defined_tool(tool):
+            result = await tool.handle_call(inv.call, inv.ctx)
+        else:
+            result = tool.to_result(await tool.call_async(inv.arguments, inv.ctx))
+    except ToolCallError:
+        raise
+    except Exception as exc:
+        raise ToolRaisedError(f"tool '{inv.call.name}' failed: {type(exc).__name__}: {exc}",
+                              tool_name=inv.call.name, details={"exception": type(exc).__name__}
+                              ) from exc
+    return InvocationResult(status="error" if result.is_error else "ok", text=result.text,
+                            result=result, call_id=inv.call.id, tool=inv.call.name,
+                            approval_id=inv.approval_id or inv.pre_approved)

@@ -1,0 +1,85 @@
+"""Result shaping: small text inline; large text offloaded as an artifact with a preview; media
+stored and surfaced as files; without a store, long text truncated (head, or head and tail)."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+from typing import Any
+
+from ...hooks import HookEvent
+from ...tools.results import AudioBlock, FileBlock, ImageBlock
+from ..results import ChainFile, InvocationResult, Status
+from ..state import Gate, Invocation, Next
+
+__all__ = ["ShapingGate", "truncate"]
+
+_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp",
+        "audio/wav": "wav", "audio/mpeg": "mp3", "application/pdf": "pdf"}
+
+
+def truncate(text: str, limit: int, mode: str) -> str:
+    """``text`` cut to about ``limit`` characters with a marker saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    dropped = len(text) - limit
+    marker = f"\n[... {dropped} characters truncated ...]\n"
+    if mode == "head":
+        return text[:limit] + marker
+    head = limit * 2 // 3
+    return text[:head] + marker + text[len(text) - (limit - head):]
+
+
+class ShapingGate(Gate):
+    name = "shaping"
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
+        result = await call_next(inv)
+        tool_result = result.result
+        if tool_result is None:
+            return result
+        status: Status = "error" if tool_result.is_error else "ok"
+        files = await self._files(inv, tool_result.content)
+        text = tool_result.text
+        ref = None
+        store = inv.invoker.artifact_store
+        policy = inv.invoker.policy
+        if store is not None and len(text.encode("utf-8")) > policy.max_inline_result_bytes:
+            ref = await self._store(inv, text.encode("utf-8"), "text/plain", inv.call.name)
+            preview = text[: policy.max_inline_result_bytes // 2]
+            text = (f"{preview}\n[... the full result ({len(text)} characters) is stored as "
+                    f"artifact {ref}; pass {{\"$artifact\": \"{ref}\"}} to another tool to use it]")
+        elif store is None:
+            limit = getattr(inv.tool.metadata, "max_result_size", None) or policy.max_result_size
+            if limit:
+                text = truncate(text, limit, policy.truncation)
+        return replace(result, status=status, text=text, artifact_ref=ref, files=files,
+                       structured=tool_result.structured_content,
+                       error_code=tool_result.error_code if tool_result.is_error else None)
+
+    async def _files(self, inv: Invocation, blocks: Any) -> tuple[ChainFile, ...]:
+        if inv.invoker.artifact_store is None:
+            return ()
+        files: list[ChainFile] = []
+        for block in blocks:
+            if isinstance(block, ImageBlock | AudioBlock) or (
+                    isinstance(block, FileBlock) and block.data):
+                data = base64.b64decode(block.data or "")
+                ref = await self._store(inv, data, block.media_type, getattr(block, "name", None))
+                ext = _EXT.get(block.media_type, "bin")
+                files.append(ChainFile(path=f"media/{inv.call.name}_{len(files)}.{ext}",
+                                       media_type=block.media_type, artifact_ref=ref,
+                                       size=len(data)))
+        return tuple(files)
+
+    @staticmethod
+    async def _store(inv: Invocation, data: bytes, media_type: str, name: str | None) -> str:
+        store = inv.invoker.artifact_store
+        assert store is not None
+        ref = store.put(data, media_type, name=name)
+        inv.session.pin(ref)
+        hooks = inv.invoker.hooks
+        if hooks is not None and hooks.has(HookEvent.ARTIFACT_STORED):
+            await hooks.dispatch(HookEvent.ARTIFACT_STORED, {"tool": inv.call.name, "ref": ref,
+                                                             "size": len(data)})
+        return ref

@@ -1,0 +1,58 @@
+"""Validate: arguments against the tool's schema; ``$artifact`` refs are checked and resolved
+for validation, but stay refs for guardrails and approval until the artifact gate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...artifacts.store import UnknownArtifactError
+from ...errors import InvalidArgumentsError
+from ...tools.hosted import is_provider_defined_tool
+from ..results import InvocationResult
+from ..state import Gate, Invocation, Next
+
+__all__ = ["ValidateGate", "artifact_ref"]
+
+
+def artifact_ref(value: Any) -> str | None:
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("$artifact"), str):
+        return str(value["$artifact"])
+    return None
+
+
+def _content(blob: Any) -> Any:
+    textual = blob.media_type.startswith("text/") or blob.media_type.endswith("json")
+    return blob.data.decode("utf-8", errors="replace") if textual else blob.data
+
+
+class ValidateGate(Gate):
+    name = "validate"
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
+        if is_provider_defined_tool(inv.tool):
+            return await call_next(inv.evolve(arguments=dict(inv.call.arguments)))
+        raw = inv.call.arguments
+        refs = {k: ref for k, v in raw.items() if (ref := artifact_ref(v)) is not None}
+        if not refs:
+            return await call_next(inv.evolve(arguments=inv.tool.validate_arguments(raw)))
+        resolved = self._resolve(inv, raw, refs)
+        validated = inv.tool.validate_arguments(resolved)
+        shown = {**validated, **{k: raw[k] for k in refs}}
+        return await call_next(inv.evolve(arguments=shown, resolved=validated))
+
+    @staticmethod
+    def _resolve(inv: Invocation, raw: dict[str, Any], refs: dict[str, str]) -> dict[str, Any]:
+        store = inv.invoker.artifact_store
+        out = dict(raw)
+        for key, ref in refs.items():
+            if store is None:
+                raise InvalidArgumentsError(
+                    f"argument '{key}' refers to artifact {ref!r} but no artifact store is "
+                    "configured", tool_name=inv.call.name)
+            try:
+                out[key] = _content(store.resolve(ref))
+            except UnknownArtifactError:
+                raise InvalidArgumentsError(
+                    f"argument '{key}' refers to unknown artifact {ref!r}; pass a ref returned by "
+                    "an earlier call of this session", tool_name=inv.call.name) from None
+        return out

@@ -1,0 +1,47 @@
+"""``ChainPolicy``: the limits every invocation of a session obeys (seeds 001 and 003)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..errors import ConfigError
+from ..tools.risk import ToolRisk
+
+__all__ = ["ChainPolicy"]
+
+
+class ChainPolicy(BaseModel):
+    """Timeouts, budgets, the inline-result threshold and the unapproved-risk ceiling.
+
+    ``approval_timeout_s`` must stay below ``call_timeout_s``: a slow human yields ``denied``,
+    never a call that times out while it waits.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tool_calls: int = Field(default=50, ge=0)
+    call_timeout_s: float = Field(default=60.0, gt=0)
+    total_timeout_s: float = Field(default=300.0, gt=0)
+    max_inline_result_bytes: int = Field(default=4096, ge=0)
+    approval_timeout_s: float = Field(default=55.0, gt=0)
+    hitl_timeout_seconds: float = Field(default=30.0, gt=0)
+    """How long CONTINUE_ON_TIMEOUT waits before approving on its own."""
+    max_risk_unapproved: ToolRisk = ToolRisk.SAFE
+    tool_budgets: dict[str, int] = Field(default_factory=dict)
+    """Calls allowed per tool name in one session."""
+    namespace_budgets: dict[str, int] = Field(default_factory=dict)
+    """Calls allowed per namespace in one session."""
+    max_result_size: int | None = Field(default=None, gt=0)
+    """Truncate result text longer than this (characters) when no artifact store is configured."""
+    truncation: Literal["head", "head_tail"] = "head_tail"
+
+    @model_validator(mode="after")
+    def _approval_before_call_timeout(self) -> ChainPolicy:
+        if self.approval_timeout_s >= self.call_timeout_s:
+            raise ConfigError(
+                f"approval_timeout_s ({self.approval_timeout_s}) must be less than call_timeout_s "
+                f"({self.call_timeout_s}): a slow approval must end as 'denied', not as a timeout"
+            )
+        return self

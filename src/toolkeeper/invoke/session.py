@@ -1,0 +1,111 @@
+"""``InvokerSession``: the per-run counters, trace and pins (seed 003)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BudgetExceededError
+from .results import ChainCallRecord
+
+if TYPE_CHECKING:
+    from .invoker import ToolInvoker
+
+__all__ = ["InvokerSession"]
+
+
+class InvokerSession:
+    """Mutable state of one run: call budget, trace, pinned artifacts, session approvals.
+
+    Use it as an async context manager: pinned artifacts are unpinned on exit, even when the
+    body raises.
+    """
+
+    def __init__(self, invoker: ToolInvoker, *, session_id: str | None = None,
+                 chain: bool = False) -> None:
+        self.id = session_id or "ses_" + secrets.token_urlsafe(12)
+        self.invoker = invoker
+        self.chain = chain
+        self.started = time.monotonic()
+        self.state: dict[str, Any] = {}
+        self.approved_tools: set[str] = set()
+        self._call_count = 0
+        self._per_tool: dict[str, int] = {}
+        self._per_namespace: dict[str, int] = {}
+        self._trace: list[ChainCallRecord] = []
+        self._pinned: list[str] = []
+        self._lock = threading.Lock()
+        self.closed = False
+
+    @property
+    def call_count(self) -> int:
+        return self._call_count
+
+    @property
+    def trace(self) -> tuple[ChainCallRecord, ...]:
+        return tuple(self._trace)
+
+    @property
+    def pinned_refs(self) -> tuple[str, ...]:
+        return tuple(self._pinned)
+
+    def remaining_s(self) -> float:
+        """Seconds left of the policy's total timeout."""
+        return self.invoker.policy.total_timeout_s - (time.monotonic() - self.started)
+
+    def reserve(self, tool: str, namespace: str | None) -> None:
+        """Count one call against the session, tool and namespace budgets, atomically.
+
+        Raises:
+            BudgetExceededError: a budget is used up (nothing is counted then).
+        """
+        policy = self.invoker.policy
+        with self._lock:
+            if self._call_count >= policy.max_tool_calls:
+                raise BudgetExceededError(
+                    f"this session may make at most {policy.max_tool_calls} tool calls and has "
+                    "used them all; finish with what you have", tool_name=tool)
+            tool_limit = policy.tool_budgets.get(tool)
+            if tool_limit is not None and self._per_tool.get(tool, 0) >= tool_limit:
+                raise BudgetExceededError(f"tool '{tool}' may be called {tool_limit} time(s) per "
+                                          "session and its budget is used up", tool_name=tool)
+            ns_limit = policy.namespace_budgets.get(namespace) if namespace else None
+            if ns_limit is not None and self._per_namespace.get(namespace or "", 0) >= ns_limit:
+                raise BudgetExceededError(f"namespace '{namespace}' may be called {ns_limit} "
+                                          "time(s) per session and its budget is used up",
+                                          tool_name=tool)
+            self._call_count += 1
+            self._per_tool[tool] = self._per_tool.get(tool, 0) + 1
+            if namespace:
+                self._per_namespace[namespace] = self._per_namespace.get(namespace, 0) + 1
+
+    def record(self, record: ChainCallRecord) -> None:
+        with self._lock:
+            self._trace.append(record)
+
+    def pin(self, ref: str) -> None:
+        store = self.invoker.artifact_store
+        if store is not None:
+            store.pin(ref, self.id)
+            with self._lock:
+                self._pinned.append(ref)
+
+    async def close(self) -> None:
+        """Unpin every artifact this session pinned."""
+        store = self.invoker.artifact_store
+        with self._lock:
+            refs, self._pinned = self._pinned, []
+            self.closed = True
+        if store is not None:
+            for ref in refs:
+                store.unpin(ref, self.id)
+
+    async def __aenter__(self) -> InvokerSession:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()

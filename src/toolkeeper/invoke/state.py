@@ -1,0 +1,67 @@
+"""``Invocation``: the immutable state one call carries through the gates."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from ..tools.context import ToolContext
+from .call import ToolCall
+from .results import InvocationResult
+
+if TYPE_CHECKING:
+    from .invoker import ToolInvoker
+    from .session import InvokerSession
+
+__all__ = ["Gate", "Invocation", "Next"]
+
+ProgressSink = Callable[[dict[str, Any]], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Invocation:
+    """One call on its way through the pipeline. Gates derive changed copies with ``evolve``.
+
+    Attributes:
+        call: The call as it arrived.
+        session: The session it belongs to.
+        invoker: The invoker running it.
+        ctx: The context handed to tools that ask for one.
+        tool: The tool, once looked up.
+        arguments: The arguments: as received until validated, then validated (with
+            ``$artifact`` refs still in place until the artifact gate swaps in ``resolved``).
+        resolved: Validated arguments with artifact refs replaced by their content.
+        approval_id: The approval that let the call through, if one was needed.
+        pre_approved: Set by ``resume``: an approval already granted for these arguments.
+    """
+
+    call: ToolCall
+    session: InvokerSession
+    invoker: ToolInvoker
+    ctx: ToolContext
+    progress_sink: ProgressSink | None = None
+    tool: Any = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    resolved: dict[str, Any] | None = None
+    approval_id: str | None = None
+    pre_approved: str | None = None
+
+    def evolve(self, **changes: Any) -> Invocation:
+        return replace(self, **changes)
+
+
+Next = Callable[[Invocation], Awaitable[InvocationResult]]
+
+
+class Gate:
+    """One step of the pipeline: ``await gate(inv, call_next)`` returns the call's result.
+
+    A gate short-circuits by returning (or raising a ``ToolCallError``, which the error gate
+    turns into a result); it never mutates its input.
+    """
+
+    name: str = "gate"
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
+        return await call_next(inv)
