@@ -4,10 +4,23 @@ Define tools from functions, classes or raw JSON Schemas; export them to every p
 format; parse the calls back; validate, run and render results in each provider's shape.
 """
 
+from .approval import (
+    ApprovalDecision,
+    ApprovalHandler,
+    ApprovalRequest,
+    ApprovalStore,
+    AutoApprovalHandler,
+    CallbackApprovalHandler,
+    CliApprovalHandler,
+    PersistedApprovalHandler,
+    SqliteApprovalStore,
+)
+from .artifacts import BlobStore, FileBlobStore, MemoryBlobStore
 from .errors import (
     ApprovalDeniedError,
     ApprovalPending,
     BudgetExceededError,
+    CallCancelledError,
     ConfigError,
     GuardrailTrippedError,
     InvalidArgumentsError,
@@ -39,7 +52,19 @@ from .formats import (
     render_result,
     render_results,
 )
-from .invoke import CallProblem, ToolCall
+from .guardrails import Guardrail
+from .hooks import HookEvent, HookManager
+from .invoke import (
+    CallProblem,
+    ChainCallRecord,
+    ChainFile,
+    ChainPolicy,
+    ChainRunResult,
+    InvocationResult,
+    ToolCall,
+)
+from .invoke.invoker import ToolInvoker
+from .invoke.session import InvokerSession
 from .skills import Skill
 from .toolbox import SearchHit, Toolbox, ToolConflictWarning
 from .tools import (
@@ -73,24 +98,45 @@ __version__ = "0.1.0"
 
 __all__ = [
     "API_FORMATS",
+    "ApprovalDecision",
     "ApprovalDeniedError",
+    "ApprovalHandler",
     "ApprovalPending",
+    "ApprovalRequest",
+    "ApprovalStore",
     "AudioBlock",
+    "AutoApprovalHandler",
     "BaseTool",
+    "BlobStore",
     "BudgetExceededError",
+    "CallCancelledError",
     "CallProblem",
+    "CallbackApprovalHandler",
+    "ChainCallRecord",
+    "ChainFile",
+    "ChainPolicy",
+    "ChainRunResult",
+    "CliApprovalHandler",
     "ConfigError",
     "ContentBlock",
+    "FileBlobStore",
     "FileBlock",
     "FunctionSpec",
+    "Guardrail",
     "GuardrailTrippedError",
     "HitlMode",
+    "HookEvent",
+    "HookManager",
     "HostedTool",
     "ImageBlock",
     "InvalidArgumentsError",
     "InvalidOutputError",
+    "InvocationResult",
+    "InvokerSession",
     "JsonBlock",
     "MalformedCallError",
+    "MemoryBlobStore",
+    "PersistedApprovalHandler",
     "PolicyViolationError",
     "Problem",
     "ProviderDefinedTool",
@@ -101,6 +147,7 @@ __all__ = [
     "SchemaWarning",
     "SearchHit",
     "Skill",
+    "SqliteApprovalStore",
     "StoreError",
     "TextBlock",
     "Tool",
@@ -111,6 +158,7 @@ __all__ = [
     "ToolDidNotRunError",
     "ToolExecutionResult",
     "ToolFailedError",
+    "ToolInvoker",
     "ToolMetadata",
     "ToolNotCallableError",
     "ToolRaisedError",

@@ -20,6 +20,8 @@ from .entry import CatalogEntry
 from .search import SearchHit
 
 if TYPE_CHECKING:
+    from ..invoke.invoker import ToolInvoker
+    from ..invoke.session import InvokerSession
     from ..skills.skill import Skill
     from .views import View
 
@@ -138,19 +140,28 @@ class CatalogBase:
             return ToolResult.error(f"tool '{call.name}' failed: {type(exc).__name__}: {exc}")
 
     def execute_tool_calls(
-        self, calls: Sequence[ToolCall] | Any, api_format: str | None = None
+        self, calls: Sequence[ToolCall] | Any, api_format: str | None = None, *,
+        invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
     ) -> list[Any]:
-        """Run calls one after another and return their results.
+        """Run model-originated calls through the invoker (the one door) and return the results.
 
         Given ``ToolCall``s, returns ``ToolResult``s in call order. Given a provider response and
         its ``api_format``, parses it with this catalog's names and returns the provider's
-        tool-result messages, ready to append to the conversation.
+        tool-result messages, ready to append to the conversation. Concurrency-safe tools run at
+        once, others one after another. Without ``invoker``, a default one is used: no approval
+        handler, so every call above SAFE is denied.
         """
+        from ..invoke.invoker import ToolInvoker
+        from ..tools.runner import run_coroutine_sync
+
+        invoker = invoker or ToolInvoker(self)
+        session = session or invoker.open_session()
+        parsed = list(calls) if api_format is None else self.export(api_format).parse(calls)
+        results = run_coroutine_sync(invoker.invoke_many(parsed, session=session))
+        tool_results = [r.to_tool_result() for r in results]
         if api_format is None:
-            return [self.run_call(call) for call in calls]
-        parsed = self.export(api_format).parse(calls)
-        pairs = [(call, self.run_call(call)) for call in parsed]
-        return get_format(api_format).render_batch(pairs)
+            return tool_results
+        return get_format(api_format).render_batch(zip(parsed, tool_results, strict=True))
 
     # -- views ---------------------------------------------------------------------------
 

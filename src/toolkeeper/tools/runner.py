@@ -55,7 +55,8 @@ async def call_async(
     """Call ``func`` from async code; sync functions run in a worker thread when ``in_thread``."""
     args, kw = _bind(kwargs, binding)
     if in_thread:
-        value = await anyio.to_thread.run_sync(partial(func, *args, **kw))
+        # A thread cannot be stopped: on timeout or cancellation it is abandoned, its result ignored.
+        value = await anyio.to_thread.run_sync(partial(func, *args, **kw), abandon_on_cancel=True)
     else:
         value = func(*args, **kw)
     if inspect.isawaitable(value):

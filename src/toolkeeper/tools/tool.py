@@ -114,6 +114,7 @@ class Tool:
         self.__dict__["hitl_mode"] = (
             HitlMode(chosen) if chosen is not None else default_hitl_mode(resolved_risk)
         )
+        self.__dict__["hitl_explicit"] = chosen is not None
         if _info is None and parameters_model is None and callable is not None:
             # Compile a raw schema now: a schema the validator cannot read is a definition error.
             self.__dict__["_validator"] = self._build_validator()
@@ -183,6 +184,10 @@ class Tool:
         for key, enum in (("risk", ToolRisk), ("hitl_mode", HitlMode)):
             if key in changes:
                 clone.__dict__[key] = enum(changes[key])
+        if "hitl_mode" in changes:
+            clone.__dict__["hitl_explicit"] = True
+        elif "risk" in changes and not self.__dict__.get("hitl_explicit"):
+            clone.__dict__["hitl_mode"] = default_hitl_mode(clone.risk)
         return clone
 
     def with_descriptions(

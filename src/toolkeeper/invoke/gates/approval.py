@@ -20,10 +20,15 @@ __all__ = ["ApprovalGate"]
 
 
 def _needs_approval(inv: Invocation) -> bool:
+    """Above the policy's ceiling, or the tool itself asks (an explicit HITL mode other than NONE).
+
+    A HITL mode the tool only inherited from its risk says *how* to ask, not *whether*.
+    """
     risk = ToolRisk(getattr(inv.tool, "risk", ToolRisk.SAFE))
     mode = getattr(inv.tool, "hitl_mode", HitlMode.NONE)
+    asks = getattr(inv.tool, "hitl_explicit", True) and mode is not HitlMode.NONE
     over = risk > inv.invoker.policy.max_risk_unapproved
-    return (over or mode is not HitlMode.NONE) and inv.call.name not in inv.session.approved_tools
+    return (over or asks) and inv.call.name not in inv.session.approved_tools
 
 
 class ApprovalGate(Gate):

@@ -1,0 +1,113 @@
+"""Artifacts: stores, large results offloaded and pinned, media as files, inbound refs resolved."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import ImageBlock, ToolResult, tool
+from toolkeeper.artifacts import FileBlobStore, MemoryBlobStore, UnknownArtifactError
+from toolkeeper.invoke import ChainPolicy, ToolInvoker
+from toolkeeper.toolbox import Toolbox
+
+from .helpers import call
+
+pytestmark = pytest.mark.anyio
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x01" * 32
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> object:
+    return MemoryBlobStore() if request.param == "memory" else FileBlobStore(tmp_path / "blobs")
+
+
+def test_store_put_resolve_pin_and_gc(store: object) -> None:
+    ref = store.put(b"hello", "text/plain", name="greeting")  # type: ignore[attr-defined]
+    assert ref.startswith("sha256:") and store.put(b"hello", "text/plain") == ref  # type: ignore[attr-defined]
+    blob = store.resolve(ref)  # type: ignore[attr-defined]
+    assert (blob.data, blob.media_type, blob.size) == (b"hello", "text/plain", 5)
+    with pytest.raises(UnknownArtifactError):
+        store.resolve("sha256:" + "0" * 64)  # type: ignore[attr-defined]
+    with pytest.raises(UnknownArtifactError):
+        store.resolve("../../etc/passwd")  # type: ignore[attr-defined]
+    store.pin(ref, "session-a")  # type: ignore[attr-defined]
+    other = store.put(b"bye", "text/plain")  # type: ignore[attr-defined]
+    if isinstance(store, FileBlobStore):
+        for meta in store.root.glob("??/*.json"):
+            os.utime(meta, (time.time() - 100, time.time() - 100))
+    else:
+        store._blobs = {k: v.__class__(**{**v.__dict__, "created_at": 0}) for k, v in store._blobs.items()}  # type: ignore[attr-defined]
+    assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]
+    assert store.stat(other) is None and store.stat(ref) is not None  # type: ignore[attr-defined]
+    store.unpin(ref, "session-a")  # type: ignore[attr-defined]
+    assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]
+
+
+@tool
+def report(rows: int) -> str:
+    """A long report."""
+    return "\n".join(f"row {i}: " + "data " * 10 for i in range(rows))
+
+
+@tool
+def count_lines(text: str) -> int:
+    """Count the lines of a text."""
+    return len(text.splitlines())
+
+
+@tool
+def screenshot() -> ToolResult:
+    """Take a screenshot."""
+    return ToolResult(content=[{"type": "text", "text": "here it is"},
+                               ImageBlock.from_bytes(PNG, "image/png")])
+
+
+def invoker(store: object) -> ToolInvoker:
+    return ToolInvoker(Toolbox([report, count_lines, screenshot]), artifact_store=store)  # type: ignore[arg-type]
+
+
+async def test_large_results_are_offloaded_pinned_and_unpinned_on_exit(store: object) -> None:
+    inv = invoker(store)
+    session = inv.open_session()
+    with pytest.raises(RuntimeError):
+        async with session:
+            result = await inv.invoke(call("report", rows=500), session=session)
+            raise RuntimeError("the body failed")
+    assert result.artifact_ref is not None and len(result.text) < 4096
+    assert f'{{"$artifact": "{result.artifact_ref}"}}' in result.text
+    assert store.resolve(result.artifact_ref).data.decode().count("\n") == 499  # type: ignore[attr-defined]
+    assert session.pinned_refs == ()
+
+
+async def test_inbound_artifact_refs_are_resolved_before_execution(store: object) -> None:
+    inv = invoker(store)
+    async with inv.open_session() as session:
+        big = await inv.invoke(call("report", rows=300), session=session)
+        counted = await inv.invoke(call("count_lines", text={"$artifact": big.artifact_ref}),
+                                   session=session)
+        unknown = await inv.invoke(call("count_lines", text={"$artifact": "sha256:" + "a" * 64}),
+                                   session=session)
+    assert counted.text == "300"
+    assert unknown.status == "error" and "unknown artifact" in unknown.text
+
+
+async def test_media_blocks_become_files_at_workspace_paths(store: object) -> None:
+    inv = invoker(store)
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("screenshot"), session=session)
+        (file,) = result.files
+        assert (file.path, file.media_type, file.size) == ("media/screenshot_0.png", "image/png",
+                                                          len(PNG))
+        assert store.resolve(file.artifact_ref).data == PNG  # type: ignore[attr-defined]
+
+
+async def test_without_a_store_long_text_is_truncated_head_and_tail() -> None:
+    inv = ToolInvoker(Toolbox([report]), policy=ChainPolicy(max_result_size=200))
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("report", rows=100), session=session)
+    assert "characters truncated" in result.text
+    assert result.text.startswith("row 0:") and result.text.rstrip().endswith("data")
+    assert result.artifact_ref is None

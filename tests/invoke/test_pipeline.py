@@ -1,0 +1,159 @@
+"""The one door: a fixed gate order, exactly one result and one trace record per call."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+
+from toolkeeper import ConfigError, HostedTool, ProviderDefinedTool, ToolResult, ToolRisk
+from toolkeeper.invoke import ChainPolicy, ToolCall, ToolInvoker
+from toolkeeper.invoke.gates import DEFAULT_GATES
+from toolkeeper.invoke.policy import ChainPolicy as Policy
+from toolkeeper.tools.context import ToolContext
+
+from .helpers import THREADS, call, invoker, recording_hooks, toolbox
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_default_gate_order_is_pinned() -> None:
+    assert [g.name for g in DEFAULT_GATES] == [
+        "errors", "budget", "lookup", "kind", "validate", "guardrails_in", "approval",
+        "artifact_refs", "cancellation", "shaping", "guardrails_out", "progress", "timeout",
+    ]
+
+
+async def test_a_valid_call_runs_and_is_traced_with_hooks() -> None:
+    hooks, events = recording_hooks()
+    inv = invoker(hooks=hooks)
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("add", a=2, b="3"), session=session)
+    assert (result.status, result.text, result.structured) == ("ok", "5", {"result": 5})
+    (record,) = session.trace
+    assert (record.tool, record.status, record.error_code) == ("add", "ok", None)
+    assert len(record.args_digest) == 64
+    assert [e for e, _ in events] == ["tool_start", "tool_end"]
+    assert events[1][1]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "status", "code", "fragment"),
+    [
+        ("ad", {}, "error", "unknown_tool", "did you mean 'add'"),
+        ("add", {"a": 1}, "error", "invalid_arguments", "missing required argument 'b'"),
+        ("add", {"a": 1, "b": 2, "c": 3}, "error", "invalid_arguments", "unknown argument 'c'"),
+        ("boom", {"message": "disk full"}, "error", "tool_raised",
+         "tool 'boom' failed: RuntimeError: disk full"),
+        ("slow", {"seconds": 2}, "error", "timeout", "did not finish within 0.2 s"),
+        ("delete_file", {"path": "/x"}, "denied", "denied", "no approval handler"),
+    ],
+)
+async def test_every_failure_is_one_clear_result_and_one_trace_record(
+    name: str, arguments: dict[str, object], status: str, code: str, fragment: str
+) -> None:
+    hooks, events = recording_hooks()
+    inv = invoker(hooks=hooks)
+    async with inv.open_session() as session:
+        result = await inv.invoke(call(name, **arguments), session=session)
+    assert (result.status, result.error_code) == (status, code)
+    assert fragment in result.text
+    assert "Traceback" not in result.text
+    (record,) = session.trace
+    assert record.status == ("timeout" if code == "timeout" else status)
+    assert [e for e, _ in events] == ["tool_start", "tool_end"]
+
+
+async def test_a_malformed_call_is_answered_not_raised() -> None:
+    from toolkeeper.invoke.call import CallProblem
+
+    inv = invoker()
+    bad = ToolCall(id="x", name="add", problem=CallProblem(code="malformed_call",
+                                                            message="arguments are not valid JSON"))
+    async with inv.open_session() as session:
+        result = await inv.invoke(bad, session=session)
+    assert (result.status, result.error_code) == ("error", "malformed_call")
+
+
+async def test_budgets_per_session_tool_and_namespace() -> None:
+    inv = invoker(policy=Policy(max_tool_calls=2, tool_budgets={"add_inline": 1}))
+    async with inv.open_session() as session:
+        statuses = [(await inv.invoke(call(n, a=1, b=1), session=session)).error_code
+                    for n in ("add_inline", "add_inline", "add", "add")]
+    assert statuses == [None, "budget_exceeded", None, "budget_exceeded"]
+    assert session.call_count == 2  # refused calls are not counted
+    assert len(session.trace) == 4
+
+
+async def test_sync_tools_run_in_worker_threads_unless_inline() -> None:
+    inv = invoker()
+    THREADS.clear()
+    async with inv.open_session() as session:
+        await inv.invoke(call("add", a=1, b=1), session=session)
+        await inv.invoke(call("add_inline", a=1, b=1), session=session)
+    loop_thread = threading.get_ident()
+    assert THREADS[0] != loop_thread
+    assert THREADS[1] == loop_thread
+
+
+async def test_hosted_tools_are_not_run_and_provider_defined_tools_go_to_handle_call() -> None:
+    class Computer(ProviderDefinedTool):
+        async def handle_call(self, call: object, ctx: object) -> ToolResult:  # type: ignore[override]
+            return ToolResult.text_result(f"clicked {call.arguments['x']}")  # type: ignore[attr-defined]
+
+    hosted = HostedTool(name="web_search", provider_specs={"openai": {"type": "web_search"}})
+    computer = Computer(name="computer", provider_specs={"openai": {"type": "computer"}},
+                        risk=ToolRisk.SAFE, hitl_mode="none")
+    inv = ToolInvoker(toolbox(hosted, computer))
+    async with inv.open_session() as session:
+        searched = await inv.invoke(call("web_search", q="x"), session=session)
+        clicked = await inv.invoke(call("computer", x=3), session=session)
+    assert (searched.status, searched.error_code) == ("error", "not_callable")
+    assert clicked.text == "clicked 3"
+
+
+async def test_cancelled_context_refuses_the_next_call() -> None:
+    inv = invoker()
+    ctx = ToolContext()
+    ctx.cancel()
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("add", a=1, b=1), session=session, ctx=ctx)
+    assert (result.status, result.error_code) == ("error", "cancelled")
+
+
+async def test_caller_cancellation_propagates_and_is_still_traced() -> None:
+    inv = invoker()
+    async with inv.open_session() as session:
+        with anyio.move_on_after(0.05):
+            await inv.invoke(call("slow", seconds=0.15), session=session)
+    (record,) = session.trace
+    assert record.error_code == "cancelled"
+
+
+async def test_progress_sink_sees_tool_call_and_tool_result() -> None:
+    steps: list[dict[str, object]] = []
+    inv = invoker()
+    async with inv.open_session() as session:
+        await inv.invoke(call("add", a=1, b=2), session=session, progress_sink=steps.append)
+    assert [s["type"] for s in steps] == ["tool_call", "tool_result"]
+    assert steps[1]["status"] == "ok"
+
+
+def test_policy_keeps_approval_timeout_below_call_timeout() -> None:
+    with pytest.raises(ConfigError, match="approval_timeout_s"):
+        ChainPolicy(approval_timeout_s=60, call_timeout_s=60)
+    assert ChainPolicy().max_tool_calls == 50
+
+
+def test_invoke_sync_from_plain_code() -> None:
+    inv = invoker()
+    session = inv.open_session()
+    assert inv.invoke_sync(call("add", a=4, b=4), session=session).text == "8"
+
+
+async def test_a_session_of_another_invoker_is_refused() -> None:
+    from toolkeeper import UsageError
+
+    with pytest.raises(UsageError, match="another invoker"):
+        await invoker().invoke(call("add", a=1, b=1), session=invoker().open_session())
