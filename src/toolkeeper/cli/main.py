@@ -13,6 +13,7 @@ from rich.table import Table
 from .. import __version__
 from ..errors import ToolkeeperError
 from ..formats import API_FORMATS, check, export, get_format
+from .audit_cmd import audit
 from .loader import load_tools
 from .tools_cmd import tools_app
 
@@ -23,6 +24,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(tools_app, name="tools")
+app.command("audit")(audit)
 _out = Console()
 _err = Console(stderr=True)
 
