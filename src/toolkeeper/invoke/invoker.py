@@ -63,13 +63,14 @@ class ToolInvoker:
         self.audit = audit
         self.approval_store = approval_store or getattr(approval_handler, "store", None)
         self.gates = tuple(gates)
+        self._approval_needed: dict[int, tuple[Any, bool]] = {}
         self._chain = self._fold(self.gates)
 
-    @staticmethod
-    def _fold(gates: Sequence[Gate]) -> Next:
+    def _fold(self, gates: Sequence[Gate]) -> Next:
         handler: Next = execute
         for gate in reversed(gates):
-            handler = partial(gate.__call__, call_next=handler)
+            if gate.active(self):
+                handler = partial(gate.__call__, call_next=handler)
         return handler
 
     def open_session(self, *, session_id: str | None = None, chain: bool = False
@@ -90,8 +91,6 @@ class ToolInvoker:
             raise UsageError("the session belongs to another invoker; open one with "
                              "invoker.open_session()")
         started = time.perf_counter()
-        ctx = ctx or ToolContext(call_id=call.id, tool_name=call.name, session_id=session.id,
-                                 state=session.state)
         inv = Invocation(call=call, session=session, invoker=self, ctx=ctx,
                          progress_sink=progress_sink, arguments=call.arguments,
                          pre_approved=_pre_approved)
@@ -106,28 +105,28 @@ class ToolInvoker:
             if result is None:  # the caller was cancelled: record it, then let it propagate
                 result = result_for(inv, CallCancelledError(
                     f"the call to '{call.name}' was cancelled", tool_name=call.name))
-            await self._record(inv, result, started)
+                with anyio.CancelScope(shield=True):
+                    await self._record(inv, result, started)
+            else:
+                await self._record(inv, result, started)
 
     async def _record(self, inv: Invocation, result: InvocationResult, started: float) -> None:
         duration = (time.perf_counter() - started) * 1000
-        digest = args_digest(inv.call.arguments)
         status = "timeout" if result.error_code == "timeout" else result.status
-        inv.session.record(ChainCallRecord(tool=inv.call.name, call_id=inv.call.id,
-                                           args_digest=digest, status=status,
-                                           duration_ms=round(duration, 3),
-                                           error_code=result.error_code))
+        record = ChainCallRecord(tool=inv.call.name, call_id=inv.call.id, status=status,
+                                 duration_ms=round(duration, 3), error_code=result.error_code,
+                                 arguments=inv.call.arguments)
+        inv.session.record(record)
         if self.audit is not None:
-            with anyio.CancelScope(shield=True):
-                self.audit.record(AuditEntry(
-                    ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
-                    tool=inv.call.name, args_digest=digest, arguments=inv.call.arguments,
-                    status=status, error_code=result.error_code, duration_ms=duration,
-                    approval_id=result.approval_id or inv.pre_approved))
+            self.audit.record(AuditEntry(
+                ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
+                tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
+                status=status, error_code=result.error_code, duration_ms=duration,
+                approval_id=result.approval_id or inv.pre_approved))
         if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
-            with anyio.CancelScope(shield=True):
-                await self.hooks.dispatch(HookEvent.TOOL_END, {
-                    "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
-                    "status": status, "duration_ms": duration, "error_code": result.error_code})
+            await self.hooks.dispatch(HookEvent.TOOL_END, {
+                "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
+                "status": status, "duration_ms": duration, "error_code": result.error_code})
 
     def invoke_sync(self, call: ToolCall, *, session: InvokerSession,
                     ctx: ToolContext | None = None) -> InvocationResult:

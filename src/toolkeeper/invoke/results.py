@@ -10,6 +10,7 @@ from ..tools.results import ToolResult
 __all__ = ["ChainCallRecord", "ChainFile", "ChainRunResult", "InvocationResult", "Status"]
 
 Status = Literal["ok", "error", "denied", "pending"]
+RecordStatus = Literal["ok", "error", "denied", "pending", "timeout"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,16 +63,37 @@ class InvocationResult:
         )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
 class ChainCallRecord:
-    """One entry of a session's trace, appended on every outcome."""
+    """One entry of a session's trace, appended on every outcome.
 
-    tool: str
-    call_id: str
-    args_digest: str
-    status: Literal["ok", "error", "denied", "pending", "timeout"]
-    duration_ms: float
-    error_code: str | None = None
+    ``args_digest`` (SHA-256 of the canonical arguments) is computed when first read.
+    """
+
+    __slots__ = ("_arguments", "_digest", "call_id", "duration_ms", "error_code", "status", "tool")
+
+    def __init__(self, *, tool: str, call_id: str, status: RecordStatus, duration_ms: float,
+                 error_code: str | None = None, args_digest: str | None = None,
+                 arguments: dict[str, Any] | None = None) -> None:
+        self.tool = tool
+        self.call_id = call_id
+        self.status = status
+        self.duration_ms = duration_ms
+        self.error_code = error_code
+        self._digest = args_digest
+        self._arguments = arguments
+
+    @property
+    def args_digest(self) -> str:
+        if self._digest is None:
+            from ..approval.models import args_digest
+
+            self._digest = args_digest(self._arguments or {})
+        return self._digest
+
+    def __repr__(self) -> str:
+        return (f"ChainCallRecord(tool={self.tool!r}, call_id={self.call_id!r}, "
+                f"status={self.status!r}, error_code={self.error_code!r}, "
+                f"duration_ms={self.duration_ms})")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,5 +102,5 @@ class ChainRunResult:
 
     status: Literal["ok", "error", "timeout"]
     output_text: str
-    call_trace: tuple[ChainCallRecord, ...]
+    call_trace: tuple[Any, ...]
     duration_ms: float

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..tools.context import ToolContext
@@ -39,7 +39,7 @@ class Invocation:
     call: ToolCall
     session: InvokerSession
     invoker: ToolInvoker
-    ctx: ToolContext
+    ctx: ToolContext | None = None
     progress_sink: ProgressSink | None = None
     tool: Any = None
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -48,9 +48,21 @@ class Invocation:
     pre_approved: str | None = None
 
     def evolve(self, **changes: Any) -> Invocation:
-        return replace(self, **changes)
+        """A copy with some fields changed (the hot path avoids ``dataclasses.replace``)."""
+        new = object.__new__(Invocation)
+        for name in _FIELDS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
+    def context(self) -> ToolContext:
+        """The call's ``ToolContext`` (made on first need when the caller gave none)."""
+        if self.ctx is not None:
+            return self.ctx
+        return ToolContext(call_id=self.call.id, tool_name=self.call.name,
+                           session_id=self.session.id, state=self.session.state)
 
 
+_FIELDS = tuple(f.name for f in fields(Invocation))
 Next = Callable[[Invocation], Awaitable[InvocationResult]]
 
 
@@ -62,6 +74,11 @@ class Gate:
     """
 
     name: str = "gate"
+
+    def active(self, invoker: ToolInvoker) -> bool:
+        """Whether the gate can do anything for this invoker; inactive gates are left out of
+        the fold (the order of the rest is unchanged)."""
+        return True
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         return await call_next(inv)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic_core
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
@@ -23,6 +21,7 @@ __all__ = [
     "to_tool_result",
 ]
 
+_M = TypeVar("_M", bound=BaseModel)
 _MEDIA = AliasChoices("media_type", "mimeType", "mime_type")
 
 
@@ -153,6 +152,23 @@ def block_text(block: Any) -> str:
     return f"[{kind} {media}]".replace(" ]", "]")
 
 
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def _build(cls: type[_M], **values: Any) -> _M:
+    """A model from trusted values: ``model_construct`` without its per-call default lookups."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        defaults = _DEFAULTS[cls] = {name: f.get_default(call_default_factory=False)
+                                     for name, f in cls.model_fields.items()}
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", {**defaults, **values})
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
 def dump_json(value: Any) -> str:
     """Compact JSON text of any JSON-able value (dates, models, dataclasses included)."""
     return pydantic_core.to_json(value, fallback=str).decode("utf-8")
@@ -205,29 +221,34 @@ def to_tool_result(value: Any, *, wrap_structured: bool = False) -> ToolResult:
     """
     if isinstance(value, ToolResult):
         return value
-    if isinstance(value, str):
-        return ToolResult(content=(TextBlock(text=value),))
+    kind = type(value)
+    if kind is str:  # the hot paths build trusted models without re-validating
+        return _build(ToolResult, content=(_build(TextBlock, text=value),))
+    if kind is int or kind is float or kind is bool:
+        text = _build(TextBlock, text=dump_json(value))
+        structured = {"result": value} if wrap_structured else None
+        return _build(ToolResult, content=(text,), structured_content=structured)
     if value is None:
-        return ToolResult()
+        return _build(ToolResult)
+    if isinstance(value, str):
+        return _build(ToolResult, content=(_build(TextBlock, text=str(value)),))
     if isinstance(value, bytes | bytearray | memoryview):
         return ToolResult(content=(_bytes_block(bytes(value)),))
     if isinstance(value, _BLOCK_TYPES):
         return ToolResult(content=(value,))
-    if isinstance(value, Sequence) and value and all(isinstance(v, _BLOCK_TYPES) for v in value):
+    if isinstance(value, list | tuple) and value and all(isinstance(v, _BLOCK_TYPES) for v in value):
         return ToolResult(content=tuple(value))
     plain = _to_plain(value)
-    text = TextBlock(text=dump_json(plain))
+    text = _build(TextBlock, text=dump_json(plain))
     if isinstance(plain, dict):
-        return ToolResult(content=(text,), structured_content=plain)
+        return _build(ToolResult, content=(text,), structured_content=plain)
     structured = {"result": plain} if wrap_structured else None
-    return ToolResult(content=(text,), structured_content=structured)
+    return _build(ToolResult, content=(text,), structured_content=structured)
 
 
 def _to_plain(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return pydantic_core.to_jsonable_python(value, fallback=str)
-    if isinstance(value, dict | list | tuple | int | float | bool):
-        return pydantic_core.to_jsonable_python(value, fallback=str)
+    if type(value) in (int, float, bool):
+        return value
     return pydantic_core.to_jsonable_python(value, fallback=str)

@@ -20,6 +20,14 @@ __all__ = ["ApprovalGate"]
 
 
 def _needs_approval(inv: Invocation) -> bool:
+    cache = inv.invoker._approval_needed
+    needed = cache.get(id(inv.tool))
+    if needed is None or needed[0] is not inv.tool:
+        needed = cache[id(inv.tool)] = (inv.tool, _tool_needs_approval(inv))
+    return needed[1] and inv.call.name not in inv.session.approved_tools
+
+
+def _tool_needs_approval(inv: Invocation) -> bool:
     """Above the policy's ceiling, or the tool itself asks (an explicit HITL mode other than NONE).
 
     A HITL mode the tool only inherited from its risk says *how* to ask, not *whether*.
@@ -27,8 +35,7 @@ def _needs_approval(inv: Invocation) -> bool:
     risk = ToolRisk(getattr(inv.tool, "risk", ToolRisk.SAFE))
     mode = getattr(inv.tool, "hitl_mode", HitlMode.NONE)
     asks = getattr(inv.tool, "hitl_explicit", True) and mode is not HitlMode.NONE
-    over = risk > inv.invoker.policy.max_risk_unapproved
-    return (over or asks) and inv.call.name not in inv.session.approved_tools
+    return risk > inv.invoker.policy.max_risk_unapproved or asks
 
 
 class ApprovalGate(Gate):

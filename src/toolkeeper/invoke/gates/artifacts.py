@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -10,6 +12,9 @@ __all__ = ["ArtifactRefGate"]
 
 class ArtifactRefGate(Gate):
     name = "artifact_refs"
+
+    def active(self, invoker: Any) -> bool:
+        return invoker.artifact_store is not None
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         if inv.resolved is None:

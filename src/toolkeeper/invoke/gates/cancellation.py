@@ -12,5 +12,6 @@ class CancellationGate(Gate):
     name = "cancellation"
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        inv.ctx.check()
+        if inv.ctx is not None:
+            inv.ctx.check()
         return await call_next(inv)

@@ -15,9 +15,11 @@ async def execute(inv: Invocation) -> InvocationResult:
     tool = inv.tool
     try:
         if is_provider_defined_tool(tool):
-            result = await tool.handle_call(inv.call, inv.ctx)
+            result = await tool.handle_call(inv.call, inv.context())
         else:
-            result = tool.to_result(await tool.call_async(inv.arguments, inv.ctx))
+            wants_ctx = inv.ctx is not None or tool._ctx_param() is not None
+            value = await tool.call_async(inv.arguments, inv.context() if wants_ctx else None)
+            result = tool.to_result(value)
     except ToolCallError:
         raise
     except Exception as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...errors import GuardrailTrippedError
 from ...hooks import HookEvent
 from ..results import InvocationResult
@@ -23,6 +25,9 @@ async def _tripped(inv: Invocation, name: str, reason: str) -> GuardrailTrippedE
 class GuardrailInGate(Gate):
     name = "guardrails_in"
 
+    def active(self, invoker: Any) -> bool:
+        return bool(invoker.guardrails)
+
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         arguments = inv.arguments
         for guardrail in inv.invoker.guardrails:
@@ -36,6 +41,9 @@ class GuardrailInGate(Gate):
 
 class GuardrailOutGate(Gate):
     name = "guardrails_out"
+
+    def active(self, invoker: Any) -> bool:
+        return bool(invoker.guardrails)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)

@@ -4,7 +4,6 @@ stored and surfaced as files; without a store, long text truncated (head, or hea
 from __future__ import annotations
 
 import base64
-from dataclasses import replace
 from typing import Any
 
 from ...hooks import HookEvent
@@ -39,10 +38,10 @@ class ShapingGate(Gate):
         if tool_result is None:
             return result
         status: Status = "error" if tool_result.is_error else "ok"
-        files = await self._files(inv, tool_result.content)
+        store = inv.invoker.artifact_store
+        files = await self._files(inv, tool_result.content) if store is not None else ()
         text = tool_result.text
         ref = None
-        store = inv.invoker.artifact_store
         policy = inv.invoker.policy
         if store is not None and len(text.encode("utf-8")) > policy.max_inline_result_bytes:
             ref = await self._store(inv, text.encode("utf-8"), "text/plain", inv.call.name)
@@ -53,9 +52,11 @@ class ShapingGate(Gate):
             limit = getattr(inv.tool.metadata, "max_result_size", None) or policy.max_result_size
             if limit:
                 text = truncate(text, limit, policy.truncation)
-        return replace(result, status=status, text=text, artifact_ref=ref, files=files,
-                       structured=tool_result.structured_content,
-                       error_code=tool_result.error_code if tool_result.is_error else None)
+        return InvocationResult(
+            status=status, text=text, structured=tool_result.structured_content,
+            artifact_ref=ref, files=files, result=tool_result, call_id=result.call_id,
+            tool=result.tool, approval_id=result.approval_id,
+            error_code=tool_result.error_code if tool_result.is_error else None)
 
     async def _files(self, inv: Invocation, blocks: Any) -> tuple[ChainFile, ...]:
         if inv.invoker.artifact_store is None:
