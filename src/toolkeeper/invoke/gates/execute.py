@@ -26,6 +26,8 @@ async def execute(inv: Invocation) -> InvocationResult:
         raise ToolRaisedError(f"tool '{inv.call.name}' failed: {type(exc).__name__}: {exc}",
                               tool_name=inv.call.name, details={"exception": type(exc).__name__}
                               ) from exc
-    return InvocationResult(status="error" if result.is_error else "ok", text=result.text,
-                            result=result, call_id=inv.call.id, tool=inv.call.name,
-                            approval_id=inv.approval_id or inv.pre_approved)
+    return InvocationResult(
+        status="error" if result.is_error else "ok", text=result.text,
+        structured=result.structured_content, result=result, call_id=inv.call.id,
+        tool=inv.call.name, approval_id=inv.approval_id or inv.pre_approved,
+        error_code=(result.error_code or "tool_error") if result.is_error else None)

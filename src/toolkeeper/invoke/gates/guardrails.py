@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ...errors import GuardrailTrippedError
@@ -58,6 +59,5 @@ class GuardrailOutGate(Gate):
                 tool_result = outcome.value
         if tool_result is result.result:
             return result
-        from dataclasses import replace
-
-        return replace(result, result=tool_result)
+        return replace(result, result=tool_result, text=tool_result.text,
+                       structured=tool_result.structured_content)

@@ -35,10 +35,10 @@ class ShapingGate(Gate):
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)
         tool_result = result.result
-        if tool_result is None:
-            return result
-        status: Status = "error" if tool_result.is_error else "ok"
         store = inv.invoker.artifact_store
+        if tool_result is None or (store is None and not self._limit(inv)):
+            return result  # the executor's result is already in its final form
+        status: Status = "error" if tool_result.is_error else "ok"
         files = await self._files(inv, tool_result.content) if store is not None else ()
         text = tool_result.text
         ref = None
@@ -49,14 +49,17 @@ class ShapingGate(Gate):
             text = (f"{preview}\n[... the full result ({len(text)} characters) is stored as "
                     f"artifact {ref}; pass {{\"$artifact\": \"{ref}\"}} to another tool to use it]")
         elif store is None:
-            limit = getattr(inv.tool.metadata, "max_result_size", None) or policy.max_result_size
-            if limit:
-                text = truncate(text, limit, policy.truncation)
+            text = truncate(text, self._limit(inv) or len(text), policy.truncation)
         return InvocationResult(
             status=status, text=text, structured=tool_result.structured_content,
             artifact_ref=ref, files=files, result=tool_result, call_id=result.call_id,
             tool=result.tool, approval_id=result.approval_id,
-            error_code=tool_result.error_code if tool_result.is_error else None)
+            error_code=result.error_code)
+
+    @staticmethod
+    def _limit(inv: Invocation) -> int | None:
+        metadata_limit = getattr(inv.tool.metadata, "max_result_size", None)
+        return metadata_limit or inv.invoker.policy.max_result_size
 
     async def _files(self, inv: Invocation, blocks: Any) -> tuple[ChainFile, ...]:
         if inv.invoker.artifact_store is None:
