@@ -190,3 +190,16 @@ async def test_no_handler_denies_everything_above_the_ceiling_but_the_ceiling_ca
     relaxed = invoker(policy=ChainPolicy(max_risk_unapproved="critical"))
     async with relaxed.open_session() as session:
         assert (await relaxed.invoke(call("delete_file", path="/t"), session=session)).ok
+
+
+async def test_a_stored_request_that_timed_out_cannot_be_approved_later(tmp_path: Path) -> None:
+    store = SqliteApprovalStore(tmp_path / "t.db")
+    policy = ChainPolicy(approval_timeout_s=0.2, call_timeout_s=5)
+    inv = ToolInvoker(box(), PersistedApprovalHandler(store, wait_s=30, poll_s=0.02),
+                      policy=policy)
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("wire_money", amount=1, to="late"), session=session)
+    assert result.status == "denied" and "no decision within 0.2 s" in result.text
+    (stored,) = [store.get(r) for r in [store.db.query("SELECT id FROM approvals")[0][0]]]
+    assert stored is not None and stored.state == "timeout"
+    assert not store.decide(ApprovalDecision(request_id=stored.request.id, outcome="approved"))

@@ -86,13 +86,14 @@ class CliApprovalHandler:
                                 approver="cli", scope="session" if answer == "s" else "once")
 
     def _prompt(self, request: ApprovalRequest) -> str:
+        from rich.markup import escape
         from rich.panel import Panel
         from rich.pretty import Pretty
         from rich.prompt import Prompt
 
-        self.console.print(Panel(Pretty(request.arguments), title=f"[bold]{request.tool}[/] "
-                                 f"wants to run (risk {request.risk.value})",
-                                 subtitle=request.reason or None))
+        self.console.print(Panel(Pretty(request.arguments), title=f"[bold]{escape(request.tool)}"
+                                 f"[/] wants to run (risk {request.risk.value})",
+                                 subtitle=escape(request.reason) or None))
         if self._ask is not None:
             return self._ask("Approve? [y]es / [s]ession / [n]o").strip().lower()[:1]
         return Prompt.ask("Approve? [y]es / [s]ession / [n]o", choices=["y", "s", "n"],

@@ -28,6 +28,10 @@ class PersistedApprovalHandler:
         await anyio.to_thread.run_sync(self.store.create, request)
         return await self.wait(request.id, self.wait_s)
 
+    async def expire(self, decision: ApprovalDecision) -> None:
+        """Record that the invoker stopped waiting, so a late answer cannot apply any more."""
+        await anyio.to_thread.run_sync(self.store.decide, decision)
+
     async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision:
         """The decision, or ``pending`` when none arrived within ``wait_s``."""
         with anyio.move_on_after(wait_s):

@@ -86,11 +86,16 @@ class ApprovalGate(Gate):
         with anyio.move_on_after(wait):
             return await handler.request(request)
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
-            return ApprovalDecision(request_id=request.id, outcome="approved", approver="timeout",
-                                    message=f"approved automatically after {wait:g} s without "
-                                            "an answer")
-        return ApprovalDecision(request_id=request.id, outcome="timeout",
-                                message=f"no decision within {wait:g} s")
+            decision = ApprovalDecision(request_id=request.id, outcome="approved",
+                                        approver="timeout", message=f"approved automatically "
+                                        f"after {wait:g} s without an answer")
+        else:
+            decision = ApprovalDecision(request_id=request.id, outcome="timeout",
+                                        message=f"no decision within {wait:g} s")
+        expire = getattr(handler, "expire", None)
+        if expire is not None:  # a stored request must not be approvable after this answer
+            await expire(decision)
+        return decision
 
     @staticmethod
     async def _event(inv: Invocation, event: HookEvent, payload: dict[str, object]) -> None:
