@@ -171,6 +171,11 @@ def _build(cls: type[_M], **values: Any) -> _M:
 
 def dump_json(value: Any) -> str:
     """Compact JSON text of any JSON-able value (dates, models, dataclasses included)."""
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
     return pydantic_core.to_json(value, fallback=str).decode("utf-8")
 
 

@@ -441,7 +441,12 @@ def _metadata(metadata: ToolMetadata | None, is_async: bool) -> ToolMetadata:
     return metadata.model_copy(update={"is_async": is_async})
 
 
+_EXACT = (int, float, str, bool)
+
+
 def _output_problem(info: FunctionInfo, value: Any) -> str | None:
+    if info.return_annotation in _EXACT and type(value) is info.return_annotation:
+        return None  # the common case needs no validator
     adapter = info.output_adapter
     if adapter is None:
         return None
