@@ -1,0 +1,193 @@
+"""File access that never trusts path strings: every open is relative to the workspace's
+directory fd through ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)``.
+
+Writes also refuse symlinks anywhere in the path (``RESOLVE_NO_SYMLINKS``) and go through an
+``O_EXCL`` temporary file in the opened parent directory, renamed into place with ``renameat``.
+Non-regular files (FIFOs, devices, sockets) and hard-linked files are refused.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from ..errors import PolicyViolationError
+
+__all__ = ["Workspace", "openat2"]
+
+SYS_OPENAT2 = 437
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]
+
+
+def openat2(dirfd: int, path: str, flags: int, *, mode: int = 0,
+            resolve: int = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) -> int:
+    """The ``openat2`` system call (Linux ≥ 5.6); raises ``OSError`` with the kernel's errno."""
+    how = _OpenHow(flags | os.O_CLOEXEC, mode, resolve)
+    fd = _libc.syscall(SYS_OPENAT2, dirfd, os.fsencode(path), ctypes.byref(how),
+                       ctypes.sizeof(how))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
+    return int(fd)
+
+
+_REASONS = {
+    errno.EXDEV: "it resolves outside the workspace",
+    errno.ELOOP: "it goes through a symbolic link",
+    errno.ENOENT: "it does not exist",
+    errno.ENOTDIR: "a part of it is not a directory",
+    errno.EACCES: "permission denied",
+    errno.EISDIR: "it is a directory",
+}
+
+
+def _refuse(path: str, reason: str, tool: str, rule: str = "workspace") -> PolicyViolationError:
+    return PolicyViolationError(f"'{path}' is refused: {reason}", tool_name=tool,
+                                details={"rule": rule})
+
+
+class Workspace:
+    """A directory tools may use, opened once; paths are checked and opened relative to it."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        self.fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def relative(self, path: str, tool: str) -> str:
+        """A normalized workspace-relative path (``.`` for the root).
+
+        Refuses NUL bytes and absolute paths outside the workspace. ``..`` is left for the kernel
+        to judge (RESOLVE_BENEATH refuses escaping it).
+        """
+        if "\x00" in path:
+            raise _refuse(repr(path), "it contains a NUL byte", tool)
+        if os.path.isabs(path):
+            root = str(self.root)
+            if path != root and not path.startswith(root + os.sep):
+                raise _refuse(path, f"it is outside the workspace {root}", tool)
+            path = path[len(root):].lstrip(os.sep) or "."
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        return "/".join(parts) or "."
+
+    def _open(self, rel: str, flags: int, tool: str, resolve: int) -> int:
+        try:
+            return openat2(self.fd, rel, flags, resolve=resolve)
+        except OSError as exc:
+            reason = _REASONS.get(exc.errno or 0, exc.strerror or str(exc))
+            raise _refuse(rel, reason, tool) from None
+
+    def open_file(self, rel: str, tool: str) -> int:
+        """A read-only fd of a regular, single-linked file inside the workspace."""
+        fd = self._open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, tool,
+                        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise _refuse(rel, "it is not a regular file", tool)
+            if info.st_nlink > 1:
+                raise _refuse(rel, "it is hard-linked to another path", tool)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def real_relative(self, fd: int) -> str:
+        """Where an opened fd really is, relative to the workspace."""
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        root = str(self.root)
+        return target[len(root):].lstrip("/") or "." if target.startswith(root) else target
+
+    @staticmethod
+    def read_fd(fd: int, max_bytes: int) -> tuple[bytes, int]:
+        """Up to ``max_bytes`` of an open file and its full size."""
+        size = os.fstat(fd).st_size
+        chunks, remaining = [], max_bytes
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks), size
+
+    @contextmanager
+    def parent_dir(self, rel: str, tool: str, *, create: bool) -> Iterator[tuple[int, str]]:
+        """(fd of the parent directory, file name), through no symlink at all."""
+        parent, _, name = rel.rpartition("/")
+        if not name or name in ("..", "."):
+            raise _refuse(rel, "it does not name a file", tool)
+        fd = os.dup(self.fd)
+        try:
+            for part in [p for p in parent.split("/") if p]:
+                if part == "..":
+                    raise _refuse(rel, "it leaves its directory with '..'", tool)
+                if create:
+                    with suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                next_fd = _openat_dir(fd, part, rel, tool)
+                os.close(fd)
+                fd = next_fd
+            yield fd, name
+        finally:
+            os.close(fd)
+
+    def write_atomic(self, rel: str, data: bytes, tool: str, *, create_dirs: bool = True) -> None:
+        """Replace or create a regular file atomically (temp file + renameat)."""
+        with self.parent_dir(rel, tool, create=create_dirs) as (dirfd, name):
+            try:
+                existing = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            except FileNotFoundError:
+                existing = None
+            if existing is not None:
+                if not stat.S_ISREG(existing.st_mode):
+                    raise _refuse(rel, "it exists and is not a regular file", tool)
+                if existing.st_nlink > 1:
+                    raise _refuse(rel, "it is hard-linked to another path", tool)
+            temp = f".{name}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644, dir_fd=dirfd)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.rename(temp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+            except BaseException:
+                with suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=dirfd)
+                raise
+
+
+def _openat_dir(dirfd: int, part: str, rel: str, tool: str) -> int:
+    try:
+        return openat2(dirfd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                       resolve=RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS)
+    except OSError as exc:
+        code = exc.errno or 0
+        if code in (errno.ENOTDIR, errno.ELOOP) and _is_symlink(dirfd, part):
+            code = errno.ELOOP
+        raise _refuse(rel, _REASONS.get(code, exc.strerror or str(exc)), tool) from None
+
+
+def _is_symlink(dirfd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

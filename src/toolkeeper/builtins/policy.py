@@ -1,0 +1,103 @@
+"""``SecurityPolicy``: what built-in tools may touch, injected into each at construction.
+
+Deny by default. Every refusal is a ``PolicyViolationError`` naming the rule that fired and how
+to allow the thing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..errors import PolicyViolationError
+
+__all__ = ["DEFAULT_FORBIDDEN", "SecurityPolicy"]
+
+# Files other programs execute or trust, and toolkeeper's own state: never written by a tool,
+# whether they exist yet or not.
+DEFAULT_FORBIDDEN: tuple[str, ...] = (
+    ".git/config", ".git/hooks", ".git/hooks/*", ".gitmodules", ".gitconfig",
+    ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile", ".zshenv",
+    ".bash_logout", ".inputrc", ".ripgreprc", ".mcp.json", ".vscode", ".vscode/*", ".idea",
+    ".idea/*", ".claude/*", ".envrc", "toolkeeper.toml", "toolkeeper.db", "toolkeeper.db-*",
+    "tool_descriptions/*",
+)
+DEFAULT_ENV = ("PATH", "HOME", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+DEFAULT_COMMANDS = ("ls", "cat", "head", "tail", "wc", "grep", "rg", "sort", "uniq", "cut", "tr",
+                    "echo", "pwd", "date", "diff", "mkdir", "touch", "cp", "mv", "stat", "du",
+                    "basename", "dirname", "true", "false", "test", "[", "printf", "seq", "nl",
+                    "sed", "awk", "md5sum", "sha256sum", "file", "tee")
+
+
+class SecurityPolicy(BaseModel):
+    """The rules every built-in tool enforces.
+
+    Attributes:
+        workspace: The only directory tools may touch (read-write unless ``read_only``).
+        read_only_roots: Extra directories tools may read.
+        autonomy: ``read_only`` (no writes, no commands), ``supervised`` (writes and commands
+            need approval), ``full``.
+        allowed_commands: Programs ``shell`` may run (every command of a command line counts).
+        forbidden_paths: Workspace-relative globs never read or written (existing or not).
+        env_passthrough: Environment variables passed to commands besides the safe defaults.
+        max_output_bytes: Output cap of commands and reads (1 MiB).
+        max_file_bytes: Largest file read or written.
+        shell_timeout_s: Wall-clock limit of one command.
+        network: Whether commands may use the network (no by default).
+        allowed_domains: Domains ``http_fetch`` may reach (label-boundary match).
+        allow_unconfined: Run commands without a sandbox when none is available (every call
+            then needs approval).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workspace: Path
+    read_only: bool = False
+    read_only_roots: tuple[Path, ...] = ()
+    autonomy: Literal["read_only", "supervised", "full"] = "supervised"
+    allowed_commands: tuple[str, ...] = DEFAULT_COMMANDS
+    forbidden_paths: tuple[str, ...] = DEFAULT_FORBIDDEN
+    env_passthrough: tuple[str, ...] = ()
+    max_output_bytes: int = Field(default=1 << 20, gt=0)
+    max_file_bytes: int = Field(default=10 << 20, gt=0)
+    shell_timeout_s: float = Field(default=60.0, gt=0)
+    network: bool = False
+    allowed_domains: tuple[str, ...] = ()
+    allow_unconfined: bool = False
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @property
+    def env_allowlist(self) -> tuple[str, ...]:
+        return (*DEFAULT_ENV, *self.env_passthrough)
+
+    def forbidden_rule(self, relative: str) -> str | None:
+        """The forbidden-path pattern ``relative`` matches (at any depth), if any."""
+        parts = relative.split("/")
+        for pattern in self.forbidden_paths:
+            for start in range(len(parts)):
+                tail = "/".join(parts[start:])
+                if fnmatch.fnmatchcase(tail, pattern) or (tail.startswith(pattern.rstrip("*") + "/") \
+                        and not pattern.endswith("*")):
+                    return pattern
+        return None
+
+    def check_path(self, relative: str, *, write: bool, tool: str) -> None:
+        """Refuse a forbidden path, or any write under a read-only policy."""
+        rule = self.forbidden_rule(relative)
+        if rule is not None:
+            raise PolicyViolationError(
+                f"'{relative}' is protected by the forbidden-path rule {rule!r}; tools never "
+                "touch it. To allow it, remove the rule from security.forbidden_paths",
+                tool_name=tool, details={"rule": "forbidden_paths", "pattern": rule})
+        if write and (self.read_only or self.autonomy == "read_only"):
+            raise PolicyViolationError(
+                f"writing '{relative}' is refused: the workspace is read-only (rule "
+                "security.autonomy = 'read_only'); set autonomy to 'supervised' or 'full' to "
+                "allow writes", tool_name=tool, details={"rule": "autonomy"})
