@@ -1,0 +1,184 @@
+"""Running programs confined: one bubblewrap sandbox per call (SECURITY.md §4).
+
+All namespaces unshared (no network unless allowed), read-only system binds, the workspace the
+only writable bind, a private size-capped ``/tmp``, ``--die-with-parent``, ``--new-session``,
+``--cap-drop ALL``, no nested user namespaces. bwrap itself is started with a minimal environment
+(bwrap's pid 1 keeps the environment it was started with), ``close_fds``, stdin from
+``/dev/null``, a new session, and rlimits; a root host drops to an unprivileged uid first, since
+process limits do not bind uid 0. Output is read incrementally under a cap; a timeout or an
+output flood kills the whole process group, and with it the pid namespace, so no orphan survives.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined"]
+
+UNPRIVILEGED_UID = 65534
+_SYSTEM_PATH = "/usr/bin:/bin"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxResult:
+    """What a confined command did."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    truncated: bool
+    timed_out: bool
+    duration_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxReport:
+    """What the start-up probe found."""
+
+    backend: str
+    available: bool
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    cpu_s: int = 30
+    file_bytes: int = 64 << 20
+    processes: int = 128
+    open_files: int = 256
+    address_space: int = 2 << 30
+
+
+def _preexec(limits: Limits) -> None:
+    # Runs between fork and exec: no imports, no allocation-heavy work.
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(UNPRIVILEGED_UID)
+        os.setuid(UNPRIVILEGED_UID)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
+
+
+def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
+               env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20) -> list[str]:
+    """The bwrap command line of the strict profile."""
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL"]
+    if network:
+        argv += ["--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
+                 "--ro-bind-try", "/etc/ssl", "/etc/ssl"]
+    argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
+             "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+             "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+             "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+             "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+             "--bind", str(workspace), "/workspace",
+             "--chdir", "/workspace" if cwd in ("", ".") else f"/workspace/{cwd}",
+             "--clearenv", "--setenv", "PATH", _SYSTEM_PATH, "--setenv", "HOME", "/workspace",
+             "--setenv", "LANG", "C.UTF-8", "--hostname", "sandbox"]
+    for key, value in (env or {}).items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--", *command]
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> SandboxReport:
+    """Whether bubblewrap can run here (checked once per process)."""
+    if shutil.which("bwrap") is None:
+        return SandboxReport(backend="bwrap", available=False,
+                             detail="bwrap is not installed (Debian: apt-get install bubblewrap)")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o777)
+        try:
+            result = run_confined(Path(tmp), ["/bin/true"], timeout_s=10, output_cap=4096)
+        except OSError as exc:
+            return SandboxReport(backend="bwrap", available=False, detail=str(exc))
+    if result.exit_code != 0:
+        return SandboxReport(backend="bwrap", available=False,
+                             detail=f"bwrap failed: {result.stderr.strip()[:300]}")
+    return SandboxReport(backend="bwrap", available=True,
+                         detail="bubblewrap with all namespaces unshared")
+
+
+def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
+                 timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
+                 env: Mapping[str, str] | None = None, limits: Limits | None = None,
+                 ) -> SandboxResult:
+    """Run ``command`` in a fresh sandbox; never blocks past the timeout."""
+    limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
+    argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env)
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={"PATH": _SYSTEM_PATH}, close_fds=True,
+                            start_new_session=True,
+                            preexec_fn=functools.partial(_preexec, limits))
+    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
+    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
+                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
+                         timed_out=timed_out, duration_s=time.monotonic() - started)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
+             ) -> tuple[bytes, bytes, bool, bool]:
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    buffers = {out_fd: bytearray(), err_fd: bytearray()}
+    selector = selectors.DefaultSelector()
+    for stream in (proc.stdout, proc.stderr):
+        os.set_blocking(stream.fileno(), False)
+        selector.register(stream, selectors.EVENT_READ)
+    truncated = timed_out = False
+    try:
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in selector.select(timeout=min(remaining, 0.5)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffers[key.fd] += chunk
+                if sum(len(b) for b in buffers.values()) > cap:
+                    truncated = True
+                    break
+            if truncated:
+                break
+    finally:
+        selector.close()
+        if truncated or timed_out:
+            _kill(proc)
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not timed_out else 5)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            proc.wait(timeout=5)
+        proc.stdout.close()
+        proc.stderr.close()
+    out = bytes(buffers[out_fd][:cap])
+    err = bytes(buffers[err_fd][: max(0, cap - len(out))])
+    return out, err, truncated, timed_out

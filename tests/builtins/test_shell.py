@@ -1,0 +1,175 @@
+"""shell: the allowlist on every command, and a real bubblewrap sandbox around each call."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import PolicyViolationError, SandboxLimitError, Tool
+from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
+from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID, probe
+from toolkeeper.builtins.shell import command_words, shell_tool
+
+pytestmark = pytest.mark.skipif(not probe().available, reason=f"no sandbox: {probe().detail}")
+EXTRA = ("python3", "sleep", "yes", "setsid", "id", "env")
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    # pytest's tmp_path is private to root; the sandbox runs as an unprivileged uid when the
+    # tests run as root, so the workspace lives in a directory it can reach.
+    path = Path(tempfile.mkdtemp(prefix="tk-shell-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def ws(base: Path) -> Path:
+    root = base / "ws"
+    root.mkdir()
+    if os.geteuid() == 0:
+        os.chown(root, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    (base / "outside.txt").write_text("OUTSIDE-SECRET")
+    return root
+
+
+def shell(ws: Path, **policy: object) -> Tool:
+    commands = (*DEFAULT_COMMANDS, *EXTRA)
+    return shell_tool(SecurityPolicy(workspace=ws, allowed_commands=commands,  # type: ignore[arg-type]
+                                     **policy))
+
+
+def run(tool: Tool, command: str) -> str:
+    return str(tool.run_raw({"command": command}))
+
+
+@pytest.mark.parametrize("command", ["ls | whoami", "ls && whoami", "ls; whoami", "ls || whoami",
+                                     "echo $(whoami)", "echo `whoami`", "cat <(whoami)",
+                                     "(whoami)", "{ whoami; }", "ls | (cat; whoami)"])
+def test_every_command_of_the_line_is_checked(ws: Path, command: str) -> None:
+    with pytest.raises(PolicyViolationError, match="'whoami' is not an allowed command"):
+        run(shell(ws), command)
+
+
+def test_a_line_that_cannot_be_analysed_is_refused(ws: Path) -> None:
+    with pytest.raises(PolicyViolationError, match="cannot be analysed"):
+        run(shell(ws), "echo 'unterminated")
+
+
+def test_command_words_reports_constructs() -> None:
+    commands, constructs = command_words("A=1 ls > out.txt & echo $(date)")
+    assert commands == [["ls"], ["echo", "$(date)"], ["date"]]
+    assert constructs == ["assignment", "background", "redirect", "substitution"]
+
+
+def test_commands_run_in_the_workspace_and_write_there(ws: Path) -> None:
+    out = run(shell(ws), "echo hello > greeting.txt && cat greeting.txt && pwd")
+    assert out == "hello\n/workspace\n\n[exit code 0]"
+    assert (ws / "greeting.txt").read_text() == "hello\n"
+
+
+def test_the_launchers_secrets_do_not_reach_the_sandbox(ws: Path, monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    monkeypatch.setenv("SECRET_TOKEN", "s3cr3t-value")
+    out = run(shell(ws), "cat /proc/1/environ | tr '\\000' '\\n'; env")
+    assert "s3cr3t" not in out
+    assert "PATH=/usr/bin:/bin" in out
+
+
+def test_the_host_filesystem_is_out_of_reach(ws: Path, base: Path) -> None:
+    out = run(shell(ws), f"cat {base}/outside.txt; cat /etc/shadow; touch /usr/x; ls /")
+    assert "OUTSIDE-SECRET" not in out
+    assert "No such file" in out and "Read-only file system" in out
+    assert not Path("/usr/x").exists()
+
+
+def test_runs_as_an_unprivileged_user_without_new_namespaces(ws: Path) -> None:
+    out = run(shell(ws), "id -u; python3 -c \"import os; os.unshare(os.CLONE_NEWUSER)\"")
+    assert out.splitlines()[0] != "0"
+    assert "Error" in out or "denied" in out.lower() or "No space" in out
+
+
+def test_no_network_by_default(ws: Path) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        out = run(shell(ws), f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+                             f"{port}), timeout=2)\"")
+    finally:
+        server.close()
+    assert "exit code 1" in out and ("refused" in out or "unreachable" in out)
+
+
+def _alive(marker: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                pids.append(int(entry))
+    return pids
+
+
+def test_background_and_setsid_children_do_not_survive_the_call(ws: Path) -> None:
+    start = time.monotonic()
+    out = run(shell(ws), "sleep 31 & setsid sleep 32 & echo started")
+    assert "started" in out and time.monotonic() - start < 10
+    time.sleep(0.3)
+    assert _alive("sleep 31") == [] and _alive("sleep 32") == []
+
+
+def test_a_timeout_kills_the_whole_sandbox(ws: Path) -> None:
+    start = time.monotonic()
+    with pytest.raises(SandboxLimitError, match="longer than 1 s"):
+        run(shell(ws, shell_timeout_s=1), "sleep 33 & sleep 34")
+    assert time.monotonic() - start < 8
+    time.sleep(0.3)
+    assert _alive("sleep 33") == [] and _alive("sleep 34") == []
+
+
+def test_an_output_flood_is_cut_and_stopped(ws: Path) -> None:
+    start = time.monotonic()
+    out = run(shell(ws, max_output_bytes=100_000), "yes flood")
+    assert "[output cut at 100000 bytes; the command was stopped]" in out
+    assert len(out) < 110_000 and time.monotonic() - start < 10
+
+
+def test_a_fork_bomb_is_contained(ws: Path) -> None:
+    script = "import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass"
+    start = time.monotonic()
+    with pytest.raises(SandboxLimitError):
+        run(shell(ws, shell_timeout_s=3), f"python3 -c \"exec('{script}')\"")
+    assert time.monotonic() - start < 20
+    time.sleep(0.5)
+    assert _alive("while True") == []
+
+
+def test_read_only_autonomy_refuses_commands(ws: Path) -> None:
+    with pytest.raises(PolicyViolationError, match="read_only"):
+        run(shell(ws, autonomy="read_only"), "ls")
+
+
+def test_concurrent_calls_get_separate_sandboxes(ws: Path) -> None:
+    tool = shell(ws)
+    outputs: list[str] = []
+    threads = [threading.Thread(target=lambda i=i: outputs.append(run(tool, f"echo {i}")))
+               for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(o.splitlines()[0] for o in outputs) == ["0", "1", "2", "3"]
