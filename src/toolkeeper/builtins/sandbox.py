@@ -11,6 +11,7 @@ output flood kills the whole process group, and with it the pid namespace, so no
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
@@ -135,10 +136,8 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
