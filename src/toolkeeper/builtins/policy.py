@@ -66,6 +66,8 @@ class SecurityPolicy(BaseModel):
     shell_timeout_s: float = Field(default=60.0, gt=0)
     network: bool = False
     allowed_domains: tuple[str, ...] = ()
+    allow_loopback_http: bool = False
+    """Let http tools reach 127.0.0.1 and ::1 (for tests and local services only)."""
     allow_unconfined: bool = False
 
     @field_validator("workspace")

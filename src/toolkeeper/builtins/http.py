@@ -1,0 +1,196 @@
+"""``http_fetch`` and ``http_request``: the web, without reaching inside the network.
+
+http(s) only; no credentials in URLs; the host is resolved once and every address must be
+globally routable (loopback, private, link-local — cloud metadata at 169.254.169.254 —, ULA,
+IPv4-mapped and unspecified addresses are refused); the connection goes to the validated address
+(the Host header and TLS SNI carry the name), so DNS cannot change between check and use; every
+redirect is validated again (at most 5); the body is capped after decompression and the whole
+exchange by time; proxy variables in the environment are ignored; an allowlist of domains matches
+on label boundaries. HTML comes back as readable text (html2text).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import html2text
+import httpx
+
+from ..errors import PolicyViolationError, ToolRaisedError
+from ..tools.metadata import ToolMetadata
+from ..tools.risk import ToolRisk
+from ..tools.tool import Tool
+from .policy import SecurityPolicy
+
+__all__ = ["check_url", "http_tools"]
+
+MAX_REDIRECTS = 5
+_LOOPBACK = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
+
+
+@dataclass(frozen=True)
+class Target:
+    url: httpx.URL
+    host: str
+    address: str
+
+
+def _refuse(message: str, rule: str) -> PolicyViolationError:
+    return PolicyViolationError(message, tool_name="http_fetch", details={"rule": rule})
+
+
+def _domain_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    host = host.lower().rstrip(".")
+    return any(host == d.lower().strip(".") or host.endswith("." + d.lower().strip("."))
+               for d in allowed)
+
+
+def _address_ok(address: str, policy: SecurityPolicy) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_global and not ip.is_multicast:
+        return True
+    return policy.allow_loopback_http and ip in _LOOPBACK
+
+
+def check_url(url: str, policy: SecurityPolicy) -> Target:
+    """Validate a URL and resolve its host to one allowed address.
+
+    Raises:
+        PolicyViolationError: naming the rule (scheme, credentials, domain, address).
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise _refuse(f"{url!r} is not a valid URL ({exc})", "url") from exc
+    if parsed.scheme not in ("http", "https"):
+        raise _refuse(f"scheme '{parsed.scheme}' is refused; only http and https are fetched",
+                      "http.scheme")
+    if parsed.userinfo:
+        raise _refuse("URLs with credentials (user:password@) are refused", "http.userinfo")
+    host = parsed.host
+    if not host:
+        raise _refuse(f"{url!r} has no host", "url")
+    if policy.allowed_domains and not _domain_allowed(host, policy.allowed_domains):
+        raise _refuse(f"'{host}' is not in security.allowed_domains "
+                      f"({', '.join(policy.allowed_domains)}); add it to allow it",
+                      "allowed_domains")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise _refuse(f"'{host}' cannot be resolved ({exc})", "http.dns") from exc
+    addresses = [info[4][0] for info in infos]
+    bad = [a for a in addresses if not _address_ok(a, policy)]
+    if bad or not addresses:
+        raise _refuse(f"'{host}' resolves to {', '.join(bad or ['nothing'])}, which is not a "
+                      "public address; requests inside the network are refused (rule "
+                      "http.non_global_address)", "http.non_global_address")
+    return Target(url=parsed, host=host, address=addresses[0])
+
+
+def _pinned(target: Target) -> httpx.URL:
+    address = target.address
+    return target.url.copy_with(host=f"[{address}]" if ":" in address else address)
+
+
+def _fetch(method: str, url: str, policy: SecurityPolicy, headers: dict[str, str] | None,
+           body: str | None, timeout_s: float) -> tuple[httpx.Response, bytes, bool]:
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(trust_env=False, follow_redirects=False, timeout=timeout_s) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            target = check_url(url, policy)
+            request = client.build_request(
+                method, _pinned(target), headers={**(headers or {}), "Host": target.url.netloc.decode()},
+                content=body.encode() if body is not None else None,
+                extensions={"sni_hostname": target.host} if target.url.scheme == "https" else {})
+            response = client.send(request, stream=True)
+            try:
+                if response.is_redirect and "location" in response.headers:
+                    url = str(target.url.join(response.headers["location"]))
+                    method, body = ("GET", None) if response.status_code in (301, 302, 303) else (
+                        method, body)
+                    continue
+                data, truncated = _read_capped(response, policy.max_output_bytes, deadline)
+                return response, data, truncated
+            finally:
+                response.close()
+    raise _refuse(f"more than {MAX_REDIRECTS} redirects", "http.redirects")
+
+
+def _read_capped(response: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return b"".join(chunks)[:cap], True
+        if time.monotonic() > deadline:
+            raise ToolRaisedError("the response took longer than the time limit",
+                                  tool_name="http_fetch")
+    return b"".join(chunks), False
+
+
+def _as_text(response: httpx.Response, data: bytes) -> str:
+    kind = response.headers.get("content-type", "")
+    text = data.decode(response.encoding or "utf-8", errors="replace")
+    if "html" in kind:
+        converter = html2text.HTML2Text()
+        converter.ignore_images = True
+        converter.body_width = 0
+        return converter.handle(text).strip()
+    return text
+
+
+def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]:
+    """``http_fetch`` (GET, readable text) and ``http_request`` (any method) bound to ``policy``."""
+
+    def http_fetch(url: str) -> str:
+        """Fetch a web page or document and return it as readable text.
+
+        Args:
+            url: An http or https URL on the public internet.
+        """
+        try:
+            response, data, truncated = _fetch("GET", url, policy, None, None, timeout_s)
+        except httpx.HTTPError as exc:
+            raise ToolRaisedError(f"fetching {url} failed: {exc}", tool_name="http_fetch") from exc
+        text = _as_text(response, data)
+        note = f"\n[body cut at {policy.max_output_bytes} bytes]" if truncated else ""
+        return f"[{response.status_code}] {response.url.path}\n{text}{note}"
+
+    def http_request(method: str, url: str, headers: dict[str, str] | None = None,
+                     body: str | None = None) -> dict[str, Any]:
+        """Send an HTTP request to a public API and return the status, headers and body.
+
+        Args:
+            method: GET, POST, PUT, PATCH, DELETE or HEAD.
+            url: An http or https URL on the public internet.
+            headers: Request headers.
+            body: Request body (text or JSON text).
+        """
+        verb = method.upper()
+        if verb not in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"):
+            raise _refuse(f"method {method!r} is refused", "http.method")
+        try:
+            response, data, truncated = _fetch(verb, url, policy, headers, body, timeout_s)
+        except httpx.HTTPError as exc:
+            raise ToolRaisedError(f"{verb} {url} failed: {exc}", tool_name="http_request") from exc
+        return {"status": response.status_code,
+                "headers": dict(response.headers), "body": _as_text(response, data),
+                "truncated": truncated}
+
+    return [
+        Tool.from_function(http_fetch, risk=ToolRisk.SENSITIVE, metadata=ToolMetadata(
+            read_only_hint=True, open_world_hint=True, category="research",
+            tags=frozenset({"network"}), timeout=timeout_s + 5)),
+        Tool.from_function(http_request, risk=ToolRisk.HIGH, metadata=ToolMetadata(
+            open_world_hint=True, category="research", tags=frozenset({"network"}),
+            timeout=timeout_s + 5)),
+    ]
