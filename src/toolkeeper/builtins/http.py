@@ -85,7 +85,7 @@ def check_url(url: str, policy: SecurityPolicy) -> Target:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise _refuse(f"'{host}' cannot be resolved ({exc})", "http.dns") from exc
-    addresses = [info[4][0] for info in infos]
+    addresses = [str(info[4][0]) for info in infos]
     bad = [a for a in addresses if not _address_ok(a, policy)]
     if bad or not addresses:
         raise _refuse(f"'{host}' resolves to {', '.join(bad or ['nothing'])}, which is not a "
