@@ -62,3 +62,20 @@ def test_browse_prints_the_category_tree(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "communication" in result.stdout and "send_email" in result.stdout
     assert "plot" not in result.stdout
+
+
+def test_tools_explain_lists_included_and_excluded_with_reasons(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[security]\nworkspace = "ws"\n[http_request]\nenabled = true\n')
+    result = runner.invoke(app, ["tools", "explain", "--config", str(config)],
+                           env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "http_request" in result.stdout and "http_request.enabled = true" in result.stdout
+    assert "web_fetch.enabled is not set" in result.stdout and "excluded" in result.stdout
+
+
+def test_doctor_reports_the_sandbox() -> None:
+    result = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    assert "bubblewrap sandbox" in result.stdout and "openat2" in result.stdout
+    assert result.exit_code in (0, 1)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined"]
+__all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_unconfined"]
 
 UNPRIVILEGED_UID = 65534
 _SYSTEM_PATH = "/usr/bin:/bin"
@@ -127,6 +127,25 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={"PATH": _SYSTEM_PATH}, close_fds=True,
+                            start_new_session=True,
+                            preexec_fn=functools.partial(_preexec, limits))
+    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
+    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
+                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
+                         timed_out=timed_out, duration_s=time.monotonic() - started)
+
+
+def run_unconfined(workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+                   output_cap: int = 1 << 20, env: Mapping[str, str] | None = None,
+                   limits: Limits | None = None) -> SandboxResult:
+    """Run without a sandbox (the operator opted in): rlimits, a clean environment, a new
+    session and the output cap still apply; a ``setsid`` child can outlive a timeout here."""
+    limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
+    started = time.monotonic()
+    proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=workspace, close_fds=True,
+                            env={"PATH": _SYSTEM_PATH, "HOME": str(workspace),
+                                 "LANG": "C.UTF-8", **(env or {})},
                             start_new_session=True,
                             preexec_fn=functools.partial(_preexec, limits))
     out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)

@@ -7,14 +7,14 @@ from typing import Any
 
 import bashlex
 
-from ..errors import PolicyViolationError, SandboxLimitError, UsageError
+from ..errors import PolicyViolationError, SandboxLimitError
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
-from .sandbox import UNPRIVILEGED_UID, probe, run_confined
+from .sandbox import UNPRIVILEGED_UID, probe, run_confined, run_unconfined
 
-__all__ = ["command_words", "shell_tool"]
+__all__ = ["command_words", "sandbox_blocker", "shell_tool"]
 
 _INTERPRETERS = {"python", "python3", "perl", "ruby", "node", "bash", "sh", "zsh", "dash", "env",
                  "xargs", "find", "git", "npm", "npx", "pip", "pip3", "cargo", "make", "awk",
@@ -87,30 +87,36 @@ def _check(command: str, policy: SecurityPolicy, confined: bool) -> None:
             tool_name="shell", details={"rule": "unconfined.constructs"})
 
 
-def _check_reachable(policy: SecurityPolicy) -> None:
-    """As root the sandbox runs as an unprivileged uid, which must reach the workspace."""
+def sandbox_blocker(policy: SecurityPolicy) -> str | None:
+    """Why commands cannot run confined for this policy, or ``None`` when they can."""
+    report = probe()
+    if not report.available:
+        return f"no sandbox is available ({report.detail})"
     if os.geteuid() != 0:
-        return
+        return None
+    # As root the sandbox runs as an unprivileged uid, which must reach the workspace.
     for path in [policy.workspace, *policy.workspace.parents]:
-        mode = path.stat()
-        if mode.st_uid != UNPRIVILEGED_UID and not mode.st_mode & 0o001:
-            raise UsageError(
-                f"commands run as uid {UNPRIVILEGED_UID} because toolkeeper runs as root, and "
-                f"{path} is not reachable by it; run toolkeeper as a non-root user, or make the "
-                f"workspace's parents searchable (chmod o+x) and the workspace owned by "
-                f"{UNPRIVILEGED_UID}")
-    if policy.workspace.stat().st_uid != UNPRIVILEGED_UID and \
-            not policy.workspace.stat().st_mode & 0o002 and policy.autonomy != "read_only":
-        raise UsageError(f"the workspace {policy.workspace} is not writable by uid "
-                         f"{UNPRIVILEGED_UID}, which runs the commands; chown it to "
-                         f"{UNPRIVILEGED_UID} or run toolkeeper as a non-root user")
+        info = path.stat()
+        if info.st_uid != UNPRIVILEGED_UID and not info.st_mode & 0o001:
+            return (f"commands run as uid {UNPRIVILEGED_UID} because toolkeeper runs as root, "
+                    f"and {path} is not reachable by it; run toolkeeper as a non-root user, or "
+                    f"make the workspace's parents searchable (chmod o+x) and the workspace "
+                    f"owned by {UNPRIVILEGED_UID}")
+    info = policy.workspace.stat()
+    if info.st_uid != UNPRIVILEGED_UID and not info.st_mode & 0o002 \
+            and policy.autonomy != "read_only":
+        return (f"the workspace {policy.workspace} is not writable by uid {UNPRIVILEGED_UID}, "
+                f"which runs the commands because toolkeeper runs as root; chown it to "
+                f"{UNPRIVILEGED_UID} or run toolkeeper as a non-root user")
+    return None
 
 
 def shell_tool(policy: SecurityPolicy) -> Tool:
-    """The ``shell`` tool bound to ``policy``: bubblewrap per call, or refusal without it."""
-    report = probe()
-    if report.available:
-        _check_reachable(policy)
+    """The ``shell`` tool bound to ``policy``: bubblewrap per call; without a sandbox it is
+    refused, unless ``security.allow_unconfined`` — then stricter checks apply and every call
+    needs approval (the tool is CRITICAL with a BLOCKING HITL mode)."""
+    blocker = sandbox_blocker(policy)
+    confined = blocker is None
 
     def shell(command: str, approved: bool = False) -> str:
         """Run a shell command line in the workspace (sandboxed, no network by default).
@@ -123,16 +129,21 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
             raise PolicyViolationError("commands are refused: security.autonomy is 'read_only'; "
                                        "set it to 'supervised' or 'full'", tool_name="shell",
                                        details={"rule": "autonomy"})
-        if not report.available:
+        if not confined and not policy.allow_unconfined:
             raise PolicyViolationError(
-                f"no sandbox is available ({report.detail}); commands are refused. Install "
-                "bubblewrap, or set security.allow_unconfined = true (every call then needs "
-                "approval)", tool_name="shell", details={"rule": "sandbox"})
-        _check(command, policy, confined=True)
+                f"commands are refused: {blocker}. Fix that, or set "
+                "security.allow_unconfined = true (every call then needs approval)",
+                tool_name="shell", details={"rule": "sandbox"})
+        _check(command, policy, confined=confined)
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
-        result = run_confined(policy.workspace, ["/bin/sh", "-c", command],
-                              timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes,
-                              network=policy.network, env=env)
+        argv = ["/bin/sh", "-c", command]
+        if confined:
+            result = run_confined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
+                                  output_cap=policy.max_output_bytes, network=policy.network,
+                                  env=env)
+        else:
+            result = run_unconfined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
+                                    output_cap=policy.max_output_bytes, env=env)
         if result.timed_out:
             raise SandboxLimitError(f"the command ran longer than {policy.shell_timeout_s:g} s "
                                     "and was killed with everything it started",
@@ -144,6 +155,12 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
             text += f"\n[output cut at {policy.max_output_bytes} bytes; the command was stopped]"
         return f"{text}\n[exit code {result.exit_code}]" if text else f"[exit code {result.exit_code}]"
 
-    return Tool.from_function(shell, risk=ToolRisk.HIGH, metadata=ToolMetadata(
+    metadata = ToolMetadata(
         category="development/execution", tags=frozenset({"shell", "file_system"}),
-        destructive_hint=True, open_world_hint=policy.network, timeout=policy.shell_timeout_s + 5))
+        destructive_hint=True, open_world_hint=policy.network, timeout=policy.shell_timeout_s + 5)
+    if confined:
+        return Tool.from_function(shell, risk=ToolRisk.HIGH, metadata=metadata)
+    return Tool.from_function(
+        shell, risk=ToolRisk.CRITICAL, hitl_mode="blocking", metadata=metadata,
+        description="Run a shell command line in the workspace. UNCONFINED: no sandbox is "
+                    "available, so every call needs a human's approval.")

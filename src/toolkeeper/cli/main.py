@@ -14,6 +14,7 @@ from .. import __version__
 from ..errors import ToolkeeperError
 from ..formats import API_FORMATS, check, export, get_format
 from .audit_cmd import audit
+from .doctor_cmd import doctor
 from .loader import load_tools
 from .tools_cmd import tools_app
 
@@ -25,6 +26,7 @@ app = typer.Typer(
 )
 app.add_typer(tools_app, name="tools")
 app.command("audit")(audit)
+app.command("doctor")(doctor)
 _out = Console()
 _err = Console(stderr=True)
 

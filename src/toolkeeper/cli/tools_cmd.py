@@ -99,3 +99,24 @@ def browse(target: Target,
             node = nodes[path] = tree.add(f"[bold]{path}[/]")
         node.add(entry.name)
     _out.print(tree)
+
+
+@tools_app.command("explain")
+def explain_cmd(
+    config: Annotated[str | None, typer.Option("--config", "-c", help="toolkeeper.toml to read; "
+                                               "the one in the current directory by default.")
+                      ] = None,
+) -> None:
+    """Every known built-in tool, included or not, with the reason and the deciding key."""
+    from ..config import explain, load_config
+
+    try:
+        decisions = explain(load_config(config))
+    except ToolkeeperError as exc:
+        _err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=2) from exc
+    table = Table("tool", "status", "reason", "decided by")
+    for d in decisions:
+        status = "[green]included[/]" if d.included else "[red]excluded[/]"
+        table.add_row(d.tool, status, d.reason, f"{d.key} ({d.source})")
+    _out.print(table)

@@ -1,0 +1,113 @@
+"""The TOML configuration (``toolkeeper.toml``), modelled with pydantic."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ConfigError
+
+__all__ = ["ToolkeeperConfig", "load_config"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SecuritySection(_Section):
+    workspace: Path = Path(".")
+    autonomy: Literal["read_only", "supervised", "full"] = "supervised"
+    allowed_commands: list[str] | None = None
+    forbidden_paths: list[str] | None = None
+    """Replaces the default list when given; ``extra_forbidden_paths`` adds to it."""
+    extra_forbidden_paths: list[str] = Field(default_factory=list)
+    shell_env_passthrough: list[str] = Field(default_factory=list)
+    network: bool = False
+    allowed_domains: list[str] = Field(default_factory=list)
+    allow_unconfined: bool = False
+    max_output_bytes: int = 1 << 20
+
+
+class ShellSection(_Section):
+    timeout_secs: float = 60.0
+
+
+class FetchSection(_Section):
+    enabled: bool = False
+    allowed_domains: list[str] = Field(default_factory=list)
+
+
+class SkillsSection(_Section):
+    dir: Path | None = None
+    prompt_injection_mode: Literal["full", "compact"] = "full"
+
+
+class ToolkeeperConfig(_Section):
+    """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
+
+    locale: str | None = None
+    security: SecuritySection = Field(default_factory=SecuritySection)
+    shell_tool: ShellSection = Field(default_factory=ShellSection)
+    web_fetch: FetchSection = Field(default_factory=FetchSection)
+    http_request: FetchSection = Field(default_factory=FetchSection)
+    skills: SkillsSection = Field(default_factory=SkillsSection)
+    path: Path | None = Field(default=None, exclude=True)
+    present: frozenset[str] = Field(default=frozenset(), exclude=True)
+    """Top-level sections the file actually contains (for presence-based gates)."""
+
+    def source(self, key: str) -> str:
+        """Where a key was decided: ``file:line`` when the file sets it, else "default"."""
+        if self.path is None:
+            return "default"
+        line = _line_of(self.path.read_text(encoding="utf-8"), key)
+        return f"{self.path}:{line}" if line else f"{self.path} (default)"
+
+
+def _line_of(text: str, key: str) -> int | None:
+    section, _, leaf = key.rpartition(".")
+    in_section = not section
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line.startswith("["):
+            in_section = line.strip("[]").strip() == section
+            if in_section and not leaf:
+                return number
+            continue
+        if in_section and line.split("=", 1)[0].strip() == leaf:
+            return number
+    return None
+
+
+def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
+    """Read ``toolkeeper.toml`` (or ``path``); no file means the defaults.
+
+    Raises:
+        ConfigError: invalid TOML or an invalid value, naming the file, the key and the line.
+    """
+    file = Path(path) if path is not None else Path("toolkeeper.toml")
+    if not file.is_file():
+        if path is not None:
+            raise ConfigError(f"{file}: no such configuration file")
+        return ToolkeeperConfig()
+    text = file.read_text(encoding="utf-8")
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: {exc}") from exc
+    try:
+        config = ToolkeeperConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            key = ".".join(str(p) for p in error["loc"])
+            line = _line_of(text, key)
+            where = f"{file}:{line}" if line else str(file)
+            problems.append(f"{where}: {key}: {error['msg']}")
+        raise ConfigError("invalid configuration:\n" + "\n".join(problems)) from exc
+    workspace = config.security.workspace
+    if not workspace.is_absolute():
+        config.security.workspace = (file.parent / workspace).resolve()
+    return config.model_copy(update={"path": file.resolve(), "present": frozenset(data)})
