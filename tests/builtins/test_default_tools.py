@@ -68,3 +68,15 @@ async def test_builtins_go_through_the_invoker_and_high_risk_needs_approval(ws: 
     assert written.ok and (ws / "new.txt").read_text() == "hi"
     assert (refused.status, refused.error_code) == ("denied", "policy_violation")
     assert "forbidden-path rule" in refused.text
+
+
+def test_builtins_have_english_and_chinese_descriptions(ws: Path) -> None:
+    from toolkeeper.toolbox import Toolbox
+
+    box = Toolbox(default_tools(SecurityPolicy(workspace=ws)))
+    chinese = box.localized("zh-CN")
+    assert chinese.get("file_read").description.startswith("读取文本文件")
+    assert chinese.get("file_read").parameters["properties"]["path"]["description"] == (
+        "文件路径（相对于工作区）。")
+    assert all(chinese.get(name).description != box.get(name).description for name in box.names())
+    assert chinese.search("搜索文件内容")[0].name in ("content_search", "glob_search")
