@@ -121,6 +121,10 @@ def explain(config: ToolkeeperConfig) -> list[Decision]:
                                 f"needs a sandbox that cannot run: {blocker}; fix that or set "
                                 "security.allow_unconfined = true"))
     decisions.insert(0, shell_ok)
+    decisions.append(Decision(
+        tool="git_operations", included=blocker is None, key="(core)", source="built-in",
+        reason="always on, in the sandbox" if blocker is None else
+        f"runs only in the sandbox, which cannot run: {blocker}"))
     decisions += [_decide(config, r, sandbox_ok) for r in OPTIONAL]
     return decisions
 
@@ -145,6 +149,10 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
     tools: list[Any] = [shell_tool(policy)] if decisions["shell"].included else []
     tools += [*file_tools(policy), *search_tools(policy), code_search_tool(policy)]
     tools.append(calculator_tool())
+    if decisions["git_operations"].included:
+        from ..builtins.git import git_tool
+
+        tools.append(git_tool(policy))
     fetch, request = http_tools(policy)
     if decisions["web_fetch"].included:
         tools.append(fetch.replace(name="web_fetch"))
