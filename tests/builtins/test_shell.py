@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
@@ -108,7 +109,8 @@ def test_no_network_by_default(ws: Path) -> None:
                              f"{port}), timeout=2)\"")
     finally:
         server.close()
-    assert "exit code 1" in out and ("refused" in out or "unreachable" in out)
+    assert "exit code 1" in out and ("refused" in out or "unreachable" in out
+                                      or "Permission denied" in out)
 
 
 def _alive(marker: str) -> list[int]:
@@ -173,3 +175,35 @@ def test_concurrent_calls_get_separate_sandboxes(ws: Path) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert sorted(o.splitlines()[0] for o in outputs) == ["0", "1", "2", "3"]
+
+
+def test_seccomp_denies_dangerous_system_calls_inside_the_sandbox(ws: Path) -> None:
+    from toolkeeper.builtins.seccomp_filter import seccomp_bpf
+
+    if seccomp_bpf(False) is None:
+        pytest.skip("libseccomp is not available")
+    script = ws / "probe.py"
+    script.write_text(
+        "import ctypes, socket\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def code(n, *a):\n"
+        "    r = libc.syscall(n, *a)\n"
+        "    return 0 if r >= 0 else ctypes.get_errno()\n"
+        "print('ptrace', code(101, 0, 0, 0, 0))\n"
+        "print('io_uring_setup', code(425, 1, 0))\n"
+        "print('clone3', code(435, 0, 0))\n"
+        "try:\n"
+        "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "    print('udp', 0)\n"
+        "except OSError as exc:\n"
+        "    print('udp', exc.errno)\n"
+        "socket.socket(socket.AF_UNIX)\n"
+        "print('unix', 0)\n")
+    out = run(shell(ws), "python3 probe.py")
+    lines = dict(line.split() for line in out.splitlines() if line and line[0].isalpha()
+                 and len(line.split()) == 2)
+    assert lines["ptrace"] == str(errno.EPERM)
+    assert lines["io_uring_setup"] == str(errno.EPERM)
+    assert lines["clone3"] == str(errno.ENOSYS)
+    assert lines["udp"] == str(errno.EACCES)
+    assert lines["unix"] == "0"

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .seccomp_filter import bpf_fd
+
 __all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_unconfined"]
 
 UNPRIVILEGED_UID = 65534
@@ -75,10 +77,13 @@ def _preexec(limits: Limits) -> None:
 
 
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
-               env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20) -> list[str]:
+               env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
+               seccomp_fd: int | None = None) -> list[str]:
     """The bwrap command line of the strict profile."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     if network:
         argv += ["--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
                  "--ro-bind-try", "/etc/ssl", "/etc/ssl"]
@@ -123,12 +128,19 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  ) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout."""
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
-    argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env)
+    filter_fd = bpf_fd(network)
+    argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,
+                      seccomp_fd=filter_fd)
     started = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={"PATH": _SYSTEM_PATH}, close_fds=True,
-                            start_new_session=True,
-                            preexec_fn=functools.partial(_preexec, limits))
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env={"PATH": _SYSTEM_PATH},
+                                close_fds=True, pass_fds=(filter_fd,) if filter_fd else (),
+                                start_new_session=True,
+                                preexec_fn=functools.partial(_preexec, limits))
+    finally:
+        if filter_fd is not None:
+            os.close(filter_fd)
     out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
     return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), truncated=truncated,
