@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,25 +9,21 @@ import pytest
 from toolkeeper import ToolCall, ToolInvoker, ToolRisk
 from toolkeeper.approval import AutoApprovalHandler
 from toolkeeper.builtins import SecurityPolicy, default_tools
-from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID
+
+from .conftest import hand_over
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def ws() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="tk-default-"))
-    base.chmod(0o755)
-    root = base / "ws"
+def ws(reachable: Path) -> Path:
+    root = reachable / "ws"
     root.mkdir()
     (root / "auth.py").write_text("def refresh_token(session):\n    '''Refresh an expired OAuth "
                                   "access token.'''\n    return session.renew()\n")
     (root / "math_utils.py").write_text("def add(a, b):\n    return a + b\n")
-    if os.geteuid() == 0:
-        for path in (root, *root.iterdir()):
-            os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-    yield root
-    shutil.rmtree(base, ignore_errors=True)
+    hand_over(root)
+    return root
 
 
 def test_the_seven_minimal_tools_with_risks_and_hints(ws: Path) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,23 +14,20 @@ from toolkeeper.builtins.git import git_tool
 from toolkeeper.builtins.policy import SecurityPolicy
 from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID, probe
 
+from .conftest import hand_over
+
 pytestmark = pytest.mark.skipif(not probe().available or shutil.which("git") is None,
                                 reason="needs bubblewrap and git")
 
 
 @pytest.fixture
-def ws() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="tk-git-"))
-    base.chmod(0o755)
-    root = base / "ws"
+def ws(reachable: Path) -> Path:
+    root = reachable / "ws"
     root.mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "hello.txt").write_text("hello\n")
-    if os.geteuid() == 0:
-        for path in [root, *root.rglob("*")]:
-            os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID, follow_symlinks=False)
-    yield root
-    shutil.rmtree(base, ignore_errors=True)
+    hand_over(root)
+    return root
 
 
 def git(ws: Path) -> Tool:

@@ -13,9 +13,9 @@ from ..toolbox.search import SearchDoc, SearchIndex, SearchOptions
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
-from .fs import Workspace, openat2
+from .fs import Workspace
 from .policy import SecurityPolicy
-from .search import _open_dir, _walk
+from .search import _open_dir, _walk, read_text_file
 
 __all__ = ["code_search_tool"]
 
@@ -40,12 +40,9 @@ def _chunks(ws: Workspace, policy: SecurityPolicy) -> dict[str, tuple[str, str]]
             files += 1
             if files > MAX_FILES:
                 break
-            try:
-                file_fd = openat2(fd, name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
+            data = read_text_file(fd, name, 1 << 20)
+            if data is None:
                 continue
-            with os.fdopen(file_fd, "rb") as handle:
-                data = handle.read(1 << 20)
             lines = data.decode("utf-8", "replace").splitlines()
             for start in range(0, len(lines), CHUNK_LINES):
                 text = "\n".join(lines[start:start + CHUNK_LINES])

@@ -196,6 +196,18 @@ def _grep(dirfd: int, pattern: str, glob: str | None, ignore_case: bool,
     return None if out is None else _clean(out)
 
 
+def read_text_file(dirfd: int, name: str, cap: int) -> bytes | None:
+    """Up to ``cap`` bytes of a regular file in ``dirfd`` (no symlink), or ``None`` when it
+    cannot be opened or looks binary."""
+    try:
+        file_fd = openat2(dirfd, name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(file_fd, "rb") as handle:
+        data = handle.read(cap)
+    return None if b"\x00" in data[:8192] else data
+
+
 def _python(dirfd: int, regex: re.Pattern[str], glob: str | None,
             policy: SecurityPolicy) -> list[str]:
     name_filter = glob_to_regex(glob) if glob else None
@@ -203,13 +215,8 @@ def _python(dirfd: int, regex: re.Pattern[str], glob: str | None,
     for base, fd, name, regular in _walk(dirfd):
         if not regular or (name_filter and not name_filter.match(name)) or base.startswith(".git"):
             continue
-        try:
-            file_fd = openat2(fd, name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue
-        with os.fdopen(file_fd, "rb") as handle:
-            data = handle.read(policy.max_file_bytes)
-        if b"\x00" in data[:8192]:
+        data = read_text_file(fd, name, policy.max_file_bytes)
+        if data is None:
             continue
         rel = f"{base}/{name}" if base else name
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
