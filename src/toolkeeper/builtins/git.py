@@ -14,7 +14,7 @@ from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
-from .sandbox import run_confined
+from .sandbox import run_sandboxed
 from .shell import sandbox_blocker
 
 __all__ = ["git_tool"]
@@ -73,7 +73,7 @@ def git_tool(policy: SecurityPolicy) -> Tool:
             raise PolicyViolationError(f"git runs only in the sandbox: {blocker}",
                                        tool_name="git_operations", details={"rule": "sandbox"})
         safe = ["--no-ext-diff", "--no-textconv"] if operation in ("diff", "log", "show") else []
-        result = run_confined(policy.workspace, ["git", *_HARDENING, operation, *safe, *args],
+        result = run_sandboxed(policy.workspace, ["git", *_HARDENING, operation, *safe, *args],
                               timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes)
         if result.timed_out:
             raise SandboxLimitError("git ran too long and was stopped", tool_name="git_operations")

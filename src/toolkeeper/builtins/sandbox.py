@@ -23,10 +23,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .seccomp_filter import bpf_fd
 
-__all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_unconfined"]
+__all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_landlocked",
+           "run_sandboxed", "run_unconfined"]
 
 UNPRIVILEGED_UID = 65534
 _SYSTEM_PATH = "/usr/bin:/bin"
@@ -103,7 +105,23 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
 
 @functools.lru_cache(maxsize=1)
 def probe() -> SandboxReport:
-    """Whether bubblewrap can run here (checked once per process)."""
+    """The best confinement this host offers, probed once per process: bubblewrap, else
+    Landlock + seccomp + rlimits, else none."""
+    bwrap = _probe_bwrap()
+    if bwrap.available:
+        return bwrap
+    from .landlock import landlock_abi
+
+    abi = landlock_abi()
+    if abi >= 1:
+        return SandboxReport(backend="landlock", available=True,
+                             detail=f"Landlock ABI {abi} + seccomp + rlimits ({bwrap.detail}; "
+                                    "without namespaces a setsid child can outlive a timeout)")
+    return SandboxReport(backend="none", available=False,
+                         detail=f"{bwrap.detail}, and Landlock is not available")
+
+
+def _probe_bwrap() -> SandboxReport:
     if shutil.which("bwrap") is None:
         return SandboxReport(backend="bwrap", available=False,
                              detail="bwrap is not installed (Debian: apt-get install bubblewrap)")
@@ -120,6 +138,43 @@ def probe() -> SandboxReport:
                              detail=f"bwrap failed: {result.stderr.strip()[:300]}")
     return SandboxReport(backend="bwrap", available=True,
                          detail="bubblewrap with all namespaces unshared")
+
+
+def run_sandboxed(workspace: Path, command: Sequence[str], **options: Any) -> SandboxResult:
+    """Run confined with the backend ``probe`` chose."""
+    if probe().backend == "landlock":
+        return run_landlocked(workspace, command, **options)
+    return run_confined(workspace, command, **options)
+
+
+def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
+                   timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
+                   env: Mapping[str, str] | None = None, limits: Limits | None = None,
+                   ) -> SandboxResult:
+    """Run under Landlock + seccomp + rlimits (no namespaces) in the workspace."""
+    from .landlock import LandlockRuleset
+    from .seccomp_filter import seccomp_bpf
+
+    limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
+    ruleset = LandlockRuleset(workspace, seccomp_bpf(network), network=network)
+
+    def confine() -> None:
+        _preexec(limits)
+        ruleset.apply()
+
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=workspace / cwd, close_fds=True,
+                                env={"PATH": _SYSTEM_PATH, "HOME": str(workspace),
+                                     "LANG": "C.UTF-8", **(env or {})},
+                                start_new_session=True, preexec_fn=confine)
+    finally:
+        ruleset.close()
+    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
+    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
+                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
+                         timed_out=timed_out, duration_s=time.monotonic() - started)
 
 
 def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
@@ -181,13 +236,20 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
         os.set_blocking(stream.fileno(), False)
         selector.register(stream, selectors.EVENT_READ)
     truncated = timed_out = False
+    exited_at: float | None = None
     try:
         while selector.get_map():
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 timed_out = True
                 break
-            for key, _ in selector.select(timeout=min(remaining, 0.5)):
+            if proc.poll() is not None:
+                # The command is done; a background child may still hold the pipes open.
+                exited_at = exited_at or now
+                if now - exited_at > 0.2:
+                    break
+            for key, _ in selector.select(timeout=min(remaining, 0.1)):
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     selector.unregister(key.fileobj)
@@ -200,8 +262,8 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
                 break
     finally:
         selector.close()
-        if truncated or timed_out:
-            _kill(proc)
+        if truncated or timed_out or exited_at is not None:
+            _kill(proc)  # the whole group: nothing the command started outlives the call
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not timed_out else 5)
         except subprocess.TimeoutExpired:

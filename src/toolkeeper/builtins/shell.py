@@ -12,7 +12,7 @@ from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
-from .sandbox import UNPRIVILEGED_UID, probe, run_confined, run_unconfined
+from .sandbox import UNPRIVILEGED_UID, probe, run_sandboxed, run_unconfined
 
 __all__ = ["command_words", "sandbox_blocker", "shell_tool"]
 
@@ -138,9 +138,9 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
         argv = ["/bin/sh", "-c", command]
         if confined:
-            result = run_confined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
-                                  output_cap=policy.max_output_bytes, network=policy.network,
-                                  env=env)
+            result = run_sandboxed(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
+                                   output_cap=policy.max_output_bytes, network=policy.network,
+                                   env=env)
         else:
             result = run_unconfined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
                                     output_cap=policy.max_output_bytes, env=env)

@@ -1,0 +1,71 @@
+"""The fallback confinement (Landlock + seccomp + rlimits) where bubblewrap cannot run."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import PolicyViolationError, SandboxLimitError, Tool
+from toolkeeper.builtins import sandbox, shell
+from toolkeeper.builtins.landlock import landlock_abi
+from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
+from toolkeeper.builtins.sandbox import SandboxReport
+
+from .conftest import hand_over
+
+pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="Landlock is not available")
+LANDLOCK = SandboxReport(backend="landlock", available=True, detail="Landlock (forced by test)")
+
+
+@pytest.fixture
+def ws(reachable: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(sandbox, "probe", lambda: LANDLOCK)
+    monkeypatch.setattr(shell, "probe", lambda: LANDLOCK)
+    root = reachable / "ws"
+    root.mkdir()
+    hand_over(root)
+    (reachable / "outside.txt").write_text("OUTSIDE-SECRET")
+    return root
+
+
+def tool(ws: Path, **policy: object) -> Tool:
+    return shell.shell_tool(SecurityPolicy(
+        workspace=ws, allowed_commands=(*DEFAULT_COMMANDS, "python3", "sleep", "id", "env"),
+        **policy))  # type: ignore[arg-type]
+
+
+def run(t: Tool, command: str) -> str:
+    return str(t.run_raw({"command": command}))
+
+
+def test_workspace_writes_work_and_nothing_else_is_reachable(ws: Path) -> None:
+    out = run(tool(ws), f"echo hi > a.txt && cat a.txt; cat {ws.parent}/outside.txt; "
+                        "touch /tmp/escape-landlock; cat /etc/passwd")
+    assert out.startswith("hi\n") and "OUTSIDE-SECRET" not in out
+    assert out.count("Permission denied") == 3
+    assert not Path("/tmp/escape-landlock").exists()
+
+
+def test_no_network_and_a_clean_environment(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_TOKEN", "landlock-secret")
+    out = run(tool(ws), "env; python3 -c \"import socket; socket.socket(socket.AF_INET)\"")
+    assert "landlock-secret" not in out and "Permission denied" in out
+    if os.geteuid() == 0:
+        assert "65534" in run(tool(ws), "id -u")
+
+
+def test_timeouts_and_background_children_do_not_stall_the_call(ws: Path) -> None:
+    start = time.monotonic()
+    assert "started" in run(tool(ws), "sleep 40 & echo started")
+    assert time.monotonic() - start < 5
+    with pytest.raises(SandboxLimitError):
+        run(tool(ws, shell_timeout_s=1), "sleep 41")
+    assert time.monotonic() - start < 10
+
+
+def test_the_allowlist_still_applies(ws: Path) -> None:
+    with pytest.raises(PolicyViolationError, match="'whoami' is not an allowed command"):
+        run(tool(ws), "ls | whoami")
