@@ -123,7 +123,8 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
 
         Args:
             command: The command line, e.g. "ls -la | head".
-            approved: Set only when the user explicitly approved this command in supervised mode.
+            approved: Seed 004's flag, accepted for compatibility. It never stands in for
+                approval: a model cannot approve its own call; the invoker's approval gate does.
         """
         if policy.autonomy == "read_only":
             raise PolicyViolationError("commands are refused: security.autonomy is 'read_only'; "
