@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +21,8 @@ EXTRA = ("python3", "sleep", "yes", "setsid", "id", "env")
 
 
 @pytest.fixture
-def base() -> Iterator[Path]:
-    # pytest's tmp_path is private to root; the sandbox runs as an unprivileged uid when the
-    # tests run as root, so the workspace lives in a directory it can reach.
-    path = Path(tempfile.mkdtemp(prefix="tk-shell-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def base(reachable: Path) -> Path:
+    return reachable
 
 
 @pytest.fixture

@@ -215,8 +215,3 @@ class WireFormat:
 
 def data_url(block: ImageBlock | AudioBlock | FileBlock) -> str:
     return f"data:{block.media_type};base64,{block.data or ''}"
-
-
-def plain_text(result: ToolResult) -> str:
-    """All of a result's content as one string (media described in words)."""
-    return result.text

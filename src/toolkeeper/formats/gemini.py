@@ -8,7 +8,7 @@ from typing import Any
 
 from ..invoke.call import ToolCall
 from ..tools.results import ImageBlock, ToolResult
-from .base import WireFormat, plain_text
+from .base import WireFormat
 from .transform import Profile
 
 __all__ = ["GeminiFormat"]
@@ -70,11 +70,11 @@ class GeminiFormat(WireFormat):
     def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         payload: dict[str, Any]
         if result.is_error:
-            payload = {"error": plain_text(result)}
+            payload = {"error": result.text}
         elif result.structured_content is not None:
             payload = {"output": result.structured_content}
         else:
-            payload = {"output": plain_text(result)}
+            payload = {"output": result.text}
         response: dict[str, Any] = {"name": self.wire_of(call), "response": payload}
         if call.id and not call.id.startswith("call_"):
             response["id"] = call.id

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..invoke.call import ToolCall
 from ..tools.results import ImageBlock, ToolResult
-from .base import WireFormat, block_text, data_url
+from .base import WireFormat, data_url
 from .transform import Profile
 
 __all__ = ["OPENAI_STRICT_KEYWORDS", "OpenAIChatFormat"]
@@ -55,8 +55,7 @@ class OpenAIChatFormat(WireFormat):
         return out
 
     def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
-        text = "\n".join(block_text(b) for b in result.content)
-        return {"role": "tool", "tool_call_id": call.id, "content": text}
+        return {"role": "tool", "tool_call_id": call.id, "content": result.text}
 
     def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []

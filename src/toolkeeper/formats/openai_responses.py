@@ -47,11 +47,7 @@ class OpenAIResponsesFormat(WireFormat):
 
     def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         has_media = any(isinstance(b, ImageBlock | FileBlock) and b.data for b in result.content)
-        output: Any
-        if not has_media:
-            output = "\n".join(block_text(b) for b in result.content)
-        else:
-            output = [self._part(block) for block in result.content]
+        output: Any = [self._part(b) for b in result.content] if has_media else result.text
         return {"type": "function_call_output", "call_id": call.id, "output": output}
 
     @staticmethod

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ToolCallError, UnknownToolError
+from ..errors import UnknownToolError
 from ..formats import WireExport, export, get_format
 from ..invoke.call import ToolCall
-from ..tools.results import ToolResult
 from ..tools.risk import ToolRisk
 from .categories import CategoryTree
 from .entry import CatalogEntry
@@ -126,18 +125,6 @@ class CatalogBase:
     def execute_tool(self, name: str, **arguments: Any) -> Any:
         """Validate and call one tool directly; returns its raw value, raising on failure."""
         return self.lookup(name).run_raw(arguments)
-
-    def run_call(self, call: ToolCall) -> ToolResult:
-        """One parsed call → its result; every failure becomes an error result."""
-        if call.problem is not None:
-            return ToolResult.error(call.problem.message, code=call.problem.code)
-        try:
-            tool = self.lookup(call.name)
-            return tool.to_result(tool.run_raw(call.arguments))  # type: ignore[no-any-return]
-        except ToolCallError as exc:
-            return ToolResult.error(exc.message, code=exc.code)
-        except Exception as exc:
-            return ToolResult.error(f"tool '{call.name}' failed: {type(exc).__name__}: {exc}")
 
     def execute_tool_calls(
         self, calls: Sequence[ToolCall] | Any, api_format: str | None = None, *,
