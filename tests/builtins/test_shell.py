@@ -199,3 +199,21 @@ def test_seccomp_denies_dangerous_system_calls_inside_the_sandbox(ws: Path) -> N
     assert lines["clone3"] == str(errno.ENOSYS)
     assert lines["udp"] == str(errno.EACCES)
     assert lines["unix"] == "0"
+
+
+def test_protected_files_cannot_be_changed_or_created_from_the_sandbox(ws: Path) -> None:
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (ws / ".vscode").mkdir()
+    from .conftest import hand_over
+
+    hand_over(ws)
+    out = run(shell(ws), "echo '[core]' >> .git/config; echo evil > .git/hooks/pre-commit; "
+                         "echo x > .vscode/settings.json; echo alias > .bashrc; "
+                         "mkdir -p .claude; echo ok > notes.txt")
+    assert (ws / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert not (ws / ".vscode" / "settings.json").exists()
+    assert not (ws / ".bashrc").exists() and not (ws / ".claude").exists()
+    assert "created protected paths (.bashrc, .claude)" in out
+    assert (ws / "notes.txt").read_text() == "ok\n"

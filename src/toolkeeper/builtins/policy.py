@@ -75,6 +75,16 @@ class SecurityPolicy(BaseModel):
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
+    def protected_paths(self) -> tuple[str, ...]:
+        """Workspace-root paths the sandbox must not change: the forbidden paths without
+        wildcards, and the directories of those that end in ``/*``."""
+        out: list[str] = []
+        for pattern in self.forbidden_paths:
+            base = pattern[:-2] if pattern.endswith("/*") else pattern
+            if not any(c in base for c in "*?[") and base not in out:
+                out.append(base)
+        return tuple(out)
+
     @property
     def env_allowlist(self) -> tuple[str, ...]:
         return (*DEFAULT_ENV, *self.env_passthrough)

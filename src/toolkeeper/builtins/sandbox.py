@@ -80,7 +80,7 @@ def _preexec(limits: Limits) -> None:
 
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
-               seccomp_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None, read_only: Sequence[str] = ()) -> list[str]:
     """The bwrap command line of the strict profile."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
@@ -95,6 +95,8 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
              "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
              "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
              "--bind", str(workspace), "/workspace",
+             *[arg for rel in read_only
+               for arg in ("--ro-bind", str(workspace / rel), f"/workspace/{rel}")],
              "--chdir", "/workspace" if cwd in ("", ".") else f"/workspace/{cwd}",
              "--clearenv", "--setenv", "PATH", _SYSTEM_PATH, "--setenv", "HOME", "/workspace",
              "--setenv", "LANG", "C.UTF-8", "--hostname", "sandbox"]
@@ -143,6 +145,7 @@ def _probe_bwrap() -> SandboxReport:
 def run_sandboxed(workspace: Path, command: Sequence[str], **options: Any) -> SandboxResult:
     """Run confined with the backend ``probe`` chose."""
     if probe().backend == "landlock":
+        options.pop("read_only", None)  # Landlock rules cannot carve paths out of the workspace
         return run_landlocked(workspace, command, **options)
     return run_confined(workspace, command, **options)
 
@@ -180,12 +183,15 @@ def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
 def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
-                 ) -> SandboxResult:
-    """Run ``command`` in a fresh sandbox; never blocks past the timeout."""
+                 read_only: Sequence[str] = ()) -> SandboxResult:
+    """Run ``command`` in a fresh sandbox; never blocks past the timeout.
+
+    ``read_only`` lists existing workspace paths bound read-only over themselves.
+    """
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     filter_fd = bpf_fd(network)
     argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,
-                      seccomp_fd=filter_fd)
+                      seccomp_fd=filter_fd, read_only=read_only)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 import bashlex
@@ -111,6 +112,24 @@ def sandbox_blocker(policy: SecurityPolicy) -> str | None:
     return None
 
 
+def _existing(policy: SecurityPolicy) -> list[str]:
+    return [p for p in policy.protected_paths() if os.path.lexists(policy.workspace / p)]
+
+
+def _remove_created(policy: SecurityPolicy, before: list[str]) -> list[str]:
+    """Protected paths the command created (they may not exist yet, so a bind cannot guard
+    them); removed after the call, when nothing the command started is left running."""
+    created = [p for p in policy.protected_paths()
+               if p not in before and os.path.lexists(policy.workspace / p)]
+    for rel in created:
+        target = policy.workspace / rel
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
+    return created
+
+
 def shell_tool(policy: SecurityPolicy) -> Tool:
     """The ``shell`` tool bound to ``policy``: bubblewrap per call; without a sandbox it is
     refused, unless ``security.allow_unconfined`` — then stricter checks apply and every call
@@ -138,13 +157,18 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
         _check(command, policy, confined=confined)
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
         argv = ["/bin/sh", "-c", command]
-        if confined:
-            result = run_sandboxed(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
-                                   output_cap=policy.max_output_bytes, network=policy.network,
-                                   env=env)
-        else:
-            result = run_unconfined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
-                                    output_cap=policy.max_output_bytes, env=env)
+        before = _existing(policy)
+        try:
+            if confined:
+                result = run_sandboxed(
+                    policy.workspace, argv, timeout_s=policy.shell_timeout_s,
+                    output_cap=policy.max_output_bytes, network=policy.network, env=env,
+                    read_only=[p for p in before if not (policy.workspace / p).is_symlink()])
+            else:
+                result = run_unconfined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
+                                        output_cap=policy.max_output_bytes, env=env)
+        finally:
+            created = _remove_created(policy, before)
         if result.timed_out:
             raise SandboxLimitError(f"the command ran longer than {policy.shell_timeout_s:g} s "
                                     "and was killed with everything it started",
@@ -154,6 +178,9 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
             text += ("\n" if text else "") + "[stderr]\n" + result.stderr
         if result.truncated:
             text += f"\n[output cut at {policy.max_output_bytes} bytes; the command was stopped]"
+        if created:
+            text += (f"\n[refused: the command created protected paths ({', '.join(created)}); "
+                     "they were removed (rule security.forbidden_paths)]")
         return f"{text}\n[exit code {result.exit_code}]" if text else f"[exit code {result.exit_code}]"
 
     metadata = ToolMetadata(
