@@ -217,3 +217,26 @@ def test_protected_files_cannot_be_changed_or_created_from_the_sandbox(ws: Path)
     assert not (ws / ".bashrc").exists() and not (ws / ".claude").exists()
     assert "created protected paths (.bashrc, .claude)" in out
     assert (ws / "notes.txt").read_text() == "ok\n"
+
+
+def test_a_protected_file_cannot_be_replaced_by_moving_its_directory_aside(ws: Path) -> None:
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n")
+    from .conftest import hand_over
+
+    hand_over(ws)
+    out = run(shell(ws), "mv .git .git2; mkdir -p .git/hooks; echo evil > .git/config; "
+                         "mv .git/config .git/old; echo ok > .git/HEAD")
+    assert "Device or resource busy" in out
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
+    assert not (ws / ".git2").exists()
+    assert (ws / ".git" / "HEAD").read_text() == "ok\n"  # the rest of .git stays writable
+
+
+def test_a_symlinked_protected_path_never_brings_an_outside_file_in(ws: Path, base: Path) -> None:
+    outside = base / "elsewhere"
+    outside.mkdir()
+    (outside / "config").write_text("OUTSIDE-CONFIG")
+    (ws / ".git").symlink_to(outside)
+    out = run(shell(ws), "cat .git/config; echo done")
+    assert "OUTSIDE-CONFIG" not in out and "done" in out

@@ -78,6 +78,23 @@ def _preexec(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
 
 
+def _pinned_binds(workspace: Path, read_only: Sequence[str]) -> list[str]:
+    """Bind each ``read_only`` path read-only over itself, after binding every directory between
+    it and the workspace root over itself: a mount point cannot be renamed or removed, so the
+    command cannot move ``.git`` aside and put a fresh ``.git/config`` in its place."""
+    parents: list[str] = []
+    for rel in read_only:
+        parts = Path(rel).parts
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent not in parents:
+                parents.append(parent)
+    return [*[arg for rel in parents
+              for arg in ("--bind", str(workspace / rel), f"/workspace/{rel}")],
+            *[arg for rel in read_only
+              for arg in ("--ro-bind", str(workspace / rel), f"/workspace/{rel}")]]
+
+
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
                seccomp_fd: int | None = None, read_only: Sequence[str] = ()) -> list[str]:
@@ -95,8 +112,7 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
              "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
              "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
              "--bind", str(workspace), "/workspace",
-             *[arg for rel in read_only
-               for arg in ("--ro-bind", str(workspace / rel), f"/workspace/{rel}")],
+             *_pinned_binds(workspace, read_only),
              "--chdir", "/workspace" if cwd in ("", ".") else f"/workspace/{cwd}",
              "--clearenv", "--setenv", "PATH", _SYSTEM_PATH, "--setenv", "HOME", "/workspace",
              "--setenv", "LANG", "C.UTF-8", "--hostname", "sandbox"]

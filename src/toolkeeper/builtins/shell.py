@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 import bashlex
@@ -116,6 +117,16 @@ def _existing(policy: SecurityPolicy) -> list[str]:
     return [p for p in policy.protected_paths() if os.path.lexists(policy.workspace / p)]
 
 
+def _bindable(policy: SecurityPolicy, existing: list[str]) -> list[str]:
+    """The existing protected paths with no symlink on the way: a bind follows symlinks, and
+    must never bring a path from outside the workspace into the sandbox."""
+    def plain(rel: str) -> bool:
+        parts = Path(rel).parts
+        return not any((policy.workspace.joinpath(*parts[:i])).is_symlink()
+                       for i in range(1, len(parts) + 1))
+    return [p for p in existing if plain(p)]
+
+
 def _remove_created(policy: SecurityPolicy, before: list[str]) -> list[str]:
     """Protected paths the command created (they may not exist yet, so a bind cannot guard
     them); removed after the call, when nothing the command started is left running."""
@@ -163,7 +174,7 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
                 result = run_sandboxed(
                     policy.workspace, argv, timeout_s=policy.shell_timeout_s,
                     output_cap=policy.max_output_bytes, network=policy.network, env=env,
-                    read_only=[p for p in before if not (policy.workspace / p).is_symlink()])
+                    read_only=_bindable(policy, before))
             else:
                 result = run_unconfined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
                                         output_cap=policy.max_output_bytes, env=env)
