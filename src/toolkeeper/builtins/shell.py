@@ -113,7 +113,7 @@ def sandbox_blocker(policy: SecurityPolicy) -> str | None:
     return None
 
 
-def _existing(policy: SecurityPolicy) -> list[str]:
+def _existing_protected(policy: SecurityPolicy) -> list[str]:
     return [p for p in policy.protected_paths() if os.path.lexists(policy.workspace / p)]
 
 
@@ -130,8 +130,7 @@ def _bindable(policy: SecurityPolicy, existing: list[str]) -> list[str]:
 def _remove_created(policy: SecurityPolicy, before: list[str]) -> list[str]:
     """Protected paths the command created (they may not exist yet, so a bind cannot guard
     them); removed after the call, when nothing the command started is left running."""
-    created = [p for p in policy.protected_paths()
-               if p not in before and os.path.lexists(policy.workspace / p)]
+    created = [p for p in _existing_protected(policy) if p not in before]
     for rel in created:
         target = policy.workspace / rel
         if target.is_dir() and not target.is_symlink():
@@ -168,7 +167,7 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
         _check(command, policy, confined=confined)
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
         argv = ["/bin/sh", "-c", command]
-        before = _existing(policy)
+        before = _existing_protected(policy)
         try:
             if confined:
                 result = run_sandboxed(
