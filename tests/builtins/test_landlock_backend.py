@@ -69,3 +69,19 @@ def test_timeouts_and_background_children_do_not_stall_the_call(ws: Path) -> Non
 def test_the_allowlist_still_applies(ws: Path) -> None:
     with pytest.raises(PolicyViolationError, match="'whoami' is not an allowed command"):
         run(tool(ws), "ls | whoami")
+
+
+def test_a_fork_bomb_is_gone_when_the_call_returns(ws: Path) -> None:
+    script = "import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass"
+    with pytest.raises(SandboxLimitError):
+        run(tool(ws, shell_timeout_s=2), f"python3 -c \"exec('{script}')\" tk-landlock-bomb")
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit()
+                and b"tk-landlock-bomb" in _cmdline(pid)]
+    assert run(tool(ws), "echo next") == "next\n\n[exit code 0]"
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

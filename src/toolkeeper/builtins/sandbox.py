@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -97,10 +99,13 @@ def _pinned_binds(workspace: Path, read_only: Sequence[str]) -> list[str]:
 
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
-               seccomp_fd: int | None = None, read_only: Sequence[str] = ()) -> list[str]:
+               seccomp_fd: int | None = None, read_only: Sequence[str] = (),
+               info_fd: int | None = None) -> list[str]:
     """The bwrap command line of the strict profile."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     if network:
@@ -206,19 +211,24 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     """
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     filter_fd = bpf_fd(network)
+    info_read, info_write = os.pipe()
     argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,
-                      seccomp_fd=filter_fd, read_only=read_only)
+                      seccomp_fd=filter_fd, read_only=read_only, info_fd=info_write)
+    passed = (info_write,) if filter_fd is None else (info_write, filter_fd)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env={"PATH": _SYSTEM_PATH},
-                                close_fds=True, pass_fds=(filter_fd,) if filter_fd else (),
-                                start_new_session=True,
+                                close_fds=True, pass_fds=passed, start_new_session=True,
                                 preexec_fn=functools.partial(_preexec, limits))
+    except BaseException:
+        os.close(info_read)
+        raise
     finally:
-        if filter_fd is not None:
-            os.close(filter_fd)
-    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
+        for fd in passed:
+            os.close(fd)
+    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap,
+                                              info_fd=info_read)
     return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), truncated=truncated,
                          timed_out=timed_out, duration_s=time.monotonic() - started)
@@ -248,8 +258,65 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
-             ) -> tuple[bytes, bytes, bool, bool]:
+def _wait_group_gone(group: int, timeout_s: float) -> None:
+    """Kill ``group`` until no member is left (a fork bomb may fork while being killed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.005)
+
+
+class _Namespace:
+    """The sandbox's pid-namespace init, read from bwrap's ``--info-fd``. Killing bwrap kills
+    the namespace, but the kernel tears it down asynchronously (a fork bomb takes a while);
+    the init's pidfd becomes readable only once every process in the namespace is gone."""
+
+    def __init__(self, launcher: int) -> None:
+        self.launcher = launcher
+        self.info = bytearray()
+        self.pidfd: int | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        """Take more of bwrap's info; open the init's pidfd as soon as its pid is known, while
+        bwrap (its parent, which has not reaped it) still runs."""
+        self.info += chunk
+        if self.pidfd is not None:
+            return
+        try:
+            pid = int(json.loads(self.info)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            return  # not complete yet
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return  # already gone
+        try:  # the pid is only ours if bwrap is still its parent
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            parent = -1
+        if parent != self.launcher:
+            os.close(pidfd)
+            return
+        self.pidfd = pidfd
+
+    def wait_gone(self, timeout_s: float) -> None:
+        if self.pidfd is None:
+            return
+        try:
+            poller = select.poll()
+            poller.register(self.pidfd, select.POLLIN)
+            poller.poll(timeout_s * 1000)
+        finally:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
+             info_fd: int | None = None) -> tuple[bytes, bytes, bool, bool]:
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     buffers = {out_fd: bytearray(), err_fd: bytearray()}
@@ -257,6 +324,10 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
     for stream in (proc.stdout, proc.stderr):
         os.set_blocking(stream.fileno(), False)
         selector.register(stream, selectors.EVENT_READ)
+    namespace = _Namespace(proc.pid)
+    if info_fd is not None:
+        os.set_blocking(info_fd, False)
+        selector.register(info_fd, selectors.EVENT_READ)
     truncated = timed_out = False
     exited_at: float | None = None
     try:
@@ -273,6 +344,12 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
                     break
             for key, _ in selector.select(timeout=min(remaining, 0.1)):
                 chunk = os.read(key.fd, 65536)
+                if key.fd == info_fd:
+                    if chunk:
+                        namespace.feed(chunk)
+                    else:
+                        selector.unregister(key.fileobj)
+                    continue
                 if not chunk:
                     selector.unregister(key.fileobj)
                     continue
@@ -291,8 +368,13 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int
         except subprocess.TimeoutExpired:
             _kill(proc)
             proc.wait(timeout=5)
+        if truncated or timed_out or exited_at is not None:
+            _wait_group_gone(proc.pid, 5.0)
+        namespace.wait_gone(5.0)
         proc.stdout.close()
         proc.stderr.close()
+        if info_fd is not None:
+            os.close(info_fd)
     out = bytes(buffers[out_fd][:cap])
     err = bytes(buffers[err_fd][: max(0, cap - len(out))])
     return out, err, truncated, timed_out
