@@ -33,7 +33,7 @@ def ws(reachable: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def tool(ws: Path, **policy: object) -> Tool:
     return shell.shell_tool(SecurityPolicy(
-        workspace=ws, allowed_commands=(*DEFAULT_COMMANDS, "python3", "sleep", "id", "env"),
+        workspace=ws, allowed_commands=(*DEFAULT_COMMANDS, "python3", "sleep", "id", "env", "setsid"),
         **policy))  # type: ignore[arg-type]
 
 
@@ -66,6 +66,33 @@ def test_timeouts_and_background_children_do_not_stall_the_call(ws: Path) -> Non
     assert time.monotonic() - start < 10
 
 
+def test_no_descendant_outlives_the_call_not_even_a_setsid_one(ws: Path) -> None:
+    out = run(tool(ws), "sleep 42 & setsid sleep 43 & echo started")
+    assert "started" in out
+    assert _running("sleep 42") == [] and _running("sleep 43") == []
+    with pytest.raises(SandboxLimitError):
+        run(tool(ws, shell_timeout_s=1), "setsid sleep 44 & sleep 45")
+    assert _running("sleep 44") == [] and _running("sleep 45") == []
+
+
+def test_the_command_cannot_kill_its_launcher(ws: Path) -> None:
+    # The launcher is the parent of `sh`; killing it would orphan the setsid child.
+    (ws / "killer.py").write_text(
+        "import os\n"
+        "stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+        "launcher = int(stat.rsplit(')', 1)[1].split()[1])\n"
+        "try:\n    os.kill(launcher, 9)\n    print('killed')\n"
+        "except OSError as exc:\n    print('refused', exc.errno)\n")
+    out = run(tool(ws), "setsid sleep 46 & python3 killer.py")
+    assert "refused 1" in out  # EPERM: another uid (root host) or outside the Landlock scope
+    assert _running("sleep 46") == []
+
+
+def _running(marker: str) -> list[str]:
+    return [pid for pid in os.listdir("/proc")
+            if pid.isdigit() and marker.encode() in _cmdline(pid)]
+
+
 def test_the_allowlist_still_applies(ws: Path) -> None:
     with pytest.raises(PolicyViolationError, match="'whoami' is not an allowed command"):
         run(tool(ws), "ls | whoami")
@@ -82,6 +109,6 @@ def test_a_fork_bomb_is_gone_when_the_call_returns(ws: Path) -> None:
 
 def _cmdline(pid: str) -> bytes:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
         return b""

@@ -110,7 +110,7 @@ def _alive(marker: str) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
             except OSError:
                 continue
             if marker.encode() in cmdline:

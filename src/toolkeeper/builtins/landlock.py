@@ -1,8 +1,9 @@
 """Landlock + seccomp + rlimits: the confinement used where bubblewrap cannot run.
 
-The Landlock ruleset is built in the parent (paths opened with ``O_PATH``, rules added); between
-fork and exec the child only calls ``prctl(PR_SET_NO_NEW_PRIVS)``, ``landlock_restrict_self`` and
-``prctl(PR_SET_SECCOMP)`` with a filter also compiled in the parent — no allocation in the child.
+The Landlock ruleset is built in the host (paths opened with ``O_PATH``, rules added) and handed
+as an fd to the launcher (``_reaper.py``), a child subreaper whose own child calls
+``prctl(PR_SET_NO_NEW_PRIVS)``, ``landlock_restrict_self`` and ``prctl(PR_SET_SECCOMP)`` (with a
+filter compiled in the host) and execs the command.
 Rules: read and execute the system directories, read and write the workspace (and ``/dev/null``),
 no TCP (ABI ≥ 4; seccomp closes every other socket family), and, from ABI 6, no signals to or
 abstract unix sockets of processes outside the domain.
@@ -20,7 +21,6 @@ __all__ = ["LandlockRuleset", "landlock_abi"]
 _libc = ctypes.CDLL(None, use_errno=True)
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
 RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 FS = {name: 1 << bit for bit, name in enumerate((
     "execute", "write_file", "read_file", "read_dir", "remove_dir", "remove_file", "make_char",
@@ -43,15 +43,6 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-                ("k", ctypes.c_uint32)]
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
-
-
 @functools.lru_cache(maxsize=1)
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version (0 when Landlock is unavailable)."""
@@ -70,10 +61,10 @@ def _fs_mask(abi: int) -> int:
 
 
 class LandlockRuleset:
-    """A ruleset for one workspace plus the seccomp program, ready for ``preexec_fn``."""
+    """A ruleset for one workspace; its fd goes to the launcher (``_reaper.py``), whose child
+    enters it with ``landlock_restrict_self`` just before exec."""
 
-    def __init__(self, workspace: Path, seccomp_bpf: bytes | None, *, network: bool = False
-                 ) -> None:
+    def __init__(self, workspace: Path, *, network: bool = False) -> None:
         abi = landlock_abi()
         if abi < 1:
             raise OSError("Landlock is not available in this kernel")
@@ -90,7 +81,6 @@ class LandlockRuleset:
             self._allow(path, READ_EXEC, handled)
         self._allow(str(workspace), handled, handled)
         self._allow("/dev/null", FS["read_file"] | FS["write_file"], handled)
-        self._program = self._compile(seccomp_bpf)
 
     def _allow(self, path: str, access: int, handled: int) -> None:
         try:
@@ -106,26 +96,6 @@ class LandlockRuleset:
                 raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
         finally:
             os.close(target)
-
-    @staticmethod
-    def _compile(bpf: bytes | None) -> _SockFprog | None:
-        if not bpf:
-            return None
-        count = len(bpf) // 8
-        filters = (_SockFilter * count).from_buffer_copy(bpf)
-        program = _SockFprog(count, ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
-        program._keep = filters  # keep the buffer alive
-        return program
-
-    def apply(self) -> None:
-        """Restrict the calling process (meant for ``preexec_fn``: no allocation)."""
-        if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
-        if _libc.syscall(SYS_RESTRICT, self.fd, 0) != 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
-        if self._program is not None and _libc.prctl(
-                PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self._program), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
 
     def close(self) -> None:
         os.close(self.fd)

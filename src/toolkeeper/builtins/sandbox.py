@@ -21,8 +21,9 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_landl
            "run_sandboxed", "run_unconfined"]
 
 UNPRIVILEGED_UID = 65534
+KILL_GRACE_S = 3.0
 _SYSTEM_PATH = "/usr/bin:/bin"
 
 
@@ -72,6 +74,10 @@ def _preexec(limits: Limits) -> None:
         os.setgroups([])
         os.setgid(UNPRIVILEGED_UID)
         os.setuid(UNPRIVILEGED_UID)
+    _set_limits(limits)
+
+
+def _set_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -138,8 +144,8 @@ def probe() -> SandboxReport:
     abi = landlock_abi()
     if abi >= 1:
         return SandboxReport(backend="landlock", available=True,
-                             detail=f"Landlock ABI {abi} + seccomp + rlimits ({bwrap.detail}; "
-                                    "without namespaces a setsid child can outlive a timeout)")
+                             detail=f"Landlock ABI {abi} + seccomp + rlimits + a subreaper "
+                                    f"launcher ({bwrap.detail})")
     return SandboxReport(backend="none", available=False,
                          detail=f"{bwrap.detail}, and Landlock is not available")
 
@@ -175,30 +181,45 @@ def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                    timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
                    env: Mapping[str, str] | None = None, limits: Limits | None = None,
                    ) -> SandboxResult:
-    """Run under Landlock + seccomp + rlimits (no namespaces) in the workspace."""
+    """Run under Landlock + seccomp + rlimits (no namespaces) in the workspace, through the
+    subreaper launcher (``_reaper.py``) so that no descendant — ``setsid`` ones included —
+    outlives the call."""
     from .landlock import LandlockRuleset
-    from .seccomp_filter import seccomp_bpf
 
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
-    ruleset = LandlockRuleset(workspace, seccomp_bpf(network), network=network)
-
-    def confine() -> None:
-        _preexec(limits)
-        ruleset.apply()
-
+    ruleset = LandlockRuleset(workspace, network=network)
+    filter_fd = bpf_fd(network)
+    passed = (ruleset.fd,) if filter_fd is None else (ruleset.fd, filter_fd)
+    uid = UNPRIVILEGED_UID if os.geteuid() == 0 else -1
+    argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("_reaper.py")), str(uid),
+            str(ruleset.fd), str(-1 if filter_fd is None else filter_fd), "--", *command]
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, cwd=workspace / cwd, close_fds=True,
+                                pass_fds=passed,
                                 env={"PATH": _SYSTEM_PATH, "HOME": str(workspace),
                                      "LANG": "C.UTF-8", **(env or {})},
-                                start_new_session=True, preexec_fn=confine)
+                                start_new_session=True,
+                                preexec_fn=functools.partial(_set_limits, limits))
     finally:
         ruleset.close()
-    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
+        if filter_fd is not None:
+            os.close(filter_fd)
+    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap,
+                                              stop=_stop_launcher)
     return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), truncated=truncated,
                          timed_out=timed_out, duration_s=time.monotonic() - started)
+
+
+def _stop_launcher(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the launcher to kill everything it adopted; kill its group if it does not."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+    _kill(proc)
 
 
 def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
@@ -316,7 +337,9 @@ class _Namespace:
 
 
 def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
-             info_fd: int | None = None) -> tuple[bytes, bytes, bool, bool]:
+             info_fd: int | None = None,
+             stop: Callable[[subprocess.Popen[bytes]], None] = _kill,
+             ) -> tuple[bytes, bytes, bool, bool]:
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     buffers = {out_fd: bytearray(), err_fd: bytearray()}
@@ -362,7 +385,7 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
     finally:
         selector.close()
         if truncated or timed_out or exited_at is not None:
-            _kill(proc)  # the whole group: nothing the command started outlives the call
+            stop(proc)  # the whole group: nothing the command started outlives the call
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not timed_out else 5)
         except subprocess.TimeoutExpired:
