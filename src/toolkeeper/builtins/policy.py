@@ -46,6 +46,8 @@ class SecurityPolicy(BaseModel):
         max_output_bytes: Output cap of commands and reads (1 MiB).
         max_file_bytes: Largest file read or written.
         shell_timeout_s: Wall-clock limit of one command.
+        max_memory_bytes: Memory of one command with everything it starts (a per-call cgroup
+            where the host allows one, else the address space of each process).
         network: Whether commands may use the network (no by default).
         allowed_domains: Domains ``http_fetch`` may reach (label-boundary match).
         allow_unconfined: Run commands without a sandbox when none is available (every call
@@ -64,6 +66,7 @@ class SecurityPolicy(BaseModel):
     max_output_bytes: int = Field(default=1 << 20, gt=0)
     max_file_bytes: int = Field(default=10 << 20, gt=0)
     shell_timeout_s: float = Field(default=60.0, gt=0)
+    max_memory_bytes: int = Field(default=2 << 30, gt=0)
     network: bool = False
     allowed_domains: tuple[str, ...] = ()
     allow_loopback_http: bool = False

@@ -23,11 +23,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cgroups import CallGroup
+from .cgroups import probe as cgroup_probe
 from .seccomp_filter import bpf_fd
 
 __all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_landlocked",
@@ -48,6 +50,8 @@ class SandboxResult:
     truncated: bool
     timed_out: bool
     duration_s: float
+    oom_killed: bool = False
+    memory_limit: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,25 +69,39 @@ class Limits:
     file_bytes: int = 64 << 20
     processes: int = 128
     open_files: int = 256
-    address_space: int = 2 << 30
+    memory: int = 2 << 30
+    """Memory of the whole call: a cgroup limit where the host allows per-call groups, else the
+    address space of each process (``RLIMIT_AS``)."""
 
 
-def _preexec(limits: Limits) -> None:
+def _preexec(limits: Limits, group: CallGroup | None = None, *, drop_root: bool = True
+             ) -> None:
     # Runs between fork and exec: no imports, no allocation-heavy work.
-    if os.geteuid() == 0:
+    if group is not None:
+        group.join()  # before the uid drop: joining needs the host's rights
+    if drop_root and os.geteuid() == 0:
         os.setgroups([])
         os.setgid(UNPRIVILEGED_UID)
         os.setuid(UNPRIVILEGED_UID)
-    _set_limits(limits)
-
-
-def _set_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
+    if group is None or group.support.memory is None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+
+
+@contextlib.contextmanager
+def _call_group(limits: Limits) -> Iterator[CallGroup | None]:
+    """The call's cgroup when the host allows one (memory and process limits for the whole
+    call; whatever is left in it is killed on the way out), else ``None``."""
+    support = cgroup_probe()
+    if not support.available:
+        yield None
+        return
+    with CallGroup(support, memory_bytes=limits.memory, pids=limits.processes) as group:
+        yield group
 
 
 def _pinned_binds(workspace: Path, read_only: Sequence[str]) -> list[str]:
@@ -186,31 +204,19 @@ def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     outlives the call."""
     from .landlock import LandlockRuleset
 
-    limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     ruleset = LandlockRuleset(workspace, network=network)
     filter_fd = bpf_fd(network)
     passed = (ruleset.fd,) if filter_fd is None else (ruleset.fd, filter_fd)
     uid = UNPRIVILEGED_UID if os.geteuid() == 0 else -1
     argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("_reaper.py")), str(uid),
             str(ruleset.fd), str(-1 if filter_fd is None else filter_fd), "--", *command]
-    started = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=workspace / cwd, close_fds=True,
-                                pass_fds=passed,
-                                env={"PATH": _SYSTEM_PATH, "HOME": str(workspace),
-                                     "LANG": "C.UTF-8", **(env or {})},
-                                start_new_session=True,
-                                preexec_fn=functools.partial(_set_limits, limits))
+        # The launcher keeps the host's uid (the command cannot signal it); its child drops it.
+        return _run(argv, cwd=workspace / cwd, env=_command_env(workspace, env),
+                    timeout_s=timeout_s, output_cap=output_cap, limits=limits, pass_fds=passed,
+                    drop_root=False, stop=_stop_launcher, close_after_start=passed[1:])
     finally:
         ruleset.close()
-        if filter_fd is not None:
-            os.close(filter_fd)
-    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap,
-                                              stop=_stop_launcher)
-    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
-                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
-                         timed_out=timed_out, duration_s=time.monotonic() - started)
 
 
 def _stop_launcher(proc: subprocess.Popen[bytes]) -> None:
@@ -230,48 +236,58 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
 
     ``read_only`` lists existing workspace paths bound read-only over themselves.
     """
-    limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     filter_fd = bpf_fd(network)
     info_read, info_write = os.pipe()
     argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,
                       seccomp_fd=filter_fd, read_only=read_only, info_fd=info_write)
     passed = (info_write,) if filter_fd is None else (info_write, filter_fd)
-    started = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env={"PATH": _SYSTEM_PATH},
-                                close_fds=True, pass_fds=passed, start_new_session=True,
-                                preexec_fn=functools.partial(_preexec, limits))
-    except BaseException:
-        os.close(info_read)
-        raise
+        return _run(argv, cwd=None, env={"PATH": _SYSTEM_PATH}, timeout_s=timeout_s,
+                    output_cap=output_cap, limits=limits, pass_fds=passed, info_fd=info_read,
+                    close_after_start=passed)
     finally:
-        for fd in passed:
-            os.close(fd)
-    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap,
-                                              info_fd=info_read)
-    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
-                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
-                         timed_out=timed_out, duration_s=time.monotonic() - started)
+        os.close(info_read)
 
 
 def run_unconfined(workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
                    output_cap: int = 1 << 20, env: Mapping[str, str] | None = None,
                    limits: Limits | None = None) -> SandboxResult:
     """Run without a sandbox (the operator opted in): rlimits, a clean environment, a new
-    session and the output cap still apply; a ``setsid`` child can outlive a timeout here."""
+    session and the output cap still apply; so does the call's cgroup where the host has one."""
+    return _run(list(command), cwd=workspace, env=_command_env(workspace, env),
+                timeout_s=timeout_s, output_cap=output_cap, limits=limits)
+
+
+def _command_env(workspace: Path, env: Mapping[str, str] | None) -> dict[str, str]:
+    return {"PATH": _SYSTEM_PATH, "HOME": str(workspace), "LANG": "C.UTF-8", **(env or {})}
+
+
+def _run(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeout_s: float,
+         output_cap: int, limits: Limits | None, pass_fds: Sequence[int] = (),
+         close_after_start: Sequence[int] = (), drop_root: bool = True,
+         info_fd: int | None = None,
+         stop: Callable[[subprocess.Popen[bytes]], None] | None = None) -> SandboxResult:
+    """Start ``argv`` in a new session with the limits (and the call's cgroup, if any), read
+    its output under the cap until it ends or the deadline passes, and say what happened."""
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     started = time.monotonic()
-    proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=workspace, close_fds=True,
-                            env={"PATH": _SYSTEM_PATH, "HOME": str(workspace),
-                                 "LANG": "C.UTF-8", **(env or {})},
-                            start_new_session=True,
-                            preexec_fn=functools.partial(_preexec, limits))
-    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
+    with _call_group(limits) as group:
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=cwd, env=env, close_fds=True, pass_fds=tuple(pass_fds),
+                start_new_session=True,
+                preexec_fn=functools.partial(_preexec, limits, group, drop_root=drop_root))
+        finally:
+            for fd in close_after_start:
+                os.close(fd)
+        out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap,
+                                                  info_fd=info_fd, stop=stop or _kill)
+        oom = group is not None and group.oom_killed()
     return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), truncated=truncated,
-                         timed_out=timed_out, duration_s=time.monotonic() - started)
+                         timed_out=timed_out, duration_s=time.monotonic() - started,
+                         oom_killed=oom, memory_limit=limits.memory if oom else None)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -396,8 +412,6 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
         namespace.wait_gone(5.0)
         proc.stdout.close()
         proc.stderr.close()
-        if info_fd is not None:
-            os.close(info_fd)
     out = bytes(buffers[out_fd][:cap])
     err = bytes(buffers[err_fd][: max(0, cap - len(out))])
     return out, err, truncated, timed_out

@@ -14,7 +14,7 @@ from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
-from .sandbox import UNPRIVILEGED_UID, probe, run_sandboxed, run_unconfined
+from .sandbox import UNPRIVILEGED_UID, Limits, probe, run_sandboxed, run_unconfined
 
 __all__ = ["command_words", "sandbox_blocker", "shell_tool"]
 
@@ -168,15 +168,18 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
         argv = ["/bin/sh", "-c", command]
         before = _existing_protected(policy)
+        limits = Limits(cpu_s=max(1, int(policy.shell_timeout_s) + 1),
+                        memory=policy.max_memory_bytes)
         try:
             if confined:
                 result = run_sandboxed(
                     policy.workspace, argv, timeout_s=policy.shell_timeout_s,
                     output_cap=policy.max_output_bytes, network=policy.network, env=env,
-                    read_only=_bindable(policy, before))
+                    read_only=_bindable(policy, before), limits=limits)
             else:
                 result = run_unconfined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
-                                        output_cap=policy.max_output_bytes, env=env)
+                                        output_cap=policy.max_output_bytes, env=env,
+                                        limits=limits)
         finally:
             created = _remove_created(policy, before)
         if result.timed_out:
@@ -188,6 +191,9 @@ def shell_tool(policy: SecurityPolicy) -> Tool:
             text += ("\n" if text else "") + "[stderr]\n" + result.stderr
         if result.truncated:
             text += f"\n[output cut at {policy.max_output_bytes} bytes; the command was stopped]"
+        if result.oom_killed:
+            text += (f"\n[killed: the command went over its memory limit of "
+                     f"{policy.max_memory_bytes >> 20} MiB (rule security.max_memory_mb)]")
         if created:
             text += (f"\n[refused: the command created protected paths ({', '.join(created)}); "
                      "they were removed (rule security.forbidden_paths)]")

@@ -15,13 +15,18 @@ _out = Console()
 
 
 def doctor() -> None:
-    """Report the sandbox, openat2, search programs and the user toolkeeper runs as."""
+    """Report the sandbox, cgroups, openat2, search programs and the user toolkeeper runs
+    as."""
+    from ..builtins.cgroups import probe as cgroup_probe
     from ..builtins.fs import openat2
     from ..builtins.sandbox import probe
 
     table = Table("check", "result", "detail")
     report = probe()
     table.add_row("bubblewrap sandbox", _mark(report.available), report.detail)
+    groups = cgroup_probe()
+    table.add_row("per-call cgroups", _mark(groups.available), groups.detail if groups.available
+                  else f"{groups.detail}; memory is limited per process (RLIMIT_AS) instead")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             os.close(openat2(os.open(tmp, os.O_RDONLY | os.O_DIRECTORY), ".", os.O_RDONLY))

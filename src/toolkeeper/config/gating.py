@@ -61,6 +61,7 @@ def policy_from(config: ToolkeeperConfig) -> SecurityPolicy:
         forbidden_paths=(*forbidden, *security.extra_forbidden_paths),
         env_passthrough=tuple(security.shell_env_passthrough),
         max_output_bytes=security.max_output_bytes, shell_timeout_s=config.shell_tool.timeout_secs,
+        max_memory_bytes=security.max_memory_mb << 20,
         network=security.network,
         allowed_domains=tuple(security.allowed_domains or config.web_fetch.allowed_domains
                               or config.http_request.allowed_domains),

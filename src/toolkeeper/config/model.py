@@ -29,6 +29,8 @@ class SecuritySection(_Section):
     allowed_domains: list[str] = Field(default_factory=list)
     allow_unconfined: bool = False
     max_output_bytes: int = 1 << 20
+    max_memory_mb: int = Field(default=2048, gt=0)
+    """Memory of one command (a cgroup limit where the host allows it, else address space)."""
 
 
 class ShellSection(_Section):

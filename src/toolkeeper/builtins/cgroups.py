@@ -1,0 +1,220 @@
+"""Per-call cgroups: memory and process limits for one sandboxed command, where the host has them.
+
+SECURITY.md §4 prefers a cgroup to ``RLIMIT_AS`` for memory (address-space limits break runtimes
+that reserve large virtual ranges: JVMs, Go, V8). When the process may create child cgroups —
+cgroup v1 ``memory`` and ``pids`` hierarchies as root, or a cgroup v2 group whose
+``cgroup.subtree_control`` already enables ``memory`` and ``pids`` (a delegated systemd scope) —
+each call gets its own group under the host's: ``memory`` limit (swap included where the kernel
+accounts it), ``pids.max``, the launcher joins it between fork and exec (it writes ``0`` to an
+fd opened beforehand: no allocation in the child), and on the way out anything left in it is
+killed and the group removed. ``probe()`` says what was found; ``toolkeeper doctor`` shows it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["CallGroup", "CgroupSupport", "probe"]
+
+_counter = itertools.count()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CgroupSupport:
+    """Where per-call groups can be created (``None``: not available)."""
+
+    version: int | None
+    memory: Path | None = None
+    pids: Path | None = None
+    detail: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.memory is not None
+
+
+def _own_groups() -> dict[str, str]:
+    """Controller (``""`` for v2) → this process's cgroup path."""
+    groups: dict[str, str] = {}
+    with open("/proc/self/cgroup") as listing:
+        for line in listing:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                groups[controller] = path
+    return groups
+
+
+def _mounts() -> dict[str, Path]:
+    """Controller (``""`` for the v2 hierarchy) → mount point."""
+    mounts: dict[str, Path] = {}
+    with open("/proc/self/mounts") as table:
+        for line in table:
+            _, point, fstype, options, *_ = line.split()
+            if fstype == "cgroup2":
+                mounts.setdefault("", Path(point))
+            elif fstype == "cgroup":
+                for option in options.split(","):
+                    if option in ("memory", "pids"):
+                        mounts[option] = Path(point)
+    return mounts
+
+
+def _try_group(parent: Path, files: dict[str, str]) -> str | None:
+    """Create and remove a trial group under ``parent`` writing ``files``; ``None`` when it
+    works, else why not."""
+    trial = parent / f"toolkeeper-probe-{os.getpid()}"
+    try:
+        trial.mkdir()
+    except OSError as exc:
+        return f"cannot create a group under {parent}: {exc.strerror}"
+    try:
+        for name, value in files.items():
+            (trial / name).write_text(value)
+    except OSError as exc:
+        return f"cannot set {name} in {parent}: {exc.strerror}"
+    finally:
+        with contextlib.suppress(OSError):
+            trial.rmdir()
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> CgroupSupport:
+    """What this host allows, probed once per process."""
+    try:
+        own, mounts = _own_groups(), _mounts()
+    except OSError as exc:
+        return CgroupSupport(version=None, detail=f"cannot read the cgroup tables: {exc}")
+    if "memory" in own and "memory" in mounts:  # cgroup v1
+        memory = mounts["memory"] / own["memory"].lstrip("/")
+        why = _try_group(memory, {"memory.limit_in_bytes": str(64 << 20)})
+        if why is not None:
+            return CgroupSupport(version=1, detail=why)
+        pids = None
+        if "pids" in own and "pids" in mounts:
+            candidate = mounts["pids"] / own["pids"].lstrip("/")
+            pids = candidate if _try_group(candidate, {"pids.max": "64"}) is None else None
+        return CgroupSupport(version=1, memory=memory, pids=pids,
+                             detail=f"cgroup v1 memory{' and pids' if pids else ''} groups")
+    if "" in own and "" in mounts:  # cgroup v2
+        base = mounts[""] / own[""].lstrip("/")
+        try:
+            enabled = (base / "cgroup.subtree_control").read_text().split()
+        except OSError as exc:
+            return CgroupSupport(version=2, detail=f"cannot read {base}: {exc.strerror}")
+        if "memory" not in enabled:
+            return CgroupSupport(version=2, detail=f"the memory controller is not delegated to "
+                                                    f"{base} (cgroup.subtree_control)")
+        why = _try_group(base, {"memory.max": str(64 << 20)})
+        if why is not None:
+            return CgroupSupport(version=2, detail=why)
+        return CgroupSupport(version=2, memory=base, pids=base if "pids" in enabled else None,
+                             detail="cgroup v2 groups (memory" + (", pids)" if "pids" in enabled
+                                                                  else ")"))
+    return CgroupSupport(version=None, detail="no cgroup memory controller is mounted")
+
+
+class CallGroup:
+    """The cgroup(s) of one call: ``with CallGroup(support, memory, pids) as group:`` then
+    ``group.join()`` in the child before exec."""
+
+    def __init__(self, support: CgroupSupport, *, memory_bytes: int, pids: int) -> None:
+        self.support = support
+        self.memory_bytes = memory_bytes
+        self.pids = pids
+        self.dirs: list[Path] = []
+        self._fds: list[int] = []
+
+    def __enter__(self) -> CallGroup:
+        name = f"toolkeeper-{os.getpid()}-{next(_counter)}"
+        support = self.support
+        try:
+            if support.memory is not None:
+                memory = self._make(support.memory / name)
+                if support.version == 1:
+                    (memory / "memory.limit_in_bytes").write_text(str(self.memory_bytes))
+                    with contextlib.suppress(OSError):  # only where swap is accounted
+                        (memory / "memory.memsw.limit_in_bytes").write_text(str(self.memory_bytes))
+                else:
+                    (memory / "memory.max").write_text(str(self.memory_bytes))
+                    with contextlib.suppress(OSError):
+                        (memory / "memory.swap.max").write_text("0")
+            if support.pids is not None:
+                # v1: a group in the pids hierarchy; v2: the same group as memory
+                pids = self._make(support.pids / name) if support.version == 1 else self.dirs[0]
+                (pids / "pids.max").write_text(str(self.pids))
+            self._fds = [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+                         for d in self.dirs]
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _make(self, path: Path) -> Path:
+        path.mkdir()
+        self.dirs.append(path)
+        return path
+
+    def join(self) -> None:
+        """Move the calling process into the group(s); meant for ``preexec_fn``."""
+        for fd in self._fds:
+            os.write(fd, b"0")
+
+    def oom_killed(self) -> bool:
+        """Whether the memory limit killed something in this call."""
+        if not self.dirs or self.support.memory is None:
+            return False
+        memory = self.dirs[0]
+        try:
+            if self.support.version == 1:
+                events = (memory / "memory.oom_control").read_text()
+                counters = dict(line.split() for line in events.splitlines() if " " in line)
+                if "oom_kill" in counters:
+                    return int(counters["oom_kill"]) > 0
+                return int((memory / "memory.failcnt").read_text()) > 0
+            counters = dict(line.split() for line in
+                            (memory / "memory.events").read_text().splitlines())
+            return int(counters.get("oom_kill", "0")) > 0
+        except (OSError, ValueError):
+            return False
+
+    def _members(self) -> set[int]:
+        members: set[int] = set()
+        for directory in self.dirs:
+            with contextlib.suppress(OSError, ValueError):
+                members.update(int(pid) for pid in (directory / "cgroup.procs").read_text().split())
+        return members
+
+    def kill_all(self, timeout_s: float = 5.0) -> None:
+        """SIGKILL every process left in the group until it is empty."""
+        deadline = time.monotonic() + timeout_s
+        while (members := self._members()) and time.monotonic() < deadline:
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.005)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+        self.kill_all()
+        for directory in reversed(self.dirs):
+            for _ in range(200):  # a killed process leaves its group a moment after it dies
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.005)
+        self.dirs = []

@@ -1,0 +1,101 @@
+"""Per-call cgroups: a memory limit for the whole command instead of an address-space limit,
+a process limit per call, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import Tool
+from toolkeeper.builtins import cgroups
+from toolkeeper.builtins.cgroups import CallGroup
+from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
+from toolkeeper.builtins.sandbox import probe
+from toolkeeper.builtins.shell import shell_tool
+from toolkeeper.config import load_config
+from toolkeeper.config.gating import policy_from
+
+from .conftest import hand_over
+
+SUPPORT = cgroups.probe()
+pytestmark = pytest.mark.skipif(not (SUPPORT.available and probe().available),
+                                reason=f"no per-call cgroups: {SUPPORT.detail}")
+
+
+@pytest.fixture
+def ws(reachable: Path) -> Path:
+    root = reachable / "ws"
+    root.mkdir()
+    hand_over(root)
+    return root
+
+
+def shell(ws: Path, **policy: object) -> Tool:
+    return shell_tool(SecurityPolicy(workspace=ws, allowed_commands=(*DEFAULT_COMMANDS, "python3"),
+                                     **policy))  # type: ignore[arg-type]
+
+
+def run(tool: Tool, command: str) -> str:
+    return str(tool.run_raw({"command": command}))
+
+
+def _leftover_groups() -> list[Path]:
+    parents = {p for p in (SUPPORT.memory, SUPPORT.pids) if p is not None}
+    return [g for parent in parents for g in parent.glob(f"toolkeeper-{os.getpid()}-*")]
+
+
+def test_going_over_the_memory_limit_kills_the_command_and_says_which_rule(ws: Path) -> None:
+    out = run(shell(ws, max_memory_bytes=64 << 20),
+              "python3 -c \"x = bytearray(300 << 20); print('allocated')\"")
+    assert "allocated" not in out
+    assert "[killed: the command went over its memory limit of 64 MiB " \
+           "(rule security.max_memory_mb)]" in out
+    assert _leftover_groups() == []
+
+
+def test_reserving_address_space_is_not_mistaken_for_using_memory(ws: Path) -> None:
+    # Runtimes (JVMs, Go, V8) reserve far more address space than they use; an RLIMIT_AS of
+    # the memory limit would make this fail, the cgroup only counts what is touched.
+    out = run(shell(ws, max_memory_bytes=256 << 20),
+              "python3 -c \"import mmap; m = mmap.mmap(-1, 4 << 30); m[0] = 1; print('reserved')\"")
+    assert out.startswith("reserved"), out
+
+
+def test_the_memory_limit_covers_the_whole_call_not_each_process(ws: Path) -> None:
+    # Four processes of 40 MiB each stay under a per-process cap of 64 MiB but not under a
+    # call-wide 64 MiB limit.
+    (ws / "four.py").write_text(
+        "import os, time\n"
+        "for _ in range(2):\n    os.fork()\n"  # four processes
+        "x = bytearray(40 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\n"
+        "time.sleep(1)\nprint('survived', flush=True)\n")
+    out = run(shell(ws, max_memory_bytes=64 << 20), "python3 four.py")
+    assert "memory limit of 64 MiB" in out
+    assert out.count("survived") < 4
+
+
+def test_the_group_is_removed_after_every_call(ws: Path) -> None:
+    tool = shell(ws)
+    for _ in range(3):
+        assert run(tool, "echo hi").startswith("hi")
+    assert _leftover_groups() == []
+
+
+def test_a_call_group_kills_what_is_left_in_it(tmp_path: Path) -> None:
+    group = CallGroup(SUPPORT, memory_bytes=128 << 20, pids=16)
+    with group:
+        proc = subprocess.Popen(["sleep", "60"], preexec_fn=group.join)
+        time.sleep(0.1)
+        assert proc.pid in group._members()
+    assert proc.wait(timeout=5) == -9
+    assert _leftover_groups() == []
+
+
+def test_the_config_sets_the_memory_limit(tmp_path: Path) -> None:
+    (tmp_path / "toolkeeper.toml").write_text("[security]\nmax_memory_mb = 300\n")
+    policy = policy_from(load_config(tmp_path / "toolkeeper.toml"))
+    assert policy.max_memory_bytes == 300 << 20
