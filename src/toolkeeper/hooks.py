@@ -34,13 +34,21 @@ class HookManager:
     """
 
     def __init__(self) -> None:
-        self._hooks: dict[HookEvent, list[Hook]] = {}
+        # Tuples, replaced on change: dispatch iterates a snapshot without copying it.
+        self._hooks: dict[HookEvent, tuple[Hook, ...]] = {}
 
     def register(self, event: HookEvent | str, hook: Hook) -> Callable[[], None]:
         """Call ``hook(event, payload)`` on ``event``; returns a function that removes it."""
         key = HookEvent(event)
-        self._hooks.setdefault(key, []).append(hook)
-        return lambda: self._hooks[key].remove(hook) if hook in self._hooks[key] else None
+        self._hooks[key] = (*self._hooks.get(key, ()), hook)
+
+        def remove() -> None:
+            hooks = list(self._hooks.get(key, ()))
+            if hook in hooks:
+                hooks.remove(hook)
+                self._hooks[key] = tuple(hooks)
+
+        return remove
 
     def on(self, event: HookEvent | str) -> Callable[[Hook], Hook]:
         """Decorator form of ``register``."""
@@ -54,10 +62,10 @@ class HookManager:
         return bool(self._hooks.get(event))
 
     async def dispatch(self, event: HookEvent, payload: dict[str, Any]) -> None:
-        for hook in list(self._hooks.get(event, ())):
+        for hook in self._hooks.get(event, ()):
             try:
                 outcome = hook(event, payload)
-                if inspect.isawaitable(outcome):
+                if outcome is not None and inspect.isawaitable(outcome):
                     await outcome
             except Exception:
                 log.exception("hook %r for %s failed", hook, event.value)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import anyio
 import pytest
 
-from toolkeeper import ConfigError, HostedTool, ProviderDefinedTool, ToolResult, ToolRisk
+from toolkeeper import ConfigError, HostedTool, ProviderDefinedTool, ToolResult, ToolRisk, tool
 from toolkeeper.invoke import ChainPolicy, ToolCall, ToolInvoker
 from toolkeeper.invoke.gates import DEFAULT_GATES
 from toolkeeper.invoke.policy import ChainPolicy as Policy
@@ -157,3 +158,77 @@ async def test_a_session_of_another_invoker_is_refused() -> None:
 
     with pytest.raises(UsageError, match="another invoker"):
         await invoker().invoke(call("add", a=1, b=1), session=invoker().open_session())
+
+
+async def test_an_async_tool_past_its_deadline_is_stopped() -> None:
+    @tool(timeout=0.2)
+    async def nap(seconds: float) -> str:
+        """Sleeps without blocking the loop."""
+        await anyio.sleep(seconds)
+        return "woke"
+
+    inv = ToolInvoker(toolbox(nap))
+    started = time.monotonic()
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("nap", seconds=5), session=session)
+        quick = await inv.invoke(call("nap", seconds=0.01), session=session)
+    assert (result.status, result.error_code) == ("error", "timeout")
+    assert quick.text == "woke"
+    assert time.monotonic() - started < 2
+
+
+async def test_time_before_the_first_await_counts_against_the_deadline() -> None:
+    # The timer is armed only when the tool first suspends, but against the deadline fixed
+    # when the call entered the gate: blocking work before the await is not free time.
+    @tool(timeout=0.3)
+    async def busy_then_nap() -> str:
+        """Blocks the loop, then sleeps."""
+        time.sleep(0.25)
+        await anyio.sleep(1)
+        return "done"
+
+    inv = ToolInvoker(toolbox(busy_then_nap))
+    started = time.monotonic()
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("busy_then_nap"), session=session)
+    assert result.error_code == "timeout"
+    assert time.monotonic() - started < 0.6
+
+
+async def test_a_tool_that_never_suspends_leaves_no_timer_behind() -> None:
+    import asyncio
+
+    inv = invoker()
+    loop = asyncio.get_running_loop()
+    async with inv.open_session() as session:
+        before = len(loop._scheduled)  # type: ignore[attr-defined]
+        for _ in range(50):
+            assert (await inv.invoke(call("add_inline", a=1, b=2), session=session)).text == "3"
+        assert len(loop._scheduled) == before  # type: ignore[attr-defined]
+
+
+async def test_cancelling_a_suspended_async_tool_propagates_and_is_traced() -> None:
+    @tool(timeout=10)
+    async def wait_forever() -> str:
+        """Never returns."""
+        await anyio.sleep_forever()
+        return "never"
+
+    inv = ToolInvoker(toolbox(wait_forever))
+    async with inv.open_session() as session:
+        with anyio.move_on_after(0.1) as scope:
+            await inv.invoke(call("wait_forever"), session=session)
+        assert scope.cancelled_caught
+        (record,) = session.trace
+        assert record.error_code == "cancelled"
+
+
+def test_evolve_copies_every_field_of_an_invocation() -> None:
+    from toolkeeper.invoke.state import _FIELDS, Invocation
+
+    values = {name: object() for name in _FIELDS}
+    original = Invocation(**values)  # type: ignore[arg-type]
+    copy = original.evolve(approval_id="a-1")
+    assert copy is not original
+    assert {n: getattr(copy, n) for n in _FIELDS} == {**values, "approval_id": "a-1"}
+    assert original.approval_id is values["approval_id"]

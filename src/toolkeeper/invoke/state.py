@@ -52,8 +52,12 @@ class Invocation:
     def evolve(self, **changes: Any) -> Invocation:
         """A copy with some fields changed (the hot path avoids ``dataclasses.replace``)."""
         new = object.__new__(Invocation)
-        for name in _FIELDS:
-            setattr(new, name, changes[name] if name in changes else getattr(self, name))
+        new.call, new.session, new.invoker = self.call, self.session, self.invoker
+        new.ctx, new.progress_sink, new.tool = self.ctx, self.progress_sink, self.tool
+        new.arguments, new.resolved = self.arguments, self.resolved
+        new.approval_id, new.pre_approved = self.approval_id, self.pre_approved
+        for name, value in changes.items():
+            setattr(new, name, value)
         return new
 
     def context(self) -> ToolContext:
@@ -65,6 +69,8 @@ class Invocation:
 
 
 _FIELDS = tuple(f.name for f in fields(Invocation))
+# ``evolve`` copies the fields one by one for speed; a field added to the class must be added
+# there too (a test compares the two).
 Next = Callable[[Invocation], Awaitable[InvocationResult]]
 
 

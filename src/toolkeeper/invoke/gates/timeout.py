@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Generator
+from typing import Any
 
 import anyio
 
@@ -22,7 +24,8 @@ class TimeoutGate(Gate):
         limit = max(0.0, min(limit, inv.session.remaining_s()))
         try:
             if _on_asyncio():
-                return await _asyncio_deadline(call_next(inv), limit)
+                deadline = asyncio.get_running_loop().time() + limit
+                return await _Deadline(call_next(inv), deadline)
             with anyio.fail_after(limit):
                 return await call_next(inv)
         except TimeoutError:
@@ -38,27 +41,53 @@ def _on_asyncio() -> bool:
         return False
 
 
-async def _asyncio_deadline(awaitable: object, limit: float) -> InvocationResult:
-    """``asyncio.timeout`` without its per-call overhead: one timer handle, cancelled after.
+class _Deadline:
+    """Await a coroutine under an absolute deadline, arming the timer only if it suspends.
 
-    The timer cancels the current task; only a cancellation the timer caused becomes a
-    ``TimeoutError`` — any other cancellation propagates untouched.
+    A coroutine that finishes without ever yielding to the loop cannot be interrupted by any
+    timer (the loop never runs), so it needs none; most tool calls of the hot path are like that.
+    The deadline is fixed when the gate is entered, so arming late never extends it. The timer
+    cancels the current task; only a cancellation the timer caused becomes a ``TimeoutError`` —
+    any other cancellation propagates untouched.
     """
-    task = asyncio.current_task()
-    assert task is not None
-    fired = False
 
-    def expire() -> None:
-        nonlocal fired
-        fired = True
-        task.cancel()
+    __slots__ = ("awaitable", "deadline", "fired", "task")
 
-    handle = asyncio.get_running_loop().call_later(limit, expire)
-    try:
-        return await awaitable  # type: ignore[misc, no-any-return]
-    except asyncio.CancelledError:
-        if fired and task.uncancel() == 0:
-            raise TimeoutError from None
-        raise
-    finally:
-        handle.cancel()
+    def __init__(self, awaitable: Awaitable[InvocationResult], deadline: float) -> None:
+        self.awaitable = awaitable
+        self.deadline = deadline
+        self.fired = False
+        self.task: asyncio.Task[Any] | None = None
+
+    def _expire(self) -> None:
+        self.fired = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def __await__(self) -> Generator[Any, Any, InvocationResult]:
+        coro = self.awaitable.__await__()
+        try:
+            yielded = coro.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        self.task = asyncio.current_task()
+        handle = asyncio.get_running_loop().call_at(self.deadline, self._expire)
+        try:
+            while True:
+                try:
+                    value = yield yielded
+                except GeneratorExit:
+                    coro.close()
+                    raise
+                except BaseException as exc:
+                    yielded = coro.throw(exc)
+                else:
+                    yielded = coro.send(value)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except asyncio.CancelledError:
+            if self.fired and self.task is not None and self.task.uncancel() == 0:
+                raise TimeoutError from None
+            raise
+        finally:
+            handle.cancel()
