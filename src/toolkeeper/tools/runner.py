@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
-import anyio.to_thread
+from .threads import run_in_worker
 
 __all__ = ["call_async", "call_sync", "run_coroutine_sync"]
 
@@ -56,7 +56,7 @@ async def call_async(
     args, kw = _bind(kwargs, binding)
     if in_thread:
         # A thread cannot be stopped: on timeout or cancellation it is abandoned, its result ignored.
-        value = await anyio.to_thread.run_sync(partial(func, *args, **kw), abandon_on_cancel=True)
+        value = await run_in_worker(partial(func, *args, **kw))
     else:
         value = func(*args, **kw)
     if inspect.isawaitable(value):
