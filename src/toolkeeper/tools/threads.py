@@ -66,14 +66,17 @@ class _Pool:
             if job is None:
                 return
             loop, future, context, func = job
+            error: BaseException | None = None
             try:
                 value = context.run(func)
             except BaseException as exc:  # handed to the awaiting task
-                _deliver(loop, future, None, exc)
-            else:
-                _deliver(loop, future, value, None)
+                value, error = None, exc
+            # Idle before the caller hears back, so its next job finds this worker instead of
+            # starting another one.
             with self.lock:
                 self.idle += 1
+            _deliver(loop, future, value, error)
+            del job, future, value, error  # hold no reference while waiting
 
 
 def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: Any,
