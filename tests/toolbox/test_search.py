@@ -93,3 +93,18 @@ def test_search_hint_and_aliases_are_indexed() -> None:
 def test_empty_queries_and_empty_catalogs_give_no_hits() -> None:
     assert catalog().search("   ") == []
     assert Toolbox().search("anything") == []
+
+
+def test_parameter_enum_values_and_nested_parameters_are_indexed() -> None:
+    convert = Tool(name="convert_reading", description="Convert a sensor reading.", parameters={
+        "type": "object", "properties": {
+            "unit": {"type": "string", "enum": ["fahrenheit", "kelvin"]},
+            "target": {"type": "object", "properties": {
+                "device": {"type": "string", "description": "the thermostat to update"}}},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["greenhouse"]}},
+        }})
+    tb = Toolbox([convert, send_email, get_weather, render_chart])
+    assert tb.search("in fahrenheit please")[0].name == "convert_reading"
+    assert tb.search("thermostat")[0].name == "convert_reading"
+    hit = tb.search("greenhouse")[0]
+    assert hit.name == "convert_reading" and "bm25" in hit.signals

@@ -67,13 +67,28 @@ def entry_doc(entry: CatalogEntry, description: str | None = None) -> SearchDoc:
     tool = entry.tool
     params = getattr(tool, "parameters", None) or {}
     parts: list[str] = []
-    for pname, schema in (params.get("properties") or {}).items():
-        parts.append(pname)
-        if isinstance(schema, dict) and isinstance(schema.get("description"), str):
-            parts.append(schema["description"])
+    _param_words(params, parts, depth=0)
     metadata = getattr(tool, "metadata", None)
     hint = getattr(metadata, "search_hint", "") or ""
     text = description if description is not None else getattr(tool, "description", "")
     names = " ".join([entry.name, getattr(tool, "method_name", None) or "", *entry.aliases])
     return SearchDoc(name=names, description=f"{text} {hint}".strip(), params=" ".join(parts),
                      tags=tuple(sorted(entry.tags)), category=entry.category)
+
+
+def _param_words(schema: dict[str, Any], parts: list[str], depth: int) -> None:
+    """Parameter names, descriptions and string enum values, nested objects and array items
+    included (two levels): what a request mentions about its arguments ("in fahrenheit")."""
+    for name, sub in (schema.get("properties") or {}).items():
+        parts.append(name)
+        if not isinstance(sub, dict):
+            continue
+        if isinstance(sub.get("description"), str):
+            parts.append(sub["description"])
+        for node in (sub, sub.get("items")):
+            if isinstance(node, dict) and isinstance(node.get("enum"), list):
+                parts.extend(v for v in node["enum"][:20] if isinstance(v, str))
+        if depth < 1:
+            for node in (sub, sub.get("items")):
+                if isinstance(node, dict) and isinstance(node.get("properties"), dict):
+                    _param_words(node, parts, depth + 1)

@@ -19,7 +19,7 @@ from .tokenize import tokenize
 
 __all__ = ["SearchDoc", "SearchHit", "SearchIndex", "SearchOptions"]
 
-FIELD_BOOSTS = {"name": 1.0, "tags": 1.0, "category": 1.0, "description": 1.0, "params": 0.3}
+FIELD_BOOSTS = {"name": 1.0, "tags": 1.0, "category": 1.0, "description": 1.0, "params": 1.0}
 _CANDIDATES = 60
 
 
@@ -42,7 +42,7 @@ class SearchOptions:
     tag_boost: float = 0.15
     category_boost: float = 0.15
     semantic: Any = None
-    semantic_weight: float = 3.0
+    semantic_weight: float = 6.0
 
     @classmethod
     def bm25_only(cls) -> SearchOptions:
