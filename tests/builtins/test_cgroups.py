@@ -99,3 +99,16 @@ def test_the_config_sets_the_memory_limit(tmp_path: Path) -> None:
     (tmp_path / "toolkeeper.toml").write_text("[security]\nmax_memory_mb = 300\n")
     policy = policy_from(load_config(tmp_path / "toolkeeper.toml"))
     assert policy.max_memory_bytes == 300 << 20
+
+
+def test_a_group_that_cannot_be_made_falls_back_to_address_space_limits(
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: CallGroup) -> CallGroup:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CallGroup, "__enter__", refuse)
+    tool = shell(ws, max_memory_bytes=256 << 20)
+    assert run(tool, "echo still-runs").startswith("still-runs")
+    out = run(tool, "python3 -c \"import mmap; m = mmap.mmap(-1, 4 << 30); print('reserved')\"")
+    assert "reserved" not in out
+    assert "Cannot allocate memory" in out or "MemoryError" in out, out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import resource
 import select
@@ -35,6 +36,7 @@ from .seccomp_filter import bpf_fd
 __all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_landlocked",
            "run_sandboxed", "run_unconfined"]
 
+log = logging.getLogger("toolkeeper.sandbox")
 UNPRIVILEGED_UID = 65534
 KILL_GRACE_S = 3.0
 _SYSTEM_PATH = "/usr/bin:/bin"
@@ -51,7 +53,6 @@ class SandboxResult:
     timed_out: bool
     duration_s: float
     oom_killed: bool = False
-    memory_limit: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,8 +101,17 @@ def _call_group(limits: Limits) -> Iterator[CallGroup | None]:
     if not support.available:
         yield None
         return
-    with CallGroup(support, memory_bytes=limits.memory, pids=limits.processes) as group:
+    group = CallGroup(support, memory_bytes=limits.memory, pids=limits.processes)
+    try:
+        group.__enter__()
+    except OSError as exc:  # the host took the right away since the probe: per-process limits
+        log.warning("no cgroup for this call (%s); limiting address space instead", exc)
+        yield None
+        return
+    try:
         yield group
+    finally:
+        group.__exit__(None, None, None)
 
 
 def _pinned_binds(workspace: Path, read_only: Sequence[str]) -> list[str]:
@@ -287,7 +297,7 @@ def _run(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeout_s: f
     return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), truncated=truncated,
                          timed_out=timed_out, duration_s=time.monotonic() - started,
-                         oom_killed=oom, memory_limit=limits.memory if oom else None)
+                         oom_killed=oom)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
