@@ -148,6 +148,31 @@ def per_call_us(runner: Runner, calls: int, rounds: int) -> float:
     return anyio.run(measure)
 
 
+def handoffs() -> dict[str, Runner]:
+    """The bare thread hand-off of a no-op function, without any tool layer around it."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from toolkeeper.tools.threads import run_in_worker
+
+    executor = ThreadPoolExecutor(4)
+
+    def noop() -> None:
+        return None
+
+    async def pool() -> Any:
+        return await run_in_worker(noop)
+
+    async def to_thread() -> Any:
+        return await anyio.to_thread.run_sync(noop)
+
+    async def executor_run() -> Any:
+        return await asyncio.get_running_loop().run_in_executor(executor, noop)
+
+    return {"toolkeeper worker pool": pool, "anyio.to_thread.run_sync": to_thread,
+            "loop.run_in_executor": executor_run}
+
+
 def lookup_us(size: int) -> float:
     tools = [Tool(name=f"tool_{i}", parameters={"type": "object", "properties": {}})
              for i in range(size)]
@@ -203,6 +228,8 @@ def main() -> None:
                 print(f"skipping {name} ({kind}): {exc!r}", file=sys.stderr)
     rows.append(("floor", "pydantic TypeAdapter + call", per_call_us(floor(), args.calls,
                                                                       args.rounds)))
+    for name, runner in handoffs().items():
+        rows.append(("bare hand-off", name, per_call_us(runner, args.calls, args.rounds)))
     print(f"Python {sys.version.split()[0]}, {args.calls} calls x {args.rounds} rounds (median)\n")
     print("| tool kind | call path | µs per call | ÷ toolkeeper |")
     print("|---|---|---:|---:|")

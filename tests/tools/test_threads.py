@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +104,21 @@ def test_a_forked_child_gets_a_working_pool() -> None:
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_an_abandoned_call_does_not_keep_the_process_from_exiting(tmp_path: Path) -> None:
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        "import asyncio, threading\n"
+        "from toolkeeper.tools.threads import run_in_worker\n"
+        "async def main():\n"
+        "    try:\n"
+        "        await asyncio.wait_for(run_in_worker(threading.Event().wait), 0.2)\n"
+        "    except asyncio.TimeoutError:\n"
+        "        print('abandoned', flush=True)\n"
+        "asyncio.run(main())\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=30)
+    assert done.stdout.strip() == "abandoned" and done.returncode == 0
+    assert time.monotonic() - started < 20

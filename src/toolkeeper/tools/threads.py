@@ -1,13 +1,21 @@
 """Worker threads for sync tools: a lean hand-off from the event loop and back.
 
-``anyio.to_thread.run_sync`` and ``loop.run_in_executor`` cost about 115 µs per call here, most of
-it bookkeeping around the two thread wake-ups that any hand-off needs. This pool keeps only those:
-a job goes to an idle worker through a ``queue.SimpleQueue``, the result comes back with one
-``loop.call_soon_threadsafe`` (about 50 µs in all). Workers start on demand up to
-``MAX_WORKERS`` (jobs beyond that wait in the queue, like anyio's default limiter of 40), retire
-after ``IDLE_S`` without work, carry the caller's ``contextvars`` context, and are rebuilt after
-``fork``. A call whose awaiting task is cancelled is abandoned: the thread finishes and its
-result is dropped (a thread cannot be stopped). Other event loops than asyncio's use anyio.
+A job goes to an idle worker through a ``queue.SimpleQueue``; the result comes back with one
+``loop.call_soon_threadsafe`` — the two thread wake-ups any hand-off needs and little else (on
+par with ``loop.run_in_executor``, about 1.4× faster than ``anyio.to_thread.run_sync``; see
+``benchmarks/bench_invoke.py``). What the standard executor does not give:
+
+- workers are daemon threads, so a call abandoned on timeout or cancellation (a thread cannot be
+  stopped) never keeps the process from exiting — ``ThreadPoolExecutor`` joins its workers at
+  exit and would hang there;
+- the pool is rebuilt after ``fork`` (an inherited executor believes in threads the child does not
+  have, and its jobs never run);
+- workers start on demand up to ``MAX_WORKERS`` (jobs beyond that wait in the queue, like anyio's
+  default limiter of 40) and retire after ``IDLE_S`` without work;
+- each job runs in the caller's ``contextvars`` context.
+
+A call whose awaiting task is cancelled is abandoned: the thread finishes and its result is
+dropped. Event loops other than asyncio's use anyio.
 """
 
 from __future__ import annotations
