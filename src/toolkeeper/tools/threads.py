@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio.to_thread
 
-__all__ = ["MAX_WORKERS", "run_in_worker"]
+__all__ = ["MAX_WORKERS", "on_asyncio", "run_in_worker"]
 
 MAX_WORKERS = 40
 IDLE_S = 10.0
@@ -42,7 +42,7 @@ _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Conte
 
 class _Pool:
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.workers = 0
         self.idle = 0
@@ -71,8 +71,6 @@ class _Pool:
                         self.workers -= 1
                         return
                 continue
-            if job is None:
-                return
             loop, future, context, func = job
             error: BaseException | None = None
             try:
@@ -113,7 +111,8 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _on_asyncio() -> bool:
+def on_asyncio() -> bool:
+    """Whether the caller runs in an asyncio task (not trio, not plain sync code)."""
     try:
         return asyncio.current_task() is not None
     except RuntimeError:
@@ -122,7 +121,7 @@ def _on_asyncio() -> bool:
 
 async def run_in_worker(func: Callable[[], Any]) -> Any:
     """Run ``func()`` in a worker thread and return (or raise) what it did."""
-    if not _on_asyncio():
+    if not on_asyncio():
         return await anyio.to_thread.run_sync(func, abandon_on_cancel=True)
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()

@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from ...errors import ToolTimeoutError
+from ...tools.threads import on_asyncio
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -23,7 +24,7 @@ class TimeoutGate(Gate):
         limit = getattr(inv.tool.metadata, "timeout", None) or policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
         try:
-            if _on_asyncio():
+            if on_asyncio():
                 deadline = asyncio.get_running_loop().time() + limit
                 return await _Deadline(call_next(inv), deadline)
             with anyio.fail_after(limit):
@@ -32,13 +33,6 @@ class TimeoutGate(Gate):
             raise ToolTimeoutError(
                 f"tool '{inv.call.name}' did not finish within {limit:g} s and was stopped; it may "
                 "have had partial effects", tool_name=inv.call.name) from None
-
-
-def _on_asyncio() -> bool:
-    try:
-        return asyncio.current_task() is not None
-    except RuntimeError:
-        return False
 
 
 class _Deadline:
