@@ -240,3 +240,27 @@ def test_a_symlinked_protected_path_never_brings_an_outside_file_in(ws: Path, ba
     (ws / ".git").symlink_to(outside)
     out = run(shell(ws), "cat .git/config; echo done")
     assert "OUTSIDE-CONFIG" not in out and "done" in out
+
+
+@pytest.mark.parametrize("launch", ["exec helpers", "preexec_fn fallback"])
+def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
+        ws: Path, launch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkeeper.builtins import sandbox
+
+    if launch == "preexec_fn fallback":
+        monkeypatch.setattr(sandbox, "_exec_helpers", lambda: None)
+    elif sandbox._exec_helpers() is None:
+        pytest.skip("prlimit/setpriv are not installed")
+    result = sandbox.run_confined(ws, ["sh", "-c", "cat /proc/self/status /proc/self/limits"],
+                                  timeout_s=5, limits=sandbox.Limits(cpu_s=7, processes=99))
+    status = result.stdout
+    if os.geteuid() == 0:
+        assert f"Uid:\t{UNPRIVILEGED_UID}\t{UNPRIVILEGED_UID}\t{UNPRIVILEGED_UID}" in status
+        assert f"Gid:\t{UNPRIVILEGED_UID}\t{UNPRIVILEGED_UID}\t{UNPRIVILEGED_UID}" in status
+    assert "CapEff:\t0000000000000000" in status
+    groups = next(line for line in status.splitlines() if line.startswith("Groups:"))
+    assert groups.split(":", 1)[1].strip() == ""
+    limits = {" ".join(line.split()[:-3]): line.split()[-3:-1] for line in status.splitlines()
+              if line.startswith("Max ")}
+    assert limits["Max cpu time"] == ["7", "8"] and limits["Max processes"] == ["99", "99"]
+    assert limits["Max core file size"] == ["0", "0"] and limits["Max open files"] == ["256", "256"]

@@ -163,6 +163,10 @@ class CallGroup:
         self.dirs.append(path)
         return path
 
+    def procs_files(self) -> list[str]:
+        """The ``cgroup.procs`` file of each group (writing ``0`` there joins it)."""
+        return [str(directory / "cgroup.procs") for directory in self.dirs]
+
     def join(self) -> None:
         """Move the calling process into the group(s); meant for ``preexec_fn``."""
         for fd in self._fds:
