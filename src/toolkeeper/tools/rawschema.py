@@ -197,7 +197,8 @@ def _float_for_int(value: Any, type_name: str) -> bool:
     return type_name == "integer" and isinstance(value, float)
 
 
-def _accepts_null(schema: Any) -> bool:
+def accepts_null(schema: Any) -> bool:
+    """Whether ``null`` is a valid value for ``schema``."""
     if not isinstance(schema, dict) or not schema:
         return True
     kind = schema.get("type")
@@ -205,7 +206,7 @@ def _accepts_null(schema: Any) -> bool:
         return True
     if kind is None and "$ref" not in schema:
         options = schema.get("anyOf") or schema.get("oneOf") or []
-        return not options or any(_accepts_null(o) for o in options)
+        return not options or any(accepts_null(o) for o in options)
     return False
 
 
@@ -230,7 +231,7 @@ def drop_optional_nulls(value: Any, schema: Any, defs: dict[str, Any] | None = N
     out = {}
     for key, item in value.items():
         sub = props.get(key)
-        if item is None and key not in required and sub is not None and not _accepts_null(sub):
+        if item is None and key not in required and sub is not None and not accepts_null(sub):
             continue
         out[key] = drop_optional_nulls(item, sub, defs) if isinstance(item, dict) else item
     return out

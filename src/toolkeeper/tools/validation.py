@@ -14,8 +14,10 @@ import jsonschema_rs
 from pydantic import ValidationError
 
 from ..errors import InvalidArgumentsError, SchemaError
-from .rawschema import coerce_arguments, drop_optional_nulls
+from .rawschema import accepts_null, coerce_arguments, drop_optional_nulls
 from .signature import FunctionInfo
+
+_SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
 __all__ = ["ArgumentValidator", "FunctionArgumentValidator", "SchemaArgumentValidator"]
 
@@ -98,11 +100,24 @@ class FunctionArgumentValidator:
         self._unknown = unknown
         self._known = {p.name for p in info.params}
         self._fields = [(f"p{i}", p.name) for i, p in enumerate(info.params)]
+        props = info.parameters.get("properties") or {}
+        required = set(info.parameters.get("required") or ())
+        # Whether dropping optional nulls can ever change a call: some optional property cannot
+        # be null, or some property may hold an object (whose own properties might).
+        self._may_drop = any(
+            (name not in required and not accepts_null(sub))
+            or not isinstance(sub, dict) or sub.get("type") not in _SCALAR_TYPES
+            for name, sub in props.items())
 
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        _check_mapping(self._tool, arguments)
-        args, problems = _split_unknown(arguments, self._known, self._unknown)
-        args = drop_optional_nulls(args, self._info.parameters)
+        problems: list[dict[str, Any]]
+        if type(arguments) is dict and arguments.keys() <= self._known:
+            args, problems = arguments, []  # the common case: a plain dict of known names
+        else:
+            _check_mapping(self._tool, arguments)
+            args, problems = _split_unknown(arguments, self._known, self._unknown)
+        if self._may_drop:
+            args = drop_optional_nulls(args, self._info.parameters)
         try:
             model = self._info.args_model.model_validate(args)
         except ValidationError as exc:
