@@ -248,8 +248,8 @@ def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
     from toolkeeper.builtins import sandbox
 
     if launch == "preexec_fn fallback":
-        monkeypatch.setattr(sandbox, "_exec_helpers", lambda: None)
-    elif sandbox._exec_helpers() is None:
+        monkeypatch.setattr(sandbox, "exec_helpers", lambda: None)
+    elif sandbox.exec_helpers() is None:
         pytest.skip("prlimit/setpriv are not installed")
     result = sandbox.run_confined(ws, ["sh", "-c", "cat /proc/self/status /proc/self/limits"],
                                   timeout_s=5, limits=sandbox.Limits(cpu_s=7, processes=99))

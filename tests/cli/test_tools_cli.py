@@ -78,5 +78,5 @@ def test_tools_explain_lists_included_and_excluded_with_reasons(tmp_path: Path) 
 def test_doctor_reports_the_sandbox() -> None:
     result = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
     assert "bubblewrap sandbox" in result.stdout and "openat2" in result.stdout
-    assert "per-call cgroups" in result.stdout
+    assert "per-call cgroups" in result.stdout and "prlimit + setpriv" in result.stdout
     assert result.exit_code in (0, 1)

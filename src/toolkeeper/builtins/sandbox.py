@@ -115,7 +115,7 @@ def _call_group(limits: Limits) -> Iterator[CallGroup | None]:
 
 
 @functools.lru_cache(maxsize=1)
-def _exec_helpers() -> tuple[str, str] | None:
+def exec_helpers() -> tuple[str, str] | None:
     """util-linux's ``prlimit`` and ``setpriv``, when installed (Debian: always)."""
     prlimit = shutil.which("prlimit", path=_SYSTEM_PATH)
     setpriv = shutil.which("setpriv", path=_SYSTEM_PATH)
@@ -138,7 +138,7 @@ def _limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_r
     ``setpriv`` (``--reuid/--regid --clear-groups``; the saved uid follows at exec) — and the
     ``preexec_fn`` is only the fallback where those are not installed.
     """
-    helpers = _exec_helpers()
+    helpers = exec_helpers()
     root = drop_root and os.geteuid() == 0
     if helpers is None:
         return argv, functools.partial(_preexec, limits, group, drop_root=drop_root)

@@ -19,11 +19,15 @@ def doctor() -> None:
     as."""
     from ..builtins.cgroups import probe as cgroup_probe
     from ..builtins.fs import openat2
-    from ..builtins.sandbox import probe
+    from ..builtins.sandbox import exec_helpers, probe
 
     table = Table("check", "result", "detail")
     report = probe()
     table.add_row("bubblewrap sandbox", _mark(report.available), report.detail)
+    helpers = exec_helpers()
+    table.add_row("prlimit + setpriv", _mark(helpers is not None),
+                  " ".join(helpers) if helpers is not None else "util-linux is missing: every "
+                  "command forks the whole host process to set its limits (slower)")
     groups = cgroup_probe()
     table.add_row("per-call cgroups", _mark(groups.available), groups.detail if groups.available
                   else f"{groups.detail}; memory is limited per process (RLIMIT_AS) instead")
