@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -112,3 +113,32 @@ def test_a_group_that_cannot_be_made_falls_back_to_address_space_limits(
     out = run(tool, "python3 -c \"import mmap; m = mmap.mmap(-1, 4 << 30); print('reserved')\"")
     assert "reserved" not in out
     assert "Cannot allocate memory" in out or "MemoryError" in out, out
+
+
+@pytest.mark.skipif(SUPPORT.pids is None, reason="no per-call pids groups")
+def test_one_calls_fork_bomb_neither_outgrows_its_group_nor_starves_another_call(ws: Path) -> None:
+    script = "import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass"
+    outcome: dict[str, str] = {}
+
+    def bomb() -> None:
+        try:
+            run(shell(ws, shell_timeout_s=3), f"python3 -c \"exec('{script}')\" tk-pids-bomb")
+        except Exception as exc:  # the timeout
+            outcome["bomb"] = type(exc).__name__
+
+    thread = threading.Thread(target=bomb)
+    thread.start()
+    time.sleep(1.0)
+    running = len([pid for pid in os.listdir("/proc") if pid.isdigit()
+                   and b"tk-pids-bomb" in _cmdline(pid)])
+    assert run(shell(ws), "echo other call") == "other call\n\n[exit code 0]"
+    thread.join()
+    assert outcome["bomb"] == "SandboxLimitError"
+    assert 0 < running <= 128  # Limits.processes, the call's pids.max
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""

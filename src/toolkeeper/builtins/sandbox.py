@@ -39,6 +39,8 @@ __all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_landl
 log = logging.getLogger("toolkeeper.sandbox")
 UNPRIVILEGED_UID = 65534
 KILL_GRACE_S = 3.0
+CONCURRENT_CALLS = 8
+"""Calls whose processes RLIMIT_NPROC leaves room for when per-call pids groups exist."""
 _SYSTEM_PATH = "/usr/bin:/bin"
 
 
@@ -88,9 +90,19 @@ def _preexec(limits: Limits, group: CallGroup | None = None, *, drop_root: bool 
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    nproc = _nproc(limits, group)
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     if group is None or group.support.memory is None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+
+
+def _nproc(limits: Limits, group: CallGroup | None) -> int:
+    """RLIMIT_NPROC counts every process of the sandbox uid, across concurrent calls: with a
+    per-call ``pids.max`` bounding each call, it is only a backstop, so one call's fork bomb
+    does not starve the others."""
+    if group is not None and group.support.pids is not None:
+        return limits.processes * CONCURRENT_CALLS
+    return limits.processes
 
 
 @contextlib.contextmanager
@@ -148,7 +160,7 @@ def _limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_r
         prefix += ["/bin/sh", "-c", _JOIN_GROUPS, "sh", *group.procs_files(), "--"]
     prefix += [prlimit, "--core=0", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
                f"--fsize={limits.file_bytes}", f"--nofile={limits.open_files}",
-               f"--nproc={limits.processes}"]
+               f"--nproc={_nproc(limits, group)}"]
     if group is None or group.support.memory is None:
         prefix.append(f"--as={limits.memory}")
     prefix.append("--")
