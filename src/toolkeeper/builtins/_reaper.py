@@ -96,12 +96,25 @@ def _resolve(program: str) -> str:
 
 
 def _children() -> list[int]:
+    """This process's children: from ``/proc/PID/task/PID/children`` where the kernel has it,
+    else by scanning every ``/proc/N/stat`` for this parent."""
     pid = os.getpid()
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as listing:
             return [int(child) for child in listing.read().split()]
     except OSError:
-        return []
+        pass
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if parent == pid:
+                found.append(int(entry))
+    return found
 
 
 def kill_all() -> None:
