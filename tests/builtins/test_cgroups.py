@@ -139,3 +139,20 @@ def test_one_calls_fork_bomb_neither_outgrows_its_group_nor_starves_another_call
     assert outcome["bomb"] == "SandboxLimitError"
     assert (group / "pids.max").exists() is False  # removed after the call
     assert 0 < current <= 128 and hit > 0  # Limits.processes is the call's pids.max
+
+
+def test_groups_left_by_a_dead_host_are_swept() -> None:
+    assert SUPPORT.memory is not None
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = SUPPORT.memory / f"toolkeeper-{gone.pid}-0"
+    alive = SUPPORT.memory / f"toolkeeper-{os.getppid()}-999"
+    stale.mkdir()
+    alive.mkdir()
+    try:
+        assert cgroups.sweep_stale(SUPPORT.memory) == [stale]
+        assert not stale.exists() and alive.exists()
+    finally:
+        for group in (stale, alive):
+            if group.exists():
+                group.rmdir()

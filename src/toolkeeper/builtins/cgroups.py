@@ -86,9 +86,30 @@ def _try_group(parent: Path, files: dict[str, str]) -> str | None:
     return None
 
 
+def sweep_stale(parent: Path) -> list[Path]:
+    """Remove the empty groups that toolkeeper processes no longer running left under
+    ``parent`` (a host killed in the middle of a call cannot remove its own); returns them."""
+    removed = []
+    for group in parent.glob("toolkeeper-*-*"):
+        owner = group.name.split("-")[1]
+        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        with contextlib.suppress(OSError):  # not empty, or already gone
+            group.rmdir()
+            removed.append(group)
+    return removed
+
+
 @functools.lru_cache(maxsize=1)
 def probe() -> CgroupSupport:
-    """What this host allows, probed once per process."""
+    """What this host allows, probed once per process (stale groups of dead hosts swept)."""
+    support = _probe()
+    for parent in {path for path in (support.memory, support.pids) if path is not None}:
+        sweep_stale(parent)
+    return support
+
+
+def _probe() -> CgroupSupport:
     try:
         own, mounts = _own_groups(), _mounts()
     except OSError as exc:
