@@ -162,3 +162,21 @@ def test_run_returns_an_error_string_and_run_raw_raises() -> None:
     assert t.run({"customer": "ada"}).startswith("Error executing order: invalid arguments")
     with pytest.raises(InvalidArgumentsError):
         t.run_raw({"customer": "ada"})
+
+
+def test_the_optional_null_pass_is_skipped_only_where_it_cannot_matter() -> None:
+    from toolkeeper.tools.validation import _scalar
+
+    assert _scalar({"type": "integer"}) and _scalar({"type": ["string", "null"]})
+    assert not _scalar({"type": ["object", "null"]}) and not _scalar({"anyOf": []})
+    assert not _scalar({"type": [{"bad": 1}]}) and not _scalar("integer")
+
+    def plain(a: int, b: int) -> int:
+        return a + b
+
+    def optional(a: int, n: int = 5, inner: dict[str, int] | None = None) -> int:
+        return a + n
+
+    assert Tool.from_function(plain).validate_arguments({"a": 1, "b": 2}) == {"a": 1, "b": 2}
+    tool = Tool.from_function(optional)
+    assert tool.validate_arguments({"a": 1, "n": None})["n"] == 5  # null means "not given"

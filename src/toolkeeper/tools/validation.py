@@ -19,6 +19,14 @@ from .signature import FunctionInfo
 
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
+
+def _scalar(schema: Any) -> bool:
+    """Whether a property schema admits only scalars (a plain ``type`` of string, number…)."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(kind, list):
+        return all(isinstance(k, str) and k in _SCALAR_TYPES for k in kind)
+    return isinstance(kind, str) and kind in _SCALAR_TYPES
+
 __all__ = ["ArgumentValidator", "FunctionArgumentValidator", "SchemaArgumentValidator"]
 
 THINK_FIELD = "toolcall_reason"
@@ -105,8 +113,7 @@ class FunctionArgumentValidator:
         # Whether dropping optional nulls can ever change a call: some optional property cannot
         # be null, or some property may hold an object (whose own properties might).
         self._may_drop = any(
-            (name not in required and not accepts_null(sub))
-            or not isinstance(sub, dict) or sub.get("type") not in _SCALAR_TYPES
+            (name not in required and not accepts_null(sub)) or not _scalar(sub)
             for name, sub in props.items())
 
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
