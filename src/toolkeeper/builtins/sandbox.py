@@ -127,11 +127,11 @@ def _call_group(limits: Limits) -> Iterator[CallGroup | None]:
 
 
 @functools.lru_cache(maxsize=1)
-def exec_helpers() -> tuple[str, str] | None:
-    """util-linux's ``prlimit`` and ``setpriv``, when installed (Debian: always)."""
-    prlimit = shutil.which("prlimit", path=_SYSTEM_PATH)
-    setpriv = shutil.which("setpriv", path=_SYSTEM_PATH)
-    return (prlimit, setpriv) if prlimit and setpriv else None
+def exec_helpers() -> tuple[str, str, str] | None:
+    """util-linux's ``prlimit`` and ``setpriv`` and a POSIX ``sh``, when installed (Debian:
+    always)."""
+    found = tuple(shutil.which(name, path=_SYSTEM_PATH) for name in ("prlimit", "setpriv", "sh"))
+    return found if all(found) else None  # type: ignore[return-value]
 
 
 # Moves the shell into each cgroup named before "--", then becomes the rest of the command line.
@@ -154,10 +154,10 @@ def _limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_r
     root = drop_root and os.geteuid() == 0
     if helpers is None:
         return argv, functools.partial(_preexec, limits, group, drop_root=drop_root)
-    prlimit, setpriv = helpers
+    prlimit, setpriv, sh = helpers
     prefix: list[str] = []
     if group is not None:
-        prefix += ["/bin/sh", "-c", _JOIN_GROUPS, "sh", *group.procs_files(), "--"]
+        prefix += [sh, "-c", _JOIN_GROUPS, "sh", *group.procs_files(), "--"]
     prefix += [prlimit, "--core=0", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
                f"--fsize={limits.file_bytes}", f"--nofile={limits.open_files}",
                f"--nproc={_nproc(limits, group)}"]
