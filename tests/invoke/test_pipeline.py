@@ -232,3 +232,49 @@ def test_evolve_copies_every_field_of_an_invocation() -> None:
     assert copy is not original
     assert {n: getattr(copy, n) for n in _FIELDS} == {**values, "approval_id": "a-1"}
     assert original.approval_id is values["approval_id"]
+
+
+def _gate_names(chain: object) -> list[str]:
+    names = []
+    while hasattr(chain, "keywords"):
+        names.append(chain.func.__self__.name)  # type: ignore[attr-defined]
+        chain = chain.keywords["call_next"]  # type: ignore[attr-defined]
+    return names
+
+
+def test_each_tool_gets_a_chain_without_the_gates_it_cannot_need() -> None:
+    from toolkeeper.artifacts import MemoryBlobStore
+
+    hosted = HostedTool(name="web_search", provider_specs={"openai": {"type": "web_search"}})
+    inv = ToolInvoker(toolbox(hosted))
+    safe = _gate_names(inv._chain_for("add"))
+    assert safe == ["errors", "budget", "lookup", "validate", "cancellation", "progress",
+                    "timeout"]
+    assert "approval" in _gate_names(inv._chain_for("delete_file"))  # HIGH risk
+    assert "kind" in _gate_names(inv._chain_for("web_search"))
+    assert _gate_names(inv._chain_for("no_such_tool")) == _gate_names(inv._chain)
+    stored = ToolInvoker(toolbox(), artifact_store=MemoryBlobStore())
+    assert "shaping" in _gate_names(stored._chain_for("add"))
+
+
+async def test_a_tool_replaced_under_the_same_name_gets_its_own_chain() -> None:
+    box = toolbox()
+
+    @tool(name="deploy")
+    def safe_deploy() -> str:
+        """Pretend to deploy."""
+        return "deployed"
+
+    @tool(name="deploy", risk=ToolRisk.HIGH)
+    def risky_deploy() -> str:
+        """Really deploy."""
+        return "deployed"
+
+    box.add(safe_deploy)
+    inv = ToolInvoker(box)
+    async with inv.open_session() as session:
+        assert (await inv.invoke(call("deploy"), session=session)).status == "ok"
+        with pytest.warns(UserWarning, match="deploy"):
+            box.add(risky_deploy)
+        result = await inv.invoke(call("deploy"), session=session)
+    assert (result.status, result.error_code) == ("denied", "denied")

@@ -29,6 +29,8 @@ from .state import Gate, Invocation, Next, ProgressSink
 
 __all__ = ["ToolInvoker"]
 
+_MAX_CHAINS = 4096
+
 
 class ToolInvoker:
     """Runs tool calls through a fixed, ordered tuple of gates folded around the executor.
@@ -63,15 +65,30 @@ class ToolInvoker:
         self.audit = audit
         self.approval_store = approval_store or getattr(approval_handler, "store", None)
         self.gates = tuple(gates)
-        self._approval_needed: dict[int, tuple[Any, bool]] = {}
         self._chain = self._fold(self.gates)
+        self._chains: dict[str, tuple[Any, Next]] = {}
 
-    def _fold(self, gates: Sequence[Gate]) -> Next:
+    def _fold(self, gates: Sequence[Gate], tool: Any = None) -> Next:
         handler: Next = execute
         for gate in reversed(gates):
-            if gate.active(self):
+            if gate.active(self) and (tool is None or gate.needed(self, tool)):
                 handler = partial(gate.__call__, call_next=handler)
         return handler
+
+    def _chain_for(self, name: str) -> Next:
+        """The chain for calls of ``name``: folded once per tool without the gates it cannot
+        need; the full chain when the name is unknown (the lookup gate answers those)."""
+        tool = self.registry.get(name) if name else None
+        if tool is None:
+            return self._chain
+        cached = self._chains.get(name)
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        if len(self._chains) >= _MAX_CHAINS:
+            self._chains.clear()
+        chain = self._fold(self.gates, tool)
+        self._chains[name] = (tool, chain)
+        return chain
 
     def open_session(self, *, session_id: str | None = None, chain: bool = False
                      ) -> InvokerSession:
@@ -99,7 +116,7 @@ class ToolInvoker:
                                                              "session": session.id})
         result: InvocationResult | None = None
         try:
-            result = await self._chain(inv)
+            result = await self._chain_for(call.name)(inv)
             return result
         finally:
             if result is None:  # the caller was cancelled: record it, then let it propagate

@@ -88,5 +88,11 @@ class Gate:
         the fold (the order of the rest is unchanged)."""
         return True
 
+    def needed(self, invoker: ToolInvoker, tool: Any) -> bool:
+        """Whether the gate can do anything for calls of ``tool``: the invoker folds one chain
+        per tool without the gates that cannot (the order of the rest is unchanged). Only what
+        cannot change while ``tool`` and the invoker live may decide it."""
+        return True
+
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         return await call_next(inv)

@@ -7,6 +7,8 @@ request and proceeds. Without a handler every call that needs approval is denied
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 
 from ...approval.models import ApprovalDecision, ApprovalRequest
@@ -19,30 +21,26 @@ from ..state import Gate, Invocation, Next
 __all__ = ["ApprovalGate"]
 
 
-def _needs_approval(inv: Invocation) -> bool:
-    cache = inv.invoker._approval_needed
-    needed = cache.get(id(inv.tool))
-    if needed is None or needed[0] is not inv.tool:
-        needed = cache[id(inv.tool)] = (inv.tool, _tool_needs_approval(inv))
-    return needed[1] and inv.call.name not in inv.session.approved_tools
-
-
-def _tool_needs_approval(inv: Invocation) -> bool:
+def _tool_needs_approval(invoker: Any, tool: Any) -> bool:
     """Above the policy's ceiling, or the tool itself asks (an explicit HITL mode other than NONE).
 
     A HITL mode the tool only inherited from its risk says *how* to ask, not *whether*.
     """
-    risk = ToolRisk(getattr(inv.tool, "risk", ToolRisk.SAFE))
-    mode = getattr(inv.tool, "hitl_mode", HitlMode.NONE)
-    asks = getattr(inv.tool, "hitl_explicit", True) and mode is not HitlMode.NONE
-    return risk > inv.invoker.policy.max_risk_unapproved or asks
+    risk = ToolRisk(getattr(tool, "risk", ToolRisk.SAFE))
+    mode = getattr(tool, "hitl_mode", HitlMode.NONE)
+    asks = getattr(tool, "hitl_explicit", True) and mode is not HitlMode.NONE
+    return risk > invoker.policy.max_risk_unapproved or asks
 
 
 class ApprovalGate(Gate):
     name = "approval"
 
+    def needed(self, invoker: Any, tool: Any) -> bool:
+        return _tool_needs_approval(invoker, tool)
+
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        if inv.pre_approved is not None or not _needs_approval(inv):
+        if inv.pre_approved is not None or inv.call.name in inv.session.approved_tools \
+                or not _tool_needs_approval(inv.invoker, inv.tool):
             return await call_next(inv)
         tool, policy, handler = inv.tool, inv.invoker.policy, inv.invoker.approval_handler
         mode = tool.hitl_mode if tool.hitl_mode is not HitlMode.NONE else HitlMode.BLOCKING

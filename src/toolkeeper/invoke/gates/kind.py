@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...errors import ToolNotCallableError
 from ...tools.hosted import is_hosted_tool
 from ..results import InvocationResult
@@ -12,6 +14,9 @@ __all__ = ["KindGate"]
 
 class KindGate(Gate):
     name = "kind"
+
+    def needed(self, invoker: Any, tool: Any) -> bool:
+        return is_hosted_tool(tool) or bool(getattr(tool, "is_chain_tool", False))
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         tool = inv.tool

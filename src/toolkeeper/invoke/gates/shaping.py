@@ -32,6 +32,10 @@ def truncate(text: str, limit: int, mode: str) -> str:
 class ShapingGate(Gate):
     name = "shaping"
 
+    def needed(self, invoker: Any, tool: Any) -> bool:
+        limit = getattr(getattr(tool, "metadata", None), "max_result_size", None)
+        return invoker.artifact_store is not None or bool(limit or invoker.policy.max_result_size)
+
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)
         tool_result = result.result
