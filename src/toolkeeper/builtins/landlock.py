@@ -19,7 +19,7 @@ from pathlib import Path
 __all__ = ["LandlockRuleset", "landlock_abi"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
-SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
+SYS_CREATE, SYS_ADD_RULE = 444, 445  # landlock_restrict_self (446) is called by _reaper.py
 RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
 
 FS = {name: 1 << bit for bit, name in enumerate((
