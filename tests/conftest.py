@@ -1,8 +1,10 @@
-"""Shared test configuration: async tests run on anyio's asyncio backend."""
+"""Shared test configuration: async tests run on anyio's asyncio backend; in CI a skipped test
+fails the run, so a missing package or backend cannot hide a bug."""
 
 from __future__ import annotations
 
 import inspect
+import os
 
 import pytest
 
@@ -17,3 +19,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         function = getattr(item, "function", None)
         if function is not None and inspect.iscoroutinefunction(function):
             item.add_marker(pytest.mark.anyio)
+
+
+def _skips_fail() -> bool:
+    return bool(os.environ.get("CI")) or os.environ.get("TOOLKEEPER_NO_SKIPS") == "1"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _skips_fail():
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        print(f"\n{len(skipped)} skipped test(s) fail the run here (CI or TOOLKEEPER_NO_SKIPS=1): "
+              "install what they need (make test does) — "
+              + "; ".join(str(getattr(r, "longrepr", r))[:200] for r in skipped[:5]))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

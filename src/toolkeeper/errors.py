@@ -70,8 +70,9 @@ class ToolkeeperError(Exception):
     """Root of every exception toolkeeper raises on purpose."""
 
 
-class UsageError(ToolkeeperError):
-    """A developer mistake: wrong API use. Never shown to a model."""
+class UsageError(ToolkeeperError, ValueError):
+    """A developer mistake: wrong API use. Never shown to a model. Also a ``ValueError``, so
+    code that catches the standard exception for a bad definition keeps working."""
 
 
 class SchemaError(UsageError):

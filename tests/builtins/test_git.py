@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,12 +11,20 @@ import pytest
 from toolkeeper import PolicyViolationError, Tool
 from toolkeeper.builtins.git import git_tool
 from toolkeeper.builtins.policy import SecurityPolicy
-from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID, probe
+from toolkeeper.builtins.sandbox import (
+    UNPRIVILEGED_UID,
+    BubblewrapSandbox,
+    LandlockSandbox,
+    Sandbox,
+)
 
 from .conftest import hand_over
 
-pytestmark = pytest.mark.skipif(not probe().available or shutil.which("git") is None,
-                                reason="needs bubblewrap and git")
+
+@pytest.fixture(params=[BubblewrapSandbox, LandlockSandbox], ids=["bubblewrap", "landlock"])
+def backend(request: pytest.FixtureRequest) -> Sandbox:
+    """git runs the same under both confining backends."""
+    return request.param()  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -30,12 +37,12 @@ def ws(reachable: Path) -> Path:
     return root
 
 
-def git(ws: Path) -> Tool:
-    return git_tool(SecurityPolicy(workspace=ws))
+def git(ws: Path, backend: Sandbox | None = None) -> Tool:
+    return git_tool(SecurityPolicy(workspace=ws), sandbox=backend or BubblewrapSandbox())
 
 
-def test_add_commit_status_log_diff(ws: Path) -> None:
-    tool = git(ws)
+def test_add_commit_status_log_diff(ws: Path, backend: Sandbox) -> None:
+    tool = git(ws, backend)
     assert "hello.txt" in tool.run_raw({"operation": "status", "args": ["--short"]})
     tool.run_raw({"operation": "add", "args": ["hello.txt"]})
     committed = tool.run_raw({"operation": "commit", "args": ["-m", "first commit"]})
@@ -52,7 +59,7 @@ def test_options_outside_the_allowlist_are_refused(ws: Path, args: list[str]) ->
         git(ws).run_raw({"operation": "diff", "args": args})
 
 
-def test_repository_configured_programs_do_not_run(ws: Path) -> None:
+def test_repository_configured_programs_do_not_run(ws: Path, backend: Sandbox) -> None:
     marker = ws / "pwned"
     hook = ws / "evil.sh"
     hook.write_text(f"#!/bin/sh\ntouch {'/workspace/pwned'}\n")
@@ -65,8 +72,21 @@ def test_repository_configured_programs_do_not_run(ws: Path) -> None:
     if os.geteuid() == 0:
         for path in (hook, hooks / "pre-commit"):
             os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-    tool = git(ws)
+    tool = git(ws, backend)
     tool.run_raw({"operation": "status"})
     tool.run_raw({"operation": "add", "args": ["hello.txt"]})
     tool.run_raw({"operation": "commit", "args": ["-m", "x"]})
     assert not marker.exists()
+
+
+def test_host_and_user_git_configuration_is_not_read(ws: Path, backend: Sandbox) -> None:
+    """HOME is the workspace, so a planted .gitconfig would be the user config; and the
+    host's /etc/gitconfig is not readable under Landlock. git reads neither."""
+    (ws / ".gitconfig").write_text("[diff]\n\tnoprefix = true\n")
+    hand_over(ws)
+    tool = git(ws, backend)
+    tool.run_raw({"operation": "add", "args": ["hello.txt"]})
+    tool.run_raw({"operation": "commit", "args": ["-m", "first"]})
+    (ws / "hello.txt").write_text("changed\n")
+    diff = tool.run_raw({"operation": "diff"})
+    assert "--- a/hello.txt" in diff and "[exit code 0]" in diff

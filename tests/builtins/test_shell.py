@@ -13,10 +13,9 @@ import pytest
 
 from toolkeeper import PolicyViolationError, SandboxLimitError, Tool
 from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
-from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID, probe
+from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID, BubblewrapSandbox
 from toolkeeper.builtins.shell import command_words, shell_tool
 
-pytestmark = pytest.mark.skipif(not probe().available, reason=f"no sandbox: {probe().detail}")
 EXTRA = ("python3", "sleep", "yes", "setsid", "id", "env")
 
 
@@ -38,7 +37,7 @@ def ws(base: Path) -> Path:
 def shell(ws: Path, **policy: object) -> Tool:
     commands = (*DEFAULT_COMMANDS, *EXTRA)
     return shell_tool(SecurityPolicy(workspace=ws, allowed_commands=commands,  # type: ignore[arg-type]
-                                     **policy))
+                                     **policy), sandbox=BubblewrapSandbox())
 
 
 def run(tool: Tool, command: str) -> str:
@@ -268,3 +267,21 @@ def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
     nproc = str(99 * sandbox.CONCURRENT_CALLS if pids_groups else 99)
     assert limits["Max cpu time"] == ["7", "8"] and limits["Max processes"] == [nproc, nproc]
     assert limits["Max core file size"] == ["0", "0"] and limits["Max open files"] == ["256", "256"]
+
+
+def test_clean_up_never_follows_a_planted_symlink_out_of_the_workspace(ws: Path, base: Path
+                                                                        ) -> None:
+    """A command replaces .git with a symlink to another repository's .git, using only the
+    default allowlist; the host-side clean-up must remove the link, not what it points at."""
+    repo = base / "other-repo" / ".git"
+    (repo / "hooks").mkdir(parents=True)
+    (repo / "config").write_text("[core]\n")
+    (repo / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    command = (f"mkdir -p {base}/other-repo && touch {repo} && cp -s {repo} .git; "
+               "ls -la .git")
+    out = str(shell_tool(SecurityPolicy(workspace=ws), sandbox=BubblewrapSandbox())
+              .run_raw({"command": command}))
+    assert (repo / "config").read_text() == "[core]\n"
+    assert (repo / "hooks" / "pre-commit").read_text() == "#!/bin/sh\n"
+    assert not (ws / ".git").is_symlink() and not (ws / ".git").exists()
+    assert "created protected paths" in out and ".git" in out

@@ -12,6 +12,7 @@ import ctypes
 import errno
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -19,12 +20,13 @@ from pathlib import Path
 
 from ..errors import PolicyViolationError
 
-__all__ = ["Workspace", "openat2"]
+__all__ = ["Workspace", "lstat_beneath", "openat2", "remove_beneath"]
 
 SYS_OPENAT2 = 437
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
+_NO_LINKS = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -191,3 +193,64 @@ def _is_symlink(dirfd: int, name: str) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+def _open_parent(root_fd: int, parts: list[str]) -> int:
+    """A directory fd of ``parts`` below ``root_fd``, through no symlink at all."""
+    return openat2(root_fd, "/".join(parts) or ".", os.O_RDONLY | os.O_DIRECTORY, resolve=_NO_LINKS)
+
+
+def lstat_beneath(root_fd: int, rel: str) -> tuple[str, os.stat_result] | None:
+    """Walk ``rel`` below ``root_fd`` without following any symlink: the first entry on the way
+    that is not a directory (a symlink, a file) — or ``rel`` itself — with its ``lstat``;
+    ``None`` when an entry on the way is missing.
+
+    Safe to call on a workspace an untrusted command has just changed: nothing is resolved
+    through a path string.
+    """
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    for depth, name in enumerate(parts):
+        try:
+            dirfd = _open_parent(root_fd, parts[:depth])
+        except OSError:
+            return None  # changed under us since the previous step: gone or not a directory
+        try:
+            info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        finally:
+            os.close(dirfd)
+        if depth == len(parts) - 1 or not stat.S_ISDIR(info.st_mode):
+            return "/".join(parts[: depth + 1]), info
+    return None
+
+
+def remove_beneath(root_fd: int, rel: str) -> str | None:
+    """Remove the entry ``rel`` itself: a symlink is unlinked (never followed), a directory is
+    removed with everything in it (``shutil.rmtree`` on fds, which follows no symlink), and the
+    parents are reached through no symlink either.
+
+    A directory is first renamed aside, so its name is gone at once even when its contents
+    cannot all be removed (a tree too deep to walk): then the aside name is returned.
+
+    Raises:
+        OSError: the entry could not be removed or renamed (it changed under us).
+    """
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts:
+        raise OSError(errno.EINVAL, "refusing to remove the workspace itself", rel)
+    dirfd = _open_parent(root_fd, parts[:-1])
+    try:
+        info = os.stat(parts[-1], dir_fd=dirfd, follow_symlinks=False)
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(parts[-1], dir_fd=dirfd)
+            return None
+        aside = f".toolkeeper-removed-{secrets.token_hex(6)}"
+        os.rename(parts[-1], aside, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+        try:
+            shutil.rmtree(aside, dir_fd=dirfd)
+        except (OSError, RecursionError):
+            return "/".join([*parts[:-1], aside])
+        return None
+    finally:
+        os.close(dirfd)

@@ -14,7 +14,7 @@ from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
-from .sandbox import run_sandboxed
+from .sandbox import Sandbox, default_sandbox
 from .shell import sandbox_blocker
 
 __all__ = ["git_tool"]
@@ -33,6 +33,10 @@ _HARDENING = ["-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "
               "-c", "core.sshCommand=false", "-c", "protocol.allow=never",
               "-c", "safe.directory=/workspace", "-c", "user.name=toolkeeper",
               "-c", "user.email=toolkeeper@localhost", "--no-pager"]
+# Host and user configuration never applies: the repository's own config is all git reads
+# (and the hardening above overrides what in it could run programs).
+_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
+        "GIT_OPTIONAL_LOCKS": "0"}
 
 
 def _check_args(operation: str, args: list[str]) -> None:
@@ -51,8 +55,10 @@ def _check_args(operation: str, args: list[str]) -> None:
             expect_value = arg in _TAKES_VALUE
 
 
-def git_tool(policy: SecurityPolicy) -> Tool:
-    """The ``git_operations`` tool bound to ``policy``."""
+def git_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
+    """The ``git_operations`` tool bound to ``policy``, run in ``sandbox`` (by default the
+    best backend of this host)."""
+    sandbox = sandbox or default_sandbox()
 
     def git_operations(operation: Operation, args: list[str] | None = None) -> str:
         """Run a git command in the workspace: status, diff, log, show, add or commit.
@@ -68,13 +74,14 @@ def git_tool(policy: SecurityPolicy) -> Tool:
             raise PolicyViolationError(f"git {operation} writes and security.autonomy is "
                                        "'read_only'", tool_name="git_operations",
                                        details={"rule": "autonomy"})
-        blocker = sandbox_blocker(policy)
-        if blocker is not None:
+        blocker = sandbox_blocker(policy, sandbox)
+        if blocker is not None or sandbox is None:
             raise PolicyViolationError(f"git runs only in the sandbox: {blocker}",
                                        tool_name="git_operations", details={"rule": "sandbox"})
         safe = ["--no-ext-diff", "--no-textconv"] if operation in ("diff", "log", "show") else []
-        result = run_sandboxed(policy.workspace, ["git", *_HARDENING, operation, *safe, *args],
-                              timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes)
+        result = sandbox.run(policy.workspace, ["git", *_HARDENING, operation, *safe, *args],
+                             timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes,
+                             env=_ENV)
         if result.timed_out:
             raise SandboxLimitError("git ran too long and was stopped", tool_name="git_operations")
         text = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")

@@ -4,9 +4,9 @@ The Landlock ruleset is built in the host (paths opened with ``O_PATH``, rules a
 as an fd to the launcher (``_reaper.py``), a child subreaper whose own child calls
 ``prctl(PR_SET_NO_NEW_PRIVS)``, ``landlock_restrict_self`` and ``prctl(PR_SET_SECCOMP)`` (with a
 filter compiled in the host) and execs the command.
-Rules: read and execute the system directories, read and write the workspace (and ``/dev/null``),
-no TCP (ABI ≥ 4; seccomp closes every other socket family), and, from ABI 6, no signals to or
-abstract unix sockets of processes outside the domain.
+Rules: read and execute the system directories, read and write the workspace (and ``/dev/null``;
+read the random and zero devices), no TCP (ABI ≥ 4; seccomp closes every other socket family),
+and, from ABI 6, no signals to or abstract unix sockets of processes outside the domain.
 """
 
 from __future__ import annotations
@@ -81,6 +81,8 @@ class LandlockRuleset:
             self._allow(path, READ_EXEC, handled)
         self._allow(str(workspace), handled, handled)
         self._allow("/dev/null", FS["read_file"] | FS["write_file"], handled)
+        for device in ("/dev/zero", "/dev/random", "/dev/urandom"):  # bwrap's --dev has them too
+            self._allow(device, FS["read_file"], handled)
 
     def _allow(self, path: str, access: int, handled: int) -> None:
         try:

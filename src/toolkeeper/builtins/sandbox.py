@@ -27,14 +27,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import ClassVar, Protocol
 
+from ..errors import UsageError
 from .cgroups import CallGroup
 from .cgroups import probe as cgroup_probe
 from .seccomp_filter import bpf_fd
 
-__all__ = ["SandboxReport", "SandboxResult", "probe", "run_confined", "run_landlocked",
-           "run_sandboxed", "run_unconfined"]
+__all__ = ["BubblewrapSandbox", "LandlockSandbox", "Sandbox", "SandboxReport", "SandboxResult",
+           "UnconfinedSandbox", "default_sandbox", "probe", "run_confined", "run_landlocked",
+           "run_unconfined"]
 
 log = logging.getLogger("toolkeeper.sandbox")
 UNPRIVILEGED_UID = 65534
@@ -253,12 +255,84 @@ def _probe_bwrap() -> SandboxReport:
                          detail="bubblewrap with all namespaces unshared")
 
 
-def run_sandboxed(workspace: Path, command: Sequence[str], **options: Any) -> SandboxResult:
-    """Run confined with the backend ``probe`` chose."""
-    if probe().backend == "landlock":
-        options.pop("read_only", None)  # Landlock rules cannot carve paths out of the workspace
-        return run_landlocked(workspace, command, **options)
-    return run_confined(workspace, command, **options)
+class Sandbox(Protocol):
+    """A way to run a command confined to a workspace. Chosen once (``default_sandbox`` picks
+    the best the host offers) and handed to the tools that run programs."""
+
+    name: ClassVar[str]
+    confined: ClassVar[bool]
+    """Whether the command is kept away from the host (``False`` only for ``unconfined``)."""
+    protects_paths: ClassVar[bool]
+    """Whether ``read_only`` workspace paths can be kept unchanged by the command."""
+
+    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+            output_cap: int = 1 << 20, network: bool = False,
+            env: Mapping[str, str] | None = None, limits: Limits | None = None,
+            read_only: Sequence[str] = ()) -> SandboxResult: ...
+
+
+class BubblewrapSandbox:
+    """One bubblewrap sandbox per call (see ``run_confined``)."""
+
+    name: ClassVar[str] = "bubblewrap"
+    confined: ClassVar[bool] = True
+    protects_paths: ClassVar[bool] = True
+
+    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+            output_cap: int = 1 << 20, network: bool = False,
+            env: Mapping[str, str] | None = None, limits: Limits | None = None,
+            read_only: Sequence[str] = ()) -> SandboxResult:
+        return run_confined(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
+                            network=network, env=env, limits=limits, read_only=read_only)
+
+
+class LandlockSandbox:
+    """Landlock + seccomp + rlimits under a subreaper launcher (see ``run_landlocked``).
+
+    Landlock rules grant rights on whole trees, so paths inside the writable workspace cannot
+    be carved out: ``read_only`` is refused rather than dropped.
+    """
+
+    name: ClassVar[str] = "landlock"
+    confined: ClassVar[bool] = True
+    protects_paths: ClassVar[bool] = False
+
+    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+            output_cap: int = 1 << 20, network: bool = False,
+            env: Mapping[str, str] | None = None, limits: Limits | None = None,
+            read_only: Sequence[str] = ()) -> SandboxResult:
+        if read_only:
+            raise UsageError("the Landlock sandbox cannot keep workspace paths read-only "
+                             f"({', '.join(read_only)}); check protects_paths first")
+        return run_landlocked(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
+                              network=network, env=env, limits=limits)
+
+
+class UnconfinedSandbox:
+    """No confinement, for an operator who opted in (``security.allow_unconfined``): rlimits,
+    a clean environment, a new session, the output cap and the call's cgroup still apply; the
+    network and the host's files do not stay out."""
+
+    name: ClassVar[str] = "unconfined"
+    confined: ClassVar[bool] = False
+    protects_paths: ClassVar[bool] = False
+
+    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+            output_cap: int = 1 << 20, network: bool = False,
+            env: Mapping[str, str] | None = None, limits: Limits | None = None,
+            read_only: Sequence[str] = ()) -> SandboxResult:
+        if read_only:
+            raise UsageError("without a sandbox, workspace paths cannot be kept read-only")
+        return run_unconfined(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
+                              env=env, limits=limits)
+
+
+def default_sandbox() -> Sandbox | None:
+    """The confining backend ``probe`` found on this host, or ``None`` when there is none."""
+    backend = probe()
+    if not backend.available:
+        return None
+    return BubblewrapSandbox() if backend.backend == "bwrap" else LandlockSandbox()
 
 
 def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
-from pathlib import Path
+import stat
 from typing import Any
 
 import bashlex
@@ -13,8 +13,17 @@ from ..errors import PolicyViolationError, SandboxLimitError
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
+from .fs import Workspace, lstat_beneath, remove_beneath
 from .policy import SecurityPolicy
-from .sandbox import UNPRIVILEGED_UID, Limits, probe, run_sandboxed, run_unconfined
+from .sandbox import (
+    UNPRIVILEGED_UID,
+    Limits,
+    Sandbox,
+    SandboxResult,
+    UnconfinedSandbox,
+    default_sandbox,
+    probe,
+)
 
 __all__ = ["command_words", "sandbox_blocker", "shell_tool"]
 
@@ -89,11 +98,17 @@ def _check(command: str, policy: SecurityPolicy, confined: bool) -> None:
             tool_name="shell", details={"rule": "unconfined.constructs"})
 
 
-def sandbox_blocker(policy: SecurityPolicy) -> str | None:
-    """Why commands cannot run confined for this policy, or ``None`` when they can."""
-    report = probe()
-    if not report.available:
-        return f"no sandbox is available ({report.detail})"
+def sandbox_blocker(policy: SecurityPolicy, sandbox: Sandbox | None = None
+                    ) -> str | None:
+    """Why commands cannot run confined for this policy, or ``None`` when they can.
+
+    ``sandbox`` defaults to the backend the host's probe picks (``None`` when none).
+    """
+    sandbox = sandbox or default_sandbox()
+    if sandbox is None:
+        return f"no sandbox is available ({probe().detail})"
+    if not sandbox.confined:
+        return "the chosen sandbox does not confine commands"
     if os.geteuid() != 0:
         return None
     # As root the sandbox runs as an unprivileged uid, which must reach the workspace.
@@ -113,98 +128,122 @@ def sandbox_blocker(policy: SecurityPolicy) -> str | None:
     return None
 
 
-def _existing_protected(policy: SecurityPolicy) -> list[str]:
-    return [p for p in policy.protected_paths() if os.path.lexists(policy.workspace / p)]
+_State = dict[str, tuple[str, int, int, int] | None]
 
 
-def _bindable(policy: SecurityPolicy, existing: list[str]) -> list[str]:
-    """The existing protected paths with no symlink on the way: a bind follows symlinks, and
-    must never bring a path from outside the workspace into the sandbox."""
-    def plain(rel: str) -> bool:
-        parts = Path(rel).parts
-        return not any((policy.workspace.joinpath(*parts[:i])).is_symlink()
-                       for i in range(1, len(parts) + 1))
-    return [p for p in existing if plain(p)]
+def _protected_state(ws: Workspace, policy: SecurityPolicy) -> _State:
+    """For each protected path: the entry that stands for it (itself, or the first symlink or
+    file on the way) with its identity, or ``None`` when it is absent. Read through directory
+    fds only: after a command has run, the workspace is hostile."""
+    state: _State = {}
+    for rel in policy.protected_paths():
+        found = lstat_beneath(ws.fd, rel)
+        state[rel] = None if found is None else (
+            found[0], found[1].st_dev, found[1].st_ino, stat.S_IFMT(found[1].st_mode))
+    return state
 
 
-def _remove_created(policy: SecurityPolicy, before: list[str]) -> list[str]:
-    """Protected paths the command created (they may not exist yet, so a bind cannot guard
-    them); removed after the call, when nothing the command started is left running."""
-    created = [p for p in _existing_protected(policy) if p not in before]
-    for rel in created:
-        target = policy.workspace / rel
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target, ignore_errors=True)
-        else:
-            target.unlink(missing_ok=True)
-    return created
+def _bindable(state: _State) -> list[str]:
+    """The existing protected paths reached through real directories and not symlinks
+    themselves: a bind follows symlinks, and must never bring in a path from outside."""
+    return [rel for rel, now in state.items()
+            if now is not None and now[0] == rel and now[3] != stat.S_IFLNK]
 
 
-def shell_tool(policy: SecurityPolicy) -> Tool:
-    """The ``shell`` tool bound to ``policy``: bubblewrap per call; without a sandbox it is
-    refused, unless ``security.allow_unconfined`` — then stricter checks apply and every call
-    needs approval (the tool is CRITICAL with a BLOCKING HITL mode)."""
-    blocker = sandbox_blocker(policy)
-    confined = blocker is None
+def _remove_created(ws: Workspace, policy: SecurityPolicy, before: _State) -> list[str]:
+    """Remove what the command created at protected paths (they may not have existed, so a
+    bind could not guard them): the path itself, or the symlink planted on the way to it —
+    unlinked, never followed. Returns the entries removed (or why one could not be)."""
+    removed: list[str] = []
+    for rel, now in _protected_state(ws, policy).items():
+        if now is None or before.get(rel) is not None:
+            continue
+        entry, kind = now[0], now[3]
+        if (entry != rel and kind != stat.S_IFLNK) or entry in removed:
+            continue  # a file where a directory would be: the path cannot exist below it
+        try:
+            aside = remove_beneath(ws.fd, entry)
+        except OSError as exc:
+            removed.append(f"{entry} (could not be removed: {exc.strerror}; remove it by hand)")
+            continue
+        removed.append(entry if aside is None else f"{entry} (moved to {aside})")
+    return removed
+
+
+def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
+    """The ``shell`` tool bound to ``policy``: one sandbox per call (``sandbox``, by default
+    the best backend of this host); without one it is refused, unless
+    ``security.allow_unconfined`` — then stricter checks apply and every call needs approval
+    (the tool is CRITICAL with a BLOCKING HITL mode)."""
+    sandbox = sandbox or default_sandbox()
+    blocker = sandbox_blocker(policy, sandbox)
+    runner: Sandbox | None = sandbox if blocker is None else (
+        UnconfinedSandbox() if policy.allow_unconfined else None)
+    ws = Workspace(policy.workspace)
 
     def shell(command: str, approved: bool = False) -> str:
         """Run a shell command line in the workspace (sandboxed, no network by default).
 
         Args:
             command: The command line, e.g. "ls -la | head".
-            approved: Seed 004's flag, accepted for compatibility. It never stands in for
-                approval: a model cannot approve its own call; the invoker's approval gate does.
+            approved: Accepted for compatibility. It never stands in for approval: a model
+                cannot approve its own call; the invoker's approval gate does.
         """
         if policy.autonomy == "read_only":
             raise PolicyViolationError("commands are refused: security.autonomy is 'read_only'; "
                                        "set it to 'supervised' or 'full'", tool_name="shell",
                                        details={"rule": "autonomy"})
-        if not confined and not policy.allow_unconfined:
+        if runner is None:
             raise PolicyViolationError(
                 f"commands are refused: {blocker}. Fix that, or set "
                 "security.allow_unconfined = true (every call then needs approval)",
                 tool_name="shell", details={"rule": "sandbox"})
-        _check(command, policy, confined=confined)
+        _check(command, policy, confined=runner.confined)
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
-        argv = ["/bin/sh", "-c", command]
-        before = _existing_protected(policy)
+        before = _protected_state(ws, policy)
         limits = Limits(cpu_s=max(1, int(policy.shell_timeout_s) + 1),
                         memory=policy.max_memory_bytes)
         try:
-            if confined:
-                result = run_sandboxed(
-                    policy.workspace, argv, timeout_s=policy.shell_timeout_s,
-                    output_cap=policy.max_output_bytes, network=policy.network, env=env,
-                    read_only=_bindable(policy, before), limits=limits)
-            else:
-                result = run_unconfined(policy.workspace, argv, timeout_s=policy.shell_timeout_s,
-                                        output_cap=policy.max_output_bytes, env=env,
-                                        limits=limits)
+            result = runner.run(
+                policy.workspace, ["/bin/sh", "-c", command], timeout_s=policy.shell_timeout_s,
+                output_cap=policy.max_output_bytes, network=policy.network, env=env,
+                limits=limits, read_only=_bindable(before) if runner.protects_paths else ())
+        except OSError as exc:
+            raise SandboxLimitError(f"the command could not be started: {exc.strerror or exc}"
+                                    f"{_E2BIG_HINT if exc.errno == errno.E2BIG else ''}",
+                                    tool_name="shell") from exc
         finally:
-            created = _remove_created(policy, before)
-        if result.timed_out:
-            raise SandboxLimitError(f"the command ran longer than {policy.shell_timeout_s:g} s "
-                                    "and was killed with everything it started",
-                                    tool_name="shell")
-        text = result.stdout
-        if result.stderr:
-            text += ("\n" if text else "") + "[stderr]\n" + result.stderr
-        if result.truncated:
-            text += f"\n[output cut at {policy.max_output_bytes} bytes; the command was stopped]"
-        if result.oom_killed:
-            text += (f"\n[killed: the command went over its memory limit of "
-                     f"{policy.max_memory_bytes >> 20} MiB (rule security.max_memory_mb)]")
-        if created:
-            text += (f"\n[refused: the command created protected paths ({', '.join(created)}); "
-                     "they were removed (rule security.forbidden_paths)]")
-        return f"{text}\n[exit code {result.exit_code}]" if text else f"[exit code {result.exit_code}]"
+            created = _remove_created(ws, policy, before)
+        return _report(result, policy, created)
 
     metadata = ToolMetadata(
         category="development/execution", tags=frozenset({"shell", "file_system"}),
         destructive_hint=True, open_world_hint=policy.network, timeout=policy.shell_timeout_s + 5)
-    if confined:
+    if runner is not None and runner.confined:
         return Tool.from_function(shell, risk=ToolRisk.HIGH, metadata=metadata)
     return Tool.from_function(
         shell, risk=ToolRisk.CRITICAL, hitl_mode="blocking", metadata=metadata,
         description="Run a shell command line in the workspace. UNCONFINED: no sandbox is "
                     "available, so every call needs a human's approval.")
+
+
+_E2BIG_HINT = "; the command line is too long — write long data to a file first"
+
+
+def _report(result: SandboxResult, policy: SecurityPolicy, created: list[str]) -> str:
+    if result.timed_out:
+        raise SandboxLimitError(f"the command ran longer than {policy.shell_timeout_s:g} s "
+                                "and was killed with everything it started", tool_name="shell")
+    text = result.stdout
+    if result.stderr:
+        text += ("\n" if text else "") + "[stderr]\n" + result.stderr
+    if result.truncated:
+        text += f"\n[output cut at {policy.max_output_bytes} bytes; the command was stopped]"
+    if result.oom_killed:
+        text += (f"\n[killed: the command went over its memory limit of "
+                 f"{policy.max_memory_bytes >> 20} MiB (rule security.max_memory_mb)]")
+    if created:
+        text += (f"\n[refused: the command created protected paths ({', '.join(created)}); "
+                 "they were removed (rule security.forbidden_paths)]")
+    code = f"[exit code {result.exit_code}]"
+    return f"{text}\n{code}" if text else code
