@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,37 @@ def _pdf_with_text(text: str) -> bytes:
         out += f"{offset:010d} 00000 n \n".encode()
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
+
+
+@pytest.mark.parametrize("name", ["evil\x1b]0;pwned\x07.txt", "bell\x07", "rev\u202etxt.exe",
+                                  "zero\u200bwidth.txt", "c1\x9bcontrol"])
+def test_control_bidi_and_zero_width_characters_in_paths_are_refused_and_never_echoed(
+        ws: Path, name: str) -> None:
+    t = tools(ws)
+    for tool, arguments in ((t["file_write"], {"path": name, "content": "x"}),
+                            (t["file_read"], {"path": f"sub/{name}"}),
+                            (t["file_edit"], {"path": name, "old": "a", "new": "b"})):
+        message = refused(tool, **arguments)
+        assert "control, bidi or zero-width characters" in message
+        assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in message)
+    assert sorted(p.name for p in ws.iterdir()) == ["notes.txt"]
+
+
+def test_a_write_whose_directory_vanishes_gives_a_tool_error_not_a_raw_exception(
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import contextmanager
+
+    from toolkeeper import ToolRaisedError
+    from toolkeeper.builtins import fs
+
+    real = fs.Workspace.parent_dir
+
+    @contextmanager
+    def vanishing(self: fs.Workspace, rel: str, tool: str, *, create: bool):  # type: ignore[no-untyped-def]
+        with real(self, rel, tool, create=create) as (dirfd, name):
+            os.rmdir(ws / "sub")  # another process removes the directory mid-write
+            yield dirfd, name
+
+    monkeypatch.setattr(fs.Workspace, "parent_dir", vanishing)
+    with pytest.raises(ToolRaisedError, match="the workspace changed while writing"):
+        tools(ws)["file_write"].run_raw({"path": "sub/new.txt", "content": "x"})

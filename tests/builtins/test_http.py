@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,6 +31,15 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", self.path[len("/redirect-to/"):])
             self.end_headers()
+            return
+        if self.path == "/dribble":  # a status line and headers a byte at a time, forever
+            try:
+                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:
+                return
             return
         if self.path == "/loop":
             self.send_response(302)
@@ -117,3 +127,26 @@ def test_proxy_variables_are_ignored(server: str, tmp_path: Path,
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
     assert "Hello" in fetch(tmp_path, allow_loopback_http=True).run_raw({"url": f"{server}/page"})
+
+
+def test_one_deadline_covers_the_whole_exchange(server: str, tmp_path: Path) -> None:
+    """Headers dribbled a byte at a time restart a per-read timeout forever; the call's one
+    absolute deadline stops it (before the fix it ran until the server gave up)."""
+    from toolkeeper import ToolRaisedError
+
+    tool = http_tools(SecurityPolicy(workspace=tmp_path, allow_loopback_http=True),
+                      timeout_s=1.0)[0]
+    outcome: list[BaseException | object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(tool.run_raw({"url": f"{server}/dribble"}))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(timeout=60)
+    assert not caller.is_alive(), "the call outlived its deadline"
+    assert isinstance(outcome[0], ToolRaisedError)
+    assert "took longer than the 1 s time limit" in str(outcome[0])

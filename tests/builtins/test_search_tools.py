@@ -92,3 +92,53 @@ def test_calculator_is_safe_arithmetic() -> None:
                     "open('/etc/passwd').read()", "[1] * 10**9"):
         with pytest.raises(InvalidArgumentsError):
             calc.run_raw({"expression": hostile})
+
+
+@pytest.mark.parametrize("backend", ["ripgrep", "grep", "python"])
+def test_search_refuses_hard_links_like_file_read(ws: Path, tmp_path: Path, backend: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file hard-linked from outside the workspace is refused by file_read; the searches
+    use the same rule set and show nothing of it either."""
+    from toolkeeper.builtins.code_search import code_search_tool
+
+    os.link(tmp_path / "outside" / "secret.py", ws / "linked.py")
+    if backend in ("grep", "python"):
+        monkeypatch.setattr(module, "_ripgrep", lambda *a: None)
+    if backend == "python":
+        monkeypatch.setattr(module, "_grep", lambda *a: None)
+    out = tools(ws)["content_search"].run_raw({"pattern": "needle"})
+    assert "OUTSIDE" not in out and "core.py" in out
+    code = code_search_tool(SecurityPolicy(workspace=ws)).run_raw({"query": "needle OUTSIDE"})
+    assert "OUTSIDE" not in code
+
+
+def test_search_output_is_streamed_under_the_cap_not_buffered(ws: Path) -> None:
+    """64 MiB of matching lines: the host never holds ripgrep's whole output (it once cost
+    six times the data in host memory); the call stops at the output cap."""
+    import tracemalloc
+
+    with (ws / "big.txt").open("w") as big:
+        for _ in range(64):
+            big.write("needle needle needle\n" * ((1 << 20) // 21))
+    for i in range(3000):
+        (ws / f"needle-{i:04d}-{'n' * 200}.txt").write_text("needle\n")
+    policy = SecurityPolicy(workspace=ws, max_output_bytes=64 << 10, max_file_bytes=1 << 20)
+    search = {t.name: t for t in module.search_tools(policy)}["content_search"]
+    tracemalloc.start()
+    try:
+        out = search.run_raw({"pattern": "needle", "limit": 100_000})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "stopped at its time or output limit" in out or "stopped at 65536 bytes" in out
+    assert len(out.encode()) < (64 << 10) + 4096
+    assert peak < 16 << 20, f"the search held {peak >> 20} MiB in host memory"
+
+
+def test_names_with_control_characters_are_escaped_in_search_results(ws: Path) -> None:
+    (ws / "evil\x1b[2Jname.md").write_text("needle\n")
+    t = tools(ws)
+    listed = t["glob_search"].run_raw({"pattern": "*.md"})
+    found = t["content_search"].run_raw({"pattern": "needle", "glob": "evil*"})
+    for out in (listed, found):
+        assert "\x1b" not in out and "evil\\x1b[2Jname.md" in out

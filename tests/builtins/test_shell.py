@@ -285,3 +285,10 @@ def test_clean_up_never_follows_a_planted_symlink_out_of_the_workspace(ws: Path,
     assert (repo / "hooks" / "pre-commit").read_text() == "#!/bin/sh\n"
     assert not (ws / ".git").is_symlink() and not (ws / ".git").exists()
     assert "created protected paths" in out and ".git" in out
+
+
+def test_a_command_line_too_long_to_run_is_a_clear_error_not_a_raw_exception(ws: Path) -> None:
+    from toolkeeper import InvalidArgumentsError
+
+    with pytest.raises(InvalidArgumentsError, match="the command line is too long"):
+        run(shell(ws), "echo " + "x" * 300_000)

@@ -15,7 +15,8 @@ from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy
-from .search import _open_dir, _walk, read_text_file
+from .reading import read_text_or_none
+from .search import _open_dir, _walk
 
 __all__ = ["code_search_tool"]
 
@@ -34,13 +35,13 @@ def _chunks(ws: Workspace, policy: SecurityPolicy) -> dict[str, tuple[str, str]]
     try:
         for base, fd, name, regular in _walk(dirfd):
             rel = f"{base}/{name}" if base else name
-            if not regular or not name.endswith(CODE_SUFFIXES) or base.startswith(".git") \
-                    or policy.forbidden_rule(rel):
+            if not regular or not name.endswith(CODE_SUFFIXES) or base.startswith(".git"):
                 continue
             files += 1
             if files > MAX_FILES:
                 break
-            data = read_text_file(fd, name, 1 << 20)
+            data = read_text_or_none(ws, name, policy, "semantic_code_search", dirfd=fd,
+                                     max_bytes=1 << 20)
             if data is None:
                 continue
             lines = data.decode("utf-8", "replace").splitlines()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import io
-import os
 
 from ..errors import InvalidArgumentsError, UsageError
 from ..tools.metadata import ToolMetadata
@@ -12,6 +11,7 @@ from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy
+from .reading import read_checked
 
 __all__ = ["file_tools"]
 
@@ -59,12 +59,7 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
     ws = Workspace(policy.workspace)
 
     def read_text(rel: str, tool: str) -> str:
-        fd = ws.open_file(rel, tool)
-        try:
-            policy.check_path(ws.real_relative(fd), write=False, tool=tool)
-            data, size = ws.read_fd(fd, policy.max_file_bytes)
-        finally:
-            os.close(fd)
+        data, size = read_checked(ws, rel, policy, tool, max_bytes=policy.max_file_bytes)
         if size > policy.max_file_bytes:
             raise InvalidArgumentsError(f"'{rel}' is {size} bytes, more than the "
                                         f"{policy.max_file_bytes}-byte limit", tool_name=tool)

@@ -14,13 +14,14 @@ import os
 import secrets
 import shutil
 import stat
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ..errors import PolicyViolationError
+from ..errors import PolicyViolationError, ToolRaisedError
 
-__all__ = ["Workspace", "lstat_beneath", "openat2", "remove_beneath"]
+__all__ = ["Workspace", "lstat_beneath", "open_readable", "openat2", "remove_beneath", "visible"]
 
 SYS_OPENAT2 = 437
 RESOLVE_NO_MAGICLINKS = 0x02
@@ -57,9 +58,44 @@ _REASONS = {
 }
 
 
+def _invisible(char: str) -> bool:
+    # Cc: C0/C1 controls and DEL (terminal escapes, BEL); Cf: bidi overrides and isolates,
+    # zero-width characters — a name that reads differently from what it is.
+    return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def visible(text: str) -> str:
+    """``text`` with control, bidi and zero-width characters written as escapes (``\\x1b``,
+    ``\\u202e``): safe to echo to a terminal, a log or a model."""
+    if not any(_invisible(c) for c in text):
+        return text
+    return "".join(c.encode("unicode_escape").decode("ascii") if _invisible(c) else c
+                   for c in text)
+
+
 def _refuse(path: str, reason: str, tool: str, rule: str = "workspace") -> PolicyViolationError:
-    return PolicyViolationError(f"'{path}' is refused: {reason}", tool_name=tool,
+    return PolicyViolationError(f"'{visible(path)}' is refused: {reason}", tool_name=tool,
                                 details={"rule": rule})
+
+
+def open_readable(dirfd: int, rel: str, tool: str) -> int:
+    """A read-only fd of ``rel`` below ``dirfd``: never outside it (RESOLVE_BENEATH), not a
+    symlink itself, not through a magic link, a regular file (a FIFO would hang, a device
+    would never end) with a single link (a hard link brings in a file from outside)."""
+    try:
+        fd = openat2(dirfd, rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _refuse(rel, _REASONS.get(exc.errno or 0, exc.strerror or str(exc)), tool) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refuse(rel, "it is not a regular file", tool)
+        if info.st_nlink > 1:
+            raise _refuse(rel, "it is hard-linked to another path", tool)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class Workspace:
@@ -79,7 +115,10 @@ class Workspace:
         to judge (RESOLVE_BENEATH refuses escaping it).
         """
         if "\x00" in path:
-            raise _refuse(repr(path), "it contains a NUL byte", tool)
+            raise _refuse(path, "it contains a NUL byte", tool)
+        if any(_invisible(c) for c in path):
+            raise _refuse(path, "it contains control, bidi or zero-width characters; use a "
+                          "plain name", tool, rule="workspace.names")
         if os.path.isabs(path):
             root = str(self.root)
             if path != root and not path.startswith(root + os.sep):
@@ -88,27 +127,9 @@ class Workspace:
         parts = [p for p in path.split("/") if p not in ("", ".")]
         return "/".join(parts) or "."
 
-    def _open(self, rel: str, flags: int, tool: str, resolve: int) -> int:
-        try:
-            return openat2(self.fd, rel, flags, resolve=resolve)
-        except OSError as exc:
-            reason = _REASONS.get(exc.errno or 0, exc.strerror or str(exc))
-            raise _refuse(rel, reason, tool) from None
-
     def open_file(self, rel: str, tool: str) -> int:
         """A read-only fd of a regular, single-linked file inside the workspace."""
-        fd = self._open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, tool,
-                        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise _refuse(rel, "it is not a regular file", tool)
-            if info.st_nlink > 1:
-                raise _refuse(rel, "it is hard-linked to another path", tool)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return open_readable(self.fd, rel, tool)
 
     def real_relative(self, fd: int) -> str:
         """Where an opened fd really is, relative to the workspace."""
@@ -163,18 +184,28 @@ class Workspace:
                 if existing.st_nlink > 1:
                     raise _refuse(rel, "it is hard-linked to another path", tool)
             temp = f".{name}.{secrets.token_hex(6)}.tmp"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o644, dir_fd=dirfd)
             try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.rename(temp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
-            except BaseException:
-                with suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=dirfd)
-                raise
+                _write_then_rename(dirfd, temp, name, data)
+            except OSError as exc:  # the directory changed under us (removed, renamed, full)
+                raise ToolRaisedError(
+                    f"writing '{visible(rel)}' failed: {exc.strerror or exc}; the workspace "
+                    "changed while writing — check the path and try again", tool_name=tool
+                ) from exc
+
+
+def _write_then_rename(dirfd: int, temp: str, name: str, data: bytes) -> None:
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644, dir_fd=dirfd)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.rename(temp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=dirfd)
+        raise
 
 
 def _openat_dir(dirfd: int, part: str, rel: str, tool: str) -> int:

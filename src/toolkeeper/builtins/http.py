@@ -5,18 +5,19 @@ globally routable (loopback, private, link-local — cloud metadata at 169.254.1
 IPv4-mapped and unspecified addresses are refused); the connection goes to the validated address
 (the Host header and TLS SNI carry the name), so DNS cannot change between check and use; every
 redirect is validated again (at most 5); the body is capped after decompression and the whole
-exchange by time; proxy variables in the environment are ignored; an allowlist of domains matches
-on label boundaries. HTML comes back as readable text (html2text).
+exchange by one absolute deadline; proxy variables in the environment are ignored; an allowlist
+of domains matches on label boundaries. HTML comes back as readable text (html2text).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import html2text
 import httpx
 
@@ -99,41 +100,53 @@ def _pinned(target: Target) -> httpx.URL:
     return target.url.copy_with(host=f"[{address}]" if ":" in address else address)
 
 
-def _fetch(method: str, url: str, policy: SecurityPolicy, headers: dict[str, str] | None,
-           body: str | None, timeout_s: float) -> tuple[httpx.Response, bytes, bool]:
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(trust_env=False, follow_redirects=False, timeout=timeout_s) as client:
+async def _fetch(method: str, url: str, policy: SecurityPolicy, headers: dict[str, str] | None,
+                 body: str | None, timeout_s: float) -> tuple[httpx.Response, bytes, bool]:
+    """The whole exchange — resolving, connecting, the status line and headers, the body and
+    every redirect — under one absolute deadline: a server that dribbles its headers a byte
+    at a time cannot keep the call alive past it (a per-read timeout restarts on every byte)."""
+    try:
+        with anyio.fail_after(timeout_s):
+            return await _exchange(method, url, policy, headers, body, timeout_s)
+    except TimeoutError:
+        raise ToolRaisedError(f"{method} {url} took longer than the {timeout_s:g} s time limit "
+                              "and was stopped", tool_name="http_fetch") from None
+
+
+async def _exchange(method: str, url: str, policy: SecurityPolicy,
+                    headers: dict[str, str] | None, body: str | None, timeout_s: float
+                    ) -> tuple[httpx.Response, bytes, bool]:
+    async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
+                                 timeout=timeout_s) as client:
         for _ in range(MAX_REDIRECTS + 1):
-            target = check_url(url, policy)
+            target = await anyio.to_thread.run_sync(check_url, url, policy,
+                                                    abandon_on_cancel=True)
             request = client.build_request(
                 method, _pinned(target), headers={**(headers or {}), "Host": target.url.netloc.decode()},
                 content=body.encode() if body is not None else None,
                 extensions={"sni_hostname": target.host} if target.url.scheme == "https" else {})
-            response = client.send(request, stream=True)
+            response = await client.send(request, stream=True)
             try:
                 if response.is_redirect and "location" in response.headers:
                     url = str(target.url.join(response.headers["location"]))
                     method, body = ("GET", None) if response.status_code in (301, 302, 303) else (
                         method, body)
                     continue
-                data, truncated = _read_capped(response, policy.max_output_bytes, deadline)
+                data, truncated = await _read_capped(response, policy.max_output_bytes)
                 return response, data, truncated
             finally:
-                response.close()
+                await response.aclose()
     raise _refuse(f"more than {MAX_REDIRECTS} redirects", "http.redirects")
 
 
-def _read_capped(response: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
+async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
+    async for chunk in response.aiter_bytes():
         chunks.append(chunk)
         size += len(chunk)
         if size > cap:
             return b"".join(chunks)[:cap], True
-        if time.monotonic() > deadline:
-            raise ToolRaisedError("the response took longer than the time limit",
-                                  tool_name="http_fetch")
     return b"".join(chunks), False
 
 
@@ -151,21 +164,21 @@ def _as_text(response: httpx.Response, data: bytes) -> str:
 def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]:
     """``http_fetch`` (GET, readable text) and ``http_request`` (any method) bound to ``policy``."""
 
-    def http_fetch(url: str) -> str:
+    async def http_fetch(url: str) -> str:
         """Fetch a web page or document and return it as readable text.
 
         Args:
             url: An http or https URL on the public internet.
         """
         try:
-            response, data, truncated = _fetch("GET", url, policy, None, None, timeout_s)
+            response, data, truncated = await _fetch("GET", url, policy, None, None, timeout_s)
         except httpx.HTTPError as exc:
             raise ToolRaisedError(f"fetching {url} failed: {exc}", tool_name="http_fetch") from exc
         text = _as_text(response, data)
         note = f"\n[body cut at {policy.max_output_bytes} bytes]" if truncated else ""
         return f"[{response.status_code}] {response.url.path}\n{text}{note}"
 
-    def http_request(method: str, url: str, headers: dict[str, str] | None = None,
+    async def http_request(method: str, url: str, headers: dict[str, str] | None = None,
                      body: str | None = None) -> dict[str, Any]:
         """Send an HTTP request to a public API and return the status, headers and body.
 
@@ -179,7 +192,7 @@ def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]
         if verb not in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"):
             raise _refuse(f"method {method!r} is refused", "http.method")
         try:
-            response, data, truncated = _fetch(verb, url, policy, headers, body, timeout_s)
+            response, data, truncated = await _fetch(verb, url, policy, headers, body, timeout_s)
         except httpx.HTTPError as exc:
             raise ToolRaisedError(f"{verb} {url} failed: {exc}", tool_name="http_request") from exc
         return {"status": response.status_code,

@@ -35,8 +35,8 @@ from .cgroups import probe as cgroup_probe
 from .seccomp_filter import bpf_fd
 
 __all__ = ["BubblewrapSandbox", "LandlockSandbox", "Sandbox", "SandboxReport", "SandboxResult",
-           "UnconfinedSandbox", "default_sandbox", "probe", "run_confined", "run_landlocked",
-           "run_unconfined"]
+           "UnconfinedSandbox", "default_sandbox", "probe", "run_confined", "run_helper",
+           "run_landlocked", "run_unconfined"]
 
 log = logging.getLogger("toolkeeper.sandbox")
 UNPRIVILEGED_UID = 65534
@@ -396,6 +396,23 @@ def run_unconfined(workspace: Path, command: Sequence[str], *, timeout_s: float 
     session and the output cap still apply; so does the call's cgroup where the host has one."""
     return _run(list(command), cwd=workspace, env=_command_env(workspace, env),
                 timeout_s=timeout_s, output_cap=output_cap, limits=limits)
+
+
+def run_helper(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout_s: float,
+               output_cap: int, pass_fds: Sequence[int] = ()) -> SandboxResult:
+    """A trusted host program (ripgrep, grep) over a workspace a command may have filled:
+    its output is read incrementally under ``output_cap`` and the whole process group is
+    killed at the cap or the deadline, so what it prints never costs more host memory than
+    the cap. It keeps the host's uid (it reads the workspace as the file tools do). Output
+    is decoded with ``surrogateescape``, so file names round-trip to ``os.fsencode``."""
+    started = time.monotonic()
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, env=dict(env), close_fds=True,
+                            pass_fds=tuple(pass_fds), start_new_session=True)
+    out, err, truncated, timed_out = _collect(proc, started + timeout_s, output_cap)
+    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "surrogateescape"),
+                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
+                         timed_out=timed_out, duration_s=time.monotonic() - started)
 
 
 def _command_env(workspace: Path, env: Mapping[str, str] | None) -> dict[str, str]:

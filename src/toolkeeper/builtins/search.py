@@ -1,9 +1,10 @@
 """``glob_search`` and ``content_search``: find files and lines without leaving the workspace.
 
 Both start from a directory fd opened with ``openat2`` and never follow symlinks. Content search
-runs ripgrep (``--no-config``, ``-e PATTERN``, ``--``, no ``--follow``, no ``--pre``, a clean
-environment, a timeout) with its working directory set to that fd, falls back to ``grep -r``,
-then to a pure-Python search; all three give ``path:line:text`` lines.
+asks ripgrep (``--no-config``, ``-e PATTERN``, ``--``, no ``--follow``, no ``--pre``, a clean
+environment, a timeout, its output streamed under the cap), else ``grep -r``, which files match;
+else it walks every file. The lines it shows are always read again through the one rule set for
+reading files (``reading.read_checked``), so search shows nothing ``file_read`` would refuse.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import os
 import re
 import shutil
 import stat
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from ..errors import InvalidArgumentsError
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
-from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, Workspace, _refuse, openat2
+from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, Workspace, _refuse, openat2, visible
 from .policy import SecurityPolicy
+from .reading import read_text_or_none
+from .sandbox import run_helper
 
 __all__ = ["glob_to_regex", "search_tools"]
 
@@ -97,7 +100,7 @@ def search_tools(policy: SecurityPolicy) -> list[Tool]:
                 inner = f"{base}/{name}" if base else name
                 full = inner if rel == "." else f"{rel}/{inner}"
                 if (regex.match(inner) or regex.match(full)) and not policy.forbidden_rule(full):
-                    found.append(full)
+                    found.append(visible(_printable(full)))
                     if len(found) > limit:
                         break
         finally:
@@ -124,24 +127,25 @@ def search_tools(policy: SecurityPolicy) -> list[Tool]:
                                         tool_name="content_search") from exc
         dirfd = _open_dir(ws, rel, "content_search")
         try:
-            lines = _ripgrep(dirfd, pattern, glob, ignore_case, policy)
-            if lines is None:
-                lines = _grep(dirfd, pattern, glob, ignore_case, policy)
-            if lines is None:
-                lines = _python(dirfd, compiled, glob, policy)
+            found = _candidates(dirfd, pattern, glob, ignore_case, policy)
+            shown, budget = [], policy.max_output_bytes
+            for name in found.names:
+                full = name if rel == "." else f"{rel}/{name}"
+                for number, line in _matching_lines(ws, dirfd, name, compiled, policy):
+                    shown.append(f"{visible(_printable(full))}:{number}:{line}")
+                    budget -= len(shown[-1]) + 1
+                    if len(shown) >= limit or budget <= 0:
+                        break
+                if len(shown) >= limit or budget <= 0:
+                    break
         finally:
             os.close(dirfd)
-        shown = []
-        for line in lines:
-            file_part = line.split(":", 1)[0]
-            full = file_part if rel == "." else f"{rel}/{file_part}"
-            if policy.forbidden_rule(full):
-                continue
-            shown.append(full + line[len(file_part):])
-            if len(shown) >= limit:
-                break
-        more = f"\n[stopped at {limit} matches]" if len(shown) >= limit else ""
-        return "\n".join(shown) + more if shown else "no matches"
+        notes = [found.note] if found.note else []
+        if len(shown) >= limit:
+            notes.append(f"[stopped at {limit} matches]")
+        elif budget <= 0:
+            notes.append(f"[stopped at {policy.max_output_bytes} bytes of output]")
+        return "\n".join([*shown, *notes]) if shown else "\n".join(["no matches", *notes])
 
     return [
         Tool.from_function(glob_search, risk=ToolRisk.SAFE, metadata=ToolMetadata(
@@ -151,75 +155,72 @@ def search_tools(policy: SecurityPolicy) -> list[Tool]:
     ]
 
 
-def _run(argv: list[str], dirfd: int, policy: SecurityPolicy) -> str | None:
-    try:
-        proc = subprocess.run(argv, cwd=f"/proc/self/fd/{dirfd}", pass_fds=(dirfd,), env=_ENV,
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode not in (0, 1):
-        return None
-    return proc.stdout[: policy.max_output_bytes].decode("utf-8", "replace")
+@dataclass(frozen=True)
+class _Found:
+    names: Iterable[str]
+    note: str = ""
 
 
-def _clean(text: str) -> list[str]:
-    return [line[2:] if line.startswith("./") else line for line in text.splitlines() if line]
+def _candidates(dirfd: int, pattern: str, glob: str | None, ignore_case: bool,
+                policy: SecurityPolicy) -> _Found:
+    """Files that may match, relative to ``dirfd``: ripgrep's or grep's list of matching files
+    (they only choose files; every line shown is read again through the one rule set for
+    reading, so a hard link or a swapped file never shows), else every regular file."""
+    for lister in (_ripgrep, _grep):
+        argv = lister(pattern, glob, ignore_case)
+        if argv is None:
+            continue
+        result = run_helper(argv, cwd=f"/proc/self/fd/{dirfd}", pass_fds=(dirfd,), env=_ENV,
+                            timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes)
+        if result.exit_code not in (0, 1) and not (result.truncated or result.timed_out):
+            continue  # the program refused the pattern: try the next way
+        names = [n[2:] if n.startswith("./") else n for n in result.stdout.split("\0")]
+        complete = names if not (result.truncated or result.timed_out) else names[:-1]
+        note = ("[the search was stopped at its time or output limit; narrow it with path or "
+                "glob]" if result.truncated or result.timed_out else "")
+        return _Found(sorted(n for n in complete if n), note)
+    name_filter = glob_to_regex(glob) if glob else None
+    return _Found(f"{base}/{name}" if base else name for base, _, name, regular in _walk(dirfd)
+                  if regular and not (name_filter and not name_filter.match(name))
+                  and base.split("/")[0] != ".git")
 
 
-def _ripgrep(dirfd: int, pattern: str, glob: str | None, ignore_case: bool,
-             policy: SecurityPolicy) -> list[str] | None:
+def _matching_lines(ws: Workspace, dirfd: int, name: str, regex: re.Pattern[str],
+                    policy: SecurityPolicy) -> Iterator[tuple[int, str]]:
+    data = read_text_or_none(ws, name, policy, "content_search", dirfd=dirfd,
+                             max_bytes=policy.max_file_bytes)
+    if data is None:
+        return
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        if regex.search(line):
+            yield number, line[:500]
+
+
+def _printable(name: str) -> str:
+    """A file name as text (names that are not UTF-8 show replacement characters)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _ripgrep(pattern: str, glob: str | None, ignore_case: bool) -> list[str] | None:
     rg = shutil.which("rg", path=_ENV["PATH"])
     if rg is None:
         return None
-    argv = [rg, "--no-config", "--line-number", "--no-heading", "--with-filename", "--color",
-            "never", "--max-columns", "500", "--hidden", "--glob", "!.git/"]
+    argv = [rg, "--no-config", "--files-with-matches", "--null", "--color", "never", "--hidden",
+            "--no-messages", "--glob", "!.git/"]
     if ignore_case:
         argv.append("--ignore-case")
     if glob:
         argv += ["--glob", glob]
-    out = _run([*argv, "-e", pattern, "--", "."], dirfd, policy)
-    return None if out is None else _clean(out)
+    return [*argv, "-e", pattern, "--", "."]
 
 
-def _grep(dirfd: int, pattern: str, glob: str | None, ignore_case: bool,
-          policy: SecurityPolicy) -> list[str] | None:
+def _grep(pattern: str, glob: str | None, ignore_case: bool) -> list[str] | None:
     grep = shutil.which("grep", path=_ENV["PATH"])
     if grep is None:
         return None
-    argv = [grep, "-rnIE", "--exclude-dir=.git"]
+    argv = [grep, "-rlZIE", "-s", "--exclude-dir=.git"]
     if ignore_case:
         argv.append("-i")
     if glob:
         argv.append(f"--include={glob}")
-    out = _run([*argv, "-e", pattern, "--", "."], dirfd, policy)
-    return None if out is None else _clean(out)
-
-
-def read_text_file(dirfd: int, name: str, cap: int) -> bytes | None:
-    """Up to ``cap`` bytes of a regular file in ``dirfd`` (no symlink), or ``None`` when it
-    cannot be opened or looks binary."""
-    try:
-        file_fd = openat2(dirfd, name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(file_fd, "rb") as handle:
-        data = handle.read(cap)
-    return None if b"\x00" in data[:8192] else data
-
-
-def _python(dirfd: int, regex: re.Pattern[str], glob: str | None,
-            policy: SecurityPolicy) -> list[str]:
-    name_filter = glob_to_regex(glob) if glob else None
-    out: list[str] = []
-    for base, fd, name, regular in _walk(dirfd):
-        if not regular or (name_filter and not name_filter.match(name)) or base.startswith(".git"):
-            continue
-        data = read_text_file(fd, name, policy.max_file_bytes)
-        if data is None:
-            continue
-        rel = f"{base}/{name}" if base else name
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
-            if regex.search(line):
-                out.append(f"{rel}:{number}:{line}")
-    return out
+    return [*argv, "-e", pattern, "--", "."]

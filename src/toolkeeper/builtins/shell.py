@@ -9,7 +9,7 @@ from typing import Any
 
 import bashlex
 
-from ..errors import PolicyViolationError, SandboxLimitError
+from ..errors import InvalidArgumentsError, PolicyViolationError, SandboxLimitError
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
@@ -209,8 +209,12 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
                 output_cap=policy.max_output_bytes, network=policy.network, env=env,
                 limits=limits, read_only=_bindable(before) if runner.protects_paths else ())
         except OSError as exc:
-            raise SandboxLimitError(f"the command could not be started: {exc.strerror or exc}"
-                                    f"{_E2BIG_HINT if exc.errno == errno.E2BIG else ''}",
+            if exc.errno == errno.E2BIG:
+                raise InvalidArgumentsError(
+                    f"the command line is too long to run ({len(command)} characters); write "
+                    "long data to a file with file_write and refer to the file",
+                    tool_name="shell") from exc
+            raise SandboxLimitError(f"the command could not be started: {exc.strerror or exc}",
                                     tool_name="shell") from exc
         finally:
             created = _remove_created(ws, policy, before)
@@ -225,9 +229,6 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
         shell, risk=ToolRisk.CRITICAL, hitl_mode="blocking", metadata=metadata,
         description="Run a shell command line in the workspace. UNCONFINED: no sandbox is "
                     "available, so every call needs a human's approval.")
-
-
-_E2BIG_HINT = "; the command line is too long — write long data to a file first"
 
 
 def _report(result: SandboxResult, policy: SecurityPolicy, created: list[str]) -> str:

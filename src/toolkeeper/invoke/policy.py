@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
 from ..tools.risk import ToolRisk
@@ -36,6 +36,17 @@ class ChainPolicy(BaseModel):
     max_result_size: int | None = Field(default=None, gt=0)
     """Truncate result text longer than this (characters) when no artifact store is configured."""
     truncation: Literal["head", "head_tail"] = "head_tail"
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            # Our own check raises ConfigError, a ValueError, which pydantic wraps: unwrap it.
+            own = [e["ctx"]["error"] for e in exc.errors() if isinstance(
+                e.get("ctx", {}).get("error"), ConfigError)]
+            if own:
+                raise own[0] from None
+            raise
 
     @model_validator(mode="after")
     def _approval_before_call_timeout(self) -> ChainPolicy:

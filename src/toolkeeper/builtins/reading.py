@@ -1,0 +1,44 @@
+"""The one rule set for reading a file, used by every tool that shows file contents.
+
+``file_read``, ``file_edit``, ``content_search`` and ``semantic_code_search`` all read through
+``read_checked``, so they cannot disagree: a file is read only if ``open_readable`` accepts it
+(inside the workspace, not a symlink, regular, single-linked) and its real location is not a
+forbidden path.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import PolicyViolationError
+from .fs import Workspace, open_readable
+from .policy import SecurityPolicy
+
+__all__ = ["read_checked", "read_text_or_none"]
+
+
+def read_checked(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str, *,
+                 max_bytes: int, dirfd: int | None = None) -> tuple[bytes, int]:
+    """Up to ``max_bytes`` of the file ``rel`` (below ``dirfd``, default the workspace root)
+    and its full size.
+
+    Raises:
+        PolicyViolationError: naming the rule that refused the file.
+    """
+    fd = open_readable(ws.fd if dirfd is None else dirfd, rel, tool)
+    try:
+        policy.check_path(ws.real_relative(fd), write=False, tool=tool)
+        return ws.read_fd(fd, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def read_text_or_none(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str, *,
+                      max_bytes: int, dirfd: int | None = None) -> bytes | None:
+    """What ``read_checked`` reads, or ``None`` for a refused or binary file (searches skip
+    those rather than fail)."""
+    try:
+        data, _ = read_checked(ws, rel, policy, tool, max_bytes=max_bytes, dirfd=dirfd)
+    except PolicyViolationError:
+        return None
+    return None if b"\x00" in data[:8192] else data
