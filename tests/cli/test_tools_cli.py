@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from toolkeeper.cli.main import app
@@ -77,6 +79,33 @@ def test_tools_explain_lists_included_and_excluded_with_reasons(tmp_path: Path) 
 
 def test_doctor_reports_the_sandbox() -> None:
     result = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
-    assert "bubblewrap sandbox" in result.stdout and "openat2" in result.stdout
-    assert "per-call cgroups" in result.stdout and "prlimit + setpriv" in result.stdout
-    assert result.exit_code in (0, 1)
+    rows = _rows(result.stdout)
+    assert rows["bubblewrap"].startswith("ok") and rows["sandbox used"].startswith("ok bwrap")
+    assert "openat2 (file tools)" in rows and "per-call cgroups" in rows
+    assert rows["user"].startswith("warning" if os.geteuid() == 0 else "ok")
+    assert result.exit_code == 0
+
+
+def test_doctor_tells_which_backend_is_really_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bubblewrap, doctor says so and names the Landlock fallback it will use."""
+    from toolkeeper.builtins import sandbox
+
+    missing = sandbox.SandboxReport(backend="bwrap", available=False,
+                                    detail="bwrap is not installed (Debian: apt-get install bubblewrap)")
+    monkeypatch.setattr(sandbox, "probe_bwrap", lambda: missing)
+    sandbox.probe.cache_clear()
+    try:
+        rows = _rows(runner.invoke(app, ["doctor"], env={"COLUMNS": "250"}).stdout)
+    finally:
+        sandbox.probe.cache_clear()
+    assert rows["bubblewrap"].startswith("missing bwrap is not installed")
+    assert rows["sandbox used"].startswith("ok landlock")
+
+
+def _rows(table: str) -> dict[str, str]:
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) == 3:
+            rows[cells[0]] = f"{cells[1]} {cells[2]}"
+    return rows

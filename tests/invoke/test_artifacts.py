@@ -111,3 +111,22 @@ async def test_without_a_store_long_text_is_truncated_head_and_tail() -> None:
     assert "characters truncated" in result.text
     assert result.text.startswith("row 0:") and result.text.rstrip().endswith("data")
     assert result.artifact_ref is None
+
+
+async def test_truncation_reaches_what_is_rendered_for_the_model() -> None:
+    """The shaped text is what every way out sends: to_tool_result, rendered provider
+    messages and Toolbox.execute_tool_calls."""
+    from toolkeeper import export
+
+    box = Toolbox([report])
+    inv = ToolInvoker(box, policy=ChainPolicy(max_result_size=200))
+    async with inv.open_session() as session:
+        result = await inv.invoke(call("report", rows=100), session=session)
+    shaped = result.to_tool_result()
+    assert shaped.text == result.text and "characters truncated" in shaped.text
+    exported = export([report], "anthropic")
+    (message,) = exported.render([(call("report", rows=100), shaped)])
+    (block,) = message["content"]
+    assert "characters truncated" in str(block["content"]) and len(str(block["content"])) < 400
+    (batch,) = box.execute_tool_calls([call("report", rows=100)], invoker=inv)
+    assert batch.text == result.text

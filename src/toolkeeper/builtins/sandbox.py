@@ -222,7 +222,7 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
 def probe() -> SandboxReport:
     """The best confinement this host offers, probed once per process: bubblewrap, else
     Landlock + seccomp + rlimits, else none."""
-    bwrap = _probe_bwrap()
+    bwrap = probe_bwrap()
     if bwrap.available:
         return bwrap
     from .landlock import landlock_abi
@@ -236,8 +236,11 @@ def probe() -> SandboxReport:
                          detail=f"{bwrap.detail}, and Landlock is not available")
 
 
-def _probe_bwrap() -> SandboxReport:
-    if shutil.which("bwrap") is None:
+@functools.lru_cache(maxsize=1)
+def probe_bwrap() -> SandboxReport:
+    """Whether bubblewrap is installed and can start a sandbox with every namespace unshared
+    (unprivileged user namespaces can be off by sysctl, AppArmor or a container)."""
+    if shutil.which("bwrap", path=_SYSTEM_PATH) is None:
         return SandboxReport(backend="bwrap", available=False,
                              detail="bwrap is not installed (Debian: apt-get install bubblewrap)")
     import tempfile

@@ -1,4 +1,4 @@
-"""``toolkeeper doctor``: what confinement this machine offers, probed once."""
+"""``toolkeeper doctor``: what confinement this machine really offers, probed once."""
 
 from __future__ import annotations
 
@@ -12,42 +12,57 @@ from rich.console import Console
 from rich.table import Table
 
 _out = Console()
+_MARKS = {"ok": "[green]ok[/]", "missing": "[yellow]missing[/]", "warn": "[yellow]warning[/]",
+          "none": "[red]none[/]"}
 
 
 def doctor() -> None:
-    """Report the sandbox, cgroups, openat2, search programs and the user toolkeeper runs
-    as."""
+    """Report each confinement backend, the one commands will use, cgroups, openat2, the
+    search programs and the user toolkeeper runs as. Exits 1 when no sandbox can run."""
     from ..builtins.cgroups import probe as cgroup_probe
     from ..builtins.fs import openat2
-    from ..builtins.sandbox import exec_helpers, probe
+    from ..builtins.landlock import landlock_abi
+    from ..builtins.sandbox import exec_helpers, probe, probe_bwrap
 
     table = Table("check", "result", "detail")
-    report = probe()
-    table.add_row("bubblewrap sandbox", _mark(report.available), report.detail)
+    bwrap = probe_bwrap()
+    table.add_row("bubblewrap", _MARKS["ok" if bwrap.available else "missing"], bwrap.detail)
+    abi = landlock_abi()
+    table.add_row("Landlock", _MARKS["ok" if abi >= 1 else "missing"],
+                  f"ABI {abi}" if abi >= 1 else "not in this kernel (5.13+) or disabled")
+    chosen = probe()
+    table.add_row("sandbox used", _MARKS["ok"] if chosen.available else _MARKS["none"],
+                  f"{chosen.backend}: {chosen.detail}" if chosen.available else
+                  "shell, git and code mode are refused (unless security.allow_unconfined)")
     helpers = exec_helpers()
-    table.add_row("prlimit + setpriv", _mark(helpers is not None),
+    table.add_row("prlimit + setpriv", _MARKS["ok" if helpers is not None else "missing"],
                   " ".join(helpers) if helpers is not None else "util-linux is missing: every "
                   "command forks the whole host process to set its limits (slower)")
     groups = cgroup_probe()
-    table.add_row("per-call cgroups", _mark(groups.available), groups.detail if groups.available
+    table.add_row("per-call cgroups", _MARKS["ok" if groups.available else "missing"],
+                  groups.detail if groups.available
                   else f"{groups.detail}; memory is limited per process (RLIMIT_AS) instead")
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            os.close(openat2(os.open(tmp, os.O_RDONLY | os.O_DIRECTORY), ".", os.O_RDONLY))
-        table.add_row("openat2 (file tools)", _mark(True), f"kernel {platform.release()}")
-    except OSError as exc:
-        table.add_row("openat2 (file tools)", _mark(False), f"{exc}; file tools will refuse")
+    table.add_row("openat2 (file tools)", *_openat2_row(openat2))
     for program in ("rg", "grep"):
         found = shutil.which(program)
-        table.add_row(program, _mark(found is not None), found or "not installed")
+        table.add_row(program, _MARKS["ok" if found else "missing"], found or "not installed")
     root = os.geteuid() == 0
-    table.add_row("user", _mark(not root), "root: commands run as uid 65534 (process limits do "
-                  "not bind root); run toolkeeper as a non-root user" if root else
-                  f"uid {os.geteuid()}")
+    table.add_row("user", _MARKS["warn" if root else "ok"],
+                  "root: commands run as uid 65534 (process limits do not bind root); run "
+                  "toolkeeper as a non-root user" if root else f"uid {os.geteuid()}")
     _out.print(table)
-    if not report.available:
+    if not chosen.available:
         raise typer.Exit(code=1)
 
 
-def _mark(ok: bool) -> str:
-    return "[green]ok[/]" if ok else "[yellow]missing[/]"
+def _openat2_row(openat2: object) -> tuple[str, str]:
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.close(openat2(fd, ".", os.O_RDONLY))  # type: ignore[operator]
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        return _MARKS["missing"], f"{exc}; file tools will refuse"
+    return _MARKS["ok"], f"kernel {platform.release()}"

@@ -73,7 +73,7 @@ def _needs_no_projection(schema: dict[str, Any]) -> bool:
     """A permissive profile shows an object schema without references exactly as it is."""
     return (
         schema.get("type") == "object" and "properties" in schema
-        and "$defs" not in schema and "definitions" not in schema
+        and "$defs" not in schema and "definitions" not in schema and "$schema" not in schema
     )
 
 

@@ -141,6 +141,8 @@ class SchemaTransformer:
         notes: list[str] = []
         keep = self._keep()
         for key, value in node.items():
+            if key == "$schema":
+                continue  # the dialect is the provider's; no provider wants the meta key
             if key == "properties" and isinstance(value, dict):
                 out[key] = {n: self._node(s, f"{path}.{n}") for n, s in value.items()}
             elif key in _CHILD_LISTS and isinstance(value, list) and self._kept(key, keep):

@@ -56,12 +56,23 @@ def normalize_schema(schema: Any, *, where: str = "parameters") -> tuple[dict[st
     problems: list[str] = []
     if "type" not in fixed and ("properties" in fixed or not fixed):
         fixed["type"] = "object"
+    if fixed.get("type") != "object" and "properties" not in fixed:
+        fixed = _replaced(fixed, where, problems)
     if fixed.get("type") == "object":
         fixed.setdefault("properties", {})
     _walk(fixed, where, problems)
     for problem in problems:
         warnings.warn(problem, SchemaWarning, stacklevel=3)
     return fixed, problems
+
+
+def _replaced(schema: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+    """A top level that is not an object (``{"type": "string"}``) cannot declare named
+    arguments, which every provider requires: it is replaced by an empty object schema."""
+    problems.append(f"{where}: the top level must be an object schema of named arguments, got "
+                    f"type {schema.get('type', 'none')!r}; replaced by an empty object schema "
+                    "(describe each argument under 'properties')")
+    return {"type": "object", "properties": {}}
 
 
 def _walk(node: dict[str, Any], path: str, problems: list[str]) -> None:

@@ -74,6 +74,25 @@ class FunctionInfo:
         return self._model or _build_model(self.func_name, self.params)
 
     @cached_property
+    def parameters_model(self) -> type[BaseModel]:
+        """A pydantic model of the parameters under their own names (``Tool.parameters_model``);
+        a name a model cannot hold as a field (``schema``, ``_x``) gets a trailing ``_`` and the
+        real name as its alias."""
+        fields: dict[str, Any] = {}
+        for param in self.params:
+            default = ... if param.required else param.default
+            info = FieldInfo.merge_field_infos(param.field_info or Field(default),
+                                               Field(description=param.description))
+            name = param.name
+            if name.startswith("_") or hasattr(BaseModel, name):
+                name, info = f"{name}_", FieldInfo.merge_field_infos(info, Field(alias=param.name))
+            fields[name] = (param.annotation, info)
+        model: type[BaseModel] = create_model(
+            f"{self.func_name}_parameters", __config__=ConfigDict(populate_by_name=True),
+            **fields)
+        return model
+
+    @cached_property
     def output_adapter(self) -> TypeAdapter[Any] | None:
         """Validator of the return value, or ``None`` when the return type says nothing."""
         if _says_nothing(self.return_annotation):

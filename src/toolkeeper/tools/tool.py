@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -53,7 +54,7 @@ class Tool:
     metadata: ToolMetadata
     namespace: str | None
     method_name: str | None
-    parameters_model: Any
+    _parameters_model: Any
     schema_warnings: tuple[str, ...]
     _info: FunctionInfo | None
     _validator: ArgumentValidator | None
@@ -94,7 +95,7 @@ class Tool:
             callable=callable,
             namespace=namespace,
             method_name=method_name,
-            parameters_model=parameters_model,
+            _parameters_model=parameters_model,
             _info=_info,
             _validator=None,
             _schema_cache={},
@@ -164,7 +165,7 @@ class Tool:
             callable=func,
             metadata=metadata,
             namespace=ns,
-            method_name=method if ns or method_name else None,
+            method_name=method,
             risk=risk,
             hitl_mode=hitl_mode,
             _info=info,
@@ -253,6 +254,17 @@ class Tool:
     # -- metadata views -----------------------------------------------------------------
 
     @property
+    def parameters_model(self) -> Any:
+        """The pydantic model of the parameters: the one given, or for a tool made from a
+        function the one generated from its signature (built on first access); ``None`` for a
+        raw JSON Schema."""
+        explicit = self.__dict__.get("_parameters_model")
+        if explicit is not None:
+            return explicit
+        info: FunctionInfo | None = self._info
+        return info.parameters_model if info is not None else None
+
+    @property
     def is_async(self) -> bool:
         """Whether the callable is a coroutine function (``metadata.is_async``)."""
         return self.metadata.is_async
@@ -286,8 +298,9 @@ class Tool:
 
     def _build_validator(self) -> ArgumentValidator:
         unknown = self.metadata.unknown_arguments
-        if self.parameters_model is not None:
-            return _ModelValidator(self.parameters_model)
+        explicit = self.__dict__.get("_parameters_model")
+        if explicit is not None:
+            return _ModelValidator(explicit)
         if self._info is not None:
             return FunctionArgumentValidator(self.name, self._info, unknown)
         return SchemaArgumentValidator(self.name, self.parameters, unknown)
@@ -353,18 +366,33 @@ class Tool:
         return await self.call_async(self.validate_arguments(parameters))
 
     def run(self, parameters: Mapping[str, Any]) -> Any:
-        """Like ``run_raw`` but a failure returns ``"Error executing <name>: <reason>"``."""
+        """Like ``run_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
+
+        .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
+           ``run_raw`` to get the exception.
+        """
         try:
             return self.run_raw(parameters)
         except Exception as exc:
-            return f"Error executing {self.name}: {exc}"
+            return self._swallowed(exc, "run_raw")
 
     async def arun(self, parameters: Mapping[str, Any]) -> Any:
-        """Like ``arun_raw`` but a failure returns ``"Error executing <name>: <reason>"``."""
+        """Like ``arun_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
+
+        .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
+           ``arun_raw`` to get the exception.
+        """
         try:
             return await self.arun_raw(parameters)
         except Exception as exc:
-            return f"Error executing {self.name}: {exc}"
+            return self._swallowed(exc, "arun_raw")
+
+    def _swallowed(self, exc: Exception, instead: str) -> str:
+        warnings.warn(f"{instead.removesuffix('_raw')}() returned an error string for a failure of "
+                      f"tool '{self.name}'; this is deprecated and will raise in a future "
+                      f"version — call {instead}() to get the exception", DeprecationWarning,
+                      stacklevel=3)
+        return f"Error executing {self.name}: {exc}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly, as if the tool were not there."""
@@ -374,19 +402,35 @@ class Tool:
 
     def get_schema(
         self, api_format: str = "openai-chat", *, strict: bool = False,
-        think_augment: bool | None = None,
+        think_augment: bool | None = None, _think_augment: bool | None = None,
     ) -> dict[str, Any]:
-        """The tool's declaration in a provider's wire format.
+        """The tool's declaration in a provider's wire format (default ``openai-chat``).
 
-        Formats: ``openai-chat``, ``openai-responses``, ``anthropic``, ``gemini``, ``mcp`` and
-        ``native``. The result is cached and shared: copy it before changing it.
+        Formats: ``openai-chat``, ``openai-responses`` (``openai-response`` too), ``anthropic``,
+        ``gemini``, ``mcp`` and ``native``. ``think_augment`` (also accepted under its older
+        name ``_think_augment``) adds the ``toolcall_reason`` argument; ``None`` falls back to
+        ``metadata.think_augment``. The result is cached and shared: copy it before changing it.
         """
+        if think_augment is None:
+            think_augment = _think_augment
         key = api_format if not strict and think_augment is None else (
             api_format, strict, think_augment)
         hit = self._schema_cache.get(key)
         if hit is None:
             hit = _formats().declared(self, api_format, strict, think_augment)
         return hit[0]  # type: ignore[no-any-return]
+
+    def describe(self, api_format: str = "openai-chat") -> dict[str, Any]:
+        """Deprecated alias of ``get_schema``."""
+        warnings.warn("Tool.describe() is deprecated; use get_schema()", DeprecationWarning,
+                      stacklevel=2)
+        return self.get_schema(api_format)
+
+    def get_json_schema(self, api_format: str = "openai-chat") -> dict[str, Any]:
+        """Deprecated alias of ``get_schema``."""
+        warnings.warn("Tool.get_json_schema() is deprecated; use get_schema()",
+                      DeprecationWarning, stacklevel=2)
+        return self.get_schema(api_format)
 
     def get_openai_schema(self, *, strict: bool = False) -> dict[str, Any]:
         """Seed 000's shortcut for ``get_schema("openai-chat")``."""

@@ -7,7 +7,7 @@ import base64
 from typing import Any
 
 from ...hooks import HookEvent
-from ...tools.results import AudioBlock, FileBlock, ImageBlock
+from ...tools.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
 from ..results import ChainFile, InvocationResult, Status
 from ..state import Gate, Invocation, Next
 
@@ -54,6 +54,10 @@ class ShapingGate(Gate):
                     f"artifact {ref}; pass {{\"$artifact\": \"{ref}\"}} to another tool to use it]")
         elif store is None:
             text = truncate(text, self._limit(inv) or len(text), policy.truncation)
+        if text != tool_result.text:
+            # What the model is shown is the shaped text, whichever way the result is rendered.
+            media = tuple(b for b in tool_result.content if not isinstance(b, TextBlock | JsonBlock))
+            tool_result = tool_result.model_copy(update={"content": (TextBlock(text=text), *media)})
         return InvocationResult(
             status=status, text=text, structured=tool_result.structured_content,
             artifact_ref=ref, files=files, result=tool_result, call_id=result.call_id,
