@@ -16,6 +16,8 @@ from .approval import (
     SqliteApprovalStore,
 )
 from .artifacts import BlobStore, FileBlobStore, MemoryBlobStore
+from .builtins import SecurityPolicy, default_tools
+from .config import all_tools_with_runtime, load_config
 from .errors import (
     ApprovalDeniedError,
     ApprovalPending,
@@ -146,6 +148,7 @@ __all__ = [
     "SchemaError",
     "SchemaWarning",
     "SearchHit",
+    "SecurityPolicy",
     "Skill",
     "SqliteApprovalStore",
     "StoreError",
@@ -172,10 +175,13 @@ __all__ = [
     "WireExport",
     "WireFormatError",
     "WireNames",
+    "all_tools_with_runtime",
     "check",
+    "default_tools",
     "export",
     "is_hosted_tool",
     "is_provider_defined_tool",
+    "load_config",
     "normalize_tool_name",
     "parse_tool_calls",
     "render_result",

@@ -95,3 +95,38 @@ def test_console_script_runs_as_a_real_process() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["outputSchema"]["properties"]["city"] == {"type": "string"}
+
+
+def _user_module(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_syntax_error_in_the_users_module_is_one_line_with_file_and_line(tmp_path: Path) -> None:
+    target = _user_module(tmp_path, "broken.py", "from toolkeeper import tool\n\n"
+                                                 "def f(x:\n    return x\n")
+    result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "schema", target],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {target}:3: syntax error: '(' was never closed"]
+    assert "Traceback" not in result.stderr
+
+
+def test_an_error_raised_while_importing_names_the_users_line(tmp_path: Path) -> None:
+    target = _user_module(tmp_path, "raises.py", "import json\n\nCONFIG = json.loads('{')\n")
+    result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "schema", target],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {target}:3: JSONDecodeError: ") and "--debug" in line
+    debug = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "--debug", "schema", target],
+                           capture_output=True, text=True, check=False)
+    assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
+
+
+def test_tools_search_without_a_hit_says_so_and_names_the_semantic_extra() -> None:
+    result = runner.invoke(app, ["tools", "search", EXAMPLE, "zebra"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    assert "no tool matches 'zebra'" in result.stdout and "toolkeeper[semantic]" in result.stdout

@@ -153,6 +153,13 @@ def test_invoke_sync_from_plain_code() -> None:
     assert inv.invoke_sync(call("add", a=4, b=4), session=session).text == "8"
 
 
+def test_invoke_sync_without_a_session_uses_a_one_off_session() -> None:
+    inv = invoker()
+    first = inv.invoke_sync(call("add", a=1, b=2))
+    second = inv.invoke_sync(call("add", a=2, b=2))
+    assert (first.status, first.text, second.text) == ("ok", "3", "4")
+
+
 async def test_a_session_of_another_invoker_is_refused() -> None:
     from toolkeeper import UsageError
 

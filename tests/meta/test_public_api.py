@@ -46,3 +46,9 @@ def test_tool_methods_of_the_design_exist() -> None:
                    "execute", "get_openai_schema", "get_mcp_schema", "check"):
         assert callable(getattr(toolkeeper.Tool, method)), method
     assert isinstance(inspect.getattr_static(toolkeeper.Tool, "qualified_name"), property)
+
+
+def test_design_names_of_the_built_ins_and_config_are_public() -> None:
+    assert {"SecurityPolicy", "default_tools", "all_tools_with_runtime",
+            "load_config"} <= set(toolkeeper.__all__)
+    assert toolkeeper.load_config().security.autonomy == "supervised"

@@ -7,8 +7,6 @@ import os
 import stat
 from typing import Any
 
-import bashlex
-
 from ..errors import InvalidArgumentsError, PolicyViolationError, SandboxLimitError
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
@@ -40,6 +38,8 @@ def command_words(command: str) -> tuple[list[list[str]], list[str]]:
     Raises:
         PolicyViolationError: the line cannot be analysed — refused rather than guessed.
     """
+    import bashlex  # builds its parser tables on import (~170 ms): only when a shell runs
+
     try:
         trees = bashlex.parse(command)
     except Exception as exc:  # bashlex raises several types; any failure must fail closed

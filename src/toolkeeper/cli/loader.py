@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import sysconfig
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,13 +32,37 @@ def _import(target: str) -> ModuleType:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise _load_error(target, exc) from exc
         finally:
             sys.path.remove(str(path.resolve().parent))
         return module
     try:
         return importlib.import_module(target)
-    except ImportError as exc:
-        raise UsageError(f"cannot import module '{target}': {exc}") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name and target.startswith(exc.name):
+            raise UsageError(f"cannot import module '{target}': {exc}") from exc
+        raise _load_error(target, exc) from exc
+    except Exception as exc:
+        raise _load_error(target, exc) from exc
+
+
+# Where the standard library and installed packages live: an error is reported at the last
+# line of the user's own code, not inside a library it called.
+_LIBRARY_DIRS = tuple({sysconfig.get_path(key) for key in ("stdlib", "platstdlib", "purelib",
+                                                             "platlib")})
+
+
+def _load_error(target: str, exc: Exception) -> UsageError:
+    """One line that says where the user's code failed: ``file:line: what``."""
+    if isinstance(exc, SyntaxError):
+        where = f"{exc.filename}:{exc.lineno}" if exc.filename else target
+        return UsageError(f"{where}: syntax error: {exc.msg}")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(("<frozen", *_LIBRARY_DIRS))]
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else target
+    return UsageError(f"{where}: {type(exc).__name__}: {exc} (while importing {target})")
 
 
 def _is_tool(obj: Any) -> bool:

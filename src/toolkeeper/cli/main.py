@@ -16,6 +16,7 @@ from ..formats import API_FORMATS, check, export, get_format
 from .audit_cmd import audit
 from .doctor_cmd import doctor
 from .loader import load_tools
+from .report import fail, set_debug
 from .tools_cmd import tools_app
 
 app = typer.Typer(
@@ -41,8 +42,7 @@ StrictOpt = Annotated[bool, typer.Option("--strict", help="Ask for strict mode w
 
 
 def _fail(exc: ToolkeeperError) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {exc}")
-    return typer.Exit(code=2)
+    return fail(exc)
 
 
 def _version(value: bool) -> None:
@@ -55,8 +55,10 @@ def _version(value: bool) -> None:
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
 ) -> None:
     """toolkeeper command line."""
+    set_debug(debug)
 
 
 @app.command()

@@ -14,11 +14,11 @@ from ..errors import ToolkeeperError
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
+from .report import fail
 
 tools_app = typer.Typer(help="Inspect a catalog: list, show, search and browse its tools.",
                         no_args_is_help=True)
 _out = Console()
-_err = Console(stderr=True)
 
 Target = Annotated[str, typer.Argument(
     help="A toolbox or tools: 'pkg.module:toolbox', 'file.py:tools', or a module or file.")]
@@ -28,8 +28,7 @@ def _catalog(target: str) -> CatalogBase:
     try:
         obj = load_object(target)
     except ToolkeeperError as exc:
-        _err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(code=2) from exc
+        raise fail(exc) from exc
     return obj if isinstance(obj, CatalogBase) else Toolbox(obj)
 
 
@@ -58,8 +57,7 @@ def show(target: Target, name: str,
     catalog = _catalog(target)
     entry = catalog.entry(name)
     if entry is None:
-        _err.print(f"[bold red]error:[/] {catalog.unknown(name)}")
-        raise typer.Exit(code=2)
+        raise fail(catalog.unknown(name))
     _out.print(f"[bold]{entry.name}[/] — {entry.kind}, risk {entry.risk.value}, {_status(entry)}")
     if entry.category:
         _out.print(f"category: {entry.category}")
@@ -73,8 +71,15 @@ def search(target: Target, query: str,
            limit: Annotated[int, typer.Option("--limit", "-n")] = 5) -> None:
     """Rank tools for a natural-language query and show which signals matched."""
     catalog = _catalog(target)
+    hits = catalog.search(query, limit=limit)
+    if not hits:
+        _out.print(f"no tool matches {query!r} ({len(catalog.names())} searched). Search matches the "
+                   "words of names, descriptions, tags and parameters; to match by meaning, "
+                   "install the semantic extra (pip install 'toolkeeper[semantic]') and give the "
+                   "toolbox SearchOptions(semantic=EmbeddingScorer()).", markup=False)
+        return
     table = Table("rank", "name", "score", "signals", "description")
-    for rank, hit in enumerate(catalog.search(query, limit=limit), start=1):
+    for rank, hit in enumerate(hits, start=1):
         signals = ", ".join(f"{k} {v:.2f}" for k, v in hit.signals.items())
         table.add_row(str(rank), hit.name, f"{hit.score:.3f}", signals,
                       (hit.tool.description or "").splitlines()[0][:70] if hit.tool.description
@@ -113,8 +118,7 @@ def explain_cmd(
     try:
         decisions = explain(load_config(config))
     except ToolkeeperError as exc:
-        _err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(code=2) from exc
+        raise fail(exc) from exc
     table = Table("tool", "status", "reason", "decided by")
     for d in decisions:
         status = "[green]included[/]" if d.included else "[red]excluded[/]"

@@ -116,7 +116,7 @@ def explain(config: ToolkeeperConfig) -> list[Decision]:
                  for name, reason in core]
     shell_ok = Decision(tool="shell", included=sandbox_ok, key="security.allow_unconfined",
                         source=config.source("security.allow_unconfined"),
-                        reason=("always on, confined by bubblewrap" if blocker is None else
+                        reason=(f"always on, confined by {probe().backend}" if blocker is None else
                                 "explicitly unconfined: every call needs approval"
                                 if config.security.allow_unconfined else
                                 f"needs a sandbox that cannot run: {blocker}; fix that or set "

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..invoke.call import ToolCall
 from ..tools.results import FileBlock, ImageBlock, ToolResult
-from .base import WireFormat, block_text
+from .base import WireFormat, as_data, block_text
 from .transform import Profile
 
 __all__ = ["AnthropicFormat"]
@@ -51,6 +51,12 @@ class AnthropicFormat(WireFormat):
             for b in blocks
             if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
+
+    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+        data = as_data(response)
+        if not isinstance(data, dict) or data.get("role") != "assistant":
+            raise self.shape_error(data, "a Message")
+        return [{"role": "assistant", "content": data.get("content") or []}]
 
     def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         content = [self._block(b) for b in result.content] or [{"type": "text", "text": ""}]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import UnknownToolError, WireFormatError
+from ..errors import UnknownToolError, UsageError, WireFormatError
 from ..invoke.call import CallProblem, ToolCall
 from ..tools.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
 from ..tools.tool import Tool
@@ -208,6 +208,17 @@ class WireFormat:
     ) -> list[dict[str, Any]]:
         """The messages to append to the conversation for a batch of results."""
         return [self.render(call, result) for call, result in pairs]
+
+    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+        """The model's own turn in a response, as the items to append to the conversation
+        before the tool results (the provider wants its calls back before their results).
+
+        Raises:
+            UsageError: this format has no conversation (``mcp``, ``native``).
+            WireFormatError: ``response`` is not a response of this format.
+        """
+        raise UsageError(f"{self.name} has no conversation to append a turn to; use "
+                         "render() for its results")
 
     def wire_of(self, call: ToolCall) -> str:
         return call.wire_name or wire_name(call.name, self.name)

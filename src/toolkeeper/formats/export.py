@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import WireFormatError
+from ..errors import UsageError, WireFormatError
 from ..invoke.call import ToolCall
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.results import ToolResult
@@ -14,6 +14,12 @@ from .names import WireNames
 from .problems import Problem
 
 __all__ = ["WireExport", "export"]
+
+
+class HasToolResult(Protocol):
+    """What the invoker returns: anything that can be shown as a ``ToolResult``."""
+
+    def to_tool_result(self) -> ToolResult: ...
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,25 @@ class WireExport:
         from . import render_results
 
         return render_results(pairs, self.api_format)
+
+    def append_turn(self, messages: list[Any], response: Any, calls: Sequence[ToolCall],
+                    results: Sequence[ToolResult | HasToolResult]) -> list[Any]:
+        """One step of the agent loop: append the model's turn (taken from ``response``) and
+        the results of its calls, each in the provider's shape, to ``messages``; returns it.
+
+        ``results`` are ``InvocationResult``s from the invoker (or ``ToolResult``s), in the
+        order of ``calls``. For ``openai-responses``, ``messages`` is the ``input`` list.
+        """
+        from . import get_format
+
+        if len(calls) != len(results):
+            raise UsageError(f"append_turn got {len(calls)} calls but {len(results)} results; "
+                             "pass one result per call, in order")
+        fmt = get_format(self.api_format)
+        messages.extend(fmt.assistant_turn(response))
+        shaped = [r if isinstance(r, ToolResult) else r.to_tool_result() for r in results]
+        messages.extend(fmt.render_batch(zip(calls, shaped, strict=True)))
+        return messages
 
 
 def export(

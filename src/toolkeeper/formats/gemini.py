@@ -8,7 +8,7 @@ from typing import Any
 
 from ..invoke.call import ToolCall
 from ..tools.results import ImageBlock, ToolResult
-from .base import WireFormat
+from .base import WireFormat, as_data
 from .transform import Profile
 
 __all__ = ["GeminiFormat"]
@@ -66,6 +66,14 @@ class GeminiFormat(WireFormat):
         if isinstance(data, dict) and ("functionCall" in data or "function_call" in data):
             return [data]
         raise self.shape_error(data, "a GenerateContentResponse, a Content or a list of parts")
+
+    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+        data = as_data(response)
+        if isinstance(data, dict) and "candidates" in data:
+            data = ((data.get("candidates") or [{}])[0] or {}).get("content") or {}
+        if not isinstance(data, dict) or "parts" not in data:
+            raise self.shape_error(data, "a GenerateContentResponse or a Content")
+        return [{"role": data.get("role") or "model", "parts": data.get("parts") or []}]
 
     def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         payload: dict[str, Any]

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..invoke.call import ToolCall
 from ..tools.results import ImageBlock, ToolResult
-from .base import WireFormat, data_url
+from .base import WireFormat, as_data, data_url
 from .transform import Profile
 
 __all__ = ["OPENAI_STRICT_KEYWORDS", "OpenAIChatFormat"]
@@ -53,6 +53,17 @@ class OpenAIChatFormat(WireFormat):
                 raise self.shape_error(call, "a tool call with function.name")
             out.append((str(call.get("id") or ""), function["name"], function.get("arguments")))
         return out
+
+    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+        data = as_data(response)
+        if isinstance(data, dict) and "choices" in data:
+            data = ((data.get("choices") or [{}])[0] or {}).get("message") or {}
+        if not isinstance(data, dict) or data.get("role") != "assistant":
+            raise self.shape_error(data, "a ChatCompletion or an assistant message")
+        turn = {"role": "assistant", "content": data.get("content")}
+        if data.get("tool_calls"):
+            turn["tool_calls"] = data["tool_calls"]
+        return [turn]
 
     def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": call.id, "content": result.text}

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..invoke.call import ToolCall
 from ..tools.results import FileBlock, ImageBlock, ToolResult
-from .base import WireFormat, block_text, data_url
+from .base import WireFormat, as_data, block_text, data_url
 from .openai_chat import OPENAI_STRICT_KEYWORDS
 from .transform import Profile
 
@@ -44,6 +44,12 @@ class OpenAIResponsesFormat(WireFormat):
             call_id = item.get("call_id") or item.get("id") or ""
             out.append((str(call_id), item.get("name", ""), item.get("arguments")))
         return out
+
+    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+        data = as_data(response)
+        if not isinstance(data, dict) or "output" not in data:
+            raise self.shape_error(data, "a Response")
+        return [item for item in data.get("output") or [] if isinstance(item, dict)]
 
     def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         has_media = any(isinstance(b, ImageBlock | FileBlock) and b.data for b in result.content)

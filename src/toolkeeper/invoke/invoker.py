@@ -145,11 +145,20 @@ class ToolInvoker:
                 "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
                 "status": status, "duration_ms": duration, "error_code": result.error_code})
 
-    def invoke_sync(self, call: ToolCall, *, session: InvokerSession,
+    def invoke_sync(self, call: ToolCall, *, session: InvokerSession | None = None,
                     ctx: ToolContext | None = None) -> InvocationResult:
-        """``invoke`` from synchronous code."""
-        result: InvocationResult = run_coroutine_sync(self.invoke(call, session=session, ctx=ctx))
+        """``invoke`` from synchronous code. Without ``session``, the call gets a one-off
+        session of its own (its budget and trace end with the call, and so do its artifact
+        pins: open a session to keep offloaded results pinned)."""
+        result: InvocationResult = run_coroutine_sync(self._invoke_in(call, session, ctx))
         return result
+
+    async def _invoke_in(self, call: ToolCall, session: InvokerSession | None,
+                         ctx: ToolContext | None) -> InvocationResult:
+        if session is not None:
+            return await self.invoke(call, session=session, ctx=ctx)
+        async with self.open_session() as one_off:
+            return await self.invoke(call, session=one_off, ctx=ctx)
 
     async def invoke_many(
         self, calls: Sequence[ToolCall], *, session: InvokerSession,

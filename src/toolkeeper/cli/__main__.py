@@ -1,0 +1,5 @@
+"""``python -m toolkeeper.cli``: the ``toolkeeper`` command."""
+
+from .main import main
+
+main()
