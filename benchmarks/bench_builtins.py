@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from toolkeeper.builtins import SecurityPolicy
-from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID, probe
 from toolkeeper.builtins.search import search_tools
 from toolkeeper.builtins.shell import shell_tool
+from toolkeeper.sandbox import UNPRIVILEGED_UID, probe
 
 
 def tree(root: Path, files: int) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from toolkeeper import ConfigError
-from toolkeeper.builtins import sandbox, shell
-from toolkeeper.builtins.sandbox import SandboxReport
+from toolkeeper.builtins import shell
 from toolkeeper.config import all_tools_with_runtime, explain, load_config
 from toolkeeper.config.gating import Requirement, _decide
+from toolkeeper.sandbox import SandboxReport, detect
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -66,7 +66,7 @@ def test_credentials_are_part_of_the_gate(tmp_path: Path, monkeypatch: pytest.Mo
 def test_shell_is_left_out_with_the_reason_when_no_sandbox_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     missing = SandboxReport(backend="bwrap", available=False, detail="bwrap is not installed")
-    monkeypatch.setattr(sandbox, "probe", lambda: missing)
+    monkeypatch.setattr(detect, "probe", lambda: missing)
     monkeypatch.setattr(shell, "probe", lambda: missing)
     path = write(tmp_path, '[security]\nworkspace = "ws"\n')
     decision = by_tool(path)["shell"]

@@ -10,7 +10,7 @@ from toolkeeper import ToolCall, ToolInvoker, ToolRisk
 from toolkeeper.approval import AutoApprovalHandler
 from toolkeeper.builtins import SecurityPolicy, default_tools
 
-from .conftest import hand_over
+from ..workspaces import hand_over
 
 pytestmark = pytest.mark.anyio
 

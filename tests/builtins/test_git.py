@@ -11,14 +11,14 @@ import pytest
 from toolkeeper import PolicyViolationError, Tool
 from toolkeeper.builtins.git import git_tool
 from toolkeeper.builtins.policy import SecurityPolicy
-from toolkeeper.builtins.sandbox import (
+from toolkeeper.sandbox import (
     UNPRIVILEGED_UID,
     BubblewrapSandbox,
     LandlockSandbox,
     Sandbox,
 )
 
-from .conftest import hand_over
+from ..workspaces import hand_over
 
 
 @pytest.fixture(params=[BubblewrapSandbox, LandlockSandbox], ids=["bubblewrap", "landlock"])

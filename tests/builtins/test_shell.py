@@ -13,8 +13,8 @@ import pytest
 
 from toolkeeper import PolicyViolationError, SandboxLimitError, Tool
 from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
-from toolkeeper.builtins.sandbox import UNPRIVILEGED_UID, BubblewrapSandbox
 from toolkeeper.builtins.shell import command_words, shell_tool
+from toolkeeper.sandbox import UNPRIVILEGED_UID, BubblewrapSandbox
 
 EXTRA = ("python3", "sleep", "yes", "setsid", "id", "env")
 
@@ -169,7 +169,7 @@ def test_concurrent_calls_get_separate_sandboxes(ws: Path) -> None:
 
 
 def test_seccomp_denies_dangerous_system_calls_inside_the_sandbox(ws: Path) -> None:
-    from toolkeeper.builtins.seccomp_filter import seccomp_bpf
+    from toolkeeper.sandbox.seccomp import seccomp_bpf
 
     if seccomp_bpf(False) is None:
         pytest.skip("libseccomp is not available")
@@ -204,7 +204,7 @@ def test_protected_files_cannot_be_changed_or_created_from_the_sandbox(ws: Path)
     (ws / ".git" / "hooks").mkdir(parents=True)
     (ws / ".git" / "config").write_text("[core]\n\tbare = false\n")
     (ws / ".vscode").mkdir()
-    from .conftest import hand_over
+    from ..workspaces import hand_over
 
     hand_over(ws)
     out = run(shell(ws), "echo '[core]' >> .git/config; echo evil > .git/hooks/pre-commit; "
@@ -221,7 +221,7 @@ def test_protected_files_cannot_be_changed_or_created_from_the_sandbox(ws: Path)
 def test_a_protected_file_cannot_be_replaced_by_moving_its_directory_aside(ws: Path) -> None:
     (ws / ".git" / "hooks").mkdir(parents=True)
     (ws / ".git" / "config").write_text("[core]\n")
-    from .conftest import hand_over
+    from ..workspaces import hand_over
 
     hand_over(ws)
     out = run(shell(ws), "mv .git .git2; mkdir -p .git/hooks; echo evil > .git/config; "
@@ -244,14 +244,14 @@ def test_a_symlinked_protected_path_never_brings_an_outside_file_in(ws: Path, ba
 @pytest.mark.parametrize("launch", ["exec helpers", "preexec_fn fallback"])
 def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
         ws: Path, launch: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolkeeper.builtins import cgroups, sandbox
+    from toolkeeper.sandbox import base, bubblewrap, cgroups, limits
 
     if launch == "preexec_fn fallback":
-        monkeypatch.setattr(sandbox, "exec_helpers", lambda: None)
-    elif sandbox.exec_helpers() is None:
+        monkeypatch.setattr(limits, "exec_helpers", lambda: None)
+    elif limits.exec_helpers() is None:
         pytest.skip("prlimit/setpriv are not installed")
-    result = sandbox.run_confined(ws, ["sh", "-c", "cat /proc/self/status /proc/self/limits"],
-                                  timeout_s=5, limits=sandbox.Limits(cpu_s=7, processes=99))
+    result = bubblewrap.run_confined(ws, ["sh", "-c", "cat /proc/self/status /proc/self/limits"],
+                                     timeout_s=5, limits=base.Limits(cpu_s=7, processes=99))
     status = result.stdout
     if os.geteuid() == 0:
         assert f"Uid:\t{UNPRIVILEGED_UID}\t{UNPRIVILEGED_UID}\t{UNPRIVILEGED_UID}" in status
@@ -264,7 +264,7 @@ def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
     # With per-call pids groups, RLIMIT_NPROC (counted across every call of the uid) is only
     # a backstop with room for several calls; pids.max bounds each call.
     pids_groups = cgroups.probe().pids is not None
-    nproc = str(99 * sandbox.CONCURRENT_CALLS if pids_groups else 99)
+    nproc = str(99 * base.CONCURRENT_CALLS if pids_groups else 99)
     assert limits["Max cpu time"] == ["7", "8"] and limits["Max processes"] == [nproc, nproc]
     assert limits["Max core file size"] == ["0", "0"] and limits["Max open files"] == ["256", "256"]
 

@@ -88,16 +88,18 @@ def test_doctor_reports_the_sandbox() -> None:
 
 def test_doctor_tells_which_backend_is_really_there(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without bubblewrap, doctor says so and names the Landlock fallback it will use."""
-    from toolkeeper.builtins import sandbox
+    from toolkeeper import sandbox
+    from toolkeeper.sandbox import detect
 
     missing = sandbox.SandboxReport(backend="bwrap", available=False,
                                     detail="bwrap is not installed (Debian: apt-get install bubblewrap)")
     monkeypatch.setattr(sandbox, "probe_bwrap", lambda: missing)
-    sandbox.probe.cache_clear()
+    monkeypatch.setattr(detect, "probe_bwrap", lambda: missing)
+    detect.probe.cache_clear()
     try:
         rows = _rows(runner.invoke(app, ["doctor"], env={"COLUMNS": "250"}).stdout)
     finally:
-        sandbox.probe.cache_clear()
+        detect.probe.cache_clear()
     assert rows["bubblewrap"].startswith("missing bwrap is not installed")
     assert rows["sandbox used"].startswith("ok landlock")
 

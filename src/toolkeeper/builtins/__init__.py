@@ -6,12 +6,12 @@ glob_search, content_search and semantic_code_search.
 
 from __future__ import annotations
 
+from ..sandbox import SandboxReport, probe
 from ..tools.tool import Tool
 from .calculator import calculator_tool
 from .code_search import code_search_tool
 from .files import file_tools
 from .policy import SecurityPolicy
-from .sandbox import SandboxReport, probe
 from .search import search_tools
 from .shell import shell_tool
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Literal
 
 from ..errors import PolicyViolationError, SandboxLimitError
+from ..sandbox import Sandbox, default_sandbox
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
-from .sandbox import Sandbox, default_sandbox
 from .shell import sandbox_blocker
 
 __all__ = ["git_tool"]

@@ -17,13 +17,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentsError
+from ..sandbox import run_helper
 from ..tools.metadata import ToolMetadata
 from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, Workspace, _refuse, openat2, visible
 from .policy import SecurityPolicy
 from .reading import read_text_or_none
-from .sandbox import run_helper
 
 __all__ = ["glob_to_regex", "search_tools"]
 

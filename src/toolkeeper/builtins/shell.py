@@ -8,12 +8,7 @@ import stat
 from typing import Any
 
 from ..errors import InvalidArgumentsError, PolicyViolationError, SandboxLimitError
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
-from ..tools.tool import Tool
-from .fs import Workspace, lstat_beneath, remove_beneath
-from .policy import SecurityPolicy
-from .sandbox import (
+from ..sandbox import (
     UNPRIVILEGED_UID,
     Limits,
     Sandbox,
@@ -22,6 +17,11 @@ from .sandbox import (
     default_sandbox,
     probe,
 )
+from ..tools.metadata import ToolMetadata
+from ..tools.risk import ToolRisk
+from ..tools.tool import Tool
+from .fs import Workspace, lstat_beneath, remove_beneath
+from .policy import SecurityPolicy
 
 __all__ = ["command_words", "sandbox_blocker", "shell_tool"]
 

@@ -19,10 +19,10 @@ _MARKS = {"ok": "[green]ok[/]", "missing": "[yellow]missing[/]", "warn": "[yello
 def doctor() -> None:
     """Report each confinement backend, the one commands will use, cgroups, openat2, the
     search programs and the user toolkeeper runs as. Exits 1 when no sandbox can run."""
-    from ..builtins.cgroups import probe as cgroup_probe
     from ..builtins.fs import openat2
-    from ..builtins.landlock import landlock_abi
-    from ..builtins.sandbox import exec_helpers, probe, probe_bwrap
+    from ..sandbox import exec_helpers, probe, probe_bwrap
+    from ..sandbox.cgroups import probe as cgroup_probe
+    from ..sandbox.landlock import landlock_abi
 
     table = Table("check", "result", "detail")
     bwrap = probe_bwrap()

@@ -16,8 +16,8 @@ from ..builtins import SecurityPolicy
 from ..builtins.calculator import calculator_tool
 from ..builtins.http import http_tools
 from ..builtins.policy import DEFAULT_COMMANDS, DEFAULT_FORBIDDEN
-from ..builtins.sandbox import probe
 from ..builtins.shell import sandbox_blocker
+from ..sandbox import probe
 from ..tools.tool import Tool
 from .model import ToolkeeperConfig
 

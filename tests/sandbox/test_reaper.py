@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolkeeper.builtins import _reaper
+from toolkeeper.sandbox import _reaper
 
 
 @pytest.mark.parametrize("children_file", [True, False])

@@ -11,10 +11,21 @@ and, from ABI 6, no signals to or abstract unix sockets of processes outside the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
+
+from ..errors import UsageError
+from .base import UNPRIVILEGED_UID, Limits, SandboxResult
+from .process import KILL_GRACE_S, command_env, kill_group, run_process
+from .seccomp import bpf_fd
 
 __all__ = ["LandlockRuleset", "landlock_abi"]
 
@@ -101,3 +112,56 @@ class LandlockRuleset:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
+                   timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
+                   env: Mapping[str, str] | None = None, limits: Limits | None = None,
+                   ) -> SandboxResult:
+    """Run under Landlock + seccomp + rlimits (no namespaces) in the workspace, through the
+    subreaper launcher (``_reaper.py``) so that no descendant — ``setsid`` ones included —
+    outlives the call."""
+    ruleset = LandlockRuleset(workspace, network=network)
+    filter_fd = bpf_fd(network)
+    passed = (ruleset.fd,) if filter_fd is None else (ruleset.fd, filter_fd)
+    uid = UNPRIVILEGED_UID if os.geteuid() == 0 else -1
+    argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("_reaper.py")), str(uid),
+            str(ruleset.fd), str(-1 if filter_fd is None else filter_fd), "--", *command]
+    try:
+        # The launcher keeps the host's uid (the command cannot signal it); its child drops it.
+        return run_process(argv, cwd=workspace / cwd, env=command_env(workspace, env),
+                    timeout_s=timeout_s, output_cap=output_cap, limits=limits, pass_fds=passed,
+                    drop_root=False, stop=_stop_launcher, close_after_start=passed[1:])
+    finally:
+        ruleset.close()
+
+
+def _stop_launcher(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the launcher to kill everything it adopted; kill its group if it does not."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+    kill_group(proc)
+
+
+class LandlockSandbox:
+    """Landlock + seccomp + rlimits under a subreaper launcher (see ``run_landlocked``).
+
+    Landlock rules grant rights on whole trees, so paths inside the writable workspace cannot
+    be carved out: ``read_only`` is refused rather than dropped.
+    """
+
+    name: ClassVar[str] = "landlock"
+    confined: ClassVar[bool] = True
+    protects_paths: ClassVar[bool] = False
+
+    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+            output_cap: int = 1 << 20, network: bool = False,
+            env: Mapping[str, str] | None = None, limits: Limits | None = None,
+            read_only: Sequence[str] = ()) -> SandboxResult:
+        if read_only:
+            raise UsageError("the Landlock sandbox cannot keep workspace paths read-only "
+                             f"({', '.join(read_only)}); check protects_paths first")
+        return run_landlocked(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
+                              network=network, env=env, limits=limits)

@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 
 from toolkeeper import Tool
-from toolkeeper.builtins import cgroups
-from toolkeeper.builtins.cgroups import CallGroup
 from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
-from toolkeeper.builtins.sandbox import probe
 from toolkeeper.builtins.shell import shell_tool
 from toolkeeper.config import load_config
 from toolkeeper.config.gating import policy_from
+from toolkeeper.sandbox import cgroups, probe
+from toolkeeper.sandbox.cgroups import CallGroup
 
-from .conftest import hand_over
+from ..workspaces import hand_over
 
 SUPPORT = cgroups.probe()
 pytestmark = pytest.mark.skipif(not (SUPPORT.available and probe().available),

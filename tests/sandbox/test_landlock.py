@@ -10,11 +10,11 @@ import pytest
 
 from toolkeeper import PolicyViolationError, SandboxLimitError, Tool
 from toolkeeper.builtins import shell
-from toolkeeper.builtins.landlock import landlock_abi
 from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
-from toolkeeper.builtins.sandbox import LandlockSandbox
+from toolkeeper.sandbox import LandlockSandbox
+from toolkeeper.sandbox.landlock import landlock_abi
 
-from .conftest import hand_over
+from ..workspaces import hand_over
 
 
 def test_this_host_has_landlock() -> None:

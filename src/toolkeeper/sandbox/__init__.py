@@ -1,0 +1,21 @@
+"""Running programs confined: one ``Sandbox`` protocol, three backends, and the probe that picks
+the best one this host offers.
+
+- ``BubblewrapSandbox``: a bubblewrap sandbox per call (all namespaces, seccomp, rlimits,
+  per-call cgroups where the host allows them);
+- ``LandlockSandbox``: Landlock + seccomp + rlimits under a subreaper launcher, where bubblewrap
+  cannot run;
+- ``UnconfinedSandbox``: only when an operator chose it (``security.allow_unconfined``).
+"""
+
+from .base import UNPRIVILEGED_UID, Limits, Sandbox, SandboxReport, SandboxResult
+from .bubblewrap import BubblewrapSandbox, probe_bwrap
+from .detect import default_sandbox, probe
+from .landlock import LandlockSandbox, landlock_abi
+from .limits import exec_helpers
+from .process import run_helper
+from .unconfined import UnconfinedSandbox
+
+__all__ = ["UNPRIVILEGED_UID", "BubblewrapSandbox", "LandlockSandbox", "Limits", "Sandbox",
+           "SandboxReport", "SandboxResult", "UnconfinedSandbox", "default_sandbox",
+           "exec_helpers", "landlock_abi", "probe", "probe_bwrap", "run_helper"]

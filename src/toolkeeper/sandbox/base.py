@@ -1,0 +1,69 @@
+"""What every sandbox backend shares: the protocol, the limits of a call and what a run did."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+__all__ = ["CONCURRENT_CALLS", "SYSTEM_PATH", "UNPRIVILEGED_UID", "Limits", "Sandbox",
+           "SandboxReport", "SandboxResult"]
+
+UNPRIVILEGED_UID = 65534
+
+
+CONCURRENT_CALLS = 8
+"""Calls whose processes RLIMIT_NPROC leaves room for when per-call pids groups exist."""
+
+
+SYSTEM_PATH = "/usr/bin:/bin"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxResult:
+    """What a confined command did."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    truncated: bool
+    timed_out: bool
+    duration_s: float
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxReport:
+    """What the start-up probe found."""
+
+    backend: str
+    available: bool
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    cpu_s: int = 30
+    file_bytes: int = 64 << 20
+    processes: int = 128
+    open_files: int = 256
+    memory: int = 2 << 30
+    """Memory of the whole call: a cgroup limit where the host allows per-call groups, else the
+    address space of each process (``RLIMIT_AS``)."""
+
+
+class Sandbox(Protocol):
+    """A way to run a command confined to a workspace. Chosen once (``default_sandbox`` picks
+    the best the host offers) and handed to the tools that run programs."""
+
+    name: ClassVar[str]
+    confined: ClassVar[bool]
+    """Whether the command is kept away from the host (``False`` only for ``unconfined``)."""
+    protects_paths: ClassVar[bool]
+    """Whether ``read_only`` workspace paths can be kept unchanged by the command."""
+
+    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+            output_cap: int = 1 << 20, network: bool = False,
+            env: Mapping[str, str] | None = None, limits: Limits | None = None,
+            read_only: Sequence[str] = ()) -> SandboxResult: ...

@@ -1,0 +1,198 @@
+"""Starting a command and collecting what it does: output read incrementally under a cap, one
+absolute deadline, and the whole process group (or pid namespace) gone before the call returns."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from .base import SYSTEM_PATH, Limits, SandboxResult
+from .limits import call_group, limited
+
+__all__ = ["KILL_GRACE_S", "collect", "command_env", "kill_group", "run_helper", "run_process"]
+
+KILL_GRACE_S = 3.0
+
+
+def run_helper(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout_s: float,
+               output_cap: int, pass_fds: Sequence[int] = ()) -> SandboxResult:
+    """A trusted host program (ripgrep, grep) over a workspace a command may have filled:
+    its output is read incrementally under ``output_cap`` and the whole process group is
+    killed at the cap or the deadline, so what it prints never costs more host memory than
+    the cap. It keeps the host's uid (it reads the workspace as the file tools do). Output
+    is decoded with ``surrogateescape``, so file names round-trip to ``os.fsencode``."""
+    started = time.monotonic()
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, env=dict(env), close_fds=True,
+                            pass_fds=tuple(pass_fds), start_new_session=True)
+    out, err, truncated, timed_out = collect(proc, started + timeout_s, output_cap)
+    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "surrogateescape"),
+                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
+                         timed_out=timed_out, duration_s=time.monotonic() - started)
+
+
+def command_env(workspace: Path, env: Mapping[str, str] | None) -> dict[str, str]:
+    return {"PATH": SYSTEM_PATH, "HOME": str(workspace), "LANG": "C.UTF-8", **(env or {})}
+
+
+def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeout_s: float,
+         output_cap: int, limits: Limits | None, pass_fds: Sequence[int] = (),
+         close_after_start: Sequence[int] = (), drop_root: bool = True,
+         info_fd: int | None = None,
+         stop: Callable[[subprocess.Popen[bytes]], None] | None = None) -> SandboxResult:
+    """Start ``argv`` in a new session with the limits (and the call's cgroup, if any), read
+    its output under the cap until it ends or the deadline passes, and say what happened."""
+    limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
+    started = time.monotonic()
+    with call_group(limits) as group:
+        argv, preexec = limited(argv, limits, group, drop_root=drop_root)
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=cwd, env=env, close_fds=True, pass_fds=tuple(pass_fds),
+                start_new_session=True, preexec_fn=preexec)
+        finally:
+            for fd in close_after_start:
+                os.close(fd)
+        out, err, truncated, timed_out = collect(proc, started + timeout_s, output_cap,
+                                                  info_fd=info_fd, stop=stop or kill_group)
+        oom = group is not None and group.oom_killed()
+    return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
+                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
+                         timed_out=timed_out, duration_s=time.monotonic() - started,
+                         oom_killed=oom)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def wait_group_gone(group: int, timeout_s: float) -> None:
+    """Kill ``group`` until no member is left (a fork bomb may fork while being killed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.005)
+
+
+class _Namespace:
+    """The sandbox's pid-namespace init, read from bwrap's ``--info-fd``. Killing bwrap kills
+    the namespace, but the kernel tears it down asynchronously (a fork bomb takes a while);
+    the init's pidfd becomes readable only once every process in the namespace is gone."""
+
+    def __init__(self, launcher: int) -> None:
+        self.launcher = launcher
+        self.info = bytearray()
+        self.pidfd: int | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        """Take more of bwrap's info; open the init's pidfd as soon as its pid is known, while
+        bwrap (its parent, which has not reaped it) still runs."""
+        self.info += chunk
+        if self.pidfd is not None:
+            return
+        try:
+            pid = int(json.loads(self.info)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            return  # not complete yet
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return  # already gone
+        try:  # the pid is only ours if bwrap is still its parent
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            parent = -1
+        if parent != self.launcher:
+            os.close(pidfd)
+            return
+        self.pidfd = pidfd
+
+    def wait_gone(self, timeout_s: float) -> None:
+        if self.pidfd is None:
+            return
+        try:
+            poller = select.poll()
+            poller.register(self.pidfd, select.POLLIN)
+            poller.poll(timeout_s * 1000)
+        finally:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
+             info_fd: int | None = None,
+             stop: Callable[[subprocess.Popen[bytes]], None] = kill_group,
+             ) -> tuple[bytes, bytes, bool, bool]:
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    buffers = {out_fd: bytearray(), err_fd: bytearray()}
+    selector = selectors.DefaultSelector()
+    for stream in (proc.stdout, proc.stderr):
+        os.set_blocking(stream.fileno(), False)
+        selector.register(stream, selectors.EVENT_READ)
+    namespace = _Namespace(proc.pid)
+    if info_fd is not None:
+        os.set_blocking(info_fd, False)
+        selector.register(info_fd, selectors.EVENT_READ)
+    truncated = timed_out = False
+    exited_at: float | None = None
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            remaining = deadline - now
+            if remaining <= 0:
+                timed_out = True
+                break
+            if proc.poll() is not None:
+                # The command is done; a background child may still hold the pipes open.
+                exited_at = exited_at or now
+                if now - exited_at > 0.2:
+                    break
+            for key, _ in selector.select(timeout=min(remaining, 0.1)):
+                chunk = os.read(key.fd, 65536)
+                if key.fd == info_fd:
+                    if chunk:
+                        namespace.feed(chunk)
+                    else:
+                        selector.unregister(key.fileobj)
+                    continue
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffers[key.fd] += chunk
+                if sum(len(b) for b in buffers.values()) > cap:
+                    truncated = True
+                    break
+            if truncated:
+                break
+    finally:
+        selector.close()
+        if truncated or timed_out or exited_at is not None:
+            stop(proc)  # the whole group: nothing the command started outlives the call
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not timed_out else 5)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            proc.wait(timeout=5)
+        if truncated or timed_out or exited_at is not None:
+            wait_group_gone(proc.pid, 5.0)
+        namespace.wait_gone(5.0)
+        proc.stdout.close()
+        proc.stderr.close()
+    out = bytes(buffers[out_fd][:cap])
+    err = bytes(buffers[err_fd][: max(0, cap - len(out))])
+    return out, err, truncated, timed_out

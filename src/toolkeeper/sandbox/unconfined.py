@@ -1,0 +1,41 @@
+"""No confinement, for an operator who opted in (``security.allow_unconfined``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from ..errors import UsageError
+from .base import Limits, SandboxResult
+from .process import command_env, run_process
+
+__all__ = ["UnconfinedSandbox", "run_unconfined"]
+
+
+def run_unconfined(workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+                   output_cap: int = 1 << 20, env: Mapping[str, str] | None = None,
+                   limits: Limits | None = None) -> SandboxResult:
+    """Run without a sandbox (the operator opted in): rlimits, a clean environment, a new
+    session and the output cap still apply; so does the call's cgroup where the host has one."""
+    return run_process(list(command), cwd=workspace, env=command_env(workspace, env),
+                timeout_s=timeout_s, output_cap=output_cap, limits=limits)
+
+
+class UnconfinedSandbox:
+    """No confinement, for an operator who opted in (``security.allow_unconfined``): rlimits,
+    a clean environment, a new session, the output cap and the call's cgroup still apply; the
+    network and the host's files do not stay out."""
+
+    name: ClassVar[str] = "unconfined"
+    confined: ClassVar[bool] = False
+    protects_paths: ClassVar[bool] = False
+
+    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
+            output_cap: int = 1 << 20, network: bool = False,
+            env: Mapping[str, str] | None = None, limits: Limits | None = None,
+            read_only: Sequence[str] = ()) -> SandboxResult:
+        if read_only:
+            raise UsageError("without a sandbox, workspace paths cannot be kept read-only")
+        return run_unconfined(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
+                              env=env, limits=limits)

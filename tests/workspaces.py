@@ -1,0 +1,29 @@
+"""Workspaces the sandbox user can reach (as root, commands run as an unprivileged uid)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolkeeper.sandbox import UNPRIVILEGED_UID
+
+
+def hand_over(root: Path) -> None:
+    """Give the tree to the sandbox user when the tests run as root."""
+    if os.geteuid() == 0:
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID, follow_symlinks=False)
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A fresh directory under /tmp that the sandbox user can traverse (pytest's is private)."""
+    path = Path(tempfile.mkdtemp(prefix="tk-ws-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
