@@ -9,10 +9,10 @@ import anyio
 import pytest
 
 from toolkeeper import ConfigError, HostedTool, ProviderDefinedTool, ToolResult, ToolRisk, tool
+from toolkeeper.core.context import ToolContext
 from toolkeeper.invoke import ChainPolicy, ToolCall, ToolInvoker
 from toolkeeper.invoke.gates import DEFAULT_GATES
 from toolkeeper.invoke.policy import ChainPolicy as Policy
-from toolkeeper.tools.context import ToolContext
 
 from .helpers import THREADS, call, invoker, recording_hooks, toolbox
 
@@ -67,7 +67,7 @@ async def test_every_failure_is_one_clear_result_and_one_trace_record(
 
 
 async def test_a_malformed_call_is_answered_not_raised() -> None:
-    from toolkeeper.invoke.call import CallProblem
+    from toolkeeper.core.call import CallProblem
 
     inv = invoker()
     bad = ToolCall(id="x", name="add", problem=CallProblem(code="malformed_call",

@@ -17,7 +17,7 @@ from toolkeeper import (
     Tool,
     ToolResult,
 )
-from toolkeeper.tools.results import to_tool_result
+from toolkeeper.core.results import to_tool_result
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 WAV = b"RIFF\x00\x00\x00\x00WAVEfmt "

@@ -20,7 +20,7 @@ from toolkeeper import (
     is_provider_defined_tool,
     normalize_tool_name,
 )
-from toolkeeper.tools.risk import default_hitl_mode
+from toolkeeper.core.risk import default_hitl_mode
 
 
 def _add(a: int, b: int) -> int:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..tools.risk import HitlMode, ToolRisk
+from ..core.risk import HitlMode, ToolRisk
 
 __all__ = ["ApprovalDecision", "ApprovalRequest", "args_digest"]
 

@@ -6,9 +6,9 @@ import math
 
 from simpleeval import EvalWithCompoundTypes, InvalidExpression, NumberTooHigh
 
+from ..core.metadata import ToolMetadata
+from ..core.risk import ToolRisk
 from ..errors import InvalidArgumentsError
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 
 __all__ = ["calculator_tool"]

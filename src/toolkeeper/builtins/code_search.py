@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
+from ..core.metadata import ToolMetadata
+from ..core.risk import ToolRisk
 from ..toolbox.search import SearchDoc, SearchIndex, SearchOptions
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy

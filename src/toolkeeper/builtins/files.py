@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 import io
 
+from ..core.metadata import ToolMetadata
+from ..core.risk import ToolRisk
 from ..errors import InvalidArgumentsError, UsageError
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy

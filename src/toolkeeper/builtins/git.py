@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ..core.metadata import ToolMetadata
+from ..core.risk import ToolRisk
 from ..errors import PolicyViolationError, SandboxLimitError
 from ..sandbox import Sandbox, default_sandbox
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
 from .shell import sandbox_blocker

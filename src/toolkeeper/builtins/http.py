@@ -21,9 +21,9 @@ import anyio.to_thread
 import html2text
 import httpx
 
+from ..core.metadata import ToolMetadata
+from ..core.risk import ToolRisk
 from ..errors import PolicyViolationError, ToolRaisedError
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
 

@@ -16,10 +16,10 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ..core.metadata import ToolMetadata
+from ..core.risk import ToolRisk
 from ..errors import InvalidArgumentsError
 from ..sandbox import run_helper
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, Workspace, _refuse, openat2, visible
 from .policy import SecurityPolicy

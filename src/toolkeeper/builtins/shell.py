@@ -7,6 +7,8 @@ import os
 import stat
 from typing import Any
 
+from ..core.metadata import ToolMetadata
+from ..core.risk import ToolRisk
 from ..errors import InvalidArgumentsError, PolicyViolationError, SandboxLimitError
 from ..sandbox import (
     UNPRIVILEGED_UID,
@@ -17,8 +19,6 @@ from ..sandbox import (
     default_sandbox,
     probe,
 )
-from ..tools.metadata import ToolMetadata
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .fs import Workspace, lstat_beneath, remove_beneath
 from .policy import SecurityPolicy

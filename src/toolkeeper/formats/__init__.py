@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..core.call import ToolCall
+from ..core.results import ToolResult
 from ..errors import UsageError
-from ..invoke.call import ToolCall
-from ..tools.results import ToolResult
 from ..tools.tool import Tool
 from .anthropic import AnthropicFormat
 from .base import WireFormat

@@ -6,9 +6,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..core.call import CallProblem, ToolCall
+from ..core.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
 from ..errors import UnknownToolError, UsageError, WireFormatError
-from ..invoke.call import CallProblem, ToolCall
-from ..tools.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
 from ..tools.tool import Tool
 from .names import WireNames, name_rule, wire_name
 from .problems import Problem

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..core.call import ToolCall
+from ..core.results import ToolResult
 from ..errors import UsageError, WireFormatError
-from ..invoke.call import ToolCall
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
-from ..tools.results import ToolResult
 from .names import WireNames
 from .problems import Problem
 

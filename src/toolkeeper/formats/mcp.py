@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..invoke.call import ToolCall
-from ..tools.results import (
+from ..core.call import ToolCall
+from ..core.results import (
     AudioBlock,
     FileBlock,
     ImageBlock,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..invoke.call import ToolCall
-from ..tools.results import ImageBlock, ToolResult
+from ..core.call import ToolCall
+from ..core.results import ImageBlock, ToolResult
 from .base import WireFormat, as_data, data_url
 from .transform import Profile
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..invoke.call import ToolCall
-from ..tools.results import FileBlock, ImageBlock, ToolResult
+from ..core.call import ToolCall
+from ..core.results import FileBlock, ImageBlock, ToolResult
 from .base import WireFormat, as_data, block_text, data_url
 from .openai_chat import OPENAI_STRICT_KEYWORDS
 from .transform import Profile

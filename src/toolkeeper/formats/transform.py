@@ -309,7 +309,7 @@ def _enum_text(value: Any) -> str:
 
 
 def _short_json(value: Any, limit: int = 120) -> str:
-    from ..tools.results import dump_json
+    from ..core.results import dump_json
 
     text = dump_json(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

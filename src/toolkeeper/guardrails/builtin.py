@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..tools.results import FileBlock, TextBlock, ToolResult, dump_json
+from ..core.results import FileBlock, TextBlock, ToolResult, dump_json
 from .base import GuardrailOutcome, passed, redact, trip
 
 __all__ = ["ArgumentDenyPatterns", "ArgumentSizeLimit", "RateLimit", "SecretRedactor"]

@@ -1,6 +1,6 @@
 """The call side: ``ToolCall``, ``ToolInvoker`` (the one door), sessions, policy and results."""
 
-from .call import CallProblem, ToolCall
+from ..core.call import CallProblem, ToolCall
 from .policy import ChainPolicy
 from .results import ChainCallRecord, ChainFile, ChainRunResult, InvocationResult
 

@@ -13,13 +13,13 @@ from ..approval.handlers import ApprovalHandler
 from ..approval.models import args_digest
 from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
+from ..core.call import ToolCall
+from ..core.context import ToolContext
 from ..errors import CallCancelledError, PolicyViolationError, UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookEvent, HookManager
-from ..tools.context import ToolContext
 from ..tools.runner import run_coroutine_sync
 from .audit import AuditEntry, AuditLog
-from .call import ToolCall
 from .gates import DEFAULT_GATES, execute
 from .gates.errors import result_for
 from .policy import ChainPolicy

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..core.risk import ToolRisk
 from ..errors import ConfigError
-from ..tools.risk import ToolRisk
 
 __all__ = ["ChainPolicy"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..tools.results import ToolResult
+from ..core.results import ToolResult
 
 __all__ = ["ChainCallRecord", "ChainFile", "ChainRunResult", "InvocationResult", "Status"]
 

@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from ..tools.context import ToolContext
-from .call import ToolCall
+from ..core.call import ToolCall
+from ..core.context import ToolContext
 from .results import InvocationResult
 
 if TYPE_CHECKING:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..core.metadata import ToolMetadata
 from ..errors import UnknownToolError
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.entry import CatalogEntry
 from ..toolbox.views import View
-from ..tools.metadata import ToolMetadata
 from ..tools.tool import Tool
 from .skill import Skill
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..approval.models import ApprovalDecision, ApprovalRequest, args_digest
-from ..tools.risk import ToolRisk
+from ..core.risk import ToolRisk
 
 __all__ = ["ApprovalStoreConformance"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.call import ToolCall
+from ..core.risk import ToolRisk
 from ..errors import UnknownToolError
 from ..formats import WireExport, export, get_format
-from ..invoke.call import ToolCall
-from ..tools.risk import ToolRisk
 from .categories import CategoryTree
 from .entry import CatalogEntry
 from .search import SearchHit

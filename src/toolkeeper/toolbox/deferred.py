@@ -12,9 +12,9 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from ..core.metadata import ToolMetadata
 from ..errors import UsageError
 from ..formats import get_format
-from ..tools.metadata import ToolMetadata
 from ..tools.tool import Tool
 from .catalog import CatalogBase
 from .entry import CatalogEntry

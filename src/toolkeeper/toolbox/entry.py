@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.risk import ToolRisk
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
-from ..tools.risk import ToolRisk
 from .search import SearchDoc
 
 __all__ = ["CatalogEntry", "ChangeEvent", "ToolConflictWarning", "entry_doc"]

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from ..core.risk import ToolRisk
 from ..errors import UnknownToolError
-from ..tools.risk import ToolRisk
 from ..tools.tool import Tool
 from .catalog import CatalogBase
 from .categories import CategoryTree

@@ -1,20 +1,8 @@
 """Tool definitions: ``Tool``, ``BaseTool``, ``@tool``, hosted and provider-defined tools, results."""
 
-from .base import BaseTool
-from .context import ToolContext
-from .decorator import tool
-from .hosted import (
-    FunctionSpec,
-    HostedTool,
-    ProviderDefinedTool,
-    ProviderSpec,
-    is_hosted_tool,
-    is_provider_defined_tool,
-)
-from .metadata import ToolMetadata
-from .naming import normalize_tool_name
-from .rawschema import SchemaWarning
-from .results import (
+from ..core.context import ToolContext
+from ..core.metadata import ToolMetadata
+from ..core.results import (
     AudioBlock,
     ContentBlock,
     FileBlock,
@@ -26,7 +14,19 @@ from .results import (
     ToolResult,
     to_tool_result,
 )
-from .risk import HitlMode, ToolRisk, default_hitl_mode
+from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
+from .base import BaseTool
+from .decorator import tool
+from .hosted import (
+    FunctionSpec,
+    HostedTool,
+    ProviderDefinedTool,
+    ProviderSpec,
+    is_hosted_tool,
+    is_provider_defined_tool,
+)
+from .naming import normalize_tool_name
+from .rawschema import SchemaWarning
 from .tool import Tool
 
 __all__ = [

@@ -6,10 +6,10 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.context import ToolContext
+from ..core.metadata import ToolMetadata
+from ..core.risk import HitlMode, ToolRisk
 from ..errors import UsageError
-from .context import ToolContext
-from .metadata import ToolMetadata
-from .risk import HitlMode, ToolRisk
 from .signature import inspect_function
 from .tool import Tool
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, overload
 
-from .metadata import ToolMetadata
-from .risk import HitlMode, ToolRisk
+from ..core.metadata import ToolMetadata
+from ..core.risk import HitlMode, ToolRisk
 from .tool import Tool
 
 __all__ = ["tool"]

@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.metadata import DEFAULT_METADATA, ToolMetadata
+from ..core.results import ToolResult
+from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
 from ..errors import WireFormatError
-from .metadata import DEFAULT_METADATA, ToolMetadata
-from .results import ToolResult
-from .risk import HitlMode, ToolRisk, default_hitl_mode
 
 if TYPE_CHECKING:
-    from ..invoke.call import ToolCall
-    from .context import ToolContext
+    from ..core.call import ToolCall
+    from ..core.context import ToolContext
 
 __all__ = [
     "FunctionSpec",

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from ..core.context import ToolContext
 from ..errors import SchemaError
-from .context import ToolContext
 from .docstrings import parse_docstring
 
 __all__ = ["FunctionInfo", "Param", "inspect_function", "strip_titles"]
@@ -125,7 +125,7 @@ class FunctionInfo:
 def _says_nothing(annotation: Any) -> bool:
     if annotation in _NO_OUTPUT:
         return True
-    from .results import ToolResult
+    from ..core.results import ToolResult
 
     return isinstance(annotation, type) and issubclass(annotation, ToolResult)
 

@@ -7,13 +7,13 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from ..core.context import ToolContext
+from ..core.metadata import DEFAULT_METADATA, ToolMetadata
+from ..core.results import ToolResult, to_tool_result
+from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
 from ..errors import InvalidOutputError, UsageError
-from .context import ToolContext
-from .metadata import DEFAULT_METADATA, ToolMetadata
 from .naming import NameSeparator, normalize_tool_name, qualify, split_qualified
 from .rawschema import normalize_schema
-from .results import ToolResult, to_tool_result
-from .risk import HitlMode, ToolRisk, default_hitl_mode
 from .runner import call_async, call_sync
 from .signature import FunctionInfo, inspect_function, is_async_callable
 from .validation import ArgumentValidator, FunctionArgumentValidator, SchemaArgumentValidator

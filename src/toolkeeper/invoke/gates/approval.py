@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 
 from ...approval.models import ApprovalDecision, ApprovalRequest
+from ...core.risk import HitlMode, ToolRisk
 from ...errors import ApprovalDeniedError, ApprovalPending
 from ...hooks import HookEvent
-from ...tools.risk import HitlMode, ToolRisk
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from ...core.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
 from ...hooks import HookEvent
-from ...tools.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
 from ..results import ChainFile, InvocationResult, Status
 from ..state import Gate, Invocation, Next
 
