@@ -8,8 +8,8 @@ from typing import Any
 
 from ..core.call import CallProblem, ToolCall
 from ..core.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
+from ..core.spec import ToolSpec
 from ..errors import UnknownToolError, UsageError, WireFormatError
-from ..tools.tool import Tool
 from .names import WireNames, name_rule, wire_name
 from .problems import Problem
 from .transform import Profile, SchemaTransformer, StrictImpossible
@@ -86,13 +86,11 @@ class WireFormat:
     # -- declarations --------------------------------------------------------------------
 
     def declare(
-        self, tool: Any, *, strict: bool = False, think_augment: bool | None = None
+        self, tool: ToolSpec, *, strict: bool = False, think_augment: bool | None = None
     ) -> tuple[dict[str, Any], Sequence[Problem]]:
-        """The tool's declaration and the problems met building it."""
-        if not isinstance(tool, Tool):  # hosted and provider-defined tools declare themselves
-            return tool.get_schema(self.name), ()
+        """A function tool's declaration (from its spec) and the problems met building it."""
         name = tool.name
-        schema = tool.parameters
+        schema = dict(tool.parameters)
         think = think_augment if think_augment is not None else tool.metadata.think_augment
         if think:
             schema = _with_think(schema)
@@ -104,7 +102,7 @@ class WireFormat:
         return self._declare_projected(tool, schema, strict)
 
     def _declare_projected(
-        self, tool: Any, schema: dict[str, Any], strict: bool
+        self, tool: ToolSpec, schema: dict[str, Any], strict: bool
     ) -> tuple[dict[str, Any], list[Problem]]:
         problems: list[Problem] = []
         name = wire_name(tool.name, self.name)

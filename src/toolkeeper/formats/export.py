@@ -12,6 +12,7 @@ from ..errors import UsageError, WireFormatError
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from .names import WireNames
 from .problems import Problem
+from .registry import declared, get_format, parse_tool_calls, render_results
 
 __all__ = ["WireExport", "export"]
 
@@ -42,14 +43,10 @@ class WireExport:
 
     def parse(self, response: Any) -> list[ToolCall]:
         """The calls in a provider response, named by tool name (not wire name)."""
-        from . import parse_tool_calls
-
         return parse_tool_calls(response, self.api_format, names=self.names)
 
     def render(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
         """The messages carrying a batch of results back to the provider."""
-        from . import render_results
-
         return render_results(pairs, self.api_format)
 
     def append_turn(self, messages: list[Any], response: Any, calls: Sequence[ToolCall],
@@ -60,8 +57,6 @@ class WireExport:
         ``results`` are ``InvocationResult``s from the invoker (or ``ToolResult``s), in the
         order of ``calls``. For ``openai-responses``, ``messages`` is the ``input`` list.
         """
-        from . import get_format
-
         if len(calls) != len(results):
             raise UsageError(f"append_turn got {len(calls)} calls but {len(results)} results; "
                              "pass one result per call, in order")
@@ -84,8 +79,6 @@ def export(
     Raises:
         WireFormatError: two tools would share a wire name.
     """
-    from . import declared, get_format
-
     fmt = get_format(api_format)
     tools = list(tools)
     names = WireNames((t.name for t in tools), fmt.name)

@@ -21,8 +21,13 @@ class NativeFormat(WireFormat):
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
     ) -> dict[str, Any]:
-        return {**tool.model_dump(), "name": name, "qualified_name": tool.qualified_name,
-                "parameters": tool.parameters}
+        return {"name": name, "description": tool.description,
+                "parameters": dict(tool.parameters),
+                "output_schema": None if tool.output_schema is None else dict(tool.output_schema),
+                "namespace": tool.namespace, "method_name": tool.method_name,
+                "qualified_name": tool.qualified_name, "risk": tool.risk.value,
+                "hitl_mode": tool.hitl_mode.value,
+                "metadata": tool.metadata.model_dump(mode="json", by_alias=False)}
 
     def extract(self, data: Any) -> list[tuple[str, str, Any]]:
         items = data if isinstance(data, list) else [data]

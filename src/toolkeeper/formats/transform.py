@@ -14,6 +14,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.results import dump_json
 from .problems import Problem
 
 __all__ = ["Profile", "SchemaTransformer", "StrictImpossible", "inline_refs"]
@@ -309,8 +310,6 @@ def _enum_text(value: Any) -> str:
 
 
 def _short_json(value: Any, limit: int = 120) -> str:
-    from ..core.results import dump_json
-
     text = dump_json(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

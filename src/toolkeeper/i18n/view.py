@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..toolbox.catalog import CatalogBase
+from ..toolbox.catalog import CatalogBase, register_view
 from ..toolbox.entry import CatalogEntry, entry_doc
 from ..toolbox.search import SearchIndex
 from ..toolbox.views import View
@@ -70,3 +70,6 @@ class LocalizedView(View):
                 self._index.upsert(key, entry_doc(entry))
                 self._indexed[key] = id(entry.tool)
         return self._index
+
+
+register_view("localized", LocalizedView)

@@ -1,8 +1,11 @@
 """The call side: ``ToolCall``, ``ToolInvoker`` (the one door), sessions, policy and results."""
 
 from ..core.call import CallProblem, ToolCall
+from .batch import execute_tool_calls
+from .invoker import ToolInvoker
 from .policy import ChainPolicy
 from .results import ChainCallRecord, ChainFile, ChainRunResult, InvocationResult
+from .session import InvokerSession
 
 __all__ = [
     "CallProblem",
@@ -14,18 +17,5 @@ __all__ = [
     "InvokerSession",
     "ToolCall",
     "ToolInvoker",
+    "execute_tool_calls",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # The invoker imports the catalog, which imports the formats, which import ToolCall from
-    # here: load it on first use to keep that cycle open.
-    if name == "ToolInvoker":
-        from .invoker import ToolInvoker
-
-        return ToolInvoker
-    if name == "InvokerSession":
-        from .session import InvokerSession
-
-        return InvokerSession
-    raise AttributeError(name)

@@ -18,6 +18,7 @@ from ..core.context import ToolContext
 from ..errors import CallCancelledError, PolicyViolationError, UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookEvent, HookManager
+from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
 from .audit import AuditEntry, AuditLog
 from .gates import DEFAULT_GATES, execute
@@ -54,8 +55,6 @@ class ToolInvoker:
         audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] = DEFAULT_GATES,
     ) -> None:
-        from ..toolbox.toolbox import as_toolbox
-
         self.registry = as_toolbox(registry)
         self.approval_handler = approval_handler
         self.artifact_store = artifact_store

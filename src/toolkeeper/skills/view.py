@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..core.metadata import ToolMetadata
 from ..errors import UnknownToolError
-from ..toolbox.catalog import CatalogBase
+from ..toolbox.catalog import CatalogBase, register_view
 from ..toolbox.entry import CatalogEntry
 from ..toolbox.views import View
 from ..tools.tool import Tool
@@ -62,3 +62,6 @@ def read_skill_tool(skills: Iterable[Skill]) -> Tool:
         callable=read_skill,
         metadata=ToolMetadata(read_only_hint=True, tags=frozenset({"meta"})),
     )
+
+
+register_view("with_skill", SkillView)

@@ -8,23 +8,22 @@ browsing, schemas, export, search hits, direct execution) is derived here once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.call import ToolCall
 from ..core.risk import ToolRisk
-from ..errors import UnknownToolError
-from ..formats import WireExport, export, get_format
+from ..errors import UnknownToolError, UsageError
+from ..formats import WireExport, export
 from .categories import CategoryTree
 from .entry import CatalogEntry
 from .search import SearchHit
 
 if TYPE_CHECKING:
-    from ..invoke.invoker import ToolInvoker
-    from ..invoke.session import InvokerSession
     from ..skills.skill import Skill
-    from .views import View
 
-__all__ = ["CatalogBase"]
+__all__ = ["CatalogBase", "register_call_side", "register_view"]
+
+_T = TypeVar("_T")
 
 
 class CatalogBase:
@@ -128,7 +127,7 @@ class CatalogBase:
 
     def execute_tool_calls(
         self, calls: Sequence[ToolCall] | Any, api_format: str | None = None, *,
-        invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+        invoker: Any = None, session: Any = None,
     ) -> list[Any]:
         """Run model-originated calls through the invoker (the one door) and return the results.
 
@@ -136,19 +135,12 @@ class CatalogBase:
         its ``api_format``, parses it with this catalog's names and returns the provider's
         tool-result messages, ready to append to the conversation. Concurrency-safe tools run at
         once, others one after another. Without ``invoker``, a default one is used: no approval
-        handler, so every call above SAFE is denied.
+        handler, so every call above SAFE is denied. (The call side — parse, invoke, render —
+        lives in ``toolkeeper.invoke``, which registers itself here when imported.)
         """
-        from ..invoke.invoker import ToolInvoker
-        from ..tools.runner import run_coroutine_sync
-
-        invoker = invoker or ToolInvoker(self)
-        session = session or invoker.open_session()
-        parsed = list(calls) if api_format is None else self.export(api_format).parse(calls)
-        results = run_coroutine_sync(invoker.invoke_many(parsed, session=session))
-        tool_results = [r.to_tool_result() for r in results]
-        if api_format is None:
-            return tool_results
-        return get_format(api_format).render_batch(zip(parsed, tool_results, strict=True))
+        run = _registered(_CALL_SIDE, "execute_tool_calls", "toolkeeper.invoke")
+        results: list[Any] = run(self, calls, api_format, invoker=invoker, session=session)
+        return results
 
     # -- views ---------------------------------------------------------------------------
 
@@ -156,39 +148,54 @@ class CatalogBase:
         self, *, tags: Iterable[str] | None = None, names: Iterable[str] | None = None,
         max_risk: ToolRisk | str | None = None, categories: Iterable[str] | None = None,
         predicate: Callable[[CatalogEntry], bool] | None = None,
-    ) -> View:
+    ) -> CatalogBase:
         """A view showing only the matching tools."""
-        from .views import FilteredView
+        return _registered(_VIEWS, "filtered", "toolkeeper.toolbox")(
+            self, tags=tags, names=names, max_risk=max_risk, categories=categories,
+            predicate=predicate)
 
-        return FilteredView(self, tags=tags, names=names, max_risk=max_risk,
-                            categories=categories, predicate=predicate)
-
-    def prefixed(self, prefix: str, *, sep: str = "_") -> View:
+    def prefixed(self, prefix: str, *, sep: str = "_") -> CatalogBase:
         """A view where every name is ``prefix + sep + name``."""
-        from .views import RenamedView
+        return _registered(_VIEWS, "prefixed", "toolkeeper.toolbox")(self, prefix, sep=sep)
 
-        return RenamedView.with_prefix(self, prefix, sep=sep)
-
-    def renamed(self, mapping: dict[str, str]) -> View:
+    def renamed(self, mapping: dict[str, str]) -> CatalogBase:
         """A view with some tools shown under other names."""
-        from .views import RenamedView
+        return _registered(_VIEWS, "renamed", "toolkeeper.toolbox")(self, mapping)
 
-        return RenamedView(self, mapping)
-
-    def localized(self, locale: str | None = None, **options: Any) -> View:
+    def localized(self, locale: str | None = None, **options: Any) -> CatalogBase:
         """A view with descriptions in a locale (see ``toolkeeper.i18n``)."""
-        from ..i18n.view import LocalizedView
+        return _registered(_VIEWS, "localized", "toolkeeper.i18n")(self, locale, **options)
 
-        return LocalizedView(self, locale, **options)
-
-    def with_skill(self, skill: Skill) -> View:
+    def with_skill(self, skill: Skill) -> CatalogBase:
         """A view restricted to a skill's allowed tools; other calls are refused naming it."""
-        from ..skills.view import SkillView
+        return _registered(_VIEWS, "with_skill", "toolkeeper.skills")(self, skill)
 
-        return SkillView(self, skill)
-
-    def with_tool_search(self, *, limit: int = 5) -> View:
+    def with_tool_search(self, *, limit: int = 5) -> CatalogBase:
         """A view that hides deferred tools behind a ``tool_search`` meta-tool."""
-        from .deferred import DeferredView
+        return _registered(_VIEWS, "with_tool_search", "toolkeeper.toolbox")(self, limit=limit)
 
-        return DeferredView(self, limit=limit)
+
+# The rooms that wrap a catalog (views in toolbox/, i18n/, skills/) and the call side (invoke/)
+# sit beside or above it, so the catalog never imports them: each registers what the methods
+# above build when it is imported (importing ``toolkeeper`` imports them all).
+_VIEWS: dict[str, Callable[..., CatalogBase]] = {}
+_CALL_SIDE: dict[str, Callable[..., Any]] = {}
+
+
+def register_view(method: str, factory: Callable[..., CatalogBase]) -> None:
+    """Make ``CatalogBase.<method>(...)`` build ``factory(catalog, ...)``."""
+    _VIEWS[method] = factory
+
+
+def register_call_side(method: str, function: Callable[..., Any]) -> None:
+    """Make ``CatalogBase.<method>(...)`` run ``function(catalog, ...)``."""
+    _CALL_SIDE[method] = function
+
+
+def _registered(table: dict[str, Callable[..., _T]], method: str, room: str
+                ) -> Callable[..., _T]:
+    found = table.get(method)
+    if found is None:
+        raise UsageError(f"{method}() is provided by {room}, which is not loaded; import it "
+                         "(or import toolkeeper)")
+    return found

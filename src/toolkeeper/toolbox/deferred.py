@@ -16,7 +16,7 @@ from ..core.metadata import ToolMetadata
 from ..errors import UsageError
 from ..formats import get_format
 from ..tools.tool import Tool
-from .catalog import CatalogBase
+from .catalog import CatalogBase, register_view
 from .entry import CatalogEntry
 from .views import View
 
@@ -99,3 +99,4 @@ def native_deferred_tools(catalog: CatalogBase, api_format: str) -> list[dict[st
     return [*declarations, dict(search)]
 
 
+register_view("with_tool_search", DeferredView)

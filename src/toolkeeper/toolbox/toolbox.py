@@ -14,6 +14,7 @@ from ..tools.tool import Tool
 from .catalog import CatalogBase
 from .categories import CategoryTree
 from .entry import CatalogEntry, ChangeEvent, ToolConflictWarning, entry_doc
+from .namespaces import add_class, add_module, add_toolbox
 from .search import SearchIndex, SearchOptions
 
 __all__ = ["Toolbox", "as_toolbox"]
@@ -141,20 +142,14 @@ class Toolbox(CatalogBase):
 
     def add_module(self, module: Any, namespace: str | None = None) -> list[str]:
         """Add a module's tools (or its public functions); returns the names added."""
-        from .namespaces import add_module
-
         return add_module(self, module, namespace)
 
     def add_class(self, obj: Any, namespace: str | None = None) -> list[str]:
         """Add a class's (or instance's) public methods under a namespace (the class name)."""
-        from .namespaces import add_class
-
         return add_class(self, obj, namespace)
 
     def add_toolbox(self, other: CatalogBase, namespace: str | None = None) -> list[str]:
         """Add every tool of another toolbox or view, optionally under a namespace."""
-        from .namespaces import add_toolbox
-
         return add_toolbox(self, other, namespace)
 
     def merge(self, other: CatalogBase) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 from ..core.risk import ToolRisk
 from ..errors import UnknownToolError
 from ..tools.tool import Tool
-from .catalog import CatalogBase
+from .catalog import CatalogBase, register_view
 from .categories import CategoryTree
 from .entry import CatalogEntry
 
@@ -171,3 +171,8 @@ class RenamedView(View):
         if name in self._in:
             return self._in[name]
         return None if name in self._out else name
+
+
+register_view("filtered", FilteredView)
+register_view("prefixed", RenamedView.with_prefix)
+register_view("renamed", RenamedView)

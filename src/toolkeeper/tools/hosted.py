@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
+from ..core.spec import ToolKind
 from ..errors import WireFormatError
 
 if TYPE_CHECKING:
@@ -107,6 +108,8 @@ class HostedTool(_ProviderTool):
     It is never run locally; its result arrives in the provider's next response.
     """
 
+    kind: ClassVar[ToolKind] = "hosted"
+
 
 class ProviderDefinedTool(_ProviderTool):
     """A tool the provider declares but the application runs (e.g. computer use, apply_patch).
@@ -115,6 +118,7 @@ class ProviderDefinedTool(_ProviderTool):
     handles (``computer_call``...).
     """
 
+    kind: ClassVar[ToolKind] = "provider"
     call_types: tuple[str, ...] = ()
 
     async def handle_call(self, call: ToolCall, ctx: ToolContext | None) -> ToolResult:

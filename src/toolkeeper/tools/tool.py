@@ -11,6 +11,7 @@ from ..core.context import ToolContext
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult, to_tool_result
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
+from ..core.spec import ToolKind, ToolSpec, declarer
 from ..errors import InvalidOutputError, UsageError
 from .naming import NameSeparator, normalize_tool_name, qualify, split_qualified
 from .rawschema import normalize_schema
@@ -58,13 +59,14 @@ class Tool:
     schema_warnings: tuple[str, ...]
     _info: FunctionInfo | None
     _validator: ArgumentValidator | None
-    _schema_cache: dict[Any, Any]
+    _spec: ToolSpec | None
     _explicit_output: dict[str, Any] | None
 
     # Class-level defaults that BaseTool subclasses override; a class-level hitl_mode of None
     # means "the default for the risk" and every instance holds a resolved HitlMode.
     risk: ToolRisk = ToolRisk.SAFE
     hitl_mode: HitlMode = None  # type: ignore[assignment]
+    kind: ClassVar[ToolKind] = "function"
     _frozen: ClassVar[bool] = False
 
     def __init__(
@@ -98,7 +100,7 @@ class Tool:
             _parameters_model=parameters_model,
             _info=_info,
             _validator=None,
-            _schema_cache={},
+            _spec=None,
             _explicit_output=dict(output_schema) if output_schema is not None else None,
         )
         if _info is not None:
@@ -177,7 +179,7 @@ class Tool:
         if unknown:
             raise UsageError(f"replace() got unknown field(s) {sorted(unknown)}")
         clone = copy.copy(self)
-        clone.__dict__.update(changes, _schema_cache={})
+        clone.__dict__.update(changes, _spec=None)
         if "parameters" in changes:
             fixed, problems = normalize_schema(changes["parameters"], where=f"tool '{clone.name}'")
             clone.__dict__.update(parameters=fixed, schema_warnings=tuple(problems), _info=None,
@@ -231,7 +233,7 @@ class Tool:
         new_ns, method = self._namespace_parts(normalize_tool_name(namespace), force)
         self.__dict__.update(
             name=qualify(new_ns, method, sep), namespace=new_ns, method_name=method,
-            _schema_cache={},
+            _spec=None,
         )
         return self
 
@@ -413,12 +415,8 @@ class Tool:
         """
         if think_augment is None:
             think_augment = _think_augment
-        key = api_format if not strict and think_augment is None else (
-            api_format, strict, think_augment)
-        hit = self._schema_cache.get(key)
-        if hit is None:
-            hit = _formats().declared(self, api_format, strict, think_augment)
-        return hit[0]  # type: ignore[no-any-return]
+        declaration, _ = declarer()(self, api_format, strict, think_augment)
+        return declaration
 
     def describe(self, api_format: str = "openai-chat") -> dict[str, Any]:
         """Deprecated alias of ``get_schema``."""
@@ -442,9 +440,20 @@ class Tool:
 
     def check(self, api_format: str, *, strict: bool = False) -> list[Any]:
         """Problems exporting this tool to ``api_format`` would meet (see ``formats.check``)."""
-        from ..formats import check
+        _, problems = declarer()(self, api_format, strict, None)
+        return list(problems)
 
-        return check(self, api_format, strict=strict)
+    @property
+    def spec(self) -> ToolSpec:
+        """The frozen spec the wire formats declare (made on first use, new after a change)."""
+        spec: ToolSpec | None = self.__dict__.get("_spec")
+        if spec is None:
+            spec = self.__dict__["_spec"] = ToolSpec(
+                name=self.name, description=self.description, parameters=self.parameters,
+                output_schema=self.output_schema, metadata=self.metadata,
+                namespace=self.namespace, method_name=self.method_name,
+                qualified_name=self.qualified_name, risk=self.risk, hitl_mode=self.hitl_mode)
+        return spec
 
     def model_dump(self) -> dict[str, Any]:
         """The definition as plain data (the callable is left out)."""
@@ -462,19 +471,6 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, risk={self.risk.value!r})"
-
-
-_FORMATS_MODULE: Any = None
-
-
-def _formats() -> Any:
-    """The formats package, imported on first use (it imports this module)."""
-    global _FORMATS_MODULE
-    if _FORMATS_MODULE is None:
-        from .. import formats
-
-        _FORMATS_MODULE = formats
-    return _FORMATS_MODULE
 
 
 def _metadata(metadata: ToolMetadata | None, is_async: bool) -> ToolMetadata:

@@ -1,0 +1,85 @@
+"""The tool spec — what a provider is shown of a function tool — and the protocol every kind of
+tool meets.
+
+``ToolSpec`` is frozen and compared by identity: the formats cache each declaration on the spec
+object, and a tool that changes (a new namespace, new descriptions) gets a new spec. The formats
+floor registers itself as the ``declarer`` when it is imported (importing ``toolkeeper`` does),
+so a tool can answer ``get_schema`` without the definition floor importing the formats above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..errors import UsageError
+from .metadata import ToolMetadata
+from .risk import HitlMode, ToolRisk
+
+__all__ = ["Declarer", "ToolKind", "ToolLike", "ToolSpec", "declarer", "register_declarer"]
+
+ToolKind = Literal["function", "hosted", "provider"]
+"""``function``: toolkeeper runs it; ``hosted``: the provider declares and runs it;
+``provider``: the provider declares it and the application runs it (``handle_call``)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True, eq=False)
+class ToolSpec:
+    """A function tool as the wire formats see it.
+
+    Attributes:
+        name: The tool's name (before any wire-safe renaming).
+        description: What the model reads to choose the tool.
+        parameters: JSON Schema of the arguments (an object schema).
+        output_schema: JSON Schema of the structured result, when known.
+        metadata: Hints, tags, timeouts, MCP annotations.
+        namespace: The namespace, if any.
+        method_name: The name without the namespace.
+        qualified_name: ``{namespace}-{method_name}`` or the name.
+        risk: The risk ladder's rung.
+        hitl_mode: How approval is asked for.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None
+    metadata: ToolMetadata
+    namespace: str | None
+    method_name: str | None
+    qualified_name: str
+    risk: ToolRisk
+    hitl_mode: HitlMode
+
+
+@runtime_checkable
+class ToolLike(Protocol):
+    """What every kind of tool has: a name, a kind, a risk and HITL mode, metadata, and a
+    declaration per wire format (``get_schema``). Function tools also have a ``spec``."""
+
+    name: str
+    kind: ToolKind
+    risk: ToolRisk
+    hitl_mode: HitlMode
+    metadata: ToolMetadata
+
+    def get_schema(self, api_format: str = ..., **options: Any) -> dict[str, Any]: ...
+
+
+Declarer = Callable[[Any, str, bool, "bool | None"], tuple[dict[str, Any], Sequence[Any]]]
+"""``(tool, api_format, strict, think_augment) -> (declaration, problems)``."""
+
+_declarer: list[Declarer] = []
+
+
+def register_declarer(function: Declarer) -> None:
+    """Called once by ``toolkeeper.formats`` when it is imported."""
+    _declarer[:] = [function]
+
+
+def declarer() -> Declarer:
+    """The registered declarer (the formats floor)."""
+    if not _declarer:
+        raise UsageError("no wire formats are loaded; import toolkeeper (or toolkeeper.formats)")
+    return _declarer[0]

@@ -1,0 +1,35 @@
+"""The call side of a batch: parse a provider response, run every call through the invoker,
+render the results — what ``Toolbox.execute_tool_calls`` does (registered on the catalog when
+this package is imported)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.call import ToolCall
+from ..formats import get_format
+from ..toolbox.catalog import CatalogBase, register_call_side
+from ..tools.runner import run_coroutine_sync
+from .invoker import ToolInvoker
+from .session import InvokerSession
+
+__all__ = ["execute_tool_calls"]
+
+
+def execute_tool_calls(
+    catalog: CatalogBase, calls: Sequence[ToolCall] | Any, api_format: str | None = None, *,
+    invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+) -> list[Any]:
+    """See ``CatalogBase.execute_tool_calls``."""
+    invoker = invoker or ToolInvoker(catalog)
+    session = session or invoker.open_session()
+    parsed = list(calls) if api_format is None else catalog.export(api_format).parse(calls)
+    results = run_coroutine_sync(invoker.invoke_many(parsed, session=session))
+    tool_results = [r.to_tool_result() for r in results]
+    if api_format is None:
+        return tool_results
+    return get_format(api_format).render_batch(zip(parsed, tool_results, strict=True))
+
+
+register_call_side("execute_tool_calls", execute_tool_calls)
