@@ -89,11 +89,12 @@ def test_doctor_reports_the_sandbox() -> None:
 def test_doctor_tells_which_backend_is_really_there(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without bubblewrap, doctor says so and names the Landlock fallback it will use."""
     from toolkeeper import sandbox
+    from toolkeeper.cli import doctor_cmd
     from toolkeeper.sandbox import detect
 
     missing = sandbox.SandboxReport(backend="bwrap", available=False,
                                     detail="bwrap is not installed (Debian: apt-get install bubblewrap)")
-    monkeypatch.setattr(sandbox, "probe_bwrap", lambda: missing)
+    monkeypatch.setattr(doctor_cmd, "probe_bwrap", lambda: missing)
     monkeypatch.setattr(detect, "probe_bwrap", lambda: missing)
     detect.probe.cache_clear()
     try:

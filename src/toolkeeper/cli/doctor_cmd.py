@@ -11,6 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..builtins.fs import openat2
+from ..sandbox import exec_helpers, landlock_abi, probe, probe_bwrap
+from ..sandbox.cgroups import probe as cgroup_probe
+
 _out = Console()
 _MARKS = {"ok": "[green]ok[/]", "missing": "[yellow]missing[/]", "warn": "[yellow]warning[/]",
           "none": "[red]none[/]"}
@@ -19,11 +23,6 @@ _MARKS = {"ok": "[green]ok[/]", "missing": "[yellow]missing[/]", "warn": "[yello
 def doctor() -> None:
     """Report each confinement backend, the one commands will use, cgroups, openat2, the
     search programs and the user toolkeeper runs as. Exits 1 when no sandbox can run."""
-    from ..builtins.fs import openat2
-    from ..sandbox import exec_helpers, probe, probe_bwrap
-    from ..sandbox.cgroups import probe as cgroup_probe
-    from ..sandbox.landlock import landlock_abi
-
     table = Table("check", "result", "detail")
     bwrap = probe_bwrap()
     table.add_row("bubblewrap", _MARKS["ok" if bwrap.available else "missing"], bwrap.detail)

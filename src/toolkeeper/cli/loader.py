@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import UsageError
+from ..toolbox.catalog import CatalogBase
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.tool import Tool
 
@@ -83,8 +84,6 @@ def _as_tools(obj: Any, label: str) -> list[Any]:
 
 def load_object(target: str) -> Any:
     """A catalog (returned as is) or the list of tools named by ``target``."""
-    from ..toolbox.catalog import CatalogBase
-
     module_part, _, attr = target.partition(":") if ":" in target else (target, "", "")
     module = _import(module_part)
     if attr:
@@ -108,7 +107,5 @@ def load_tools(target: str) -> list[Any]:
     a list of them, or a catalog); ``pkg.mod`` or ``file.py`` alone loads every tool defined in
     the module.
     """
-    from ..toolbox.catalog import CatalogBase
-
     obj = load_object(target)
     return obj.all() if isinstance(obj, CatalogBase) else list(obj)

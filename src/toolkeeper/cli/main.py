@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib.metadata import version as package_version
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .. import __version__
 from ..errors import ToolkeeperError
 from ..formats import API_FORMATS, check, export, get_format
 from .audit_cmd import audit
@@ -47,7 +47,7 @@ def _fail(exc: ToolkeeperError) -> typer.Exit:
 
 def _version(value: bool) -> None:
     if value:
-        _out.print(f"toolkeeper {__version__}")
+        _out.print(f"toolkeeper {package_version('toolkeeper')}")
         raise typer.Exit()
 
 

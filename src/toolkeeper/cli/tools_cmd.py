@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from ..config import explain, load_config
 from ..errors import ToolkeeperError
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
@@ -113,8 +114,6 @@ def explain_cmd(
                       ] = None,
 ) -> None:
     """Every known built-in tool, included or not, with the reason and the deciding key."""
-    from ..config import explain, load_config
-
     try:
         decisions = explain(load_config(config))
     except ToolkeeperError as exc:

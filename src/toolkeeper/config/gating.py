@@ -14,10 +14,15 @@ from typing import Any
 
 from ..builtins import SecurityPolicy
 from ..builtins.calculator import calculator_tool
+from ..builtins.code_search import code_search_tool
+from ..builtins.files import file_tools
+from ..builtins.git import git_tool
 from ..builtins.http import http_tools
 from ..builtins.policy import DEFAULT_COMMANDS, DEFAULT_FORBIDDEN
-from ..builtins.shell import sandbox_blocker
+from ..builtins.search import search_tools
+from ..builtins.shell import sandbox_blocker, shell_tool
 from ..sandbox import probe
+from ..skills import load_skills, read_skill_tool
 from ..tools.tool import Tool
 from .model import ToolkeeperConfig
 
@@ -142,17 +147,10 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
         if not decision.included and decision.reason.startswith(("enabled, but", "needs a")):
             log.warning("tool %s left out: %s (%s)", decision.tool, decision.reason,
                         decision.source)
-    from ..builtins.code_search import code_search_tool
-    from ..builtins.files import file_tools
-    from ..builtins.search import search_tools
-    from ..builtins.shell import shell_tool
-
     tools: list[Any] = [shell_tool(policy)] if decisions["shell"].included else []
     tools += [*file_tools(policy), *search_tools(policy), code_search_tool(policy)]
     tools.append(calculator_tool())
     if decisions["git_operations"].included:
-        from ..builtins.git import git_tool
-
         tools.append(git_tool(policy))
     fetch, request = http_tools(policy)
     if decisions["web_fetch"].included:
@@ -160,7 +158,5 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
     if decisions["http_request"].included:
         tools.append(request)
     if decisions["read_skill"].included and config.skills.dir is not None:
-        from ..skills import load_skills, read_skill_tool
-
         tools.append(read_skill_tool(load_skills(config.skills.dir)))
     return tools

@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import CallCancelledError
+
 __all__ = ["ProgressSink", "ToolContext"]
 
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None] | None]
@@ -38,8 +40,6 @@ class ToolContext:
     def check(self) -> None:
         """Raise ``CallCancelledError`` if the run was cancelled (seed 003's ``ctx.check()``)."""
         if self.cancelled:
-            from ..errors import CallCancelledError
-
             raise CallCancelledError(
                 f"the run was cancelled before tool '{self.tool_name or '?'}' started",
                 tool_name=self.tool_name or None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..approval.models import args_digest
 from ..core.results import ToolResult
 
 __all__ = ["ChainCallRecord", "ChainFile", "ChainRunResult", "InvocationResult", "Status"]
@@ -85,8 +86,6 @@ class ChainCallRecord:
     @property
     def args_digest(self) -> str:
         if self._digest is None:
-            from ..approval.models import args_digest
-
             self._digest = args_digest(self._arguments or {})
         return self._digest
 

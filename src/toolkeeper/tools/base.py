@@ -10,6 +10,7 @@ from ..core.context import ToolContext
 from ..core.metadata import ToolMetadata
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import UsageError
+from .naming import normalize_tool_name
 from .signature import inspect_function
 from .tool import Tool
 
@@ -85,7 +86,5 @@ def _ctx_name(method: Any) -> str | None:
 
 
 def _snake(class_name: str) -> str:
-    from .naming import normalize_tool_name
-
     base = class_name[:-4] if class_name.endswith("Tool") and len(class_name) > 4 else class_name
     return normalize_tool_name(base)

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ..core.context import ToolContext
+from ..core.results import ToolResult
 from ..errors import SchemaError
 from .docstrings import parse_docstring
 
@@ -52,6 +53,9 @@ class Param:
     @property
     def required(self) -> bool:
         return self.default is EMPTY
+
+
+_EXACT = (int, float, str, bool)
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,19 @@ class FunctionInfo:
             return None
         return TypeAdapter(self.return_annotation)
 
+    def output_problem(self, value: Any) -> str | None:
+        """Why ``value`` does not match the return annotation, or ``None`` when it does."""
+        if self.return_annotation in _EXACT and type(value) is self.return_annotation:
+            return None  # the common case needs no validator
+        adapter = self.output_adapter
+        if adapter is None:
+            return None
+        try:
+            adapter.validate_python(value)
+        except Exception as exc:
+            return " ".join(str(exc).split())[:300]
+        return None
+
     @cached_property
     def output_schema(self) -> dict[str, Any] | None:
         """JSON Schema of the structured result (scalars wrapped as ``{"result": ...}``)."""
@@ -125,8 +142,6 @@ class FunctionInfo:
 def _says_nothing(annotation: Any) -> bool:
     if annotation in _NO_OUTPUT:
         return True
-    from ..core.results import ToolResult
-
     return isinstance(annotation, type) and issubclass(annotation, ToolResult)
 
 

@@ -17,7 +17,12 @@ from .naming import NameSeparator, normalize_tool_name, qualify, split_qualified
 from .rawschema import normalize_schema
 from .runner import call_async, call_sync
 from .signature import FunctionInfo, inspect_function, is_async_callable
-from .validation import ArgumentValidator, FunctionArgumentValidator, SchemaArgumentValidator
+from .validation import (
+    ArgumentValidator,
+    FunctionArgumentValidator,
+    ModelArgumentValidator,
+    SchemaArgumentValidator,
+)
 
 __all__ = ["Tool"]
 
@@ -302,7 +307,7 @@ class Tool:
         unknown = self.metadata.unknown_arguments
         explicit = self.__dict__.get("_parameters_model")
         if explicit is not None:
-            return _ModelValidator(explicit)
+            return ModelArgumentValidator(explicit)
         if self._info is not None:
             return FunctionArgumentValidator(self.name, self._info, unknown)
         return SchemaArgumentValidator(self.name, self.parameters, unknown)
@@ -344,7 +349,7 @@ class Tool:
         """Coerce a return value into a ``ToolResult``, checking it against the output type."""
         info: FunctionInfo | None = self._info
         if info is not None and not isinstance(value, ToolResult):
-            problem = _output_problem(info, value)
+            problem = info.output_problem(value)
             if problem is not None:
                 error = InvalidOutputError(
                     f"tool '{self.name}' returned a value that does not match its declared "
@@ -479,37 +484,3 @@ def _metadata(metadata: ToolMetadata | None, is_async: bool) -> ToolMetadata:
     if metadata.is_async == is_async:
         return metadata
     return metadata.model_copy(update={"is_async": is_async})
-
-
-_EXACT = (int, float, str, bool)
-
-
-def _output_problem(info: FunctionInfo, value: Any) -> str | None:
-    if info.return_annotation in _EXACT and type(value) is info.return_annotation:
-        return None  # the common case needs no validator
-    adapter = info.output_adapter
-    if adapter is None:
-        return None
-    try:
-        adapter.validate_python(value)
-    except Exception as exc:
-        return " ".join(str(exc).split())[:300]
-    return None
-
-
-class _ModelValidator:
-    """Validation through a user-supplied pydantic model (seed 002's ``parameters_model``)."""
-
-    def __init__(self, model: Any) -> None:
-        self._model = model
-
-    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        from pydantic import ValidationError
-
-        from ..errors import InvalidArgumentsError
-
-        try:
-            instance = self._model.model_validate(dict(arguments))
-        except ValidationError as exc:
-            raise InvalidArgumentsError(str(exc)) from exc
-        return {name: getattr(instance, name) for name in type(instance).model_fields}

@@ -27,7 +27,8 @@ def _scalar(schema: Any) -> bool:
         return all(isinstance(k, str) and k in _SCALAR_TYPES for k in kind)
     return isinstance(kind, str) and kind in _SCALAR_TYPES
 
-__all__ = ["ArgumentValidator", "FunctionArgumentValidator", "SchemaArgumentValidator"]
+__all__ = ["ArgumentValidator", "FunctionArgumentValidator", "ModelArgumentValidator",
+           "SchemaArgumentValidator"]
 
 THINK_FIELD = "toolcall_reason"
 _MAX_SHOWN = 5
@@ -201,3 +202,17 @@ class SchemaArgumentValidator:
         else:
             message = f"argument '{path}': {error.message}"
         return {"path": path, "message": message, "received": got}
+
+
+class ModelArgumentValidator:
+    """Validation through a user-supplied pydantic model (``Tool(parameters_model=...)``)."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            instance = self._model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise InvalidArgumentsError(str(exc)) from exc
+        return {name: getattr(instance, name) for name in type(instance).model_fields}

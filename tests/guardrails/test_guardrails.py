@@ -9,7 +9,7 @@ from toolkeeper.guardrails import ArgumentDenyPatterns, ArgumentSizeLimit, RateL
 from toolkeeper.invoke import ToolInvoker
 from toolkeeper.toolbox import Toolbox
 
-from .helpers import call, recording_hooks
+from ..invoke.helpers import call, recording_hooks
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from toolkeeper.artifacts import FileBlobStore, MemoryBlobStore, UnknownArtifact
 from toolkeeper.invoke import ChainPolicy, ToolInvoker
 from toolkeeper.toolbox import Toolbox
 
-from .helpers import call
+from ..invoke.helpers import call
 
 pytestmark = pytest.mark.anyio
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x01" * 32

