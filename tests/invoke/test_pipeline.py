@@ -11,7 +11,7 @@ import pytest
 from toolkeeper import ConfigError, HostedTool, ProviderDefinedTool, ToolResult, ToolRisk, tool
 from toolkeeper.core.context import ToolContext
 from toolkeeper.invoke import ChainPolicy, ToolCall, ToolInvoker
-from toolkeeper.invoke.gates import DEFAULT_GATES
+from toolkeeper.invoke.builder import GATE_ORDER
 from toolkeeper.invoke.policy import ChainPolicy as Policy
 
 from .helpers import THREADS, call, invoker, recording_hooks, toolbox
@@ -20,10 +20,11 @@ pytestmark = pytest.mark.anyio
 
 
 def test_the_default_gate_order_is_pinned() -> None:
-    assert [g.name for g in DEFAULT_GATES] == [
-        "errors", "budget", "lookup", "kind", "validate", "guardrails_in", "approval",
-        "artifact_refs", "cancellation", "shaping", "guardrails_out", "progress", "timeout",
-    ]
+    expected = ["record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
+                "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
+                "progress", "timeout"]
+    assert list(GATE_ORDER) == expected
+    assert [g.name for g in ToolInvoker([]).gates] == expected
 
 
 async def test_a_valid_call_runs_and_is_traced_with_hooks() -> None:
@@ -230,15 +231,17 @@ async def test_cancelling_a_suspended_async_tool_propagates_and_is_traced() -> N
         assert record.error_code == "cancelled"
 
 
-def test_evolve_copies_every_field_of_an_invocation() -> None:
-    from toolkeeper.invoke.state import _FIELDS, Invocation
+def test_an_invocation_is_immutable_and_evolve_copies_every_field() -> None:
+    from toolkeeper.invoke.state import Invocation
 
-    values = {name: object() for name in _FIELDS}
+    values = {name: object() for name in Invocation._fields}
     original = Invocation(**values)  # type: ignore[arg-type]
     copy = original.evolve(approval_id="a-1")
     assert copy is not original
-    assert {n: getattr(copy, n) for n in _FIELDS} == {**values, "approval_id": "a-1"}
+    assert {n: getattr(copy, n) for n in Invocation._fields} == {**values, "approval_id": "a-1"}
     assert original.approval_id is values["approval_id"]
+    with pytest.raises(AttributeError):
+        original.approval_id = "changed"  # type: ignore[misc]
 
 
 def _gate_names(chain: object) -> list[str]:
@@ -254,14 +257,18 @@ def test_each_tool_gets_a_chain_without_the_gates_it_cannot_need() -> None:
 
     hosted = HostedTool(name="web_search", provider_specs={"openai": {"type": "web_search"}})
     inv = ToolInvoker(toolbox(hosted))
-    safe = _gate_names(inv._chain_for("add"))
-    assert safe == ["errors", "budget", "lookup", "validate", "cancellation", "progress",
-                    "timeout"]
-    assert "approval" in _gate_names(inv._chain_for("delete_file"))  # HIGH risk
-    assert "kind" in _gate_names(inv._chain_for("web_search"))
-    assert _gate_names(inv._chain_for("no_such_tool")) == _gate_names(inv._chain)
+
+    def chain(invoker: ToolInvoker, name: str) -> list[str]:
+        return _gate_names(invoker._chain(name, invoker.registry.get(name)))
+
+    assert chain(inv, "add") == ["record", "errors", "budget", "validate", "cancellation",
+                                 "progress", "timeout"]
+    assert "approval" in chain(inv, "delete_file")  # HIGH risk
+    assert "kind" in chain(inv, "web_search")
+    unknown = chain(inv, "no_such_tool")
+    assert "lookup" in unknown and unknown[:3] == ["record", "errors", "budget"]
     stored = ToolInvoker(toolbox(), artifact_store=MemoryBlobStore())
-    assert "shaping" in _gate_names(stored._chain_for("add"))
+    assert "shaping" in chain(stored, "add")
 
 
 async def test_a_tool_replaced_under_the_same_name_gets_its_own_chain() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
@@ -10,31 +9,34 @@ from typing import Any
 import anyio
 
 from ..approval.handlers import ApprovalHandler
-from ..approval.models import args_digest
+from ..approval.service import ApprovalService, WaitPolicy
 from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
 from ..core.call import ToolCall
 from ..core.context import ToolContext
-from ..errors import CallCancelledError, PolicyViolationError, UsageError
+from ..errors import UsageError
 from ..guardrails.base import Guardrail
-from ..hooks import HookEvent, HookManager
+from ..hooks import HookManager
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
-from .audit import AuditEntry, AuditLog
-from .gates import DEFAULT_GATES, execute
-from .gates.errors import result_for
+from .audit import AuditLog
+from .builder import default_gates
+from .gates import execute
 from .policy import ChainPolicy
-from .results import ChainCallRecord, InvocationResult
+from .results import InvocationResult
 from .session import InvokerSession
 from .state import Gate, Invocation, Next, ProgressSink
 
 __all__ = ["ToolInvoker"]
 
 _MAX_CHAINS = 4096
+_REFUSED = {"unknown": ("error", "unknown_approval"), "mismatch": ("denied", "policy_violation"),
+            "pending": ("pending", "pending"), "denied": ("denied", "denied"),
+            "already_executed": ("error", "already_executed")}
 
 
 class ToolInvoker:
-    """Runs tool calls through a fixed, ordered tuple of gates folded around the executor.
+    """A catalog plus a tuple of gates folded around the executor.
 
     Args:
         registry: A ``Toolbox``, a view, or a plain list of tools.
@@ -45,7 +47,8 @@ class ToolInvoker:
         guardrails: Checks before and after execution.
         audit: Where every invocation is recorded.
         approval_store: The store ``resume`` reads approved requests from.
-        gates: The pipeline, outer → inner (``DEFAULT_GATES``; the order is pinned by a test).
+        gates: The pipeline, outer → inner; by default ``builder.default_gates`` built from the
+            arguments above (the order is ``builder.GATE_ORDER``, pinned by a test).
     """
 
     def __init__(
@@ -53,39 +56,46 @@ class ToolInvoker:
         artifact_store: BlobStore | None = None, policy: ChainPolicy | None = None,
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
-        gates: Sequence[Gate] = DEFAULT_GATES,
+        gates: Sequence[Gate] | None = None,
     ) -> None:
         self.registry = as_toolbox(registry)
-        self.approval_handler = approval_handler
-        self.artifact_store = artifact_store
         self.policy = policy or ChainPolicy()
-        self.hooks = hooks
-        self.guardrails = tuple(guardrails)
-        self.audit = audit
-        self.approval_store = approval_store or getattr(approval_handler, "store", None)
-        self.gates = tuple(gates)
-        self._chain = self._fold(self.gates)
+        self.artifact_store = artifact_store
+        self.approvals = ApprovalService(
+            approval_handler, store=approval_store, hooks=hooks, policy=WaitPolicy(
+                max_risk_unapproved=self.policy.max_risk_unapproved,
+                approval_timeout_s=self.policy.approval_timeout_s,
+                hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
+        self.gates = tuple(gates) if gates is not None else default_gates(
+            catalog=self.registry, approvals=self.approvals, policy=self.policy,
+            artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit)
+        self._unknown = self._fold(None)
         self._chains: dict[str, tuple[Any, Next]] = {}
 
-    def _fold(self, gates: Sequence[Gate], tool: Any = None) -> Next:
+    def _fold(self, tool: Any) -> Next:
+        """The gates folded around the executor, without those ``tool`` cannot need; for an
+        unknown name (``tool`` is ``None``) only the gates up to the lookup, which reports it."""
+        gates = self.gates
+        if tool is None:
+            names = [g.name for g in gates]
+            gates = gates[: names.index("lookup") + 1] if "lookup" in names else gates
         handler: Next = execute
         for gate in reversed(gates):
-            if gate.active(self) and (tool is None or gate.needed(self, tool)):
+            if gate.active() and (tool is None or gate.needed(tool)):
                 handler = partial(gate.__call__, call_next=handler)
         return handler
 
-    def _chain_for(self, name: str) -> Next:
-        """The chain for calls of ``name``: folded once per tool without the gates it cannot
-        need; the full chain when the name is unknown (the lookup gate answers those)."""
-        tool = self.registry.get(name) if name else None
+    def _chain(self, name: str, tool: Any) -> Next:
+        """The chain for calls of ``tool``: folded once per tool without the gates it cannot
+        need (an unknown name gets the chain that reports it)."""
         if tool is None:
-            return self._chain
+            return self._unknown
         cached = self._chains.get(name)
         if cached is not None and cached[0] is tool:
             return cached[1]
         if len(self._chains) >= _MAX_CHAINS:
             self._chains.clear()
-        chain = self._fold(self.gates, tool)
+        chain = self._fold(tool)
         self._chains[name] = (tool, chain)
         return chain
 
@@ -100,49 +110,18 @@ class ToolInvoker:
     ) -> InvocationResult:
         """Run one call through every gate; always returns exactly one result.
 
-        The session's trace gets a record and TOOL_START / TOOL_END fire on every outcome;
-        cancellation of the caller propagates (after it is recorded).
+        The tool is looked up once; the session's trace gets a record and TOOL_START /
+        TOOL_END fire on every outcome; cancellation of the caller propagates (after it is
+        recorded).
         """
         if session.invoker is not self:
             raise UsageError("the session belongs to another invoker; open one with "
                              "invoker.open_session()")
-        started = time.perf_counter()
-        inv = Invocation(call=call, session=session, invoker=self, ctx=ctx,
-                         progress_sink=progress_sink, arguments=call.arguments,
+        # A malformed call takes the chain that ends at the lookup, which reports its problem.
+        tool = self.registry.get(call.name) if call.name and call.problem is None else None
+        inv = Invocation(call, session, tool, call.arguments, ctx, progress_sink,
                          pre_approved=_pre_approved)
-        if self.hooks is not None and self.hooks.has(HookEvent.TOOL_START):
-            await self.hooks.dispatch(HookEvent.TOOL_START, {"tool": call.name, "call_id": call.id,
-                                                             "session": session.id})
-        result: InvocationResult | None = None
-        try:
-            result = await self._chain_for(call.name)(inv)
-            return result
-        finally:
-            if result is None:  # the caller was cancelled: record it, then let it propagate
-                result = result_for(inv, CallCancelledError(
-                    f"the call to '{call.name}' was cancelled", tool_name=call.name))
-                with anyio.CancelScope(shield=True):
-                    await self._record(inv, result, started)
-            else:
-                await self._record(inv, result, started)
-
-    async def _record(self, inv: Invocation, result: InvocationResult, started: float) -> None:
-        duration = (time.perf_counter() - started) * 1000
-        status = "timeout" if result.error_code == "timeout" else result.status
-        record = ChainCallRecord(tool=inv.call.name, call_id=inv.call.id, status=status,
-                                 duration_ms=round(duration, 3), error_code=result.error_code,
-                                 arguments=inv.call.arguments)
-        inv.session.record(record)
-        if self.audit is not None:
-            self.audit.record(AuditEntry(
-                ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
-                tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
-                status=status, error_code=result.error_code, duration_ms=duration,
-                approval_id=result.approval_id or inv.pre_approved))
-        if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
-            await self.hooks.dispatch(HookEvent.TOOL_END, {
-                "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
-                "status": status, "duration_ms": duration, "error_code": result.error_code})
+        return await self._chain(call.name, tool)(inv)
 
     def invoke_sync(self, call: ToolCall, *, session: InvokerSession | None = None,
                     ctx: ToolContext | None = None) -> InvocationResult:
@@ -170,8 +149,7 @@ class ToolInvoker:
 
         async def run(index: int, call: ToolCall) -> None:
             tool = self.registry.get(call.name)
-            safe = tool is None or getattr(tool.metadata, "is_concurrency_safe", True)
-            if safe:
+            if tool is None or tool.metadata.is_concurrency_safe:
                 results[index] = await self.invoke(call, session=session,
                                                    progress_sink=progress_sink)
                 return
@@ -186,42 +164,24 @@ class ToolInvoker:
 
     async def resume(self, approval_id: str, *, session: InvokerSession,
                      arguments: dict[str, Any] | None = None) -> InvocationResult:
-        """Run an approved call exactly once.
+        """Run an approved call exactly once, through this door.
 
         Refuses when the request is unknown, not decided, denied, already executed (its stored
         result is returned instead), or when ``arguments`` differ from the approved ones.
         """
-        store = self.approval_store
-        if store is None:
+        if self.approvals.store is None:
             raise UsageError("resume needs an approval store (PersistedApprovalHandler or "
                              "approval_store=)")
-        stored = await anyio.to_thread.run_sync(store.get, approval_id)
-        if stored is None:
-            return InvocationResult(status="error", error_code="unknown_approval",
-                                    text=f"no approval request {approval_id!r}")
-        request = stored.request
-        base = {"call_id": request.call_id, "tool": request.tool, "approval_id": approval_id}
-        if arguments is not None and args_digest(arguments) != request.args_digest:
-            error = PolicyViolationError(
-                f"the arguments differ from the ones approved in {approval_id}; ask for a new "
-                "approval", tool_name=request.tool)
-            return InvocationResult(status="denied", text=error.message, error_code=error.code,
-                                    **base)
-        if stored.state == "pending":
-            return InvocationResult(status="pending", error_code="pending", **base,
-                                    text=f"request {approval_id} is still waiting for a decision")
-        if stored.state in ("denied", "skipped", "timeout"):
-            message = stored.decision.message if stored.decision else ""
-            return InvocationResult(status="denied", error_code="denied", **base,
-                                    text=f"request {approval_id} was {stored.state}. {message}")
-        if not await anyio.to_thread.run_sync(store.claim, approval_id):
-            done = await anyio.to_thread.run_sync(store.get, approval_id)
-            summary = (done.result or {}) if done is not None else {}
-            return InvocationResult(status="error", error_code="already_executed", **base,
-                                    text=f"request {approval_id} was already executed"
-                                    + (f": {summary.get('text', '')}" if summary else ""))
+        claim = await self.approvals.claim(approval_id, arguments)
+        request = claim.request
+        envelope = {"call_id": request.call_id if request else "",
+                    "tool": request.tool if request else "", "approval_id": approval_id}
+        if claim.refusal is not None or request is None:
+            status, code = _REFUSED[claim.refusal or "unknown"]
+            return InvocationResult.failed(status, claim.message, code,  # type: ignore[arg-type]
+                                           **envelope)
         call = ToolCall(id=request.call_id, name=request.tool, arguments=request.arguments)
         result = await self.invoke(call, session=session, _pre_approved=approval_id)
-        await anyio.to_thread.run_sync(store.complete, approval_id, {
+        await self.approvals.complete(approval_id, {
             "status": result.status, "text": result.text[:2000], "error_code": result.error_code})
         return result

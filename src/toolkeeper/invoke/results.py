@@ -28,40 +28,61 @@ class ChainFile:
 class InvocationResult:
     """The outcome of one invocation: exactly one per call, whatever happened.
 
+    It is the call's one ``ToolResult`` — what the model is shown, already shaped (truncated or
+    offloaded), errors included — inside an envelope that says how the call ended and where
+    what it produced went.
+
     Attributes:
         status: ``ok``, ``error`` (it failed, or could not run), ``denied`` (policy or a human
             refused) or ``pending`` (waiting for a human; resume with ``approval_id``).
-        text: What the model reads (a preview when the full text was offloaded).
-        structured: Structured content, when the tool returned some.
+        result: The ``ToolResult`` the model is shown (an error result when the call did not
+            run or failed).
+        ran: Whether the tool's code ran (``result`` came from the tool).
         artifact_ref: Where the full result is, when it was too large to inline.
         files: Media results stored as files.
-        result: The tool's ``ToolResult`` (``None`` when the tool did not run).
-        error_code: Stable code of the failure (see ``toolkeeper.errors``).
+        call_id, tool: The call this answers.
+        approval_id: The approval that let the call through, or the pending request.
     """
 
     status: Status
-    text: str = ""
-    structured: dict[str, Any] | None = None
+    result: ToolResult
+    ran: bool = False
     artifact_ref: str | None = None
     files: tuple[ChainFile, ...] = ()
-    result: ToolResult | None = None
-    error_code: str | None = None
     call_id: str = ""
     tool: str = ""
     approval_id: str | None = None
+
+    @classmethod
+    def failed(cls, status: Status, text: str, error_code: str, **envelope: Any
+               ) -> InvocationResult:
+        """A call that did not run or did not finish: an error result for the model."""
+        return cls(status=status, result=ToolResult.error(text, code=error_code), **envelope)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def text(self) -> str:
+        """What the model reads (a preview when the full text was offloaded)."""
+        return self.result.text
+
+    @property
+    def structured(self) -> dict[str, Any] | None:
+        """Structured content, when the tool returned some."""
+        return self.result.structured_content if self.status == "ok" else None
+
+    @property
+    def error_code(self) -> str | None:
+        """Stable code of the failure (see ``toolkeeper.errors``)."""
+        if self.status == "ok":
+            return None
+        return self.result.error_code or "tool_error"
+
     def to_tool_result(self) -> ToolResult:
-        """A ``ToolResult`` for rendering into a provider message (errors marked as such)."""
-        if self.result is not None and self.status == "ok" and self.artifact_ref is None:
-            return self.result
-        return ToolResult.text_result(
-            self.text, is_error=self.status != "ok", error_code=self.error_code,
-            structured_content=self.structured if self.status == "ok" else None,
-        )
+        """The ``ToolResult`` for rendering into a provider message (errors marked as such)."""
+        return self.result
 
 
 class ChainCallRecord:

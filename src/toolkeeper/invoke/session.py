@@ -28,6 +28,8 @@ class InvokerSession:
                  chain: bool = False) -> None:
         self.id = session_id or "ses_" + secrets.token_urlsafe(12)
         self.invoker = invoker
+        self.policy = invoker.policy
+        self.store = invoker.artifact_store
         self.chain = chain
         self.started = time.monotonic()
         self.state: dict[str, Any] = {}
@@ -54,7 +56,7 @@ class InvokerSession:
 
     def remaining_s(self) -> float:
         """Seconds left of the policy's total timeout."""
-        return self.invoker.policy.total_timeout_s - (time.monotonic() - self.started)
+        return self.policy.total_timeout_s - (time.monotonic() - self.started)
 
     def reserve(self, tool: str, namespace: str | None) -> None:
         """Count one call against the session, tool and namespace budgets, atomically.
@@ -62,7 +64,7 @@ class InvokerSession:
         Raises:
             BudgetExceededError: a budget is used up (nothing is counted then).
         """
-        policy = self.invoker.policy
+        policy = self.policy
         with self._lock:
             if self._call_count >= policy.max_tool_calls:
                 raise BudgetExceededError(
@@ -87,7 +89,7 @@ class InvokerSession:
             self._trace.append(record)
 
     def pin(self, ref: str) -> None:
-        store = self.invoker.artifact_store
+        store = self.store
         if store is not None:
             store.pin(ref, self.id)
             with self._lock:
@@ -95,7 +97,7 @@ class InvokerSession:
 
     async def close(self) -> None:
         """Unpin every artifact this session pinned."""
-        store = self.invoker.artifact_store
+        store = self.store
         with self._lock:
             refs, self._pinned = self._pinned, []
             self.closed = True

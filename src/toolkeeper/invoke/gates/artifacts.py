@@ -13,8 +13,11 @@ __all__ = ["ArtifactRefGate"]
 class ArtifactRefGate(Gate):
     name = "artifact_refs"
 
-    def active(self, invoker: Any) -> bool:
-        return invoker.artifact_store is not None
+    def __init__(self, artifact_store: Any = None) -> None:
+        self.artifact_store = artifact_store
+
+    def active(self) -> bool:
+        return self.artifact_store is not None
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         if inv.resolved is None:

@@ -13,6 +13,5 @@ class BudgetGate(Gate):
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         if inv.pre_approved is None:  # a resumed call was counted when it was first made
-            tool = inv.invoker.registry.get(inv.call.name)
-            inv.session.reserve(inv.call.name, getattr(tool, "namespace", None))
+            inv.session.reserve(inv.call.name, getattr(inv.tool, "namespace", None))
         return await call_next(inv)

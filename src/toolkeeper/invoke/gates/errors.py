@@ -1,4 +1,4 @@
-"""The outermost gate: any exception becomes exactly one result."""
+"""The error gate: any exception becomes exactly one result."""
 
 from __future__ import annotations
 
@@ -22,18 +22,17 @@ _DENIED = (ApprovalDeniedError, GuardrailTrippedError, PolicyViolationError)
 
 def result_for(inv: Invocation, exc: Exception) -> InvocationResult:
     """The result that tells the model what went wrong (never a traceback)."""
-    call_id, tool = inv.call.id, inv.call.name
+    envelope = inv.envelope()
     if isinstance(exc, ApprovalPending):
-        return InvocationResult(status="pending", text=str(exc), error_code=exc.code,
-                                approval_id=exc.request_id, call_id=call_id, tool=tool)
+        return InvocationResult.failed("pending", str(exc), exc.code,
+                                       **{**envelope, "approval_id": exc.request_id})
     if isinstance(exc, ToolCallError):
         status: Status = "denied" if isinstance(exc, _DENIED) else "error"
-        return InvocationResult(status=status, text=exc.message, error_code=exc.code,
-                                call_id=call_id, tool=tool)
-    log.exception("invoker error while calling %s", tool)
-    return InvocationResult(
-        status="error", error_code="invoker_error", call_id=call_id, tool=tool,
-        text=f"the tool call could not be completed ({type(exc).__name__}: {exc})")
+        return InvocationResult.failed(status, exc.message, exc.code, **envelope)
+    log.exception("invoker error while calling %s", inv.call.name)
+    return InvocationResult.failed(
+        "error", f"the tool call could not be completed ({type(exc).__name__}: {exc})",
+        "invoker_error", **envelope)
 
 
 class ErrorGate(Gate):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ...errors import ToolCallError, ToolRaisedError
-from ...tools.hosted import is_provider_defined_tool
 from ..results import InvocationResult
 from ..state import Invocation
 
@@ -14,7 +13,7 @@ async def execute(inv: Invocation) -> InvocationResult:
     """Run the tool with its final arguments; its exception becomes ``ToolRaisedError``."""
     tool = inv.tool
     try:
-        if is_provider_defined_tool(tool):
+        if tool.kind == "provider":
             result = await tool.handle_call(inv.call, inv.context())
         else:
             wants_ctx = inv.ctx is not None or tool._ctx_param() is not None
@@ -26,8 +25,7 @@ async def execute(inv: Invocation) -> InvocationResult:
         raise ToolRaisedError(f"tool '{inv.call.name}' failed: {type(exc).__name__}: {exc}",
                               tool_name=inv.call.name, details={"exception": type(exc).__name__}
                               ) from exc
-    return InvocationResult(
-        status="error" if result.is_error else "ok", text=result.text,
-        structured=result.structured_content, result=result, call_id=inv.call.id,
-        tool=inv.call.name, approval_id=inv.approval_id or inv.pre_approved,
-        error_code=(result.error_code or "tool_error") if result.is_error else None)
+    if result.is_error and result.error_code is None:
+        result = result.model_copy(update={"error_code": "tool_error"})
+    return InvocationResult(status="error" if result.is_error else "ok", result=result, ran=True,
+                            **inv.envelope())

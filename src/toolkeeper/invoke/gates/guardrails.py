@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from ...errors import GuardrailTrippedError
-from ...hooks import HookEvent
+from ...guardrails.base import Guardrail
+from ...hooks import HookEvent, HookManager
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
 __all__ = ["GuardrailInGate", "GuardrailOutGate"]
 
 
-async def _tripped(inv: Invocation, name: str, reason: str) -> GuardrailTrippedError:
-    hooks = inv.invoker.hooks
+async def _tripped(inv: Invocation, hooks: HookManager | None, name: str, reason: str
+                   ) -> GuardrailTrippedError:
     if hooks is not None and hooks.has(HookEvent.GUARDRAIL_TRIPPED):
         await hooks.dispatch(HookEvent.GUARDRAIL_TRIPPED,
                              {"tool": inv.call.name, "guardrail": name, "reason": reason})
@@ -23,41 +24,41 @@ async def _tripped(inv: Invocation, name: str, reason: str) -> GuardrailTrippedE
                                  details={"guardrail": name})
 
 
-class GuardrailInGate(Gate):
-    name = "guardrails_in"
+class _GuardrailGate(Gate):
+    def __init__(self, guardrails: Sequence[Guardrail], hooks: HookManager | None = None) -> None:
+        self.guardrails = tuple(guardrails)
+        self.hooks = hooks
 
-    def active(self, invoker: Any) -> bool:
-        return bool(invoker.guardrails)
+    def active(self) -> bool:
+        return bool(self.guardrails)
+
+
+class GuardrailInGate(_GuardrailGate):
+    name = "guardrails_in"
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         arguments = inv.arguments
-        for guardrail in inv.invoker.guardrails:
+        for guardrail in self.guardrails:
             outcome = await guardrail.check_input(inv.tool, arguments)
             if outcome.action == "trip":
-                raise await _tripped(inv, guardrail.name, outcome.reason)
+                raise await _tripped(inv, self.hooks, guardrail.name, outcome.reason)
             if outcome.action == "redact":
                 arguments = dict(outcome.value)
         return await call_next(inv if arguments is inv.arguments else inv.evolve(arguments=arguments))
 
 
-class GuardrailOutGate(Gate):
+class GuardrailOutGate(_GuardrailGate):
     name = "guardrails_out"
-
-    def active(self, invoker: Any) -> bool:
-        return bool(invoker.guardrails)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)
-        tool_result = result.result
-        if tool_result is None:
+        if not result.ran:
             return result
-        for guardrail in inv.invoker.guardrails:
+        tool_result = result.result
+        for guardrail in self.guardrails:
             outcome = await guardrail.check_output(inv.tool, tool_result)
             if outcome.action == "trip":
-                raise await _tripped(inv, guardrail.name, outcome.reason)
+                raise await _tripped(inv, self.hooks, guardrail.name, outcome.reason)
             if outcome.action == "redact":
                 tool_result = outcome.value
-        if tool_result is result.result:
-            return result
-        return replace(result, result=tool_result, text=tool_result.text,
-                       structured=tool_result.structured_content)
+        return result if tool_result is result.result else replace(result, result=tool_result)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ToolNotCallableError
-from ...tools.hosted import is_hosted_tool
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -15,12 +14,12 @@ __all__ = ["KindGate"]
 class KindGate(Gate):
     name = "kind"
 
-    def needed(self, invoker: Any, tool: Any) -> bool:
-        return is_hosted_tool(tool) or bool(getattr(tool, "is_chain_tool", False))
+    def needed(self, tool: Any) -> bool:
+        return tool.kind == "hosted" or bool(getattr(tool, "is_chain_tool", False))
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         tool = inv.tool
-        if is_hosted_tool(tool):
+        if tool.kind == "hosted":
             raise ToolNotCallableError(
                 f"tool '{tool.name}' is hosted by the provider and runs there; its result arrives "
                 "in the provider's next response", tool_name=tool.name)

@@ -1,6 +1,12 @@
-"""Lookup: the call names a tool the catalog offers (else the closest names are suggested)."""
+"""Lookup: the call names a tool the catalog offers (else the closest names are suggested).
+
+The invoker looks the tool up once, before the chain; this gate turns a miss into the
+catalog's error.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from ...errors import MalformedCallError, UnknownToolError
 from ..results import InvocationResult
@@ -12,12 +18,17 @@ __all__ = ["LookupGate"]
 class LookupGate(Gate):
     name = "lookup"
 
+    def __init__(self, catalog: Any) -> None:
+        self.catalog = catalog
+
+    def needed(self, tool: Any) -> bool:
+        return False  # a known tool was found; only the chain for unknown names needs this
+
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         problem = inv.call.problem
         if problem is not None:
             cls = UnknownToolError if problem.code == "unknown_tool" else MalformedCallError
             raise cls(problem.message, tool_name=inv.call.name or None)
-        tool = inv.invoker.registry.get(inv.call.name)
-        if tool is None:
-            raise inv.invoker.registry.unknown(inv.call.name)
-        return await call_next(inv.evolve(tool=tool))
+        if inv.tool is None:
+            raise self.catalog.unknown(inv.call.name)
+        return await call_next(inv)

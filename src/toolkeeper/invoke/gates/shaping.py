@@ -1,14 +1,20 @@
 """Result shaping: small text inline; large text offloaded as an artifact with a preview; media
-stored and surfaced as files; without a store, long text truncated (head, or head and tail)."""
+stored and surfaced as files; without a store, long text truncated (head, or head and tail).
+
+Whatever the gate shapes is put into the result's one ``ToolResult``, so every way out — the
+invoker's result, a rendered provider message, ``execute_tool_calls`` — shows the same text.
+"""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
+from ...artifacts.store import BlobStore
 from ...core.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
-from ...hooks import HookEvent
-from ..results import ChainFile, InvocationResult, Status
+from ...hooks import HookEvent, HookManager
+from ..policy import ChainPolicy
+from ..results import ChainFile, InvocationResult
 from ..state import Gate, Invocation, Next
 
 __all__ = ["ShapingGate", "truncate"]
@@ -32,46 +38,43 @@ def truncate(text: str, limit: int, mode: str) -> str:
 class ShapingGate(Gate):
     name = "shaping"
 
-    def needed(self, invoker: Any, tool: Any) -> bool:
-        limit = getattr(getattr(tool, "metadata", None), "max_result_size", None)
-        return invoker.artifact_store is not None or bool(limit or invoker.policy.max_result_size)
+    def __init__(self, policy: ChainPolicy, store: BlobStore | None = None,
+                 hooks: HookManager | None = None) -> None:
+        self.policy = policy
+        self.store = store
+        self.hooks = hooks
+
+    def needed(self, tool: Any) -> bool:
+        return self.store is not None or bool(self._limit(tool))
+
+    def _limit(self, tool: Any) -> int | None:
+        return tool.metadata.max_result_size or self.policy.max_result_size
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)
+        if not result.ran:
+            return result
         tool_result = result.result
-        store = inv.invoker.artifact_store
-        if tool_result is None or (store is None and not self._limit(inv)):
-            return result  # the executor's result is already in its final form
-        status: Status = "error" if tool_result.is_error else "ok"
-        files = await self._files(inv, tool_result.content) if store is not None else ()
+        files = await self._files(inv, tool_result.content) if self.store is not None else ()
         text = tool_result.text
         ref = None
-        policy = inv.invoker.policy
-        if store is not None and len(text.encode("utf-8")) > policy.max_inline_result_bytes:
+        inline = self.policy.max_inline_result_bytes
+        if self.store is not None and len(text.encode("utf-8")) > inline:
             ref = await self._store(inv, text.encode("utf-8"), "text/plain", inv.call.name)
-            preview = text[: policy.max_inline_result_bytes // 2]
-            text = (f"{preview}\n[... the full result ({len(text)} characters) is stored as "
-                    f"artifact {ref}; pass {{\"$artifact\": \"{ref}\"}} to another tool to use it]")
-        elif store is None:
-            text = truncate(text, self._limit(inv) or len(text), policy.truncation)
+            text = (f"{text[: inline // 2]}\n[... the full result ({len(text)} characters) is "
+                    f"stored as artifact {ref}; pass {{\"$artifact\": \"{ref}\"}} to another tool "
+                    "to use it]")
+        elif self.store is None:
+            text = truncate(text, self._limit(inv.tool) or len(text), self.policy.truncation)
         if text != tool_result.text:
-            # What the model is shown is the shaped text, whichever way the result is rendered.
             media = tuple(b for b in tool_result.content if not isinstance(b, TextBlock | JsonBlock))
             tool_result = tool_result.model_copy(update={"content": (TextBlock(text=text), *media)})
-        return InvocationResult(
-            status=status, text=text, structured=tool_result.structured_content,
-            artifact_ref=ref, files=files, result=tool_result, call_id=result.call_id,
-            tool=result.tool, approval_id=result.approval_id,
-            error_code=result.error_code)
-
-    @staticmethod
-    def _limit(inv: Invocation) -> int | None:
-        metadata_limit = getattr(inv.tool.metadata, "max_result_size", None)
-        return metadata_limit or inv.invoker.policy.max_result_size
+        if tool_result is result.result and not files:
+            return result
+        return InvocationResult(status=result.status, result=tool_result, ran=True,
+                                artifact_ref=ref, files=files, **inv.envelope())
 
     async def _files(self, inv: Invocation, blocks: Any) -> tuple[ChainFile, ...]:
-        if inv.invoker.artifact_store is None:
-            return ()
         files: list[ChainFile] = []
         for block in blocks:
             if isinstance(block, ImageBlock | AudioBlock) or (
@@ -84,14 +87,12 @@ class ShapingGate(Gate):
                                        size=len(data)))
         return tuple(files)
 
-    @staticmethod
-    async def _store(inv: Invocation, data: bytes, media_type: str, name: str | None) -> str:
-        store = inv.invoker.artifact_store
-        assert store is not None
-        ref = store.put(data, media_type, name=name)
+    async def _store(self, inv: Invocation, data: bytes, media_type: str, name: str | None
+                     ) -> str:
+        assert self.store is not None
+        ref = self.store.put(data, media_type, name=name)
         inv.session.pin(ref)
-        hooks = inv.invoker.hooks
-        if hooks is not None and hooks.has(HookEvent.ARTIFACT_STORED):
-            await hooks.dispatch(HookEvent.ARTIFACT_STORED, {"tool": inv.call.name, "ref": ref,
-                                                             "size": len(data)})
+        if self.hooks is not None and self.hooks.has(HookEvent.ARTIFACT_STORED):
+            await self.hooks.dispatch(HookEvent.ARTIFACT_STORED, {
+                "tool": inv.call.name, "ref": ref, "size": len(data)})
         return ref

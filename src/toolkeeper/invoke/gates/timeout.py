@@ -10,6 +10,7 @@ import anyio
 
 from ...errors import ToolTimeoutError
 from ...tools.threads import on_asyncio
+from ..policy import ChainPolicy
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -19,9 +20,11 @@ __all__ = ["TimeoutGate"]
 class TimeoutGate(Gate):
     name = "timeout"
 
+    def __init__(self, policy: ChainPolicy) -> None:
+        self.policy = policy
+
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        policy = inv.invoker.policy
-        limit = getattr(inv.tool.metadata, "timeout", None) or policy.call_timeout_s
+        limit = inv.tool.metadata.timeout or self.policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
         try:
             if on_asyncio():

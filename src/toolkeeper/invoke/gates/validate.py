@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...artifacts.store import UnknownArtifactError
+from ...artifacts.store import BlobStore, UnknownArtifactError
 from ...errors import InvalidArgumentsError
-from ...tools.hosted import is_provider_defined_tool
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -28,8 +27,11 @@ def _content(blob: Any) -> Any:
 class ValidateGate(Gate):
     name = "validate"
 
+    def __init__(self, artifact_store: BlobStore | None = None) -> None:
+        self.artifact_store = artifact_store
+
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        if is_provider_defined_tool(inv.tool):
+        if inv.tool.kind == "provider":
             return await call_next(inv.evolve(arguments=dict(inv.call.arguments)))
         raw = inv.call.arguments
         refs = {k: ref for k, v in raw.items() if (ref := artifact_ref(v)) is not None}
@@ -40,9 +42,9 @@ class ValidateGate(Gate):
         shown = {**validated, **{k: raw[k] for k in refs}}
         return await call_next(inv.evolve(arguments=shown, resolved=validated))
 
-    @staticmethod
-    def _resolve(inv: Invocation, raw: dict[str, Any], refs: dict[str, str]) -> dict[str, Any]:
-        store = inv.invoker.artifact_store
+    def _resolve(self, inv: Invocation, raw: dict[str, Any], refs: dict[str, str]
+                 ) -> dict[str, Any]:
+        store = self.artifact_store
         out = dict(raw)
         for key, ref in refs.items():
             if store is None:

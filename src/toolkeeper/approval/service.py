@@ -1,0 +1,137 @@
+"""``ApprovalService``: request, wait (bounded), decide and resume exactly once — the one place
+the approval gate, the CLI, a web page and MCP all go through.
+
+It holds the handler that answers, the store that keeps requests across restarts, the policy
+that says who needs approval and how long to wait, and the hooks to tell about it. It does not
+run tools: ``claim`` hands an approved call back to the invoker, the one door, which runs it and
+reports with ``complete``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+
+from ..core.risk import HitlMode, ToolRisk
+from ..hooks import HookEvent, HookManager
+from .handlers import ApprovalHandler
+from .models import ApprovalDecision, ApprovalRequest, args_digest
+from .store import ApprovalStore
+
+__all__ = ["ApprovalService", "Claim", "WaitPolicy"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitPolicy:
+    """Who needs approval and how long to wait for it (from ``ChainPolicy``)."""
+
+    max_risk_unapproved: ToolRisk = ToolRisk.SAFE
+    approval_timeout_s: float = 55.0
+    hitl_timeout_seconds: float = 30.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """What ``claim`` found: an approved request to run now, or why it will not run."""
+
+    request: ApprovalRequest | None
+    refusal: Literal["unknown", "mismatch", "pending", "denied", "already_executed"] | None = None
+    message: str = ""
+
+
+class ApprovalService:
+    """Approval requests from asking to the single execution of an approved call."""
+
+    def __init__(self, handler: ApprovalHandler | None = None, *,
+                 store: ApprovalStore | None = None, policy: WaitPolicy | None = None,
+                 hooks: HookManager | None = None) -> None:
+        self.handler = handler
+        self.store = store if store is not None else getattr(handler, "store", None)
+        self.policy = policy or WaitPolicy()
+        self.hooks = hooks
+
+    def needs_approval(self, tool: Any) -> bool:
+        """Above the policy's ceiling, or the tool itself asks (an explicit HITL mode other
+        than NONE). A HITL mode only inherited from the risk says *how* to ask, not *whether*."""
+        asks = getattr(tool, "hitl_explicit", True) and tool.hitl_mode is not HitlMode.NONE
+        return ToolRisk(tool.risk) > self.policy.max_risk_unapproved or asks
+
+    async def decide(self, request: ApprovalRequest, mode: HitlMode) -> ApprovalDecision:
+        """Ask the handler and wait as ``mode`` says: BLOCKING up to ``approval_timeout_s``
+        (then ``timeout``), CONTINUE_ON_TIMEOUT up to ``hitl_timeout_seconds`` (then approved,
+        and recorded as such), FIRE_AND_CONTINUE not at all."""
+        await self._event(HookEvent.APPROVAL_REQUESTED, request.tool, request.session_id,
+                          {"request": request.model_dump()})
+        decision = await self._wait(request, mode)
+        await self._event(HookEvent.APPROVAL_DECIDED, request.tool, request.session_id,
+                          {"decision": decision.model_dump()})
+        return decision
+
+    async def _wait(self, request: ApprovalRequest, mode: HitlMode) -> ApprovalDecision:
+        if self.handler is None:
+            return ApprovalDecision(request_id=request.id, outcome="denied",
+                                    message="no approval handler is configured")
+        if mode is HitlMode.FIRE_AND_CONTINUE:
+            return ApprovalDecision(request_id=request.id, outcome="approved",
+                                    approver="fire_and_continue",
+                                    message="announced; proceeding without waiting")
+        wait = self.policy.approval_timeout_s
+        if mode is HitlMode.CONTINUE_ON_TIMEOUT:
+            wait = min(self.policy.hitl_timeout_seconds, wait)
+        with anyio.move_on_after(wait):
+            return await self.handler.request(request)
+        if mode is HitlMode.CONTINUE_ON_TIMEOUT:
+            decision = ApprovalDecision(request_id=request.id, outcome="approved",
+                                        approver="timeout", message=f"approved automatically "
+                                        f"after {wait:g} s without an answer")
+        else:
+            decision = ApprovalDecision(request_id=request.id, outcome="timeout",
+                                        message=f"no decision within {wait:g} s")
+        expire = getattr(self.handler, "expire", None)
+        if expire is not None:  # a stored request must not be approvable after this answer
+            await expire(decision)
+        return decision
+
+    async def claim(self, approval_id: str, arguments: dict[str, Any] | None = None) -> Claim:
+        """Take an approved request for execution, exactly once across processes: refused when
+        unknown, undecided, denied, already taken, or when ``arguments`` differ from the
+        approved ones."""
+        store = self.store
+        if store is None:
+            return Claim(request=None, refusal="unknown", message="no approval store")
+        stored = await anyio.to_thread.run_sync(store.get, approval_id)
+        if stored is None:
+            return Claim(request=None, refusal="unknown",
+                         message=f"no approval request {approval_id!r}")
+        request = stored.request
+        if arguments is not None and args_digest(arguments) != request.args_digest:
+            return Claim(request=request, refusal="mismatch", message=(
+                f"the arguments differ from the ones approved in {approval_id}; ask for a new "
+                "approval"))
+        if stored.state == "pending":
+            return Claim(request=request, refusal="pending",
+                         message=f"request {approval_id} is still waiting for a decision")
+        if stored.state in ("denied", "skipped", "timeout"):
+            why = stored.decision.message if stored.decision else ""
+            return Claim(request=request, refusal="denied",
+                         message=f"request {approval_id} was {stored.state}. {why}")
+        if not await anyio.to_thread.run_sync(store.claim, approval_id):
+            done = await anyio.to_thread.run_sync(store.get, approval_id)
+            summary = (done.result or {}) if done is not None else {}
+            return Claim(request=request, refusal="already_executed", message=(
+                f"request {approval_id} was already executed"
+                + (f": {summary.get('text', '')}" if summary else "")))
+        return Claim(request=request)
+
+    async def complete(self, approval_id: str, summary: dict[str, Any]) -> None:
+        """Record what the claimed call did."""
+        if self.store is not None:
+            await anyio.to_thread.run_sync(self.store.complete, approval_id, summary)
+
+    async def _event(self, event: HookEvent, tool: str, session: str,
+                     payload: dict[str, object]) -> None:
+        if self.hooks is not None and self.hooks.has(event):
+            await self.hooks.dispatch(event, {"tool": tool, "session": session, **payload})

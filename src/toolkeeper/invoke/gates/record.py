@@ -1,0 +1,62 @@
+"""Record: the outermost gate — TOOL_START before, and on every outcome (cancellation
+included) the session's trace, the audit log and TOOL_END after."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+from ...errors import CallCancelledError
+from ...hooks import HookEvent, HookManager
+from ..audit import AuditEntry, AuditLog
+from ..results import ChainCallRecord, InvocationResult
+from ..state import Gate, Invocation, Next
+from .errors import result_for
+
+__all__ = ["RecordGate"]
+
+
+class RecordGate(Gate):
+    name = "record"
+
+    def __init__(self, audit: AuditLog | None = None, hooks: HookManager | None = None) -> None:
+        self.audit = audit
+        self.hooks = hooks
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
+        started = time.perf_counter()
+        hooks = self.hooks
+        if hooks is not None and hooks.has(HookEvent.TOOL_START):
+            await hooks.dispatch(HookEvent.TOOL_START, {
+                "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id})
+        result: InvocationResult | None = None
+        try:
+            result = await call_next(inv)
+            return result
+        finally:
+            if result is None:  # the caller was cancelled: record it, then let it propagate
+                result = result_for(inv, CallCancelledError(
+                    f"the call to '{inv.call.name}' was cancelled", tool_name=inv.call.name))
+                with anyio.CancelScope(shield=True):
+                    await self._record(inv, result, started)
+            else:
+                await self._record(inv, result, started)
+
+    async def _record(self, inv: Invocation, result: InvocationResult, started: float) -> None:
+        duration = (time.perf_counter() - started) * 1000
+        status = "timeout" if result.error_code == "timeout" else result.status
+        record = ChainCallRecord(tool=inv.call.name, call_id=inv.call.id, status=status,
+                                 duration_ms=round(duration, 3), error_code=result.error_code,
+                                 arguments=inv.call.arguments)
+        inv.session.record(record)
+        if self.audit is not None:
+            self.audit.record(AuditEntry(
+                ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
+                tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
+                status=status, error_code=result.error_code, duration_ms=duration,
+                approval_id=result.approval_id or inv.pre_approved))
+        if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
+            await self.hooks.dispatch(HookEvent.TOOL_END, {
+                "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
+                "status": status, "duration_ms": duration, "error_code": result.error_code})
