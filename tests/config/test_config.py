@@ -8,8 +8,8 @@ import pytest
 
 from toolkeeper import ConfigError
 from toolkeeper.builtins import shell
-from toolkeeper.config import all_tools_with_runtime, explain, load_config
-from toolkeeper.config.gating import Requirement, _decide
+from toolkeeper.config import Builtin, all_tools_with_runtime, explain, load_config
+from toolkeeper.config.gating import decide
 from toolkeeper.sandbox import SandboxReport, detect
 
 
@@ -52,15 +52,15 @@ def test_a_variant_setting_selects_read_skill(tmp_path: Path) -> None:
 def test_credentials_are_part_of_the_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = load_config(write(tmp_path, '[security]\nworkspace = "ws"\n[http_request]\n'
                                          'enabled = true\n'))
-    requirement = Requirement(tool="notion", key="http_request.enabled",
-                              enabled=lambda c: c.http_request.enabled,
-                              credentials=[("http_request.api_key", "NOTION_API_KEY")])
+    notion = Builtin(name="notion", family="http", key="http_request.enabled",
+                     enabled=lambda c: c.http_request.enabled,
+                     credentials=[("http_request.api_key", "NOTION_API_KEY")])
     monkeypatch.delenv("NOTION_API_KEY", raising=False)
-    missing = _decide(config, requirement, sandbox_ok=True)
-    assert not missing.included
+    missing = decide(config, notion, blocker=None)
+    assert (missing.included, missing.cause) == (False, "missing_credentials")
     assert "needs http_request.api_key in the config or the NOTION_API_KEY" in missing.reason
     monkeypatch.setenv("NOTION_API_KEY", "k")
-    assert _decide(config, requirement, sandbox_ok=True).included
+    assert decide(config, notion, blocker=None).cause == "enabled"
 
 
 def test_shell_is_left_out_with_the_reason_when_no_sandbox_runs(
@@ -91,3 +91,33 @@ def test_bad_config_names_file_key_and_line(tmp_path: Path, text: str, message: 
 def test_a_missing_explicit_config_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such configuration file"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_read_only_autonomy_leaves_out_every_tool_that_writes(tmp_path: Path) -> None:
+    path = write(tmp_path, '[security]\nworkspace = "ws"\nautonomy = "read_only"\n'
+                           '[http_request]\nenabled = true\n')
+    decisions = by_tool(path)
+    for name in ("shell", "file_write", "file_edit", "http_request"):
+        assert (decisions[name].included, decisions[name].cause) == (False, "read_only"), name
+        assert decisions[name].key == "security.autonomy"
+    names = {t.name for t in all_tools_with_runtime(load_config(path))}
+    assert {"file_read", "glob_search", "content_search", "calculator"} <= names
+    assert not names & {"shell", "file_write", "file_edit", "http_request"}
+
+
+async def test_full_autonomy_runs_built_ins_without_approval_and_supervised_waits(
+        tmp_path: Path) -> None:
+    from toolkeeper import ToolCall, ToolInvoker
+    from toolkeeper.config import chain_policy
+
+    results = {}
+    for autonomy in ("supervised", "full"):
+        (tmp_path / autonomy).mkdir()
+        path = write(tmp_path / autonomy, f'[security]\nworkspace = "."\nautonomy = "{autonomy}"\n')
+        config = load_config(path)
+        invoker = ToolInvoker(all_tools_with_runtime(config), policy=chain_policy(config))
+        call = ToolCall(id="c1", name="file_write", arguments={"path": "a.txt", "content": "x"})
+        results[autonomy] = await invoker.invoke(call, session=invoker.open_session())
+    assert (results["supervised"].status, results["supervised"].error_code) == ("denied", "denied")
+    assert results["full"].status == "ok" and (tmp_path / "full" / "a.txt").read_text() == "x"
+    assert not (tmp_path / "supervised" / "a.txt").exists()

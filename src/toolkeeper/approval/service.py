@@ -29,6 +29,7 @@ class WaitPolicy:
     """Who needs approval and how long to wait for it (from ``ChainPolicy``)."""
 
     max_risk_unapproved: ToolRisk = ToolRisk.SAFE
+    unapproved_tools: frozenset[str] = frozenset()
     approval_timeout_s: float = 55.0
     hitl_timeout_seconds: float = 30.0
 
@@ -56,6 +57,8 @@ class ApprovalService:
     def needs_approval(self, tool: Any) -> bool:
         """Above the policy's ceiling, or the tool itself asks (an explicit HITL mode other
         than NONE). A HITL mode only inherited from the risk says *how* to ask, not *whether*."""
+        if tool.name in self.policy.unapproved_tools:
+            return False
         asks = getattr(tool, "hitl_explicit", True) and tool.hitl_mode is not HitlMode.NONE
         return ToolRisk(tool.risk) > self.policy.max_risk_unapproved or asks
 

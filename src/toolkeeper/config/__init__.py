@@ -1,7 +1,8 @@
 """TOML configuration and config gating: which tools exist, and why."""
 
-from .gating import Decision, all_tools_with_runtime, explain, policy_from
+from .builtins_table import BUILTINS, Builtin
+from .gating import Cause, Decision, all_tools_with_runtime, chain_policy, explain, policy_from
 from .model import ToolkeeperConfig, load_config
 
-__all__ = ["Decision", "ToolkeeperConfig", "all_tools_with_runtime", "explain", "load_config",
-           "policy_from"]
+__all__ = ["BUILTINS", "Builtin", "Cause", "Decision", "ToolkeeperConfig",
+           "all_tools_with_runtime", "chain_policy", "explain", "load_config", "policy_from"]

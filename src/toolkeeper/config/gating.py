@@ -1,7 +1,8 @@
-"""Which tools exist, and why: seed 004's minimal and full registries with config gates.
+"""Which tools exist, and why: the minimal and the full registry, gated by the config.
 
-Every decision — included or excluded — carries the reason and the config key (and file:line)
-that decided it, so ``toolkeeper tools explain`` can answer "why is this tool (not) here?".
+Every decision — included or excluded — carries its cause as a value, the reason in words and
+the config key (and file:line) that decided it, so ``toolkeeper tools explain`` can answer "why
+is this tool (not) here?" and nothing has to read the words back.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
 from ..builtins import SecurityPolicy
 from ..builtins.calculator import calculator_tool
@@ -21,38 +22,35 @@ from ..builtins.http import http_tools
 from ..builtins.policy import DEFAULT_COMMANDS, DEFAULT_FORBIDDEN
 from ..builtins.search import search_tools
 from ..builtins.shell import sandbox_blocker, shell_tool
+from ..invoke.policy import ChainPolicy
 from ..sandbox import probe
 from ..skills import load_skills, read_skill_tool
 from ..tools.tool import Tool
+from .builtins_table import BUILTINS, Builtin, Family
 from .model import ToolkeeperConfig
 
-__all__ = ["Decision", "all_tools_with_runtime", "explain", "policy_from"]
+__all__ = ["Cause", "Decision", "all_tools_with_runtime", "chain_policy", "explain",
+           "policy_from"]
 
 log = logging.getLogger("toolkeeper.config")
+
+Cause = Literal["core", "enabled", "confined", "unconfined", "not_enabled",
+                "missing_credentials", "no_sandbox", "read_only"]
+_ASKED_FOR = ("missing_credentials", "no_sandbox")
+"""Causes of tools that were asked for but left out: logged as warnings."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Decision:
-    """One tool's fate: included or not, why, and which key in which file decided it."""
+    """One tool's fate: included or not, the cause, why in words, and which key in which file
+    decided it."""
 
     tool: str
     included: bool
+    cause: Cause
     reason: str
     key: str
     source: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Requirement:
-    """A gate for an optional tool: an ``enabled`` flag, credentials, a runtime capability,
-    or the presence of a section."""
-
-    tool: str
-    key: str
-    enabled: Callable[[ToolkeeperConfig], bool]
-    credentials: Sequence[tuple[str, str]] = ()
-    """(config key, environment variable) pairs; one of each pair must be set."""
-    needs_sandbox: bool = False
 
 
 def policy_from(config: ToolkeeperConfig) -> SecurityPolicy:
@@ -82,57 +80,54 @@ def _credential_missing(config: ToolkeeperConfig, pairs: Sequence[tuple[str, str
     return None
 
 
-def _decide(config: ToolkeeperConfig, requirement: Requirement, sandbox_ok: bool
-            ) -> Decision:
-    source = config.source(requirement.key)
-    if not requirement.enabled(config):
-        return Decision(tool=requirement.tool, included=False, key=requirement.key, source=source,
-                        reason=f"{requirement.key} is not set to enable it")
-    missing = _credential_missing(config, requirement.credentials)
+def decide(config: ToolkeeperConfig, builtin: Builtin, blocker: str | None) -> Decision:
+    """One built-in's decision. ``blocker`` says why no sandbox can run (``None``: one can)."""
+    def out(included: bool, cause: Cause, reason: str) -> Decision:
+        return Decision(tool=builtin.name, included=included, cause=cause, reason=reason,
+                        key=builtin.key, source=source)
+
+    source = config.source(builtin.key) if builtin.key != "(core)" else "built-in"
+    if builtin.enabled is not None and not builtin.enabled(config):
+        return out(False, "not_enabled", f"{builtin.key} is not set to enable it")
+    missing = _credential_missing(config, builtin.credentials)
     if missing:
-        return Decision(tool=requirement.tool, included=False, key=requirement.key, source=source,
-                        reason=f"enabled, but {missing}")
-    if requirement.needs_sandbox and not sandbox_ok:
-        return Decision(tool=requirement.tool, included=False, key=requirement.key, source=source,
-                        reason=f"enabled, but needs a sandbox and none is available "
-                               f"({probe().detail})")
-    return Decision(tool=requirement.tool, included=True, key=requirement.key, source=source,
-                    reason=f"{requirement.key} = true")
-
-
-OPTIONAL = (
-    Requirement(tool="web_fetch", key="web_fetch.enabled", enabled=lambda c: c.web_fetch.enabled),
-    Requirement(tool="http_request", key="http_request.enabled",
-                enabled=lambda c: c.http_request.enabled),
-    Requirement(tool="read_skill", key="skills.prompt_injection_mode",
-                enabled=lambda c: c.skills.prompt_injection_mode == "compact"
-                and c.skills.dir is not None),
-)
+        return out(False, "missing_credentials", f"enabled, but {missing}")
+    if builtin.writes and config.security.autonomy == "read_only":
+        return Decision(tool=builtin.name, included=False, cause="read_only",
+                        key="security.autonomy", source=config.source("security.autonomy"),
+                        reason="security.autonomy = 'read_only' leaves out tools that write")
+    if builtin.needs_sandbox and blocker is not None:
+        if builtin.name == "shell" and config.security.allow_unconfined:
+            return out(True, "unconfined", "explicitly unconfined: every call needs approval")
+        return out(False, "no_sandbox", f"needs a sandbox that cannot run: {blocker}; fix that "
+                   "or set security.allow_unconfined = true" if builtin.name == "shell" else
+                   f"runs only in a sandbox, which cannot run: {blocker}")
+    if builtin.needs_sandbox:
+        return out(True, "confined", f"always on, confined by {probe().backend}")
+    if builtin.enabled is not None:
+        return out(True, "enabled", f"{builtin.key} = true")
+    return out(True, "core", "always on (the minimal registry)")
 
 
 def explain(config: ToolkeeperConfig) -> list[Decision]:
-    """Every known tool, included or excluded, with the reason and the deciding key."""
+    """Every known built-in tool, included or excluded, with the cause and the deciding key."""
     blocker = sandbox_blocker(policy_from(config))
-    sandbox_ok = blocker is None or config.security.allow_unconfined
-    core = [(name, "always on (the minimal registry)") for name in (
-        "file_read", "file_write", "file_edit", "glob_search", "content_search",
-        "semantic_code_search", "calculator")]
-    decisions = [Decision(tool=name, included=True, reason=reason, key="(core)", source="built-in")
-                 for name, reason in core]
-    shell_ok = Decision(tool="shell", included=sandbox_ok, key="security.allow_unconfined",
-                        source=config.source("security.allow_unconfined"),
-                        reason=(f"always on, confined by {probe().backend}" if blocker is None else
-                                "explicitly unconfined: every call needs approval"
-                                if config.security.allow_unconfined else
-                                f"needs a sandbox that cannot run: {blocker}; fix that or set "
-                                "security.allow_unconfined = true"))
-    decisions.insert(0, shell_ok)
-    decisions.append(Decision(
-        tool="git_operations", included=blocker is None, key="(core)", source="built-in",
-        reason="always on, in the sandbox" if blocker is None else
-        f"runs only in the sandbox, which cannot run: {blocker}"))
-    decisions += [_decide(config, r, sandbox_ok) for r in OPTIONAL]
-    return decisions
+    return [decide(config, builtin, blocker) for builtin in BUILTINS]
+
+
+def _family(family: Family, policy: SecurityPolicy, config: ToolkeeperConfig) -> list[Tool]:
+    makers: dict[Family, Callable[[], list[Tool]]] = {
+        "shell": lambda: [shell_tool(policy)],
+        "files": lambda: file_tools(policy),
+        "search": lambda: search_tools(policy),
+        "code_search": lambda: [code_search_tool(policy)],
+        "calculator": lambda: [calculator_tool()],
+        "git": lambda: [git_tool(policy)],
+        "http": lambda: http_tools(policy),
+        "skills": lambda: [read_skill_tool(load_skills(config.skills.dir))]
+        if config.skills.dir is not None else [],
+    }
+    return makers[family]()
 
 
 def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
@@ -142,21 +137,28 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
     as warnings naming what is missing.
     """
     policy = policy_from(config)
-    decisions = {d.tool: d for d in explain(config)}
-    for decision in decisions.values():
-        if not decision.included and decision.reason.startswith(("enabled, but", "needs a")):
-            log.warning("tool %s left out: %s (%s)", decision.tool, decision.reason,
-                        decision.source)
-    tools: list[Any] = [shell_tool(policy)] if decisions["shell"].included else []
-    tools += [*file_tools(policy), *search_tools(policy), code_search_tool(policy)]
-    tools.append(calculator_tool())
-    if decisions["git_operations"].included:
-        tools.append(git_tool(policy))
-    fetch, request = http_tools(policy)
-    if decisions["web_fetch"].included:
-        tools.append(fetch.replace(name="web_fetch"))
-    if decisions["http_request"].included:
-        tools.append(request)
-    if decisions["read_skill"].included and config.skills.dir is not None:
-        tools.append(read_skill_tool(load_skills(config.skills.dir)))
+    made: dict[Family, dict[str, Tool]] = {}
+    tools: list[Tool] = []
+    for builtin, decision in zip(BUILTINS, explain(config), strict=True):
+        if not decision.included:
+            if decision.cause in _ASKED_FOR:
+                log.warning("tool %s left out: %s (%s)", decision.tool, decision.reason,
+                            decision.source)
+            continue
+        if builtin.family not in made:
+            made[builtin.family] = {t.name: t for t in _family(builtin.family, policy, config)}
+        tool = made[builtin.family].get(builtin.made_as or builtin.name)
+        if tool is not None:
+            tools.append(tool if builtin.made_as is None else tool.replace(name=builtin.name))
     return tools
+
+
+def chain_policy(config: ToolkeeperConfig, base: ChainPolicy | None = None) -> ChainPolicy:
+    """The invoker's policy for this config: under ``autonomy = "full"`` the included
+    built-ins run without approval; under ``supervised`` (the default) the risky ones wait for
+    it; under ``read_only`` the tools that write are not there at all."""
+    base = base or ChainPolicy()
+    if config.security.autonomy != "full":
+        return base
+    names = frozenset(d.tool for d in explain(config) if d.included)
+    return base.model_copy(update={"unapproved_tools": base.unapproved_tools | names})

@@ -64,6 +64,7 @@ class ToolInvoker:
         self.approvals = ApprovalService(
             approval_handler, store=approval_store, hooks=hooks, policy=WaitPolicy(
                 max_risk_unapproved=self.policy.max_risk_unapproved,
+                unapproved_tools=self.policy.unapproved_tools,
                 approval_timeout_s=self.policy.approval_timeout_s,
                 hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
         self.gates = tuple(gates) if gates is not None else default_gates(

@@ -29,6 +29,9 @@ class ChainPolicy(BaseModel):
     hitl_timeout_seconds: float = Field(default=30.0, gt=0)
     """How long CONTINUE_ON_TIMEOUT waits before approving on its own."""
     max_risk_unapproved: ToolRisk = ToolRisk.SAFE
+    unapproved_tools: frozenset[str] = frozenset()
+    """Tools that never need approval whatever their risk (the built-ins under
+    ``autonomy = "full"``)."""
     tool_budgets: dict[str, int] = Field(default_factory=dict)
     """Calls allowed per tool name in one session."""
     namespace_budgets: dict[str, int] = Field(default_factory=dict)
