@@ -1,11 +1,21 @@
 """Benchmark: the cost of one governed tool call, against the peers' own call paths.
 
-Side by side in one process run: toolkeeper's full default door (``ToolInvoker.invoke`` with
-validation, hooks and the trace on, no approval needed) on a trivial SAFE tool ``add(a, b)``;
-openai-agents ``FunctionTool.on_invoke_tool``; toolregistry ``ainvoke`` / ``Tool.run``;
-pydantic-ai ``ToolManager.handle_call``; and the floor, pydantic ``TypeAdapter.validate_python``
-plus the call. Also: lookup by name at 10 and 10,000 tools, and audit throughput under 1,000
-concurrent invocations with the SQLite audit log.
+Every call path starts where a provider leaves it: the JSON arguments string the model sent, a
+fresh call id, and whatever per-call object the library's own runner makes for a call (a new
+``ToolContext`` for openai-agents, a ``ToolCallPart`` for pydantic-ai, a ``ToolCall`` for
+toolkeeper). Arguments are drawn at random. The tool is the same trivial ``add(a, b)``.
+
+- toolkeeper: ``ToolInvoker.invoke`` with every default gate (budget, validation, trace, timeout,
+  …), no hooks registered, a SAFE tool (no approval).
+- openai-agents: ``FunctionTool.on_invoke_tool`` with a new ``ToolContext`` per call (what its
+  runner does).
+- toolregistry: ``ToolRegistry.ainvoke``; pydantic-ai: ``ToolManager.handle_call``.
+- the floor: ``json.loads`` + pydantic ``TypeAdapter.validate_python`` + the call.
+
+Each call path runs in its own fresh process; rounds are interleaved (every path once per round,
+in a shuffled order) and the median of the rounds is reported. Also: lookup by name at 10,000
+tools with names drawn at random from all of them (against a plain ``dict``), and audit
+throughput under 1,000 concurrent invocations with the SQLite audit log.
 
     python benchmarks/bench_invoke.py [--calls 20000] [--rounds 5]
 """
@@ -14,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,12 +37,8 @@ from typing import Any
 
 import anyio
 
-from toolkeeper import HookEvent, HookManager, Tool, ToolCall, ToolInvoker
-from toolkeeper.invoke import ChainPolicy
-from toolkeeper.invoke.audit import SqliteAuditLog
-from toolkeeper.toolbox import Toolbox
-
-Runner = Callable[[], Awaitable[Any]]
+Runner = Callable[[int], Awaitable[Any]]
+PAYLOADS: list[str] = []
 
 
 def add(a: int, b: int) -> int:
@@ -42,19 +50,18 @@ async def aadd(a: int, b: int) -> int:
 
 
 def ours(kind: str) -> Runner:
+    from toolkeeper import Tool, ToolCall, ToolInvoker, ToolMetadata
+    from toolkeeper.invoke import ChainPolicy
+
     func = aadd if kind == "async" else add
-    metadata = {"inline": True} if kind == "inline" else {}
-    from toolkeeper import ToolMetadata
-
-    tool = Tool.from_function(func, name="add", metadata=ToolMetadata(**metadata))
-    hooks = HookManager()
-    hooks.register(HookEvent.TOOL_START, lambda e, p: None)
-    hooks.register(HookEvent.TOOL_END, lambda e, p: None)
-    invoker = ToolInvoker(Toolbox([tool]), policy=ChainPolicy(max_tool_calls=10**9), hooks=hooks)
+    tool = Tool.from_function(func, name="add",
+                              metadata=ToolMetadata(inline=kind == "inline"))
+    invoker = ToolInvoker([tool], policy=ChainPolicy(max_tool_calls=10**9,
+                                                     total_timeout_s=10**9))
     session = invoker.open_session()
-    call = ToolCall(id="c1", name="add", arguments={"a": 1, "b": 2})
 
-    async def run() -> Any:
+    async def run(i: int) -> Any:
+        call = ToolCall(id=f"c{i}", name="add", arguments=json.loads(PAYLOADS[i]))
         result = await invoker.invoke(call, session=session)
         if len(session._trace) > 10_000:  # keep memory flat over a long benchmark
             session._trace.clear()
@@ -63,7 +70,7 @@ def ours(kind: str) -> Runner:
     return run
 
 
-def floor() -> Runner:
+def floor(kind: str) -> Runner:
     from pydantic import TypeAdapter
     from typing_extensions import TypedDict
 
@@ -72,10 +79,9 @@ def floor() -> Runner:
         b: int
 
     adapter = TypeAdapter(Args)
-    payload = {"a": 1, "b": 2}
 
-    async def run() -> Any:
-        return add(**adapter.validate_python(payload))
+    async def run(i: int) -> Any:
+        return await aadd(**adapter.validate_python(json.loads(PAYLOADS[i])))
 
     return run
 
@@ -85,10 +91,11 @@ def openai_agents(kind: str) -> Runner:
     from agents.tool_context import ToolContext
 
     tool = function_tool(aadd if kind == "async" else add)
-    payload = json.dumps({"a": 1, "b": 2})
-    ctx = ToolContext(context=None, tool_name=tool.name, tool_call_id="c1", tool_arguments=payload)
 
-    async def run() -> Any:
+    async def run(i: int) -> Any:
+        payload = PAYLOADS[i]
+        ctx = ToolContext(context=None, tool_name=tool.name, tool_call_id=f"c{i}",
+                          tool_arguments=payload)
         return await tool.on_invoke_tool(ctx, payload)
 
     return run
@@ -99,16 +106,9 @@ def toolregistry(kind: str) -> Runner:
 
     registry = ToolRegistry()
     registry.register(aadd if kind == "async" else add, name="add")
-    if kind == "inline":
-        tool = registry.get_tool("add")
 
-        async def run_inline() -> Any:
-            return tool.run({"a": 1, "b": 2})
-
-        return run_inline
-
-    async def run() -> Any:
-        return await registry.ainvoke("add", {"a": 1, "b": 2})
+    async def run(i: int) -> Any:
+        return await registry.ainvoke("add", json.loads(PAYLOADS[i]))
 
     return run
 
@@ -121,80 +121,82 @@ def pydantic_ai(kind: str) -> Runner:
     from pydantic_ai.toolsets import FunctionToolset
     from pydantic_ai.usage import RunUsage
 
+    func = aadd if kind == "async" else add
     ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
-    manager = anyio.run(ToolManager(FunctionToolset([aadd if kind == "async" else add]))
-                        .for_run_step, ctx)
-    part = ToolCallPart(tool_name=(aadd if kind == "async" else add).__name__,
-                        args={"a": 1, "b": 2}, tool_call_id="c1")
+    manager = anyio.run(ToolManager(FunctionToolset([func])).for_run_step, ctx)
 
-    async def run() -> Any:
+    async def run(i: int) -> Any:
+        part = ToolCallPart(tool_name=func.__name__, args=PAYLOADS[i], tool_call_id=f"c{i}")
         return await manager.handle_call(part)
 
     return run
 
 
-def per_call_us(runner: Runner, calls: int, rounds: int) -> float:
+RUNNERS: dict[str, Callable[[str], Runner]] = {
+    "toolkeeper": ours, "openai-agents": openai_agents, "toolregistry": toolregistry,
+    "pydantic-ai-slim": pydantic_ai, "floor: json + pydantic TypeAdapter + await": floor,
+}
+KINDS = {"toolkeeper": ("async", "thread"), "openai-agents": ("async", "thread"),
+         "toolregistry": ("async", "thread"), "pydantic-ai-slim": ("async", "thread"),
+         "floor: json + pydantic TypeAdapter + await": ("async",)}
+
+
+def one_process(name: str, kind: str, calls: int, seed: int) -> float:
+    """µs per call of one call path, measured in this (fresh) process."""
+    rng = random.Random(seed)
+    PAYLOADS[:] = [json.dumps({"a": rng.randrange(10**6), "b": rng.randrange(10**6)})
+                   for _ in range(calls + 500)]
+    runner = RUNNERS[name](kind)
+
     async def measure() -> float:
-        for _ in range(200):
-            await runner()
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            for _ in range(calls):
-                await runner()
-            times.append((time.perf_counter() - start) / calls * 1e6)
-        return statistics.median(times)
+        for i in range(calls, calls + 500):  # warm-up on inputs the timed loop does not reuse
+            await runner(i)
+        start = time.perf_counter()
+        for i in range(calls):
+            await runner(i)
+        return (time.perf_counter() - start) / calls * 1e6
 
     return anyio.run(measure)
 
 
-def handoffs() -> dict[str, Runner]:
-    """The bare thread hand-off of a no-op function, without any tool layer around it."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
+def lookup_ns(size: int, lookups: int = 200_000) -> tuple[float, float]:
+    """ns per ``Toolbox.get`` and per plain ``dict.get``, names drawn at random from all."""
+    from toolkeeper import Tool
+    from toolkeeper.toolbox import Toolbox
 
-    from toolkeeper.tools.threads import run_in_worker
-
-    executor = ThreadPoolExecutor(4)
-
-    def noop() -> None:
-        return None
-
-    async def pool() -> Any:
-        return await run_in_worker(noop)
-
-    async def to_thread() -> Any:
-        return await anyio.to_thread.run_sync(noop)
-
-    async def executor_run() -> Any:
-        return await asyncio.get_running_loop().run_in_executor(executor, noop)
-
-    return {"toolkeeper worker pool": pool, "anyio.to_thread.run_sync": to_thread,
-            "loop.run_in_executor": executor_run}
-
-
-def lookup_us(size: int) -> float:
     tools = [Tool(name=f"tool_{i}", parameters={"type": "object", "properties": {}})
              for i in range(size)]
     box = Toolbox(tools)
-    names = [f"tool_{i}" for i in range(0, size, max(1, size // 100))]
-    start = time.perf_counter()
-    for _ in range(1000):
-        for name in names:
-            box.get(name)
-    return (time.perf_counter() - start) / (1000 * len(names)) * 1e6
+    plain = {t.name: t for t in tools}
+    rng = random.Random(7)
+    names = [f"tool_{rng.randrange(size)}" for _ in range(lookups)]
+    results = {}
+    for label, get in (("toolbox", box.get), ("dict", plain.get)):
+        best = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for name in names:
+                get(name)
+            best.append((time.perf_counter() - start) / lookups * 1e9)
+        results[label] = statistics.median(best)
+    return results["toolbox"], results["dict"]
 
 
 def audit_throughput() -> tuple[float, float]:
+    from toolkeeper import Tool, ToolCall, ToolInvoker
+    from toolkeeper.invoke import ChainPolicy
+    from toolkeeper.invoke.audit import SqliteAuditLog
+
     with tempfile.TemporaryDirectory() as tmp:
         results = {}
         for label, audit in (("none", None), ("sqlite", SqliteAuditLog(Path(tmp) / "a.db"))):
-            invoker = ToolInvoker(Toolbox([Tool.from_function(aadd, name="add")]), audit=audit,
+            invoker = ToolInvoker([Tool.from_function(aadd, name="add")], audit=audit,
                                   policy=ChainPolicy(max_tool_calls=10**6))
 
             async def burst(inv: ToolInvoker = invoker) -> float:
                 session = inv.open_session()
                 start = time.perf_counter()
+
                 async def one(i: int) -> None:
                     await inv.invoke(ToolCall(id=str(i), name="add", arguments={"a": i, "b": 1}),
                                      session=session)
@@ -212,33 +214,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--one", nargs=3, metavar=("NAME", "KIND", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    rows: list[tuple[str, str, float]] = []
-    peers = {"openai-agents": openai_agents, "toolregistry": toolregistry,
-             "pydantic-ai-slim": pydantic_ai}
-    for kind in ("async", "thread", "inline"):
-        rows.append((kind, "toolkeeper", per_call_us(ours(kind), args.calls, args.rounds)))
-        for name, make in peers.items():
-            if kind == "inline" and name != "toolregistry":
+    if args.one:
+        name, kind, seed = args.one
+        print(one_process(name, kind, args.calls, int(seed)))
+        return
+    paths = [(name, kind) for name in RUNNERS for kind in KINDS[name]]
+    samples: dict[tuple[str, str], list[float]] = {p: [] for p in paths}
+    for round_ in range(args.rounds):
+        order = paths[:]
+        random.Random(round_).shuffle(order)
+        for name, kind in order:
+            out = subprocess.run([sys.executable, __file__, "--calls", str(args.calls), "--one",
+                                  name, kind, str(round_)], capture_output=True, text=True,
+                                 check=False)
+            if out.returncode != 0:
+                print(f"{name} ({kind}) failed: {out.stderr.strip()[-300:]}", file=sys.stderr)
                 continue
-            try:
-                rows.append((kind, name, per_call_us(make(kind), args.calls, args.rounds)))
-            except Exception as exc:  # a peer's API moved: say so, keep the others
-                print(f"skipping {name} ({kind}): {exc!r}", file=sys.stderr)
-    rows.append(("floor", "pydantic TypeAdapter + call", per_call_us(floor(), args.calls,
-                                                                      args.rounds)))
-    for name, runner in handoffs().items():
-        rows.append(("bare hand-off", name, per_call_us(runner, args.calls, args.rounds)))
-    print(f"Python {sys.version.split()[0]}, {args.calls} calls x {args.rounds} rounds (median)\n")
+            samples[(name, kind)].append(float(out.stdout.strip().splitlines()[-1]))
+    print(f"Python {sys.version.split()[0]}, {args.calls} calls per process, {args.rounds} "
+          "interleaved rounds, one process per call path per round (median)\n")
     print("| tool kind | call path | µs per call | ÷ toolkeeper |")
     print("|---|---|---:|---:|")
-    ours_by_kind = {kind: us for kind, name, us in rows if name == "toolkeeper"}
-    for kind, name, us in rows:
-        base = ours_by_kind.get(kind, ours_by_kind["async"])
+    medians = {p: statistics.median(v) for p, v in samples.items() if v}
+    for (name, kind), us in medians.items():
+        base = medians.get(("toolkeeper", kind), medians[("toolkeeper", "async")])
         print(f"| {kind} | {name} | {us:.2f} | {us / base:.2f}x |")
-    print(f"\nlookup by name: {lookup_us(10):.3f} µs at 10 tools, {lookup_us(10_000):.3f} µs at "
-          "10,000 tools")
+    box, plain = lookup_ns(10_000)
+    print(f"\nlookup by name at 10,000 tools, names drawn at random: Toolbox.get {box:.0f} ns, "
+          f"dict.get {plain:.0f} ns")
     bare, audited = audit_throughput()
     print(f"1,000 concurrent invocations: {bare:,.0f}/s without audit, {audited:,.0f}/s with the "
           "SQLite audit log")
