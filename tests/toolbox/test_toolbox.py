@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+import warnings
 from typing import Any
 
 import pytest
@@ -186,3 +187,31 @@ def test_execute_tool_calls_with_calls_and_with_a_provider_response() -> None:
         {"type": "tool_use", "id": "t1", "name": "send_email", "input": {"to": "a", "subject": "s"}}]}
     (message,) = tb.execute_tool_calls(response, api_format="anthropic")
     assert message["content"][0]["content"][0]["text"] == "sent to a"
+
+
+def test_get_agrees_with_the_entries_through_adds_aliases_disables_and_removes() -> None:
+    import random
+
+    from toolkeeper import Tool
+
+    rng = random.Random(3)
+    box = Toolbox()
+    names = [f"t{i}" for i in range(40)]
+    for step in range(400):
+        name = rng.choice(names)
+        action = rng.choice(["add", "alias", "disable", "enable", "remove"])
+        tool = Tool(name=name, description="d", parameters={"type": "object", "properties": {}})
+        if action == "add":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                box.add(tool)
+        elif action == "alias":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                box.register_tool(tool, aliases=[f"alias_{name}", f"a{step % 7}"])
+        elif name in box:
+            {"disable": box.disable, "enable": box.enable, "remove": box.remove}[action](name)
+        for probe in [*names, *[f"alias_{n}" for n in names], *[f"a{k}" for k in range(7)]]:
+            entry = box.entry(probe)
+            expected = entry.tool if entry is not None and entry.enabled else None
+            assert box.get(probe) is expected, (step, action, probe)

@@ -12,7 +12,7 @@ from typing import Literal
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
 from ..errors import PolicyViolationError, SandboxLimitError
-from ..sandbox import Sandbox, default_sandbox
+from ..sandbox import RunOptions, Sandbox, default_sandbox
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
 from .shell import sandbox_blocker
@@ -80,8 +80,8 @@ def git_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
                                        tool_name="git_operations", details={"rule": "sandbox"})
         safe = ["--no-ext-diff", "--no-textconv"] if operation in ("diff", "log", "show") else []
         result = sandbox.run(policy.workspace, ["git", *_HARDENING, operation, *safe, *args],
-                             timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes,
-                             env=_ENV)
+                             RunOptions(timeout_s=policy.shell_timeout_s,
+                                        output_cap=policy.max_output_bytes, env=_ENV))
         if result.timed_out:
             raise SandboxLimitError("git ran too long and was stopped", tool_name="git_operations")
         text = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")

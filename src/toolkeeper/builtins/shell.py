@@ -13,6 +13,7 @@ from ..errors import InvalidArgumentsError, PolicyViolationError, SandboxLimitEr
 from ..sandbox import (
     UNPRIVILEGED_UID,
     Limits,
+    RunOptions,
     Sandbox,
     SandboxResult,
     UnconfinedSandbox,
@@ -204,10 +205,10 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
         limits = Limits(cpu_s=max(1, int(policy.shell_timeout_s) + 1),
                         memory=policy.max_memory_bytes)
         try:
-            result = runner.run(
-                policy.workspace, ["/bin/sh", "-c", command], timeout_s=policy.shell_timeout_s,
-                output_cap=policy.max_output_bytes, network=policy.network, env=env,
-                limits=limits, read_only=_bindable(before) if runner.protects_paths else ())
+            result = runner.run(policy.workspace, ["/bin/sh", "-c", command], RunOptions(
+                timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes,
+                network=policy.network, env=env, limits=limits,
+                read_only=_bindable(before) if runner.protects_paths else ()))
         except OSError as exc:
             if exc.errno == errno.E2BIG:
                 raise InvalidArgumentsError(

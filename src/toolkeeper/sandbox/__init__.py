@@ -8,7 +8,7 @@ the best one this host offers.
 - ``UnconfinedSandbox``: only when an operator chose it (``security.allow_unconfined``).
 """
 
-from .base import UNPRIVILEGED_UID, Limits, Sandbox, SandboxReport, SandboxResult
+from .base import UNPRIVILEGED_UID, Limits, RunOptions, Sandbox, SandboxReport, SandboxResult
 from .bubblewrap import BubblewrapSandbox, probe_bwrap
 from .detect import default_sandbox, probe
 from .landlock import LandlockSandbox, landlock_abi
@@ -16,6 +16,7 @@ from .limits import exec_helpers
 from .process import run_helper
 from .unconfined import UnconfinedSandbox
 
-__all__ = ["UNPRIVILEGED_UID", "BubblewrapSandbox", "LandlockSandbox", "Limits", "Sandbox",
+__all__ = ["UNPRIVILEGED_UID", "BubblewrapSandbox", "LandlockSandbox", "Limits", "RunOptions",
+           "Sandbox",
            "SandboxReport", "SandboxResult", "UnconfinedSandbox", "default_sandbox",
            "exec_helpers", "landlock_abi", "probe", "probe_bwrap", "run_helper"]

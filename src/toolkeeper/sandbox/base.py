@@ -7,8 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-__all__ = ["CONCURRENT_CALLS", "SYSTEM_PATH", "UNPRIVILEGED_UID", "Limits", "Sandbox",
-           "SandboxReport", "SandboxResult"]
+__all__ = [
+    "CONCURRENT_CALLS",
+    "SYSTEM_PATH",
+    "UNPRIVILEGED_UID",
+    "Limits",
+    "RunOptions",
+    "Sandbox",
+    "SandboxReport",
+    "SandboxResult",
+]
 
 UNPRIVILEGED_UID = 65534
 
@@ -43,6 +51,27 @@ class SandboxReport:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """What one confined run may do.
+
+    Attributes:
+        timeout_s: Wall-clock limit; the whole sandbox is killed past it.
+        output_cap: Bytes of stdout + stderr kept; the command is stopped past it.
+        network: Whether the command may use the network.
+        env: Environment variables besides PATH, HOME and LANG.
+        limits: Resource limits (CPU, memory, processes, files).
+        read_only: Existing workspace paths the command must not change.
+    """
+
+    timeout_s: float = 60.0
+    output_cap: int = 1 << 20
+    network: bool = False
+    env: Mapping[str, str] | None = None
+    limits: Limits | None = None
+    read_only: Sequence[str] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Limits:
     cpu_s: int = 30
     file_bytes: int = 64 << 20
@@ -63,7 +92,8 @@ class Sandbox(Protocol):
     protects_paths: ClassVar[bool]
     """Whether ``read_only`` workspace paths can be kept unchanged by the command."""
 
-    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
-            output_cap: int = 1 << 20, network: bool = False,
-            env: Mapping[str, str] | None = None, limits: Limits | None = None,
-            read_only: Sequence[str] = ()) -> SandboxResult: ...
+    def run(self, workspace: Path, command: Sequence[str], options: RunOptions
+            ) -> SandboxResult:
+        """Run ``command`` in ``workspace`` confined, under ``options``; a backend refuses an
+        option it cannot honour (``UsageError``) rather than dropping it."""
+        ...

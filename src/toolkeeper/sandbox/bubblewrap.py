@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from .base import SYSTEM_PATH, Limits, SandboxReport, SandboxResult
+from .base import SYSTEM_PATH, Limits, RunOptions, SandboxReport, SandboxResult
 from .process import run_process
 from .seccomp import bpf_fd
 
@@ -121,9 +121,8 @@ class BubblewrapSandbox:
     confined: ClassVar[bool] = True
     protects_paths: ClassVar[bool] = True
 
-    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
-            output_cap: int = 1 << 20, network: bool = False,
-            env: Mapping[str, str] | None = None, limits: Limits | None = None,
-            read_only: Sequence[str] = ()) -> SandboxResult:
-        return run_confined(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
-                            network=network, env=env, limits=limits, read_only=read_only)
+    def run(self, workspace: Path, command: Sequence[str], options: RunOptions
+            ) -> SandboxResult:
+        return run_confined(workspace, command, timeout_s=options.timeout_s,
+                            output_cap=options.output_cap, network=options.network,
+                            env=options.env, limits=options.limits, read_only=options.read_only)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..errors import UsageError
-from .base import UNPRIVILEGED_UID, Limits, SandboxResult
+from .base import UNPRIVILEGED_UID, Limits, RunOptions, SandboxResult
 from .process import KILL_GRACE_S, command_env, kill_group, run_process
 from .seccomp import bpf_fd
 
@@ -156,12 +156,11 @@ class LandlockSandbox:
     confined: ClassVar[bool] = True
     protects_paths: ClassVar[bool] = False
 
-    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
-            output_cap: int = 1 << 20, network: bool = False,
-            env: Mapping[str, str] | None = None, limits: Limits | None = None,
-            read_only: Sequence[str] = ()) -> SandboxResult:
-        if read_only:
+    def run(self, workspace: Path, command: Sequence[str], options: RunOptions
+            ) -> SandboxResult:
+        if options.read_only:
             raise UsageError("the Landlock sandbox cannot keep workspace paths read-only "
-                             f"({', '.join(read_only)}); check protects_paths first")
-        return run_landlocked(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
-                              network=network, env=env, limits=limits)
+                             f"({', '.join(options.read_only)}); check protects_paths first")
+        return run_landlocked(workspace, command, timeout_s=options.timeout_s,
+                              output_cap=options.output_cap, network=options.network,
+                              env=options.env, limits=options.limits)

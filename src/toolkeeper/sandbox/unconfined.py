@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..errors import UsageError
-from .base import Limits, SandboxResult
+from .base import Limits, RunOptions, SandboxResult
 from .process import command_env, run_process
 
 __all__ = ["UnconfinedSandbox", "run_unconfined"]
@@ -31,11 +31,10 @@ class UnconfinedSandbox:
     confined: ClassVar[bool] = False
     protects_paths: ClassVar[bool] = False
 
-    def run(self, workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
-            output_cap: int = 1 << 20, network: bool = False,
-            env: Mapping[str, str] | None = None, limits: Limits | None = None,
-            read_only: Sequence[str] = ()) -> SandboxResult:
-        if read_only:
+    def run(self, workspace: Path, command: Sequence[str], options: RunOptions
+            ) -> SandboxResult:
+        if options.read_only:
             raise UsageError("without a sandbox, workspace paths cannot be kept read-only")
-        return run_unconfined(workspace, command, timeout_s=timeout_s, output_cap=output_cap,
-                              env=env, limits=limits)
+        return run_unconfined(workspace, command, timeout_s=options.timeout_s,
+                              output_cap=options.output_cap, env=options.env,
+                              limits=options.limits)
