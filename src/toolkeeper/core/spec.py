@@ -10,7 +10,8 @@ so a tool can answer ``get_schema`` without the definition floor importing the f
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import UsageError
@@ -24,7 +25,7 @@ ToolKind = Literal["function", "hosted", "provider"]
 ``provider``: the provider declares it and the application runs it (``handle_call``)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True, eq=False)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class ToolSpec:
     """A function tool as the wire formats see it.
 
@@ -32,7 +33,8 @@ class ToolSpec:
         name: The tool's name (before any wire-safe renaming).
         description: What the model reads to choose the tool.
         parameters: JSON Schema of the arguments (an object schema).
-        output_schema: JSON Schema of the structured result, when known.
+        output_schema: JSON Schema of the structured result, when known (worked out on first
+            read: most exports never need it).
         metadata: Hints, tags, timeouts, MCP annotations.
         namespace: The namespace, if any.
         method_name: The name without the namespace.
@@ -44,13 +46,28 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
-    output_schema: Mapping[str, Any] | None
+    output: Callable[[], Mapping[str, Any] | None] = field(repr=False)
     metadata: ToolMetadata
     namespace: str | None
     method_name: str | None
     qualified_name: str
     risk: ToolRisk
     hitl_mode: HitlMode
+    declared: dict[Any, Any] = field(default_factory=dict, repr=False)
+    """The declarer's cache of this spec's declarations (format key → (declaration,
+    problems)): filled by the formats, it lives and dies with the spec."""
+
+    @cached_property
+    def output_schema(self) -> Mapping[str, Any] | None:
+        return self.output()
+
+    @classmethod
+    def trusted(cls, **values: Any) -> ToolSpec:
+        """A spec from values a ``Tool`` has already checked, without the frozen dataclass's
+        field-by-field ``__init__`` (it runs once per tool, on its first export)."""
+        spec = object.__new__(cls)
+        spec.__dict__.update(values, declared={})
+        return spec
 
 
 @runtime_checkable

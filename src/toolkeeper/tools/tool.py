@@ -420,6 +420,11 @@ class Tool:
         """
         if think_augment is None:
             think_augment = _think_augment
+        if not strict and think_augment is None:  # the repeat export: one dict lookup
+            spec = self.__dict__["_spec"] or self.spec
+            hit = spec.declared.get(api_format)
+            if hit is not None:
+                return hit[0]  # type: ignore[no-any-return]
         declaration, _ = declarer()(self, api_format, strict, think_augment)
         return declaration
 
@@ -453,9 +458,9 @@ class Tool:
         """The frozen spec the wire formats declare (made on first use, new after a change)."""
         spec: ToolSpec | None = self.__dict__.get("_spec")
         if spec is None:
-            spec = self.__dict__["_spec"] = ToolSpec(
+            spec = self.__dict__["_spec"] = ToolSpec.trusted(
                 name=self.name, description=self.description, parameters=self.parameters,
-                output_schema=self.output_schema, metadata=self.metadata,
+                output=lambda: self.output_schema, metadata=self.metadata,
                 namespace=self.namespace, method_name=self.method_name,
                 qualified_name=self.qualified_name, risk=self.risk, hitl_mode=self.hitl_mode)
         return spec
