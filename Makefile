@@ -51,6 +51,7 @@ test: system lint typecheck
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_definitions.py
+	$(BIN)/python benchmarks/bench_invoke.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
