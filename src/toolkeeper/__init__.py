@@ -15,9 +15,11 @@ from .approval import (
     PersistedApprovalHandler,
     SqliteApprovalStore,
 )
+from .approval.service import ApprovalService
 from .artifacts import BlobStore, FileBlobStore, MemoryBlobStore
 from .builtins import SecurityPolicy, default_tools
 from .config import all_tools_with_runtime, load_config
+from .core.spec import ToolSpec
 from .errors import (
     ApprovalDeniedError,
     ApprovalPending,
@@ -67,6 +69,7 @@ from .invoke import (
 )
 from .invoke.invoker import ToolInvoker
 from .invoke.session import InvokerSession
+from .sandbox import Sandbox, default_sandbox
 from .skills import Skill
 from .toolbox import SearchHit, Toolbox, ToolConflictWarning
 from .tools import (
@@ -105,6 +108,7 @@ __all__ = [
     "ApprovalHandler",
     "ApprovalPending",
     "ApprovalRequest",
+    "ApprovalService",
     "ApprovalStore",
     "AudioBlock",
     "AutoApprovalHandler",
@@ -144,6 +148,7 @@ __all__ = [
     "ProviderDefinedTool",
     "ProviderSpec",
     "ResourceLinkBlock",
+    "Sandbox",
     "SandboxLimitError",
     "SchemaError",
     "SchemaWarning",
@@ -167,6 +172,7 @@ __all__ = [
     "ToolRaisedError",
     "ToolResult",
     "ToolRisk",
+    "ToolSpec",
     "ToolTimeoutError",
     "Toolbox",
     "ToolkeeperError",
@@ -177,6 +183,7 @@ __all__ = [
     "WireNames",
     "all_tools_with_runtime",
     "check",
+    "default_sandbox",
     "default_tools",
     "export",
     "is_hosted_tool",

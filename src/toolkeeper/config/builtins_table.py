@@ -26,7 +26,9 @@ class Builtin:
         key: The config key that decides it (``(core)`` for always-on tools).
         enabled: The gate of an optional tool; ``None`` for always-on.
         credentials: (config key, environment variable) pairs, one of each must be set.
-        needs_sandbox: It runs programs, so it needs a sandbox (or ``allow_unconfined``).
+        needs_sandbox: It runs programs, so it needs a sandbox.
+        unconfined_ok: Without a sandbox it may still run when ``security.allow_unconfined``
+            (then every call needs approval).
         writes: It changes the workspace or the world: absent under ``autonomy = "read_only"``.
     """
 
@@ -37,12 +39,13 @@ class Builtin:
     enabled: Callable[[ToolkeeperConfig], bool] | None = None
     credentials: Sequence[tuple[str, str]] = ()
     needs_sandbox: bool = False
+    unconfined_ok: bool = False
     writes: bool = False
 
 
 BUILTINS: tuple[Builtin, ...] = (
     Builtin(name="shell", family="shell", key="security.allow_unconfined", needs_sandbox=True,
-            writes=True),
+            unconfined_ok=True, writes=True),
     Builtin(name="file_read", family="files"),
     Builtin(name="file_write", family="files", writes=True),
     Builtin(name="file_edit", family="files", writes=True),

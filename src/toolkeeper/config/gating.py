@@ -97,10 +97,10 @@ def decide(config: ToolkeeperConfig, builtin: Builtin, blocker: str | None) -> D
                         key="security.autonomy", source=config.source("security.autonomy"),
                         reason="security.autonomy = 'read_only' leaves out tools that write")
     if builtin.needs_sandbox and blocker is not None:
-        if builtin.name == "shell" and config.security.allow_unconfined:
+        if builtin.unconfined_ok and config.security.allow_unconfined:
             return out(True, "unconfined", "explicitly unconfined: every call needs approval")
         return out(False, "no_sandbox", f"needs a sandbox that cannot run: {blocker}; fix that "
-                   "or set security.allow_unconfined = true" if builtin.name == "shell" else
+                   "or set security.allow_unconfined = true" if builtin.unconfined_ok else
                    f"runs only in a sandbox, which cannot run: {blocker}")
     if builtin.needs_sandbox:
         return out(True, "confined", f"always on, confined by {probe().backend}")
