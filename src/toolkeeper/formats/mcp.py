@@ -15,6 +15,8 @@ from ..core.results import (
     ToolResult,
     dump_json,
 )
+from ..core.risk import ToolRisk
+from ..core.spec import ToolSpec
 from .base import WireFormat
 from .transform import Profile
 
@@ -39,7 +41,7 @@ class MCPFormat(WireFormat):
         if output is not None:
             out["outputSchema"] = {k: v for k, v in output.items()
                                    if k != "x-toolkeeper-wrap-result"}
-        annotations = tool.metadata.mcp_annotations()
+        annotations = {**_risk_hints(tool), **tool.metadata.mcp_annotations()}
         if annotations:
             out["annotations"] = annotations
         return out
@@ -88,3 +90,13 @@ class MCPFormat(WireFormat):
         else:
             resource["blob"] = block.data or ""
         return {"type": "resource", "resource": resource}
+
+
+def _risk_hints(tool: ToolSpec) -> dict[str, bool]:
+    """Annotations the risk implies, for hints the tool does not set itself: SAFE reads only,
+    HIGH and CRITICAL may destroy (clients treat annotations as hints, never as guarantees)."""
+    if tool.risk is ToolRisk.SAFE:
+        return {"readOnlyHint": True}
+    if tool.risk >= ToolRisk.HIGH:
+        return {"readOnlyHint": False, "destructiveHint": True}
+    return {"readOnlyHint": False}

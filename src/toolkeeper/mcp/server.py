@@ -1,0 +1,67 @@
+"""An MCP server over a catalog, built on the official SDK's low-level ``Server``, so the
+catalog and the door stay toolkeeper's: ``tools/list`` is the catalog exported in the ``mcp``
+wire format (wire-safe names, annotations from risk, output schemas), and every ``tools/call``
+goes through ``ToolInvoker.invoke`` — nothing else runs a tool.
+
+A failure the model should read (unknown tool, invalid arguments, a denial, a timeout, a tool
+that raised) is an ``isError`` result with the invoker's message; protocol errors stay for
+protocol faults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+
+from ..formats import render_result
+from ..invoke.invoker import ToolInvoker
+from ..invoke.session import InvokerSession
+
+__all__ = ["mcp_server", "serve_stdio"]
+
+
+def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
+               name: str = "toolkeeper", instructions: str | None = None) -> Server[Any]:
+    """A low-level MCP ``Server`` offering ``invoker``'s catalog.
+
+    Args:
+        invoker: The door every call goes through (its catalog is what is listed).
+        session: The session calls count against (budget, trace, session approvals); by
+            default one for the server's lifetime.
+        name: The server name clients see.
+        instructions: Optional instructions for clients.
+    """
+    catalog = invoker.registry
+    calls_session = session or invoker.open_session()
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        exported = catalog.export("mcp")
+        tools = sorted((types.Tool.model_validate(d) for d in exported.declarations),
+                       key=lambda t: t.name)
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        exported = catalog.export("mcp")
+        (call,) = exported.parse({"method": "tools/call", "params": {
+            "name": params.name, "arguments": params.arguments or {}}})
+        result = await invoker.invoke(call, session=calls_session)
+        rendered = render_result(call, result.to_tool_result(), "mcp")
+        return types.CallToolResult.model_validate(rendered)
+
+    return Server(name, instructions=instructions, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
+
+
+def serve_stdio(invoker: ToolInvoker, **options: Any) -> None:
+    """Serve ``invoker``'s catalog over stdio until the client closes the connection."""
+    server = mcp_server(invoker, **options)
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(run)

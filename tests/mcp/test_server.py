@@ -1,0 +1,72 @@
+"""The MCP server with the official client: in-process, and over stdio against a real server
+process. Every tools/call goes through the invoker."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+
+from toolkeeper import ToolInvoker, ToolRisk, tool
+from toolkeeper.mcp.server import mcp_server
+
+HERE = Path(__file__).resolve().parent
+
+
+@tool
+def forecast(city: str, days: int = 1) -> dict:  # type: ignore[type-arg]
+    """Get the forecast for a city.
+
+    Args:
+        city: City name.
+        days: How many days ahead.
+    """
+    return {"city": city, "days": days, "summary": "sunny"}
+
+
+@tool(risk=ToolRisk.HIGH)
+def wipe(path: str) -> str:
+    """Remove a path."""
+    return "wiped"
+
+
+async def test_tools_are_listed_from_the_catalog_in_the_mcp_shape() -> None:
+    async with Client(mcp_server(ToolInvoker([wipe, forecast]))) as client:
+        listed = await client.list_tools()
+    assert [t.name for t in listed.tools] == ["forecast", "wipe"]
+    by_name = {t.name: t for t in listed.tools}
+    assert by_name["forecast"].input_schema["required"] == ["city"]
+    assert by_name["forecast"].output_schema is not None
+    assert by_name["wipe"].annotations is not None and by_name["wipe"].annotations.destructive_hint
+
+
+async def test_calls_go_through_the_invoker_and_failures_are_error_results() -> None:
+    invoker = ToolInvoker([wipe, forecast])
+    session = invoker.open_session()
+    async with Client(mcp_server(invoker, session=session)) as client:
+        ok = await client.call_tool("forecast", {"city": "Lisbon"})
+        invalid = await client.call_tool("forecast", {"days": "many"})
+        denied = await client.call_tool("wipe", {"path": "/"})
+        unknown = await client.call_tool("forcast", {})
+    assert not ok.is_error and ok.structured_content == {"city": "Lisbon", "days": 1,
+                                                         "summary": "sunny"}
+    assert invalid.is_error and "missing required argument 'city'" in invalid.content[0].text
+    assert denied.is_error and "needs approval" in denied.content[0].text
+    assert unknown.is_error and "did you mean 'forecast'" in unknown.content[0].text
+    assert [(r.tool, r.status) for r in session.trace] == [
+        ("forecast", "ok"), ("forecast", "error"), ("wipe", "denied"), ("forcast", "error")]
+
+
+async def test_a_real_server_process_over_stdio(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    params = StdioServerParameters(command=sys.executable,
+                                   args=[str(HERE / "stdio_server.py"), str(log)])
+    async with Client(params) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        added = await client.call_tool("add", {"a": 2, "b": 3})
+        refused = await client.call_tool("delete_everything", {"path": "/"})
+    assert names == ["add", "delete_everything"]
+    assert added.structured_content == {"result": 5} and not added.is_error
+    assert refused.is_error and "needs approval" in refused.content[0].text
+    assert log.read_text() == "add\n"  # the denied tool never ran
