@@ -33,6 +33,10 @@ LAZY = {
     "bashlex": "builds parser tables on import (~170 ms); only needed when a shell command runs",
     "pypdf": "only needed to read a PDF",
     "rich": "only the interactive CLI approval handler draws panels",
+    "mcp": "the MCP SDK takes ~0.8 s to import: loaded when a server is built, not by every command",
+    "mcp_types": "comes with the MCP SDK (see mcp)",
+    "uvicorn": "the HTTP server: loaded when `serve` listens",
+    "starlette": "the HTTP app: loaded when `serve` builds it",
 }
 MAX_LINES = 500
 

@@ -17,6 +17,7 @@ from .audit_cmd import audit
 from .doctor_cmd import doctor
 from .loader import load_tools
 from .report import fail, set_debug
+from .serve_cmd import serve
 from .tools_cmd import tools_app
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ app = typer.Typer(
 app.add_typer(tools_app, name="tools")
 app.command("audit")(audit)
 app.command("doctor")(doctor)
+app.command("serve")(serve)
 _out = Console()
 _err = Console(stderr=True)
 

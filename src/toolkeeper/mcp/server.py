@@ -10,16 +10,17 @@ protocol faults.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types as types
-from mcp.server.lowlevel.server import Server
-from mcp.server.stdio import stdio_server
 
 from ..formats import render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
 
 __all__ = ["mcp_server", "serve_stdio"]
 
@@ -35,6 +36,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         name: The server name clients see.
         instructions: Optional instructions for clients.
     """
+    import mcp_types as types  # the SDK takes ~0.8 s to import: only when a server is built
+    from mcp.server.lowlevel.server import Server
+
     catalog = invoker.registry
     calls_session = session or invoker.open_session()
 
@@ -58,6 +62,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
 
 def serve_stdio(invoker: ToolInvoker, **options: Any) -> None:
     """Serve ``invoker``'s catalog over stdio until the client closes the connection."""
+    from mcp.server.stdio import stdio_server
+
     server = mcp_server(invoker, **options)
 
     async def run() -> None:

@@ -1,0 +1,100 @@
+"""``toolkeeper serve``: the governed MCP server, over Streamable HTTP or stdio."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..approval.persisted import PersistedApprovalHandler
+from ..approval.store import SqliteApprovalStore
+from ..builtins import SecurityPolicy, default_tools
+from ..errors import ToolkeeperError
+from ..invoke.audit import SqliteAuditLog
+from ..invoke.invoker import ToolInvoker
+from ..invoke.policy import ChainPolicy
+from ..mcp.server import serve_stdio
+from ..server.app import LOOPBACK, create_app
+from ..server.tokens import operator_token
+from ..toolbox.toolbox import Toolbox
+from .loader import load_tools
+from .report import fail, out
+
+__all__ = ["serve"]
+
+# One session spans the server's life: its budget and total time must not run out under it.
+SERVER_POLICY = ChainPolicy(max_tool_calls=10**9, total_timeout_s=10.0**9)
+
+
+def serve(
+    targets: Annotated[list[str] | None, typer.Argument(
+        help="Modules or files of tools to serve ('pkg.mod', 'file.py', 'file.py:obj').")] = None,
+    stdio: Annotated[bool, typer.Option("--stdio", help="Serve over stdin/stdout.")] = False,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0 takes a free one).")] = 8765,
+    state_dir: Annotated[Path, typer.Option(help="Approvals, audit and the token.")] = Path(
+        ".toolkeeper"),
+    workspace: Annotated[Path, typer.Option(help="The built-in tools' workspace.")] = Path("."),
+    no_builtins: Annotated[bool, typer.Option("--no-builtins",
+                                              help="Serve only the TARGET tools.")] = False,
+    auth: Annotated[str, typer.Option(help="'token' (bearer) or 'none' (loopback only).")
+                    ] = "token",
+) -> None:
+    """Serve tools to MCP clients, every call through the invoker (budget, validation,
+    approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
+    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("uvicorn") is None:
+        raise fail("toolkeeper serve needs the mcp extra: pip install 'toolkeeper[mcp]'")
+    if auth not in ("token", "none"):
+        raise fail("--auth must be 'token' or 'none'")
+    if auth == "none" and host not in LOOPBACK:
+        raise fail(f"--auth none is refused on {host}: without a token, listen on 127.0.0.1 only")
+    try:
+        invoker = _invoker(targets or [], state_dir, workspace, builtins=not no_builtins)
+    except ToolkeeperError as exc:
+        raise fail(exc) from exc
+    if stdio:
+        serve_stdio(invoker)
+        return
+    token, source = operator_token(state_dir) if auth == "token" else (None, "none")
+    _listen(create_app(invoker, token=token, host=host), host, port, token, source, state_dir)
+
+
+def _invoker(targets: list[str], state_dir: Path, workspace: Path, *, builtins: bool
+             ) -> ToolInvoker:
+    tools: list[Any] = [t for target in targets for t in load_tools(target)]
+    if builtins:
+        tools += default_tools(SecurityPolicy(workspace=workspace))
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = state_dir / "toolkeeper.db"
+    return ToolInvoker(Toolbox(tools), PersistedApprovalHandler(SqliteApprovalStore(db)),
+                       policy=SERVER_POLICY, audit=SqliteAuditLog(db))
+
+
+def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path
+            ) -> None:
+    import uvicorn  # the HTTP server: only when serving over HTTP
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)  # connections queue from here on, before the server loop starts
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}"
+    out.print(f"toolkeeper serving on {url} (MCP at /mcp)", markup=False, highlight=False)
+    if token is not None:
+        header = {"new": f"Bearer {token}", "env": "Bearer <$TOOLKEEPER_TOKEN>"}.get(
+            source, f"Bearer <the token in {state_dir / 'token'}>")
+        snippet = {"mcpServers": {"toolkeeper": {"type": "http", "url": f"{url}/mcp",
+                                                 "headers": {"Authorization": header}}}}
+        out.print("client config: " + json.dumps(snippet), markup=False, highlight=False,
+                  soft_wrap=True)
+    sys.stdout.flush()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server.run(sockets=[sock])

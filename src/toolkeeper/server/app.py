@@ -1,0 +1,76 @@
+"""The HTTP face: the MCP endpoint at ``/mcp`` (the SDK's Streamable HTTP in stateless mode, so
+any replica can answer any request), ``/healthz``, a bearer-token gate and the SDK's
+DNS-rebinding protection (a foreign ``Host`` or ``Origin`` is refused)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from ..invoke.invoker import ToolInvoker
+from ..mcp.server import mcp_server
+
+__all__ = ["LOOPBACK", "TokenGate", "create_app"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class TokenGate:
+    """Refuses requests under ``protected`` paths without ``Authorization: Bearer <token>``
+    (compared in constant time); ``token=None`` lets everything through (``--auth none``,
+    loopback only)."""
+
+    def __init__(self, app: ASGIApp, token: str | None, *,
+                 protected: tuple[str, ...] = ("/mcp", "/api")) -> None:
+        self.app = app
+        self.token = token.encode() if token is not None else None
+        self.protected = protected
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.token is not None \
+                and scope["path"].startswith(self.protected) and not self._authorized(scope):
+            body = json.dumps({"error": "unauthorized", "message": (
+                "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+                "token toolkeeper serve printed (or TOOLKEEPER_TOKEN)")}).encode()
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
+                (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.token is not None
+        for key, value in scope.get("headers", ()):
+            if key == b"authorization" and value[:7].lower() == b"bearer ":
+                return hmac.compare_digest(value[7:].strip(), self.token)
+        return False
+
+
+def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
+               max_body_bytes: int = 4 << 20) -> ASGIApp:
+    """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too."""
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def healthz(_request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "tools": len(invoker.registry.names())})
+
+    names = {host, *LOOPBACK} if host in LOOPBACK else {host}
+    hosts = [f"[{h}]:*" if ":" in h else f"{h}:*" for h in names]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
+    app = mcp_server(invoker).streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, host=host,
+        transport_security=security, max_request_body_size=max_body_bytes,
+        custom_starlette_routes=[Route("/healthz", healthz)])
+    return TokenGate(app, token)

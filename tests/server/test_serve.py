@@ -1,0 +1,120 @@
+"""``toolkeeper serve`` as a real process on loopback, with the official MCP client over
+Streamable HTTP: tokens, DNS-rebinding protection, calls through the invoker, approvals stored."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "weather.py")
+TOKEN = "test-operator-token-0123456789"
+
+
+def _start(tmp_path: Path, *args: str, token: str | None = TOKEN
+           ) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
+    if token is not None:
+        env["TOOLKEEPER_TOKEN"] = token
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE, "--no-builtins", "--port", "0",
+         "--state-dir", str(tmp_path / "state"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith("toolkeeper serving on "):
+        proc.kill()
+        pytest.fail(f"serve did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc, line.split()[3]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    proc, url = _start(tmp_path)
+    yield url
+    proc.send_signal(signal.SIGINT)  # Ctrl-C: a clean stop (130 is the shell's code for it)
+    assert proc.wait(timeout=20) in (0, 130)
+    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+def _client(url: str, token: str = TOKEN) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(f"{url}/mcp", http_client=http))
+
+
+async def test_an_mcp_client_lists_and_calls_through_the_governed_door(
+        server: str, tmp_path: Path) -> None:
+    async with _client(server) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        forecast = await client.call_tool("get_forecast", {"city": "Lisbon"})
+        invalid = await client.call_tool("get_forecast", {"days": 2})
+        alert = await client.call_tool("broadcast_alert", {"alert": {
+            "region": "PT-11", "level": "red", "message": "Storm"}})
+    assert names == ["broadcast_alert", "get_forecast"]
+    assert not forecast.is_error and forecast.structured_content["city"] == "Lisbon"
+    assert invalid.is_error and "missing required argument 'city'" in invalid.content[0].text
+    assert alert.is_error and "waiting for approval" in alert.content[0].text
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        (state,) = db.execute("SELECT state FROM approvals WHERE tool = 'broadcast_alert'").fetchone()
+        audited = [r[0] for r in db.execute("SELECT tool FROM audit ORDER BY rowid")]
+    assert state == "pending"  # stored: it survives a restart, to be decided and resumed
+    assert audited == ["get_forecast", "get_forecast", "broadcast_alert"]
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({}, 401),
+    ({"Authorization": "Bearer wrong-token"}, 401),
+    ({"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"}, 421),
+    ({"Authorization": f"Bearer {TOKEN}", "Origin": "http://evil.example"}, 403),
+])
+def test_missing_or_wrong_tokens_and_foreign_hosts_or_origins_are_refused(
+        server: str, headers: dict[str, str], status: int) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = httpx.post(f"{server}/mcp", json=body, timeout=10, headers={
+        "Accept": "application/json, text/event-stream", **headers})
+    assert response.status_code in ({status, 400} if status == 421 else {status})
+    assert "get_forecast" not in response.text
+    assert httpx.get(f"{server}/healthz", timeout=10).json()["status"] == "ok"
+
+
+def test_a_new_token_is_stored_for_the_owner_only_and_printed_once(tmp_path: Path) -> None:
+    proc, _ = _start(tmp_path, token=None)
+    try:
+        assert proc.stdout is not None
+        snippet = proc.stdout.readline()
+        token_file = tmp_path / "state" / "token"
+        token = token_file.read_text().strip()
+        assert len(token) >= 40 and token in snippet
+        assert token_file.stat().st_mode & 0o777 == 0o600
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    again, _ = _start(tmp_path, token=None)
+    try:
+        assert again.stdout is not None
+        assert token not in again.stdout.readline()  # a stored token is not printed again
+    finally:
+        again.send_signal(signal.SIGINT)
+        again.wait(timeout=20)
+
+
+def test_auth_none_is_refused_beyond_loopback(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", "--no-builtins", "--auth", "none",
+         "--host", "0.0.0.0", "--state-dir", str(tmp_path / "s")],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert "--auth none is refused on 0.0.0.0" in result.stderr
