@@ -1,18 +1,20 @@
 # Two commands on a fresh machine (only Python 3.11+ and make needed):
-#   make run    install toolkeeper and run the main job
+#   make run    install toolkeeper and run the main job: toolkeeper serve (Ctrl-C stops it)
 #   make test   install everything the suite needs and run lint, type checks and the tests
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 ARGS ?= examples/weather.py
+PORT ?= 8765
+STATE ?= .toolkeeper
 # The semantic extra is tested too; torch is pinned to the CPU build this machine kind provides
 # (a plain "torch" would fetch a CUDA build of several GB). Override on other machines.
 TORCH ?= torch==2.13.0
 # Debian packages the suite needs, as package:command.
 SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit
 
-.PHONY: run test system lint typecheck pytest bench clean
+.PHONY: run check test system lint typecheck pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,15 +23,26 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	$(PIP) install -e .
 	touch $@
 
+$(VENV)/.serve: pyproject.toml | $(BIN)/python
+	$(PIP) install -e ".[mcp]"
+	touch $@ $(VENV)/.core
+
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(PIP) install "$(TORCH)" -e ".[dev,semantic]"
-	touch $@ $(VENV)/.core
+	touch $@ $(VENV)/.core $(VENV)/.serve
 
 $(VENV)/.bench: pyproject.toml | $(BIN)/python
 	$(PIP) install "$(TORCH)" -e ".[dev,semantic,bench]"
-	touch $@ $(VENV)/.dev $(VENV)/.core
+	touch $@ $(VENV)/.dev $(VENV)/.core $(VENV)/.serve
 
-run: $(VENV)/.core
+# The main job: the example tools and the built-ins over a scratch workspace, served to MCP
+# clients on 127.0.0.1:$(PORT) (PORT=0 takes a free port).
+run: $(VENV)/.serve
+	mkdir -p $(STATE)/workspace
+	$(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir $(STATE) --workspace $(STATE)/workspace
+
+# Lint the tools of ARGS for every provider and print their declarations.
+check: $(VENV)/.core
 	-$(BIN)/toolkeeper check $(ARGS) --format all
 	$(BIN)/toolkeeper schema $(ARGS) --format openai-chat
 

@@ -1,28 +1,57 @@
-"""The README's first command: ``make run ARGS=...`` prints the declarations even when the lint
-finds warnings (the lint's exit status must not stop the job)."""
+"""The README's first command: ``make run`` starts ``toolkeeper serve`` on its embedded defaults
+(the example tools and the built-ins over a scratch workspace); ``make check ARGS=...`` prints
+the declarations even when the lint finds warnings."""
 
 from __future__ import annotations
 
 import json
+import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(sys.prefix)
 
 
-def test_make_run_prints_the_declarations_when_the_lint_warns(tmp_path: Path) -> None:
+@pytest.fixture(autouse=True)
+def _make() -> None:
     if shutil.which("make") is None:
         pytest.fail("make is not installed (the README's commands need it)")
+
+
+def test_make_run_serves_the_example_tools_and_the_built_ins(tmp_path: Path) -> None:
+    env = {**os.environ, "TOOLKEEPER_TOKEN": "make-run-test-token"}
+    proc = subprocess.Popen(
+        ["make", "-s", "-C", str(ROOT), "-o", f"{VENV}/.serve", "run", f"VENV={VENV}", "PORT=0",
+         f"STATE={tmp_path / 'state'}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith("toolkeeper serving on http://127.0.0.1:"), line
+        url = line.split()[3]
+        health = httpx.get(f"{url}/healthz", timeout=10).json()
+        assert health["status"] == "ok" and health["tools"] >= 9  # 2 examples + 7 built-ins
+        assert (tmp_path / "state" / "workspace").is_dir()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+
+
+def test_make_check_prints_the_declarations_when_the_lint_warns(tmp_path: Path) -> None:
     module = tmp_path / "warned.py"
     module.write_text('from toolkeeper import tool\n\n\n@tool\ndef tally(counts: dict[str, int]) -> int:'
                       '\n    """Add up counts per name."""\n    return sum(counts.values())\n')
-    venv = Path(sys.prefix)
     result = subprocess.run(
-        ["make", "-s", "-C", str(ROOT), "-o", f"{venv}/.core", "run", f"VENV={venv}",
+        ["make", "-s", "-C", str(ROOT), "-o", f"{VENV}/.core", "check", f"VENV={VENV}",
          f"ARGS={module}"], capture_output=True, text=True, check=False, timeout=120)
     assert " 1 warning(s)" in result.stdout  # the lint ran and warned (exit status 1)...
     declaration = json.loads(result.stdout[result.stdout.index("\n{") + 1:])
