@@ -118,3 +118,38 @@ def test_auth_none_is_refused_beyond_loopback(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert "--auth none is refused on 0.0.0.0" in result.stderr
+
+
+def _tokens(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkeeper.cli", "tokens", *args,
+                           "--state-dir", str(tmp_path / "state")],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+async def test_each_client_has_its_own_token_and_its_calls_carry_its_name(
+        tmp_path: Path) -> None:
+    added = _tokens(tmp_path, "add", "alice")
+    assert added.returncode == 0, added.stderr
+    alice = added.stdout.strip()
+    assert alice.startswith("tkc_") and len(alice) > 40
+    assert _tokens(tmp_path, "add", "alice").returncode == 2  # one token per client
+    proc, url = _start(tmp_path)
+    try:
+        async with _client(url, token=alice) as client:
+            result = await client.call_tool("get_forecast", {"city": "Porto"})
+        assert not result.is_error
+        async with _client(url) as client:  # the operator
+            await client.call_tool("get_forecast", {"city": "Faro"})
+        with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+            rows = db.execute("SELECT session_id FROM audit ORDER BY rowid").fetchall()
+        assert [r[0] for r in rows] == ["client-alice", "client-operator"]
+        listed = _tokens(tmp_path, "list")
+        assert "alice" in listed.stdout and alice not in listed.stdout
+        assert _tokens(tmp_path, "revoke", "alice").returncode == 0
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        refused = httpx.post(f"{url}/mcp", json=body, timeout=10, headers={
+            "Authorization": f"Bearer {alice}", "Accept": "application/json, text/event-stream"})
+        assert refused.status_code == 401
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)

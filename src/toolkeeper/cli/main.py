@@ -18,6 +18,7 @@ from .doctor_cmd import doctor
 from .loader import load_tools
 from .report import fail, set_debug
 from .serve_cmd import serve
+from .tokens_cmd import tokens_app
 from .tools_cmd import tools_app
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(tools_app, name="tools")
+app.add_typer(tokens_app, name="tokens")
 app.command("audit")(audit)
 app.command("doctor")(doctor)
 app.command("serve")(serve)

@@ -20,6 +20,7 @@ from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..mcp.server import serve_stdio
 from ..server.app import LOOPBACK, create_app
+from ..server.clients import ClientTokens
 from ..server.tokens import operator_token
 from ..toolbox.toolbox import Toolbox
 from .loader import load_tools
@@ -61,7 +62,9 @@ def serve(
         serve_stdio(invoker)
         return
     token, source = operator_token(state_dir) if auth == "token" else (None, "none")
-    _listen(create_app(invoker, token=token, host=host), host, port, token, source, state_dir)
+    clients = ClientTokens(state_dir / "toolkeeper.db")
+    _listen(create_app(invoker, token=token, host=host, clients=clients), host, port, token,
+            source, state_dir)
 
 
 def _invoker(targets: list[str], state_dir: Path, workspace: Path, *, builtins: bool

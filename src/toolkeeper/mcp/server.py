@@ -32,7 +32,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     Args:
         invoker: The door every call goes through (its catalog is what is listed).
         session: The session calls count against (budget, trace, session approvals); by
-            default one for the server's lifetime.
+            default one per client for the server's lifetime — the client an HTTP layer put in
+            the request's state as ``toolkeeper_client`` (session id ``client-NAME``, which
+            the audit log and approval requests record), else one for all.
         name: The server name clients see.
         instructions: Optional instructions for clients.
     """
@@ -40,7 +42,17 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     from mcp.server.lowlevel.server import Server
 
     catalog = invoker.registry
-    calls_session = session or invoker.open_session()
+    sessions: dict[str, InvokerSession] = {}
+
+    def session_for(ctx: Any) -> InvokerSession:
+        if session is not None:
+            return session
+        state = getattr(getattr(ctx, "request", None), "state", None)
+        client = str(getattr(state, "toolkeeper_client", "") or "local")
+        found = sessions.get(client)
+        if found is None:
+            found = sessions[client] = invoker.open_session(session_id=f"client-{client}")
+        return found
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         exported = catalog.export("mcp")
@@ -48,11 +60,11 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                        key=lambda t: t.name)
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         exported = catalog.export("mcp")
         (call,) = exported.parse({"method": "tools/call", "params": {
             "name": params.name, "arguments": params.arguments or {}}})
-        result = await invoker.invoke(call, session=calls_session)
+        result = await invoker.invoke(call, session=session_for(ctx))
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import mcp_server
+from .clients import OPERATOR, ClientTokens
 
 __all__ = ["LOOPBACK", "TokenGate", "create_app"]
 
@@ -22,19 +23,24 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class TokenGate:
-    """Refuses requests under ``protected`` paths without ``Authorization: Bearer <token>``
-    (compared in constant time); ``token=None`` lets everything through (``--auth none``,
-    loopback only)."""
+    """Refuses requests under ``protected`` paths without ``Authorization: Bearer <token>``: the
+    operator's token (compared in constant time) or a client's (by digest). The client's name
+    goes into the request's state (``toolkeeper_client``) for the layers below. ``token=None``
+    lets everything through as the operator (``--auth none``, loopback only)."""
 
-    def __init__(self, app: ASGIApp, token: str | None, *,
+    def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
                  protected: tuple[str, ...] = ("/mcp", "/api")) -> None:
         self.app = app
         self.token = token.encode() if token is not None else None
+        self.clients = clients
         self.protected = protected
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.token is not None \
-                and scope["path"].startswith(self.protected) and not self._authorized(scope):
+        if scope["type"] != "http" or not scope["path"].startswith(self.protected):
+            await self.app(scope, receive, send)
+            return
+        client = self._client(scope)
+        if client is None:
             body = json.dumps({"error": "unauthorized", "message": (
                 "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
                 "token toolkeeper serve printed (or TOOLKEEPER_TOKEN)")}).encode()
@@ -43,18 +49,24 @@ class TokenGate:
                 (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
+        scope.setdefault("state", {})["toolkeeper_client"] = client
         await self.app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        assert self.token is not None
+    def _client(self, scope: Scope) -> str | None:
+        if self.token is None:
+            return OPERATOR
         for key, value in scope.get("headers", ()):
             if key == b"authorization" and value[:7].lower() == b"bearer ":
-                return hmac.compare_digest(value[7:].strip(), self.token)
-        return False
+                presented = value[7:].strip()
+                if hmac.compare_digest(presented, self.token):
+                    return OPERATOR
+                if self.clients is not None:
+                    return self.clients.client_for(presented.decode("latin-1"))
+        return None
 
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
-               max_body_bytes: int = 4 << 20) -> ASGIApp:
+               clients: ClientTokens | None = None, max_body_bytes: int = 4 << 20) -> ASGIApp:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
@@ -73,4 +85,4 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=[Route("/healthz", healthz)])
-    return TokenGate(app, token)
+    return TokenGate(app, token, clients=clients)

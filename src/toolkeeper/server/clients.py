@@ -1,0 +1,86 @@
+"""One token per client: ``toolkeeper tokens add NAME`` makes one (shown once), ``list`` and
+``revoke NAME`` manage them. Only a SHA-256 digest of each token is stored, in the state
+database; every session, approval request and audit row of a client carries its name."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..approval.sqlite import SqliteFile
+from ..errors import UsageError
+
+__all__ = ["OPERATOR", "ClientToken", "ClientTokens"]
+
+OPERATOR = "operator"
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS client_tokens (
+    name TEXT PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL,
+    revoked_at REAL
+);
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientToken:
+    """A client's token as listed (never the token itself)."""
+
+    name: str
+    created_at: float
+    revoked_at: float | None
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class ClientTokens:
+    """The clients' tokens in the state database."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._db = SqliteFile(path, _SCHEMA)
+
+    def add(self, name: str) -> str:
+        """A new token for ``name`` (returned once; only its digest is kept).
+
+        Raises:
+            UsageError: the name is not a plain lower-case name, is the operator's, or is taken.
+        """
+        if not _NAME.fullmatch(name) or name == OPERATOR:
+            raise UsageError(f"{name!r} is not a client name: use lower-case letters, digits, "
+                             f"'-' and '_' (and not {OPERATOR!r})")
+        token = "tkc_" + secrets.token_urlsafe(32)
+        with self._db.transaction() as conn:
+            if conn.execute("SELECT 1 FROM client_tokens WHERE name = ?", (name,)).fetchone():
+                raise UsageError(f"client {name!r} already has a token; revoke it first")
+            conn.execute("INSERT INTO client_tokens VALUES (?, ?, ?, NULL)",
+                         (name, _digest(token), time.time()))
+        return token
+
+    def revoke(self, name: str) -> bool:
+        """Revoke ``name``'s token (the name can then get a new one); ``False`` if none."""
+        with self._db.transaction() as conn:
+            found = conn.execute("SELECT 1 FROM client_tokens WHERE name = ? AND revoked_at "
+                                 "IS NULL", (name,)).fetchone()
+            conn.execute("DELETE FROM client_tokens WHERE name = ?", (name,))
+        return found is not None
+
+    def list(self) -> list[ClientToken]:
+        rows = self._db.query("SELECT name, created_at, revoked_at FROM client_tokens "
+                              "ORDER BY name")
+        return [ClientToken(name=str(n), created_at=float(c),  # type: ignore[arg-type]
+                            revoked_at=None if r is None else float(r))  # type: ignore[arg-type]
+                for n, c, r in rows]
+
+    def client_for(self, token: str) -> str | None:
+        """The client a presented token belongs to, or ``None``."""
+        rows = self._db.query("SELECT name FROM client_tokens WHERE digest = ? AND revoked_at "
+                              "IS NULL", (_digest(token),))
+        return str(rows[0][0]) if rows else None
