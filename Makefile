@@ -65,6 +65,7 @@ test: system lint typecheck
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_definitions.py
 	$(BIN)/python benchmarks/bench_invoke.py
+	$(BIN)/python benchmarks/bench_mcp.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
