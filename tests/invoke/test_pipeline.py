@@ -292,3 +292,13 @@ async def test_a_tool_replaced_under_the_same_name_gets_its_own_chain() -> None:
             box.add(risky_deploy)
         result = await inv.invoke(call("deploy"), session=session)
     assert (result.status, result.error_code) == ("denied", "denied")
+
+
+async def test_a_long_lived_session_keeps_a_bounded_trace() -> None:
+    inv = invoker()
+    session = inv.open_session(trace_limit=3)
+    calls = [call("add", a=i, b=0) for i in range(5)]
+    for one in calls:
+        await inv.invoke(one, session=session)
+    assert [r.call_id for r in session.trace] == [c.id for c in calls[2:]]
+    assert session.call_count == 5

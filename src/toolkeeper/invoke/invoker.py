@@ -100,10 +100,11 @@ class ToolInvoker:
         self._chains[name] = (tool, chain)
         return chain
 
-    def open_session(self, *, session_id: str | None = None, chain: bool = False
-                     ) -> InvokerSession:
-        """A new session: its own budget, trace and pins. Use it with ``async with``."""
-        return InvokerSession(self, session_id=session_id, chain=chain)
+    def open_session(self, *, session_id: str | None = None, chain: bool = False,
+                     trace_limit: int | None = None) -> InvokerSession:
+        """A new session: its own budget, trace and pins. Use it with ``async with``.
+        ``trace_limit`` keeps only the last N trace records (for long-lived sessions)."""
+        return InvokerSession(self, session_id=session_id, chain=chain, trace_limit=trace_limit)
 
     async def invoke(
         self, call: ToolCall, *, session: InvokerSession, ctx: ToolContext | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ class InvokerSession:
     """
 
     def __init__(self, invoker: ToolInvoker, *, session_id: str | None = None,
-                 chain: bool = False) -> None:
+                 chain: bool = False, trace_limit: int | None = None) -> None:
         self.id = session_id or "ses_" + secrets.token_urlsafe(12)
         self.invoker = invoker
         self.policy = invoker.policy
@@ -37,7 +38,9 @@ class InvokerSession:
         self._call_count = 0
         self._per_tool: dict[str, int] = {}
         self._per_namespace: dict[str, int] = {}
-        self._trace: list[ChainCallRecord] = []
+        self._trace: deque[ChainCallRecord] = deque(maxlen=trace_limit)
+        """The last ``trace_limit`` records (all of them by default; a long-lived server's
+        sessions keep a bounded window, the audit log keeps everything)."""
         self._pinned: list[str] = []
         self._lock = threading.Lock()
         self.closed = False

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = ["mcp_server", "serve_stdio"]
 
+TRACE_LIMIT = 10_000
+"""A client's session lives as long as the server: its in-memory trace keeps the last records
+only (the audit log keeps them all)."""
+
 
 def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                name: str = "toolkeeper", instructions: str | None = None) -> Server[Any]:
@@ -51,7 +55,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         client = str(getattr(state, "toolkeeper_client", "") or "local")
         found = sessions.get(client)
         if found is None:
-            found = sessions[client] = invoker.open_session(session_id=f"client-{client}")
+            found = sessions[client] = invoker.open_session(session_id=f"client-{client}",
+                                                            trace_limit=TRACE_LIMIT)
         return found
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
