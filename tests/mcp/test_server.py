@@ -70,3 +70,42 @@ async def test_a_real_server_process_over_stdio(tmp_path: Path) -> None:
     assert added.structured_content == {"result": 5} and not added.is_error
     assert refused.is_error and "needs approval" in refused.content[0].text
     assert log.read_text() == "add\n"  # the denied tool never ran
+
+
+async def test_skills_are_offered_as_prompts() -> None:
+    from mcp.shared.exceptions import MCPError
+
+    from toolkeeper import Skill
+
+    notes = Skill(name="release-notes", description="Write release notes.",
+                  instructions="Read the log since the last tag, then group the changes.")
+    async with Client(mcp_server(ToolInvoker([forecast]), skills=[notes])) as client:
+        prompts = (await client.list_prompts()).prompts
+        prompt = await client.get_prompt("release-notes")
+        try:
+            await client.get_prompt("nope")
+        except MCPError as exc:
+            missing = str(exc)
+        else:
+            missing = ""
+    assert [(p.name, p.description) for p in prompts] == [("release-notes",
+                                                           "Write release notes.")]
+    assert "Read the log since the last tag" in prompt.messages[0].content.text
+    assert "no skill named 'nope'" in missing and "release-notes" in missing
+
+
+async def test_a_tool_returning_text_keeps_the_promise_of_its_output_schema() -> None:
+    """MCP clients reject a result whose tool declares an output schema but that carries no
+    structured content: a ``-> str`` tool answers with both."""
+
+    @tool
+    def greet(name: str) -> str:
+        """Greet someone."""
+        return f"hello {name}"
+
+    async with Client(mcp_server(ToolInvoker([greet]))) as client:
+        (listed,) = (await client.list_tools()).tools
+        result = await client.call_tool("greet", {"name": "Ada"})
+    assert listed.output_schema is not None
+    assert result.structured_content == {"result": "hello Ada"}
+    assert result.content[0].text == "hello Ada"

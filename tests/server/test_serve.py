@@ -153,3 +153,39 @@ async def test_each_client_has_its_own_token_and_its_calls_carry_its_name(
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
+
+
+async def test_a_config_decides_the_built_ins_autonomy_and_skills(tmp_path: Path) -> None:
+    skills = tmp_path / "skills" / "triage"
+    skills.mkdir(parents=True)
+    (skills / "SKILL.md").write_text("---\nname: triage\ndescription: Sort the inbox.\n---\n"
+                                     "Label every message, then archive the noise.\n")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("hello\n")
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(f'[security]\nworkspace = "ws"\nautonomy = "read_only"\n'
+                      f'[skills]\ndir = "{tmp_path / "skills"}"\n')
+    proc, url = _start(tmp_path, "--config", str(config))
+    proc_args = proc.args
+    assert "--no-builtins" in proc_args  # _start always passes it: restart without it
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=20)
+    env = {**os.environ, "TOOLKEEPER_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", "0", "--config", str(config),
+         "--state-dir", str(tmp_path / "state")], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        url = (proc.stdout.readline() if ready else "").split()[3]
+        async with _client(url) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            read = await client.call_tool("file_read", {"path": "notes.txt"})
+            prompts = [p.name for p in (await client.list_prompts()).prompts]
+        assert "file_read" in names and not names & {"shell", "file_write", "file_edit"}
+        assert not read.is_error and "hello" in read.content[0].text
+        assert prompts == ["triage"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)

@@ -14,6 +14,7 @@ import typer
 from ..approval.persisted import PersistedApprovalHandler
 from ..approval.store import SqliteApprovalStore
 from ..builtins import SecurityPolicy, default_tools
+from ..config import ToolkeeperConfig, all_tools_with_runtime, chain_policy, load_config
 from ..errors import ToolkeeperError
 from ..invoke.audit import SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
@@ -22,6 +23,7 @@ from ..mcp.server import serve_stdio
 from ..server.app import LOOPBACK, create_app
 from ..server.clients import ClientTokens
 from ..server.tokens import operator_token
+from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
 from .loader import load_tools
 from .report import fail, out
@@ -35,6 +37,8 @@ SERVER_POLICY = ChainPolicy(max_tool_calls=10**9, total_timeout_s=10.0**9)
 def serve(
     targets: Annotated[list[str] | None, typer.Argument(
         help="Modules or files of tools to serve ('pkg.mod', 'file.py', 'file.py:obj').")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="toolkeeper.toml: which built-ins exist, autonomy, skills.")] = None,
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve over stdin/stdout.")] = False,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0 takes a free one).")] = 8765,
@@ -55,27 +59,36 @@ def serve(
     if auth == "none" and host not in LOOPBACK:
         raise fail(f"--auth none is refused on {host}: without a token, listen on 127.0.0.1 only")
     try:
-        invoker = _invoker(targets or [], state_dir, workspace, builtins=not no_builtins)
+        settings = load_config(config) if config is not None else None
+        invoker = _invoker(targets or [], state_dir, workspace, settings,
+                           builtins=not no_builtins)
+        skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     if stdio:
-        serve_stdio(invoker)
+        serve_stdio(invoker, skills=skills)
         return
     token, source = operator_token(state_dir) if auth == "token" else (None, "none")
     clients = ClientTokens(state_dir / "toolkeeper.db")
-    _listen(create_app(invoker, token=token, host=host, clients=clients), host, port, token,
-            source, state_dir)
+    _listen(create_app(invoker, token=token, host=host, clients=clients, skills=skills), host,
+            port, token, source, state_dir)
 
 
-def _invoker(targets: list[str], state_dir: Path, workspace: Path, *, builtins: bool
-             ) -> ToolInvoker:
+def _invoker(targets: list[str], state_dir: Path, workspace: Path,
+             settings: ToolkeeperConfig | None, *, builtins: bool) -> ToolInvoker:
+    """The served tools and the door: with a config, its built-ins (gated, explained) and its
+    autonomy; without one, the minimal built-ins over ``workspace``, supervised."""
     tools: list[Any] = [t for target in targets for t in load_tools(target)]
-    if builtins:
+    policy = SERVER_POLICY
+    if builtins and settings is not None:
+        tools += all_tools_with_runtime(settings)
+        policy = chain_policy(settings, SERVER_POLICY)
+    elif builtins:
         tools += default_tools(SecurityPolicy(workspace=workspace))
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = state_dir / "toolkeeper.db"
     return ToolInvoker(Toolbox(tools), PersistedApprovalHandler(SqliteApprovalStore(db)),
-                       policy=SERVER_POLICY, audit=SqliteAuditLog(db))
+                       policy=policy, audit=SqliteAuditLog(db))
 
 
 def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path

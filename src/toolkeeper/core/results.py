@@ -228,7 +228,11 @@ def to_tool_result(value: Any, *, wrap_structured: bool = False) -> ToolResult:
         return value
     kind = type(value)
     if kind is str:  # the hot paths build trusted models without re-validating
-        return _build(ToolResult, content=(_build(TextBlock, text=value),))
+        # A declared output schema (``-> str`` wraps as {"result": ...}) promises structured
+        # content: MCP clients reject a result that has the schema but not the content.
+        structured = {"result": value} if wrap_structured else None
+        return _build(ToolResult, content=(_build(TextBlock, text=value),),
+                      structured_content=structured)
     if kind is int or kind is float or kind is bool:
         text = _build(TextBlock, text=dump_json(value))
         structured = {"result": value} if wrap_structured else None
@@ -236,7 +240,9 @@ def to_tool_result(value: Any, *, wrap_structured: bool = False) -> ToolResult:
     if value is None:
         return _build(ToolResult)
     if isinstance(value, str):
-        return _build(ToolResult, content=(_build(TextBlock, text=str(value)),))
+        plain_text = str(value)
+        return _build(ToolResult, content=(_build(TextBlock, text=plain_text),),
+                      structured_content={"result": plain_text} if wrap_structured else None)
     if isinstance(value, bytes | bytearray | memoryview):
         return ToolResult(content=(_bytes_block(bytes(value)),))
     if isinstance(value, _BLOCK_TYPES):

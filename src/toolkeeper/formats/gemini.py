@@ -79,7 +79,8 @@ class GeminiFormat(WireFormat):
         payload: dict[str, Any]
         if result.is_error:
             payload = {"error": result.text}
-        elif result.structured_content is not None:
+        elif result.structured_content is not None \
+                and result.structured_content != {"result": result.text}:
             payload = {"output": result.structured_content}
         else:
             payload = {"output": result.text}

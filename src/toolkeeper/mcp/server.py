@@ -10,6 +10,7 @@ protocol faults.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,6 +18,7 @@ import anyio
 from ..formats import render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
+from ..skills.skill import Skill
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -30,7 +32,8 @@ only (the audit log keeps them all)."""
 
 
 def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
-               name: str = "toolkeeper", instructions: str | None = None) -> Server[Any]:
+               name: str = "toolkeeper", instructions: str | None = None,
+               skills: Sequence[Skill] = ()) -> Server[Any]:
     """A low-level MCP ``Server`` offering ``invoker``'s catalog.
 
     Args:
@@ -41,9 +44,12 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             the audit log and approval requests record), else one for all.
         name: The server name clients see.
         instructions: Optional instructions for clients.
+        skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``): the name, the
+            description, and the instructions as the prompt's message.
     """
     import mcp_types as types  # the SDK takes ~0.8 s to import: only when a server is built
     from mcp.server.lowlevel.server import Server
+    from mcp.shared.exceptions import MCPError
 
     catalog = invoker.registry
     sessions: dict[str, InvokerSession] = {}
@@ -73,8 +79,27 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 
+    by_name = {skill.name: skill for skill in skills}
+
+    async def list_prompts(_ctx: Any, _params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[
+            types.Prompt(name=s.name, description=s.description or None)
+            for s in sorted(by_name.values(), key=lambda s: s.name)])
+
+    async def get_prompt(_ctx: Any, params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult:
+        skill = by_name.get(params.name)
+        if skill is None:
+            known = ", ".join(sorted(by_name)) or "none"
+            raise MCPError(code=-32602, message=f"no skill named {params.name!r} "
+                                 f"(skills: {known})")
+        return types.GetPromptResult(description=skill.description or None, messages=[
+            types.PromptMessage(role="user", content=types.TextContent(text=skill.prompt()))])
+
+    prompts: dict[str, Any] = {"on_list_prompts": list_prompts,
+                               "on_get_prompt": get_prompt} if by_name else {}
     return Server(name, instructions=instructions, on_list_tools=list_tools,
-                  on_call_tool=call_tool)
+                  on_call_tool=call_tool, **prompts)
 
 
 def serve_stdio(invoker: ToolInvoker, **options: Any) -> None:

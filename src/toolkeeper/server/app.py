@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import mcp_server
+from ..skills.skill import Skill
 from .clients import OPERATOR, ClientTokens
 
 __all__ = ["LOOPBACK", "TokenGate", "create_app"]
@@ -66,7 +67,8 @@ class TokenGate:
 
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
-               clients: ClientTokens | None = None, max_body_bytes: int = 4 << 20) -> ASGIApp:
+               clients: ClientTokens | None = None, skills: Sequence[Skill] = (),
+               max_body_bytes: int = 4 << 20) -> ASGIApp:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
@@ -81,7 +83,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
-    app = mcp_server(invoker).streamable_http_app(
+    app = mcp_server(invoker, skills=skills).streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=[Route("/healthz", healthz)])
