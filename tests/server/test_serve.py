@@ -189,3 +189,24 @@ async def test_a_config_decides_the_built_ins_autonomy_and_skills(tmp_path: Path
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
+
+
+def test_each_client_is_rate_limited_on_its_own(tmp_path: Path) -> None:
+    bob = _tokens(tmp_path, "add", "bob").stdout.strip()
+    proc, url = _start(tmp_path, "--rate-limit", "2")
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+
+        def post(token: str) -> httpx.Response:
+            return httpx.post(f"{url}/mcp", json=body, timeout=10, headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream"})
+
+        statuses = [post(TOKEN).status_code for _ in range(12)]
+        assert 429 in statuses and statuses[0] != 429
+        limited = post(TOKEN)
+        assert limited.status_code == 429 and limited.headers["retry-after"] == "1"
+        assert post(bob).status_code != 429  # another client has its own bucket
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)

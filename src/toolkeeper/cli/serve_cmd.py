@@ -49,11 +49,15 @@ def serve(
                                               help="Serve only the TARGET tools.")] = False,
     auth: Annotated[str, typer.Option(help="'token' (bearer) or 'none' (loopback only).")
                     ] = "token",
+    rate_limit: Annotated[float, typer.Option(
+        help="Requests per second per client (bursts of twice that).")] = 50.0,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
     if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("uvicorn") is None:
         raise fail("toolkeeper serve needs the mcp extra: pip install 'toolkeeper[mcp]'")
+    if rate_limit <= 0:
+        raise fail("--rate-limit must be a positive number of requests per second")
     if auth not in ("token", "none"):
         raise fail("--auth must be 'token' or 'none'")
     if auth == "none" and host not in LOOPBACK:
@@ -70,8 +74,9 @@ def serve(
         return
     token, source = operator_token(state_dir) if auth == "token" else (None, "none")
     clients = ClientTokens(state_dir / "toolkeeper.db")
-    _listen(create_app(invoker, token=token, host=host, clients=clients, skills=skills), host,
-            port, token, source, state_dir)
+    app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
+                     rate_limit=rate_limit)
+    _listen(app, host, port, token, source, state_dir)
 
 
 def _invoker(targets: list[str], state_dir: Path, workspace: Path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
@@ -30,11 +31,16 @@ class TokenGate:
     lets everything through as the operator (``--auth none``, loopback only)."""
 
     def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
+                 rate: float = 50.0, burst: int = 100,
                  protected: tuple[str, ...] = ("/mcp", "/api")) -> None:
         self.app = app
         self.token = token.encode() if token is not None else None
         self.clients = clients
         self.protected = protected
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        """client → (tokens left, when counted): a token bucket of ``rate`` requests per second
+        with room for ``burst``."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(self.protected):
@@ -50,8 +56,27 @@ class TokenGate:
                 (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
+        if not self._admit(client):
+            body = json.dumps({"error": "rate_limited", "message": (
+                f"more than {self.rate:g} requests per second from client {client!r}; slow "
+                "down and retry")}).encode()
+            await send({"type": "http.response.start", "status": 429, "headers": [
+                (b"content-type", b"application/json"), (b"retry-after", b"1"),
+                (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
         scope.setdefault("state", {})["toolkeeper_client"] = client
         await self.app(scope, receive, send)
+
+    def _admit(self, client: str) -> bool:
+        now = time.monotonic()
+        left, then = self._buckets.get(client, (float(self.burst), now))
+        left = min(float(self.burst), left + (now - then) * self.rate)
+        if left < 1.0:
+            self._buckets[client] = (left, now)
+            return False
+        self._buckets[client] = (left - 1.0, now)
+        return True
 
     def _client(self, scope: Scope) -> str | None:
         if self.token is None:
@@ -68,7 +93,7 @@ class TokenGate:
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
                clients: ClientTokens | None = None, skills: Sequence[Skill] = (),
-               max_body_bytes: int = 4 << 20) -> ASGIApp:
+               rate_limit: float = 50.0, max_body_bytes: int = 4 << 20) -> ASGIApp:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
@@ -87,4 +112,5 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=[Route("/healthz", healthz)])
-    return TokenGate(app, token, clients=clients)
+    return TokenGate(app, token, clients=clients, rate=rate_limit,
+                     burst=max(1, int(rate_limit * 2)))
