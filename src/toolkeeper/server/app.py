@@ -48,22 +48,14 @@ class TokenGate:
             return
         client = self._client(scope)
         if client is None:
-            body = json.dumps({"error": "unauthorized", "message": (
-                "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-                "token toolkeeper serve printed (or TOOLKEEPER_TOKEN)")}).encode()
-            await send({"type": "http.response.start", "status": 401, "headers": [
-                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await _refuse(send, 401, "unauthorized", (b"www-authenticate", b"Bearer"),
+                          "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+                          "with the token toolkeeper serve printed (or TOOLKEEPER_TOKEN)")
             return
         if not self._admit(client):
-            body = json.dumps({"error": "rate_limited", "message": (
-                f"more than {self.rate:g} requests per second from client {client!r}; slow "
-                "down and retry")}).encode()
-            await send({"type": "http.response.start", "status": 429, "headers": [
-                (b"content-type", b"application/json"), (b"retry-after", b"1"),
-                (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"),
+                          f"more than {self.rate:g} requests per second from client "
+                          f"{client!r}; slow down and retry")
             return
         scope.setdefault("state", {})["toolkeeper_client"] = client
         await self.app(scope, receive, send)
@@ -89,6 +81,15 @@ class TokenGate:
                 if self.clients is not None:
                     return self.clients.client_for(presented.decode("latin-1"))
         return None
+
+
+async def _refuse(send: Send, status: int, error: str, header: tuple[bytes, bytes],
+                  message: str) -> None:
+    body = json.dumps({"error": error, "message": message}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), header,
+        (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
