@@ -30,7 +30,7 @@ def _start(tmp_path: Path, *args: str, token: str | None = TOKEN
         env["TOOLKEEPER_TOKEN"] = token
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE, "--no-builtins", "--port", "0",
-         "--state-dir", str(tmp_path / "state"), *args],
+         "--state-dir", str(tmp_path / "state"), "--approval-wait", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 60)
@@ -210,3 +210,48 @@ def test_each_client_is_rate_limited_on_its_own(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
+
+
+async def test_a_call_waits_for_a_decision_made_from_another_terminal_and_runs_once(
+        tmp_path: Path) -> None:
+    import re
+
+    import anyio
+
+    proc, url = _start(tmp_path, "--approval-wait", "20")
+    alert = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
+    decided: list[str] = []
+
+    async def decide_when_it_shows() -> None:
+        with anyio.fail_after(20):
+            while not decided:
+                listed = await anyio.to_thread.run_sync(lambda: _approvals(tmp_path, "list"))
+                found = re.findall(r"apr_[\w-]+", listed.stdout)
+                if found:
+                    assert "PT-11" in listed.stdout  # the exact arguments are shown
+                    done = await anyio.to_thread.run_sync(
+                        _approvals, tmp_path, "decide", found[0], "approve")
+                    assert done.returncode == 0, done.stderr
+                    decided.append(found[0])
+                await anyio.sleep(0.2)
+
+    try:
+        async with _client(url) as client, anyio.create_task_group() as group:
+            group.start_soon(decide_when_it_shows)
+            result = await client.call_tool("broadcast_alert", alert)
+        assert not result.is_error and "PT-11" in result.content[0].text
+        again = _approvals(tmp_path, "decide", decided[0], "deny")
+        assert again.returncode == 2 and "already decided" in again.stderr
+        with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+            (state,) = db.execute("SELECT state FROM approvals").fetchone()
+        assert state == "done"  # taken by this call: a resume cannot run it again
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+
+
+def _approvals(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkeeper.cli", "approvals", *args,
+                           "--state-dir", str(tmp_path / "state")],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "COLUMNS": "300"})

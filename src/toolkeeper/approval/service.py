@@ -129,6 +129,17 @@ class ApprovalService:
                 + (f": {summary.get('text', '')}" if summary else "")))
         return Claim(request=request)
 
+    async def take(self, approval_id: str) -> bool:
+        """Take a request approved while its call waited, for that call's execution: a stored
+        request is claimed (so a later ``resume`` cannot run it again); ``False`` when another
+        process took it first. A request that was never stored is the call's own."""
+        if self.store is None:
+            return True
+        stored = await anyio.to_thread.run_sync(self.store.get, approval_id)
+        if stored is None:
+            return True
+        return bool(await anyio.to_thread.run_sync(self.store.claim, approval_id))
+
     async def complete(self, approval_id: str, summary: dict[str, Any]) -> None:
         """Record what the claimed call did."""
         if self.store is not None:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ..errors import ToolkeeperError
 from ..formats import API_FORMATS, check, export, get_format
+from .approvals_cmd import approvals_app
 from .audit_cmd import audit
 from .doctor_cmd import doctor
 from .loader import load_tools
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(tools_app, name="tools")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(approvals_app, name="approvals")
 app.command("audit")(audit)
 app.command("doctor")(doctor)
 app.command("serve")(serve)

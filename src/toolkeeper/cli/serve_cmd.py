@@ -51,11 +51,17 @@ def serve(
                     ] = "token",
     rate_limit: Annotated[float, typer.Option(
         help="Requests per second per client (bursts of twice that).")] = 50.0,
+    approval_wait: Annotated[float, typer.Option(
+        help="Seconds a call that needs approval waits for a decision (toolkeeper approvals "
+             "decide) before it answers 'pending'.")] = 30.0,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
     if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("uvicorn") is None:
         raise fail("toolkeeper serve needs the mcp extra: pip install 'toolkeeper[mcp]'")
+    if not 0 <= approval_wait < SERVER_POLICY.approval_timeout_s:
+        raise fail(f"--approval-wait must be between 0 and "
+                   f"{SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)")
     if rate_limit <= 0:
         raise fail("--rate-limit must be a positive number of requests per second")
     if auth not in ("token", "none"):
@@ -65,7 +71,7 @@ def serve(
     try:
         settings = load_config(config) if config is not None else None
         invoker = _invoker(targets or [], state_dir, workspace, settings,
-                           builtins=not no_builtins)
+                           builtins=not no_builtins, approval_wait=approval_wait)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
     except ToolkeeperError as exc:
         raise fail(exc) from exc
@@ -80,7 +86,8 @@ def serve(
 
 
 def _invoker(targets: list[str], state_dir: Path, workspace: Path,
-             settings: ToolkeeperConfig | None, *, builtins: bool) -> ToolInvoker:
+             settings: ToolkeeperConfig | None, *, builtins: bool, approval_wait: float
+             ) -> ToolInvoker:
     """The served tools and the door: with a config, its built-ins (gated, explained) and its
     autonomy; without one, the minimal built-ins over ``workspace``, supervised."""
     tools: list[Any] = [t for target in targets for t in load_tools(target)]
@@ -92,8 +99,8 @@ def _invoker(targets: list[str], state_dir: Path, workspace: Path,
         tools += default_tools(SecurityPolicy(workspace=workspace))
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = state_dir / "toolkeeper.db"
-    return ToolInvoker(Toolbox(tools), PersistedApprovalHandler(SqliteApprovalStore(db)),
-                       policy=policy, audit=SqliteAuditLog(db))
+    handler = PersistedApprovalHandler(SqliteApprovalStore(db), wait_s=approval_wait)
+    return ToolInvoker(Toolbox(tools), handler, policy=policy, audit=SqliteAuditLog(db))
 
 
 def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path

@@ -55,6 +55,13 @@ class ApprovalGate(Gate):
             raise ApprovalDeniedError(f"the call to '{tool.name}' was not approved ({why}); do "
                                       "not retry it unless the user asks", tool_name=tool.name,
                                       details={"approval_id": request.id})
+        if not await service.take(request.id):
+            raise ApprovalDeniedError(f"request {request.id} for '{tool.name}' was already "
+                                      "executed by another process; it runs once",
+                                      tool_name=tool.name, details={"approval_id": request.id})
         if decision.scope == "session":
             inv.session.approved_tools.add(inv.call.name)
-        return await call_next(inv.evolve(approval_id=request.id))
+        result = await call_next(inv.evolve(approval_id=request.id))
+        await service.complete(request.id, {"status": result.status, "text": result.text[:2000],
+                                            "error_code": result.error_code})
+        return result
