@@ -203,3 +203,35 @@ async def test_a_stored_request_that_timed_out_cannot_be_approved_later(tmp_path
     (stored,) = [store.get(r) for r in [store.db.query("SELECT id FROM approvals")[0][0]]]
     assert stored is not None and stored.state == "timeout"
     assert not store.decide(ApprovalDecision(request_id=stored.request.id, outcome="approved"))
+
+
+async def test_the_same_call_made_again_rejoins_its_request_and_runs_once_approved(
+        tmp_path: Path) -> None:
+    """A client that retries a call (after 'pending', or after a restart) does not flood the
+    inbox: the retry waits on the open request, and once approved the next retry runs it once."""
+    store = SqliteApprovalStore(tmp_path / "r.db")
+    RUNS.clear()
+    async with ToolInvoker(box(), PersistedApprovalHandler(store, wait_s=0)).open_session(
+            session_id="client-a") as session:
+        first = await session.invoker.invoke(call("wire_money", amount=4, to="eve"),
+                                             session=session)
+        again = await session.invoker.invoke(call("wire_money", amount=4, to="eve"),
+                                             session=session)
+        other = await session.invoker.invoke(call("wire_money", amount=5, to="eve"),
+                                             session=session)
+    assert first.status == again.status == other.status == "pending"
+    assert again.approval_id == first.approval_id != other.approval_id
+    assert "make the same call again" in first.text
+    assert len(store.pending()) == 2
+    store.decide(ApprovalDecision(request_id=first.approval_id or "", outcome="approved"))
+    # a new invoker over the same store: the process that asked is gone
+    fresh = ToolInvoker(box(), PersistedApprovalHandler(store, wait_s=0))
+    async with fresh.open_session(session_id="client-a") as session:
+        ran = await fresh.invoke(call("wire_money", amount=4, to="eve"), session=session)
+        asks_anew = await fresh.invoke(call("wire_money", amount=4, to="eve"), session=session)
+    async with fresh.open_session(session_id="client-b") as elsewhere:
+        foreign = await fresh.invoke(call("wire_money", amount=5, to="eve"), session=elsewhere)
+    assert (ran.status, ran.text, ran.approval_id) == ("ok", "sent 4 to eve", first.approval_id)
+    assert asks_anew.status == "pending" and asks_anew.approval_id != first.approval_id
+    assert foreign.approval_id != other.approval_id  # another session never rejoins it
+    assert RUNS == ["4->eve"]

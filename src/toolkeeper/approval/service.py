@@ -19,7 +19,7 @@ from ..core.risk import HitlMode, ToolRisk
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler
 from .models import ApprovalDecision, ApprovalRequest, args_digest
-from .store import ApprovalStore
+from .store import ApprovalStore, FindsOpen, StoredApproval
 
 __all__ = ["ApprovalService", "Claim", "WaitPolicy"]
 
@@ -62,18 +62,32 @@ class ApprovalService:
         asks = getattr(tool, "hitl_explicit", True) and tool.hitl_mode is not HitlMode.NONE
         return ToolRisk(tool.risk) > self.policy.max_risk_unapproved or asks
 
-    async def decide(self, request: ApprovalRequest, mode: HitlMode) -> ApprovalDecision:
+    async def find_open(self, request: ApprovalRequest) -> StoredApproval | None:
+        """The stored request, still pending or approved and not yet taken, of the same session,
+        tool and arguments: a call retried (after a restart, or after it answered 'pending')
+        rejoins it instead of asking again. ``None`` when the store cannot look."""
+        store = self.store
+        if not isinstance(store, FindsOpen):
+            return None
+        return await anyio.to_thread.run_sync(store.find_open, request.session_id, request.tool,
+                                              request.args_digest)
+
+    async def decide(self, request: ApprovalRequest, mode: HitlMode, *,
+                     rejoin: bool = False) -> ApprovalDecision:
         """Ask the handler and wait as ``mode`` says: BLOCKING up to ``approval_timeout_s``
         (then ``timeout``), CONTINUE_ON_TIMEOUT up to ``hitl_timeout_seconds`` (then approved,
-        and recorded as such), FIRE_AND_CONTINUE not at all."""
-        await self._event(HookEvent.APPROVAL_REQUESTED, request.tool, request.session_id,
-                          {"request": request.model_dump()})
-        decision = await self._wait(request, mode)
+        and recorded as such), FIRE_AND_CONTINUE not at all. With ``rejoin`` the request is
+        already stored (``find_open``) and only waited for."""
+        if not rejoin:
+            await self._event(HookEvent.APPROVAL_REQUESTED, request.tool, request.session_id,
+                              {"request": request.model_dump()})
+        decision = await self._wait(request, mode, rejoin)
         await self._event(HookEvent.APPROVAL_DECIDED, request.tool, request.session_id,
                           {"decision": decision.model_dump()})
         return decision
 
-    async def _wait(self, request: ApprovalRequest, mode: HitlMode) -> ApprovalDecision:
+    async def _wait(self, request: ApprovalRequest, mode: HitlMode, rejoin: bool
+                    ) -> ApprovalDecision:
         if self.handler is None:
             return ApprovalDecision(request_id=request.id, outcome="denied",
                                     message="no approval handler is configured")
@@ -84,7 +98,10 @@ class ApprovalService:
         wait = self.policy.approval_timeout_s
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
             wait = min(self.policy.hitl_timeout_seconds, wait)
+        rejoin_wait = getattr(self.handler, "wait", None) if rejoin else None
         with anyio.move_on_after(wait):
+            if rejoin_wait is not None:
+                return await rejoin_wait(request.id, getattr(self.handler, "wait_s", wait))
             return await self.handler.request(request)
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
             decision = ApprovalDecision(request_id=request.id, outcome="approved",

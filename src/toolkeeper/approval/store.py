@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .models import ApprovalDecision, ApprovalRequest
 from .sqlite import SqliteFile
 
-__all__ = ["ApprovalStore", "SqliteApprovalStore", "StoredApproval"]
+__all__ = ["ApprovalStore", "FindsOpen", "SqliteApprovalStore", "StoredApproval"]
 
 State = Literal["pending", "approved", "denied", "skipped", "timeout", "executing", "done"]
 
@@ -50,6 +50,14 @@ class ApprovalStore(Protocol):
     def claim(self, request_id: str) -> bool: ...
     def complete(self, request_id: str, result: dict[str, Any]) -> None: ...
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]: ...
+
+
+@runtime_checkable
+class FindsOpen(Protocol):
+    """Optional: a store that can find the open request for the same call, so a call retried
+    (after a restart, say) takes its approved request instead of asking again."""
+
+    def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None: ...
 
 
 class SqliteApprovalStore:
@@ -116,3 +124,15 @@ class SqliteApprovalStore:
             rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' AND "
                                  "session_id = ? ORDER BY updated_at", (session_id,))
         return [ApprovalRequest.model_validate_json(str(r[0])) for r in rows]
+
+    def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None:
+        """The newest request of ``session_id`` for ``tool`` with these arguments that is
+        still pending or approved and not yet taken."""
+        rows = self.db.query(
+            "SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND state IN "
+            "('pending', 'approved') ORDER BY updated_at DESC", (session_id, tool))
+        for (request_id,) in rows:
+            stored = self.get(str(request_id))
+            if stored is not None and stored.request.args_digest == digest:
+                return stored
+        return None

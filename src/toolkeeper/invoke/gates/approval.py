@@ -45,10 +45,16 @@ class ApprovalGate(Gate):
             arguments=inv.arguments, session_id=inv.session.id,
             reason=f"risk {tool.risk.value} is above {ceiling.value}",
             timeout_s=service.policy.approval_timeout_s)
-        decision = await service.decide(request, mode)
+        found = await service.find_open(request)
+        if found is not None and found.decision is not None:
+            request, decision = found.request, found.decision  # approved while nobody waited
+        else:
+            request = found.request if found is not None else request
+            decision = await service.decide(request, mode, rejoin=found is not None)
         if decision.outcome == "pending":
             raise ApprovalPending(f"tool '{tool.name}' is waiting for approval (request "
-                                  f"{request.id}); the call runs once it is approved and resumed",
+                                  f"{request.id}); once it is approved, make the same call "
+                                  "again (or resume the request) and it runs once",
                                   request_id=request.id)
         if not decision.approved:
             why = decision.message or decision.outcome
