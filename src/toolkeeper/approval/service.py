@@ -101,7 +101,9 @@ class ApprovalService:
         rejoin_wait = getattr(self.handler, "wait", None) if rejoin else None
         with anyio.move_on_after(wait):
             if rejoin_wait is not None:
-                return await rejoin_wait(request.id, getattr(self.handler, "wait_s", wait))
+                decided: ApprovalDecision = await rejoin_wait(
+                    request.id, getattr(self.handler, "wait_s", wait))
+                return decided
             return await self.handler.request(request)
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
             decision = ApprovalDecision(request_id=request.id, outcome="approved",
