@@ -35,6 +35,7 @@ LAZY = {
     "rich": "only the interactive CLI approval handler draws panels",
     "mcp": "the MCP SDK takes ~0.8 s to import: loaded when a server is built, not by every command",
     "mcp_types": "comes with the MCP SDK (see mcp)",
+    "httpx2": "the MCP SDK's HTTP client (see mcp): for an upstream MCP server over HTTP",
     "uvicorn": "the HTTP server: loaded when `serve` listens",
     "starlette": "the HTTP app: loaded when `serve` builds it",
 }

@@ -6,9 +6,11 @@ import importlib.util
 import json
 import socket
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import typer
 
 from ..approval.persisted import PersistedApprovalHandler
@@ -19,6 +21,8 @@ from ..errors import ToolkeeperError
 from ..invoke.audit import SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
+from ..mcp.gateway import MCPGateway
+from ..mcp.pins import SqlitePins
 from ..mcp.server import serve_stdio
 from ..server.app import LOOPBACK, create_app
 from ..server.clients import ClientTokens
@@ -75,14 +79,33 @@ def serve(
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
     except ToolkeeperError as exc:
         raise fail(exc) from exc
+    gateway = _gateway(settings, state_dir)
     if stdio:
-        serve_stdio(invoker, skills=skills)
+        serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report)
         return
     token, source = operator_token(state_dir) if auth == "token" else (None, "none")
     clients = ClientTokens(state_dir / "toolkeeper.db")
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
-                     rate_limit=rate_limit)
-    _listen(app, host, port, token, source, state_dir)
+                     rate_limit=rate_limit, gateway=gateway)
+    _listen(app, host, port, token, source, state_dir, gateway, invoker)
+
+
+def _gateway(settings: ToolkeeperConfig | None, state_dir: Path) -> MCPGateway | None:
+    """The upstream MCP servers of ``[mcp]`` when it is enabled (pins in the state dir)."""
+    if settings is None or not settings.mcp.servers:
+        return None
+    if not settings.mcp.enabled:
+        _report([f"{len(settings.mcp.servers)} MCP server(s) configured but not served: set "
+                 "enabled = true under [mcp]"])
+        return None
+    return MCPGateway(settings.mcp.servers, pins=SqlitePins(state_dir / "toolkeeper.db"))
+
+
+def _report(lines: list[str]) -> None:
+    """Gateway events for the operator, one line each, on stderr (stdout may be the MCP
+    stream)."""
+    for line in lines:
+        print(f"toolkeeper: {line}", file=sys.stderr, flush=True)
 
 
 def _invoker(targets: list[str], state_dir: Path, workspace: Path,
@@ -103,8 +126,8 @@ def _invoker(targets: list[str], state_dir: Path, workspace: Path,
     return ToolInvoker(Toolbox(tools), handler, policy=policy, audit=SqliteAuditLog(db))
 
 
-def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path
-            ) -> None:
+def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path,
+            gateway: MCPGateway | None, invoker: ToolInvoker) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -112,6 +135,21 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)  # connections queue from here on, before the server loop starts
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    async def run() -> None:
+        async with AsyncExitStack() as stack:
+            if gateway is not None:  # its upstream tools are listed before the line below
+                await stack.enter_async_context(gateway)
+                _report(await gateway.attach(invoker.registry))
+            _announce(sock, host, token, source, state_dir)
+            await server.serve(sockets=[sock])
+
+    anyio.run(run)
+
+
+def _announce(sock: socket.socket, host: str, token: str | None, source: str, state_dir: Path
+              ) -> None:
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}"
@@ -124,5 +162,3 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
         out.print("client config: " + json.dumps(snippet), markup=False, highlight=False,
                   soft_wrap=True)
     sys.stdout.flush()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    server.run(sockets=[sock])

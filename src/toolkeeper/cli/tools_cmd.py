@@ -1,8 +1,10 @@
-"""``toolkeeper tools``: list, show, search and browse a catalog."""
+"""``toolkeeper tools``: list, show, search and browse a catalog; pins and trust for the
+tools of upstream MCP servers."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +14,7 @@ from rich.tree import Tree
 
 from ..config import explain, load_config
 from ..errors import ToolkeeperError
+from ..mcp.pins import SqlitePins
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
@@ -123,3 +126,37 @@ def explain_cmd(
         status = "[green]included[/]" if d.included else "[red]excluded[/]"
         table.add_row(d.tool, status, d.reason, f"{d.key} ({d.source})")
     _out.print(table)
+
+
+StateDir = Annotated[Path, typer.Option(help="The state directory of toolkeeper serve.")]
+
+
+@tools_app.command("pins")
+def pins_cmd(state_dir: StateDir = Path(".toolkeeper")) -> None:
+    """Remote (MCP gateway) tools and whether each is trusted, changed since, or untrusted."""
+    table = Table("tool", "server", "state", "fingerprint")
+    for pin in SqlitePins(state_dir / "toolkeeper.db").all():
+        color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
+        table.add_row(pin.tool, pin.server, f"[{color}]{pin.state}[/]", pin.seen_fingerprint[:16])
+    _out.print(table)
+
+
+@tools_app.command("trust")
+def trust_cmd(name: str, state_dir: StateDir = Path(".toolkeeper")) -> None:
+    """Trust what an MCP server now declares for tool NAME (after reviewing it): the gateway
+    serves it again at its next listing."""
+    pins = SqlitePins(state_dir / "toolkeeper.db")
+    pin = pins.get(name)
+    if pin is None:
+        raise fail(f"no remote tool {name!r} has been seen; see toolkeeper tools pins")
+    if pin.state == "trusted":
+        _out.print(f"{name} is already trusted as declared", markup=False, highlight=False)
+        return
+    before = pin.declaration or {}
+    for key in sorted(set(before) | set(pin.seen_declaration)):
+        if before.get(key) != pin.seen_declaration.get(key):
+            _out.print(f"{key}: {json.dumps(before.get(key))} -> "
+                       f"{json.dumps(pin.seen_declaration.get(key))}", markup=False,
+                       highlight=False, soft_wrap=True)
+    pins.trust(name)
+    _out.print(f"trusted {name}", markup=False, highlight=False)

@@ -2,7 +2,8 @@
 
 from .builtins_table import BUILTINS, Builtin
 from .gating import Cause, Decision, all_tools_with_runtime, chain_policy, explain, policy_from
-from .model import ToolkeeperConfig, load_config
+from .model import MCPSection, MCPServerConfig, ToolkeeperConfig, load_config
 
-__all__ = ["BUILTINS", "Builtin", "Cause", "Decision", "ToolkeeperConfig",
+__all__ = ["BUILTINS", "Builtin", "Cause", "Decision", "MCPSection", "MCPServerConfig",
+           "ToolkeeperConfig",
            "all_tools_with_runtime", "chain_policy", "explain", "load_config", "policy_from"]

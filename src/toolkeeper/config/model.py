@@ -6,11 +6,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
 
-__all__ = ["ToolkeeperConfig", "load_config"]
+__all__ = ["MCPSection", "MCPServerConfig", "ToolkeeperConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -47,6 +48,55 @@ class SkillsSection(_Section):
     prompt_injection_mode: Literal["full", "compact"] = "full"
 
 
+class MCPServerConfig(_Section):
+    """One upstream MCP server whose tools are served as namespaced tools (``[[mcp.servers]]``).
+
+    Exactly one of ``command`` (a program speaking MCP over stdio; its environment is the SDK's
+    safe default plus ``env``) or ``url`` (Streamable HTTP, with ``headers``). Values of ``env``
+    and ``headers`` may name environment variables as ``${NAME}`` (for secrets).
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+    """The namespace of its tools: ``NAME-tool``."""
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    risk: ToolRisk | None = None
+    """The risk of every tool of this server; by default from its (untrusted) annotations, at
+    least ``sensitive``, and ``high`` for a tool that says it may destroy."""
+    tools: dict[str, ToolRisk] = Field(default_factory=dict)
+    """Risk per tool (the upstream's tool name), over ``risk``."""
+    hitl_mode: HitlMode | None = None
+    trust: Literal["first-use", "explicit"] = "first-use"
+    """``first-use`` pins a tool's fingerprint the first time it is seen; ``explicit`` serves
+    nothing until ``toolkeeper tools trust NAME``. A changed tool is disabled either way."""
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    call_timeout_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"MCP server {self.name!r} needs exactly one of 'command' (stdio) "
+                             "or 'url' (Streamable HTTP)")
+        return self
+
+
+class MCPSection(_Section):
+    enabled: bool = False
+    servers: list[MCPServerConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> MCPSection:
+        names = [s.name for s in self.servers]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"MCP server names must be unique: {', '.join(twice)} appear twice")
+        return self
+
+
 class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
 
@@ -56,6 +106,7 @@ class ToolkeeperConfig(_Section):
     web_fetch: FetchSection = Field(default_factory=FetchSection)
     http_request: FetchSection = Field(default_factory=FetchSection)
     skills: SkillsSection = Field(default_factory=SkillsSection)
+    mcp: MCPSection = Field(default_factory=MCPSection)
     path: Path | None = Field(default=None, exclude=True)
     present: frozenset[str] = Field(default=frozenset(), exclude=True)
     """Top-level sections the file actually contains (for presence-based gates)."""

@@ -20,7 +20,7 @@ from ..core.spec import ToolSpec
 from .base import WireFormat
 from .transform import Profile
 
-__all__ = ["MCPFormat"]
+__all__ = ["MCPFormat", "tool_result_from_mcp"]
 
 
 class MCPFormat(WireFormat):
@@ -100,3 +100,34 @@ def _risk_hints(tool: ToolSpec) -> dict[str, bool]:
     if tool.risk >= ToolRisk.HIGH:
         return {"readOnlyHint": False, "destructiveHint": True}
     return {"readOnlyHint": False}
+
+
+def tool_result_from_mcp(data: dict[str, Any]) -> ToolResult:
+    """A ``CallToolResult`` (as JSON data) back as a ``ToolResult``: the inverse of ``render``
+    (an embedded resource becomes a ``FileBlock``; an unknown block type a note in text)."""
+    blocks: list[Any] = []
+    for block in data.get("content") or ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            blocks.append(TextBlock(text=str(block.get("text", ""))))
+        elif kind in ("image", "audio"):
+            cls = ImageBlock if kind == "image" else AudioBlock
+            blocks.append(cls(data=str(block.get("data", "")),
+                              media_type=str(block.get("mimeType") or "application/octet-stream")))
+        elif kind == "resource_link":
+            blocks.append(ResourceLinkBlock(
+                uri=str(block.get("uri", "")), name=str(block.get("name", "")),
+                description=block.get("description"), media_type=block.get("mimeType"),
+                size=block.get("size")))
+        elif kind == "resource" and isinstance(block.get("resource"), dict):
+            resource = block["resource"]
+            blocks.append(FileBlock(uri=resource.get("uri"), text=resource.get("text"),
+                                    data=resource.get("blob"),
+                                    media_type=resource.get("mimeType") or "text/plain"))
+        else:
+            blocks.append(TextBlock(text=f"[unsupported MCP content type {kind!r}]"))
+    structured = data.get("structuredContent")
+    is_error = bool(data.get("isError"))
+    return ToolResult(content=tuple(blocks), is_error=is_error,
+                      structured_content=structured if isinstance(structured, dict) else None,
+                      error_code="tool_raised" if is_error else None)

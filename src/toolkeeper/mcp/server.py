@@ -10,7 +10,8 @@ protocol faults.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -19,6 +20,7 @@ from ..formats import WireExport, render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
+from .gateway import MCPGateway
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -33,7 +35,8 @@ only (the audit log keeps them all)."""
 
 def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                name: str = "toolkeeper", instructions: str | None = None,
-               skills: Sequence[Skill] = ()) -> Server[Any]:
+               skills: Sequence[Skill] = (), gateway: MCPGateway | None = None
+               ) -> Server[Any]:
     """A low-level MCP ``Server`` offering ``invoker``'s catalog.
 
     Args:
@@ -46,6 +49,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         instructions: Optional instructions for clients.
         skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``): the name, the
             description, and the instructions as the prompt's message.
+        gateway: Upstream MCP servers whose tools are in the catalog (entered and attached by
+            the caller); a tools/list refreshes those listed more than 30 s ago.
     """
     import mcp_types as types  # the SDK takes ~0.8 s to import: only when a server is built
     from mcp.server.lowlevel.server import Server
@@ -77,6 +82,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         return current[0]
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        if gateway is not None:
+            await gateway.refresh_stale()
         tools = sorted((types.Tool.model_validate(d) for d in exported_for().declarations),
                        key=lambda t: t.name)
         return types.ListToolsResult(tools=tools)
@@ -112,14 +119,23 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                   on_call_tool=call_tool, **prompts)
 
 
-def serve_stdio(invoker: ToolInvoker, **options: Any) -> None:
-    """Serve ``invoker``'s catalog over stdio until the client closes the connection."""
+def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
+                on_report: Callable[[list[str]], None] | None = None, **options: Any) -> None:
+    """Serve ``invoker``'s catalog over stdio until the client closes the connection; with a
+    ``gateway``, its upstream tools are attached first (``on_report`` gets its report)."""
     from mcp.server.stdio import stdio_server
 
-    server = mcp_server(invoker, **options)
+    server = mcp_server(invoker, gateway=gateway, **options)
 
     async def run() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        async with AsyncExitStack() as stack:
+            if gateway is not None:
+                await stack.enter_async_context(gateway)
+                report = await gateway.attach(invoker.registry)
+                if on_report is not None:
+                    on_report(report)
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream,
+                                 server.create_initialization_options())
 
     anyio.run(run)

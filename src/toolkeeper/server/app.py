@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from ..invoke.invoker import ToolInvoker
+from ..mcp.gateway import MCPGateway
 from ..mcp.server import mcp_server
 from ..skills.skill import Skill
 from .clients import OPERATOR, ClientTokens
@@ -94,8 +95,11 @@ async def _refuse(send: Send, status: int, error: str, header: tuple[bytes, byte
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
                clients: ClientTokens | None = None, skills: Sequence[Skill] = (),
-               rate_limit: float = 50.0, max_body_bytes: int = 4 << 20) -> ASGIApp:
-    """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too."""
+               rate_limit: float = 50.0, max_body_bytes: int = 4 << 20,
+               gateway: MCPGateway | None = None) -> ASGIApp:
+    """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
+    With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
+    upstream servers when their listing is older than 30 s."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -109,7 +113,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
-    app = mcp_server(invoker, skills=skills).streamable_http_app(
+    app = mcp_server(invoker, skills=skills, gateway=gateway).streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=[Route("/healthz", healthz)])
