@@ -98,7 +98,8 @@ def _gateway(settings: ToolkeeperConfig | None, state_dir: Path) -> MCPGateway |
         _report([f"{len(settings.mcp.servers)} MCP server(s) configured but not served: set "
                  "enabled = true under [mcp]"])
         return None
-    return MCPGateway(settings.mcp.servers, pins=SqlitePins(state_dir / "toolkeeper.db"))
+    return MCPGateway(settings.mcp.servers, pins=SqlitePins(state_dir / "toolkeeper.db"),
+                      refresh_s=settings.mcp.refresh_s)
 
 
 def _report(lines: list[str]) -> None:

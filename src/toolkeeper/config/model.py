@@ -87,6 +87,8 @@ class MCPServerConfig(_Section):
 class MCPSection(_Section):
     enabled: bool = False
     servers: list[MCPServerConfig] = Field(default_factory=list)
+    refresh_s: float = Field(default=30.0, gt=0)
+    """A client's tools/list lists an upstream again when its last listing is this old."""
 
     @model_validator(mode="after")
     def _unique(self) -> MCPSection:

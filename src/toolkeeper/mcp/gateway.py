@@ -59,9 +59,10 @@ def remote_risk(config: MCPServerConfig, remote: str, annotations: dict[str, Any
 class MCPGateway:
     """Upstream MCP servers whose tools are added to a Toolbox and kept in step with them."""
 
-    def __init__(self, servers: Sequence[MCPServerConfig], *, pins: SqlitePins | None = None
-                 ) -> None:
+    def __init__(self, servers: Sequence[MCPServerConfig], *, pins: SqlitePins | None = None,
+                 refresh_s: float = 30.0) -> None:
         self.servers = list(servers)
+        self.refresh_s = refresh_s
         self.pins = pins
         self.report: list[str] = []
         """One line per notable event (a server unreachable, a tool disabled), for operators."""
@@ -101,9 +102,11 @@ class MCPGateway:
                 group.start_soon(self.refresh, name)
         return self.report
 
-    async def refresh_stale(self, max_age_s: float = 30.0) -> None:
-        """Refresh every server last listed more than ``max_age_s`` ago (a tool trusted with
-        ``toolkeeper tools trust`` meanwhile comes back; a removed one goes)."""
+    async def refresh_stale(self, max_age_s: float | None = None) -> None:
+        """Refresh every server last listed more than ``max_age_s`` (``refresh_s``) ago: a
+        tool trusted with ``toolkeeper tools trust`` meanwhile comes back, a removed one goes,
+        a swapped one is disabled."""
+        max_age_s = self.refresh_s if max_age_s is None else max_age_s
         now = anyio.current_time()
         stale = [n for n in self._upstreams if now - self._listed_at.get(n, -math.inf) > max_age_s]
         async with anyio.create_task_group() as group:

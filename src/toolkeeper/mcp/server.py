@@ -50,7 +50,7 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``): the name, the
             description, and the instructions as the prompt's message.
         gateway: Upstream MCP servers whose tools are in the catalog (entered and attached by
-            the caller); a tools/list refreshes those listed more than 30 s ago.
+            the caller); a tools/list refreshes those listed more than ``refresh_s`` ago.
     """
     import mcp_types as types  # the SDK takes ~0.8 s to import: only when a server is built
     from mcp.server.lowlevel.server import Server

@@ -99,7 +99,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                gateway: MCPGateway | None = None) -> ASGIApp:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
-    upstream servers when their listing is older than 30 s."""
+    upstream servers when their listing is older than its ``refresh_s``."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
