@@ -6,12 +6,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import Client, StdioServerParameters
 
-from toolkeeper import ToolInvoker, ToolRisk, tool
+from toolkeeper import ToolContext, ToolInvoker, ToolRisk, tool
 from toolkeeper.mcp.server import mcp_server
 
 HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.anyio
 
 
 @tool
@@ -129,3 +131,94 @@ async def test_tools_added_or_removed_after_the_server_was_built_are_seen() -> N
         gone = await client.call_tool("forecast", {"city": "Lisbon"})
     assert not added.is_error and added.structured_content == {"result": 42}
     assert gone.is_error and "unknown tool" in gone.content[0].text.lower()
+
+
+async def test_tools_list_is_paged_in_name_order_with_an_opaque_cursor() -> None:
+    from mcp.shared.exceptions import MCPError
+
+    @tool
+    def alpha() -> str:
+        """A."""
+        return "a"
+
+    async with Client(mcp_server(ToolInvoker([wipe, forecast, alpha]), page_size=2)) as client:
+        first = await client.list_tools()
+        second = await client.list_tools(cursor=first.next_cursor)
+        with pytest.raises(MCPError, match="invalid cursor"):
+            await client.list_tools(cursor="%%%not-a-cursor")
+    assert [t.name for t in first.tools] == ["alpha", "forecast"] and first.next_cursor
+    assert [t.name for t in second.tools] == ["wipe"] and second.next_cursor is None
+
+
+async def test_progress_reaches_the_client_and_a_cancelled_request_cancels_the_call() -> None:
+    import anyio
+
+    finished: list[str] = []
+
+    @tool
+    async def crunch(steps: int, ctx: ToolContext) -> str:
+        """Crunch numbers, reporting progress."""
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step}")
+        if steps > 3:
+            await anyio.sleep(30)
+        finished.append("crunch")
+        return "done"
+
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    invoker = ToolInvoker([crunch])
+    session = invoker.open_session()
+    async with Client(mcp_server(invoker, session=session)) as client:
+        done = await client.call_tool("crunch", {"steps": 3}, progress_callback=on_progress)
+        with anyio.move_on_after(1):
+            await client.call_tool("crunch", {"steps": 4})
+        await anyio.sleep(0.2)
+    assert done.content[0].text == "done"
+    assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+    assert finished == ["crunch"]  # the cancelled call never finished
+    assert [(r.status, r.error_code) for r in session.trace] == [
+        ("ok", None), ("error", "cancelled")]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_clients_are_told_when_the_catalog_changes(mode: str) -> None:
+    import anyio
+    import mcp_types as types
+
+    from toolkeeper.mcp.server import announce_changes
+    from toolkeeper.toolbox import Toolbox
+
+    box = Toolbox([forecast])
+    server = mcp_server(ToolInvoker(box))
+    told = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    @tool
+    def late(x: int) -> int:
+        """Added later."""
+        return x
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(announce_changes, server, box, 0.02)
+        async with Client(server, mode=mode, message_handler=on_message) as client:
+            await client.list_tools()
+            if mode == "legacy":
+                box.add(late)
+                with anyio.fail_after(5):
+                    await told.wait()
+            else:  # 2026-07-28: change events come on a subscriptions/listen stream
+                async with client.listen(tools_list_changed=True) as events:
+                    box.add(late)
+                    with anyio.fail_after(5):
+                        async for _event in events:
+                            break
+            names = [t.name for t in (await client.list_tools()).tools]
+        group.cancel_scope.cancel()
+    assert names == ["forecast", "late"]

@@ -23,7 +23,7 @@ from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..mcp.gateway import MCPGateway
 from ..mcp.pins import SqlitePins
-from ..mcp.server import serve_stdio
+from ..mcp.server import announce_changes, serve_stdio
 from ..server.app import LOOPBACK, create_app
 from ..server.clients import ClientTokens
 from ..server.tokens import operator_token
@@ -144,7 +144,10 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
                 await stack.enter_async_context(gateway)
                 _report(await gateway.attach(invoker.registry))
             _announce(sock, host, token, source, state_dir)
-            await server.serve(sockets=[sock])
+            async with anyio.create_task_group() as group:
+                group.start_soon(announce_changes, app.mcp_server, invoker.registry)
+                await server.serve(sockets=[sock])
+                group.cancel_scope.cancel()
 
     anyio.run(run)
 

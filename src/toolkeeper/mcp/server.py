@@ -10,12 +10,16 @@ protocol faults.
 
 from __future__ import annotations
 
+import base64
+import bisect
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..core.context import ToolContext
 from ..formats import WireExport, render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
@@ -26,8 +30,9 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["mcp_server", "serve_stdio"]
+__all__ = ["announce_changes", "mcp_server", "serve_stdio"]
 
+PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
 """A client's session lives as long as the server: its in-memory trace keeps the last records
 only (the audit log keeps them all)."""
@@ -35,8 +40,8 @@ only (the audit log keeps them all)."""
 
 def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                name: str = "toolkeeper", instructions: str | None = None,
-               skills: Sequence[Skill] = (), gateway: MCPGateway | None = None
-               ) -> Server[Any]:
+               skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
+               page_size: int = PAGE_SIZE) -> Server[Any]:
     """A low-level MCP ``Server`` offering ``invoker``'s catalog.
 
     Args:
@@ -51,9 +56,15 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             description, and the instructions as the prompt's message.
         gateway: Upstream MCP servers whose tools are in the catalog (entered and attached by
             the caller); a tools/list refreshes those listed more than ``refresh_s`` ago.
+        page_size: Tools per ``tools/list`` page (in name order; the cursor is opaque).
+
+    A tool that takes a ``ctx`` reports progress with ``ctx.report_progress`` as MCP progress
+    notifications when the client asked for them (a ``progressToken``); a client that cancels
+    its request cancels the call (recorded as cancelled in the trace and audit log).
     """
     import mcp_types as types  # the SDK takes ~0.8 s to import: only when a server is built
     from mcp.server.lowlevel.server import Server
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
     from mcp.shared.exceptions import MCPError
 
     catalog = invoker.registry
@@ -81,18 +92,37 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             current[0] = catalog.export("mcp")
         return current[0]
 
-    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        _remember(server, ctx)
         if gateway is not None:
             await gateway.refresh_stale()
-        tools = sorted((types.Tool.model_validate(d) for d in exported_for().declarations),
-                       key=lambda t: t.name)
-        return types.ListToolsResult(tools=tools)
+        declarations = sorted(exported_for().declarations, key=lambda d: str(d["name"]))
+        cursor = getattr(params, "cursor", None)
+        start = 0
+        if cursor:
+            after = _decode_cursor(cursor)
+            if after is None:
+                raise MCPError(code=-32602, message="invalid cursor: pass the nextCursor of "
+                                                    "the previous page, or none to start over")
+            start = bisect.bisect_right([str(d["name"]) for d in declarations], after)
+        page = declarations[start:start + page_size]
+        more = start + page_size < len(declarations)
+        return types.ListToolsResult(
+            tools=[types.Tool.model_validate(d) for d in page],
+            next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        _remember(server, ctx)
         exported = exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "params": {
             "name": params.name, "arguments": params.arguments or {}}})
-        result = await invoker.invoke(call, session=session_for(ctx))
+        in_session = session_for(ctx)
+        # Progress goes back on this request (the SDK drops it when the client gave no token).
+        report = getattr(getattr(ctx, "session", None), "report_progress", None)
+        tool_ctx = None if report is None else ToolContext(
+            call_id=call.id, tool_name=call.name, session_id=in_session.id,
+            state=in_session.state, progress_sink=report)
+        result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 
@@ -115,14 +145,69 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
 
     prompts: dict[str, Any] = {"on_list_prompts": list_prompts,
                                "on_get_prompt": get_prompt} if by_name else {}
-    return Server(name, instructions=instructions, on_list_tools=list_tools,
-                  on_call_tool=call_tool, **prompts)
+    bus = InMemorySubscriptionBus()
+    server: Server[Any] = Server(name, instructions=instructions, on_list_tools=list_tools,
+                                 on_call_tool=call_tool,
+                                 on_subscriptions_listen=ListenHandler(bus), **prompts)
+    _BUSES[server] = bus
+    return server
+
+
+_SESSIONS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()
+_BUSES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _remember(server: Any, ctx: Any) -> None:
+    """Keep a 2025-11-25 connection (stdio has one) to tell it when the catalog changes
+    (2026-07-28 clients listen with ``subscriptions/listen`` instead). The SDK keeps the
+    connection behind the request-scoped session."""
+    if str(getattr(ctx, "protocol_version", "")) >= "2026":
+        return
+    connection = getattr(getattr(ctx, "session", None), "_connection", None)
+    if connection is not None and hasattr(connection, "send_tool_list_changed"):
+        _SESSIONS.setdefault(server, weakref.WeakSet()).add(connection)
+
+
+async def announce_changes(server: Any, catalog: Any, poll_s: float = 0.2) -> None:
+    """Tell clients whenever the catalog's version changes (tools added, removed, enabled or
+    disabled): ``notifications/tools/list_changed`` on the 2026-07-28 ``subscriptions/listen``
+    streams (stdio and HTTP) and to 2025-11-25 connections that stay open (stdio). Runs until
+    cancelled."""
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    seen = getattr(catalog, "version", None)
+    while True:
+        await anyio.sleep(poll_s)
+        version = getattr(catalog, "version", None)
+        if version == seen:
+            continue
+        seen = version
+        bus = _BUSES.get(server)
+        if bus is not None:
+            await bus.publish(ToolsListChanged())
+        for session in list(_SESSIONS.get(server, ())):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # a closed connection or a revision without it: nothing to tell
+                continue
+
+
+def _encode_cursor(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii")
+
+
+def _decode_cursor(cursor: str) -> str | None:
+    try:
+        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
+    except (ValueError, UnicodeError):
+        return None
 
 
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 on_report: Callable[[list[str]], None] | None = None, **options: Any) -> None:
     """Serve ``invoker``'s catalog over stdio until the client closes the connection; with a
     ``gateway``, its upstream tools are attached first (``on_report`` gets its report)."""
+    from mcp.server.lowlevel.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
     server = mcp_server(invoker, gateway=gateway, **options)
@@ -134,8 +219,11 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 report = await gateway.attach(invoker.registry)
                 if on_report is not None:
                     on_report(report)
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream,
-                                 server.create_initialization_options())
+            async with stdio_server() as (read_stream, write_stream), \
+                    anyio.create_task_group() as group:
+                group.start_soon(announce_changes, server, invoker.registry)
+                await server.run(read_stream, write_stream, server.create_initialization_options(
+                    NotificationOptions(tools_changed=True)))
+                group.cancel_scope.cancel()
 
     anyio.run(run)

@@ -39,6 +39,8 @@ class TokenGate:
         self.clients = clients
         self.protected = protected
         self.rate, self.burst = rate, burst
+        self.mcp_server: Any = None
+        """The MCP ``Server`` behind it, when ``create_app`` made it."""
         self._buckets: dict[str, tuple[float, float]] = {}
         """client → (tokens left, when counted): a token bucket of ``rate`` requests per second
         with room for ``burst``."""
@@ -113,9 +115,12 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
-    app = mcp_server(invoker, skills=skills, gateway=gateway).streamable_http_app(
+    server = mcp_server(invoker, skills=skills, gateway=gateway)
+    app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=[Route("/healthz", healthz)])
-    return TokenGate(app, token, clients=clients, rate=rate_limit,
+    gate = TokenGate(app, token, clients=clients, rate=rate_limit,
                      burst=max(1, int(rate_limit * 2)))
+    gate.mcp_server = server  # for announce_changes (tools/list_changed to listeners)
+    return gate
