@@ -66,6 +66,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_definitions.py
 	$(BIN)/python benchmarks/bench_invoke.py
 	$(BIN)/python benchmarks/bench_mcp.py
+	$(BIN)/python benchmarks/bench_gateway.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -222,3 +222,36 @@ async def test_clients_are_told_when_the_catalog_changes(mode: str) -> None:
             names = [t.name for t in (await client.list_tools()).tools]
         group.cancel_scope.cancel()
     assert names == ["forecast", "late"]
+
+
+async def test_no_path_but_the_invoker_runs_a_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every execution over MCP happens inside ToolInvoker.invoke, once per tools/call."""
+    import contextvars
+
+    from toolkeeper.tools.tool import Tool
+
+    inside = contextvars.ContextVar("inside", default=False)
+    invokes: list[str] = []
+    runs: list[tuple[str, bool]] = []
+    real_invoke, real_call = ToolInvoker.invoke, Tool.call_async
+
+    async def invoke(self: ToolInvoker, call: object, **kwargs: object) -> object:
+        invokes.append(call.name)  # type: ignore[attr-defined]
+        token = inside.set(True)
+        try:
+            return await real_invoke(self, call, **kwargs)  # type: ignore[arg-type]
+        finally:
+            inside.reset(token)
+
+    async def call_async(self: Tool, *args: object, **kwargs: object) -> object:
+        runs.append((self.name, inside.get()))
+        return await real_call(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ToolInvoker, "invoke", invoke)
+    monkeypatch.setattr(Tool, "call_async", call_async)
+    async with Client(mcp_server(ToolInvoker([wipe, forecast]))) as client:
+        await client.call_tool("forecast", {"city": "Porto"})
+        await client.call_tool("wipe", {"path": "/"})
+        await client.call_tool("forecast", {"days": 2})
+    assert invokes == ["forecast", "wipe", "forecast"]
+    assert runs == [("forecast", True)]  # one ran, inside the door; the others were refused
