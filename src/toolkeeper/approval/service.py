@@ -63,9 +63,10 @@ class ApprovalService:
         return ToolRisk(tool.risk) > self.policy.max_risk_unapproved or asks
 
     async def find_open(self, request: ApprovalRequest) -> StoredApproval | None:
-        """The stored request, still pending or approved and not yet taken, of the same session,
-        tool and arguments: a call retried (after a restart, or after it answered 'pending')
-        rejoins it instead of asking again. ``None`` when the store cannot look."""
+        """The stored request of the same session, tool and arguments that is still pending,
+        approved and not yet taken, or recently denied: a call retried (after a restart, or
+        after it answered 'pending') rejoins it instead of asking again. ``None`` when the
+        store cannot look."""
         store = self.store
         if not isinstance(store, FindsOpen):
             return None

@@ -13,6 +13,9 @@ from .sqlite import SqliteFile
 
 __all__ = ["ApprovalStore", "FindsOpen", "SqliteApprovalStore", "StoredApproval"]
 
+DENIAL_HOLDS_S = 600.0
+"""How long a denial answers the same call made again before it is asked anew."""
+
 State = Literal["pending", "approved", "denied", "skipped", "timeout", "executing", "done"]
 
 _SCHEMA = """
@@ -27,7 +30,17 @@ CREATE TABLE IF NOT EXISTS approvals (
     updated_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS approvals_state ON approvals(state, session_id);
+CREATE TABLE IF NOT EXISTS approval_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    ts REAL NOT NULL
+);
 """
+
+_EVENT = ("INSERT INTO approval_events (request_id, session_id, state, ts) "
+          "SELECT id, session_id, state, ? FROM approvals WHERE id = ?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,13 +85,14 @@ class SqliteApprovalStore:
         self.db = SqliteFile(path, _SCHEMA)
 
     def create(self, request: ApprovalRequest) -> None:
+        now = time.time()
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO approvals (id, session_id, tool, request, state, updated_at) "
                 "VALUES (?, ?, ?, ?, 'pending', ?)",
-                (request.id, request.session_id, request.tool, request.model_dump_json(),
-                 time.time()),
+                (request.id, request.session_id, request.tool, request.model_dump_json(), now),
             )
+            conn.execute(_EVENT, (now, request.id))
 
     def get(self, request_id: str) -> StoredApproval | None:
         rows = self.db.query("SELECT request, state, decision, result FROM approvals WHERE id = ?",
@@ -101,6 +115,8 @@ class SqliteApprovalStore:
                 "WHERE id = ? AND state = 'pending'",
                 (state, decision.model_dump_json(), time.time(), decision.request_id),
             )
+            if cursor.rowcount == 1:
+                conn.execute(_EVENT, (time.time(), decision.request_id))
             return cursor.rowcount == 1
 
     def claim(self, request_id: str) -> bool:
@@ -108,13 +124,18 @@ class SqliteApprovalStore:
             cursor = conn.execute(
                 "UPDATE approvals SET state = 'executing', updated_at = ? "
                 "WHERE id = ? AND state = 'approved'", (time.time(), request_id))
+            if cursor.rowcount == 1:
+                conn.execute(_EVENT, (time.time(), request_id))
             return cursor.rowcount == 1
 
     def complete(self, request_id: str, result: dict[str, Any]) -> None:
         with self.db.transaction() as conn:
-            conn.execute("UPDATE approvals SET state = 'done', result = ?, updated_at = ? "
-                         "WHERE id = ? AND state = 'executing'",
-                         (json.dumps(result, default=str), time.time(), request_id))
+            cursor = conn.execute(
+                "UPDATE approvals SET state = 'done', result = ?, updated_at = ? "
+                "WHERE id = ? AND state = 'executing'",
+                (json.dumps(result, default=str), time.time(), request_id))
+            if cursor.rowcount == 1:
+                conn.execute(_EVENT, (time.time(), request_id))
 
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:
         if session_id is None:
@@ -127,12 +148,46 @@ class SqliteApprovalStore:
 
     def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None:
         """The newest request of ``session_id`` for ``tool`` with these arguments that is
-        still pending or approved and not yet taken."""
+        still pending, approved and not yet taken, or denied within ``DENIAL_HOLDS_S`` (so
+        the call made again is told why, instead of asking again at once)."""
         rows = self.db.query(
-            "SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND state IN "
-            "('pending', 'approved') ORDER BY updated_at DESC", (session_id, tool))
+            "SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND (state IN "
+            "('pending', 'approved') OR (state = 'denied' AND updated_at > ?)) "
+            "ORDER BY updated_at DESC", (session_id, tool, time.time() - DENIAL_HOLDS_S))
         for (request_id,) in rows:
             stored = self.get(str(request_id))
             if stored is not None and stored.request.args_digest == digest:
                 return stored
         return None
+
+    def requests(self, *, state: str | None = None, session_id: str | None = None,
+                 limit: int = 200) -> list[StoredApproval]:
+        """Requests newest first, optionally in one state and of one session."""
+        clauses, params = [], []
+        for column, value in (("state", state), ("session_id", session_id)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self.db.query(f"SELECT id FROM approvals {where} ORDER BY updated_at DESC "
+                             "LIMIT ?", (*params, limit))
+        found = (self.get(str(r[0])) for r in rows)
+        return [stored for stored in found if stored is not None]
+
+    def events(self, after: int, *, session_id: str | None = None, limit: int = 500
+               ) -> list[tuple[int, str, str]]:
+        """(cursor, request id, new state) of every change after ``after``, oldest first: what a
+        live page replays after a reconnect or a restart (``Last-Event-ID``)."""
+        if session_id is None:
+            rows = self.db.query("SELECT seq, request_id, state FROM approval_events WHERE "
+                                 "seq > ? ORDER BY seq LIMIT ?", (after, limit))
+        else:
+            rows = self.db.query("SELECT seq, request_id, state FROM approval_events WHERE "
+                                 "seq > ? AND session_id = ? ORDER BY seq LIMIT ?",
+                                 (after, session_id, limit))
+        return [(int(str(r[0])), str(r[1]), str(r[2])) for r in rows]
+
+    def last_event(self) -> int:
+        """The cursor of the newest change (0 when there is none)."""
+        rows = self.db.query("SELECT COALESCE(MAX(seq), 0) FROM approval_events")
+        return int(str(rows[0][0]))

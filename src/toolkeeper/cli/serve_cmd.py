@@ -25,6 +25,7 @@ from ..mcp.gateway import MCPGateway
 from ..mcp.pins import SqlitePins
 from ..mcp.server import announce_changes, serve_stdio
 from ..server.app import LOOPBACK, create_app
+from ..server.auth import WebSessions
 from ..server.clients import ClientTokens
 from ..server.tokens import operator_token
 from ..skills import load_skills
@@ -85,9 +86,11 @@ def serve(
         return
     token, source = operator_token(state_dir) if auth == "token" else (None, "none")
     clients = ClientTokens(state_dir / "toolkeeper.db")
+    sessions = WebSessions(state_dir / "toolkeeper.db")
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
-                     rate_limit=rate_limit, gateway=gateway)
-    _listen(app, host, port, token, source, state_dir, gateway, invoker)
+                     rate_limit=rate_limit, gateway=gateway, sessions=sessions)
+    login = sessions.login_code() if token is not None else None
+    _listen(app, host, port, token, source, state_dir, gateway, invoker, login)
 
 
 def _gateway(settings: ToolkeeperConfig | None, state_dir: Path) -> MCPGateway | None:
@@ -128,7 +131,7 @@ def _invoker(targets: list[str], state_dir: Path, workspace: Path,
 
 
 def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path,
-            gateway: MCPGateway | None, invoker: ToolInvoker) -> None:
+            gateway: MCPGateway | None, invoker: ToolInvoker, login: str | None) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -143,7 +146,7 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
             if gateway is not None:  # its upstream tools are listed before the line below
                 await stack.enter_async_context(gateway)
                 _report(await gateway.attach(invoker.registry))
-            _announce(sock, host, token, source, state_dir)
+            _announce(sock, host, token, source, state_dir, login)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
                 await server.serve(sockets=[sock])
@@ -152,12 +155,15 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
     anyio.run(run)
 
 
-def _announce(sock: socket.socket, host: str, token: str | None, source: str, state_dir: Path
-              ) -> None:
+def _announce(sock: socket.socket, host: str, token: str | None, source: str, state_dir: Path,
+              login: str | None) -> None:
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}"
     out.print(f"toolkeeper serving on {url} (MCP at /mcp)", markup=False, highlight=False)
+    page = f"{url}/login?code={login}" if login else f"{url}/"
+    out.print(f"approval page: {page}" + (" (this link logs a browser in once)" if login
+                                           else ""), markup=False, highlight=False, soft_wrap=True)
     if token is not None:
         header = {"new": f"Bearer {token}", "env": "Bearer <$TOOLKEEPER_TOKEN>"}.get(
             source, f"Bearer <the token in {state_dir / 'token'}>")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from ..approval.handlers import ApprovalHandler
+from ..approval.models import args_digest
 from ..approval.service import ApprovalService, WaitPolicy
 from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
@@ -19,7 +22,7 @@ from ..guardrails.base import Guardrail
 from ..hooks import HookManager
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
-from .audit import AuditLog
+from .audit import AuditEntry, AuditLog
 from .builder import default_gates
 from .gates import execute
 from .policy import ChainPolicy
@@ -61,6 +64,7 @@ class ToolInvoker:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
         self.artifact_store = artifact_store
+        self.audit = audit
         self.approvals = ApprovalService(
             approval_handler, store=approval_store, hooks=hooks, policy=WaitPolicy(
                 max_risk_unapproved=self.policy.max_risk_unapproved,
@@ -180,6 +184,13 @@ class ToolInvoker:
                     "tool": request.tool if request else "", "approval_id": approval_id}
         if claim.refusal is not None or request is None:
             status, code = _REFUSED[claim.refusal or "unknown"]
+            if claim.refusal == "mismatch" and request is not None and self.audit is not None:
+                await anyio.to_thread.run_sync(self.audit.record, AuditEntry(
+                    ts=time.time(), call_id=request.call_id, session_id=session.id,
+                    tool=request.tool, args_digest=args_digest(arguments),
+                    arguments=arguments or {}, status=status, error_code=code, duration_ms=0.0,
+                    approval_id=approval_id, decision="refused: arguments differ from the "
+                    "approved ones"))
             return InvocationResult.failed(status, claim.message, code,  # type: ignore[arg-type]
                                            **envelope)
         call = ToolCall(id=request.call_id, name=request.tool, arguments=request.arguments)

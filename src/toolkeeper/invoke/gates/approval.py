@@ -47,7 +47,8 @@ class ApprovalGate(Gate):
             timeout_s=service.policy.approval_timeout_s)
         found = await service.find_open(request)
         if found is not None and found.decision is not None:
-            request, decision = found.request, found.decision  # approved while nobody waited
+            # decided while nobody waited: approved runs it (once), denied says why
+            request, decision = found.request, found.decision
         else:
             request = found.request if found is not None else request
             decision = await service.decide(request, mode, rejoin=found is not None)

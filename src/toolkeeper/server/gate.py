@@ -1,0 +1,167 @@
+"""The gate in front of the HTTP face: who is asking (a bearer token or the page's cookie),
+how fast, and whether the request really comes from this server's own address and page."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from .auth import COOKIE, WebSessions
+from .clients import OPERATOR, ClientTokens
+
+__all__ = ["CSP", "LOOPBACK", "TokenGate"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class TokenGate:
+    """The door of the HTTP face.
+
+    - ``/mcp`` and ``/api``: ``Authorization: Bearer <token>`` — the operator's (compared in
+      constant time) or a client's (by digest) — or, for ``/api``, the approval page's session
+      cookie (the operator's); else 401. The client's name goes into the request's state
+      (``toolkeeper_client``; ``toolkeeper_via`` says "bearer" or "cookie"). ``token=None``
+      lets everything through as the operator (``--auth none``, loopback only).
+    - Every other path (the page): a ``Host`` that is not one of ``hosts`` is refused (DNS
+      rebinding; the SDK checks ``/mcp`` itself), a state-changing request whose ``Origin`` is
+      not exactly this server's is refused, and every answer carries a strict
+      Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff`` and ``no-referrer``.
+    - A token bucket of ``rate`` requests per second per client.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
+                 rate: float = 50.0, burst: int = 100,
+                 protected: tuple[str, ...] = ("/mcp", "/api"),
+                 sessions: WebSessions | None = None,
+                 hosts: Sequence[str] = LOOPBACK) -> None:
+        self.app = app
+        self.token = token.encode() if token is not None else None
+        self.clients = clients
+        self.sessions = sessions
+        self.protected = protected
+        self.hosts = frozenset(h.lower() for h in hosts)
+        self.rate, self.burst = rate, burst
+        self.mcp_server: Any = None
+        """The MCP ``Server`` behind it, when ``create_app`` made it."""
+        self._buckets: dict[str, tuple[float, float]] = {}
+        """client → (tokens left, when counted): a token bucket of ``rate`` requests per second
+        with room for ``burst``."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        headers = {k.lower(): v for k, v in scope.get("headers", ())}
+        client, via, secret = self._who(headers)
+        if not path.startswith("/mcp"):
+            problem = self._foreign(scope, headers, bearer=via == "bearer")
+            if problem is not None:
+                await _refuse(send, 403, "forbidden", (b"vary", b"origin"), problem)
+                return
+            send = _secured(send)
+        if client is None and path.startswith(self.protected):
+            await _refuse(send, 401, "unauthorized", (b"www-authenticate", b"Bearer"),
+                          "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+                          "with the token toolkeeper serve printed (or TOOLKEEPER_TOKEN)")
+            return
+        if client is not None and not self._admit(client):
+            await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"),
+                          f"more than {self.rate:g} requests per second from client "
+                          f"{client!r}; slow down and retry")
+            return
+        state = scope.setdefault("state", {})
+        state.update(toolkeeper_client=client, toolkeeper_via=via, toolkeeper_session=secret)
+        await self.app(scope, receive, send)
+
+    def _foreign(self, scope: Scope, headers: dict[bytes, bytes], *, bearer: bool
+                 ) -> str | None:
+        """Why the request does not come from this server's address and page, if it does
+        not. A change made with a cookie must name this exact origin (scheme, host and port:
+        another local port is another site); a bearer token cannot ride along cross-site, so
+        an API client need not send one, but a wrong one is refused all the same."""
+        host = headers.get(b"host", b"").decode("latin-1")
+        if _hostname(host) not in self.hosts:
+            return (f"Host {host!r} is not this server's; open it by the address toolkeeper "
+                    "serve printed (DNS-rebinding protection)")
+        origin = headers.get(b"origin")
+        unsafe = scope["method"] not in ("GET", "HEAD", "OPTIONS")
+        if (unsafe and not bearer) or origin is not None:
+            allowed = (f"http://{host}", f"https://{host}")
+            if origin is None or origin.decode("latin-1") not in allowed:
+                return ("cross-origin request refused: a change must come from this server's "
+                        "own page (Origin must be " + allowed[0] + ")")
+        return None
+
+    def _admit(self, client: str) -> bool:
+        now = time.monotonic()
+        left, then = self._buckets.get(client, (float(self.burst), now))
+        left = min(float(self.burst), left + (now - then) * self.rate)
+        if left < 1.0:
+            self._buckets[client] = (left, now)
+            return False
+        self._buckets[client] = (left - 1.0, now)
+        return True
+
+    def _who(self, headers: dict[bytes, bytes]) -> tuple[str | None, str, str]:
+        """(client, how it proved it, the page session's secret)."""
+        if self.token is None:
+            return OPERATOR, "none", ""
+        value = headers.get(b"authorization", b"")
+        if value[:7].lower() == b"bearer ":
+            presented = value[7:].strip()
+            if hmac.compare_digest(presented, self.token):
+                return OPERATOR, "bearer", ""
+            if self.clients is not None:
+                return self.clients.client_for(presented.decode("latin-1")), "bearer", ""
+            return None, "bearer", ""
+        secret = _cookie(headers.get(b"cookie", b""), COOKIE)
+        if secret and self.sessions is not None:
+            return self.sessions.client_for(secret), "cookie", secret
+        return None, "none", ""
+
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+_SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
+                     (b"x-content-type-options", b"nosniff"),
+                     (b"referrer-policy", b"no-referrer")]
+
+
+def _secured(send: Send) -> Send:
+    async def wrapped(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), *_SECURITY_HEADERS]
+        await send(message)
+    return wrapped
+
+
+def _hostname(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _cookie(header: bytes, name: str) -> str:
+    for part in header.decode("latin-1").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return ""
+
+
+async def _refuse(send: Send, status: int, error: str, header: tuple[bytes, bytes],
+                  message: str) -> None:
+    body = json.dumps({"error": error, "message": message}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), header,
+        (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

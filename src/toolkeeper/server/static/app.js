@@ -1,0 +1,28 @@
+// Live updates of the inbox: a stream of change events (resumable: the browser sends
+// Last-Event-ID when it reconnects), each followed by a fresh server-rendered list of cards.
+// Everything works without this script; it only saves reloading the page.
+"use strict";
+(function () {
+  const inbox = document.getElementById("inbox");
+  if (!inbox || !window.EventSource) return;
+  let busy = false, again = false;
+  async function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      const response = await fetch("/fragments/inbox", { credentials: "same-origin", cache: "no-store" });
+      if (response.ok) {
+        const focused = document.activeElement && inbox.contains(document.activeElement) &&
+          document.activeElement.tagName === "INPUT";
+        if (!focused) inbox.innerHTML = await response.text();  // server-rendered, escaped
+        else again = true;
+      }
+    } finally {
+      busy = false;
+      if (again) { again = false; setTimeout(refresh, 300); }
+    }
+  }
+  const events = new EventSource("/api/approvals/events?after=" + encodeURIComponent(inbox.dataset.cursor || "0"));
+  events.addEventListener("approval", refresh);
+  events.addEventListener("open", refresh);
+})();

@@ -1,0 +1,316 @@
+"""The approval page and its JSON API, as Starlette routes over an approval store and an audit
+log: ``web_routes`` for ``toolkeeper serve``, ``WebApprovalHandler`` for an agent loop of your
+own (an approval handler whose ``app()`` is the same page, mountable in any ASGI app).
+
+Who asks is decided by ``TokenGate`` (``request.state.toolkeeper_client``): the operator sees
+and decides everything; a client token sees only its own requests and calls, and decides
+nothing — approving is a person's job, not the agent's.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from ..approval.persisted import PersistedApprovalHandler
+from ..approval.store import SqliteApprovalStore, StoredApproval
+from ..invoke.audit import AuditLog
+from .auth import COOKIE, WebSessions
+from .decide import DecisionError, decide
+from .views import approval_json, audit_json, card, history_row, session_of
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
+__all__ = ["WebApprovalHandler", "web_routes"]
+
+HERE = Path(__file__).resolve().parent
+POLL_S = 0.1
+HEARTBEAT_S = 15.0
+MAX_MESSAGE = 2000
+
+
+def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: WebSessions,
+               *, title: str = "toolkeeper") -> list[BaseRoute]:
+    """The page (``/``, ``/approvals/{id}``, ``/history``, ``/login``) and the API
+    (``/api/approvals…``, ``/api/audit``)."""
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from starlette.responses import (
+        HTMLResponse,
+        JSONResponse,
+        RedirectResponse,
+        StreamingResponse,
+    )
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+
+    def who(request: Request) -> str | None:
+        return getattr(request.state, "toolkeeper_client", None)
+
+    def page(request: Request, name: str, status: int = 200, **values: Any) -> Response:
+        secret = getattr(request.state, "toolkeeper_session", "") or ""
+        html = env.get_template(name).render(title=title, csrf=sessions.csrf(secret)
+                                             if secret else "", **values)
+        return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
+
+    def login_needed(request: Request) -> Response:
+        return page(request, "login.html", status=401)
+
+    async def visible_request(request: Request, client: str) -> StoredApproval | None:
+        stored = await anyio.to_thread.run_sync(store.get, request.path_params["id"])
+        scope = session_of(client)
+        if stored is None or (scope is not None and stored.request.session_id != scope):
+            return None  # another client's request does not exist for this one
+        return stored
+
+    async def pending_cards(client: str) -> tuple[list[dict[str, Any]], int]:
+        def read() -> tuple[list[StoredApproval], int]:
+            cursor = store.last_event()  # read first: a change after it is replayed
+            return store.requests(state="pending", session_id=session_of(client)), cursor
+        listed, cursor = await anyio.to_thread.run_sync(read)
+        return [card(s) for s in reversed(listed)], cursor
+
+    # -- the page ---------------------------------------------------------------------------
+
+    async def inbox(request: Request) -> Response:
+        client = who(request)
+        if client is None:
+            return login_needed(request)
+        cards, cursor = await pending_cards(client)
+        return page(request, "inbox.html", cards=cards, cursor=cursor)
+
+    async def inbox_fragment(request: Request) -> Response:
+        client = who(request)
+        if client is None:
+            return login_needed(request)
+        cards, cursor = await pending_cards(client)
+        return page(request, "cards.html", cards=cards, cursor=cursor)
+
+    async def detail(request: Request) -> Response:
+        client = who(request)
+        if client is None:
+            return login_needed(request)
+        stored = await visible_request(request, client)
+        if stored is None:
+            return page(request, "message.html", status=404, heading="No such request",
+                        text="It does not exist, or it is not yours to see.")
+        return page(request, "detail.html", card=card(stored))
+
+    async def decide_form(request: Request) -> Response:
+        client = who(request)
+        if client is None:
+            return login_needed(request)
+        form = await request.form(max_files=0, max_fields=10)
+        secret = getattr(request.state, "toolkeeper_session", "") or ""
+        if not sessions.csrf_ok(secret, str(form.get("csrf", ""))):
+            return page(request, "message.html", status=403, heading="Refused",
+                        text="The form is stale or came from elsewhere (CSRF check). Reload "
+                             "the page and decide again.")
+        choice = str(form.get("decision", ""))
+        try:
+            await decide(store, audit, client, request.path_params["id"], choice,
+                         message=str(form.get("message", ""))[:MAX_MESSAGE],
+                         digest=str(form.get("digest", "")), approver=f"web:{client}")
+        except DecisionError as exc:
+            return page(request, "message.html", status=exc.status, heading="Not decided",
+                        text=str(exc))
+        return RedirectResponse("/", status_code=303)
+
+    async def history(request: Request) -> Response:
+        client = who(request)
+        if client is None:
+            return login_needed(request)
+        filters = _audit_filters(request, client)
+        entries = await anyio.to_thread.run_sync(lambda: _query(audit, filters))
+        return page(request, "history.html", rows=[history_row(e) for e in entries],
+                    filters={k: request.query_params.get(k, "") for k in
+                             ("tool", "status", "session", "since")})
+
+    async def login(request: Request) -> Response:
+        code = request.query_params.get("code", "")
+        secret = await anyio.to_thread.run_sync(sessions.redeem, code) if code else None
+        if secret is None:
+            return page(request, "message.html", status=401, heading="Login link used or "
+                        "expired", text="Each login link works once, for 15 minutes. Use the "
+                        "one toolkeeper serve printed at its last start, or make a new one "
+                        "with: toolkeeper approvals login-url")
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, secret, httponly=True, samesite="strict", path="/",
+                            secure=request.url.scheme == "https", max_age=7 * 24 * 3600)
+        return response
+
+    async def logout(request: Request) -> Response:
+        secret = getattr(request.state, "toolkeeper_session", "") or ""
+        form = await request.form(max_files=0, max_fields=2)
+        if secret and sessions.csrf_ok(secret, str(form.get("csrf", ""))):
+            await anyio.to_thread.run_sync(sessions.logout, secret)
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    # -- the API ----------------------------------------------------------------------------
+
+    def api_error(status: int, error: str, message: str) -> Response:
+        return JSONResponse({"error": error, "message": message}, status_code=status)
+
+    async def api_list(request: Request) -> Response:
+        client = who(request) or ""
+        state = request.query_params.get("state") or None
+        listed = await anyio.to_thread.run_sync(
+            lambda: store.requests(state=state, session_id=session_of(client)))
+        return JSONResponse({"approvals": [approval_json(s) for s in listed]})
+
+    async def api_get(request: Request) -> Response:
+        stored = await visible_request(request, who(request) or "")
+        if stored is None:
+            return api_error(404, "not_found", f"no approval request "
+                             f"{request.path_params['id']!r} visible to this token")
+        return JSONResponse(approval_json(stored))
+
+    async def api_decide(request: Request) -> Response:
+        client = who(request) or ""
+        if getattr(request.state, "toolkeeper_via", "") == "cookie":
+            secret = getattr(request.state, "toolkeeper_session", "") or ""
+            if not sessions.csrf_ok(secret, request.headers.get("x-csrf-token", "")):
+                return api_error(403, "csrf", "send the page's CSRF token as X-CSRF-Token")
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return api_error(400, "bad_request", 'send JSON: {"decision": "approve"|"deny", '
+                             '"message": "...", "scope": "once"|"session"}')
+        choice = str(body.get("decision", ""))
+        if body.get("scope") == "session" and choice == "approve":
+            choice = "approve_session"
+        try:
+            stored = await decide(store, audit, client, request.path_params["id"], choice,
+                                  message=str(body.get("message", ""))[:MAX_MESSAGE],
+                                  digest=body.get("args_digest"), approver=f"api:{client}")
+        except DecisionError as exc:
+            return api_error(exc.status, exc.code, str(exc))
+        return JSONResponse(approval_json(stored))
+
+    async def api_events(request: Request) -> Response:
+        client = who(request) or ""
+        scope = session_of(client)
+        start = request.headers.get("last-event-id") or request.query_params.get("after")
+        try:
+            after = int(start) if start is not None else None
+        except ValueError:
+            return api_error(400, "bad_request", "Last-Event-ID / after must be an integer")
+        if after is None:  # from now on
+            after = await anyio.to_thread.run_sync(store.last_event)
+
+        async def stream() -> Any:
+            nonlocal after
+            quiet = 0.0
+            yield "retry: 1000\n\n"
+            while not await request.is_disconnected():
+                events = await anyio.to_thread.run_sync(
+                    partial(store.events, after or 0, session_id=scope))
+                for seq, request_id, state in events:
+                    after = seq
+                    data = json.dumps({"id": request_id, "state": state})
+                    yield f"id: {seq}\nevent: approval\ndata: {data}\n\n"
+                if events:
+                    quiet = 0.0
+                    continue
+                await anyio.sleep(POLL_S)
+                quiet += POLL_S
+                if quiet >= HEARTBEAT_S:
+                    quiet = 0.0
+                    yield ": keep-alive\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store",
+                                          "x-accel-buffering": "no"})
+
+    async def api_audit(request: Request) -> Response:
+        filters = _audit_filters(request, who(request) or "")
+        entries = await anyio.to_thread.run_sync(lambda: _query(audit, filters))
+        return JSONResponse({"entries": [audit_json(e) for e in entries]})
+
+    return [
+        Route("/", inbox), Route("/fragments/inbox", inbox_fragment),
+        Route("/approvals/{id}", detail), Route("/approvals/{id}/decide", decide_form,
+                                                methods=["POST"]),
+        Route("/history", history), Route("/login", login),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/api/approvals", api_list), Route("/api/approvals/events", api_events),
+        Route("/api/approvals/{id}", api_get),
+        Route("/api/approvals/{id}/decision", api_decide, methods=["POST"]),
+        Route("/api/audit", api_audit),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+
+def _audit_filters(request: Request, client: str) -> dict[str, Any]:
+    params = request.query_params
+    session = params.get("session") or None
+    own = session_of(client)
+    if own is not None:
+        session = own  # a client sees its own calls only
+    try:
+        since = float(params["since"]) if params.get("since") else None
+        limit = min(max(int(params.get("limit", 200)), 1), 1000)
+    except ValueError:
+        since, limit = None, 200
+    return {"tool": params.get("tool") or None, "status": params.get("status") or None,
+            "session_id": session, "since": since, "limit": limit}
+
+
+def _query(audit: AuditLog | None, filters: dict[str, Any]) -> list[Any]:
+    if audit is None:
+        return []
+    since = filters.pop("since", None)
+    entries = audit.query(**filters)
+    return [e for e in entries if since is None or e.ts >= since]
+
+
+class WebApprovalHandler(PersistedApprovalHandler):
+    """An approval handler whose requests a person answers on a web page.
+
+    Requests are stored in ``store`` (so they survive restarts) and each call waits up to
+    ``wait_s`` for a decision made on the page, the API or ``toolkeeper approvals``. Mount
+    ``handler.app(token=...)`` in your ASGI app (or serve it with uvicorn) and open the URL of
+    ``handler.login_url(base)``::
+
+        handler = WebApprovalHandler(SqliteApprovalStore("approvals.db"), wait_s=50)
+        invoker = ToolInvoker(tools, handler)
+        app.mount("/approvals", handler.app(token=os.environ["APPROVAL_TOKEN"]))
+    """
+
+    def __init__(self, store: SqliteApprovalStore, *, wait_s: float = 50.0,
+                 poll_s: float = 0.1, audit: AuditLog | None = None) -> None:
+        super().__init__(store, wait_s=wait_s, poll_s=poll_s)
+        self.audit = audit
+        self.sessions = WebSessions(store.db.path)
+
+    def login_url(self, base: str) -> str:
+        """A one-time URL that logs a browser in (valid 15 minutes)."""
+        return f"{base.rstrip('/')}/login?code={self.sessions.login_code()}"
+
+    def app(self, *, token: str | None, hosts: tuple[str, ...] = ("127.0.0.1", "localhost",
+                                                                   "::1")) -> Any:
+        """The page and API as an ASGI app, behind the same gate as ``toolkeeper serve``'s
+        (bearer ``token`` for the API, the login cookie for the page, Host/Origin checks)."""
+        from starlette.applications import Starlette
+
+        from .gate import TokenGate
+
+        inner = Starlette(routes=web_routes(self.store, self.audit,  # type: ignore[arg-type]
+                                            self.sessions))
+        return TokenGate(inner, token, sessions=self.sessions, hosts=hosts,
+                         protected=("/api",))
+
