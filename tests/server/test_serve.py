@@ -94,6 +94,7 @@ def test_a_new_token_is_stored_for_the_owner_only_and_printed_once(tmp_path: Pat
     proc, _ = _start(tmp_path, token=None)
     try:
         assert proc.stdout is not None
+        assert "/login?code=" in proc.stdout.readline()  # the page's one-time link
         snippet = proc.stdout.readline()
         token_file = tmp_path / "state" / "token"
         token = token_file.read_text().strip()
@@ -105,6 +106,7 @@ def test_a_new_token_is_stored_for_the_owner_only_and_printed_once(tmp_path: Pat
     again, _ = _start(tmp_path, token=None)
     try:
         assert again.stdout is not None
+        again.stdout.readline()
         assert token not in again.stdout.readline()  # a stored token is not printed again
     finally:
         again.send_signal(signal.SIGINT)
