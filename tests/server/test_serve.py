@@ -51,7 +51,7 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 
 def _client(url: str, token: str = TOKEN) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     return Client(streamable_http_client(f"{url}/mcp", http_client=http))
 
 

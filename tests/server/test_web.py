@@ -87,7 +87,7 @@ def test_the_login_link_works_once_and_the_page_needs_it(served: tuple[str, str]
     page = browser.get("/")
     assert page.status_code == 200 and "Waiting for a decision" in page.text
     for header, value in (("x-frame-options", "DENY"), ("x-content-type-options", "nosniff"),
-                          ("referrer-policy", "no-referrer")):
+                          ("referrer-policy", "same-origin")):
         assert page.headers[header] == value
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import socket
 import sys
+import threading
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,10 +88,12 @@ def serve(
     token, source = operator_token(state_dir) if auth == "token" else (None, "none")
     clients = ClientTokens(state_dir / "toolkeeper.db")
     sessions = WebSessions(state_dir / "toolkeeper.db")
+    stopping = threading.Event()
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
-                     rate_limit=rate_limit, gateway=gateway, sessions=sessions)
+                     rate_limit=rate_limit, gateway=gateway, sessions=sessions,
+                     stopping=stopping)
     login = sessions.login_code() if token is not None else None
-    _listen(app, host, port, token, source, state_dir, gateway, invoker, login)
+    _listen(app, host, port, token, source, state_dir, gateway, invoker, login, stopping)
 
 
 def _gateway(settings: ToolkeeperConfig | None, state_dir: Path) -> MCPGateway | None:
@@ -131,7 +134,8 @@ def _invoker(targets: list[str], state_dir: Path, workspace: Path,
 
 
 def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path,
-            gateway: MCPGateway | None, invoker: ToolInvoker, login: str | None) -> None:
+            gateway: MCPGateway | None, invoker: ToolInvoker, login: str | None,
+            stopping: threading.Event) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -139,7 +143,13 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)  # connections queue from here on, before the server loop starts
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            stopping.set()  # the page's event streams end, so requests in flight can finish
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                   timeout_graceful_shutdown=10))
 
     async def run() -> None:
         async with AsyncExitStack() as stack:

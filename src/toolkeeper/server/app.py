@@ -4,6 +4,7 @@ any replica can answer any request), the approval page at ``/`` and its JSON API
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from ..approval.store import SqliteApprovalStore
@@ -20,9 +21,9 @@ __all__ = ["LOOPBACK", "TokenGate", "create_app"]
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
                clients: ClientTokens | None = None, skills: Sequence[Skill] = (),
-               rate_limit: float = 50.0, max_body_bytes: int = 4 << 20,
-               gateway: MCPGateway | None = None, sessions: WebSessions | None = None
-               ) -> TokenGate:
+               rate_limit: float = 50.0, max_body_bytes: int = 8 << 20,
+               gateway: MCPGateway | None = None, sessions: WebSessions | None = None,
+               stopping: threading.Event | None = None) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
@@ -43,7 +44,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     routes: list[BaseRoute] = [Route("/healthz", healthz)]
     store = invoker.approvals.store
     if sessions is not None and isinstance(store, SqliteApprovalStore):
-        routes += web_routes(store, invoker.audit, sessions)
+        routes += web_routes(store, invoker.audit, sessions, stopping=stopping)
     server = mcp_server(invoker, skills=skills, gateway=gateway)
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,

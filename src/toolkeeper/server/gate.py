@@ -32,7 +32,7 @@ class TokenGate:
     - Every other path (the page): a ``Host`` that is not one of ``hosts`` is refused (DNS
       rebinding; the SDK checks ``/mcp`` itself), a state-changing request whose ``Origin`` is
       not exactly this server's is refused, and every answer carries a strict
-      Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff`` and ``no-referrer``.
+      Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff`` and ``Referrer-Policy: same-origin``.
     - A token bucket of ``rate`` requests per second per client.
     """
 
@@ -132,7 +132,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 _SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
                      (b"x-content-type-options", b"nosniff"),
-                     (b"referrer-policy", b"no-referrer")]
+                     (b"referrer-policy", b"same-origin")]
 
 
 def _secured(send: Send) -> Send:

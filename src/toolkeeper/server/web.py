@@ -10,6 +10,7 @@ nothing — approving is a person's job, not the agent's.
 from __future__ import annotations
 
 import json
+import threading
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,9 +39,12 @@ MAX_MESSAGE = 2000
 
 
 def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: WebSessions,
-               *, title: str = "toolkeeper") -> list[BaseRoute]:
+               *, title: str = "toolkeeper", stopping: threading.Event | None = None
+               ) -> list[BaseRoute]:
     """The page (``/``, ``/approvals/{id}``, ``/history``, ``/login``) and the API
-    (``/api/approvals…``, ``/api/audit``)."""
+    (``/api/approvals…``, ``/api/audit``). Event streams end when ``stopping`` is set (the
+    server is shutting down; browsers reconnect and resume from their last event)."""
+    stopping = stopping or threading.Event()
     from jinja2 import Environment, FileSystemLoader, select_autoescape
     from starlette.responses import (
         HTMLResponse,
@@ -216,7 +220,7 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
             nonlocal after
             quiet = 0.0
             yield "retry: 1000\n\n"
-            while not await request.is_disconnected():
+            while not stopping.is_set() and not await request.is_disconnected():
                 events = await anyio.to_thread.run_sync(
                     partial(store.events, after or 0, session_id=scope))
                 for seq, request_id, state in events:
