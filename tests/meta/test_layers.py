@@ -38,6 +38,7 @@ LAZY = {
     "httpx2": "the MCP SDK's HTTP client (see mcp): for an upstream MCP server over HTTP",
     "uvicorn": "the HTTP server: loaded when `serve` listens",
     "starlette": "the HTTP app: loaded when `serve` builds it",
+    "jinja2": "the approval page's templates: loaded when `serve` builds the page",
 }
 MAX_LINES = 500
 

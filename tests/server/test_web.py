@@ -205,3 +205,61 @@ async def test_the_event_stream_resumes_from_the_last_event_id(served: tuple[str
                json={"decision": "deny"})
     (decided,) = await read_events({"Last-Event-ID": str(created[0])}, 1)
     assert decided[1] == {"id": first, "state": "denied"} and decided[0] > created[0]
+
+
+async def test_web_approval_handler_serves_the_same_page_in_an_app_of_your_own(
+        tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    import uvicorn
+
+    from toolkeeper import ToolInvoker, ToolRisk, tool
+    from toolkeeper.approval import SqliteApprovalStore
+    from toolkeeper.core.call import ToolCall
+    from toolkeeper.server import WebApprovalHandler
+
+    ran: list[str] = []
+
+    @tool(risk=ToolRisk.CRITICAL)
+    def pay(amount: int) -> str:
+        """Pay someone."""
+        ran.append(f"paid {amount}")
+        return f"paid {amount}"
+
+    handler = WebApprovalHandler(SqliteApprovalStore(tmp_path / "a.db"), wait_s=20,
+                                 poll_s=0.02)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(handler.app(token="lib-token"), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        invoker = ToolInvoker([pay], handler)
+
+        async def approve_when_listed() -> None:
+            async with httpx.AsyncClient(base_url=url, headers=_bearer("lib-token")) as http:
+                with anyio.fail_after(15):
+                    while True:
+                        listed = (await http.get("/api/approvals?state=pending")).json()
+                        if listed.get("approvals"):
+                            break
+                        await anyio.sleep(0.05)
+                (request,) = listed["approvals"]
+                assert request["arguments"] == {"amount": 7}
+                decided = await http.post(f"/api/approvals/{request['id']}/decision",
+                                          json={"decision": "approve"})
+                assert decided.status_code == 200
+
+        async with invoker.open_session() as session, anyio.create_task_group() as group:
+            group.start_soon(approve_when_listed)
+            result = await invoker.invoke(ToolCall(id="c", name="pay", arguments={"amount": 7}),
+                                          session=session)
+        assert result.ok and ran == ["paid 7"]
+        page = httpx.get(handler.login_url(url), follow_redirects=True)
+        assert page.status_code == 200 and "Waiting for a decision" in page.text
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)

@@ -23,6 +23,7 @@ from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import COOKIE, WebSessions
 from .decide import DecisionError, decide
+from .gate import TokenGate
 from .views import approval_json, audit_json, card, history_row, session_of
 
 if TYPE_CHECKING:
@@ -310,8 +311,6 @@ class WebApprovalHandler(PersistedApprovalHandler):
         """The page and API as an ASGI app, behind the same gate as ``toolkeeper serve``'s
         (bearer ``token`` for the API, the login cookie for the page, Host/Origin checks)."""
         from starlette.applications import Starlette
-
-        from .gate import TokenGate
 
         inner = Starlette(routes=web_routes(self.store, self.audit,  # type: ignore[arg-type]
                                             self.sessions))
