@@ -129,7 +129,8 @@ def _invoker(targets: list[str], state_dir: Path, workspace: Path,
         tools += default_tools(SecurityPolicy(workspace=workspace))
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = state_dir / "toolkeeper.db"
-    handler = PersistedApprovalHandler(SqliteApprovalStore(db), wait_s=approval_wait)
+    handler = PersistedApprovalHandler(SqliteApprovalStore(db), wait_s=approval_wait,
+                                       poll_s=0.05)
     return ToolInvoker(Toolbox(tools), handler, policy=policy, audit=SqliteAuditLog(db))
 
 

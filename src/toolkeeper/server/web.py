@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["WebApprovalHandler", "web_routes"]
 
 HERE = Path(__file__).resolve().parent
-POLL_S = 0.1
+POLL_S = 0.05
 HEARTBEAT_S = 15.0
 MAX_MESSAGE = 2000
 

@@ -1,0 +1,151 @@
+"""Benchmark: how fast a person sees and answers an approval request on the page.
+
+A real ``toolkeeper serve`` process (SQLite state) serves one critical tool that records the
+moment it starts. An official-SDK MCP client calls it; the approval page is open in Debian's
+chromium (Playwright). Per request:
+
+- card: from the client sending ``tools/call`` to the card being in the page's DOM (the live
+  event stream, then the server-rendered cards);
+- click → start: from the click on Approve to the tool starting (form POST, the decision in
+  SQLite, the waiting call noticing it).
+
+Then the server is killed (-9) and started again on the same port, and the same open page (its
+event stream reconnects with Last-Event-ID) is measured again.
+
+    python benchmarks/bench_approval.py [--requests 50] [--after-restart 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+TOOLS = '''
+import time
+from pathlib import Path
+from toolkeeper import ToolRisk, tool
+
+@tool(risk=ToolRisk.CRITICAL)
+def launch(n: int) -> str:
+    """Launch run n."""
+    with Path(__file__).with_name("starts").open("a") as log:
+        log.write(f"{n} {time.time()}\\n")
+    return f"launched {n}"
+'''
+TOKEN = "bench-token-0123456789"
+CHROMIUM = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _serve(work: Path, port: int) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", str(work / "tools.py"), "--no-builtins",
+         "--port", str(port), "--state-dir", str(work / "state"), "--approval-wait", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "TOOLKEEPER_TOKEN": TOKEN})
+    assert proc.stdout is not None
+    lines = []
+    for _ in range(2):
+        select.select([proc.stdout], [], [], 60)
+        lines.append(proc.stdout.readline())
+    return proc, lines[1].split()[2]
+
+
+def _call(url: str, n: int, done: list[Any]) -> None:
+    async def run() -> None:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+            done.append(await client.call_tool("launch", {"n": n}))
+    anyio.run(run)
+
+
+def _starts(work: Path) -> dict[int, float]:
+    path = work / "starts"
+    if not path.exists():
+        return {}
+    return {int(a): float(b) for a, b in (line.split() for line in path.read_text().splitlines())}
+
+
+def _measure(page: Any, url: str, work: Path, first: int, count: int
+             ) -> tuple[list[float], list[float]]:
+    cards, clicks = [], []
+    for n in range(first, first + count):
+        done: list[Any] = []
+        sent = time.time()
+        thread = threading.Thread(target=_call, args=(url, n, done), daemon=True)
+        thread.start()
+        page.wait_for_selector("article.card", timeout=30000)
+        cards.append(time.time() - sent)
+        clicked = time.time()
+        page.click("article.card button.approve")
+        thread.join(timeout=60)
+        assert done and not done[0].is_error, done
+        clicks.append(_starts(work)[n] - clicked)
+        page.wait_for_selector("#empty", timeout=30000)
+    return cards, clicks
+
+
+def _row(name: str, values: list[float]) -> str:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return (f"| {name} | {len(values)} | {statistics.median(values) * 1000:,.0f} | "
+            f"{p95 * 1000:,.0f} |")
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--after-restart", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
+        work = Path(tmp)
+        (work / "tools.py").write_text(TOOLS)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        proc, login = _serve(work, port)
+        url = f"http://127.0.0.1:{port}"
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM)
+        page = browser.new_page()
+        page.goto(login)
+        _measure(page, url, work, -1, 1)  # warm-up: the client's first import and connection
+        cards, clicks = _measure(page, url, work, 0, args.requests)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc, _ = _serve(work, port)
+        try:
+            cards_after, clicks_after = _measure(page, url, work, 10_000, args.after_restart)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+            browser.close()
+    print(f"Python {sys.version.split()[0]}, chromium headless, SQLite state, loopback\n")
+    print("| measurement | requests | p50 ms | p95 ms |")
+    print("|---|---:|---:|---:|")
+    print(_row("tools/call → card in the page", cards))
+    print(_row("click Approve → tool starts", clicks))
+    print(_row("after a restart (kill -9): tools/call → card", cards_after))
+    print(_row("after a restart (kill -9): click → tool starts", clicks_after))
+
+
+if __name__ == "__main__":
+    main()
