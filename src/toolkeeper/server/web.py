@@ -220,7 +220,7 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         async def stream() -> Any:
             nonlocal after
             quiet = 0.0
-            yield "retry: 1000\n\n"
+            yield "retry: 250\n\n"  # reconnect soon after a restart
             while not stopping.is_set() and not await request.is_disconnected():
                 events = await anyio.to_thread.run_sync(
                     partial(store.events, after or 0, session_id=scope))
