@@ -45,26 +45,11 @@ def _config() -> Any:
 
 
 def upstream() -> None:
-    """The upstream process: a bare SDK server over stdio."""
-    import mcp_types as types
-    from mcp.server.lowlevel.server import Server
+    """The upstream process: bench_mcp's bare SDK server (the same add), over stdio."""
+    from bench_mcp import _bare
     from mcp.server.stdio import stdio_server
 
-    tool = types.Tool(name="add", description="Add two integers.", input_schema={
-        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"]}, output_schema={
-        "type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]})
-
-    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
-
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        args = params.arguments or {}
-        total = args["a"] + args["b"]
-        return types.CallToolResult(content=[types.TextContent(text=str(total))],
-                                    structured_content={"result": total})
-
-    server = Server("upstream", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = _bare()
 
     async def run() -> None:
         async with stdio_server() as (read, write):

@@ -87,19 +87,15 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
 
     # -- the page ---------------------------------------------------------------------------
 
-    async def inbox(request: Request) -> Response:
-        client = who(request)
-        if client is None:
-            return login_needed(request)
-        cards, cursor = await pending_cards(client)
-        return page(request, "inbox.html", cards=cards, cursor=cursor)
-
-    async def inbox_fragment(request: Request) -> Response:
-        client = who(request)
-        if client is None:
-            return login_needed(request)
-        cards, cursor = await pending_cards(client)
-        return page(request, "cards.html", cards=cards, cursor=cursor)
+    def inbox_view(template: str) -> Any:
+        """The pending cards as a whole page, or only the cards (what the script fetches)."""
+        async def view(request: Request) -> Response:
+            client = who(request)
+            if client is None:
+                return login_needed(request)
+            cards, cursor = await pending_cards(client)
+            return page(request, template, cards=cards, cursor=cursor)
+        return view
 
     async def detail(request: Request) -> Response:
         client = who(request)
@@ -247,7 +243,8 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         return JSONResponse({"entries": [audit_json(e) for e in entries]})
 
     return [
-        Route("/", inbox), Route("/fragments/inbox", inbox_fragment),
+        Route("/", inbox_view("inbox.html")),
+        Route("/fragments/inbox", inbox_view("cards.html")),
         Route("/approvals/{id}", detail), Route("/approvals/{id}/decide", decide_form,
                                                 methods=["POST"]),
         Route("/history", history), Route("/login", login),
