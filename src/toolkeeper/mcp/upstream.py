@@ -9,6 +9,7 @@ import math
 import os
 import re
 import time
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -99,7 +100,9 @@ class Upstream:
             # own task group must open and close inside this one scope).
             with anyio.CancelScope(deadline=anyio.current_time()
                                    + self.config.connect_timeout_s) as scope:
-                async with Client(self._transport(), mode="legacy", cache=None) as client:
+                async with AsyncExitStack() as stack:
+                    client = await stack.enter_async_context(
+                        Client(await self._transport(stack), mode="legacy", cache=None))
                     scope.deadline = math.inf
                     self._client, self._drop, self._error = client, drop, None
                     self._failures = 0
@@ -132,7 +135,8 @@ class Upstream:
         if self._drop is not None:
             self._drop.set()
 
-    def _transport(self) -> Any:
+    async def _transport(self, stack: AsyncExitStack) -> Any:
+        """The transport to the server; what it opens is closed with ``stack``."""
         cfg = self.config
         if cfg.url is not None:
             import httpx2
@@ -141,7 +145,8 @@ class Upstream:
             headers = {k: expand(v, f"mcp server '{cfg.name}' header {k}")
                        for k, v in cfg.headers.items()}
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
-            http = httpx2.AsyncClient(headers=headers, timeout=timeout)
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers,
+                                                                      timeout=timeout))
             return streamable_http_client(cfg.url, http_client=http)
         from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
