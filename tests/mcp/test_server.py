@@ -68,7 +68,7 @@ async def test_a_real_server_process_over_stdio(tmp_path: Path) -> None:
         names = [t.name for t in (await client.list_tools()).tools]
         added = await client.call_tool("add", {"a": 2, "b": 3})
         refused = await client.call_tool("delete_everything", {"path": "/"})
-    assert names == ["add", "delete_everything"]
+    assert names == ["add", "crunch", "delete_everything", "grow"]
     assert added.structured_content == {"result": 5} and not added.is_error
     assert refused.is_error and "needs approval" in refused.content[0].text
     assert log.read_text() == "add\n"  # the denied tool never ran
@@ -255,3 +255,34 @@ async def test_no_path_but_the_invoker_runs_a_tool(monkeypatch: pytest.MonkeyPat
         await client.call_tool("forecast", {"days": 2})
     assert invokes == ["forecast", "wipe", "forecast"]
     assert runs == [("forecast", True)]  # one ran, inside the door; the others were refused
+
+
+async def test_progress_cancellation_and_change_notifications_over_stdio(tmp_path: Path) -> None:
+    import anyio
+    import mcp_types as types
+
+    log = tmp_path / "calls.log"
+    params = StdioServerParameters(command=sys.executable,
+                                   args=[str(HERE / "stdio_server.py"), str(log)])
+    seen: list[float] = []
+    told = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    async with Client(params, mode="legacy", message_handler=on_message) as client:
+        done = await client.call_tool("crunch", {"steps": 3}, progress_callback=on_progress)
+        with anyio.move_on_after(1):
+            await client.call_tool("crunch", {"steps": 4})
+        await client.call_tool("grow", {})
+        with anyio.fail_after(10):
+            await told.wait()
+        names = [t.name for t in (await client.list_tools()).tools]
+        await anyio.sleep(0.5)
+    assert done.content[0].text == "crunched" and seen == [1, 2, 3]
+    assert "late" in names
+    assert log.read_text() == "crunch\n"  # the cancelled call never finished
