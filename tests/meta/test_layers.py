@@ -39,6 +39,8 @@ LAZY = {
     "uvicorn": "the HTTP server: loaded when `serve` listens",
     "starlette": "the HTTP app: loaded when `serve` builds it",
     "jinja2": "the approval page's templates: loaded when `serve` builds the page",
+    "psycopg": "the postgres extra: loaded when a store is opened by a postgresql:// URL",
+    "psycopg_pool": "the postgres extra (see psycopg)",
 }
 MAX_LINES = 500
 

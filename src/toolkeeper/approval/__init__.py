@@ -8,7 +8,7 @@ from .handlers import (
 )
 from .models import ApprovalDecision, ApprovalRequest, args_digest
 from .persisted import PersistedApprovalHandler
-from .store import ApprovalStore, SqliteApprovalStore, StoredApproval
+from .store import ApprovalStore, PostgresApprovalStore, SqliteApprovalStore, StoredApproval
 
 __all__ = [
     "ApprovalDecision",
@@ -19,6 +19,7 @@ __all__ = [
     "CallbackApprovalHandler",
     "CliApprovalHandler",
     "PersistedApprovalHandler",
+    "PostgresApprovalStore",
     "SqliteApprovalStore",
     "StoredApproval",
     "args_digest",

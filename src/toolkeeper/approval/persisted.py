@@ -34,11 +34,17 @@ class PersistedApprovalHandler:
 
     async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision:
         """The decision, or ``pending`` when none arrived within ``wait_s``."""
+        listen = getattr(self.store, "wait_for_change", None)
+        shared = bool(getattr(self.store, "_pg", False))
         with anyio.move_on_after(wait_s):
             while True:
                 stored = await anyio.to_thread.run_sync(self.store.get, request_id)
                 if stored is not None and stored.decision is not None:
                     return stored.decision
-                await anyio.sleep(self.poll_s)
+                if shared and listen is not None:  # a NOTIFY from any replica wakes it;
+                    # it re-reads at least every second (a lost notification only delays)
+                    await anyio.to_thread.run_sync(listen, 1.0, abandon_on_cancel=True)
+                else:
+                    await anyio.sleep(self.poll_s)
         return ApprovalDecision(request_id=request_id, outcome="pending",
                                 message="waiting for a decision")

@@ -53,6 +53,14 @@ class SqliteFile:
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite store {self.path}: {exc}") from exc
 
+    def script(self, schema: str) -> None:
+        """Create what ``schema`` creates (``IF NOT EXISTS`` statements)."""
+        with self._lock:
+            try:
+                self._conn.executescript(schema)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

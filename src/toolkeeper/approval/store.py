@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..errors import StoreError
 from .models import ApprovalDecision, ApprovalRequest
-from .sqlite import SqliteFile
+from .pg import CHANNEL, PgDatabase, is_url, open_database
 
-__all__ = ["ApprovalStore", "FindsOpen", "SqliteApprovalStore", "StoredApproval"]
+__all__ = ["ApprovalStore", "FindsOpen", "PostgresApprovalStore", "SqliteApprovalStore",
+           "StoredApproval"]
 
 DENIAL_HOLDS_S = 600.0
 """How long a denial answers the same call made again before it is asked anew."""
@@ -82,7 +84,25 @@ class SqliteApprovalStore:
     """
 
     def __init__(self, path: str | Path) -> None:
-        self.db = SqliteFile(path, _SCHEMA)
+        self.db = open_database(path, _SCHEMA, "approvals")
+        self._pg = isinstance(self.db, PgDatabase)
+
+    def _changed(self, conn: Any, now: float, request_id: str) -> None:
+        """Record a change for the event stream, in the same transaction. On PostgreSQL the
+        events are serialized (so cursors only grow in commit order) and announced."""
+        if self._pg:
+            conn.execute("SELECT pg_advisory_xact_lock(7262349)")
+        conn.execute(_EVENT, (now, request_id))
+        if self._pg:
+            conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, request_id))
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until some request changes (PostgreSQL: a notification from any replica) or
+        ``timeout`` passes; on SQLite, just sleep (the caller re-reads either way)."""
+        if isinstance(self.db, PgDatabase):
+            return self.db.wait_for_notify(timeout)
+        time.sleep(timeout)
+        return False
 
     def create(self, request: ApprovalRequest) -> None:
         now = time.time()
@@ -92,7 +112,7 @@ class SqliteApprovalStore:
                 "VALUES (?, ?, ?, ?, 'pending', ?)",
                 (request.id, request.session_id, request.tool, request.model_dump_json(), now),
             )
-            conn.execute(_EVENT, (now, request.id))
+            self._changed(conn, now, request.id)
 
     def get(self, request_id: str) -> StoredApproval | None:
         rows = self.db.query("SELECT request, state, decision, result FROM approvals WHERE id = ?",
@@ -102,7 +122,7 @@ class SqliteApprovalStore:
         request, state, decision, result = rows[0]
         return StoredApproval(
             request=ApprovalRequest.model_validate_json(str(request)),
-            state=state,  # type: ignore[arg-type]
+            state=state,
             decision=ApprovalDecision.model_validate_json(str(decision)) if decision else None,
             result=json.loads(str(result)) if result else None,
         )
@@ -116,8 +136,8 @@ class SqliteApprovalStore:
                 (state, decision.model_dump_json(), time.time(), decision.request_id),
             )
             if cursor.rowcount == 1:
-                conn.execute(_EVENT, (time.time(), decision.request_id))
-            return cursor.rowcount == 1
+                self._changed(conn, time.time(), decision.request_id)
+            return bool(cursor.rowcount == 1)
 
     def claim(self, request_id: str) -> bool:
         with self.db.transaction() as conn:
@@ -125,8 +145,8 @@ class SqliteApprovalStore:
                 "UPDATE approvals SET state = 'executing', updated_at = ? "
                 "WHERE id = ? AND state = 'approved'", (time.time(), request_id))
             if cursor.rowcount == 1:
-                conn.execute(_EVENT, (time.time(), request_id))
-            return cursor.rowcount == 1
+                self._changed(conn, time.time(), request_id)
+            return bool(cursor.rowcount == 1)
 
     def complete(self, request_id: str, result: dict[str, Any]) -> None:
         with self.db.transaction() as conn:
@@ -135,7 +155,7 @@ class SqliteApprovalStore:
                 "WHERE id = ? AND state = 'executing'",
                 (json.dumps(result, default=str), time.time(), request_id))
             if cursor.rowcount == 1:
-                conn.execute(_EVENT, (time.time(), request_id))
+                self._changed(conn, time.time(), request_id)
 
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:
         if session_id is None:
@@ -191,3 +211,15 @@ class SqliteApprovalStore:
         """The cursor of the newest change (0 when there is none)."""
         rows = self.db.query("SELECT COALESCE(MAX(seq), 0) FROM approval_events")
         return int(str(rows[0][0]))
+
+
+class PostgresApprovalStore(SqliteApprovalStore):
+    """The same store on PostgreSQL (``postgresql://…``; install ``toolkeeper[postgres]``),
+    shared by every replica: a claim is one conditional ``UPDATE`` (the row lock makes exactly
+    one replica win), and every change is announced with ``NOTIFY`` so waiting calls on other
+    replicas wake at once."""
+
+    def __init__(self, url: str) -> None:
+        if not is_url(url):
+            raise StoreError(f"PostgresApprovalStore needs a postgresql:// URL, got {url!r}")
+        super().__init__(url)

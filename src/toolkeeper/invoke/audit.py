@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..approval.sqlite import SqliteFile
+from ..approval.pg import open_database
 from ..guardrails.builtin import SecretRedactor
 
 __all__ = ["AuditEntry", "AuditLog", "SqliteAuditLog", "redact_arguments"]
@@ -79,7 +79,7 @@ class SqliteAuditLog:
     """The audit table in a SQLite file (``toolkeeper.db`` by default, shared with approvals)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.db = SqliteFile(path, _SCHEMA)
+        self.db = open_database(path, _SCHEMA, "audit")
 
     def record(self, entry: AuditEntry) -> None:
         row = asdict(entry)
@@ -104,10 +104,10 @@ class SqliteAuditLog:
             "SELECT ts, call_id, session_id, tool, args_digest, arguments, status, error_code, "
             f"duration_ms, approval_id, decision, approver FROM audit {where} "
             "ORDER BY seq DESC LIMIT ?", (*params, limit))
-        return [AuditEntry(ts=float(r[0]), call_id=str(r[1]), session_id=str(r[2]), tool=str(r[3]),  # type: ignore[arg-type]
+        return [AuditEntry(ts=float(r[0]), call_id=str(r[1]), session_id=str(r[2]), tool=str(r[3]),
                            args_digest=str(r[4]), arguments=json.loads(str(r[5])), status=str(r[6]),
-                           error_code=r[7], duration_ms=float(r[8]), approval_id=r[9],  # type: ignore[arg-type]
-                           decision=r[10], approver=r[11])  # type: ignore[arg-type]
+                           error_code=r[7], duration_ms=float(r[8]), approval_id=r[9],
+                           decision=r[10], approver=r[11])
                 for r in rows]
 
 

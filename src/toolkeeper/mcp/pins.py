@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..approval.sqlite import SqliteFile
+from ..approval.pg import open_database
 
 __all__ = ["Pin", "SqlitePins", "fingerprint"]
 
@@ -64,7 +64,7 @@ class SqlitePins:
     """Pins in the server's SQLite file (the table ``mcp_pins``)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.db = SqliteFile(path, _SCHEMA)
+        self.db = open_database(path, _SCHEMA, "mcp_pins")
 
     def get(self, tool: str) -> Pin | None:
         rows = self.db.query("SELECT tool, server, fingerprint, declaration, seen_fingerprint, "

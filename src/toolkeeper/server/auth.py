@@ -16,7 +16,7 @@ import secrets
 import time
 from pathlib import Path
 
-from ..approval.sqlite import SqliteFile
+from ..approval.pg import open_database
 
 __all__ = ["COOKIE", "WebSessions"]
 
@@ -45,7 +45,7 @@ class WebSessions:
     """Login codes and browser sessions (the operator's)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.db = SqliteFile(path, _SCHEMA)
+        self.db = open_database(path, _SCHEMA, "web_sessions")
 
     def login_code(self) -> str:
         """A new one-time login code for the printed URL."""

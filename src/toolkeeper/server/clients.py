@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..approval.sqlite import SqliteFile
+from ..approval.pg import open_database
 from ..errors import UsageError
 
 __all__ = ["OPERATOR", "ClientToken", "ClientTokens"]
@@ -45,7 +45,7 @@ class ClientTokens:
     """The clients' tokens in the state database."""
 
     def __init__(self, path: str | Path) -> None:
-        self._db = SqliteFile(path, _SCHEMA)
+        self._db = open_database(path, _SCHEMA, "client_tokens")
 
     def add(self, name: str) -> str:
         """A new token for ``name`` (returned once; only its digest is kept).
@@ -75,8 +75,8 @@ class ClientTokens:
     def list(self) -> list[ClientToken]:
         rows = self._db.query("SELECT name, created_at, revoked_at FROM client_tokens "
                               "ORDER BY name")
-        return [ClientToken(name=str(n), created_at=float(c),  # type: ignore[arg-type]
-                            revoked_at=None if r is None else float(r))  # type: ignore[arg-type]
+        return [ClientToken(name=str(n), created_at=float(c),
+                            revoked_at=None if r is None else float(r))
                 for n, c, r in rows]
 
     def client_for(self, token: str) -> str | None:
