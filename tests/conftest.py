@@ -35,3 +35,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
               "install what they need (make test does) — "
               + "; ".join(str(getattr(r, "longrepr", r))[:200] for r in skipped[:5]))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+pytest_plugins = ["tests.postgres"]

@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..approval.pg import open_database
+from ..approval.pg import is_url, open_database
+from ..errors import StoreError
 from ..guardrails.builtin import SecretRedactor
 
-__all__ = ["AuditEntry", "AuditLog", "SqliteAuditLog", "redact_arguments"]
+__all__ = ["AuditEntry", "AuditLog", "PostgresAuditLog", "SqliteAuditLog", "redact_arguments"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -111,3 +112,10 @@ class SqliteAuditLog:
                 for r in rows]
 
 
+class PostgresAuditLog(SqliteAuditLog):
+    """The audit table on PostgreSQL (``postgresql://…``), shared by every replica."""
+
+    def __init__(self, url: str) -> None:
+        if not is_url(url):
+            raise StoreError(f"PostgresAuditLog needs a postgresql:// URL, got {url!r}")
+        super().__init__(url)
