@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import StoreError
-from ..invoke.audit import SqliteAuditLog
+from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
+from .report import Store
 
 _out = Console()
 _err = Console(stderr=True)
@@ -26,13 +27,15 @@ def audit(
     session: Annotated[str | None, typer.Option(help="Only this session id.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    store: Store = None,
 ) -> None:
     """The most recent invocations, newest first."""
-    if not db.is_file():
+    if store is None and not db.is_file():
         _err.print(f"[bold red]error:[/] no audit database at {db}; pass --db PATH")
         raise typer.Exit(code=2)
     try:
-        entries = SqliteAuditLog(db).query(tool=tool, status=status, session_id=session,
+        log = SqliteAuditLog(db) if store is None else PostgresAuditLog(store)
+        entries = log.query(tool=tool, status=status, session_id=session,
                                            limit=limit)
     except StoreError as exc:
         _err.print(f"[bold red]error:[/] {exc}")

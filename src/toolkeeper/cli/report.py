@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["err", "fail", "out", "set_debug"]
+__all__ = ["Store", "err", "fail", "out", "set_debug", "store_target"]
+
+Store = Annotated[str | None, typer.Option(
+    "--store", help="The server's shared store (postgresql://…); default: SQLite in --state-dir.")]
 
 out = Console()
 err = Console(stderr=True)
@@ -31,3 +36,21 @@ def fail(error: BaseException | str) -> typer.Exit:
     if _debug and cause is not None:
         err.print("".join(traceback.format_exception(cause)), markup=False, highlight=False)
     return typer.Exit(code=2)
+
+
+def store_target(store: str | None, state_dir: Path, *, create: bool = True) -> str | Path:
+    """Where the state lives: a ``postgresql://`` URL, else ``toolkeeper.db`` in ``state_dir``
+    (made, owner-only, when missing and ``create``; else a missing file is an error)."""
+    if store:
+        if not store.startswith(("postgresql://", "postgres://")):
+            raise fail(f"--store must be a postgresql:// URL, got {store!r} (SQLite lives in "
+                       "--state-dir)")
+        return store
+    db = state_dir / "toolkeeper.db"
+    if not create:
+        if not db.exists():
+            raise fail(f"no state at {db}; pass the --state-dir (or --store) toolkeeper serve "
+                       "uses")
+        return db
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return db

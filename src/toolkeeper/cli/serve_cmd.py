@@ -15,11 +15,12 @@ import anyio
 import typer
 
 from ..approval.persisted import PersistedApprovalHandler
-from ..approval.store import SqliteApprovalStore
+from ..approval.pg import is_url
+from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
 from ..builtins import SecurityPolicy, default_tools
 from ..config import ToolkeeperConfig, all_tools_with_runtime, chain_policy, load_config
 from ..errors import ToolkeeperError
-from ..invoke.audit import SqliteAuditLog
+from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..mcp.gateway import MCPGateway
@@ -28,11 +29,11 @@ from ..mcp.server import announce_changes, serve_stdio
 from ..server.app import LOOPBACK, create_app
 from ..server.auth import WebSessions
 from ..server.clients import ClientTokens
-from ..server.tokens import operator_token
+from ..server.tokens import check_shared_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
 from .loader import load_tools
-from .report import fail, out
+from .report import fail, out, store_target
 
 __all__ = ["serve"]
 
@@ -57,6 +58,10 @@ def serve(
                     ] = "token",
     rate_limit: Annotated[float, typer.Option(
         help="Requests per second per client (bursts of twice that).")] = 50.0,
+    store: Annotated[str | None, typer.Option(
+        help="Where approvals, audit, tokens, page sessions and pins live: a postgresql:// URL "
+             "shared by replicas (default: SQLite in --state-dir, or the config's 'store').")
+                     ] = None,
     approval_wait: Annotated[float, typer.Option(
         help="Seconds a call that needs approval waits for a decision (toolkeeper approvals "
              "decide) before it answers 'pending'.")] = 30.0,
@@ -76,18 +81,24 @@ def serve(
         raise fail(f"--auth none is refused on {host}: without a token, listen on 127.0.0.1 only")
     try:
         settings = load_config(config) if config is not None else None
-        invoker = _invoker(targets or [], state_dir, workspace, settings,
+        db = store_target(store or (settings.store if settings else None), state_dir)
+        invoker = _invoker(targets or [], db, workspace, settings,
                            builtins=not no_builtins, approval_wait=approval_wait)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
     except ToolkeeperError as exc:
         raise fail(exc) from exc
-    gateway = _gateway(settings, state_dir)
+    gateway = _gateway(settings, db)
     if stdio:
         serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report)
         return
     token, source = operator_token(state_dir) if auth == "token" else (None, "none")
-    clients = ClientTokens(state_dir / "toolkeeper.db")
-    sessions = WebSessions(state_dir / "toolkeeper.db")
+    try:
+        if token is not None:
+            check_shared_token(db, token)
+        clients = ClientTokens(db)
+        sessions = WebSessions(db)
+    except ToolkeeperError as exc:
+        raise fail(exc) from exc
     stopping = threading.Event()
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
@@ -96,7 +107,7 @@ def serve(
     _listen(app, host, port, token, source, state_dir, gateway, invoker, login, stopping)
 
 
-def _gateway(settings: ToolkeeperConfig | None, state_dir: Path) -> MCPGateway | None:
+def _gateway(settings: ToolkeeperConfig | None, db: str | Path) -> MCPGateway | None:
     """The upstream MCP servers of ``[mcp]`` when it is enabled (pins in the state dir)."""
     if settings is None or not settings.mcp.servers:
         return None
@@ -104,7 +115,7 @@ def _gateway(settings: ToolkeeperConfig | None, state_dir: Path) -> MCPGateway |
         _report([f"{len(settings.mcp.servers)} MCP server(s) configured but not served: set "
                  "enabled = true under [mcp]"])
         return None
-    return MCPGateway(settings.mcp.servers, pins=SqlitePins(state_dir / "toolkeeper.db"),
+    return MCPGateway(settings.mcp.servers, pins=SqlitePins(db),
                       refresh_s=settings.mcp.refresh_s)
 
 
@@ -115,7 +126,7 @@ def _report(lines: list[str]) -> None:
         print(f"toolkeeper: {line}", file=sys.stderr, flush=True)
 
 
-def _invoker(targets: list[str], state_dir: Path, workspace: Path,
+def _invoker(targets: list[str], db: str | Path, workspace: Path,
              settings: ToolkeeperConfig | None, *, builtins: bool, approval_wait: float
              ) -> ToolInvoker:
     """The served tools and the door: with a config, its built-ins (gated, explained) and its
@@ -127,11 +138,11 @@ def _invoker(targets: list[str], state_dir: Path, workspace: Path,
         policy = chain_policy(settings, SERVER_POLICY)
     elif builtins:
         tools += default_tools(SecurityPolicy(workspace=workspace))
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    db = state_dir / "toolkeeper.db"
-    handler = PersistedApprovalHandler(SqliteApprovalStore(db), wait_s=approval_wait,
-                                       poll_s=0.05)
-    return ToolInvoker(Toolbox(tools), handler, policy=policy, audit=SqliteAuditLog(db))
+    shared = is_url(db)
+    store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)
+    audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
+    handler = PersistedApprovalHandler(store, wait_s=approval_wait, poll_s=0.05)
+    return ToolInvoker(Toolbox(tools), handler, policy=policy, audit=audit)
 
 
 def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path,

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..errors import ToolkeeperError
 from ..server.clients import ClientTokens
-from .report import fail, out
+from .report import Store, fail, out, store_target
 
 __all__ = ["tokens_app"]
 
@@ -20,33 +20,33 @@ tokens_app = typer.Typer(help="Manage one bearer token per client of toolkeeper 
 StateDir = Annotated[Path, typer.Option(help="The state directory of toolkeeper serve.")]
 
 
-def _tokens(state_dir: Path) -> ClientTokens:
-    return ClientTokens(state_dir / "toolkeeper.db")
+def _tokens(state_dir: Path, store: str | None) -> ClientTokens:
+    return ClientTokens(store_target(store, state_dir))
 
 
 @tokens_app.command("add")
-def add(name: str, state_dir: StateDir = Path(".toolkeeper")) -> None:
+def add(name: str, state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
     """Make a token for client NAME and print it (it is shown only this once)."""
     try:
-        token = _tokens(state_dir).add(name)
+        token = _tokens(state_dir, store).add(name)
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     out.print(token, markup=False, highlight=False)
 
 
 @tokens_app.command("list")
-def list_tokens(state_dir: StateDir = Path(".toolkeeper")) -> None:
+def list_tokens(state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
     """The clients that have a token (never the tokens themselves)."""
     table = Table("client", "created")
-    for entry in _tokens(state_dir).list():
+    for entry in _tokens(state_dir, store).list():
         table.add_row(entry.name, time.strftime("%Y-%m-%d %H:%M:%S",
                                                 time.localtime(entry.created_at)))
     out.print(table)
 
 
 @tokens_app.command("revoke")
-def revoke(name: str, state_dir: StateDir = Path(".toolkeeper")) -> None:
+def revoke(name: str, state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
     """Revoke client NAME's token: its requests are refused from now on."""
-    if not _tokens(state_dir).revoke(name):
+    if not _tokens(state_dir, store).revoke(name):
         raise fail(f"client {name!r} has no token; see toolkeeper tokens list")
     out.print(f"revoked the token of {name}", markup=False, highlight=False)

@@ -103,6 +103,8 @@ class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
 
     locale: str | None = None
+    store: str | None = Field(default=None, pattern=r"^postgres(ql)?://")
+    """Where ``toolkeeper serve`` keeps its state when several replicas share it."""
     security: SecuritySection = Field(default_factory=SecuritySection)
     shell_tool: ShellSection = Field(default_factory=ShellSection)
     web_fetch: FetchSection = Field(default_factory=FetchSection)

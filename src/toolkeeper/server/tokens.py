@@ -3,11 +3,15 @@ state directory, readable by its owner only."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
 
-__all__ = ["operator_token"]
+from ..approval.pg import open_database
+from ..errors import ConfigError
+
+__all__ = ["check_shared_token", "operator_token"]
 
 TOKEN_FILE = "token"
 
@@ -31,3 +35,28 @@ def operator_token(state_dir: Path) -> tuple[str, str]:
     with os.fdopen(fd, "w") as out:
         out.write(token + "\n")
     return token, "new"
+
+
+_SETTINGS = """
+CREATE TABLE IF NOT EXISTS toolkeeper_settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+
+def check_shared_token(store: str | Path, token: str) -> None:
+    """Replicas on one store must share one operator token (else a page logged in on one is a
+    stranger to the next): the first to start records its digest; a replica with another token
+    is refused at start."""
+    digest = hashlib.sha256(token.encode("utf-8")).hexdigest()
+    db = open_database(store, _SETTINGS, "settings")
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO toolkeeper_settings (key, value) VALUES ('operator_token', ?) "
+                     "ON CONFLICT (key) DO NOTHING", (digest,))
+    (recorded,) = db.query("SELECT value FROM toolkeeper_settings WHERE key = "
+                           "'operator_token'")[0]
+    if recorded != digest:
+        raise ConfigError("this store was set up with another operator token: every replica "
+                          "must use the same one (set TOOLKEEPER_TOKEN to the same value "
+                          "everywhere)")
