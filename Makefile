@@ -12,7 +12,8 @@ STATE ?= .toolkeeper
 # (a plain "torch" would fetch a CUDA build of several GB). Override on other machines.
 TORCH ?= torch==2.13.0
 # Debian packages the suite needs, as package:command.
-SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium
+SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium \
+  postgresql:pg_ctlcluster
 
 .PHONY: run check test system lint typecheck pytest bench clean
 

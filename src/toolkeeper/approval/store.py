@@ -168,11 +168,13 @@ class SqliteApprovalStore:
 
     def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None:
         """The newest request of ``session_id`` for ``tool`` with these arguments that is
-        still pending, approved and not yet taken, or denied within ``DENIAL_HOLDS_S`` (so
-        the call made again is told why, instead of asking again at once)."""
+        still pending, approved and not yet taken, or denied or taken for execution within
+        ``DENIAL_HOLDS_S`` (so the call made again is told why, instead of asking again — or
+        running twice — at once)."""
         rows = self.db.query(
             "SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND (state IN "
-            "('pending', 'approved') OR (state = 'denied' AND updated_at > ?)) "
+            "('pending', 'approved') OR (state IN ('denied', 'executing') AND "
+            "updated_at > ?)) "
             "ORDER BY updated_at DESC", (session_id, tool, time.time() - DENIAL_HOLDS_S))
         for (request_id,) in rows:
             stored = self.get(str(request_id))

@@ -46,6 +46,12 @@ class ApprovalGate(Gate):
             reason=f"risk {tool.risk.value} is above {ceiling.value}",
             timeout_s=service.policy.approval_timeout_s)
         found = await service.find_open(request)
+        if found is not None and found.state == "executing":
+            raise ApprovalDeniedError(
+                f"request {found.request.id} for '{tool.name}' with these arguments was already "
+                "taken for execution (by another call, or by a replica that stopped while "
+                "running it); it does not run twice — check its outcome before calling again",
+                tool_name=tool.name, details={"approval_id": found.request.id})
         if found is not None and found.decision is not None:
             # decided while nobody waited: approved runs it (once), denied says why
             request, decision = found.request, found.decision

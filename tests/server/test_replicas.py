@@ -1,0 +1,167 @@
+"""Three ``toolkeeper serve`` replicas on one real PostgreSQL database, no session affinity:
+a call waiting on one replica is approved through another and runs once; a replica killed while
+running an approved call is never followed by a second run; 1,000 concurrent calls spread over
+the replicas leave exactly 1,000 audit rows."""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from .test_serve import TOKEN, _client
+
+TOOLS = '''
+import time
+from pathlib import Path
+from toolkeeper import ToolRisk, tool
+
+MARKS = Path(__file__).with_name("marks")
+
+
+@tool
+def ping(n: int) -> int:
+    """Answer n."""
+    return n
+
+
+@tool(risk=ToolRisk.CRITICAL)
+def launch(n: int, seconds: float = 0.0) -> str:
+    """Launch run n (it takes some seconds)."""
+    with MARKS.open("a") as marks:
+        marks.write(f"start {n}\\n")
+    time.sleep(seconds)
+    with MARKS.open("a") as marks:
+        marks.write(f"done {n}\\n")
+    return f"launched {n}"
+'''
+
+
+def _replica(tmp_path: Path, store: str, name: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "TOOLKEEPER_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", str(tmp_path / "tools.py"),
+         "--no-builtins", "--port", "0", "--store", store, "--state-dir", str(tmp_path / name),
+         "--rate-limit", "10000", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith("toolkeeper serving on "):
+        proc.kill()
+        pytest.fail(f"replica did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc, line.split()[3]
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, postgres_url: str) -> Iterator[list[tuple[subprocess.Popen[str], str]]]:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    started = [_replica(tmp_path, postgres_url, f"r{i}", "--approval-wait", "30")
+               for i in range(3)]
+    yield started
+    for proc, _ in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+
+
+def _marks(tmp_path: Path) -> list[str]:
+    path = tmp_path / "marks"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _api(url: str, path: str, body: dict[str, object] | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    if body is None:
+        return httpx.get(f"{url}{path}", headers=headers, timeout=30)
+    return httpx.post(f"{url}{path}", headers=headers, json=body, timeout=30)
+
+
+async def test_a_call_waiting_on_one_replica_is_approved_on_another_and_runs_once(
+        replicas: list[tuple[subprocess.Popen[str], str]], tmp_path: Path) -> None:
+    (_, a), (_, b), (_, c) = replicas
+    results = []
+
+    async def call() -> None:
+        async with _client(a) as client:
+            results.append(await client.call_tool("launch", {"n": 1}))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        with anyio.fail_after(20):
+            while not (listed := _api(c, "/api/approvals?state=pending").json()["approvals"]):
+                await anyio.sleep(0.05)
+        (request,) = listed
+        decided = _api(b, f"/api/approvals/{request['id']}/decision", {"decision": "approve"})
+        assert decided.status_code == 200, decided.text
+    (result,) = results
+    assert not result.is_error and result.content[0].text == "launched 1"
+    assert _marks(tmp_path) == ["start 1", "done 1"]
+    final = _api(c, f"/api/approvals/{request['id']}").json()
+    assert final["state"] == "done"
+
+
+async def test_a_replica_killed_while_running_an_approved_call_is_never_followed_by_a_rerun(
+        replicas: list[tuple[subprocess.Popen[str], str]], tmp_path: Path) -> None:
+    (proc_a, a), (_, b), _ = replicas
+    arguments = {"n": 2, "seconds": 30}
+
+    async def call() -> None:
+        async with _client(a) as client:
+            await client.call_tool("launch", arguments)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        with anyio.fail_after(20):
+            while not (listed := _api(b, "/api/approvals?state=pending").json()["approvals"]):
+                await anyio.sleep(0.05)
+        _api(b, f"/api/approvals/{listed[0]['id']}/decision", {"decision": "approve"})
+        with anyio.fail_after(20):
+            while "start 2" not in _marks(tmp_path):
+                await anyio.sleep(0.05)
+        proc_a.send_signal(signal.SIGKILL)  # dies holding the claimed request
+        proc_a.wait(timeout=20)
+        group.cancel_scope.cancel()
+    async with _client(b) as client:
+        again = await client.call_tool("launch", arguments)
+    assert again.is_error and "does not run twice" in again.content[0].text
+    assert _api(b, f"/api/approvals/{listed[0]['id']}").json()["state"] == "executing"
+    assert _marks(tmp_path) == ["start 2"]  # one start, on the replica that died
+
+
+async def test_a_thousand_concurrent_calls_over_three_replicas_leave_a_thousand_audit_rows(
+        replicas: list[tuple[subprocess.Popen[str], str]], postgres_url: str) -> None:
+    import psycopg
+
+    urls = [url for _, url in replicas]
+    clients, per_client = 20, 50
+    answered: list[int] = []
+
+    async def one_client(k: int) -> None:
+        async with _client(random.Random(k).choice(urls)) as client:
+            for i in range(per_client):
+                n = k * per_client + i
+                result = await client.call_tool("ping", {"n": n})
+                assert not result.is_error, result
+                answered.append(int(result.content[0].text))
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as group:
+        for k in range(clients):
+            group.start_soon(one_client, k)
+    assert sorted(answered) == list(range(clients * per_client))
+    assert time.monotonic() - started < 240
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute("SELECT count(*), count(DISTINCT args_digest) FROM audit "
+                            "WHERE tool = 'ping' AND status = 'ok'").fetchone()
+    assert rows == (1000, 1000)
