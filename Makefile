@@ -68,6 +68,8 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_invoke.py
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_gateway.py
+	$(BIN)/python benchmarks/bench_approval.py
+	$(BIN)/python benchmarks/bench_stores.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
