@@ -263,3 +263,20 @@ async def test_web_approval_handler_serves_the_same_page_in_an_app_of_your_own(
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+def test_a_public_host_behind_a_load_balancer_is_served_and_others_refused(
+        tmp_path: Path) -> None:
+    proc, url, _ = start_page(tmp_path, "--public-host", "tools.example.com")
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {**_bearer(), "Accept": "application/json, text/event-stream"}
+        for host, ok in (("tools.example.com", True), ("tools.example.com:443", True),
+                         ("evil.example.com", False)):
+            listed = httpx.post(f"{url}/mcp", json=body, headers={**headers, "Host": host})
+            page = httpx.get(f"{url}/api/approvals", headers={**_bearer(), "Host": host})
+            assert (listed.status_code == 200) is ok, (host, listed.status_code)
+            assert (page.status_code == 200) is ok, (host, page.status_code)
+            assert ("broadcast_alert" in listed.text) is ok
+    finally:
+        stop(proc)

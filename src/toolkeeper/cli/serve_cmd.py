@@ -58,6 +58,9 @@ def serve(
                     ] = "token",
     rate_limit: Annotated[float, typer.Option(
         help="Requests per second per client (bursts of twice that).")] = 50.0,
+    public_host: Annotated[list[str] | None, typer.Option(
+        help="A host name clients use to reach this server (behind a load balancer); "
+             "requests naming another Host are refused. Repeatable.")] = None,
     store: Annotated[str | None, typer.Option(
         help="Where approvals, audit, tokens, page sessions and pins live: a postgresql:// URL "
              "shared by replicas (default: SQLite in --state-dir, or the config's 'store').")
@@ -102,7 +105,7 @@ def serve(
     stopping = threading.Event()
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
-                     stopping=stopping)
+                     stopping=stopping, public_hosts=public_host or ())
     login = sessions.login_code() if token is not None else None
     _listen(app, host, port, token, source, state_dir, gateway, invoker, login, stopping)
 

@@ -23,9 +23,11 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                clients: ClientTokens | None = None, skills: Sequence[Skill] = (),
                rate_limit: float = 50.0, max_body_bytes: int = 8 << 20,
                gateway: MCPGateway | None = None, sessions: WebSessions | None = None,
-               stopping: threading.Event | None = None) -> TokenGate:
+               stopping: threading.Event | None = None,
+               public_hosts: Sequence[str] = ()) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
+    ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
     With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
     upstream servers when their listing is older than its ``refresh_s``."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -36,8 +38,9 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     async def healthz(_request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "tools": len(invoker.registry.names())})
 
-    names = {host, *LOOPBACK} if host in LOOPBACK else {host}
-    hosts = [f"[{h}]:*" if ":" in h else f"{h}:*" for h in names]
+    names = ({host, *LOOPBACK} if host in LOOPBACK else {host}) | set(public_hosts)
+    bare = [f"[{h}]" if ":" in h else h for h in names]
+    hosts = bare + [f"{h}:*" for h in bare]  # with and without a port (a proxy may drop it)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
