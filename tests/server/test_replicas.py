@@ -5,12 +5,9 @@ the replicas leave exactly 1,000 audit rows."""
 
 from __future__ import annotations
 
-import os
 import random
-import select
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from .test_serve import TOKEN, _client
+from .test_serve import TOKEN, _client, _start
 
 TOOLS = '''
 import time
@@ -47,26 +44,11 @@ def launch(n: int, seconds: float = 0.0) -> str:
 '''
 
 
-def _replica(tmp_path: Path, store: str, name: str, *args: str) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "TOOLKEEPER_TOKEN": TOKEN}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkeeper.cli", "serve", str(tmp_path / "tools.py"),
-         "--no-builtins", "--port", "0", "--store", store, "--state-dir", str(tmp_path / name),
-         "--rate-limit", "10000", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
-    line = proc.stdout.readline() if ready else ""
-    if not line.startswith("toolkeeper serving on "):
-        proc.kill()
-        pytest.fail(f"replica did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    return proc, line.split()[3]
-
-
 @pytest.fixture
 def replicas(tmp_path: Path, postgres_url: str) -> Iterator[list[tuple[subprocess.Popen[str], str]]]:
     (tmp_path / "tools.py").write_text(TOOLS)
-    started = [_replica(tmp_path, postgres_url, f"r{i}", "--approval-wait", "30")
+    started = [_start(tmp_path, "--store", postgres_url, "--rate-limit", "10000",
+                      "--approval-wait", "30", tools=str(tmp_path / "tools.py"), state=f"r{i}")
                for i in range(3)]
     yield started
     for proc, _ in started:

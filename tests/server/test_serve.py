@@ -23,14 +23,16 @@ EXAMPLE = str(ROOT / "examples" / "weather.py")
 TOKEN = "test-operator-token-0123456789"
 
 
-def _start(tmp_path: Path, *args: str, token: str | None = TOKEN
-           ) -> tuple[subprocess.Popen[str], str]:
+def _start(tmp_path: Path, *args: str, token: str | None = TOKEN, tools: str = EXAMPLE,
+           state: str = "state") -> tuple[subprocess.Popen[str], str]:
+    """A ``toolkeeper serve`` process with ``tools`` (and no built-ins) on a free port: (the
+    process, its URL). Later ``args`` win over the defaults (``--approval-wait 0``)."""
     env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
     if token is not None:
         env["TOOLKEEPER_TOKEN"] = token
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE, "--no-builtins", "--port", "0",
-         "--state-dir", str(tmp_path / "state"), "--approval-wait", "0", *args],
+        [sys.executable, "-m", "toolkeeper.cli", "serve", tools, "--no-builtins", "--port", "0",
+         "--state-dir", str(tmp_path / state), "--approval-wait", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 60)
