@@ -118,9 +118,12 @@ class ChainCallRecord:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ChainRunResult:
-    """The outcome of a code-mode run: its output and every call it made."""
+    """The outcome of a code-mode run: its output, its ``result`` value and every call it made
+    (listed even when the script crashed, timed out or was killed)."""
 
-    status: Literal["ok", "error", "timeout"]
+    status: Literal["ok", "error", "timeout", "killed"]
     output_text: str
     call_trace: tuple[Any, ...]
     duration_ms: float
+    value: Any = None
+    files: tuple[ChainFile, ...] = ()

@@ -61,6 +61,8 @@ class RunOptions:
         env: Environment variables besides PATH, HOME and LANG.
         limits: Resource limits (CPU, memory, processes, files).
         read_only: Existing workspace paths the command must not change.
+        pass_fds: Open file descriptors the command inherits (a private channel, such as code
+            mode's bridge socket); a backend that cannot pass them refuses.
     """
 
     timeout_s: float = 60.0
@@ -69,6 +71,7 @@ class RunOptions:
     env: Mapping[str, str] | None = None
     limits: Limits | None = None
     read_only: Sequence[str] = ()
+    pass_fds: Sequence[int] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

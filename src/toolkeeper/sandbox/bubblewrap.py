@@ -75,7 +75,7 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
 def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
-                 read_only: Sequence[str] = ()) -> SandboxResult:
+                 read_only: Sequence[str] = (), pass_fds: Sequence[int] = ()) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout.
 
     ``read_only`` lists existing workspace paths bound read-only over themselves.
@@ -87,8 +87,8 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     passed = (info_write,) if filter_fd is None else (info_write, filter_fd)
     try:
         return run_process(argv, cwd=None, env={"PATH": SYSTEM_PATH}, timeout_s=timeout_s,
-                    output_cap=output_cap, limits=limits, pass_fds=passed, info_fd=info_read,
-                    close_after_start=passed)
+                    output_cap=output_cap, limits=limits, pass_fds=(*passed, *pass_fds),
+                    info_fd=info_read, close_after_start=passed)
     finally:
         os.close(info_read)
 
@@ -125,4 +125,5 @@ class BubblewrapSandbox:
             ) -> SandboxResult:
         return run_confined(workspace, command, timeout_s=options.timeout_s,
                             output_cap=options.output_cap, network=options.network,
-                            env=options.env, limits=options.limits, read_only=options.read_only)
+                            env=options.env, limits=options.limits, read_only=options.read_only,
+                            pass_fds=options.pass_fds)

@@ -158,6 +158,9 @@ class LandlockSandbox:
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:
+        if options.pass_fds:
+            raise UsageError("the Landlock sandbox cannot hand file descriptors to the command; use "
+                             "bubblewrap")
         if options.read_only:
             raise UsageError("the Landlock sandbox cannot keep workspace paths read-only "
                              f"({', '.join(options.read_only)}); check protects_paths first")

@@ -33,6 +33,9 @@ class UnconfinedSandbox:
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:
+        if options.pass_fds:
+            raise UsageError("running without a sandbox cannot hand file descriptors to the command; use "
+                             "bubblewrap")
         if options.read_only:
             raise UsageError("without a sandbox, workspace paths cannot be kept read-only")
         return run_unconfined(workspace, command, timeout_s=options.timeout_s,

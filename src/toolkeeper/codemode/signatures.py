@@ -1,0 +1,47 @@
+"""Tools as Python signatures with their docstrings, generated from their JSON Schemas, so a
+model writing a script knows what it may call and how."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["function_name", "signature"]
+
+_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
+          "array": "list", "object": "dict", "null": "None"}
+
+
+def _annotation(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "Any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_TYPES.get(str(k), "Any") for k in kind)
+    if "enum" in schema:
+        return "Literal[" + ", ".join(repr(v) for v in schema["enum"][:10]) + "]"
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        return f"list[{_annotation(schema['items'])}]"
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return " | ".join(_annotation(s) for s in schema[key])
+    return _TYPES.get(str(kind), "Any")
+
+
+def function_name(name: str) -> str:
+    """A Python identifier for a tool name (``math-add`` → ``math_add``)."""
+    cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return cleaned if cleaned and not cleaned[0].isdigit() else f"t_{cleaned}"
+
+
+def signature(tool: Any) -> str:
+    """``def name(a: int, b: str = None) -> Result:`` and the description as its docstring."""
+    schema = getattr(tool, "parameters", {}) or {}
+    properties = schema.get("properties", {}) or {}
+    required = set(schema.get("required", []) or [])
+    ordered = [*(n for n in properties if n in required), *(n for n in properties
+                                                           if n not in required)]
+    params = [f"{name}: {_annotation(properties[name])}" + ("" if name in required else
+                                                            " = None") for name in ordered]
+    doc = (getattr(tool, "description", "") or "").strip().replace('"""', "'''")
+    head = f"def {function_name(tool.name)}({', '.join(params)}) -> Result:"
+    return head + (f'\n    """{doc}"""' if doc else "")
