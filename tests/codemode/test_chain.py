@@ -1,0 +1,140 @@
+"""Code mode with the real sandbox: scripts that pipe tools into each other, every call through
+the invoker (budget, approval, allowed set), the trace kept through crashes and kills, and the
+sandbox holding against escape attempts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import ToolInvoker, ToolRisk, tool
+from toolkeeper.codemode import ToolChainTool
+from toolkeeper.invoke import ChainPolicy
+
+pytestmark = pytest.mark.anyio
+SENT: list[str] = []
+
+
+@tool
+def get_weather(city: str) -> dict:  # type: ignore[type-arg]
+    """Weather for a city."""
+    return {"city": city, "temp": 21}
+
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case text."""
+    return text.upper()
+
+
+@tool(risk=ToolRisk.CRITICAL)
+def send_email(to: str, body: str) -> str:
+    """Send an email (needs approval)."""
+    SENT.append(to)
+    return f"sent to {to}"
+
+
+def chain(**options: object) -> ToolChainTool:
+    return ToolChainTool(ToolInvoker([get_weather, shout, send_email]), **options)  # type: ignore[arg-type]
+
+
+async def test_a_script_pipes_one_tool_into_another_and_returns_a_value() -> None:
+    run = await chain().run_chain(
+        "w = get_weather(city='Lisbon')\nprint('temp', w.structured['temp'])\n"
+        "result = shout(text=w.structured['city']).text")
+    assert run.status == "ok" and run.value == "LISBON" and run.output_text == "temp 21\n"
+    assert [(r.tool, r.status) for r in run.call_trace] == [("get_weather", "ok"),
+                                                            ("shout", "ok")]
+
+
+async def test_the_description_lists_the_callable_tools_as_signatures() -> None:
+    text = chain(tools=["get_weather"]).description
+    assert "def get_weather(city: str) -> Result:" in text and "shout" not in text
+
+
+async def test_the_budget_refuses_the_call_past_the_limit_and_records_it() -> None:
+    run = await chain(policy=ChainPolicy(max_tool_calls=3)).run_chain(
+        "results = [get_weather(city=str(i)).status for i in range(5)]\nresult = results")
+    assert run.value == ["ok", "ok", "ok", "denied", "denied"] or \
+        (run.value[:3] == ["ok", "ok", "ok"] and set(run.value[3:]) <= {"denied", "error"})
+    assert len(run.call_trace) == 5 and run.call_trace[3].error_code == "budget_exceeded"
+
+
+async def test_approval_denied_inside_a_script_and_tools_outside_the_set_refused() -> None:
+    SENT.clear()
+    run = await chain().run_chain(
+        "a = send_email(to='eve@example.com', body='hi')\n"
+        "b = call_tool('tool_chain', {'code': 'print(1)'})\n"
+        "c = call_tool('rm_rf', {})\n"
+        "result = [a.status, b.status, b.text, c.status]")
+    assert run.value[0] == "denied" and SENT == []
+    assert run.value[1] == "denied" and "cannot call itself" in run.value[2]
+    assert run.value[3] == "denied"
+
+
+async def test_a_crash_after_two_calls_keeps_both_in_the_trace() -> None:
+    run = await chain().run_chain(
+        "get_weather(city='A')\nget_weather(city='B')\nraise RuntimeError('boom')")
+    assert run.status == "error" and "boom" in run.output_text
+    assert [r.status for r in run.call_trace] == ["ok", "ok"]
+
+
+async def test_the_total_time_limit_kills_the_sandbox_and_keeps_the_trace() -> None:
+    run = await chain(policy=ChainPolicy(total_timeout_s=2, call_timeout_s=1,
+                                         approval_timeout_s=0.5)).run_chain(
+        "get_weather(city='A')\nimport time\ntime.sleep(30)")
+    assert run.status == "timeout" and run.duration_ms < 15_000
+    assert [r.tool for r in run.call_trace] == ["get_weather"]
+
+
+async def test_host_files_network_and_processes_stay_out_of_reach(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    script = f"""
+import os, socket, subprocess
+found = {{}}
+for path in ({str(secret)!r}, '/etc/shadow', '/root/.bashrc', '/proc/1/environ'):
+    try:
+        found[path] = open(path).read()[:20]
+    except Exception as exc:
+        found[path] = type(exc).__name__
+try:
+    socket.create_connection(('1.1.1.1', 53), timeout=2)
+    found['net'] = 'connected'
+except Exception as exc:
+    found['net'] = type(exc).__name__
+found['env'] = sorted(k for k in os.environ if 'BRIDGE' in k)
+found['pid1'] = open('/proc/1/cmdline').read()
+result = found
+"""
+    run = await chain().run_chain(script)
+    assert run.status == "ok", run.output_text
+    found = run.value
+    assert found[str(secret)] != "host secret" and found["/etc/shadow"] != ""
+    assert found["net"] != "connected"
+    assert found["env"] == []  # the bridge's fd and secret left the environment
+    assert found["pid1"].startswith("bwrap")  # a private process tree: pid 1 is the sandbox
+
+
+async def test_floods_and_fork_bombs_are_contained_and_nothing_survives_a_run() -> None:
+    flood = await chain().run_chain("print('x' * 10_000_000)")
+    assert len(flood.output_text) <= 70_000
+    bomb = await chain(policy=ChainPolicy(total_timeout_s=5)).run_chain(
+        "import os\nfor _ in range(200):\n    try:\n        os.fork()\n    except OSError:\n"
+        "        break\nresult = 'done'")
+    assert bomb.status in ("ok", "error", "timeout", "killed")
+    first = await chain().run_chain("open('/tmp/left', 'w').write('x')\nresult = 1")
+    second = await chain().run_chain("import os\nresult = os.path.exists('/tmp/left')")
+    assert first.value == 1 and second.value is False
+
+
+async def test_the_chain_is_a_tool_the_invoker_can_run() -> None:
+    invoker = ToolInvoker([get_weather])
+    chain_tool = ToolChainTool(invoker)
+    outer = ToolInvoker([chain_tool])
+    async with outer.open_session() as session:
+        from toolkeeper.core.call import ToolCall
+        result = await outer.invoke(ToolCall(id="c", name="tool_chain", arguments={
+            "code": "result = get_weather(city='Oslo').structured"}), session=session)
+    assert result.ok and "Oslo" in result.text
