@@ -138,3 +138,24 @@ async def test_the_chain_is_a_tool_the_invoker_can_run() -> None:
         result = await outer.invoke(ToolCall(id="c", name="tool_chain", arguments={
             "code": "result = get_weather(city='Oslo').structured"}), session=session)
     assert result.ok and "Oslo" in result.text
+
+
+async def test_a_large_result_stays_on_the_host_and_is_passed_on_by_reference() -> None:
+    from toolkeeper.artifacts import MemoryBlobStore
+
+    @tool
+    def big_report(rows: int) -> str:
+        """A big report."""
+        return "\n".join(f"row {i} " + "x" * 50 for i in range(rows))
+
+    @tool
+    def count_lines(text: str) -> int:
+        """Count lines."""
+        return len(text.splitlines())
+
+    invoker = ToolInvoker([big_report, count_lines], artifact_store=MemoryBlobStore())
+    run = await ToolChainTool(invoker).run_chain(
+        "r = big_report(rows=5000)\n"
+        "c = count_lines(text={'$artifact': r.artifact_ref})\n"
+        "result = [r.artifact_ref is not None, len(r.text) < 10_000, c.structured]")
+    assert run.value == [True, True, {"result": 5000}]  # 300 KB never entered the sandbox

@@ -5,8 +5,8 @@ every call crosses back through the same door.
 starts a fresh ``python3`` inside the sandbox (bubblewrap: no network, no host files beyond the
 read-only system, a private ``/tmp`` and an empty private workspace, a cleared environment,
 rlimits), with one end of a socket pair as its only way out. The script's side of the bridge
-(``prelude.py``) turns each tool call into a frame; the host checks it (the run's secret, the
-frame size, the tool being allowed) and passes it to ``ToolInvoker.invoke`` with the run's own
+(``prelude.py``) turns each tool call into a frame; the host, in its event loop, checks it (the
+run's secret, the frame size, the tool being allowed) and passes it to ``ToolInvoker.invoke`` with the run's own
 session (budget, timeouts, approval, guardrails, audit), which records it in the trace before
 the answer goes back. The host kills the whole sandbox at the total time limit; whatever
 happened, the result lists every call that ran.
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 
 from ..core.call import ToolCall
@@ -139,13 +138,14 @@ class ToolChainTool(Tool):
                                   memory=512 << 20, file_bytes=16 << 20),
                     pass_fds=(child.fileno(),))
                 async with anyio.create_task_group() as group:
-                    group.start_soon(anyio.to_thread.run_sync, bridge.serve)
+                    group.start_soon(bridge.serve)
                     try:
                         outcome["run"] = await anyio.to_thread.run_sync(
                             sandbox.run, Path(workdir), [PYTHON, "-I", "-S", "-c", PRELUDE],
                             options)
                     finally:
                         child.close()
+                        group.cancel_scope.cancel()
                         bridge.stop()
             trace = tuple(session.trace)
         result = outcome["run"]
@@ -181,11 +181,13 @@ class _Bridge:
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
 
-    def serve(self) -> None:
+    async def serve(self) -> None:
+        """Answer the script's frames in the event loop (no thread hop per call)."""
+        self.sock.setblocking(False)
         try:
-            self._send({"type": "start", **self._start()})
-            while not self._stopped.is_set():
-                frame = self._receive()
+            await self._send({"type": "start", **self._start()})
+            while True:
+                frame = await self._receive()
                 if frame is None:
                     return
                 if not secrets.compare_digest(str(frame.get("secret", "")), self.secret):
@@ -197,9 +199,9 @@ class _Bridge:
                 elif kind == "error":
                     self.error = str(frame.get("error", ""))[-4000:]
                 elif kind == "call":
-                    self._send(anyio.from_thread.run(self._call, frame))
+                    await self._send(await self._call(frame))
                 elif kind == "search":
-                    self._send({"signatures": self._search(frame)})
+                    await self._send({"signatures": self._search(frame)})
                 else:
                     self.error = f"the bridge received an unknown frame type {kind!r}"
                     return
@@ -232,18 +234,23 @@ class _Bridge:
                                                                     20)))
         return [signature(self.allowed[h.name]) for h in hits if h.name in self.allowed]
 
-    def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, default=repr).encode("utf-8")
-        self.sock.sendall(struct.pack(">I", len(data)) + data)
+        view = memoryview(struct.pack(">I", len(data)) + data)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                await anyio.wait_writable(self.sock)
 
-    def _receive(self) -> dict[str, Any] | None:
-        head = self._exact(4)
+    async def _receive(self) -> dict[str, Any] | None:
+        head = await self._exact(4)
         if head is None:
             return None
         (size,) = struct.unpack(">I", head)
         if size > MAX_FRAME:
             raise ValueError(f"a frame of {size} bytes is over the {MAX_FRAME}-byte limit")
-        body = self._exact(size)
+        body = await self._exact(size)
         if body is None:
             return None
         frame = json.loads(body)
@@ -251,10 +258,14 @@ class _Bridge:
             raise ValueError("a frame must be a JSON object")
         return frame
 
-    def _exact(self, size: int) -> bytes | None:
+    async def _exact(self, size: int) -> bytes | None:
         data = b""
         while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
+            try:
+                chunk = self.sock.recv(size - len(data))
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+                continue
             if not chunk:
                 return None
             data += chunk
