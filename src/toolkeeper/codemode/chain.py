@@ -6,9 +6,9 @@ starts a fresh ``python3`` inside the sandbox (bubblewrap: no network, no host f
 read-only system, a private ``/tmp`` and an empty private workspace, a cleared environment,
 rlimits), with one end of a socket pair as its only way out. The script's side of the bridge
 (``prelude.py``) turns each tool call into a frame; the host, in its event loop, checks it (the
-run's secret, the frame size, the tool being allowed) and passes it to ``ToolInvoker.invoke`` with the run's own
-session (budget, timeouts, approval, guardrails, audit), which records it in the trace before
-the answer goes back. The host kills the whole sandbox at the total time limit; whatever
+run's secret, the frame size, the tool being allowed) and passes it to ``ToolInvoker.invoke``
+with the run's own session (budget, timeouts, approval, guardrails, audit), which records it
+in the trace before the answer goes back. The host kills the whole sandbox at the total time limit; whatever
 happened, the result lists every call that ran.
 """
 
