@@ -208,6 +208,10 @@ class _Bridge:
         except (OSError, ValueError) as exc:
             if not self._stopped.is_set():
                 self.error = f"the bridge closed: {exc}"
+        finally:
+            # whatever ended the bridge (the script finished, broke the protocol or forged a
+            # frame), the script's end reads EOF now: it cannot wait on an answer forever
+            self.stop()
 
     def _start(self) -> dict[str, Any]:
         return {"code": self.code, "tools": [

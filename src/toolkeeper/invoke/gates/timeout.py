@@ -24,7 +24,9 @@ class TimeoutGate(Gate):
         self.policy = policy
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        limit = inv.tool.metadata.timeout or self.policy.call_timeout_s
+        # the session's policy: a code-mode run brings its own per-call limit
+        policy = getattr(inv.session, "policy", None) or self.policy
+        limit = inv.tool.metadata.timeout or policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
         try:
             if on_asyncio():
