@@ -57,10 +57,8 @@ def _serve(work: Path, port: int) -> tuple[subprocess.Popen[str], str]:
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "TOOLKEEPER_TOKEN": TOKEN})
     assert proc.stdout is not None
-    lines = []
-    for _ in range(2):
-        select.select([proc.stdout], [], [], 60)
-        lines.append(proc.stdout.readline())
+    select.select([proc.stdout], [], [], 60)  # the two lines come together: read both
+    lines = [proc.stdout.readline(), proc.stdout.readline()]
     return proc, lines[1].split()[2]
 
 

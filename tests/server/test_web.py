@@ -31,10 +31,10 @@ def start_page(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str, 
          "--state-dir", str(tmp_path / "state"), "--approval-wait", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     assert proc.stdout is not None
-    lines = []
-    for _ in range(2):
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        lines.append(proc.stdout.readline() if ready else "")
+    # The two lines are printed together: once the first arrives, read both (a select on the
+    # pipe would miss a second line already in the reader's buffer).
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    lines = [proc.stdout.readline(), proc.stdout.readline()] if ready else ["", ""]
     if not lines[0].startswith("toolkeeper serving on ") or "/login?code=" not in lines[1]:
         proc.kill()
         pytest.fail(f"serve did not start: {lines!r}")
