@@ -35,7 +35,7 @@ class PersistedApprovalHandler:
     async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision:
         """The decision, or ``pending`` when none arrived within ``wait_s``."""
         listen = getattr(self.store, "wait_for_change", None)
-        shared = bool(getattr(self.store, "_pg", False))
+        shared = bool(getattr(self.store, "announces_changes", False))
         with anyio.move_on_after(wait_s):
             while True:
                 stored = await anyio.to_thread.run_sync(self.store.get, request_id)

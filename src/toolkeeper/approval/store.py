@@ -85,15 +85,17 @@ class SqliteApprovalStore:
 
     def __init__(self, path: str | Path) -> None:
         self.db = open_database(path, _SCHEMA, "approvals")
-        self._pg = isinstance(self.db, PgDatabase)
+        self.announces_changes = isinstance(self.db, PgDatabase)
+        """Whether a change is announced to waiters in other processes (PostgreSQL NOTIFY);
+        without it a waiter polls."""
 
     def _changed(self, conn: Any, now: float, request_id: str) -> None:
         """Record a change for the event stream, in the same transaction. On PostgreSQL the
         events are serialized (so cursors only grow in commit order) and announced."""
-        if self._pg:
+        if self.announces_changes:
             conn.execute("SELECT pg_advisory_xact_lock(7262349)")
         conn.execute(_EVENT, (now, request_id))
-        if self._pg:
+        if self.announces_changes:
             conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, request_id))
 
     def wait_for_change(self, timeout: float) -> bool:
