@@ -97,6 +97,8 @@ class ApprovalService:
                                     approver="fire_and_continue",
                                     message="announced; proceeding without waiting")
         wait = self.policy.approval_timeout_s
+        if request.expires_at is not None:  # the asking session's own, shorter limit
+            wait = min(wait, max(0.0, round(request.expires_at - request.created_at, 3)))
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
             wait = min(self.policy.hitl_timeout_seconds, wait)
         rejoin_wait = getattr(self.handler, "wait", None) if rejoin else None

@@ -1,10 +1,17 @@
 """The code that runs first inside the sandbox: the script's side of the bridge.
 
-It is handed to a fresh ``python3 -I -S`` as a string and imports only the standard library.
-It takes the bridge socket and the run's secret out of the environment, reads the start frame
-(the script and the callable tools), defines one function per tool plus ``call_tool`` and
-``search_tools``, runs the script in a fresh namespace, and sends back its ``result`` — or the
-error, when it raises. Frames are a 4-byte big-endian length and UTF-8 JSON.
+It is handed to a fresh ``python3 -I -S`` as a string and imports nothing at start but
+built-in modules (``os``, ``sys``, ``marshal``): importing ``json``, ``socket`` and
+``traceback`` would cost a fresh interpreter ~25 ms on a small host. It takes the bridge's fd
+and the run's secret out of the environment, waits for the start frame (the script and the
+callable tools — a pre-started sandbox waits here until a run takes it), defines one function
+per tool plus ``call_tool`` and ``search_tools``, runs the script in a fresh namespace and sends
+back its ``result``, or the error when it raises.
+
+Frames are a 4-byte big-endian length and a body. The host writes ``marshal`` (the script side
+trusts the host; plain containers, strings, numbers and bytes only); the script writes JSON
+(the host trusts nothing from here and parses it with ``json``), encoded by the small encoder
+below so that no import is needed.
 """
 
 from __future__ import annotations
@@ -14,33 +21,63 @@ __all__ = ["MAX_FRAME", "PRELUDE"]
 MAX_FRAME = 1 << 20
 
 _SOURCE = r'''
-import json, os, socket, struct, sys, traceback
+import marshal, os, sys
 
 def _bridge():
     fd = int(os.environ.pop("TOOLKEEPER_BRIDGE_FD"))
     secret = os.environ.pop("TOOLKEEPER_BRIDGE_SECRET")
-    sock = socket.socket(fileno=fd)
     limit = __LIMIT__
+    escapes = {i: "\\u%04x" % i for i in range(32)}
+    escapes.update({34: '\\"', 92: "\\\\"})
+    escapes.update({i: "\\u%04x" % i for i in range(0xD800, 0xE000)})
+    special = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
 
-    def send(message):
-        message["secret"] = secret
-        data = json.dumps(message, default=repr).encode("utf-8")
+    def encode(value, depth=0):
+        if depth > 64:
+            raise ValueError("a value sent to a tool may nest at most 64 levels")
+        if value is None:
+            return "null"
+        if value is True:
+            return "true"
+        if value is False:
+            return "false"
+        if isinstance(value, str):
+            return '"' + str.translate(value, escapes) + '"'
+        if isinstance(value, int):
+            return int.__repr__(value)
+        if isinstance(value, float):
+            if value != value:
+                return "NaN"
+            return special.get(value) or float.__repr__(value)
+        if isinstance(value, (list, tuple)):
+            return "[" + ",".join([encode(item, depth + 1) for item in value]) + "]"
+        if isinstance(value, dict):
+            return "{" + ",".join([encode(key if isinstance(key, str) else repr(key)) + ":"
+                                   + encode(item, depth + 1) for key, item in value.items()]) + "}"
+        return encode(repr(value))
+
+    def send(body):
+        data = ("{" + body + ',"secret":"' + secret + '"}').encode("utf-8", "surrogatepass")
         if len(data) > limit:
             raise ValueError("a call's arguments may be at most %d bytes as JSON" % limit)
-        sock.sendall(struct.pack(">I", len(data)) + data)
+        data = len(data).to_bytes(4, "big") + data
+        while data:
+            data = data[os.write(fd, data):]
+
+    pending = bytearray()
 
     def exact(size):
-        chunks = b""
-        while len(chunks) < size:
-            chunk = sock.recv(size - len(chunks))
+        while len(pending) < size:
+            chunk = os.read(fd, 65536)
             if not chunk:
                 raise SystemExit("the host closed the bridge")
-            chunks += chunk
-        return chunks
+            pending.extend(chunk)
+        data = bytes(pending[:size])
+        del pending[:size]
+        return data
 
     def receive():
-        (size,) = struct.unpack(">I", exact(4))
-        return json.loads(exact(size))
+        return marshal.loads(exact(int.from_bytes(exact(4), "big")))
 
     class Result:
         """What a tool call gave: status, text, structured, artifact_ref, files, error_code."""
@@ -62,23 +99,39 @@ def _bridge():
 
     counter = [0]
 
+    def answer():
+        data = receive()
+        for item in data.get("files") or ():
+            content = item.pop("data", None)
+            if content is not None:
+                try:
+                    os.makedirs(os.path.dirname(item["path"]) or ".", exist_ok=True)
+                    with open(item["path"], "wb") as out:
+                        out.write(content)
+                except OSError:
+                    pass  # a read-only or full scratch: the file is still listed with its ref
+        return data
+
     def call_tool(name, arguments=None, **keywords):
         """Call a tool by name with a dict of arguments (or keywords)."""
         counter[0] += 1
         payload = dict(arguments or {})
         payload.update(keywords)
-        send({"type": "call", "id": counter[0], "tool": str(name), "arguments": payload})
-        return Result(receive())
+        send('"type":"call","id":%d,"tool":%s,"arguments":%s'
+             % (counter[0], encode(str(name)), encode(payload)))
+        return Result(answer())
 
     def search_tools(query, limit=5):
         """Signatures of the tools that fit ``query`` (for large catalogs)."""
         counter[0] += 1
-        send({"type": "search", "id": counter[0], "query": str(query), "limit": int(limit)})
+        send('"type":"search","id":%d,"query":%s,"limit":%d'
+             % (counter[0], encode(str(query)), int(limit)))
         return receive().get("signatures", [])
 
     start = receive()
     namespace = {"__name__": "__chain__", "__builtins__": __builtins__,
-                 "call_tool": call_tool, "search_tools": search_tools}
+                 "call_tool": call_tool, "search_tools": search_tools,
+                 "WORKSPACE": start.get("workspace")}
 
     def bind(tool):
         def function(*args, **keywords):
@@ -94,16 +147,15 @@ def _bridge():
         exec(compile(start["code"], "<script>", "exec"), namespace)
     except BaseException as exc:
         sys.stdout.flush()
+        import traceback
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-        send({"type": "error", "error": text[-4000:]})
+        send('"type":"error","error":' + encode(text[-4000:]))
         os._exit(1)
     sys.stdout.flush()
-    value = namespace.get("result")
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        value = repr(value)
-    send({"type": "done", "value": value})
+        send('"type":"done","value":' + encode(namespace.get("result")))
+    except (ValueError, RecursionError) as exc:
+        send('"type":"done","value":' + encode("[result not sent: %s]" % exc))
 
 _bridge()
 '''

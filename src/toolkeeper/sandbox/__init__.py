@@ -8,7 +8,15 @@ the best one this host offers.
 - ``UnconfinedSandbox``: only when an operator chose it (``security.allow_unconfined``).
 """
 
-from .base import UNPRIVILEGED_UID, Limits, RunOptions, Sandbox, SandboxReport, SandboxResult
+from .base import (
+    UNPRIVILEGED_UID,
+    Limits,
+    RunOptions,
+    Sandbox,
+    SandboxReport,
+    SandboxResult,
+    SharedPath,
+)
 from .bubblewrap import BubblewrapSandbox, probe_bwrap
 from .detect import default_sandbox, probe
 from .landlock import LandlockSandbox, landlock_abi
@@ -18,5 +26,5 @@ from .unconfined import UnconfinedSandbox
 
 __all__ = ["UNPRIVILEGED_UID", "BubblewrapSandbox", "LandlockSandbox", "Limits", "RunOptions",
            "Sandbox",
-           "SandboxReport", "SandboxResult", "UnconfinedSandbox", "default_sandbox",
+           "SandboxReport", "SandboxResult", "SharedPath", "UnconfinedSandbox", "default_sandbox",
            "exec_helpers", "landlock_abi", "probe", "probe_bwrap", "run_helper"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ __all__ = [
     "Sandbox",
     "SandboxReport",
     "SandboxResult",
+    "SharedPath",
 ]
 
 UNPRIVILEGED_UID = 65534
@@ -50,6 +52,17 @@ class SandboxReport:
     detail: str
 
 
+@dataclass(frozen=True)
+class SharedPath:
+    """A host directory the command sees at the same path: read-only unless ``writable``.
+
+    The command runs as an unprivileged user when the host is root, so that user must be
+    able to read (or write) it."""
+
+    path: Path
+    writable: bool = False
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """What one confined run may do.
@@ -63,6 +76,9 @@ class RunOptions:
         read_only: Existing workspace paths the command must not change.
         pass_fds: Open file descriptors the command inherits (a private channel, such as code
             mode's bridge socket); a backend that cannot pass them refuses.
+        shared: Host directories besides the workspace the command may see (``SharedPath``).
+        cancel: Set it from another thread to stop the run early: the whole sandbox is killed
+            (within ~0.1 s) and the result says ``timed_out``.
     """
 
     timeout_s: float = 60.0
@@ -72,6 +88,8 @@ class RunOptions:
     limits: Limits | None = None
     read_only: Sequence[str] = ()
     pass_fds: Sequence[int] = ()
+    shared: Sequence[SharedPath] = ()
+    cancel: threading.Event | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

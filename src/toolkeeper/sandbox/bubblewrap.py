@@ -15,11 +15,13 @@ import functools
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from .base import SYSTEM_PATH, Limits, RunOptions, SandboxReport, SandboxResult
+from ..errors import UsageError
+from .base import SYSTEM_PATH, Limits, RunOptions, SandboxReport, SandboxResult, SharedPath
 from .process import run_process
 from .seccomp import bpf_fd
 
@@ -43,10 +45,22 @@ def _pinned_binds(workspace: Path, read_only: Sequence[str]) -> list[str]:
               for arg in ("--ro-bind", str(workspace / rel), f"/workspace/{rel}")]]
 
 
+def _shared_binds(shared: Sequence[SharedPath]) -> list[str]:
+    """Each shared host directory at its own path: ``--ro-bind`` unless writable."""
+    argv: list[str] = []
+    for item in shared:
+        path = Path(item.path)
+        if not path.is_absolute() or path == Path("/") or not path.is_dir():
+            raise UsageError(f"a shared path must be an existing absolute directory other than "
+                             f"/ (got {str(path)!r})")
+        argv += ["--bind" if item.writable else "--ro-bind", str(path), str(path)]
+    return argv
+
+
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
                seccomp_fd: int | None = None, read_only: Sequence[str] = (),
-               info_fd: int | None = None) -> list[str]:
+               info_fd: int | None = None, shared: Sequence[SharedPath] = ()) -> list[str]:
     """The bwrap command line of the strict profile."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
@@ -64,6 +78,7 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
              "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
              "--bind", str(workspace), "/workspace",
              *_pinned_binds(workspace, read_only),
+             *_shared_binds(shared),
              "--chdir", "/workspace" if cwd in ("", ".") else f"/workspace/{cwd}",
              "--clearenv", "--setenv", "PATH", SYSTEM_PATH, "--setenv", "HOME", "/workspace",
              "--setenv", "LANG", "C.UTF-8", "--hostname", "sandbox"]
@@ -75,20 +90,24 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
 def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
-                 read_only: Sequence[str] = (), pass_fds: Sequence[int] = ()) -> SandboxResult:
+                 read_only: Sequence[str] = (), pass_fds: Sequence[int] = (),
+                 shared: Sequence[SharedPath] = (),
+                 cancel: threading.Event | None = None) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout.
 
     ``read_only`` lists existing workspace paths bound read-only over themselves.
     """
+    _shared_binds(shared)  # refuse a bad shared path before any fd is open
     filter_fd = bpf_fd(network)
     info_read, info_write = os.pipe()
     argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,
-                      seccomp_fd=filter_fd, read_only=read_only, info_fd=info_write)
+                      seccomp_fd=filter_fd, read_only=read_only, info_fd=info_write,
+                      shared=shared)
     passed = (info_write,) if filter_fd is None else (info_write, filter_fd)
     try:
         return run_process(argv, cwd=None, env={"PATH": SYSTEM_PATH}, timeout_s=timeout_s,
                     output_cap=output_cap, limits=limits, pass_fds=(*passed, *pass_fds),
-                    info_fd=info_read, close_after_start=passed)
+                    info_fd=info_read, close_after_start=passed, cancel=cancel)
     finally:
         os.close(info_read)
 
@@ -126,4 +145,5 @@ class BubblewrapSandbox:
         return run_confined(workspace, command, timeout_s=options.timeout_s,
                             output_cap=options.output_cap, network=options.network,
                             env=options.env, limits=options.limits, read_only=options.read_only,
-                            pass_fds=options.pass_fds)
+                            pass_fds=options.pass_fds, shared=options.shared,
+                            cancel=options.cancel)

@@ -18,12 +18,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from ..errors import UsageError
-from .base import UNPRIVILEGED_UID, Limits, RunOptions, SandboxResult
+from .base import UNPRIVILEGED_UID, Limits, RunOptions, SandboxResult, SharedPath
 from .process import KILL_GRACE_S, command_env, kill_group, run_process
 from .seccomp import bpf_fd
 
@@ -75,7 +76,8 @@ class LandlockRuleset:
     """A ruleset for one workspace; its fd goes to the launcher (``_reaper.py``), whose child
     enters it with ``landlock_restrict_self`` just before exec."""
 
-    def __init__(self, workspace: Path, *, network: bool = False) -> None:
+    def __init__(self, workspace: Path, *, network: bool = False,
+                 shared: Sequence[SharedPath] = ()) -> None:
         abi = landlock_abi()
         if abi < 1:
             raise OSError("Landlock is not available in this kernel")
@@ -91,6 +93,8 @@ class LandlockRuleset:
         for path in SYSTEM_DIRS:
             self._allow(path, READ_EXEC, handled)
         self._allow(str(workspace), handled, handled)
+        for item in shared:
+            self._allow(str(item.path), handled if item.writable else READ_EXEC, handled)
         self._allow("/dev/null", FS["read_file"] | FS["write_file"], handled)
         for device in ("/dev/zero", "/dev/random", "/dev/urandom"):  # bwrap's --dev has them too
             self._allow(device, FS["read_file"], handled)
@@ -117,11 +121,17 @@ class LandlockRuleset:
 def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                    timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
                    env: Mapping[str, str] | None = None, limits: Limits | None = None,
-                   ) -> SandboxResult:
+                   pass_fds: Sequence[int] = (), shared: Sequence[SharedPath] = (),
+                   cancel: threading.Event | None = None) -> SandboxResult:
     """Run under Landlock + seccomp + rlimits (no namespaces) in the workspace, through the
     subreaper launcher (``_reaper.py``) so that no descendant — ``setsid`` ones included —
     outlives the call."""
-    ruleset = LandlockRuleset(workspace, network=network)
+    for item in shared:
+        path = Path(item.path)
+        if not path.is_absolute() or path == Path("/") or not path.is_dir():
+            raise UsageError(f"a shared path must be an existing absolute directory other than "
+                             f"/ (got {str(path)!r})")
+    ruleset = LandlockRuleset(workspace, network=network, shared=shared)
     filter_fd = bpf_fd(network)
     passed = (ruleset.fd,) if filter_fd is None else (ruleset.fd, filter_fd)
     uid = UNPRIVILEGED_UID if os.geteuid() == 0 else -1
@@ -130,8 +140,9 @@ def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     try:
         # The launcher keeps the host's uid (the command cannot signal it); its child drops it.
         return run_process(argv, cwd=workspace / cwd, env=command_env(workspace, env),
-                    timeout_s=timeout_s, output_cap=output_cap, limits=limits, pass_fds=passed,
-                    drop_root=False, stop=_stop_launcher, close_after_start=passed[1:])
+                    timeout_s=timeout_s, output_cap=output_cap, limits=limits,
+                    pass_fds=(*passed, *pass_fds), drop_root=False, stop=_stop_launcher,
+                    close_after_start=passed[1:], cancel=cancel)
     finally:
         ruleset.close()
 
@@ -158,12 +169,11 @@ class LandlockSandbox:
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:
-        if options.pass_fds:
-            raise UsageError("the Landlock sandbox cannot hand file descriptors to the command; use "
-                             "bubblewrap")
         if options.read_only:
             raise UsageError("the Landlock sandbox cannot keep workspace paths read-only "
                              f"({', '.join(options.read_only)}); check protects_paths first")
         return run_landlocked(workspace, command, timeout_s=options.timeout_s,
                               output_cap=options.output_cap, network=options.network,
-                              env=options.env, limits=options.limits)
+                              env=options.env, limits=options.limits,
+                              pass_fds=options.pass_fds, shared=options.shared,
+                              cancel=options.cancel)

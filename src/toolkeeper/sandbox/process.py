@@ -10,6 +10,7 @@ import select
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -47,9 +48,11 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
          output_cap: int, limits: Limits | None, pass_fds: Sequence[int] = (),
          close_after_start: Sequence[int] = (), drop_root: bool = True,
          info_fd: int | None = None,
-         stop: Callable[[subprocess.Popen[bytes]], None] | None = None) -> SandboxResult:
+         stop: Callable[[subprocess.Popen[bytes]], None] | None = None,
+         cancel: threading.Event | None = None) -> SandboxResult:
     """Start ``argv`` in a new session with the limits (and the call's cgroup, if any), read
-    its output under the cap until it ends or the deadline passes, and say what happened."""
+    its output under the cap until it ends, the deadline passes or ``cancel`` is set, and say
+    what happened."""
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     started = time.monotonic()
     with call_group(limits) as group:
@@ -63,7 +66,8 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
             for fd in close_after_start:
                 os.close(fd)
         out, err, truncated, timed_out = collect(proc, started + timeout_s, output_cap,
-                                                  info_fd=info_fd, stop=stop or kill_group)
+                                                  info_fd=info_fd, stop=stop or kill_group,
+                                                  cancel=cancel)
         oom = group is not None and group.oom_killed()
     return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), truncated=truncated,
@@ -136,7 +140,7 @@ class _Namespace:
 def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
              info_fd: int | None = None,
              stop: Callable[[subprocess.Popen[bytes]], None] = kill_group,
-             ) -> tuple[bytes, bytes, bool, bool]:
+             cancel: threading.Event | None = None) -> tuple[bytes, bytes, bool, bool]:
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     buffers = {out_fd: bytearray(), err_fd: bytearray()}
@@ -154,7 +158,7 @@ def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
         while selector.get_map():
             now = time.monotonic()
             remaining = deadline - now
-            if remaining <= 0:
+            if remaining <= 0 or (cancel is not None and cancel.is_set()):
                 timed_out = True
                 break
             if proc.poll() is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -15,11 +16,12 @@ __all__ = ["UnconfinedSandbox", "run_unconfined"]
 
 def run_unconfined(workspace: Path, command: Sequence[str], *, timeout_s: float = 60.0,
                    output_cap: int = 1 << 20, env: Mapping[str, str] | None = None,
-                   limits: Limits | None = None) -> SandboxResult:
+                   limits: Limits | None = None, cancel: threading.Event | None = None
+                   ) -> SandboxResult:
     """Run without a sandbox (the operator opted in): rlimits, a clean environment, a new
     session and the output cap still apply; so does the call's cgroup where the host has one."""
     return run_process(list(command), cwd=workspace, env=command_env(workspace, env),
-                timeout_s=timeout_s, output_cap=output_cap, limits=limits)
+                timeout_s=timeout_s, output_cap=output_cap, limits=limits, cancel=cancel)
 
 
 class UnconfinedSandbox:
@@ -38,6 +40,9 @@ class UnconfinedSandbox:
                              "bubblewrap")
         if options.read_only:
             raise UsageError("without a sandbox, workspace paths cannot be kept read-only")
+        if options.shared:
+            raise UsageError("without a sandbox every host path is reachable; shared paths "
+                             "cannot be limited")
         return run_unconfined(workspace, command, timeout_s=options.timeout_s,
                               output_cap=options.output_cap, env=options.env,
-                              limits=options.limits)
+                              limits=options.limits, cancel=options.cancel)

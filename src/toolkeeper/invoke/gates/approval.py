@@ -44,7 +44,9 @@ class ApprovalGate(Gate):
             call_id=inv.call.id, tool=inv.call.name, risk=tool.risk, hitl_mode=mode,
             arguments=inv.arguments, session_id=inv.session.id,
             reason=f"risk {tool.risk.value} is above {ceiling.value}",
-            timeout_s=service.policy.approval_timeout_s)
+            # a session's own policy (a code-mode run's) can only shorten the wait
+            timeout_s=min(service.policy.approval_timeout_s,
+                          inv.session.policy.approval_timeout_s))
         found = await service.find_open(request)
         if found is not None and found.state == "executing":
             raise ApprovalDeniedError(

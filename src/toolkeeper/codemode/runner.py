@@ -1,0 +1,118 @@
+"""One sandbox started with the prelude, waiting for its script; and a pool of them.
+
+A ``Started`` sandbox is a fresh ``python3 -I -S`` in the sandbox whose prelude has already
+loaded and waits on the bridge for the start frame. Starting one takes tens of milliseconds
+(the sandbox's launch chain and the interpreter); a run that takes a pre-started one
+(``WarmPool``) only pays for sending its script. Each is used for exactly one run and then
+gone with its private scratch directory, so nothing of one run reaches the next.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import secrets
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from ..sandbox.base import Limits, RunOptions, Sandbox, SandboxResult, SharedPath
+from .prelude import PRELUDE
+
+__all__ = ["PYTHON", "Started", "WarmPool"]
+
+PYTHON = "/usr/bin/python3"
+
+
+class Started:
+    """A sandbox running the prelude in its own worker thread; ``host`` is the bridge's end."""
+
+    def __init__(self, sandbox: Sandbox, *, timeout_s: float, cpu_s: int,
+                 shared: Sequence[SharedPath] = ()) -> None:
+        self.host, child = socket.socketpair()
+        self.secret = secrets.token_hex(16)
+        self.scratch = tempfile.TemporaryDirectory(prefix="toolkeeper-chain-")
+        os.chmod(self.scratch.name, 0o777)  # the sandbox's unprivileged user writes here
+        self.cancel = threading.Event()
+        self.finished = threading.Event()
+        self.result: SandboxResult | None = None
+        self.failure: BaseException | None = None
+        self.started = time.monotonic()
+        options = RunOptions(
+            timeout_s=timeout_s, output_cap=64 << 10, shared=tuple(shared), cancel=self.cancel,
+            env={"TOOLKEEPER_BRIDGE_FD": str(child.fileno()),
+                 "TOOLKEEPER_BRIDGE_SECRET": self.secret, "PYTHONDONTWRITEBYTECODE": "1"},
+            limits=Limits(cpu_s=cpu_s, processes=32, memory=512 << 20, file_bytes=16 << 20),
+            pass_fds=(child.fileno(),))
+        thread = threading.Thread(target=self._run, args=(sandbox, child, options),
+                                  name="toolkeeper-chain", daemon=True)
+        thread.start()
+
+    def _run(self, sandbox: Sandbox, child: socket.socket, options: RunOptions) -> None:
+        try:
+            self.result = sandbox.run(Path(self.scratch.name),
+                                      [PYTHON, "-I", "-S", "-c", PRELUDE], options)
+        except BaseException as exc:  # handed to the run that waits (UsageError, OSError)
+            self.failure = exc
+        finally:
+            child.close()
+            with contextlib.suppress(OSError):
+                self.scratch.cleanup()  # never read: whatever the script left there goes
+            self.finished.set()
+
+    @property
+    def alive(self) -> bool:
+        return not self.finished.is_set()
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait until the sandbox has ended, at most ``timeout_s``; whether it has."""
+        with anyio.move_on_after(timeout_s):
+            await anyio.to_thread.run_sync(self.finished.wait, abandon_on_cancel=True)
+        return self.finished.is_set()
+
+    def discard(self) -> None:
+        """Kill the sandbox (within ~0.1 s) and close the host's end of the bridge."""
+        self.cancel.set()
+        with contextlib.suppress(OSError):
+            self.host.close()
+
+
+class WarmPool:
+    """Up to ``size`` pre-started sandboxes; each serves one run, and taking one starts its
+    replacement. A sandbox idle for ``idle_s`` is killed and replaced when next asked for."""
+
+    def __init__(self, size: int, idle_s: float, start: collections.abc.Callable[[], Started]
+                 ) -> None:
+        self.size, self.idle_s, self._start = size, idle_s, start
+        self._ready: collections.deque[Started] = collections.deque()
+        self._lock = threading.Lock()
+
+    def fill(self) -> None:
+        with self._lock:
+            while len(self._ready) < self.size:
+                self._ready.append(self._start())
+
+    def take(self) -> Started | None:
+        """A live pre-started sandbox (its replacement starting), or ``None`` when none is."""
+        found = None
+        with self._lock:
+            while self._ready and found is None:
+                item = self._ready.popleft()
+                if item.alive and time.monotonic() - item.started < self.idle_s:
+                    found = item
+                else:
+                    item.discard()
+        self.fill()
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            while self._ready:
+                self._ready.popleft().discard()

@@ -1,0 +1,212 @@
+"""Code mode, the rest of a run's life with the real sandbox: media as files, a workspace the
+policy gives, the Landlock fallback, approval that times out inside a script, memory floods,
+nothing left running, and the warm pool."""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolkeeper import ToolInvoker, ToolRisk, tool
+from toolkeeper.approval import CallbackApprovalHandler
+from toolkeeper.artifacts import MemoryBlobStore
+from toolkeeper.codemode import ToolChainTool
+from toolkeeper.invoke import ChainPolicy
+from toolkeeper.sandbox import LandlockSandbox
+
+pytestmark = pytest.mark.anyio
+
+
+def _png(width: int) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(2))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, 2, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+@tool
+def screenshot(width: int) -> bytes:
+    """A picture of the screen."""
+    return _png(width)
+
+
+@tool
+def word_count(text: str) -> int:
+    """Count words."""
+    return len(text.split())
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
+async def _gone(marker: str, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while _processes_with(marker):
+        if time.monotonic() > deadline:
+            return False
+        await anyio.sleep(0.1)
+    return True
+
+
+async def test_media_become_files_under_media_the_script_can_read() -> None:
+    invoker = ToolInvoker([screenshot], artifact_store=MemoryBlobStore())
+    run = await ToolChainTool(invoker).run_chain(
+        "a = screenshot(width=3)\nb = screenshot(width=5)\n"
+        "result = [[f['path'] for f in a.files + b.files],\n"
+        "          [open(f['path'], 'rb').read()[:8].hex() for f in a.files + b.files],\n"
+        "          [f['artifact_ref'] for f in b.files]]")
+    assert run.status == "ok", run.output_text
+    paths, heads, refs = run.value
+    assert paths == ["media/screenshot_0.png", "media/screenshot_1.png"]
+    assert heads == [b"\x89PNG\r\n\x1a\n".hex()] * 2
+    assert [f.path for f in run.files] == paths
+    assert [f.media_type for f in run.files] == ["image/png"] * 2
+    assert run.files[1].artifact_ref == refs[0]
+    assert invoker.artifact_store.resolve(refs[0]).data == _png(5)  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def project() -> Iterator[Path]:
+    """A directory the sandbox's unprivileged user can reach (pytest's tmp_path is 0700)."""
+    with tempfile.TemporaryDirectory() as top:
+        os.chmod(top, 0o755)
+        path = Path(top) / "project"
+        path.mkdir()
+        yield path
+
+
+async def test_the_workspace_is_read_only_unless_the_policy_makes_it_writable(
+        project: Path) -> None:
+    (project / "notes.txt").write_text("alpha beta gamma")
+    os.chmod(project, 0o777)
+    os.chmod(project / "notes.txt", 0o666)
+    script = """
+import os
+text = open(os.path.join(WORKSPACE, 'notes.txt')).read()
+try:
+    open(os.path.join(WORKSPACE, 'new.txt'), 'w').write('x')
+    wrote = True
+except OSError as exc:
+    wrote = type(exc).__name__
+result = [word_count(text=text).structured, wrote]
+"""
+    invoker = ToolInvoker([word_count])
+    read_only = await ToolChainTool(invoker, workspace=project).run_chain(script)
+    assert read_only.value == [{"result": 3}, "OSError"], read_only.output_text
+    assert not (project / "new.txt").exists()
+    writable = await ToolChainTool(invoker, workspace=project, writable=True).run_chain(script)
+    assert writable.value == [{"result": 3}, True], writable.output_text
+    assert (project / "new.txt").read_text() == "x"
+    nothing = await ToolChainTool(invoker).run_chain(
+        f"import os\nresult = [WORKSPACE, os.path.exists({str(project)!r})]")
+    assert nothing.value == [None, False]
+
+
+async def test_the_landlock_fallback_runs_scripts_through_the_same_bridge(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    run = await ToolChainTool(ToolInvoker([word_count]), sandbox=LandlockSandbox()).run_chain(
+        f"try:\n    leaked = open({str(secret)!r}).read()\nexcept OSError as exc:\n"
+        "    leaked = type(exc).__name__\n"
+        "result = [word_count(text='one two').structured, leaked]")
+    assert run.status == "ok", run.output_text
+    assert run.value == [{"result": 2}, "PermissionError"]
+    assert [r.tool for r in run.call_trace] == ["word_count"]
+
+
+async def test_a_slow_human_inside_a_script_yields_denied_before_the_call_limit() -> None:
+    sent: list[str] = []
+
+    @tool(risk=ToolRisk.CRITICAL)
+    def wire_money(amount: int) -> str:
+        """Send money (needs approval)."""
+        sent.append(str(amount))
+        return "sent"
+
+    async def never_answers(request: object) -> bool:
+        await anyio.sleep(3600)
+        return True
+
+    invoker = ToolInvoker([wire_money, word_count],
+                          approval_handler=CallbackApprovalHandler(never_answers))
+    chain = ToolChainTool(invoker, policy=ChainPolicy(call_timeout_s=3, approval_timeout_s=0.5))
+    started = time.monotonic()
+    run = await chain.run_chain(
+        "r = wire_money(amount=100)\nafter = word_count(text='still running')\n"
+        "result = [r.status, r.error_code, r.text, after.ok]")
+    assert run.status == "ok", run.output_text
+    status, code, text, after = run.value
+    assert (status, after) == ("denied", True) and "not approved" in text and sent == []
+    assert code != "timeout" and time.monotonic() - started < 3  # the wait, not the call limit
+    assert [(r.tool, r.status) for r in run.call_trace] == [("wire_money", "denied"),
+                                                            ("word_count", "ok")]
+
+
+async def test_a_memory_flood_is_stopped_and_the_calls_before_it_are_kept() -> None:
+    run = await ToolChainTool(ToolInvoker([word_count])).run_chain(
+        "word_count(text='a b')\nblocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))")
+    assert run.status in ("error", "killed") and run.status != "ok"
+    assert [r.tool for r in run.call_trace] == ["word_count"]
+
+
+async def test_no_process_of_a_run_outlives_it_whatever_ends_it() -> None:
+    spawn = ("import subprocess\nsubprocess.Popen(['/bin/sleep', '{m}'], start_new_session=True)"
+             "\n{tail}")
+    done = await ToolChainTool(ToolInvoker([word_count])).run_chain(
+        spawn.format(m="987.125", tail="result = 'spawned'"))
+    assert done.value == "spawned" and await _gone("987.125")
+    timed = ToolChainTool(ToolInvoker([word_count]), policy=ChainPolicy(
+        total_timeout_s=2, call_timeout_s=1, approval_timeout_s=0.5))
+    late = await timed.run_chain(spawn.format(m="987.25", tail="import time\ntime.sleep(60)"))
+    assert late.status == "timeout" and await _gone("987.25")
+    chain = ToolChainTool(ToolInvoker([word_count]))
+    async with anyio.create_task_group() as group:
+        group.start_soon(chain.run_chain,
+                         spawn.format(m="987.5", tail="import time\ntime.sleep(60)"))
+        await anyio.sleep(1.5)
+        assert _processes_with("987.5")
+        group.cancel_scope.cancel()  # the caller gives up: the sandbox goes with it
+    assert await _gone("987.5")
+
+
+async def test_the_warm_pool_serves_each_run_a_fresh_sandbox_and_closes_cleanly() -> None:
+    chain = ToolChainTool(ToolInvoker([word_count]), warm=2,
+                          policy=ChainPolicy(total_timeout_s=2, call_timeout_s=1,
+                                             approval_timeout_s=0.5))
+    chain.warm_up()
+    await anyio.sleep(2.5)  # longer than a run may take: the limit counts from the run's start
+    first = await chain.run_chain(
+        "open('/tmp/left', 'w').write('x')\nopen('left', 'w').write('x')\n"
+        "result = word_count(text='warm start').structured")
+    second = await chain.run_chain(
+        "import os\nresult = [os.path.exists('/tmp/left'), os.path.exists('left')]")
+    assert first.status == "ok" and first.value == {"result": 2}, first.output_text
+    assert second.value == [False, False]  # nothing of one run reaches the next
+    slow = await chain.run_chain("import time\ntime.sleep(30)")
+    assert slow.status == "timeout" and slow.duration_ms < 10_000
+    ready = list(chain._pool._ready)
+    assert len(ready) == 2 and all(item.alive for item in ready)
+    chain.close()
+    for item in ready:
+        assert await item.wait(10)
+    assert not chain._pool._ready
