@@ -115,6 +115,7 @@ result = found
     assert found["net"] != "connected"
     assert found["env"] == []  # the bridge's fd and secret left the environment
     assert found["pid1"].startswith("bwrap")  # a private process tree: pid 1 is the sandbox
+    assert "SECRET" not in found["pid1"]  # the run's secret is on no command line
 
 
 async def test_floods_and_fork_bombs_are_contained_and_nothing_survives_a_run() -> None:

@@ -67,7 +67,8 @@ class Bridge:
         self.sock.setblocking(False)
         try:
             self._channel.open()
-            await self._send({"type": "start", "code": self.code, "workspace": self.workspace,
+            await self._send({"type": "start", "secret": self.secret, "code": self.code,
+                              "workspace": self.workspace,
                               "tools": [{"name": name, "function": function_name(name)}
                                         for name in self.allowed]})
             while True:

@@ -3,7 +3,7 @@
 It is handed to a fresh ``python3 -I -S`` as a string and imports nothing at start but
 built-in modules (``os``, ``sys``, ``marshal``): importing ``json``, ``socket`` and
 ``traceback`` would cost a fresh interpreter ~25 ms on a small host. It takes the bridge's fd
-and the run's secret out of the environment, waits for the start frame (the script and the
+out of the environment, waits for the start frame (the run's secret, the script and the
 callable tools — a pre-started sandbox waits here until a run takes it), defines one function
 per tool plus ``call_tool`` and ``search_tools``, runs the script in a fresh namespace and sends
 back its ``result``, or the error when it raises.
@@ -25,7 +25,7 @@ import marshal, os, sys
 
 def _bridge():
     fd = int(os.environ.pop("TOOLKEEPER_BRIDGE_FD"))
-    secret = os.environ.pop("TOOLKEEPER_BRIDGE_SECRET")
+    secret = ""  # comes with the start frame: never in the environment or a command line
     limit = __LIMIT__
     escapes = {i: "\\u%04x" % i for i in range(32)}
     escapes.update({34: '\\"', 92: "\\\\"})
@@ -129,6 +129,7 @@ def _bridge():
         return receive().get("signatures", [])
 
     start = receive()
+    secret = start["secret"]
     namespace = {"__name__": "__chain__", "__builtins__": __builtins__,
                  "call_tool": call_tool, "search_tools": search_tools,
                  "WORKSPACE": start.get("workspace")}
