@@ -2,7 +2,9 @@
 
 - start: from ``run_chain`` being called to the first line of the script running (the
   script's first statement reads the clock), against a bare ``python3 -I -S`` started with
-  ``subprocess`` to the same first line — both on this host's Debian python3;
+  ``subprocess`` to the same first line — both on this host's Debian python3; cold (a sandbox
+  started for the run) and warm (``warm=1``: the run takes a pre-started sandbox, whose
+  replacement starts while the other measurements run);
 - a bridged call: 100 calls of a trivial async tool from inside a script (timed inside the
   script), against 100 direct ``ToolInvoker.invoke`` calls of the same tool on the host, and
   against the same script run by smolagents' ``LocalPythonExecutor`` (an AST interpreter in
@@ -52,8 +54,11 @@ def _invoker() -> ToolInvoker:
     return ToolInvoker([lookup], policy=ChainPolicy(max_tool_calls=10**6))
 
 
-async def chain_start() -> float:
-    chain = ToolChainTool(_invoker())
+WARM = ToolChainTool(_invoker(), warm=1)
+
+
+async def chain_start(chain: ToolChainTool | None = None) -> float:
+    chain = chain or ToolChainTool(_invoker())
     before = time.time()
     run = await chain.run_chain("import time\nresult = time.time()")
     return float(run.value) - before
@@ -101,10 +106,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     samples: dict[str, list[float]] = {}
+    WARM.warm_up()
     for run in range(args.runs):
         seed = random.Random(run).randrange(10**6)
         jobs: list[tuple[str, Any]] = [
-            ("start: run_chain → first line", lambda: anyio.run(chain_start)),
+            ("start: run_chain → first line (cold)", lambda: anyio.run(chain_start)),
+            ("start: run_chain → first line (warm pool)", lambda: anyio.run(chain_start, WARM)),
             ("start: bare python3 -I -S → first line", bare_start),
             ("call: bridged (inside a script)", lambda s=seed: anyio.run(bridged_call, s)),
             ("call: direct ToolInvoker.invoke", lambda s=seed: anyio.run(direct_call, s)),
@@ -120,6 +127,7 @@ def main() -> None:
         ordered = sorted(values)
         p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
         print(f"| {name} | {statistics.median(values) * 1000:,.3f} | {p95 * 1000:,.3f} |")
+    WARM.close()
 
 
 if __name__ == "__main__":

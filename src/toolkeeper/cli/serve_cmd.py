@@ -18,6 +18,7 @@ from ..approval.persisted import PersistedApprovalHandler
 from ..approval.pg import is_url
 from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
 from ..builtins import SecurityPolicy, default_tools
+from ..codemode import ToolChainTool
 from ..config import ToolkeeperConfig, all_tools_with_runtime, chain_policy, load_config
 from ..errors import ToolkeeperError
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
@@ -145,7 +146,21 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
     handler = PersistedApprovalHandler(store, wait_s=approval_wait, poll_s=0.05)
-    return ToolInvoker(Toolbox(tools), handler, policy=policy, audit=audit)
+    invoker = ToolInvoker(Toolbox(tools), handler, policy=policy, audit=audit)
+    if settings is not None and settings.codemode.enabled:
+        invoker.registry.add(_code_mode(invoker, settings))
+    return invoker
+
+
+def _code_mode(invoker: ToolInvoker, settings: ToolkeeperConfig) -> ToolChainTool:
+    """``tool_chain`` as ``[codemode]`` says: its own budget and total time; every call of a
+    script passes this invoker (approval, audit) like a direct one."""
+    section = settings.codemode
+    policy = invoker.policy.model_copy(update={"max_tool_calls": section.max_tool_calls,
+                                               "total_timeout_s": section.total_timeout_s})
+    workspace = settings.security.workspace if section.workspace != "none" else None
+    return ToolChainTool(invoker, tools=section.tools, policy=policy, workspace=workspace,
+                         writable=section.workspace == "write", warm=section.warm)
 
 
 def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path,

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import anyio
 
+from ..core.metadata import ToolMetadata
 from ..core.results import ToolResult
 from ..errors import UsageError
 from ..invoke.invoker import ToolInvoker
@@ -86,7 +87,11 @@ class ToolChainTool(Tool):
                          parameters={"type": "object", "properties": {"code": {
                              "type": "string", "description": "The Python script to run."}},
                              "required": ["code"]},
-                         callable=self._run_tool, is_async=True)
+                         callable=self._run_tool, is_async=True,
+                         # the run keeps its own total limit; the door around it must not cut
+                         # it first (and leave a killed sandbox's teardown room to answer)
+                         metadata=ToolMetadata(
+                             timeout=self._policy.total_timeout_s + KILL_WAIT_S + 5))
 
     # -- what the script may call ------------------------------------------------------
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
 
-__all__ = ["MCPSection", "MCPServerConfig", "ToolkeeperConfig", "load_config"]
+__all__ = ["CodeModeSection", "MCPSection", "MCPServerConfig", "ToolkeeperConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -99,6 +99,21 @@ class MCPSection(_Section):
         return self
 
 
+class CodeModeSection(_Section):
+    """``[codemode]``: offer ``tool_chain``, a tool that runs a model-written Python script in
+    the OS sandbox, every call of which goes through the same door as a direct call."""
+
+    enabled: bool = False
+    tools: list[str] | None = None
+    """The tools a script may call (default: every served tool but hosted ones)."""
+    workspace: Literal["none", "read", "write"] = "none"
+    """Whether scripts see ``security.workspace``: not at all, read-only, or read-write."""
+    warm: int = Field(default=0, ge=0, le=16)
+    """Sandboxes kept started ahead of runs (faster starts; each serves one run)."""
+    max_tool_calls: int = Field(default=50, ge=0)
+    total_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+
+
 class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
 
@@ -111,6 +126,7 @@ class ToolkeeperConfig(_Section):
     http_request: FetchSection = Field(default_factory=FetchSection)
     skills: SkillsSection = Field(default_factory=SkillsSection)
     mcp: MCPSection = Field(default_factory=MCPSection)
+    codemode: CodeModeSection = Field(default_factory=CodeModeSection)
     path: Path | None = Field(default=None, exclude=True)
     present: frozenset[str] = Field(default=frozenset(), exclude=True)
     """Top-level sections the file actually contains (for presence-based gates)."""
