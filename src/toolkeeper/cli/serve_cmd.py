@@ -146,9 +146,10 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
     handler = PersistedApprovalHandler(store, wait_s=approval_wait, poll_s=0.05)
-    invoker = ToolInvoker(Toolbox(tools), handler, policy=policy, audit=audit)
+    box = Toolbox(tools)
+    invoker = ToolInvoker(box, handler, policy=policy, audit=audit)
     if settings is not None and settings.codemode.enabled:
-        invoker.registry.add(_code_mode(invoker, settings))
+        box.add(_code_mode(invoker, settings))
     return invoker
 
 
