@@ -210,3 +210,20 @@ async def test_the_warm_pool_serves_each_run_a_fresh_sandbox_and_closes_cleanly(
     for item in ready:
         assert await item.wait(10)
     assert not chain._pool._ready
+
+
+async def test_what_the_model_reads_lists_calls_and_files_and_a_huge_script_is_refused() -> None:
+    from toolkeeper.core.call import ToolCall
+
+    invoker = ToolInvoker([screenshot, word_count], artifact_store=MemoryBlobStore())
+    outer = ToolInvoker([ToolChainTool(invoker)])
+    async with outer.open_session() as session:
+        shown = await outer.invoke(ToolCall(id="c1", name="tool_chain", arguments={
+            "code": "screenshot(width=2)\nword_count(text=3)\nresult = 'done'"}), session=session)
+        huge = await outer.invoke(ToolCall(id="c2", name="tool_chain", arguments={
+            "code": "x = 1\n" * 100_000}), session=session)
+    assert shown.ok, shown.text
+    assert "call 1: screenshot → ok" in shown.text
+    assert "call 2: word_count → error (invalid_arguments)" in shown.text
+    assert "file: media/screenshot_0.png (image/png" in shown.text
+    assert not huge.ok and "at most 262144 bytes" in huge.text

@@ -38,6 +38,10 @@ from .signatures import signature
 
 __all__ = ["ToolChainTool"]
 
+MAX_CODE_BYTES = 256 << 10
+"""The largest script a run accepts."""
+SHOWN_CALLS = 100
+"""Calls (and files) listed one per line in what the model reads."""
 KILL_WAIT_S = 10.0
 """How long a killed sandbox may take to be gone (a fork bomb's teardown) before the run
 answers anyway."""
@@ -119,8 +123,14 @@ class ToolChainTool(Tool):
 
     async def _run_tool(self, code: str) -> ToolResult:
         run = await self.run_chain(code)
+        trace = run.call_trace
         lines = [f"status: {run.status}", *(
-            f"call {i}: {r.tool} → {r.status}" for i, r in enumerate(run.call_trace, 1))]
+            f"call {i}: {r.tool} → {r.status}" + (f" ({r.error_code})" if r.error_code else "")
+            for i, r in enumerate(trace[:SHOWN_CALLS], 1))]
+        if len(trace) > SHOWN_CALLS:
+            lines.append(f"… and {len(trace) - SHOWN_CALLS} more calls")
+        lines += [f"file: {f.path} ({f.media_type}, {f.size} bytes, artifact {f.artifact_ref})"
+                  for f in run.files[:SHOWN_CALLS]]
         if run.output_text:
             lines.append("output:\n" + run.output_text)
         if run.value is not None:
@@ -153,7 +163,16 @@ class ToolChainTool(Tool):
         self._pool.close()
 
     async def run_chain(self, code: str) -> ChainRunResult:
-        """Run ``code`` once in a fresh sandbox; every call it makes goes through the invoker."""
+        """Run ``code`` once in a fresh sandbox; every call it makes goes through the invoker.
+
+        Raises:
+            UsageError: no confining sandbox here, or ``code`` is not a string of at most
+                ``MAX_CODE_BYTES``.
+        """
+        if not isinstance(code, str) or len(code.encode("utf-8", "surrogatepass")
+                                             ) > MAX_CODE_BYTES:
+            raise UsageError(f"code must be a Python script of at most {MAX_CODE_BYTES} bytes; "
+                             "split the work into smaller scripts")
         self._sandbox_or_refuse()
         policy = self._policy
         started = time.monotonic()
