@@ -227,3 +227,15 @@ async def test_what_the_model_reads_lists_calls_and_files_and_a_huge_script_is_r
     assert "call 2: word_count → error (invalid_arguments)" in shown.text
     assert "file: media/screenshot_0.png (image/png" in shown.text
     assert not huge.ok and "at most 262144 bytes" in huge.text
+
+
+async def test_a_dropped_chain_does_not_leave_its_warm_sandboxes_waiting() -> None:
+    import gc
+
+    chain = ToolChainTool(ToolInvoker([word_count]), warm=1)
+    chain.warm_up()
+    (waiting,) = list(chain._pool._ready)
+    assert waiting.alive
+    del chain
+    gc.collect()
+    assert await waiting.wait(10)

@@ -17,6 +17,7 @@ import socket
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,6 +93,8 @@ class WarmPool:
         self.size, self.idle_s, self._start = size, idle_s, start
         self._ready: collections.deque[Started] = collections.deque()
         self._lock = threading.Lock()
+        # a pool dropped without close() does not leave its sandboxes waiting
+        weakref.finalize(self, _discard_all, self._ready)
 
     def fill(self) -> None:
         with self._lock:
@@ -113,5 +116,9 @@ class WarmPool:
 
     def close(self) -> None:
         with self._lock:
-            while self._ready:
-                self._ready.popleft().discard()
+            _discard_all(self._ready)
+
+
+def _discard_all(ready: collections.deque[Started]) -> None:
+    while ready:
+        ready.popleft().discard()
