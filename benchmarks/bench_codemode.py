@@ -18,11 +18,14 @@ Runs interleaved, random arguments, medians.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,6 +34,8 @@ from toolkeeper import ToolInvoker, tool
 from toolkeeper.codemode import ToolChainTool
 from toolkeeper.core.call import ToolCall
 from toolkeeper.invoke import ChainPolicy
+from toolkeeper.sandbox.base import Limits
+from toolkeeper.sandbox.bubblewrap import run_confined
 
 CALLS = 100
 
@@ -62,6 +67,18 @@ async def chain_start(chain: ToolChainTool | None = None) -> float:
     before = time.time()
     run = await chain.run_chain("import time\nresult = time.time()")
     return float(run.value) - before
+
+
+def sandbox_start() -> float:
+    """The sandbox alone: the same ``python3 -c`` through ``run_confined`` with the chain's
+    limits (what a cold run pays before the prelude)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        os.chmod(scratch, 0o777)
+        before = time.time()
+        out = run_confined(Path(scratch), ["/usr/bin/python3", "-I", "-S", "-c",
+                                           "import time; print(time.time())"],
+                           limits=Limits(processes=32, memory=512 << 20, file_bytes=16 << 20))
+    return float(out.stdout) - before
 
 
 def bare_start() -> float:
@@ -113,6 +130,7 @@ def main() -> None:
             ("start: run_chain → first line (cold)", lambda: anyio.run(chain_start)),
             ("start: run_chain → first line (warm pool)", lambda: anyio.run(chain_start, WARM)),
             ("start: bare python3 -I -S → first line", bare_start),
+            ("start: the sandbox alone (run_confined python3 -c) → first line", sandbox_start),
             ("call: bridged (inside a script)", lambda s=seed: anyio.run(bridged_call, s)),
             ("call: direct ToolInvoker.invoke", lambda s=seed: anyio.run(direct_call, s)),
             ("call: smolagents LocalPythonExecutor", lambda s=seed: smolagents_call(s))]

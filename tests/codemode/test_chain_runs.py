@@ -239,3 +239,37 @@ async def test_a_dropped_chain_does_not_leave_its_warm_sandboxes_waiting() -> No
     del chain
     gc.collect()
     assert await waiting.wait(10)
+
+
+async def test_values_cross_the_bridge_intact_both_ways() -> None:
+    seen: list[object] = []
+
+    @tool
+    def echo(value: object) -> dict:  # type: ignore[type-arg]
+        """Echo a value."""
+        seen.append(value)
+        return {"value": value}
+
+    @tool
+    def length(text: str) -> int:
+        """Length of a text."""
+        seen.append(text)
+        return len(text)
+
+    script = r"""
+tricky = {"quote\"s": 'back\\slash', "ctl": "\x00\x07\n\t\x1f", "uni": "naïve ☃ 𝄞",
+          "nest": [1, [2.5, [True, None, False]]], "tuple": (1, 2),
+          "big": 2**80, "neg": -0.0, "inf": float("inf"), 3: "int key", "obj": object}
+r = echo(value=tricky)
+lone = length(text="\udc80!")
+expected = {**tricky, "tuple": [1, 2], "3": tricky[3], "obj": repr(object)}
+del expected[3]
+result = [r.status, r.structured["value"] == expected, lone.structured]
+"""
+    run = await ToolChainTool(ToolInvoker([echo, length])).run_chain(script)
+    assert run.status == "ok", run.output_text
+    assert run.value == ["ok", True, {"result": 2}]
+    value, lone = seen
+    assert value["quote\"s"] == "back\\slash" and value["ctl"] == "\x00\x07\n\t\x1f"  # type: ignore[index]
+    assert value["uni"] == "naïve ☃ 𝄞" and lone == "\udc80!"  # type: ignore[index]
+    assert value["big"] == 2**80 and value["inf"] == float("inf")  # type: ignore[index]

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["MEDIA_RUN_BYTES", "Bridge"]
 
 NAME = "tool_chain"
-SPIN_S = 0.0005
-"""How long the script's side polls for an answer before it sleeps on the socket."""
 MEDIA_RUN_BYTES = 32 << 20
 """Media bytes a run may have written into its scratch directory (files past it are listed
 with their artifact ref only)."""
@@ -70,7 +68,7 @@ class Bridge:
         try:
             self._channel.open()
             await self._send({"type": "start", "secret": self.secret, "code": self.code,
-                              "workspace": self.workspace, "spin_s": SPIN_S,
+                              "workspace": self.workspace,
                               "tools": [{"name": name, "function": function_name(name)}
                                         for name in self.allowed]})
             while True:

@@ -1,7 +1,7 @@
 """The code that runs first inside the sandbox: the script's side of the bridge.
 
 It is handed to a fresh ``python3 -I -S`` as a string and imports nothing at start but
-built-in modules (``os``, ``sys``, ``marshal``, ``time``): importing ``json``, ``socket`` and
+built-in modules (``os``, ``sys``, ``marshal``): importing ``json``, ``socket`` and
 ``traceback`` would cost a fresh interpreter ~25 ms on a small host. It takes the bridge's fd
 out of the environment, waits for the start frame (the run's secret, the script and the
 callable tools — a pre-started sandbox waits here until a run takes it), defines one function
@@ -22,7 +22,6 @@ MAX_FRAME = 1 << 20
 
 _SOURCE = r'''
 import marshal, os, sys
-from time import perf_counter as clock
 
 def _bridge():
     fd = int(os.environ.pop("TOOLKEEPER_BRIDGE_FD"))
@@ -30,7 +29,6 @@ def _bridge():
     limit = __LIMIT__
     escapes = {i: "\\u%04x" % i for i in range(32)}
     escapes.update({34: '\\"', 92: "\\\\"})
-    escapes.update({i: "\\u%04x" % i for i in range(0xD800, 0xE000)})
     special = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
 
     def encode(value, depth=0):
@@ -58,7 +56,8 @@ def _bridge():
         return encode(repr(value))
 
     def send(body):
-        data = ("{" + body + ',"secret":"' + secret + '"}').encode("utf-8", "surrogatepass")
+        # a lone surrogate (only ever inside a JSON string) becomes its \\uXXXX escape
+        data = ("{" + body + ',"secret":"' + secret + '"}').encode("utf-8", "backslashreplace")
         if len(data) > limit:
             raise ValueError("a call's arguments may be at most %d bytes as JSON" % limit)
         data = len(data).to_bytes(4, "big") + data
@@ -66,33 +65,13 @@ def _bridge():
             data = data[os.write(fd, data):]
 
     pending = bytearray()
-    spin = [0.0]  # seconds to poll for an answer before sleeping on the socket (start frame)
-
-    def fill():
-        # An answer usually comes back within a fraction of a millisecond: polling for it
-        # for a moment keeps this process awake instead of paying a sleep and a wake-up.
-        chunk = None
-        if spin[0]:
-            os.set_blocking(fd, False)
-            end = clock() + spin[0]
-            try:
-                while chunk is None:
-                    try:
-                        chunk = os.read(fd, 65536)
-                    except BlockingIOError:
-                        if clock() > end:
-                            break
-            finally:
-                os.set_blocking(fd, True)
-        if chunk is None:
-            chunk = os.read(fd, 65536)
-        if not chunk:
-            raise SystemExit("the host closed the bridge")
-        pending.extend(chunk)
 
     def exact(size):
         while len(pending) < size:
-            fill()
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise SystemExit("the host closed the bridge")
+            pending.extend(chunk)
         data = bytes(pending[:size])
         del pending[:size]
         return data
@@ -151,7 +130,6 @@ def _bridge():
 
     start = receive()
     secret = start["secret"]
-    spin[0] = float(start.get("spin_s") or 0.0)
     namespace = {"__name__": "__chain__", "__builtins__": __builtins__,
                  "call_tool": call_tool, "search_tools": search_tools,
                  "WORKSPACE": start.get("workspace")}
