@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import anyio
@@ -41,6 +43,8 @@ def test_audit_lists_and_filters(tmp_path: Path) -> None:
     assert errors.exit_code == 0, errors.output
     assert '"error_code": "invalid_arguments"' in errors.stdout
     assert '"status": "ok"' not in errors.stdout
+    lines = errors.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["status"] == "error"  # one object per line
 
 
 def test_audit_without_a_database_says_what_to_do(tmp_path: Path) -> None:

@@ -5,9 +5,12 @@ the replicas leave exactly 1,000 audit rows."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,3 +150,44 @@ async def test_a_thousand_concurrent_calls_over_three_replicas_leave_a_thousand_
         rows = conn.execute("SELECT count(*), count(DISTINCT args_digest) FROM audit "
                             "WHERE tool = 'ping' AND status = 'ok'").fetchone()
     assert rows == (1000, 1000)
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkeeper.cli", *args], capture_output=True,
+                          text=True, timeout=60, check=False, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "300"})
+
+
+async def test_the_cli_reads_and_decides_on_the_shared_store_and_a_stranger_token_is_refused(
+        tmp_path: Path, postgres_url: str) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--store", postgres_url, "--approval-wait", "0",
+                       tools=str(tmp_path / "tools.py"), state="a")
+    try:
+        async with _client(url) as client:
+            pending = await client.call_tool("launch", {"n": 7})
+            assert pending.is_error and "waiting for approval" in pending.content[0].text  # type: ignore[union-attr]
+            listed = _cli(tmp_path, "approvals", "list", "--json", "--store", postgres_url)
+            assert listed.returncode == 0, listed.stderr
+            (request,) = [r for r in json.loads(listed.stdout)["approvals"]
+                          if r["tool"] == "launch"]
+            decided = _cli(tmp_path, "approvals", "approve", request["id"], "--store",
+                           postgres_url)
+            assert decided.returncode == 0, decided.stderr
+            ran = await client.call_tool("launch", {"n": 7})
+        assert not ran.is_error and "launched 7" in ran.content[0].text  # type: ignore[union-attr]
+        audit = _cli(tmp_path, "audit", "--json", "--store", postgres_url)
+        rows = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
+        assert [(r["tool"], r["status"]) for r in rows] == [("launch", "ok"),
+                                                           ("launch", "pending")]
+        stranger = subprocess.run(
+            [sys.executable, "-m", "toolkeeper.cli", "serve", str(tmp_path / "tools.py"),
+             "--no-builtins", "--port", "0", "--store", postgres_url, "--state-dir",
+             str(tmp_path / "b")], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            env={**os.environ, "TOOLKEEPER_TOKEN": "another-operator-token-9876543210"})
+        assert stranger.returncode != 0 and "Traceback" not in stranger.stderr
+        assert "another operator token" in stranger.stderr
+        assert len(stranger.stderr.strip().splitlines()) == 1  # one line for the operator
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)

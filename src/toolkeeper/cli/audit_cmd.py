@@ -42,8 +42,9 @@ def audit(
         raise typer.Exit(code=2) from exc
     if as_json:
         for entry in entries:
-            _out.print_json(json.dumps({k: getattr(entry, k) for k in entry.__slots__},
-                                       default=str))
+            # one object per line, as the help says (rich's print_json would indent it)
+            print(json.dumps({k: getattr(entry, k) for k in entry.__slots__}, default=str,
+                             ensure_ascii=False))
         return
     table = Table("time", "session", "tool", "status", "code", "ms", "arguments", "approval")
     for e in entries:
