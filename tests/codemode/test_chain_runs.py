@@ -273,3 +273,32 @@ result = [r.status, r.structured["value"] == expected, lone.structured]
     assert value["quote\"s"] == "back\\slash" and value["ctl"] == "\x00\x07\n\t\x1f"  # type: ignore[index]
     assert value["uni"] == "naïve ☃ 𝄞" and lone == "\udc80!"  # type: ignore[index]
     assert value["big"] == 2**80 and value["inf"] == float("inf")  # type: ignore[index]
+
+
+async def test_large_catalogs_are_found_with_search_tools_and_names_never_shadow() -> None:
+    from toolkeeper.tools.tool import Tool
+
+    def make(name: str, description: str) -> Tool:
+        def run(**arguments: object) -> str:
+            return f"{name} ran with {sorted(arguments.items())}"
+        return Tool(name=name, description=description, callable=run, parameters={
+            "type": "object", "properties": {"service": {"type": "string"}}})
+
+    tools = [make(f"gauge_{i}", f"Read gauge number {i}.") for i in range(59)]
+    tools += [make("p99_latency", "The 99th percentile request latency of a service."),
+              make("print", "Print a document on paper."), make("a-b", "First."),
+              make("a_b", "Second.")]
+    chain = ToolChainTool(ToolInvoker(tools))
+    assert "def gauge_0(" in chain.description and "def p99_latency(" not in chain.description
+    assert "and 23 more tools: search_tools(query)" in chain.description
+    run = await chain.run_chain(
+        "found = search_tools('request latency percentile', limit=3)\n"
+        "print('the builtin print still prints')\n"
+        "result = [any(s.startswith('def p99_latency(') for s in found),\n"
+        "          p99_latency(service='api').text, print_tool(service='x').text,\n"
+        "          a_b(service='1').text, a_b_2(service='2').text]")
+    assert run.status == "ok", run.output_text
+    assert run.output_text == "the builtin print still prints\n"
+    assert run.value == [True, "p99_latency ran with [('service', 'api')]",
+                         "print ran with [('service', 'x')]", "a-b ran with [('service', '1')]",
+                         "a_b ran with [('service', '2')]"]

@@ -25,7 +25,7 @@ from ..core.call import ToolCall
 from ..invoke.results import ChainFile, InvocationResult
 from ..invoke.session import InvokerSession
 from .prelude import MAX_FRAME
-from .signatures import function_name, signature
+from .signatures import function_names, signature
 
 if TYPE_CHECKING:
     from .chain import ToolChainTool
@@ -47,6 +47,7 @@ class Bridge:
         self.chain, self.sock, self.secret = chain, sock, secret
         self.session, self.code, self.workspace = session, code, workspace
         self.allowed = {t.name: t for t in chain.callable_tools()}
+        self.functions = function_names(self.allowed)
         self.value: Any = None
         self.done = False
         self.error = ""
@@ -69,8 +70,8 @@ class Bridge:
             self._channel.open()
             await self._send({"type": "start", "secret": self.secret, "code": self.code,
                               "workspace": self.workspace,
-                              "tools": [{"name": name, "function": function_name(name)}
-                                        for name in self.allowed]})
+                              "tools": [{"name": name, "function": function}
+                                        for name, function in self.functions.items()]})
             while True:
                 frame = await self._receive()
                 if frame is None:
@@ -147,7 +148,8 @@ class Bridge:
         except (TypeError, ValueError):
             limit = 5
         hits = self.chain._invoker.registry.search(str(frame.get("query", "")), limit=limit)
-        return [signature(self.allowed[h.name]) for h in hits if h.name in self.allowed]
+        return [signature(self.allowed[h.name], self.functions[h.name])
+                for h in hits if h.name in self.allowed]
 
     async def _send(self, message: dict[str, Any]) -> None:
         try:

@@ -34,12 +34,14 @@ from ..sandbox.detect import default_sandbox
 from ..tools.tool import Tool
 from .bridge import NAME, Bridge
 from .runner import Started, WarmPool
-from .signatures import signature
+from .signatures import function_names, signature
 
 __all__ = ["ToolChainTool"]
 
 MAX_CODE_BYTES = 256 << 10
 """The largest script a run accepts."""
+LISTED = 40
+"""Tools the description lists as signatures; the rest are found with ``search_tools``."""
 SHOWN_CALLS = 100
 """Calls (and files) listed one per line in what the model reads."""
 KILL_WAIT_S = 10.0
@@ -111,7 +113,12 @@ class ToolChainTool(Tool):
         return found
 
     def _describe(self) -> str:
-        listed = "\n\n".join(signature(t) for t in self.callable_tools())
+        tools = self.callable_tools()
+        functions = function_names(t.name for t in tools)
+        listed = "\n\n".join(signature(t, functions[t.name]) for t in tools[:LISTED])
+        if len(tools) > LISTED:
+            listed += (f"\n\n… and {len(tools) - LISTED} more tools: search_tools(query) "
+                       "returns their signatures.")
         return ("Run a Python script that calls tools and combines their results, in a "
                 "sandbox without network or host files. Call a tool as a function with keyword "
                 "arguments (or call_tool(name, {...})); it returns a result with .status, "

@@ -3,9 +3,16 @@ model writing a script knows what it may call and how."""
 
 from __future__ import annotations
 
+import builtins
+import keyword
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["function_name", "signature"]
+__all__ = ["function_name", "function_names", "signature"]
+
+RESERVED = frozenset({*dir(builtins), "call_tool", "search_tools", "result", "Result",
+                      "WORKSPACE"})
+"""Names a tool's function must not take: the script's builtins and the prelude's own."""
 
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
           "array": "list", "object": "dict", "null": "None"}
@@ -28,12 +35,29 @@ def _annotation(schema: Any) -> str:
 
 
 def function_name(name: str) -> str:
-    """A Python identifier for a tool name (``math-add`` → ``math_add``)."""
-    cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-    return cleaned if cleaned and not cleaned[0].isdigit() else f"t_{cleaned}"
+    """A Python identifier for a tool name (``math-add`` → ``math_add``; a keyword, a builtin
+    or a prelude name gets ``_tool``: ``print`` → ``print_tool``)."""
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)
+    cleaned = cleaned if cleaned and not cleaned[0].isdigit() else f"t_{cleaned}"
+    return f"{cleaned}_tool" if keyword.iskeyword(cleaned) or cleaned in RESERVED else cleaned
 
 
-def signature(tool: Any) -> str:
+def function_names(names: Iterable[str]) -> dict[str, str]:
+    """Each tool's function name, unique in order (``a-b`` and ``a_b`` → ``a_b``, ``a_b_2``)."""
+    taken: set[str] = set()
+    found: dict[str, str] = {}
+    for name in names:
+        base = candidate = function_name(name)
+        number = 2
+        while candidate in taken:
+            candidate = f"{base}_{number}"
+            number += 1
+        taken.add(candidate)
+        found[name] = candidate
+    return found
+
+
+def signature(tool: Any, function: str | None = None) -> str:
     """``def name(a: int, b: str = None) -> Result:`` and the description as its docstring."""
     schema = getattr(tool, "parameters", {}) or {}
     properties = schema.get("properties", {}) or {}
@@ -43,5 +67,5 @@ def signature(tool: Any) -> str:
     params = [f"{name}: {_annotation(properties[name])}" + ("" if name in required else
                                                             " = None") for name in ordered]
     doc = (getattr(tool, "description", "") or "").strip().replace('"""', "'''")
-    head = f"def {function_name(tool.name)}({', '.join(params)}) -> Result:"
+    head = f"def {function or function_name(tool.name)}({', '.join(params)}) -> Result:"
     return head + (f'\n    """{doc}"""' if doc else "")
