@@ -302,3 +302,35 @@ async def test_large_catalogs_are_found_with_search_tools_and_names_never_shadow
     assert run.value == [True, "p99_latency ran with [('service', 'api')]",
                          "print ran with [('service', 'x')]", "a-b ran with [('service', '1')]",
                          "a_b ran with [('service', '2')]"]
+
+
+async def test_what_a_script_sends_cannot_name_calls_or_flood_the_model() -> None:
+    @tool
+    def table(rows: int) -> dict:  # type: ignore[type-arg]
+        """A big table."""
+        return {"rows": [{"i": i, "pad": "x" * 100} for i in range(rows)]}
+
+    invoker = ToolInvoker([word_count, table], artifact_store=MemoryBlobStore())
+    # the prelude's own functions, dug out of its closures, with a 100 KB call id
+    forged = """
+cells = {c.cell_contents.__name__: c.cell_contents for c in call_tool.__closure__
+         if callable(c.cell_contents) and hasattr(c.cell_contents, '__name__')}
+send, answer = cells['send'], cells['answer']
+send('"type":"call","id":"' + 'x' * 100_000 + '","tool":"word_count","arguments":{"text":"a b"}')
+forged = answer()['status']
+big = table(rows=20_000)
+result = [forged, big.structured, 'stays on the host' in big.text, big.artifact_ref is not None,
+          'y' * 100_000]
+"""
+    run = await ToolChainTool(invoker).run_chain(forged)
+    assert run.status == "ok", run.output_text
+    assert run.value[:4] == ["ok", None, True, True], str(run.value)[:300]
+    assert [r.call_id for r in run.call_trace] == ["chain-1", "chain-2"]
+    from toolkeeper.core.call import ToolCall
+
+    outer = ToolInvoker([ToolChainTool(invoker)])
+    async with outer.open_session() as session:
+        shown = await outer.invoke(ToolCall(id="c", name="tool_chain", arguments={
+            "code": "result = 'y' * 100_000"}), session=session)
+    assert len(shown.text) < 6000 and "more characters" in shown.text
+    assert shown.structured == {"status": "ok", "value": None}

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["MEDIA_RUN_BYTES", "Bridge"]
 
 NAME = "tool_chain"
+QUERY_CHARS = 1000
+STRUCTURED_BYTES = 1 << 20
+"""A structured result larger than this (as JSON) is not sent into the sandbox."""
 MEDIA_RUN_BYTES = 32 << 20
 """Media bytes a run may have written into its scratch directory (files past it are listed
 with their artifact ref only)."""
@@ -53,6 +56,7 @@ class Bridge:
         self.error = ""
         self.files: list[ChainFile] = []
         self._media_bytes = 0
+        self._calls = 0
         self._channel = _Channel(sock)
         self._stopped = False
 
@@ -106,7 +110,8 @@ class Bridge:
                    f"tool {name!r} is not callable from this chain (callable: "
                    f"{', '.join(sorted(self.allowed)) or 'none'})")
             return {"status": "denied", "text": why, "error_code": "policy_violation"}
-        call = ToolCall(id=f"chain-{frame.get('id')}", name=name,
+        self._calls += 1  # the host numbers the calls: nothing the script sends names them
+        call = ToolCall(id=f"chain-{self._calls}", name=name,
                         arguments=arguments if isinstance(arguments, dict) else {})
         result = await self.chain._invoker.invoke(call, session=self.session)
         return self._shown(result)
@@ -120,7 +125,13 @@ class Bridge:
         if inline and len(data) > inline:
             text = data[:inline].decode("utf-8", "ignore") + (
                 f"\n[... {len(data) - inline} more bytes not shown]")
-        return {"status": result.status, "text": text, "structured": result.structured,
+        structured = result.structured
+        if structured is not None and _too_big(structured, result.artifact_ref is not None):
+            structured = None  # big data stays on the host: the script passes the ref on
+            text += (f"\n[the structured result is over {STRUCTURED_BYTES} bytes and stays on "
+                     "the host" + (f"; pass {{\"$artifact\": \"{result.artifact_ref}\"}} to "
+                                   "another tool" if result.artifact_ref else "") + "]")
+        return {"status": result.status, "text": text, "structured": structured,
                 "artifact_ref": result.artifact_ref, "error_code": result.error_code,
                 "files": [self._file(f) for f in result.files]}
 
@@ -147,7 +158,8 @@ class Bridge:
             limit = max(1, min(int(frame.get("limit", 5)), 20))
         except (TypeError, ValueError):
             limit = 5
-        hits = self.chain._invoker.registry.search(str(frame.get("query", "")), limit=limit)
+        query = str(frame.get("query", ""))[:QUERY_CHARS]
+        hits = self.chain._invoker.registry.search(query, limit=limit)
         return [signature(self.allowed[h.name], self.functions[h.name])
                 for h in hits if h.name in self.allowed]
 
@@ -180,6 +192,23 @@ class Bridge:
 
     async def _exact(self, size: int) -> bytes | None:
         return await self._channel.exact(size)
+
+
+def _too_big(value: Any, offloaded: bool) -> bool:
+    """Whether a structured result is over ``STRUCTURED_BYTES``: measured cheaply (``marshal``
+    shares repeated objects, so it can only under-count), and as JSON when the call's text was
+    already large enough to be offloaded."""
+    try:
+        if len(marshal.dumps(value, 4)) > STRUCTURED_BYTES:
+            return True
+    except ValueError:
+        offloaded = True  # not plain data: measure it as JSON
+    if not offloaded:
+        return False
+    try:
+        return len(json.dumps(value, default=repr)) > STRUCTURED_BYTES
+    except (TypeError, ValueError, RecursionError):
+        return True
 
 
 class _Channel:

@@ -42,6 +42,8 @@ MAX_CODE_BYTES = 256 << 10
 """The largest script a run accepts."""
 LISTED = 40
 """Tools the description lists as signatures; the rest are found with ``search_tools``."""
+VALUE_CHARS = 4096
+"""Characters of the script's ``result`` the model reads."""
 SHOWN_CALLS = 100
 """Calls (and files) listed one per line in what the model reads."""
 KILL_WAIT_S = 10.0
@@ -140,11 +142,17 @@ class ToolChainTool(Tool):
                   for f in run.files[:SHOWN_CALLS]]
         if run.output_text:
             lines.append("output:\n" + run.output_text)
-        if run.value is not None:
-            lines.append("result: " + json.dumps(run.value, default=repr)[:4096])
+        value = run.value
+        if value is not None:
+            shown = json.dumps(value, default=repr)
+            lines.append("result: " + shown[:VALUE_CHARS] + (
+                f" [... {len(shown) - VALUE_CHARS} more characters]"
+                if len(shown) > VALUE_CHARS else ""))
+            if len(shown) > VALUE_CHARS:
+                value = None  # the model reads the cut text, not a megabyte of structure
         return ToolResult.text_result("\n".join(lines), is_error=run.status != "ok",
                                       structured_content={"status": run.status,
-                                                          "value": run.value})
+                                                          "value": value})
 
     def _sandbox_or_refuse(self) -> Sandbox:
         sandbox = self._sandbox or default_sandbox()
