@@ -111,6 +111,8 @@ except OSError as exc:
 result = [word_count(text=text).structured, wrote]
 """
     invoker = ToolInvoker([word_count])
+    assert f"workspace at {project} (read-only" in ToolChainTool(invoker, workspace=project
+                                                                 ).description
     read_only = await ToolChainTool(invoker, workspace=project).run_chain(script)
     assert read_only.value == [{"result": 3}, "OSError"], read_only.output_text
     assert not (project / "new.txt").exists()

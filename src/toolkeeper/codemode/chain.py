@@ -121,8 +121,13 @@ class ToolChainTool(Tool):
         if len(tools) > LISTED:
             listed += (f"\n\n… and {len(tools) - LISTED} more tools: search_tools(query) "
                        "returns their signatures.")
+        where = "without network or host files"
+        if self._shared:
+            access = "read-write" if self._shared[0].writable else "read-only"
+            where = (f"without network; the only host files are the workspace at "
+                     f"{self._shared[0].path} ({access}; the global WORKSPACE names it)")
         return ("Run a Python script that calls tools and combines their results, in a "
-                "sandbox without network or host files. Call a tool as a function with keyword "
+                f"sandbox {where}. Call a tool as a function with keyword "
                 "arguments (or call_tool(name, {...})); it returns a result with .status, "
                 ".text, .structured and .ok. print() what the user should see and set "
                 "`result = ...` to return a value. search_tools(query) lists more tools.\n\n"
