@@ -88,9 +88,16 @@ def test_the_command_cannot_kill_its_launcher(ws: Path) -> None:
     assert _running("sleep 46") == []
 
 
-def _running(marker: str) -> list[str]:
-    return [pid for pid in os.listdir("/proc")
-            if pid.isdigit() and marker.encode() in _cmdline(pid)]
+def _running(marker: str, settle_s: float = 3.0) -> list[str]:
+    """Processes whose command line holds ``marker`` once ``settle_s`` has let killed ones
+    finish exiting (a survivor — these sleep for 40 s or more — is still there after it)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = [pid for pid in os.listdir("/proc")
+                 if pid.isdigit() and marker.encode() in _cmdline(pid)]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def test_the_allowlist_still_applies(ws: Path) -> None:
