@@ -106,9 +106,12 @@ class Bridge:
     async def _call(self, frame: dict[str, Any]) -> dict[str, Any]:
         name, arguments = str(frame.get("tool", "")), frame.get("arguments")
         if name not in self.allowed:
+            names = sorted(self.allowed)
+            listed = ", ".join(names[:20]) + (f" and {len(names) - 20} more; search_tools "
+                                              "finds them" if len(names) > 20 else "")
             why = ("code mode cannot call itself" if name == NAME else
-                   f"tool {name!r} is not callable from this chain (callable: "
-                   f"{', '.join(sorted(self.allowed)) or 'none'})")
+                   f"tool {name[:100]!r} is not callable from this chain (callable: "
+                   f"{listed or 'none'})")
             return {"status": "denied", "text": why, "error_code": "policy_violation"}
         self._calls += 1  # the host numbers the calls: nothing the script sends names them
         call = ToolCall(id=f"chain-{self._calls}", name=name,
