@@ -47,6 +47,8 @@ def word_count(text: str) -> int:
 
 
 def _processes_with(marker: str) -> list[int]:
+    """Processes with ``marker`` as one of their arguments (not inside a longer one, such as
+    a shell's command string)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -54,7 +56,7 @@ def _processes_with(marker: str) -> list[int]:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if marker.encode() in cmdline:
+            if marker.encode() in cmdline.split(b"\0"):
                 found.append(int(entry))
     return found
 

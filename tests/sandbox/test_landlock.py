@@ -88,16 +88,18 @@ def test_the_command_cannot_kill_its_launcher(ws: Path) -> None:
     assert _running("sleep 46") == []
 
 
-def _running(marker: str, settle_s: float = 3.0) -> list[str]:
-    """Processes whose command line holds ``marker`` once ``settle_s`` has let killed ones
-    finish exiting (a survivor — these sleep for 40 s or more — is still there after it)."""
-    deadline = time.monotonic() + settle_s
-    while True:
-        found = [pid for pid in os.listdir("/proc")
-                 if pid.isdigit() and marker.encode() in _cmdline(pid)]
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+def _running(command: str) -> list[str]:
+    """Processes running exactly ``command`` (its words as consecutive arguments): a shell
+    whose one argument merely contains the text, like ``bash -c "sleep 420; ..."``, is not
+    one of them."""
+    words = command.encode().split()
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            argv = _argv(pid)
+            if any(argv[i:i + len(words)] == words for i in range(len(argv))):
+                found.append(pid)
+    return found
 
 
 def test_the_allowlist_still_applies(ws: Path) -> None:
@@ -109,16 +111,15 @@ def test_a_fork_bomb_is_gone_when_the_call_returns(ws: Path) -> None:
     script = "import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass"
     with pytest.raises(SandboxLimitError):
         run(tool(ws, shell_timeout_s=2), f"python3 -c \"exec('{script}')\" tk-landlock-bomb")
-    assert not [pid for pid in os.listdir("/proc") if pid.isdigit()
-                and b"tk-landlock-bomb" in _cmdline(pid)]
+    assert _running("tk-landlock-bomb") == []
     assert run(tool(ws), "echo next") == "next\n\n[exit code 0]"
 
 
-def _cmdline(pid: str) -> bytes:
+def _argv(pid: str) -> list[bytes]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return b""
+        return []
 
 
 def test_clean_up_never_follows_a_planted_symlink_out_of_the_workspace(ws: Path) -> None:
