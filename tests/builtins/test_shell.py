@@ -16,6 +16,8 @@ from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
 from toolkeeper.builtins.shell import command_words, shell_tool
 from toolkeeper.sandbox import UNPRIVILEGED_UID, BubblewrapSandbox
 
+from ..processes import running
+
 EXTRA = ("python3", "sleep", "yes", "setsid", "id", "env")
 
 
@@ -104,24 +106,11 @@ def test_no_network_by_default(ws: Path) -> None:
                                       or "Permission denied" in out)
 
 
-def _alive(marker: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                pids.append(int(entry))
-    return pids
-
-
 def test_background_and_setsid_children_do_not_survive_the_call(ws: Path) -> None:
     start = time.monotonic()
     out = run(shell(ws), "sleep 31 & setsid sleep 32 & echo started")
     assert "started" in out and time.monotonic() - start < 10
-    assert _alive("sleep 31") == [] and _alive("sleep 32") == []
+    assert running("sleep 31") == [] and running("sleep 32") == []
 
 
 def test_a_timeout_kills_the_whole_sandbox(ws: Path) -> None:
@@ -129,7 +118,7 @@ def test_a_timeout_kills_the_whole_sandbox(ws: Path) -> None:
     with pytest.raises(SandboxLimitError, match="longer than 1 s"):
         run(shell(ws, shell_timeout_s=1), "sleep 33 & sleep 34")
     assert time.monotonic() - start < 8
-    assert _alive("sleep 33") == [] and _alive("sleep 34") == []
+    assert running("sleep 33") == [] and running("sleep 34") == []
 
 
 def test_an_output_flood_is_cut_and_stopped(ws: Path) -> None:
@@ -147,7 +136,7 @@ def test_a_fork_bomb_is_contained(ws: Path) -> None:
     assert time.monotonic() - start < 20
     # The call returns only once the kernel has torn the whole pid namespace down: nothing is
     # left, and the sandbox uid's process limit is free for the next call at once.
-    assert _alive("tk-fork-bomb") == []
+    assert running("tk-fork-bomb") == []
     assert run(shell(ws), "echo next") == "next\n\n[exit code 0]"
 
 

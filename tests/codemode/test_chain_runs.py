@@ -22,6 +22,8 @@ from toolkeeper.codemode import ToolChainTool
 from toolkeeper.invoke import ChainPolicy
 from toolkeeper.sandbox import LandlockSandbox
 
+from ..processes import running
+
 pytestmark = pytest.mark.anyio
 
 
@@ -46,24 +48,9 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def _processes_with(marker: str) -> list[int]:
-    """Processes with ``marker`` as one of their arguments (not inside a longer one, such as
-    a shell's command string)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline.split(b"\0"):
-                found.append(int(entry))
-    return found
-
-
 async def _gone(marker: str, within_s: float = 10.0) -> bool:
     deadline = time.monotonic() + within_s
-    while _processes_with(marker):
+    while running(marker):
         if time.monotonic() > deadline:
             return False
         await anyio.sleep(0.1)
@@ -188,7 +175,7 @@ async def test_no_process_of_a_run_outlives_it_whatever_ends_it() -> None:
         group.start_soon(chain.run_chain,
                          spawn.format(m="987.5", tail="import time\ntime.sleep(60)"))
         await anyio.sleep(1.5)
-        assert _processes_with("987.5")
+        assert running("987.5")
         group.cancel_scope.cancel()  # the caller gives up: the sandbox goes with it
     assert await _gone("987.5")
 

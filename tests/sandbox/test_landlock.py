@@ -14,6 +14,7 @@ from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
 from toolkeeper.sandbox import LandlockSandbox
 from toolkeeper.sandbox.landlock import landlock_abi
 
+from ..processes import running
 from ..workspaces import hand_over
 
 
@@ -69,10 +70,10 @@ def test_timeouts_and_background_children_do_not_stall_the_call(ws: Path) -> Non
 def test_no_descendant_outlives_the_call_not_even_a_setsid_one(ws: Path) -> None:
     out = run(tool(ws), "sleep 42 & setsid sleep 43 & echo started")
     assert "started" in out
-    assert _running("sleep 42") == [] and _running("sleep 43") == []
+    assert running("sleep 42") == [] and running("sleep 43") == []
     with pytest.raises(SandboxLimitError):
         run(tool(ws, shell_timeout_s=1), "setsid sleep 44 & sleep 45")
-    assert _running("sleep 44") == [] and _running("sleep 45") == []
+    assert running("sleep 44") == [] and running("sleep 45") == []
 
 
 def test_the_command_cannot_kill_its_launcher(ws: Path) -> None:
@@ -85,21 +86,7 @@ def test_the_command_cannot_kill_its_launcher(ws: Path) -> None:
         "except OSError as exc:\n    print('refused', exc.errno)\n")
     out = run(tool(ws), "setsid sleep 46 & python3 killer.py")
     assert "refused 1" in out  # EPERM: another uid (root host) or outside the Landlock scope
-    assert _running("sleep 46") == []
-
-
-def _running(command: str) -> list[str]:
-    """Processes running exactly ``command`` (its words as consecutive arguments): a shell
-    whose one argument merely contains the text, like ``bash -c "sleep 420; ..."``, is not
-    one of them."""
-    words = command.encode().split()
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            argv = _argv(pid)
-            if any(argv[i:i + len(words)] == words for i in range(len(argv))):
-                found.append(pid)
-    return found
+    assert running("sleep 46") == []
 
 
 def test_the_allowlist_still_applies(ws: Path) -> None:
@@ -111,15 +98,8 @@ def test_a_fork_bomb_is_gone_when_the_call_returns(ws: Path) -> None:
     script = "import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass"
     with pytest.raises(SandboxLimitError):
         run(tool(ws, shell_timeout_s=2), f"python3 -c \"exec('{script}')\" tk-landlock-bomb")
-    assert _running("tk-landlock-bomb") == []
+    assert running("tk-landlock-bomb") == []
     assert run(tool(ws), "echo next") == "next\n\n[exit code 0]"
-
-
-def _argv(pid: str) -> list[bytes]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []
 
 
 def test_clean_up_never_follows_a_planted_symlink_out_of_the_workspace(ws: Path) -> None:
