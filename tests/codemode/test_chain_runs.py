@@ -325,3 +325,33 @@ result = [forged, big.structured, 'stays on the host' in big.text, big.artifact_
             "code": "result = 'y' * 100_000"}), session=session)
     assert len(shown.text) < 6000 and "more characters" in shown.text
     assert shown.structured == {"status": "ok", "value": None}
+
+
+async def test_waiting_runs_hold_no_worker_thread_their_calls_need(tmp_path: Path) -> None:
+    from toolkeeper.approval import PersistedApprovalHandler, SqliteApprovalStore
+
+    @tool(risk=ToolRisk.CRITICAL)
+    def deploy(version: str) -> str:
+        """Deploy a version (needs approval)."""
+        return f"deployed {version}"
+
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    saved, limiter.total_tokens = limiter.total_tokens, 1  # the approval store's calls need it
+    try:
+        store = SqliteApprovalStore(tmp_path / "approvals.db")
+        invoker = ToolInvoker([deploy], approval_handler=PersistedApprovalHandler(store, wait_s=0))
+        chain = ToolChainTool(invoker, policy=ChainPolicy(total_timeout_s=20))
+        runs: list[object] = []
+
+        async def one(i: int) -> None:
+            runs.append(await chain.run_chain(f"result = deploy(version='v{i}').status"))
+
+        started = time.monotonic()
+        async with anyio.create_task_group() as group:
+            for i in range(3):
+                group.start_soon(one, i)
+        elapsed = time.monotonic() - started
+    finally:
+        limiter.total_tokens = saved
+    assert [(r.status, r.value) for r in runs] == [("ok", "pending")] * 3  # type: ignore[attr-defined]
+    assert elapsed < 15 and len(store.requests()) == 3

@@ -9,6 +9,7 @@ gone with its private scratch directory, so nothing of one run reaches the next.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import os
@@ -43,6 +44,8 @@ class Started:
         os.chmod(self.scratch.name, 0o777)  # the sandbox's unprivileged user writes here
         self.cancel = threading.Event()
         self.finished = threading.Event()
+        self._wakers: list[collections.abc.Callable[[], None]] = []
+        self._wakers_lock = threading.Lock()
         self.result: SandboxResult | None = None
         self.failure: BaseException | None = None
         self.started = time.monotonic()
@@ -65,16 +68,51 @@ class Started:
             child.close()
             with contextlib.suppress(OSError):
                 self.scratch.cleanup()  # never read: whatever the script left there goes
-            self.finished.set()
+            with self._wakers_lock:
+                self.finished.set()
+                wakers, self._wakers = self._wakers, []
+            for wake in wakers:
+                wake()
 
     @property
     def alive(self) -> bool:
         return not self.finished.is_set()
 
     async def wait(self, timeout_s: float) -> bool:
-        """Wait until the sandbox has ended, at most ``timeout_s``; whether it has."""
+        """Wait until the sandbox has ended, at most ``timeout_s``; whether it has.
+
+        On asyncio the sandbox's thread wakes the loop when it ends, so a waiting run holds no
+        worker thread (runs waiting in worker threads would starve the calls they make of the
+        threads the audit log and the approval store need). Other backends wait in one."""
+        if self.finished.is_set():
+            return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         with anyio.move_on_after(timeout_s):
-            await anyio.to_thread.run_sync(self.finished.wait, abandon_on_cancel=True)
+            if loop is None:
+                await anyio.to_thread.run_sync(self.finished.wait, abandon_on_cancel=True)
+            else:
+                ended: asyncio.Future[None] = loop.create_future()
+
+                def settle() -> None:
+                    if not ended.done():
+                        ended.set_result(None)
+
+                def wake() -> None:
+                    with contextlib.suppress(RuntimeError):  # the loop is already closed
+                        loop.call_soon_threadsafe(settle)
+
+                with self._wakers_lock:
+                    if self.finished.is_set():
+                        return True
+                    self._wakers.append(wake)
+                try:
+                    await ended
+                finally:
+                    with self._wakers_lock, contextlib.suppress(ValueError):
+                        self._wakers.remove(wake)
         return self.finished.is_set()
 
     def discard(self) -> None:
