@@ -63,14 +63,22 @@ async def test_the_budget_refuses_the_call_past_the_limit_and_records_it() -> No
 
 async def test_approval_denied_inside_a_script_and_tools_outside_the_set_refused() -> None:
     SENT.clear()
-    run = await chain().run_chain(
+    invoker = ToolInvoker([get_weather, shout, send_email])
+    chain_tool = ToolChainTool(invoker, tools=["get_weather", "send_email"])
+    invoker.registry.add(chain_tool)  # the chain is in its own catalog: still not callable
+    run = await chain_tool.run_chain(
         "a = send_email(to='eve@example.com', body='hi')\n"
         "b = call_tool('tool_chain', {'code': 'print(1)'})\n"
-        "c = call_tool('rm_rf', {})\n"
-        "result = [a.status, b.status, b.text, c.status]")
-    assert run.value[0] == "denied" and SENT == []
-    assert run.value[1] == "denied" and "cannot call itself" in run.value[2]
-    assert run.value[3] == "denied"
+        "c = call_tool('shout', {'text': 'x'})\n"
+        "d = call_tool('rm_rf', {})\n"
+        "result = [(r.status, r.error_code) for r in (a, b, c, d)] + [b.text]")
+    assert SENT == []
+    assert run.value[:4] == [["denied", "denied"], ["denied", "policy_violation"],
+                             ["denied", "policy_violation"], ["error", "unknown_tool"]]
+    assert "'tool_chain' is not callable in this session" in run.value[4]
+    assert [(r.tool, r.status) for r in run.call_trace] == [
+        ("send_email", "denied"), ("tool_chain", "denied"), ("shout", "denied"),
+        ("rm_rf", "error")]  # refused attempts are in the trace like any call
 
 
 async def test_a_crash_after_two_calls_keeps_both_in_the_trace() -> None:

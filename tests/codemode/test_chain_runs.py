@@ -355,3 +355,15 @@ async def test_waiting_runs_hold_no_worker_thread_their_calls_need(tmp_path: Pat
         limiter.total_tokens = saved
     assert [(r.status, r.value) for r in runs] == [("ok", "pending")] * 3  # type: ignore[attr-defined]
     assert elapsed < 15 and len(store.requests()) == 3
+
+
+async def test_a_refused_call_from_a_script_is_in_the_audit_log(tmp_path: Path) -> None:
+    from toolkeeper.invoke.audit import SqliteAuditLog
+
+    audit = SqliteAuditLog(tmp_path / "audit.db")
+    invoker = ToolInvoker([word_count, screenshot], audit=audit)
+    run = await ToolChainTool(invoker, tools=["word_count"]).run_chain(
+        "word_count(text='a')\ncall_tool('screenshot', {'width': 1})\nresult = 1")
+    assert run.value == 1
+    rows = sorted((e.tool, e.status, e.error_code) for e in audit.query(limit=10))
+    assert rows == [("screenshot", "denied", "policy_violation"), ("word_count", "ok", None)]

@@ -302,3 +302,18 @@ async def test_a_long_lived_session_keeps_a_bounded_trace() -> None:
         await inv.invoke(one, session=session)
     assert [r.call_id for r in session.trace] == [c.id for c in calls[2:]]
     assert session.call_count == 5
+
+
+async def test_a_session_limited_to_some_tools_refuses_the_others_and_records_them() -> None:
+    inv = invoker()
+    async with inv.open_session() as session:
+        session.tools = frozenset({"add"})
+        allowed = await inv.invoke(call("add", a=1, b=2), session=session)
+        refused = await inv.invoke(call("boom", message="x"), session=session)
+        unknown = await inv.invoke(call("nope"), session=session)
+    assert allowed.ok
+    assert (refused.status, refused.error_code) == ("denied", "policy_violation")
+    assert "'boom' is not callable in this session (callable: add)" in refused.text
+    assert unknown.error_code == "unknown_tool"
+    assert [(r.tool, r.status) for r in session.trace] == [
+        ("add", "ok"), ("boom", "denied"), ("nope", "error")]

@@ -34,6 +34,7 @@ __all__ = ["MEDIA_RUN_BYTES", "Bridge"]
 
 NAME = "tool_chain"
 QUERY_CHARS = 1000
+NAME_CHARS = 200
 STRUCTURED_BYTES = 1 << 20
 """A structured result larger than this (as JSON) is not sent into the sandbox."""
 MEDIA_RUN_BYTES = 32 << 20
@@ -51,6 +52,7 @@ class Bridge:
         self.session, self.code, self.workspace = session, code, workspace
         self.allowed = {t.name: t for t in chain.callable_tools()}
         self.functions = function_names(self.allowed)
+        session.tools = frozenset(self.allowed)  # never tool_chain itself nor a hosted tool
         self.value: Any = None
         self.done = False
         self.error = ""
@@ -104,15 +106,9 @@ class Bridge:
             self.stop()
 
     async def _call(self, frame: dict[str, Any]) -> dict[str, Any]:
-        name, arguments = str(frame.get("tool", "")), frame.get("arguments")
-        if name not in self.allowed:
-            names = sorted(self.allowed)
-            listed = ", ".join(names[:20]) + (f" and {len(names) - 20} more; search_tools "
-                                              "finds them" if len(names) > 20 else "")
-            why = ("code mode cannot call itself" if name == NAME else
-                   f"tool {name[:100]!r} is not callable from this chain (callable: "
-                   f"{listed or 'none'})")
-            return {"status": "denied", "text": why, "error_code": "policy_violation"}
+        # a tool outside the chain's set is refused by the invoker itself (session.tools):
+        # denied, policy_violation, in the trace and the audit log like any call
+        name, arguments = str(frame.get("tool", ""))[:NAME_CHARS], frame.get("arguments")
         self._calls += 1  # the host numbers the calls: nothing the script sends names them
         call = ToolCall(id=f"chain-{self._calls}", name=name,
                         arguments=arguments if isinstance(arguments, dict) else {})

@@ -125,6 +125,8 @@ class ToolInvoker:
                              "invoker.open_session()")
         # A malformed call takes the chain that ends at the lookup, which reports its problem.
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
+        if tool is not None and session.tools is not None and call.name not in session.tools:
+            tool = None  # known, but not this session's: the lookup gate refuses it
         inv = Invocation(call, session, tool, call.arguments, ctx, progress_sink,
                          pre_approved=_pre_approved)
         return await self._chain(call.name, tool)(inv)

@@ -35,6 +35,9 @@ class InvokerSession:
         self.started = time.monotonic()
         self.state: dict[str, Any] = {}
         self.approved_tools: set[str] = set()
+        self.tools: frozenset[str] | None = None
+        """The only tools this session may call (``None``: every tool of the catalog). A call
+        to another is refused — ``denied``, ``policy_violation`` — and recorded like any call."""
         self._call_count = 0
         self._per_tool: dict[str, int] = {}
         self._per_namespace: dict[str, int] = {}

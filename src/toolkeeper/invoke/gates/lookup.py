@@ -1,4 +1,5 @@
-"""Lookup: the call names a tool the catalog offers (else the closest names are suggested).
+"""Lookup: the call names a tool the catalog offers (else the closest names are suggested) and
+the session may call (``session.tools``).
 
 The invoker looks the tool up once, before the chain; this gate turns a miss into the
 catalog's error.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import MalformedCallError, UnknownToolError
+from ...errors import MalformedCallError, PolicyViolationError, UnknownToolError
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -30,5 +31,13 @@ class LookupGate(Gate):
             cls = UnknownToolError if problem.code == "unknown_tool" else MalformedCallError
             raise cls(problem.message, tool_name=inv.call.name or None)
         if inv.tool is None:
-            raise self.catalog.unknown(inv.call.name)
+            name, allowed = inv.call.name, inv.session.tools
+            if allowed is not None and name not in allowed and self.catalog.get(name):
+                listed = sorted(allowed)
+                raise PolicyViolationError(
+                    f"tool '{name}' is not callable in this session (callable: "
+                    f"{', '.join(listed[:20]) or 'none'}"
+                    + (f" and {len(listed) - 20} more" if len(listed) > 20 else "") + ")",
+                    tool_name=name)
+            raise self.catalog.unknown(name)
         return await call_next(inv)
