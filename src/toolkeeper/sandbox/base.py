@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from ..errors import UsageError
+
 __all__ = [
     "CONCURRENT_CALLS",
     "SYSTEM_PATH",
@@ -18,6 +20,7 @@ __all__ = [
     "SandboxReport",
     "SandboxResult",
     "SharedPath",
+    "check_shared",
 ]
 
 UNPRIVILEGED_UID = 65534
@@ -61,6 +64,15 @@ class SharedPath:
 
     path: Path
     writable: bool = False
+
+
+def check_shared(shared: Sequence[SharedPath]) -> None:
+    """Refuse a shared path that is not an existing absolute directory, or is ``/``."""
+    for item in shared:
+        path = Path(item.path)
+        if not path.is_absolute() or path == Path("/") or not path.is_dir():
+            raise UsageError(f"a shared path must be an existing absolute directory other than "
+                             f"/ (got {str(path)!r})")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,8 +20,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from ..errors import UsageError
-from .base import SYSTEM_PATH, Limits, RunOptions, SandboxReport, SandboxResult, SharedPath
+from .base import (
+    SYSTEM_PATH,
+    Limits,
+    RunOptions,
+    SandboxReport,
+    SandboxResult,
+    SharedPath,
+    check_shared,
+)
 from .process import run_process
 from .seccomp import bpf_fd
 
@@ -47,14 +54,9 @@ def _pinned_binds(workspace: Path, read_only: Sequence[str]) -> list[str]:
 
 def _shared_binds(shared: Sequence[SharedPath]) -> list[str]:
     """Each shared host directory at its own path: ``--ro-bind`` unless writable."""
-    argv: list[str] = []
-    for item in shared:
-        path = Path(item.path)
-        if not path.is_absolute() or path == Path("/") or not path.is_dir():
-            raise UsageError(f"a shared path must be an existing absolute directory other than "
-                             f"/ (got {str(path)!r})")
-        argv += ["--bind" if item.writable else "--ro-bind", str(path), str(path)]
-    return argv
+    check_shared(shared)
+    return [arg for item in shared
+            for arg in ("--bind" if item.writable else "--ro-bind", str(item.path), str(item.path))]
 
 
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
@@ -97,7 +99,7 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
 
     ``read_only`` lists existing workspace paths bound read-only over themselves.
     """
-    _shared_binds(shared)  # refuse a bad shared path before any fd is open
+    check_shared(shared)  # refuse a bad shared path before any fd is open
     filter_fd = bpf_fd(network)
     info_read, info_write = os.pipe()
     argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..errors import UsageError
-from .base import UNPRIVILEGED_UID, Limits, RunOptions, SandboxResult, SharedPath
+from .base import UNPRIVILEGED_UID, Limits, RunOptions, SandboxResult, SharedPath, check_shared
 from .process import KILL_GRACE_S, command_env, kill_group, run_process
 from .seccomp import bpf_fd
 
@@ -126,11 +126,7 @@ def run_landlocked(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     """Run under Landlock + seccomp + rlimits (no namespaces) in the workspace, through the
     subreaper launcher (``_reaper.py``) so that no descendant — ``setsid`` ones included —
     outlives the call."""
-    for item in shared:
-        path = Path(item.path)
-        if not path.is_absolute() or path == Path("/") or not path.is_dir():
-            raise UsageError(f"a shared path must be an existing absolute directory other than "
-                             f"/ (got {str(path)!r})")
+    check_shared(shared)
     ruleset = LandlockRuleset(workspace, network=network, shared=shared)
     filter_fd = bpf_fd(network)
     passed = (ruleset.fd,) if filter_fd is None else (ruleset.fd, filter_fd)
