@@ -16,6 +16,7 @@ from ..formats import API_FORMATS, check, export, get_format
 from .approvals_cmd import approvals_app
 from .audit_cmd import audit
 from .doctor_cmd import doctor
+from .install_cmd import install
 from .loader import load_tools
 from .report import fail, set_debug
 from .serve_cmd import serve
@@ -34,6 +35,7 @@ app.add_typer(approvals_app, name="approvals")
 app.command("audit")(audit)
 app.command("doctor")(doctor)
 app.command("serve")(serve)
+app.command("install")(install)
 _out = Console()
 _err = Console(stderr=True)
 
