@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import anyio
@@ -49,3 +50,82 @@ def test_audit_lists_and_filters(tmp_path: Path) -> None:
 def test_audit_without_a_database_says_what_to_do(tmp_path: Path) -> None:
     result = runner.invoke(app, ["audit", "--db", str(tmp_path / "none.db")], env={"COLUMNS": "300"})
     assert result.exit_code == 2 and "pass --db PATH" in " ".join(result.stderr.split())
+
+
+def fill_two_sessions(db: Path) -> str:
+    """One call in an anonymous library session, one as client 'ci'; the first session's id."""
+    inv = ToolInvoker([echo], audit=SqliteAuditLog(db))
+    ids: list[str] = []
+
+    async def run() -> None:
+        async with inv.open_session() as session:
+            ids.append(session.id)
+            await inv.invoke(ToolCall(id="1", name="echo", arguments={"text": "[bold red]x[/]"}),
+                             session=session)
+        async with inv.open_session(session_id="client-ci") as session:
+            await inv.invoke(ToolCall(id="2", name="echo", arguments={"text": "ci"}),
+                             session=session)
+
+    anyio.run(run)
+    return ids[0]
+
+
+def audit_rows(*args: str, columns: int = 300) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["audit", *args], env={"COLUMNS": str(columns)})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_audit_reads_the_database_in_the_state_dir(tmp_path: Path) -> None:
+    fill(tmp_path / "toolkeeper.db")
+    code, stdout, stderr = audit_rows("--state-dir", str(tmp_path))
+    assert code == 0, stderr
+    assert "2 invocation(s)" in stdout
+
+
+def test_audit_without_state_names_the_state_dir_to_pass(tmp_path: Path) -> None:
+    code, _, stderr = audit_rows("--state-dir", str(tmp_path / "nowhere"))
+    assert code == 2 and "Traceback" not in stderr
+    (line,) = stderr.strip().splitlines()
+    assert "nowhere" in line and "--state-dir" in line
+
+
+def test_the_session_column_shows_what_the_session_filter_takes_at_80_columns(
+        tmp_path: Path) -> None:
+    library_session = fill_two_sessions(tmp_path / "toolkeeper.db")
+    code, table, _ = audit_rows("--state-dir", str(tmp_path), columns=80)
+    assert code == 0
+    shown = re.findall(r"\b(ses_[\w-]+|client-ci)\b", table)
+    assert sorted(shown) == sorted([library_session, "client-ci"])  # whole, on one line
+    for session in shown:
+        code, out, _ = audit_rows("--state-dir", str(tmp_path), "--session", session, "--json")
+        (entry,) = [json.loads(line) for line in out.splitlines()]
+        assert code == 0 and entry["session_id"] == session
+
+
+def test_client_name_filters_its_session(tmp_path: Path) -> None:
+    fill_two_sessions(tmp_path / "toolkeeper.db")
+    code, out, _ = audit_rows("--state-dir", str(tmp_path), "--client", "ci", "--json")
+    (entry,) = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and entry["session_id"] == "client-ci" and entry["arguments"] == {"text": "ci"}
+
+
+def test_session_and_client_together_is_a_usage_error(tmp_path: Path) -> None:
+    fill_two_sessions(tmp_path / "toolkeeper.db")
+    code, _, stderr = audit_rows("--state-dir", str(tmp_path), "--client", "ci", "--session", "x")
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+
+
+def test_an_unknown_status_is_an_error_naming_the_valid_ones(tmp_path: Path) -> None:
+    fill(tmp_path / "toolkeeper.db")
+    code, _, stderr = audit_rows("--state-dir", str(tmp_path), "--status", "failed")
+    assert code == 2 and "Traceback" not in stderr
+    (line,) = stderr.strip().splitlines()
+    assert "'failed'" in line
+    for status in ("ok", "error", "denied", "pending", "timeout"):
+        assert status in line
+
+
+def test_arguments_that_look_like_markup_are_shown_as_typed(tmp_path: Path) -> None:
+    fill_two_sessions(tmp_path / "toolkeeper.db")
+    _, table, _ = audit_rows("--state-dir", str(tmp_path))
+    assert "[bold red]x[/]" in table

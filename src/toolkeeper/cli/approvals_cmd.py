@@ -1,21 +1,22 @@
-"""``toolkeeper approvals list|show|approve|deny|login-url``: answer the requests
+"""``toolkeeper approvals list|show|approve|deny|decide|login-url``: answer the requests
 ``toolkeeper serve`` keeps, from another terminal (the same rules as the page: the first
-decision wins; a decided request cannot be decided again)."""
+decision wins; a decided request cannot be decided again). A request may be named by a unique
+prefix of its id, as ``approvals list`` shows it."""
 
 from __future__ import annotations
 
 import json
+import textwrap
 import time
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import anyio
 import typer
-from rich.table import Table
 
 from ..approval.pg import is_url
-from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
+from ..approval.store import PostgresApprovalStore, SqliteApprovalStore, State, StoredApproval
 from ..builtins.fs import visible
 from ..errors import ToolkeeperError
 from ..invoke.audit import SqliteAuditLog
@@ -23,13 +24,20 @@ from ..server.auth import WebSessions
 from ..server.clients import OPERATOR
 from ..server.decide import DecisionError, decide
 from ..server.views import approval_json, client_of, shown_json
-from .report import Store, fail, out, store_target
+from .report import StateDir, Store, fail, out, store_target
 
 __all__ = ["approvals_app"]
 
 approvals_app = typer.Typer(help="List and decide the approval requests of toolkeeper serve.",
                             no_args_is_help=True)
-StateDir = Annotated[Path, typer.Option(help="The state directory of toolkeeper serve.")]
+STATES: tuple[str, ...] = get_args(State)
+PREFIX_MIN = 4
+"""Characters of an id (after ``apr_``) a prefix must give: a shorter one would pick a request
+by accident more often than by intent."""
+_SCAN = 100_000
+_CANDIDATES = 5
+RequestId = Annotated[str, typer.Argument(
+    help="The request's id, or a unique prefix of it (the 'apr_' may be left out).")]
 
 
 def _store(state_dir: Path, store: str | None) -> SqliteApprovalStore:
@@ -46,29 +54,75 @@ def list_pending(
     store: Store = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON, as the HTTP API gives it.")
                        ] = False,
-    state: Annotated[str, typer.Option(help="pending, approved, denied, executing, done… "
-                                            "or 'all'.")] = "pending",
+    state: Annotated[str, typer.Option(help=f"{', '.join(STATES)}, or 'all'.")] = "pending",
 ) -> None:
     """The requests (pending by default), with the exact arguments that would run."""
+    if state != "all" and state not in STATES:
+        raise fail(f"unknown state {state!r}: use one of {', '.join(STATES)}, or all")
     listed = _store(state_dir, store).requests(state=None if state == "all" else state)
     if as_json:
         print(json.dumps({"approvals": [approval_json(s) for s in listed]}, indent=1))
         return
-    table = Table("id", "tool", "risk", "state", "client", "age", "arguments")
     for stored in listed:
-        request = stored.request
-        age = f"{time.time() - request.created_at:.0f} s"
-        table.add_row(request.id, visible(request.tool), request.risk.value, stored.state,
-                      visible(client_of(request.session_id)), age,
-                      shown_json(request.arguments))
-    out.print(table)
+        _print_request(stored)
+    shown = "" if state == "all" else f" {state}"
+    out.print(f"{len(listed)}{shown} request(s)", markup=False, highlight=False)
+
+
+def _print_request(stored: StoredApproval) -> None:
+    """One request as a line of facts — its whole id first, so it is never cut at any width —
+    and its exact arguments below (long lines fold; nothing is left out)."""
+    request = stored.request
+    facts = (request.id, visible(request.tool), f"risk {request.risk.value}", stored.state,
+             f"client {visible(client_of(request.session_id))}",
+             f"{time.time() - request.created_at:.0f} s ago")
+    out.print("  ".join(facts), markup=False, highlight=False, overflow="fold")
+    out.print(textwrap.indent(shown_json(request.arguments), "    "), markup=False,
+              highlight=False, overflow="fold")
+
+
+def resolve(approvals: SqliteApprovalStore, given: str, *, state: str | None) -> str:
+    """The id of the request ``given`` names: an id as it is, else the one id in ``state``
+    (``None``: any) that starts with ``given`` (or with ``apr_`` + ``given``).
+
+    Raises:
+        typer.Exit: (code 2, one line said) too short, no match, or several (listed).
+    """
+    if approvals.get(given) is not None:
+        return given
+    if len(given.removeprefix("apr_")) < PREFIX_MIN:
+        raise fail(f"{given!r} is too short to name a request: give at least {PREFIX_MIN} "
+                   "characters of its id (toolkeeper approvals list shows them)")
+    found = [s.request.id for s in approvals.requests(state=state, limit=_SCAN)
+             if s.request.id.startswith((given, "apr_" + given))]
+    if not found:
+        raise fail(_not_found(approvals, given, state))
+    if len(found) > 1:
+        more = f", … ({len(found)} in all)" if len(found) > _CANDIDATES else ""
+        raise fail(f"{given!r} is ambiguous: it starts the ids of {', '.join(found[:_CANDIDATES])}"
+                   f"{more}; type more characters of the id")
+    return found[0]
+
+
+def _not_found(approvals: SqliteApprovalStore, given: str, state: str | None) -> str:
+    """Why ``given`` names no request in ``state``: it names one in another state, or none."""
+    if state is not None:
+        other = [s for s in approvals.requests(limit=_SCAN)
+                 if s.request.id.startswith((given, "apr_" + given))]
+        if len(other) == 1:
+            return (f"request {other[0].request.id} is {other[0].state}, not {state}: it was "
+                    "already decided, and the first decision stands")
+    which = "" if state is None else f"{state} "
+    return (f"no {which}approval request {given!r} (no {which}request's id starts with it); "
+            "see toolkeeper approvals list --state all")
 
 
 @approvals_app.command("show")
-def show(request_id: str, state_dir: StateDir = Path(".toolkeeper"), store: Store = None
+def show(request_id: RequestId, state_dir: StateDir = Path(".toolkeeper"), store: Store = None
          ) -> None:
     """One request in full: its arguments, decision and result, as JSON."""
-    stored = _store(state_dir, store).get(request_id)
+    approvals = _store(state_dir, store)
+    stored = approvals.get(resolve(approvals, request_id, state=None))
     if stored is None:
         raise fail(f"no approval request {request_id!r}; see toolkeeper approvals list")
     print(json.dumps(approval_json(stored), indent=1, ensure_ascii=True))
@@ -77,6 +131,7 @@ def show(request_id: str, state_dir: StateDir = Path(".toolkeeper"), store: Stor
 def _decide(request_id: str, choice: str, message: str, state_dir: Path,
             store: str | None) -> None:
     approvals = _store(state_dir, store)
+    request_id = resolve(approvals, request_id, state="pending")
     audit = SqliteAuditLog(approvals.db)
     try:
         stored = anyio.run(partial(decide, approvals, audit, OPERATOR, request_id, choice,
@@ -90,7 +145,7 @@ Message = Annotated[str, typer.Option(help="Shown to the model (with a denial)."
 
 
 @approvals_app.command("approve")
-def approve(request_id: str, message: Message = "",
+def approve(request_id: RequestId, message: Message = "",
             session: Annotated[bool, typer.Option(
                 "--session", help="Approve this tool for the rest of the session.")] = False,
             state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
@@ -99,7 +154,7 @@ def approve(request_id: str, message: Message = "",
 
 
 @approvals_app.command("deny")
-def deny(request_id: str, message: Message = "",
+def deny(request_id: RequestId, message: Message = "",
          state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
     """Deny one request (the first decision wins); the model gets the message."""
     _decide(request_id, "deny", message, state_dir, store)
@@ -107,7 +162,7 @@ def deny(request_id: str, message: Message = "",
 
 @approvals_app.command("decide")
 def decide_cmd(
-    request_id: str,
+    request_id: RequestId,
     decision: Annotated[str, typer.Argument(help="approve or deny")],
     message: Message = "",
     state_dir: StateDir = Path(".toolkeeper"),

@@ -5,52 +5,84 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from ..builtins.fs import visible
 from ..errors import StoreError
-from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
-from .report import Store
+from ..invoke.audit import AuditEntry, PostgresAuditLog, SqliteAuditLog
+from ..invoke.results import RecordStatus
+from .report import StateDir, Store, fail, out, store_target
 
-_out = Console()
-_err = Console(stderr=True)
+__all__ = ["STATUSES", "audit"]
+
+STATUSES: tuple[str, ...] = get_args(RecordStatus)
+"""Every status the audit log records."""
 
 
 def audit(
-    db: Annotated[Path, typer.Option("--db", help="The SQLite file.")] = Path("toolkeeper.db"),
+    state_dir: StateDir = Path(".toolkeeper"),
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="A SQLite file to read instead of STATE_DIR/toolkeeper.db.")] = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     status: Annotated[str | None, typer.Option(
-        help="Only this status: ok, error, denied, pending, timeout.")] = None,
-    session: Annotated[str | None, typer.Option(help="Only this session id.")] = None,
+        help=f"Only this status: {', '.join(STATUSES)}.")] = None,
+    session: Annotated[str | None, typer.Option(
+        help="Only this session, as the session column shows it.")] = None,
+    client: Annotated[str | None, typer.Option(
+        help="Only this client's calls (its session is client-NAME).")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     store: Store = None,
 ) -> None:
     """The most recent invocations, newest first."""
-    if store is None and not db.is_file():
-        _err.print(f"[bold red]error:[/] no audit database at {db}; pass --db PATH")
-        raise typer.Exit(code=2)
+    if status is not None and status not in STATUSES:
+        raise fail(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
+    if session is not None and client is not None:
+        raise fail("give --session or --client, not both (--client NAME is --session "
+                   "client-NAME)")
+    if client is not None:
+        session = f"client-{client}"
     try:
-        log = SqliteAuditLog(db) if store is None else PostgresAuditLog(store)
-        entries = log.query(tool=tool, status=status, session_id=session,
-                                           limit=limit)
+        log = _log(state_dir, db, store)
+        entries = log.query(tool=tool, status=status, session_id=session, limit=limit)
     except StoreError as exc:
-        _err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(code=2) from exc
+        raise fail(exc) from exc
     if as_json:
         for entry in entries:
             # one object per line, as the help says (rich's print_json would indent it)
             print(json.dumps({k: getattr(entry, k) for k in entry.__slots__}, default=str,
                              ensure_ascii=False))
         return
+    out.print(_table(entries))
+    out.print(f"{len(entries)} invocation(s)")
+
+
+def _log(state_dir: Path, db: Path | None, store: str | None) -> SqliteAuditLog:
+    """The audit log of ``--store``, else of ``--db``, else of the state dir's database."""
+    if store is None and db is not None:
+        if not db.is_file():
+            raise fail(f"no audit database at {db}; pass --db PATH or the --state-dir "
+                       "toolkeeper serve uses")
+        return SqliteAuditLog(db)
+    target = store_target(store, state_dir, create=False)
+    return PostgresAuditLog(str(target)) if store is not None else SqliteAuditLog(target)
+
+
+def _table(entries: list[AuditEntry]) -> Table:
+    """The entries as rows: the session whole (what ``--session`` takes), every model-chosen
+    value with its control and invisible characters escaped."""
     table = Table("time", "session", "tool", "status", "code", "ms", "arguments", "approval")
+    table.columns[1].no_wrap = True
+    for column in (table.columns[4], table.columns[7]):  # squeezed, folded: never cut
+        column.overflow = "fold"
     for e in entries:
-        args = json.dumps(e.arguments, ensure_ascii=False)
-        table.add_row(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.ts)), e.session_id[-8:],
-                      e.tool, e.status, e.error_code or "", f"{e.duration_ms:.1f}",
-                      args if len(args) <= 60 else args[:57] + "...", e.approval_id or "")
-    _out.print(table)
-    _out.print(f"{len(entries)} invocation(s)")
+        args = visible(json.dumps(e.arguments, ensure_ascii=False))
+        cells = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.ts)), visible(e.session_id),
+                 visible(e.tool), e.status, e.error_code or "", f"{e.duration_ms:.1f}",
+                 args if len(args) <= 60 else args[:57] + "...", e.approval_id or "")
+        table.add_row(*(Text(cell) for cell in cells))  # Text: no markup in what a model chose
+    return table

@@ -11,10 +11,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["Store", "err", "fail", "out", "set_debug", "store_target"]
+__all__ = ["StateDir", "Store", "err", "fail", "out", "set_debug", "store_target"]
 
 Store = Annotated[str | None, typer.Option(
     "--store", help="The server's shared store (postgresql://…); default: SQLite in --state-dir.")]
+
+StateDir = Annotated[Path, typer.Option(help="The state directory of toolkeeper serve.")]
 
 out = Console()
 err = Console(stderr=True)

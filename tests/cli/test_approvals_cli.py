@@ -1,0 +1,142 @@
+"""``toolkeeper approvals``: ids shown whole at any width and taken as unique prefixes, against
+a real SQLite approval store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolkeeper.approval.models import ApprovalDecision, ApprovalRequest, args_digest
+from toolkeeper.approval.store import SqliteApprovalStore
+from toolkeeper.cli.main import app
+from toolkeeper.core.risk import ToolRisk
+
+runner = CliRunner()
+FIRST = "apr_AbCdEfGh1jKlMnOpQrStUv"
+SECOND = "apr_AbCdZZZZ1jKlMnOpQrStUv"
+THIRD = "apr_Xy-_qqqqqqqqqqqqqqqqqq"
+LONG = "Z" * 150 + "END"
+
+
+def stored(state_dir: Path, *ids: str) -> SqliteApprovalStore:
+    store = SqliteApprovalStore(state_dir / "toolkeeper.db")
+    arguments = {"alert": {"region": "PT-11", "message": "Storm " * 40, "tail": LONG}}
+    for n, request_id in enumerate(ids):
+        store.create(ApprovalRequest(
+            id=request_id, call_id=f"call-{n}", tool="broadcast_alert", risk=ToolRisk.HIGH,
+            arguments=arguments, args_digest=args_digest(arguments),
+            session_id="client-a-rather-long-client-name"))
+    return store
+
+
+def approvals(state_dir: Path, *args: str, columns: int = 300) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["approvals", *args, "--state-dir", str(state_dir)],
+                           env={"COLUMNS": str(columns)})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_list_at_80_columns_shows_every_id_whole_on_one_line(tmp_path: Path) -> None:
+    stored(tmp_path, FIRST, SECOND, THIRD)
+    code, stdout, _ = approvals(tmp_path, "list", columns=80)
+    assert code == 0
+    lines = stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for request_id in (FIRST, SECOND, THIRD):
+        assert any(request_id in line for line in lines), stdout
+    assert "PT-11" in stdout and "3 pending request(s)" in stdout
+
+
+def test_list_shows_every_byte_of_long_arguments_at_80_columns(tmp_path: Path) -> None:
+    stored(tmp_path, FIRST)
+    _, stdout, _ = approvals(tmp_path, "list", columns=80)
+    joined = "".join(stdout.split())  # folded across lines, never cut with an ellipsis
+    assert joined.count("Storm") == 40 and LONG in joined and "…" not in stdout
+
+
+@pytest.mark.parametrize("given", ["AbCdE", "apr_AbCdE", FIRST])
+def test_show_takes_the_id_or_a_unique_prefix_with_or_without_apr(
+        tmp_path: Path, given: str) -> None:
+    stored(tmp_path, FIRST, SECOND)
+    code, stdout, stderr = approvals(tmp_path, "show", given)
+    assert code == 0, stderr
+    assert f'"id": "{FIRST}"' in stdout
+
+
+@pytest.mark.parametrize(("args", "state"), [
+    (["approve", "AbCdZ"], "approved"),
+    (["deny", "apr_AbCdZ"], "denied"),
+    (["decide", "AbCdZZ", "approve"], "approved"),
+])
+def test_approve_deny_and_decide_take_a_unique_prefix(
+        tmp_path: Path, args: list[str], state: str) -> None:
+    store = stored(tmp_path, FIRST, SECOND)
+    code, stdout, stderr = approvals(tmp_path, *args)
+    assert code == 0, stderr
+    assert f"{SECOND}: {state}" in stdout
+    decided = store.get(SECOND)
+    assert decided is not None and decided.state == state
+    untouched = store.get(FIRST)
+    assert untouched is not None and untouched.state == "pending"
+
+
+@pytest.mark.parametrize("command", [["show"], ["approve"], ["deny"]])
+def test_an_ambiguous_prefix_is_one_line_listing_the_candidates(
+        tmp_path: Path, command: list[str]) -> None:
+    store = stored(tmp_path, FIRST, SECOND, THIRD)
+    code, _, stderr = approvals(tmp_path, *command, "AbCd")
+    assert code == 2
+    line = one_error_line(stderr)
+    assert "ambiguous" in line and FIRST in line and SECOND in line and THIRD not in line
+    assert "type more characters" in line
+    assert [s.state for s in store.requests()] == ["pending"] * 3
+
+
+def test_an_ambiguous_prefix_lists_five_candidates_and_counts_the_rest(tmp_path: Path) -> None:
+    ids = [f"apr_Same{n:02d}" + "x" * 16 for n in range(8)]
+    stored(tmp_path, *ids)
+    code, _, stderr = approvals(tmp_path, "show", "Same")
+    line = one_error_line(stderr)
+    assert code == 2 and "(8 in all)" in line
+    assert sum(request_id in line for request_id in ids) == 5
+
+
+def test_a_prefix_that_matches_nothing_is_one_line_naming_it(tmp_path: Path) -> None:
+    stored(tmp_path, FIRST)
+    code, _, stderr = approvals(tmp_path, "approve", "nothing-like-it")
+    assert code == 2
+    assert "no pending approval request 'nothing-like-it'" in one_error_line(stderr)
+
+
+def test_a_prefix_shorter_than_four_characters_is_refused(tmp_path: Path) -> None:
+    store = stored(tmp_path, FIRST)
+    code, _, stderr = approvals(tmp_path, "approve", "apr_Ab")
+    assert code == 2
+    assert "too short" in one_error_line(stderr)
+    request = store.get(FIRST)
+    assert request is not None and request.state == "pending"
+
+
+def test_a_prefix_of_a_decided_request_says_it_was_decided(tmp_path: Path) -> None:
+    store = stored(tmp_path, FIRST, SECOND)
+    store.decide(ApprovalDecision(request_id=SECOND, outcome="denied", approver="page"))
+    code, _, stderr = approvals(tmp_path, "approve", "AbCdZ")
+    assert code == 2
+    line = one_error_line(stderr)
+    assert SECOND in line and "denied" in line and "first decision stands" in line
+
+
+def test_an_unknown_state_is_an_error_naming_the_states(tmp_path: Path) -> None:
+    stored(tmp_path, FIRST)
+    code, _, stderr = approvals(tmp_path, "list", "--state", "waiting")
+    assert code == 2
+    line = one_error_line(stderr)
+    assert "'waiting'" in line and "pending" in line and "executing" in line
