@@ -3,6 +3,10 @@ a real SQLite approval store."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,7 @@ from toolkeeper.approval.models import ApprovalDecision, ApprovalRequest, args_d
 from toolkeeper.approval.store import SqliteApprovalStore
 from toolkeeper.cli.main import app
 from toolkeeper.core.risk import ToolRisk
+from toolkeeper.server.auth import WebSessions
 
 runner = CliRunner()
 FIRST = "apr_AbCdEfGh1jKlMnOpQrStUv"
@@ -140,3 +145,67 @@ def test_an_unknown_state_is_an_error_naming_the_states(tmp_path: Path) -> None:
     assert code == 2
     line = one_error_line(stderr)
     assert "'waiting'" in line and "pending" in line and "executing" in line
+
+
+def state_with_server(state_dir: Path, url: str, pid: int) -> WebSessions:
+    sessions = WebSessions(state_dir / "toolkeeper.db")
+    record = state_dir / "server.json"
+    record.write_text(json.dumps({"url": url, "pid": pid, "started_at": time.time()}))
+    record.chmod(0o600)
+    return sessions
+
+
+def test_login_url_names_the_running_server_from_its_server_json(tmp_path: Path) -> None:
+    sessions = state_with_server(tmp_path, "http://127.0.0.1:45678", os.getpid())
+    code, stdout, stderr = approvals(tmp_path, "login-url")
+    assert code == 0 and stderr == ""
+    link = stdout.strip()
+    assert link.startswith("http://127.0.0.1:45678/login?code=")
+    assert sessions.redeem(link.rsplit("=", 1)[1]) is not None  # a real, one-time code
+
+
+def test_login_url_without_a_running_server_prints_the_path_and_says_what_to_pass(
+        tmp_path: Path) -> None:
+    WebSessions(tmp_path / "toolkeeper.db")
+    code, stdout, stderr = approvals(tmp_path, "login-url")
+    assert code == 0 and stdout.startswith("/login?code=")
+    (note,) = stderr.strip().splitlines()
+    assert "unknown" in note and str(tmp_path) in note and "--url http://HOST:PORT" in note
+
+
+def test_login_url_ignores_the_server_json_of_a_server_that_is_gone(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its pid names no process now
+    state_with_server(tmp_path, "http://127.0.0.1:45678", gone.pid)
+    code, stdout, stderr = approvals(tmp_path, "login-url")
+    assert code == 0 and stdout.startswith("/login?code=")
+    assert f"pid {gone.pid}" in stderr and "no longer running" in stderr
+
+
+@pytest.mark.parametrize(("args", "base"), [
+    (["--url", "https://tools.example.com/"], "https://tools.example.com/login?code="),
+    (["--port", "9911"], "http://127.0.0.1:9911/login?code="),
+])
+def test_login_url_takes_the_address_given_over_the_recorded_one(
+        tmp_path: Path, args: list[str], base: str) -> None:
+    state_with_server(tmp_path, "http://127.0.0.1:45678", os.getpid())
+    code, stdout, _ = approvals(tmp_path, "login-url", *args)
+    assert code == 0 and stdout.startswith(base)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--url", "127.0.0.1:8765"], "--url must start with http://"),
+    (["--url", "http://127.0.0.1:1", "--port", "2"], "not both"),
+])
+def test_login_url_refuses_a_bad_address_in_one_line(
+        tmp_path: Path, args: list[str], message: str) -> None:
+    WebSessions(tmp_path / "toolkeeper.db")
+    code, _, stderr = approvals(tmp_path, "login-url", *args)
+    assert code == 2 and message in one_error_line(stderr)
+
+
+def test_login_url_honours_the_state_dir_and_the_store_it_is_given(tmp_path: Path) -> None:
+    code, _, stderr = approvals(tmp_path / "elsewhere", "login-url", "--port", "9911")
+    assert code == 2 and str(tmp_path / "elsewhere") in one_error_line(stderr)
+    code, _, stderr = approvals(tmp_path, "login-url", "--store", "sqlite:///x.db")
+    assert code == 2 and "--store must be a postgresql:// URL" in one_error_line(stderr)

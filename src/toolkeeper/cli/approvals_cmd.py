@@ -6,6 +6,7 @@ prefix of its id, as ``approvals list`` shows it."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 import time
 from functools import partial
@@ -14,6 +15,7 @@ from typing import Annotated, get_args
 
 import anyio
 import typer
+from rich.markup import escape
 
 from ..approval.pg import is_url
 from ..approval.store import PostgresApprovalStore, SqliteApprovalStore, State, StoredApproval
@@ -24,9 +26,13 @@ from ..server.auth import WebSessions
 from ..server.clients import OPERATOR
 from ..server.decide import DecisionError, decide
 from ..server.views import approval_json, client_of, shown_json
-from .report import StateDir, Store, fail, out, store_target
+from .report import StateDir, Store, err, fail, out, store_target
 
 __all__ = ["approvals_app"]
+
+SERVER_FILE = "server.json"
+"""What a running ``toolkeeper serve`` writes in its state dir (``url``, ``pid``,
+``started_at``; owner-only) and removes on a clean stop: how ``login-url`` names it."""
 
 approvals_app = typer.Typer(help="List and decide the approval requests of toolkeeper serve.",
                             no_args_is_help=True)
@@ -176,10 +182,63 @@ def decide_cmd(
 
 @approvals_app.command("login-url")
 def login_url(
-    url: Annotated[str, typer.Option(help="The server's address.")] = "http://127.0.0.1:8765",
+    url: Annotated[str | None, typer.Option(
+        help="The server's address, e.g. http://127.0.0.1:8765 (default: the one the running "
+             f"server recorded in STATE_DIR/{SERVER_FILE}).")] = None,
+    port: Annotated[int | None, typer.Option(
+        help="The port of the server on 127.0.0.1 (instead of --url).", min=1, max=65535)
+                    ] = None,
     state_dir: StateDir = Path(".toolkeeper"),
     store: Store = None,
 ) -> None:
     """A new one-time link that logs a browser in to the approval page (valid 15 minutes)."""
+    if url is not None and port is not None:
+        raise fail("give --url or --port, not both")
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise fail(f"--url must start with http:// or https://, got {url!r}")
+    base = url or (f"http://127.0.0.1:{port}" if port is not None else None)
+    why = ""
+    if base is None:
+        base, why = running_server(state_dir)
     code = WebSessions(store_target(store, state_dir, create=False)).login_code()
-    print(f"{url.rstrip('/')}/login?code={code}")
+    if base is None:
+        err.print(f"note: the server's address is unknown: {escape(why)}; open this path on "
+                  "it, or pass --url http://HOST:PORT (or --port PORT)", soft_wrap=True)
+        print(f"/login?code={code}")
+        return
+    print(f"{base.rstrip('/')}/login?code={code}")
+
+
+def running_server(state_dir: Path) -> tuple[str | None, str]:
+    """The address of the ``toolkeeper serve`` running on ``state_dir``, from the
+    ``server.json`` it writes there (``url``, ``pid``, ``started_at``) — or ``None`` and why
+    not (no file, an unreadable one, or its process has ended)."""
+    path = state_dir / SERVER_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, f"no toolkeeper serve is recorded as running on {state_dir} (no {path})"
+    except (OSError, ValueError) as exc:
+        return None, f"{path} cannot be read ({exc})"
+    found = record if isinstance(record, dict) else {}
+    address, pid = found.get("url"), found.get("pid")
+    if (not isinstance(address, str) or not address.startswith(("http://", "https://"))
+            or type(pid) is not int):
+        return None, f"{path} does not name a server (it needs a 'url' and a 'pid')"
+    if not _alive(pid):
+        return None, (f"the server {path} names ({address}, pid {pid}) is no longer running "
+                      "(it did not stop cleanly)")
+    return address, ""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's counts: it is running)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
