@@ -108,7 +108,7 @@ def _target(raw: str) -> str:
     if base.endswith(".py") or path.is_file():
         if not path.is_file():
             raise fail(f"no such file: {base}")
-        base = str(path.resolve())
+        base = os.path.abspath(path)  # symlinks kept: serve imports beside the path given
         if ":" in base:
             raise fail(f"cannot serve {base}: its path has a ':' (serve splits TARGET at ':')")
     elif not _OBJECT.fullmatch(base) or not _importable(base):
@@ -127,10 +127,10 @@ def _importable(module: str) -> bool:
 def _existing(path: Path | None, what: str, *, directory: bool) -> str | None:
     if path is None:
         return None
-    found = path.expanduser().resolve()
-    if not (found.is_dir() if directory else found.is_file()):
+    found = os.path.abspath(path.expanduser())
+    if not (os.path.isdir(found) if directory else os.path.isfile(found)):
         raise fail(f"{what} {path} is not {'a directory' if directory else 'a file'}")
-    return str(found)
+    return found
 
 
 def _env(pairs: list[str]) -> dict[str, str]:
@@ -293,7 +293,7 @@ def _local(spec: ClientFile, targets: list[str], *, config: Path | None,
         folder = _existing(workspace, "--workspace", directory=True)
     else:  # the client starts the server anywhere ('/' included): pin the workspace
         folder = _existing(workspace or project or Path.cwd(), "--workspace", directory=True)
-    states = str(state_dir.expanduser().absolute()) if state_dir is not None else None
+    states = os.path.abspath(state_dir.expanduser()) if state_dir is not None else None
     args = _serve_args(resolved, config=config_file_, workspace=folder,
                        no_builtins=no_builtins, state_dir=states, store=store)
     return stdio_entry(spec, launcher() + args, env)
