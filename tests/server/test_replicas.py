@@ -19,7 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from .test_serve import TOKEN, _client, _start
+from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start
 
 TOOLS = '''
 import time
@@ -53,6 +53,8 @@ def replicas(tmp_path: Path, postgres_url: str) -> Iterator[list[tuple[subproces
     started = [_start(tmp_path, "--store", postgres_url, "--rate-limit", "10000",
                       "--approval-wait", "30", tools=str(tmp_path / "tools.py"), state=f"r{i}")
                for i in range(3)]
+    for _, url in started:  # the first made the store's default client: one agent, 3 replicas
+        CLIENT_TOKENS[url] = CLIENT_TOKENS[started[0][1]]
     yield started
     for proc, _ in started:
         if proc.poll() is None:

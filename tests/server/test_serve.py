@@ -40,7 +40,19 @@ def _start(tmp_path: Path, *args: str, token: str | None = TOKEN, tools: str = E
     if not line.startswith("toolkeeper serving on "):
         proc.kill()
         pytest.fail(f"serve did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    return proc, line.split()[3]
+    url = line.split()[3]
+    _remember(url, tmp_path / state)
+    return proc, url
+
+
+CLIENT_TOKENS: dict[str, str] = {}
+"""Each started server's default client token (the one its printed config carries)."""
+
+
+def _remember(url: str, state_dir: Path) -> None:
+    token = state_dir / "client-token"
+    if token.exists():
+        CLIENT_TOKENS[url] = token.read_text().strip()
 
 
 @pytest.fixture
@@ -52,7 +64,9 @@ def server(tmp_path: Path) -> Iterator[str]:
     assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
 
 
-def _client(url: str, token: str = TOKEN) -> Client:
+def _client(url: str, token: str | None = None) -> Client:
+    """The official MCP client with ``token`` (by default the server's default client's)."""
+    token = token or CLIENT_TOKENS[url]
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     return Client(streamable_http_client(f"{url}/mcp", http_client=http))
 
@@ -79,12 +93,13 @@ async def test_an_mcp_client_lists_and_calls_through_the_governed_door(
 @pytest.mark.parametrize(("headers", "status"), [
     ({}, 401),
     ({"Authorization": "Bearer wrong-token"}, 401),
-    ({"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"}, 421),
-    ({"Authorization": f"Bearer {TOKEN}", "Origin": "http://evil.example"}, 403),
+    ({"Authorization": "Bearer CLIENT", "Host": "evil.example"}, 421),
+    ({"Authorization": "Bearer CLIENT", "Origin": "http://evil.example"}, 403),
 ])
 def test_missing_or_wrong_tokens_and_foreign_hosts_or_origins_are_refused(
         server: str, headers: dict[str, str], status: int) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {k: v.replace("CLIENT", CLIENT_TOKENS[server]) for k, v in headers.items()}
     response = httpx.post(f"{server}/mcp", json=body, timeout=10, headers={
         "Accept": "application/json, text/event-stream", **headers})
     assert response.status_code in ({status, 400} if status == 421 else {status})
@@ -92,16 +107,26 @@ def test_missing_or_wrong_tokens_and_foreign_hosts_or_origins_are_refused(
     assert httpx.get(f"{server}/healthz", timeout=10).json()["status"] == "ok"
 
 
-def test_a_new_token_is_stored_for_the_owner_only_and_printed_once(tmp_path: Path) -> None:
-    proc, _ = _start(tmp_path, token=None)
+def test_the_printed_config_carries_a_client_token_never_the_operators(
+        tmp_path: Path) -> None:
+    proc, url = _start(tmp_path, token=None)
     try:
         assert proc.stdout is not None
         assert "/login?code=" in proc.stdout.readline()  # the page's one-time link
         snippet = proc.stdout.readline()
-        token_file = tmp_path / "state" / "token"
-        token = token_file.read_text().strip()
-        assert len(token) >= 40 and token in snippet
-        assert token_file.stat().st_mode & 0o777 == 0o600
+        state = tmp_path / "state"
+        operator = (state / "token").read_text().strip()
+        client = (state / "client-token").read_text().strip()
+        assert len(operator) >= 40 and operator not in snippet + proc.stdout.readline()
+        assert client.startswith("tkc_") and f"Bearer {client}" in snippet
+        for name in ("token", "client-token", "toolkeeper.db"):
+            assert (state / name).stat().st_mode & 0o777 == 0o600, name
+        assert state.stat().st_mode & 0o777 == 0o700
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        accept = {"Accept": "application/json, text/event-stream"}
+        listed = httpx.post(f"{url}/mcp", json=body, timeout=10,
+                            headers={**accept, "Authorization": f"Bearer {client}"})
+        assert listed.status_code == 200 and "get_forecast" in listed.text
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
@@ -109,7 +134,7 @@ def test_a_new_token_is_stored_for_the_owner_only_and_printed_once(tmp_path: Pat
     try:
         assert again.stdout is not None
         again.stdout.readline()
-        assert token not in again.stdout.readline()  # a stored token is not printed again
+        assert f"Bearer {client}" in again.stdout.readline()  # the same client, every start
     finally:
         again.send_signal(signal.SIGINT)
         again.wait(timeout=20)
@@ -142,11 +167,11 @@ async def test_each_client_has_its_own_token_and_its_calls_carry_its_name(
         async with _client(url, token=alice) as client:
             result = await client.call_tool("get_forecast", {"city": "Porto"})
         assert not result.is_error
-        async with _client(url) as client:  # the operator
+        async with _client(url) as client:  # the default client of the printed config
             await client.call_tool("get_forecast", {"city": "Faro"})
         with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
             rows = db.execute("SELECT session_id FROM audit ORDER BY rowid").fetchall()
-        assert [r[0] for r in rows] == ["client-alice", "client-operator"]
+        assert [r[0] for r in rows] == ["client-alice", "client-default"]
         listed = _tokens(tmp_path, "list")
         assert "alice" in listed.stdout and alice not in listed.stdout
         assert _tokens(tmp_path, "revoke", "alice").returncode == 0
@@ -183,6 +208,7 @@ async def test_a_config_decides_the_built_ins_autonomy_and_skills(tmp_path: Path
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         url = (proc.stdout.readline() if ready else "").split()[3]
+        _remember(url, tmp_path / "state")
         async with _client(url) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             read = await client.call_tool("file_read", {"path": "notes.txt"})
@@ -206,7 +232,7 @@ def test_each_client_is_rate_limited_on_its_own(tmp_path: Path) -> None:
                 "Authorization": f"Bearer {token}",
                 "Accept": "application/json, text/event-stream"})
 
-        responses = [post(TOKEN) for _ in range(12)]
+        responses = [post(CLIENT_TOKENS[url]) for _ in range(12)]
         statuses = [r.status_code for r in responses]
         assert 429 in statuses and statuses[0] != 429
         limited = next(r for r in responses if r.status_code == 429)

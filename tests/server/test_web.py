@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 
-from .test_serve import EXAMPLE, TOKEN, _client, _tokens
+from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _tokens
 
 ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
 
@@ -38,6 +38,7 @@ def start_page(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str, 
     if not lines[0].startswith("toolkeeper serving on ") or "/login?code=" not in lines[1]:
         proc.kill()
         pytest.fail(f"serve did not start: {lines!r}")
+    _remember(lines[0].split()[3], tmp_path / "state")
     return proc, lines[0].split()[3], lines[1].split()[2]
 
 
@@ -58,7 +59,7 @@ def _bearer(token: str = TOKEN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def _pending_call(url: str, token: str = TOKEN, **alert: str) -> str:
+async def _pending_call(url: str, token: str | None = None, **alert: str) -> str:
     """Make the example's critical tool ask for approval over MCP; the request id."""
     arguments = {"alert": {**ALERT["alert"], **alert}}
     async with _client(url, token) as client:
@@ -270,7 +271,7 @@ def test_a_public_host_behind_a_load_balancer_is_served_and_others_refused(
     proc, url, _ = start_page(tmp_path, "--public-host", "tools.example.com")
     try:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        headers = {**_bearer(), "Accept": "application/json, text/event-stream"}
+        headers = {**_bearer(CLIENT_TOKENS[url]), "Accept": "application/json, text/event-stream"}
         for host, ok in (("tools.example.com", True), ("tools.example.com:443", True),
                          ("evil.example.com", False)):
             listed = httpx.post(f"{url}/mcp", json=body, headers={**headers, "Host": host})

@@ -12,7 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.risk import HitlMode, ToolRisk
 
-__all__ = ["ApprovalDecision", "ApprovalRequest", "args_digest"]
+__all__ = ["SESSION_GRANT_S", "ApprovalDecision", "ApprovalRequest", "args_digest"]
+
+SESSION_GRANT_S = 900.0
+"""How long "approve for this client" (``scope="session"``) lets the same tool run again in
+the session that asked, without asking: 15 minutes, never longer than that session."""
 
 Outcome = Literal["approved", "denied", "skipped", "timeout", "pending"]
 
@@ -55,7 +59,8 @@ class ApprovalRequest(BaseModel):
 class ApprovalDecision(BaseModel):
     """A human's (or a rule's) answer to one request.
 
-    ``scope="session"`` approves this tool for the rest of the session.
+    ``scope="session"`` approves this tool in the asking session (one client's) for
+    ``SESSION_GRANT_S`` seconds.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -13,6 +14,18 @@ from ..errors import StoreError
 __all__ = ["SqliteFile"]
 
 
+def _create_private(path: Path) -> None:
+    """Make the file owner-only before SQLite opens it (its -wal and -shm files copy the
+    database's mode): it holds approvals, the audit log and token digests."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
 class SqliteFile:
     """A WAL-mode SQLite file used from several threads through one serialized connection."""
 
@@ -21,7 +34,7 @@ class SqliteFile:
         self._lock = threading.RLock()
         try:
             if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                _create_private(Path(self.path))
             self._conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None,
                                          check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import json
+import os
 import socket
 import sys
 import threading
+import time
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +24,7 @@ from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
 from ..builtins import SecurityPolicy, default_tools
 from ..codemode import ToolChainTool
 from ..config import ToolkeeperConfig, all_tools_with_runtime, chain_policy, load_config
-from ..errors import ToolkeeperError
+from ..errors import ConfigError, ToolkeeperError
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
@@ -29,12 +33,13 @@ from ..mcp.pins import SqlitePins
 from ..mcp.server import announce_changes, serve_stdio
 from ..server.app import LOOPBACK, create_app
 from ..server.auth import WebSessions
-from ..server.clients import ClientTokens
-from ..server.tokens import check_shared_token, operator_token
+from ..server.clients import ANONYMOUS, ClientTokens
+from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
 from .loader import load_tools
 from .report import fail, out, store_target
+from .state import SERVER_FILE, default_state_dir, out_of_reach, secure_state_dir
 
 __all__ = ["serve"]
 
@@ -50,13 +55,17 @@ def serve(
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve over stdin/stdout.")] = False,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0 takes a free one).")] = 8765,
-    state_dir: Annotated[Path, typer.Option(help="Approvals, audit and the token.")] = Path(
-        ".toolkeeper"),
-    workspace: Annotated[Path, typer.Option(help="The built-in tools' workspace.")] = Path("."),
+    state_dir: Annotated[Path | None, typer.Option(
+        help="Tokens, approvals and audit (owner-only; never inside a workspace). Default: "
+             "$XDG_STATE_HOME/toolkeeper, else ~/.local/state/toolkeeper.")] = None,
+    workspace: Annotated[Path | None, typer.Option(
+        help="The built-in tools' workspace; wins over the config's [security] workspace. "
+             "Default: the config's, else the current directory.")] = None,
     no_builtins: Annotated[bool, typer.Option("--no-builtins",
                                               help="Serve only the TARGET tools.")] = False,
-    auth: Annotated[str, typer.Option(help="'token' (bearer) or 'none' (loopback only).")
-                    ] = "token",
+    auth: Annotated[str, typer.Option(
+        help="How clients authenticate on /mcp: 'token' (a client token) or 'none' (no "
+             "credential, loopback only). Deciding always needs the operator.")] = "token",
     rate_limit: Annotated[float, typer.Option(
         help="Requests per second per client (bursts of twice that).")] = 50.0,
     public_host: Annotated[list[str] | None, typer.Option(
@@ -85,8 +94,14 @@ def serve(
         raise fail(f"--auth none is refused on {host}: without a token, listen on 127.0.0.1 only")
     try:
         settings = load_config(config) if config is not None else None
-        db = store_target(store or (settings.store if settings else None), state_dir)
-        invoker = _invoker(targets or [], db, workspace, settings,
+        settings, ws, ws_from = _workspace(settings, workspace)
+        state = state_dir if state_dir is not None else default_state_dir()
+        served = not no_builtins or bool(settings and settings.codemode.enabled
+                                         and settings.codemode.workspace != "none")
+        _out_of_reach(state, settings, ws, served=served)
+        secure_state_dir(state, traversable=served and _inside(ws, state))
+        db = store_target(store or (settings.store if settings else None), state)
+        invoker = _invoker(targets or [], db, ws, settings,
                            builtins=not no_builtins, approval_wait=approval_wait)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
     except ToolkeeperError as exc:
@@ -95,20 +110,23 @@ def serve(
     if stdio:
         serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report)
         return
-    token, source = operator_token(state_dir) if auth == "token" else (None, "none")
+    token, source = operator_token(state)
     try:
-        if token is not None:
-            check_shared_token(db, token)
+        check_shared_token(db, token)
         clients = ClientTokens(db)
         sessions = WebSessions(db)
+        client_token = default_client_token(state, clients) if auth == "token" else None
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     stopping = threading.Event()
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
-                     stopping=stopping, public_hosts=public_host or ())
-    login = sessions.login_code() if token is not None else None
-    _listen(app, host, port, token, source, state_dir, gateway, invoker, login, stopping)
+                     stopping=stopping, public_hosts=public_host or (),
+                     anonymous=ANONYMOUS if auth == "none" else None)
+    start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
+                  auth=auth, client_token=client_token, login=sessions.login_code(),
+                  token_source=source)
+    _listen(app, port, start, gateway, invoker, stopping)
 
 
 def _gateway(settings: ToolkeeperConfig | None, db: str | Path) -> MCPGateway | None:
@@ -164,16 +182,73 @@ def _code_mode(invoker: ToolInvoker, settings: ToolkeeperConfig) -> ToolChainToo
                          writable=section.workspace == "write", warm=section.warm)
 
 
-def _listen(app: Any, host: str, port: int, token: str | None, source: str, state_dir: Path,
-            gateway: MCPGateway | None, invoker: ToolInvoker, login: str | None,
-            stopping: threading.Event) -> None:
-    import uvicorn  # the HTTP server: only when serving over HTTP
+def _workspace(settings: ToolkeeperConfig | None, given: Path | None
+               ) -> tuple[ToolkeeperConfig | None, Path, str]:
+    """(the config with the workspace in force, the workspace, where it came from):
+    ``--workspace``, else the config's ``[security] workspace`` (relative to the config's
+    directory), else the current directory."""
+    if given is not None:
+        ws = given.expanduser().resolve()
+        if settings is not None:
+            settings = settings.model_copy(update={"security": settings.security.model_copy(
+                update={"workspace": ws})})
+        return settings, ws, "--workspace"
+    if settings is not None:
+        return settings, settings.security.workspace.resolve(), "the config's [security]"
+    return None, Path.cwd().resolve(), "the current directory"
 
+
+def _out_of_reach(state: Path, settings: ToolkeeperConfig | None, ws: Path, *,
+                  served: bool) -> None:
+    """Nothing a tool reaches may hold a credential: not the workspace (the file tools, shell,
+    git, search and the code-mode mount all work in it), not the commands' environment."""
+    if served:
+        out_of_reach(state, [("workspace", ws)])
+    passed = settings.security.shell_env_passthrough if settings is not None else []
+    leaked = [name for name in passed if name.upper().startswith("TOOLKEEPER_")]
+    if leaked:
+        raise ConfigError(f"[security] shell_env_passthrough names {', '.join(leaked)}: "
+                          "toolkeeper's own credentials never reach a command; remove them")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return folder.expanduser().resolve() in path.parents
+
+
+@dataclass(frozen=True, kw_only=True)
+class Start:
+    """What the start lines tell the operator."""
+
+    host: str
+    state_dir: Path
+    workspace: tuple[Path, str] | None
+    auth: str
+    client_token: str | None
+    login: str
+    token_source: str
+
+
+def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise fail(f"port {port} is in use; pass --port N or --port 0") from exc
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     sock.listen(128)  # connections queue from here on, before the server loop starts
+    return sock
+
+
+def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
+            invoker: ToolInvoker, stopping: threading.Event) -> None:
+    import uvicorn  # the HTTP server: only when serving over HTTP
+
+    sock = _bind(start.host, port)
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             stopping.set()  # the page's event streams end, so requests in flight can finish
@@ -187,7 +262,9 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
             if gateway is not None:  # its upstream tools are listed before the line below
                 await stack.enter_async_context(gateway)
                 _report(await gateway.attach(invoker.registry))
-            _announce(sock, host, token, source, state_dir, login)
+            url = _announce(sock, start)
+            stack.callback(_forget_server, start.state_dir)
+            _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
                 await server.serve(sockets=[sock])
@@ -196,20 +273,50 @@ def _listen(app: Any, host: str, port: int, token: str | None, source: str, stat
     anyio.run(run)
 
 
-def _announce(sock: socket.socket, host: str, token: str | None, source: str, state_dir: Path,
-              login: str | None) -> None:
-    bound = sock.getsockname()[1]
+def _record_server(state_dir: Path, url: str) -> None:
+    """``server.json`` in the state dir: which server runs on it (for ``approvals
+    login-url``); owner-only, replaced atomically."""
+    path = state_dir / SERVER_FILE
+    temp = path.with_name(f".{SERVER_FILE}.{os.getpid()}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    with os.fdopen(fd, "w") as file:
+        json.dump({"url": url, "pid": os.getpid(), "started_at": time.time()}, file)
+    os.replace(temp, path)
+
+
+def _forget_server(state_dir: Path) -> None:
+    path = state_dir / SERVER_FILE
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def _announce(sock: socket.socket, start: Start) -> str:
+    """The start lines: where it serves, the page's login link, the client config (with a
+    client token, never the operator's), the workspace and state dir in use. Returns the URL."""
+    host = start.host
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}"
-    out.print(f"toolkeeper serving on {url} (MCP at /mcp)", markup=False, highlight=False)
-    page = f"{url}/login?code={login}" if login else f"{url}/"
-    out.print(f"approval page: {page}" + (" (this link logs a browser in once)" if login
-                                           else ""), markup=False, highlight=False, soft_wrap=True)
-    if token is not None:
-        header = {"new": f"Bearer {token}", "env": "Bearer <$TOOLKEEPER_TOKEN>"}.get(
-            source, f"Bearer <the token in {state_dir / 'token'}>")
-        snippet = {"mcpServers": {"toolkeeper": {"type": "http", "url": f"{url}/mcp",
-                                                 "headers": {"Authorization": header}}}}
-        out.print("client config: " + json.dumps(snippet), markup=False, highlight=False,
-                  soft_wrap=True)
+    url = f"http://{shown}:{sock.getsockname()[1]}"
+    lines = [f"toolkeeper serving on {url} (MCP at /mcp)",
+             f"approval page: {url}/login?code={start.login} (this link logs a browser in once)"]
+    entry: dict[str, Any] = {"type": "http", "url": f"{url}/mcp"}
+    if start.auth == "token":
+        token = start.client_token or "<a client token: toolkeeper tokens add NAME>"
+        entry["headers"] = {"Authorization": f"Bearer {token}"}
+    lines.append("client config: " + json.dumps({"mcpServers": {"toolkeeper": entry}}))
+    if start.workspace is not None:
+        lines.append(f"workspace: {start.workspace[0]} (from {start.workspace[1]})")
+    operator = {"env": "from TOOLKEEPER_TOKEN", "new": "new", "stored": "stored"}[
+        start.token_source]
+    lines.append(f"state: {start.state_dir} (operator token {operator}: for the page, the API "
+                 "and the CLI only, never for a client)")
+    if start.auth == "none":
+        lines.append("auth none: any local process may call tools on /mcp as client "
+                     f"'{ANONYMOUS}'; deciding still needs the operator")
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()
+    return url

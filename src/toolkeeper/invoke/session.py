@@ -34,7 +34,9 @@ class InvokerSession:
         self.chain = chain
         self.started = time.monotonic()
         self.state: dict[str, Any] = {}
-        self.approved_tools: set[str] = set()
+        self.grants: dict[str, float] = {}
+        """Tools approved for this session (``scope="session"``): name → when the grant ends
+        (``time.monotonic``)."""
         self.tools: frozenset[str] | None = None
         """The only tools this session may call (``None``: every tool of the catalog). A call
         to another is refused — ``denied``, ``policy_violation`` — and recorded like any call."""
@@ -47,6 +49,20 @@ class InvokerSession:
         self._pinned: list[str] = []
         self._lock = threading.Lock()
         self.closed = False
+
+    def grant(self, tool: str, seconds: float) -> None:
+        """Let ``tool`` run without asking in this session for ``seconds``."""
+        with self._lock:
+            self.grants[tool] = time.monotonic() + seconds
+
+    def granted(self, tool: str) -> bool:
+        """Whether a grant for ``tool`` holds now (an ended one is dropped)."""
+        with self._lock:
+            ends = self.grants.get(tool)
+            if ends is not None and ends <= time.monotonic():
+                del self.grants[tool]
+                ends = None
+            return ends is not None
 
     @property
     def call_count(self) -> int:

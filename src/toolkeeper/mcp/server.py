@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["announce_changes", "mcp_server", "serve_stdio"]
+__all__ = ["STDIO_CLIENT", "announce_changes", "mcp_server", "serve_stdio"]
 
+STDIO_CLIENT = "stdio"
+"""The client of a server without an HTTP layer naming one: the process that launched it."""
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
 """A client's session lives as long as the server: its in-memory trace keeps the last records
@@ -49,7 +51,7 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         session: The session calls count against (budget, trace, session approvals); by
             default one per client for the server's lifetime — the client an HTTP layer put in
             the request's state as ``toolkeeper_client`` (session id ``client-NAME``, which
-            the audit log and approval requests record), else one for all.
+            the audit log and approval requests record), else ``client-stdio``.
         name: The server name clients see.
         instructions: Optional instructions for clients.
         skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``): the name, the
@@ -74,7 +76,7 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         if session is not None:
             return session
         state = getattr(getattr(ctx, "request", None), "state", None)
-        client = str(getattr(state, "toolkeeper_client", "") or "local")
+        client = str(getattr(state, "toolkeeper_client", "") or STDIO_CLIENT)
         found = sessions.get(client)
         if found is None:
             found = sessions[client] = invoker.open_session(session_id=f"client-{client}",

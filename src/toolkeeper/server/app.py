@@ -24,10 +24,13 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                rate_limit: float = 50.0, max_body_bytes: int = 8 << 20,
                gateway: MCPGateway | None = None, sessions: WebSessions | None = None,
                stopping: threading.Event | None = None,
-               public_hosts: Sequence[str] = ()) -> TokenGate:
+               public_hosts: Sequence[str] = (), anonymous: str | None = None) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
+    ``token`` is the operator's (the page's API and the CLI; refused on ``/mcp``); clients use
+    their own tokens from ``clients`` — or, with ``anonymous`` (loopback only), none: every
+    request to ``/mcp`` without a credential is that client's.
     With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
     upstream servers when their listing is older than its ``refresh_s``."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -54,6 +57,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=routes)  # type: ignore[arg-type]  # a Mount is a route too
     gate = TokenGate(app, token, clients=clients, rate=rate_limit,
-                     burst=max(1, int(rate_limit * 2)), sessions=sessions, hosts=tuple(names))
+                     burst=max(1, int(rate_limit * 2)), sessions=sessions, hosts=tuple(names),
+                     anonymous=anonymous)
     gate.mcp_server = server  # for announce_changes (tools/list_changed to listeners)
     return gate

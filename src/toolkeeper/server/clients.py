@@ -13,10 +13,20 @@ from pathlib import Path
 
 from ..approval.pg import open_database
 from ..errors import UsageError
+from ..mcp.server import STDIO_CLIENT
 
-__all__ = ["OPERATOR", "ClientToken", "ClientTokens"]
+__all__ = ["ANONYMOUS", "DEFAULT_CLIENT", "OPERATOR", "RESERVED", "STDIO", "ClientToken",
+           "ClientTokens"]
 
 OPERATOR = "operator"
+ANONYMOUS = "anonymous"
+"""The client an unauthenticated ``/mcp`` request acts as (``--auth none``): every local
+process is that client, so nothing is ever approved for it beyond one call."""
+STDIO = STDIO_CLIENT
+"""The one client of ``toolkeeper serve --stdio`` (the process that launched it)."""
+DEFAULT_CLIENT = "default"
+"""The client whose token ``toolkeeper serve`` makes on first start for the config it prints."""
+RESERVED = frozenset({OPERATOR, ANONYMOUS, STDIO})
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS client_tokens (
@@ -51,11 +61,12 @@ class ClientTokens:
         """A new token for ``name`` (returned once; only its digest is kept).
 
         Raises:
-            UsageError: the name is not a plain lower-case name, is the operator's, or is taken.
+            UsageError: the name is not a plain lower-case name, is reserved (operator,
+                anonymous, stdio), or is taken.
         """
-        if not _NAME.fullmatch(name) or name == OPERATOR:
+        if not _NAME.fullmatch(name) or name in RESERVED:
             raise UsageError(f"{name!r} is not a client name: use lower-case letters, digits, "
-                             f"'-' and '_' (and not {OPERATOR!r})")
+                             f"'-' and '_' (and none of {', '.join(sorted(RESERVED))})")
         token = "tkc_" + secrets.token_urlsafe(32)
         with self._db.transaction() as conn:
             if conn.execute("SELECT 1 FROM client_tokens WHERE name = ?", (name,)).fetchone():

@@ -17,8 +17,8 @@ import anyio.to_thread
 from ..approval.models import ApprovalDecision
 from ..approval.store import ApprovalStore, StoredApproval
 from ..invoke.audit import AuditEntry, AuditLog
-from .clients import OPERATOR
-from .views import session_of
+from .clients import ANONYMOUS, OPERATOR
+from .views import client_of, session_of
 
 __all__ = ["CHOICES", "DecisionError", "decide"]
 
@@ -68,6 +68,10 @@ async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, requ
         raise DecisionError(409, "mismatch", f"request {request_id} holds other arguments "
                             "than the ones decided on; reload it and decide again")
     outcome, scope_of = CHOICES[choice]
+    if scope_of == "session" and client_of(request.session_id) == ANONYMOUS:
+        raise DecisionError(409, "no_session_grant", f"request {request_id} comes from an "
+                            "unauthenticated client (--auth none): every local process is that "
+                            "client, so it can only be approved once; approve this call alone")
     decision = ApprovalDecision(request_id=request_id, outcome=outcome,
                                 message=message, approver=approver,
                                 scope=scope_of)

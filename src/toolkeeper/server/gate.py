@@ -1,5 +1,12 @@
 """The gate in front of the HTTP face: who is asking (a bearer token or the page's cookie),
-how fast, and whether the request really comes from this server's own address and page."""
+in which role, how fast, and whether the request really comes from this server's own address
+and page.
+
+Two roles, never one credential for both: a **client** (an agent: a client token, or nothing
+under ``--auth none``) calls tools on ``/mcp`` and reads its own requests under ``/api``; the
+**operator** (a person: the operator token, or the page's login cookie) decides, on the page,
+the API and the CLI, and is refused on ``/mcp`` — an agent configured with a credential that
+can approve could approve its own calls."""
 
 from __future__ import annotations
 
@@ -12,7 +19,11 @@ from typing import Any
 from .auth import COOKIE, WebSessions
 from .clients import OPERATOR, ClientTokens
 
-__all__ = ["CSP", "LOOPBACK", "TokenGate"]
+__all__ = ["CSP", "LOOPBACK", "OPERATOR_ON_MCP", "TokenGate"]
+
+OPERATOR_ON_MCP = ("the operator credential decides approvals and is refused on /mcp: an agent "
+                   "must never hold it. Give the agent a client token (toolkeeper tokens add "
+                   "NAME) and keep the operator token for the page, the API and the CLI")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 Scope = MutableMapping[str, Any]
@@ -24,11 +35,14 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 class TokenGate:
     """The door of the HTTP face.
 
-    - ``/mcp`` and ``/api``: ``Authorization: Bearer <token>`` — the operator's (compared in
-      constant time) or a client's (by digest) — or, for ``/api``, the approval page's session
-      cookie (the operator's); else 401. The client's name goes into the request's state
-      (``toolkeeper_client``; ``toolkeeper_via`` says "bearer" or "cookie"). ``token=None``
-      lets everything through as the operator (``--auth none``, loopback only).
+    - ``/mcp``: a client's ``Authorization: Bearer <token>`` (by digest), else 401 — or, with
+      ``anonymous`` set (``--auth none``, loopback only), no credential at all, as the client
+      of that name. The operator's credential is refused here (403, ``OPERATOR_ON_MCP``).
+    - ``/api``: the operator's bearer ``token`` (compared in constant time; ``None``: there is
+      none, only the page's login cookie), a client's token (its own requests, read-only), or
+      the approval page's session cookie (the operator's); else 401.
+    - The client's name goes into the request's state (``toolkeeper_client``;
+      ``toolkeeper_via`` says "bearer", "cookie" or "none").
     - Every other path (the page): a ``Host`` that is not one of ``hosts`` is refused (DNS
       rebinding; the SDK checks ``/mcp`` itself), a state-changing request whose ``Origin`` is
       not exactly this server's is refused, and every answer carries a strict
@@ -40,8 +54,9 @@ class TokenGate:
                  rate: float = 50.0, burst: int = 100,
                  protected: tuple[str, ...] = ("/mcp", "/api"),
                  sessions: WebSessions | None = None,
-                 hosts: Sequence[str] = LOOPBACK) -> None:
+                 hosts: Sequence[str] = LOOPBACK, anonymous: str | None = None) -> None:
         self.app = app
+        self.anonymous = anonymous
         self.token = token.encode() if token is not None else None
         self.clients = clients
         self.sessions = sessions
@@ -61,7 +76,14 @@ class TokenGate:
         path: str = scope["path"]
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
         client, via, secret = self._who(headers)
-        if not path.startswith("/mcp"):
+        mcp = path.startswith("/mcp")
+        if mcp and client == OPERATOR:
+            await _refuse(send, 403, "operator_on_mcp", (b"vary", b"authorization"),
+                          OPERATOR_ON_MCP)
+            return
+        if mcp and client is None and via == "none" and self.anonymous is not None:
+            client = self.anonymous
+        if not mcp:
             problem = self._foreign(scope, headers, bearer=via == "bearer")
             if problem is not None:
                 await _refuse(send, 403, "forbidden", (b"vary", b"origin"), problem)
@@ -70,7 +92,11 @@ class TokenGate:
         if client is None and path.startswith(self.protected):
             await _refuse(send, 401, "unauthorized", (b"www-authenticate", b"Bearer"),
                           "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
-                          "with the token toolkeeper serve printed (or TOOLKEEPER_TOKEN)")
+                          "with a client token (the one in the config toolkeeper serve printed, "
+                          "or toolkeeper tokens add NAME)" if mcp else
+                          "missing or wrong credential: log in with the link toolkeeper serve "
+                          "printed (toolkeeper approvals login-url makes a new one), or send "
+                          "the operator token as 'Authorization: Bearer <token>'")
             return
         if client is not None and not self._admit(client):
             await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"),
@@ -112,12 +138,10 @@ class TokenGate:
 
     def _who(self, headers: dict[bytes, bytes]) -> tuple[str | None, str, str]:
         """(client, how it proved it, the page session's secret)."""
-        if self.token is None:
-            return OPERATOR, "none", ""
         value = headers.get(b"authorization", b"")
         if value[:7].lower() == b"bearer ":
             presented = value[7:].strip()
-            if hmac.compare_digest(presented, self.token):
+            if self.token is not None and hmac.compare_digest(presented, self.token):
                 return OPERATOR, "bearer", ""
             if self.clients is not None:
                 return self.clients.client_for(presented.decode("latin-1")), "bearer", ""

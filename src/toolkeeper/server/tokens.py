@@ -1,5 +1,11 @@
-"""The operator token: from ``TOOLKEEPER_TOKEN``, else generated once (256 bits) and kept in the
-state directory, readable by its owner only."""
+"""The two credentials ``toolkeeper serve`` makes for itself, each kept in the state directory
+(readable by its owner only, and never inside a tool's reach):
+
+- the operator token (a person's: the page's API and the CLI decide with it), from
+  ``TOOLKEEPER_TOKEN`` or generated once (256 bits) into ``token``;
+- the default client token (an agent's: ``/mcp`` only), made once into ``client-token`` so the
+  client config serve prints at every start carries it.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +16,27 @@ from pathlib import Path
 
 from ..approval.pg import open_database
 from ..errors import ConfigError
+from .clients import DEFAULT_CLIENT, ClientTokens
 
-__all__ = ["check_shared_token", "operator_token"]
+__all__ = ["check_shared_token", "default_client_token", "operator_token"]
 
 TOKEN_FILE = "token"
+CLIENT_TOKEN_FILE = "client-token"
+
+
+def _write_secret(path: Path, value: str) -> None:
+    """A new file readable by its owner only (never through a planted symlink)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(value + "\n")
+
+
+def _read_secret(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
 
 
 def operator_token(state_dir: Path) -> tuple[str, str]:
@@ -23,18 +46,28 @@ def operator_token(state_dir: Path) -> tuple[str, str]:
     if given:
         return given, "env"
     path = state_dir / TOKEN_FILE
-    try:
-        stored = path.read_text().strip()
-    except FileNotFoundError:
-        stored = ""
+    stored = _read_secret(path)
     if stored:
         return stored, "stored"
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token + "\n")
+    _write_secret(path, token)
     return token, "new"
+
+
+def default_client_token(state_dir: Path, clients: ClientTokens) -> str | None:
+    """The default client's token, made on first start (``client-token`` in ``state_dir``);
+    ``None`` when the store already has a default client whose token this state dir does not
+    hold (another replica made it: give this one its own client with ``tokens add``)."""
+    path = state_dir / CLIENT_TOKEN_FILE
+    stored = _read_secret(path)
+    if stored and clients.client_for(stored) == DEFAULT_CLIENT:
+        return stored
+    if any(c.name == DEFAULT_CLIENT for c in clients.list()):
+        return None
+    token = clients.add(DEFAULT_CLIENT)
+    path.unlink(missing_ok=True)  # a stale one (its client was revoked)
+    _write_secret(path, token)
+    return token
 
 
 _SETTINGS = """

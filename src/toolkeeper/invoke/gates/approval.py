@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...approval.models import ApprovalRequest
+from ...approval.models import SESSION_GRANT_S, ApprovalRequest
 from ...approval.service import ApprovalService
 from ...core.risk import HitlMode
 from ...errors import ApprovalDeniedError, ApprovalPending
@@ -30,7 +30,7 @@ class ApprovalGate(Gate):
         return self.service.needs_approval(tool)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        if inv.pre_approved is not None or inv.call.name in inv.session.approved_tools:
+        if inv.pre_approved is not None or inv.session.granted(inv.call.name):
             return await call_next(inv)
         tool, service = inv.tool, self.service
         mode = tool.hitl_mode if tool.hitl_mode is not HitlMode.NONE else HitlMode.BLOCKING
@@ -75,7 +75,7 @@ class ApprovalGate(Gate):
                                       "executed by another process; it runs once",
                                       tool_name=tool.name, details={"approval_id": request.id})
         if decision.scope == "session":
-            inv.session.approved_tools.add(inv.call.name)
+            inv.session.grant(inv.call.name, SESSION_GRANT_S)
         result = await call_next(inv.evolve(approval_id=request.id))
         await service.complete(request.id, {"status": result.status, "text": result.text[:2000],
                                             "error_code": result.error_code})

@@ -1,0 +1,277 @@
+"""Roles and credentials with real ``toolkeeper serve`` processes: the agent never approves
+itself. Each test takes the agent's side — what it holds (the printed config), what it can
+reach (the workspace, through every built-in tool) — and tries to decide its own call."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from ..workspaces import hand_over, reachable  # noqa: F401  (a fixture)
+from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _start, _tokens
+
+pytestmark = pytest.mark.anyio
+
+ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=20)
+    return proc.stderr.read() if proc.stderr else ""
+
+
+def _decide(url: str, request_id: str, headers: dict[str, str], decision: str = "approve",
+            **extra: str) -> httpx.Response:
+    return httpx.post(f"{url}/api/approvals/{request_id}/decision", headers=headers,
+                      json={"decision": decision, **extra}, timeout=10)
+
+
+async def _ask(url: str, token: str | None = None, **alert: str) -> str:
+    async with _client(url, token) as client:
+        result = await client.call_tool("broadcast_alert",
+                                        {"alert": {**ALERT["alert"], **alert}})
+    assert result.is_error, result
+    return result.content[0].text.split("request ")[1].split(")")[0].split(";")[0]
+
+
+def test_the_operator_token_is_refused_on_mcp_with_the_way_to_make_a_client_token(
+        tmp_path: Path) -> None:
+    proc, url = _start(tmp_path)
+    try:
+        refused = httpx.post(f"{url}/mcp", json=LIST, timeout=10,
+                             headers={**ACCEPT, "Authorization": f"Bearer {TOKEN}"})
+        assert refused.status_code == 403
+        assert "toolkeeper tokens add NAME" in refused.json()["message"]
+        assert "broadcast_alert" not in refused.text
+    finally:
+        _stop(proc)
+
+
+async def test_the_agent_holding_the_printed_config_cannot_decide_its_own_call(
+        tmp_path: Path) -> None:
+    proc, url = _start(tmp_path)
+    try:
+        agent = {"Authorization": f"Bearer {CLIENT_TOKENS[url]}"}
+        request_id = await _ask(url)
+        for decision in ("approve", "approve_session"):
+            own = _decide(url, request_id, agent, decision)
+            assert own.status_code == 403 and "only the operator" in own.json()["message"]
+        shown = httpx.get(f"{url}/api/approvals/{request_id}", headers=agent).json()
+        assert shown["state"] == "pending" and shown["client"] == "default"
+        assert _decide(url, request_id, {}).status_code in (401, 403)  # no credential
+    finally:
+        _stop(proc)
+
+
+async def test_approving_for_a_client_reaches_neither_another_client_nor_other_sessions(
+        tmp_path: Path) -> None:
+    bob = _tokens(tmp_path, "add", "bob").stdout.strip()
+    proc, url = _start(tmp_path)
+    try:
+        operator = {"Authorization": f"Bearer {TOKEN}"}
+        first = await _ask(url, region="PT-1")
+        granted = _decide(url, first, operator, "approve", scope="session")
+        assert granted.status_code == 200 and granted.json()["decision"]["scope"] == "session"
+        async with _client(url) as client:  # the default client: its grant holds
+            ran = await client.call_tool("broadcast_alert", {"alert": {**ALERT["alert"],
+                                                                       "region": "PT-1"}})
+            other_args = await client.call_tool("broadcast_alert", {"alert": {
+                **ALERT["alert"], "region": "PT-2"}})
+        assert not ran.is_error and not other_args.is_error, other_args
+        bobs = await _ask(url, bob, region="PT-3")  # another client asks anew
+        assert bobs != first
+        listed = httpx.get(f"{url}/api/approvals?state=pending", headers=operator).json()
+        assert [a["client"] for a in listed["approvals"]] == ["bob"]
+    finally:
+        _stop(proc)
+
+
+async def test_auth_none_opens_mcp_only_and_deciding_still_needs_the_operator(
+        tmp_path: Path) -> None:
+    proc, url = _start(tmp_path, "--auth", "none")
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(4)]
+        assert "/login?code=" in lines[0] and "Authorization" not in lines[1]
+        listed = httpx.post(f"{url}/mcp", json=LIST, headers=ACCEPT, timeout=10)
+        assert listed.status_code == 200 and "broadcast_alert" in listed.text
+        wrong = httpx.post(f"{url}/mcp", json=LIST, timeout=10,
+                           headers={**ACCEPT, "Authorization": "Bearer wrong"})
+        assert wrong.status_code == 401  # a wrong token is still wrong
+        async with Client(streamable_http_client(
+                f"{url}/mcp", http_client=httpx2.AsyncClient(timeout=60))) as client:
+            asked = await client.call_tool("broadcast_alert", ALERT)
+        request_id = asked.content[0].text.split("request ")[1].split(")")[0].split(";")[0]
+        for headers in ({}, {"Authorization": "Bearer nothing"}):
+            assert _decide(url, request_id, headers).status_code in (401, 403)
+        assert httpx.get(f"{url}/api/approvals", timeout=10).status_code == 401
+        operator = {"Authorization": f"Bearer {TOKEN}"}
+        everyone = _decide(url, request_id, operator, "approve", scope="session")
+        assert everyone.status_code == 409 and "approved once" in everyone.json()["message"]
+        assert _decide(url, request_id, operator).json()["state"] == "approved"
+    finally:
+        _stop(proc)
+
+
+def _serve(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE,
+                             "--port", "0", "--approval-wait", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=cwd)
+
+
+def _started(proc: subprocess.Popen[str]) -> list[str]:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    first = proc.stdout.readline() if ready else ""
+    if not first.startswith("toolkeeper serving on "):
+        proc.kill()
+        pytest.fail(f"serve did not start: {first!r} {proc.stderr.read() if proc.stderr else ''}")
+    return [first, *(proc.stdout.readline() for _ in range(4))]
+
+
+@pytest.fixture
+def agent_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a user with a home of their own and no toolkeeper settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLKEEPER_", "XDG_"))}
+    env["HOME"] = str(tmp_path / "home")
+    return env
+
+
+async def _try_to_read_credentials(url: str, state: Path) -> list[str]:
+    """Every way a client's tools read files; returns what leaked."""
+    secrets = [(state / n).read_text().strip() for n in ("token", "client-token")]
+    attempts = [("file_read", {"path": p}) for p in (
+        "../token", "../client-token", "../toolkeeper.db", ".toolkeeper/token",
+        str(state / "token"), str(state / "client-token"))]
+    attempts += [("glob_search", {"pattern": "**/*token*"}),
+                 ("glob_search", {"pattern": "../*"}),
+                 ("content_search", {"pattern": secrets[0][:12]}),
+                 ("shell", {"command": "cat ../token ../client-token; ls -la .. ~ /"}),
+                 ("git_operations", {"operation": "log"})]
+    operator = {"Authorization": f"Bearer {secrets[0]}"}
+    leaked = []
+    async with _client(url) as client:
+
+        async def call(tool: str, arguments: dict[str, object]) -> str:
+            """The call's text, approved by the operator when it asks (as a person would)."""
+            for _ in range(2):
+                result = await client.call_tool(tool, arguments)
+                text = " ".join(getattr(c, "text", "") for c in result.content)
+                if "waiting for approval (request " not in text:
+                    return text
+                request_id = text.split("(request ")[1].split(")")[0]
+                assert _decide(url, request_id, operator).status_code == 200
+            raise AssertionError(f"{tool} still waits after its approval: {text}")
+
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"file_read", "glob_search", "content_search", "shell"} <= names
+        for tool, arguments in attempts:
+            if tool in names:
+                text = await call(tool, arguments)
+                leaked += [f"{tool} {arguments}" for s in secrets if s in text]
+        # the same tools do read the workspace: the refusals above are about the credentials
+        for tool, arguments in (("file_read", {"path": "canary.txt"}),
+                                ("content_search", {"pattern": "canary-7f3"}),
+                                ("shell", {"command": "cat canary.txt"})):
+            assert "canary-7f3" in await call(tool, arguments), tool
+    return leaked
+
+
+async def test_no_tool_reads_a_credential_with_the_readmes_commands(
+        reachable: Path, agent_env: dict[str, str]) -> None:  # noqa: F811
+    project = reachable / "project"
+    project.mkdir()
+    (project / "canary.txt").write_text("canary-7f3\n")
+    hand_over(reachable)
+    proc = _serve(project, env=agent_env)  # `toolkeeper serve examples/weather.py`
+    try:
+        lines = _started(proc)
+        url = lines[0].split()[3]
+        state = Path(agent_env["HOME"]) / ".local" / "state" / "toolkeeper"
+        assert f"workspace: {project} (from the current directory)" in lines[3]
+        assert f"state: {state}" in lines[4]
+        assert not (project / ".toolkeeper").exists()
+        _remember(url, state)
+        assert await _try_to_read_credentials(url, state) == []
+    finally:
+        _stop(proc)
+
+
+async def test_no_tool_reads_a_credential_with_make_runs_layout(
+        reachable: Path, agent_env: dict[str, str]) -> None:  # noqa: F811
+    state = reachable / ".toolkeeper"  # make run: --state-dir .toolkeeper --workspace …/workspace
+    (state / "workspace").mkdir(parents=True)
+    (state / "workspace" / "canary.txt").write_text("canary-7f3\n")
+    hand_over(state / "workspace")
+    proc = _serve(reachable, "--state-dir", str(state), "--workspace", str(state / "workspace"),
+                  env=agent_env)
+    try:
+        url = _started(proc)[0].split()[3]
+        _remember(url, state)
+        assert await _try_to_read_credentials(url, state) == []
+        assert state.stat().st_mode & 0o777 == (0o711 if os.geteuid() == 0 else 0o700)
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.parametrize("layout", ["state in workspace", "state is workspace", "config's"])
+def test_a_state_dir_a_tool_could_reach_is_refused_in_one_line(
+        tmp_path: Path, agent_env: dict[str, str], layout: str) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    args = {"state in workspace": ["--workspace", str(ws), "--state-dir", str(ws / ".tk")],
+            "state is workspace": ["--workspace", str(ws), "--state-dir", str(ws)],
+            "config's": ["--config", str(ws / "toolkeeper.toml"), "--state-dir",
+                         str(ws / "state")]}[layout]
+    (ws / "toolkeeper.toml").write_text("[security]\nautonomy = 'read_only'\n")
+    result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "serve", "--port", "0",
+                             *args], capture_output=True, text=True, timeout=60, env=agent_env,
+                            cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "tools could read its tokens" in result.stderr
+    assert not (ws / ".tk").exists() and not (ws / "state").exists()
+
+
+def test_the_workspace_flag_wins_over_the_config_and_the_start_lines_say_so(
+        tmp_path: Path, agent_env: dict[str, str]) -> None:
+    (tmp_path / "from-config").mkdir()
+    (tmp_path / "from-flag").mkdir()
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text("[security]\nworkspace = 'from-config'\nautonomy = 'read_only'\n")
+    proc = _serve(tmp_path, "--config", str(config), "--workspace", str(tmp_path / "from-flag"),
+                  "--state-dir", str(tmp_path / "state"), env=agent_env)
+    try:
+        lines = _started(proc)
+        assert f"workspace: {tmp_path / 'from-flag'} (from --workspace)" in lines[3]
+    finally:
+        _stop(proc)
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path, agent_env: dict[str, str]) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE, "--no-builtins",
+             "--port", str(port), "--state-dir", str(tmp_path / "s")],
+            capture_output=True, text=True, timeout=60, env=agent_env, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: port {port} is in use; pass --port N or "
+                                     "--port 0")
