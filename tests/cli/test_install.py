@@ -138,10 +138,10 @@ def test_a_symlinked_config_is_written_through_not_replaced(here: Path) -> None:
     assert "toolkeeper" in json.loads(real.read_text())["mcpServers"]
 
 
-def _server_store(tmp_path: Path) -> tuple[Path, str]:
+def _server_store(tmp_path: Path, *, name: str = "state") -> tuple[Path, str]:
     """A server's state dir as ``toolkeeper serve`` leaves it: a store and an operator token."""
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    state = tmp_path / name
+    state.mkdir(mode=0o700, parents=True)
     ClientTokens(state / "toolkeeper.db")
     token, _ = operator_token(state)
     return state, token
@@ -271,3 +271,25 @@ async def test_a_server_launched_exactly_as_the_config_says_serves_the_tools(
     assert sorted(os.listdir("/")) == root_before  # nothing in the client's working directory
     assert list(home.iterdir()) == []
     assert {p.name for p in project.iterdir()} <= {"weather.py", "__pycache__"}
+
+
+def test_a_workspace_holding_the_servers_state_dir_is_refused_at_install(
+        here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve would refuse it at every launch, where only the client's log says so."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(here / "state"))
+    result = _install("cursor", "tools/weather.py", "--config-path", "mcp.json")
+    _one_line_error(result, str(here / "state" / "toolkeeper"), "workspace")
+    assert not (here / "mcp.json").exists()
+    elsewhere = here.parent / "elsewhere"
+    assert _install("cursor", "tools/weather.py", "--state-dir", str(elsewhere),
+                    "--config-path", "mcp.json").exit_code == 0
+
+
+def test_http_makes_the_token_in_serves_own_default_state_dir(
+        here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    state, _ = _server_store(tmp_path / "xdg", name="toolkeeper")
+    result = _install("vscode", "--http", "http://127.0.0.1:8765", "--print")
+    assert result.exit_code == 0, result.output
+    header = json.loads(result.stdout)["servers"]["toolkeeper"]["headers"]["Authorization"]
+    assert ClientTokens(state / "toolkeeper.db").client_for(header.split()[1]) == "vscode"

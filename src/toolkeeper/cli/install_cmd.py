@@ -32,6 +32,7 @@ import typer
 from ..errors import ToolkeeperError
 from ..server.clients import ClientTokens
 from .report import Store, fail, out, store_target
+from .state import default_state_dir, out_of_reach
 
 __all__ = ["CLIENTS", "ClientFile", "ClientKind", "install", "launcher"]
 
@@ -255,8 +256,9 @@ def install(
     client_name: Annotated[str | None, Opt(
         help="With --http: the token's client name (default: the client kind).")] = None,
     state_dir: Annotated[Path | None, Opt(
-        help="The server's state dir: with --http, where the client token is made (default "
-             ".toolkeeper); over stdio, passed to serve (default: its per-user state dir).")
+        help="The server's state dir (default: serve's, $XDG_STATE_HOME/toolkeeper else "
+             "~/.local/state/toolkeeper): with --http, where the client token is made; over "
+             "stdio, passed to serve.")
                          ] = None,
     store: Store = None,
     print_only: Annotated[bool, Opt("--print", help="Print the entry; write nothing.")] = False,
@@ -276,7 +278,7 @@ def install(
                        "install toolkeeper over stdio")
         _install_remote(spec, http, name=name, path=path, print_only=print_only,
                         client_name=client_name or client.value,
-                        state_dir=state_dir or Path(".toolkeeper"), store=store)
+                        state_dir=state_dir or default_state_dir(), store=store)
         return
     entry = _local(spec, targets or [], config=config, workspace=workspace, project=project,
                    no_builtins=no_builtins, env=_env(env or []), state_dir=state_dir,
@@ -294,9 +296,20 @@ def _local(spec: ClientFile, targets: list[str], *, config: Path | None,
     else:  # the client starts the server anywhere ('/' included): pin the workspace
         folder = _existing(workspace or project or Path.cwd(), "--workspace", directory=True)
     states = os.path.abspath(state_dir.expanduser()) if state_dir is not None else None
+    if folder is not None and not no_builtins:
+        _check_reach(Path(states) if states else default_state_dir(), Path(folder))
     args = _serve_args(resolved, config=config_file_, workspace=folder,
                        no_builtins=no_builtins, state_dir=states, store=store)
     return stdio_entry(spec, launcher() + args, env)
+
+
+def _check_reach(state: Path, workspace: Path) -> None:
+    """Refuse now what serve would refuse at every launch, where only the client's log shows
+    it: a state dir (tokens) inside the workspace the built-in tools reach."""
+    try:
+        out_of_reach(state, [("workspace", workspace)])
+    except ToolkeeperError as exc:
+        raise fail(exc) from exc
 
 
 def _install_remote(spec: ClientFile, url: str, *, name: str, path: Path, print_only: bool,
