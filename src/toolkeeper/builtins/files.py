@@ -118,7 +118,10 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
         ws.write_atomic(rel, text.replace(old, new, 1).encode("utf-8"), "file_edit")
         return f"replaced 1 of {count} occurrence(s) in {rel}"
 
-    write_meta = {"destructive_hint": True, "tags": frozenset({"file_system"})}
+    # The approval page reads the policy to show a write as a diff against the file as it is
+    # (through the same reader and rules: server/card_builtins.py).
+    write_meta = {"destructive_hint": True, "tags": frozenset({"file_system"}),
+                  "extra": {"security_policy": policy}}
     return [
         Tool.from_function(file_read, risk=ToolRisk.SAFE, metadata=ToolMetadata(
             read_only_hint=True, tags=frozenset({"file_system", "read_only"}),

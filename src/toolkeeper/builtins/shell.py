@@ -223,7 +223,8 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
 
     metadata = ToolMetadata(
         category="development/execution", tags=frozenset({"shell", "file_system"}),
-        destructive_hint=True, open_world_hint=policy.network, timeout=policy.shell_timeout_s + 5)
+        destructive_hint=True, open_world_hint=policy.network, timeout=policy.shell_timeout_s + 5,
+        extra={"security_policy": policy})  # the approval page shows the sandbox it runs under
     if runner is not None and runner.confined:
         return Tool.from_function(shell, risk=ToolRisk.HIGH, metadata=metadata)
     return Tool.from_function(

@@ -1,21 +1,34 @@
-"""How approval requests and audit rows are shown: JSON for the API, escaped-ready text for the
-page. Arguments are attacker-controlled (a model can be talked into sending markup, scripts,
-look-alike characters or megabytes): they are shown complete, with control, invisible and bidi
-characters written as escapes, and the template engine escapes the rest."""
+"""How approval requests and audit rows are shown: JSON for the API, cards and rows for the page.
+
+Arguments are attacker-controlled (a model can be talked into sending markup, scripts,
+look-alike characters or megabytes): a card shows them through a card view (the tool's own,
+one registered in ``cards``, or the generic one), rendered by ``card_text`` — complete,
+numbered, wrapped, with odd characters flagged where they are."""
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import time
 from dataclasses import asdict
 from typing import Any
 
+from ..approval.models import SESSION_GRANT_S
 from ..approval.store import StoredApproval
 from ..builtins.fs import visible
+from ..core.spec import ToolLike
 from ..invoke.audit import AuditEntry
+from ..toolbox.catalog import CatalogBase
+from .card_builtins import BUILTIN_VIEWS, generic_sections
+from .card_text import Block, diff_block, plain, rows_block, text_block, url_block
+from .cards import Section, find_card_view, sections_of
 from .clients import OPERATOR
 
-__all__ = ["approval_json", "audit_json", "card", "client_of", "session_of"]
+__all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
+           "client_of", "decided_text", "history_row", "session_of"]
+
+log = logging.getLogger(__name__)
 
 
 def client_of(session_id: str) -> str:
@@ -61,35 +74,107 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
-def card(stored: StoredApproval) -> dict[str, Any]:
-    """What a card shows (the template escapes every value)."""
+SESSION_GRANT_LABEL = f"Approve for this client for {_age(SESSION_GRANT_S)}"
+"""The button of the ``approve_session`` choice (it binds to one client, for a while)."""
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def card_sections(tool: str, arguments: dict[str, Any], catalog: CatalogBase | None
+                  ) -> tuple[list[Section], str, bool]:
+    """(the sections of a card, a note about the view, whether to add every argument as
+    sent below them): a registered view first, then a built-in tool's, else the generic one."""
+    view = find_card_view(tool)
+    try:
+        if view is not None:
+            return sections_of(view(copy.deepcopy(arguments))), "", True
+        builtin = BUILTIN_VIEWS.get(tool)
+        found = catalog.get(tool) if builtin is not None and catalog is not None else None
+        made = builtin(found if isinstance(found, ToolLike) else None, arguments) \
+            if builtin is not None else None
+        if made is not None:
+            return made, "", False
+    except Exception as exc:  # a view is code of its own: its failure must not hide the call
+        log.warning("card view of %r failed", tool, exc_info=True)
+        reason = plain(f"{type(exc).__name__}: {exc}")
+        reason = reason if len(reason) <= 300 else reason[:300] + " …"
+        return generic_sections(arguments), (f"The card view of this tool failed ({reason}); "
+                                             "the arguments are shown as sent."), False
+    return generic_sections(arguments), "", False
+
+
+def render(sections: list[Section], anchor: str) -> list[Block]:
+    """Sections as blocks for the template (ids ``{anchor}-{n}``…)."""
+    blocks = []
+    for n, section in enumerate(sections):
+        at = f"{anchor}-{n}"
+        if section.kind == "text":
+            blocks.append(text_block(section.title, section.text, anchor=at, note=section.note))
+        elif section.kind == "diff":
+            blocks.append(diff_block(section.title, section.old, section.new, anchor=at,
+                                     note=section.note))
+        elif section.kind == "url":
+            blocks.append(url_block(section.title, section.url, section.method, anchor=at,
+                                    note=section.note))
+        else:
+            rows = [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in section.rows]
+            blocks.append(rows_block(section.title, rows, anchor=at, note=section.note))
+    return blocks
+
+
+def decided_text(approver: str, outcome: str) -> str:
+    """Who decided, in words (the timeout and announcements are not people)."""
+    if approver == "timeout" and outcome == "approved":
+        return "approved automatically after the timeout"
+    if approver == "fire_and_continue":
+        return "ran without waiting (announced, not asked)"
+    return f"{outcome} by {plain(approver)}" if approver else outcome
+
+
+def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str, Any]:
+    """What a card shows (the template escapes every value but the blocks' own HTML)."""
     request, now = stored.request, time.time()
-    shown = shown_json(request.arguments)
-    ascii_view = json.dumps(request.arguments, ensure_ascii=True, indent=2, default=str)
-    expires = request.expires_at
+    expires, state = request.expires_at, str(stored.state)
+    expired = state == "expired" or (state == "pending" and expires is not None
+                                     and expires <= now)
+    sections, note, raw_too = card_sections(request.tool, request.arguments, catalog)
+    anchor = f"c-{request.id}"
+    decision = stored.decision
     return {
-        "id": request.id, "tool": visible(request.tool), "risk": request.risk.value,
-        "state": stored.state, "client": visible(client_of(request.session_id)),
-        "session": visible(request.session_id), "reason": request.reason,
-        "age": _age(now - request.created_at),
-        "expires": (("in " + _age(expires - now)) if expires > now else "expired")
-        if expires else "never",
-        "arguments": shown, "size": len(shown),
-        "non_ascii": not shown.isascii(), "ascii_arguments": ascii_view,
-        "digest": request.args_digest,
-        "decision": stored.decision.outcome if stored.decision else None,
-        "message": stored.decision.message if stored.decision else "",
-        "approver": stored.decision.approver if stored.decision else "",
+        "id": request.id, "tool": plain(request.tool), "risk": request.risk.value,
+        "state": "expired" if expired else state,
+        "approvable": state == "pending" and not expired,
+        "client": plain(client_of(request.session_id)),
+        "session": plain(request.session_id), "reason": plain(request.reason),
+        "age": _age(now - request.created_at), "asked_at": _when(request.created_at),
+        "expires": "never" if expires is None else "expired" if expires <= now else
+        f"in {_age(expires - now)}",
+        "blocks": render(sections, anchor), "view_note": note,
+        "raw": render(generic_sections(request.arguments), anchor + "-raw") if raw_too else [],
+        "digest": request.args_digest, "session_grant": SESSION_GRANT_LABEL,
+        "decision": decision.outcome if decision else None,
+        "decided": decided_text(decision.approver, decision.outcome) if decision else "",
+        "decided_at": _when(decision.decided_at) if decision else "",
+        "decided_ago": _age(now - decision.decided_at) if decision else "",
+        "message": plain(decision.message) if decision else "",
     }
 
 
-def history_row(entry: AuditEntry) -> dict[str, Any]:
+def history_row(entry: AuditEntry, n: int = 0) -> dict[str, Any]:
+    anchor = f"h-{n}"
+    code = entry.error_code or ""
     return {
-        "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.ts)),
-        "tool": visible(entry.tool), "status": entry.status,
-        "error_code": entry.error_code or "", "client": visible(client_of(entry.session_id)),
-        "session": visible(entry.session_id), "duration": f"{entry.duration_ms:.1f} ms",
-        "arguments": shown_json(entry.arguments), "approval_id": entry.approval_id or "",
-        "decision": visible(entry.decision or ""), "approver": visible(entry.approver or ""),
-        "call_id": visible(entry.call_id),
+        "when": _when(entry.ts), "tool": plain(entry.tool), "status": entry.status,
+        "error_code": "" if code == entry.status else code,
+        "client": plain(client_of(entry.session_id)), "session": plain(entry.session_id),
+        "duration": f"{entry.duration_ms:.1f} ms",
+        "arguments": text_block("arguments", json.dumps(entry.arguments, ensure_ascii=False,
+                                                        indent=2, default=str), anchor=anchor),
+        "approval_id": entry.approval_id or "",
+        "decision": plain(entry.decision or ""),
+        "decided": decided_text(entry.approver or "", entry.decision or "")
+        if entry.approver else plain(entry.decision or ""),
+        "call_id": plain(entry.call_id),
     }

@@ -10,7 +10,10 @@ nothing — approving is a person's job, not the agent's.
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
+    from ..toolbox.catalog import CatalogBase
+    from .gate import ASGIApp, Receive, Scope, Send
+
 __all__ = ["WebApprovalHandler", "web_routes"]
 
 HERE = Path(__file__).resolve().parent
@@ -40,14 +46,18 @@ MAX_MESSAGE = 2000
 
 
 def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: WebSessions,
-               *, title: str = "toolkeeper", stopping: threading.Event | None = None
-               ) -> list[BaseRoute]:
+               *, title: str = "toolkeeper", stopping: threading.Event | None = None,
+               catalog: CatalogBase | None = None) -> list[BaseRoute]:
     """The page (``/``, ``/approvals/{id}``, ``/history``, ``/login``) and the API
     (``/api/approvals…``, ``/api/audit``). Event streams end when ``stopping`` is set (the
-    server is shutting down; browsers reconnect and resume from their last event)."""
+    server is shutting down; browsers reconnect and resume from their last event).
+    ``catalog`` (the invoker's registry) lets a card find its tool's view (a diff for
+    ``file_write``, the sandbox for ``shell``); without it cards use the generic view.
+    Links, redirects and the cookie honour the ASGI ``root_path`` (mounted under a prefix)."""
     stopping = stopping or threading.Event()
     from jinja2 import Environment, FileSystemLoader, select_autoescape
     from starlette.responses import (
+        FileResponse,
         HTMLResponse,
         JSONResponse,
         RedirectResponse,
@@ -65,11 +75,17 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
     def page(request: Request, name: str, status: int = 200, **values: Any) -> Response:
         secret = getattr(request.state, "toolkeeper_session", "") or ""
         html = env.get_template(name).render(title=title, csrf=sessions.csrf(secret)
-                                             if secret else "", **values)
+                                             if secret else "", root=_root(request), **values)
         return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
+
+    def home(request: Request) -> Response:
+        return RedirectResponse(_root(request) + "/", status_code=303)
 
     def login_needed(request: Request) -> Response:
         return page(request, "login.html", status=401)
+
+    def shown(stored: StoredApproval) -> dict[str, Any]:
+        return card(stored, catalog)
 
     async def visible_request(request: Request, client: str) -> StoredApproval | None:
         stored = await anyio.to_thread.run_sync(store.get, request.path_params["id"])
@@ -79,11 +95,11 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         return stored
 
     async def pending_cards(client: str) -> tuple[list[dict[str, Any]], int]:
-        def read() -> tuple[list[StoredApproval], int]:
+        def read() -> tuple[list[dict[str, Any]], int]:
             cursor = store.last_event()  # read first: a change after it is replayed
-            return store.requests(state="pending", session_id=session_of(client)), cursor
-        listed, cursor = await anyio.to_thread.run_sync(read)
-        return [card(s) for s in reversed(listed)], cursor
+            listed = store.requests(state="pending", session_id=session_of(client))
+            return [shown(s) for s in reversed(listed)], cursor  # views may read files
+        return await anyio.to_thread.run_sync(read)
 
     # -- the page ---------------------------------------------------------------------------
 
@@ -105,7 +121,8 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         if stored is None:
             return page(request, "message.html", status=404, heading="No such request",
                         text="It does not exist, or it is not yours to see.")
-        return page(request, "detail.html", card=card(stored))
+        return page(request, "detail.html",
+                    card=await anyio.to_thread.run_sync(shown, stored))
 
     async def decide_form(request: Request) -> Response:
         client = who(request)
@@ -125,17 +142,21 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         except DecisionError as exc:
             return page(request, "message.html", status=exc.status, heading="Not decided",
                         text=str(exc))
-        return RedirectResponse("/", status_code=303)
+        return home(request)
 
     async def history(request: Request) -> Response:
         client = who(request)
         if client is None:
             return login_needed(request)
-        filters = _audit_filters(request, client)
-        entries = await anyio.to_thread.run_sync(lambda: _query(audit, filters))
-        return page(request, "history.html", rows=[history_row(e) for e in entries],
-                    filters={k: request.query_params.get(k, "") for k in
-                             ("tool", "status", "session", "since")})
+        filters, problem = _audit_filters(request, client)
+        shown_filters = {k: request.query_params.get(k, "") for k in
+                         ("tool", "status", "session", "since")}
+        if problem:
+            return page(request, "history.html", status=400, rows=[], problem=problem,
+                        filters=shown_filters)
+        rows = await anyio.to_thread.run_sync(
+            lambda: [history_row(e, n) for n, e in enumerate(_query(audit, filters))])
+        return page(request, "history.html", rows=rows, filters=shown_filters, problem="")
 
     async def login(request: Request) -> Response:
         code = request.query_params.get("code", "")
@@ -145,9 +166,10 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
                         "expired", text="Each login link works once, for 15 minutes. Use the "
                         "one toolkeeper serve printed at its last start, or make a new one "
                         "with: toolkeeper approvals login-url")
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, secret, httponly=True, samesite="strict", path="/",
-                            secure=request.url.scheme == "https", max_age=7 * 24 * 3600)
+        response = home(request)
+        response.set_cookie(COOKIE, secret, httponly=True, samesite="strict",
+                            path=_root(request) or "/", secure=request.url.scheme == "https",
+                            max_age=7 * 24 * 3600)
         return response
 
     async def logout(request: Request) -> Response:
@@ -155,9 +177,13 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         form = await request.form(max_files=0, max_fields=2)
         if secret and sessions.csrf_ok(secret, str(form.get("csrf", ""))):
             await anyio.to_thread.run_sync(sessions.logout, secret)
-        response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(COOKIE, path="/")
+        response = home(request)
+        response.delete_cookie(COOKIE, path=_root(request) or "/")
         return response
+
+    async def favicon(_request: Request) -> Response:
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml",
+                            headers={"cache-control": "max-age=86400"})
 
     # -- the API ----------------------------------------------------------------------------
 
@@ -238,7 +264,9 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
                                           "x-accel-buffering": "no"})
 
     async def api_audit(request: Request) -> Response:
-        filters = _audit_filters(request, who(request) or "")
+        filters, problem = _audit_filters(request, who(request) or "")
+        if problem:
+            return api_error(400, "bad_request", problem)
         entries = await anyio.to_thread.run_sync(lambda: _query(audit, filters))
         return JSONResponse({"entries": [audit_json(e) for e in entries]})
 
@@ -248,6 +276,7 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         Route("/approvals/{id}", detail), Route("/approvals/{id}/decide", decide_form,
                                                 methods=["POST"]),
         Route("/history", history), Route("/login", login),
+        Route("/favicon.ico", favicon),
         Route("/logout", logout, methods=["POST"]),
         Route("/api/approvals", api_list), Route("/api/approvals/events", api_events),
         Route("/api/approvals/{id}", api_get),
@@ -257,19 +286,32 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
     ]
 
 
-def _audit_filters(request: Request, client: str) -> dict[str, Any]:
+def _root(request: Request) -> str:
+    """The path the page is mounted at ("" at the top), for links, redirects and the cookie."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _audit_filters(request: Request, client: str) -> tuple[dict[str, Any], str]:
+    """(the audit query's filters, what is wrong with the parameters — "" when nothing)."""
     params = request.query_params
     session = params.get("session") or None
     own = session_of(client)
     if own is not None:
         session = own  # a client sees its own calls only
+    since_text, limit_text = params.get("since", "").strip(), params.get("limit", "200")
     try:
-        since = float(params["since"]) if params.get("since") else None
-        limit = min(max(int(params.get("limit", 200)), 1), 1000)
+        since = float(since_text) if since_text else None
+        if since is not None and not math.isfinite(since):
+            raise ValueError(since_text)
     except ValueError:
-        since, limit = None, 200
+        return {}, (f"'since' must be a time in seconds since 1970 (a number such as "
+                    f"{int(time.time()) - 3600}), not {since_text[:40]!r}")
+    try:
+        limit = min(max(int(limit_text), 1), 1000)
+    except ValueError:
+        return {}, f"'limit' must be a whole number from 1 to 1000, not {limit_text[:40]!r}"
     return {"tool": params.get("tool") or None, "status": params.get("status") or None,
-            "session_id": session, "since": since, "limit": limit}
+            "session_id": session, "since": since, "limit": limit}, ""
 
 
 def _query(audit: AuditLog | None, filters: dict[str, Any]) -> list[Any]:
@@ -304,13 +346,39 @@ class WebApprovalHandler(PersistedApprovalHandler):
         return f"{base.rstrip('/')}/login?code={self.sessions.login_code()}"
 
     def app(self, *, token: str | None, hosts: tuple[str, ...] = ("127.0.0.1", "localhost",
-                                                                   "::1")) -> Any:
+                                                                   "::1"),
+            catalog: CatalogBase | None = None) -> Any:
         """The page and API as an ASGI app, behind the same gate as ``toolkeeper serve``'s
-        (bearer ``token`` for the API, the login cookie for the page, Host/Origin checks)."""
+        (bearer ``token`` for the API, the login cookie for the page, Host/Origin checks).
+        Mount it anywhere: links, redirects and the cookie follow the mount path. With
+        ``catalog`` (say ``invoker.registry``) cards show the built-in tools' views."""
         from starlette.applications import Starlette
 
         inner = Starlette(routes=web_routes(self.store, self.audit,  # type: ignore[arg-type]
-                                            self.sessions))
-        return TokenGate(inner, token, sessions=self.sessions, hosts=hosts,
-                         protected=("/api",))
+                                            self.sessions, catalog=catalog))
+        return _Mounted(inner, lambda app: TokenGate(app, token, sessions=self.sessions,
+                                                     hosts=hosts, protected=("/api",)))
 
+
+class _Mounted:
+    """Lets the gate, which matches paths from the app's own root (``/api``), guard an app
+    mounted under a prefix: the gate sees the path below the mount, the app gets the request
+    as mounted (Starlette routes by ``path`` minus ``root_path``)."""
+
+    def __init__(self, app: ASGIApp, gate: Callable[[ASGIApp], ASGIApp]) -> None:
+        self.app = app
+        self.gate = gate(self._inner)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        root, path = str(scope.get("root_path", "")), str(scope.get("path", ""))
+        if root and path.startswith(root):
+            scope = {**scope, "path": path[len(root):] or "/", _FULL_PATH: path}
+        await self.gate(scope, receive, send)
+
+    async def _inner(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if _FULL_PATH in scope:
+            scope = {**scope, "path": scope[_FULL_PATH]}
+        await self.app(scope, receive, send)
+
+
+_FULL_PATH = "toolkeeper.full_path"

@@ -1,0 +1,352 @@
+"""Text as a reviewer reads it on a card: numbered lines that wrap (nothing needs horizontal
+scrolling), every character shown or accounted for, and odd characters flagged where they are.
+
+- Control, bidi, zero-width, separator and other invisible characters (everything
+  ``str.isprintable`` refuses but a tab) are written as escapes (``\\u202e``), marked, and
+  listed with their place: ``line 17, col 4: U+202E RIGHT-TO-LEFT OVERRIDE``.
+- Other non-ASCII characters are shown as they are, marked, and listed the same way (with the
+  ASCII letter they look like, for the usual look-alikes).
+- Nothing is cut: past ``SHOWN_LINES`` lines (or ``SHOWN_CHARS`` characters) the rest of a block
+  is folded, and past ``LONG_LINE`` characters the rest of a line is; a fold says what it holds
+  and opens with one click. Past ``MAX_FLAGS`` the flag list says how many it does not list
+  (each of those is still marked in the text).
+
+The HTML is built here, not in a template, because a 5 MB value is tens of thousands of lines:
+every piece of text goes through ``html.escape`` (``_Marker`` is the only place that writes
+markup), and the templates insert it with ``|safe``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import itertools
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+__all__ = ["Block", "Flag", "Line", "Part", "diff_block", "plain", "rows_block", "text_block",
+           "url_block"]
+
+SHOWN_LINES = 400
+SHOWN_CHARS = 100_000
+LONG_LINE = 5_000
+MAX_FLAGS = 50
+CONTEXT = 3
+DIFF_MAX_LINES = 20_000
+DIFF_MAX_CHARS = 4_000_000
+
+_ODD = re.compile(r"[^\t\x20-\x7e]+")
+# Letters of other scripts that read as Latin ones (fullwidth and mathematical forms are found
+# by NFKC instead).
+_LOOKALIKES = dict(zip("аеорсухіјѕԁӏһԛԝвкмнтАВЕКМНОРСТХУІЈЅΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντ",
+                       "aeopcyxijsdlhqwBKMHTABEKMHOPCTXYIJSABEZHIKMNOPTYXovt", strict=True))
+
+
+def _escape(char: str) -> str:
+    return char.encode("unicode_escape", errors="backslashreplace").decode("ascii")
+
+
+def describe(char: str) -> str:
+    """``U+0430 CYRILLIC SMALL LETTER A (looks like 'a')``."""
+    text = f"U+{ord(char):04X} {unicodedata.name(char, 'UNNAMED CHARACTER')}"
+    like = _LOOKALIKES.get(char)
+    if like is None:
+        folded = unicodedata.normalize("NFKC", char)
+        like = folded if folded != char and folded.isascii() and folded.isprintable() else None
+    return f"{text} (looks like {like!r})" if like else text
+
+
+def plain(text: str) -> str:
+    """One-line text with every invisible character written as an escape (for names, reasons
+    and messages; the template escapes the rest)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One odd character, where it is."""
+
+    where: str
+    what: str
+    anchor: str
+    invisible: bool
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line: its numbers (``old`` in a diff), its HTML, and the rest of a very long line."""
+
+    html: str
+    number: str = ""
+    old: str = ""
+    sign: str = ""
+    anchor: str = ""
+    flagged: bool = False
+    more_html: str = ""
+    more_note: str = ""
+
+
+@dataclass(frozen=True)
+class Part:
+    """Lines shown together; ``folded`` (what they are) puts them behind one click."""
+
+    lines: list[Line]
+    folded: str = ""
+
+
+@dataclass
+class Block:
+    """A rendered section: text, diff or rows (then each line's ``number`` is the row's key)."""
+
+    kind: str
+    title: str
+    summary: str = ""
+    parts: list[Part] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    unlisted: int = 0
+    counts: str = ""
+    note: str = ""
+    headline: str = ""
+    """HTML of a request's one-line summary (method, URL with the host emphasised)."""
+
+
+class _Marker:
+    """Escapes and marks lines of one block, and collects its flags."""
+
+    def __init__(self) -> None:
+        self.flags: list[Flag] = []
+        self.unlisted = self.invisible = self.other = 0
+
+    def html(self, text: str, where: str, start: int, anchor: str) -> tuple[str, bool]:
+        """``text`` (from column ``start`` + 1 of ``where``) as HTML; whether it had odd characters."""
+        out: list[str] = []
+        pos = 0
+        for match in _ODD.finditer(text):
+            out.append(html.escape(text[pos:match.start()]))
+            pos = match.end()
+            column = start + match.start() + 1
+            for printable, chars in itertools.groupby(match.group(), str.isprintable):
+                run = "".join(chars)
+                out.append(self._mark(run, "na" if printable else "esc", where, column, anchor))
+                column += len(run)
+        out.append(html.escape(text[pos:]))
+        return "".join(out), len(out) > 1
+
+    def _mark(self, run: str, kind: str, where: str, column: int, anchor: str) -> str:
+        invisible = kind == "esc"
+        shown = _escape(run) if invisible else run
+        names = [describe(c) for c in dict.fromkeys(run[:200])][:3]
+        title = ", ".join(names) + (" …" if len(set(run)) > 3 else "")
+        for offset, char in enumerate(run):
+            if len(self.flags) >= MAX_FLAGS:
+                self.unlisted += len(run) - offset
+                break
+            self.flags.append(Flag(f"{where}, col {column + offset}", describe(char), anchor,
+                                   invisible))
+        if invisible:
+            self.invisible += len(run)
+        else:
+            self.other += len(run)
+        return (f'<mark class="{kind}" title="{html.escape(title)}">'
+                f"{html.escape(shown)}</mark>")
+
+    def line(self, text: str, *, where: str, anchor: str, number: str = "", old: str = "",
+             sign: str = "") -> Line:
+        head, tail = text[:LONG_LINE], text[LONG_LINE:]
+        shown, odd = self.html(head, where, 0, anchor)
+        if not tail:
+            return Line(shown, number, old, sign, anchor, odd)
+        rest, odd_rest = self.html(tail, where, LONG_LINE, anchor)
+        note = (f"{where} goes on for {len(tail):,} more characters (columns "
+                f"{LONG_LINE + 1:,}–{len(text):,}): open to read them")
+        return Line(shown, number, old, sign, anchor, odd or odd_rest, rest, note)
+
+    def finish(self, block: Block) -> Block:
+        block.flags, block.unlisted = self.flags, self.unlisted
+        counts = []
+        if self.invisible:
+            counts.append(f"{self.invisible:,} invisible, control or bidi character"
+                          f"{'s' if self.invisible > 1 else ''} (shown as escapes)")
+        if self.other:
+            counts.append(f"{self.other:,} other non-ASCII character"
+                          f"{'s' if self.other > 1 else ''} (check for look-alikes)")
+        block.counts = "; ".join(counts)
+        return block
+
+
+def _lines_of(text: str) -> list[str]:
+    """Lines split on ``\\n`` only (other breaks are characters to flag); a final newline ends
+    the last line rather than starting an empty one."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _budget(parts: list[Part], what: str, *, numbered: bool = True) -> list[Part]:
+    """Fold everything past ``SHOWN_LINES`` lines or ``SHOWN_CHARS`` characters of the shown
+    parts into one last fold, saying how much it holds."""
+    kept: list[Part] = []
+    lines = chars = 0
+    for index, part in enumerate(parts):
+        if part.folded:
+            kept.append(part)
+            continue
+        for cut, line in enumerate(part.lines):
+            lines += 1
+            chars += len(line.html)
+            if lines > SHOWN_LINES or chars > SHOWN_CHARS:
+                if cut:
+                    kept.append(Part(part.lines[:cut]))
+                rest = part.lines[cut:] + [ln for p in parts[index + 1:] for ln in p.lines]
+                start = f" (from {_label(rest[0])})" if numbered else ""
+                kept.append(Part(rest, f"the other {len(rest):,} {what}{start}: open to "
+                                       "read them"))
+                return kept
+        kept.append(part)
+    return kept
+
+
+def _label(line: Line) -> str:
+    return f"line {line.number}" if line.number else f"old line {line.old}"
+
+
+def text_block(title: str, text: str, *, anchor: str, note: str = "") -> Block:
+    """A titled text with numbered lines."""
+    marker = _Marker()
+    lines = _lines_of(text)
+    rendered = [marker.line(t, where=f"line {n}", anchor=f"{anchor}-L{n}", number=str(n))
+                for n, t in enumerate(lines, 1)]
+    summary = (f"{len(lines):,} line{'s' if len(lines) != 1 else ''}, "
+               f"{len(text):,} character{'s' if len(text) != 1 else ''}")
+    block = Block("text", title, summary, _budget([Part(rendered)], "lines"), note=note)
+    return marker.finish(block)
+
+
+def rows_block(title: str, rows: list[tuple[str, str]], *, anchor: str, note: str = "") -> Block:
+    """Key/value rows: each value wraps like a line; keys are marked the same way."""
+    marker = _Marker()
+    rendered = []
+    for n, (key, value) in enumerate(rows, 1):
+        key_html, _ = marker.html(key, f"name of {plain(key)}", 0, f"{anchor}-R{n}")
+        line = marker.line(value, where=plain(key), anchor=f"{anchor}-R{n}")
+        rendered.append(Line(line.html, key_html, "", "", line.anchor, line.flagged,
+                             line.more_html, line.more_note))
+    block = Block("rows", title, "", _budget([Part(rendered)], "rows", numbered=False),
+                  note=note)
+    return marker.finish(block)
+
+
+def diff_block(title: str, old: str | None, new: str, *, anchor: str, note: str = "") -> Block:
+    """``new`` against ``old`` (``None``: nothing to compare with, every line is added), with
+    runs of unchanged lines folded. Line numbers are the new file's (``old`` for removed)."""
+    marker = _Marker()
+    new_lines = _lines_of(new) if new else []
+    old_lines = _lines_of(old) if old else []
+    notes = [note] if note else []
+    if old is not None and (old.endswith("\n") != new.endswith("\n")) and old and new:
+        notes.append("the old text ends with a newline and the new one does not"
+                     if old.endswith("\n") else
+                     "the new text ends with a newline and the old one does not")
+    big = (len(old_lines) + len(new_lines) > DIFF_MAX_LINES
+           or len(old or "") + len(new) > DIFF_MAX_CHARS)
+    ops: Sequence[tuple[str, int, int, int, int]]
+    if old is None or big:
+        if old is not None:
+            notes.append(f"not compared: too large to compare on the page ({len(old_lines):,} "
+                         f"and {len(new_lines):,} lines); every new line is shown as added")
+        ops = [("insert", 0, 0, 0, len(new_lines))]
+    else:
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        ops = matcher.get_opcodes()
+
+    def line(sign: str, i: int | None, j: int | None) -> Line:
+        text = old_lines[i] if j is None and i is not None else new_lines[j or 0]
+        where = f"line {j + 1}" if j is not None else f"old line {(i or 0) + 1}"
+        tag = f"{anchor}-L{j + 1}" if j is not None else f"{anchor}-O{(i or 0) + 1}"
+        return marker.line(text, where=where, anchor=tag, sign=sign,
+                           number=str(j + 1) if j is not None else "",
+                           old=str(i + 1) if i is not None else "")
+
+    parts: list[Part] = []
+    shown: list[Line] = []
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            pairs = list(zip(range(i1, i2), range(j1, j2), strict=True))
+            head = pairs[:CONTEXT] if i1 > 0 else []
+            tail = pairs[-CONTEXT:] if i2 < len(old_lines) else []
+            middle = pairs[len(head):len(pairs) - len(tail)]
+            if len(middle) <= 1:
+                head, middle, tail = pairs, [], []
+            shown += [line(" ", i, j) for i, j in head]
+            if middle:
+                parts += [Part(shown)] if shown else []
+                shown = []
+                parts.append(Part([line(" ", i, j) for i, j in middle],
+                                  f"{len(middle):,} unchanged lines (lines {middle[0][1] + 1:,}"
+                                  f"–{middle[-1][1] + 1:,}): open to read them"))
+            shown += [line(" ", i, j) for i, j in tail]
+            continue
+        shown += [line("-", i, None) for i in range(i1, i2)]
+        shown += [line("+", None, j) for j in range(j1, j2)]
+    if shown:
+        parts.append(Part(shown))
+    added = sum(1 for p in parts for ln in p.lines if ln.sign == "+")
+    removed = sum(1 for p in parts for ln in p.lines if ln.sign == "-")
+    summary = f"{added:,} line{'s' if added != 1 else ''} added, {removed:,} removed"
+    block = Block("diff", title, summary, _budget(parts, "lines of the diff"),
+                  note="; ".join(notes))
+    return marker.finish(block)
+
+
+def url_block(title: str, url: str, method: str, *, anchor: str, note: str = "") -> Block:
+    """A request as ``httpx`` (what the HTTP tools use) parses it: the method and the URL it
+    will reach with the host emphasised, then its parts — credentials, the host in ASCII,
+    the port, the decoded path and each query parameter — each flagged like text."""
+    marker = _Marker()
+    verb = html.escape(plain(method.upper())) if method else ""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raw, _ = marker.html(url, "URL", 0, f"{anchor}-R0")
+        block = Block("url", title, parts=[], note=f"not a valid URL ({plain(str(exc))}); "
+                      "an HTTP tool will refuse it", headline=f"{verb} {raw}".strip())
+        return marker.finish(block)
+    rows: list[tuple[str, str]] = [("host", parsed.host)]
+    if parsed.raw_host.decode("ascii", "replace") != parsed.host:
+        rows.append(("host as sent (ASCII)", parsed.raw_host.decode("ascii", "replace")))
+    if parsed.userinfo:
+        rows.append(("credentials in the URL", parsed.userinfo.decode("utf-8", "replace")))
+    if parsed.port is not None:
+        rows.append(("port", str(parsed.port)))
+    rows.append(("path (decoded)", parsed.path))
+    rows += [(f"query: {k}", v) for k, v in parsed.params.multi_items()]
+    if parsed.fragment:
+        rows.append(("fragment", parsed.fragment))
+    if str(parsed) != url:
+        rows.append(("as sent", url))
+    lines = []
+    for n, (key, value) in enumerate(rows, 1):
+        line = marker.line(value, where=key, anchor=f"{anchor}-R{n}")
+        lines.append(Line(line.html, html.escape(key), "", "", line.anchor, line.flagged,
+                          line.more_html, line.more_note))
+    quiet = _Marker()  # the headline repeats the rows: marked, but flagged once (by the rows)
+    host, _ = quiet.html(parsed.host, "host", 0, f"{anchor}-R1")
+    who = html.escape(parsed.userinfo.decode("ascii", "replace")) + "@" if parsed.userinfo else ""
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    rest = parsed.raw_path.decode("ascii", "replace")
+    tail = f"#{parsed.fragment}" if parsed.fragment else ""
+    rest_html, _ = quiet.html(rest + tail, "path", 0, f"{anchor}-R0")
+    headline = (f'{verb + " " if verb else ""}{html.escape(parsed.scheme)}://'
+                f'{who}<strong class="host">{host}</strong>{port}{rest_html}')
+    notes = [note] if note else []
+    if parsed.scheme not in ("http", "https"):
+        notes.append(f"scheme {parsed.scheme!r}: HTTP tools fetch only http and https")
+    block = Block("url", title, parts=[Part(lines)], note="; ".join(notes), headline=headline)
+    return marker.finish(block)
