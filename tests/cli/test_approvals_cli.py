@@ -209,3 +209,16 @@ def test_login_url_honours_the_state_dir_and_the_store_it_is_given(tmp_path: Pat
     assert code == 2 and str(tmp_path / "elsewhere") in one_error_line(stderr)
     code, _, stderr = approvals(tmp_path, "login-url", "--store", "sqlite:///x.db")
     assert code == 2 and "--store must be a postgresql:// URL" in one_error_line(stderr)
+
+
+def test_without_state_dir_list_and_login_url_use_serves_per_user_state_dir(
+        tmp_path: Path) -> None:
+    state = tmp_path / "xdg" / "toolkeeper"
+    state.mkdir(parents=True)
+    stored(state, FIRST)
+    state_with_server(state, "http://127.0.0.1:45678", os.getpid())
+    env = {"COLUMNS": "300", "XDG_STATE_HOME": str(tmp_path / "xdg")}
+    listed = runner.invoke(app, ["approvals", "list"], env=env)
+    assert listed.exit_code == 0 and FIRST in listed.stdout
+    link = runner.invoke(app, ["approvals", "login-url"], env=env)
+    assert link.stdout.startswith("http://127.0.0.1:45678/login?code=")

@@ -129,3 +129,12 @@ def test_arguments_that_look_like_markup_are_shown_as_typed(tmp_path: Path) -> N
     fill_two_sessions(tmp_path / "toolkeeper.db")
     _, table, _ = audit_rows("--state-dir", str(tmp_path))
     assert "[bold red]x[/]" in table
+
+
+def test_without_state_dir_audit_reads_serves_per_user_state_dir(tmp_path: Path) -> None:
+    state = tmp_path / "xdg" / "toolkeeper"
+    state.mkdir(parents=True)
+    fill(state / "toolkeeper.db")
+    result = runner.invoke(app, ["audit"], env={"COLUMNS": "300",
+                                                "XDG_STATE_HOME": str(tmp_path / "xdg")})
+    assert result.exit_code == 0 and "2 invocation(s)" in result.stdout

@@ -26,13 +26,10 @@ from ..server.auth import WebSessions
 from ..server.clients import OPERATOR
 from ..server.decide import DecisionError, decide
 from ..server.views import approval_json, client_of, shown_json
-from .report import StateDir, Store, err, fail, out, store_target
+from .report import StateDir, Store, err, fail, out, state_dir_of, store_target
+from .state import SERVER_FILE
 
 __all__ = ["approvals_app"]
-
-SERVER_FILE = "server.json"
-"""What a running ``toolkeeper serve`` writes in its state dir (``url``, ``pid``,
-``started_at``; owner-only) and removes on a clean stop: how ``login-url`` names it."""
 
 approvals_app = typer.Typer(help="List and decide the approval requests of toolkeeper serve.",
                             no_args_is_help=True)
@@ -46,8 +43,8 @@ RequestId = Annotated[str, typer.Argument(
     help="The request's id, or a unique prefix of it (the 'apr_' may be left out).")]
 
 
-def _store(state_dir: Path, store: str | None) -> SqliteApprovalStore:
-    db = store_target(store, state_dir, create=False)
+def _store(state_dir: Path | None, store: str | None) -> SqliteApprovalStore:
+    db = store_target(store, state_dir_of(state_dir), create=False)
     try:
         return PostgresApprovalStore(str(db)) if is_url(db) else SqliteApprovalStore(db)
     except ToolkeeperError as exc:
@@ -56,7 +53,7 @@ def _store(state_dir: Path, store: str | None) -> SqliteApprovalStore:
 
 @approvals_app.command("list")
 def list_pending(
-    state_dir: StateDir = Path(".toolkeeper"),
+    state_dir: StateDir = None,
     store: Store = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON, as the HTTP API gives it.")
                        ] = False,
@@ -124,7 +121,7 @@ def _not_found(approvals: SqliteApprovalStore, given: str, state: str | None) ->
 
 
 @approvals_app.command("show")
-def show(request_id: RequestId, state_dir: StateDir = Path(".toolkeeper"), store: Store = None
+def show(request_id: RequestId, state_dir: StateDir = None, store: Store = None
          ) -> None:
     """One request in full: its arguments, decision and result, as JSON."""
     approvals = _store(state_dir, store)
@@ -134,7 +131,7 @@ def show(request_id: RequestId, state_dir: StateDir = Path(".toolkeeper"), store
     print(json.dumps(approval_json(stored), indent=1, ensure_ascii=True))
 
 
-def _decide(request_id: str, choice: str, message: str, state_dir: Path,
+def _decide(request_id: str, choice: str, message: str, state_dir: Path | None,
             store: str | None) -> None:
     approvals = _store(state_dir, store)
     request_id = resolve(approvals, request_id, state="pending")
@@ -154,14 +151,14 @@ Message = Annotated[str, typer.Option(help="Shown to the model (with a denial)."
 def approve(request_id: RequestId, message: Message = "",
             session: Annotated[bool, typer.Option(
                 "--session", help="Approve this tool for the rest of the session.")] = False,
-            state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
+            state_dir: StateDir = None, store: Store = None) -> None:
     """Approve one request (the first decision wins); the waiting call runs it once."""
     _decide(request_id, "approve_session" if session else "approve", message, state_dir, store)
 
 
 @approvals_app.command("deny")
 def deny(request_id: RequestId, message: Message = "",
-         state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
+         state_dir: StateDir = None, store: Store = None) -> None:
     """Deny one request (the first decision wins); the model gets the message."""
     _decide(request_id, "deny", message, state_dir, store)
 
@@ -171,7 +168,7 @@ def decide_cmd(
     request_id: RequestId,
     decision: Annotated[str, typer.Argument(help="approve or deny")],
     message: Message = "",
-    state_dir: StateDir = Path(".toolkeeper"),
+    state_dir: StateDir = None,
     store: Store = None,
 ) -> None:
     """Approve or deny one request (the same as approve / deny)."""
@@ -188,7 +185,7 @@ def login_url(
     port: Annotated[int | None, typer.Option(
         help="The port of the server on 127.0.0.1 (instead of --url).", min=1, max=65535)
                     ] = None,
-    state_dir: StateDir = Path(".toolkeeper"),
+    state_dir: StateDir = None,
     store: Store = None,
 ) -> None:
     """A new one-time link that logs a browser in to the approval page (valid 15 minutes)."""
@@ -196,11 +193,12 @@ def login_url(
         raise fail("give --url or --port, not both")
     if url is not None and not url.startswith(("http://", "https://")):
         raise fail(f"--url must start with http:// or https://, got {url!r}")
+    state = state_dir_of(state_dir)
     base = url or (f"http://127.0.0.1:{port}" if port is not None else None)
     why = ""
     if base is None:
-        base, why = running_server(state_dir)
-    code = WebSessions(store_target(store, state_dir, create=False)).login_code()
+        base, why = running_server(state)
+    code = WebSessions(store_target(store, state, create=False)).login_code()
     if base is None:
         err.print(f"note: the server's address is unknown: {escape(why)}; open this path on "
                   "it, or pass --url http://HOST:PORT (or --port PORT)", soft_wrap=True)

@@ -15,7 +15,7 @@ from ..builtins.fs import visible
 from ..errors import StoreError
 from ..invoke.audit import AuditEntry, PostgresAuditLog, SqliteAuditLog
 from ..invoke.results import RecordStatus
-from .report import StateDir, Store, fail, out, store_target
+from .report import StateDir, Store, fail, out, state_dir_of, store_target
 
 __all__ = ["STATUSES", "audit"]
 
@@ -24,7 +24,7 @@ STATUSES: tuple[str, ...] = get_args(RecordStatus)
 
 
 def audit(
-    state_dir: StateDir = Path(".toolkeeper"),
+    state_dir: StateDir = None,
     db: Annotated[Path | None, typer.Option(
         "--db", help="A SQLite file to read instead of STATE_DIR/toolkeeper.db.")] = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
@@ -61,14 +61,14 @@ def audit(
     out.print(f"{len(entries)} invocation(s)")
 
 
-def _log(state_dir: Path, db: Path | None, store: str | None) -> SqliteAuditLog:
+def _log(state_dir: Path | None, db: Path | None, store: str | None) -> SqliteAuditLog:
     """The audit log of ``--store``, else of ``--db``, else of the state dir's database."""
     if store is None and db is not None:
         if not db.is_file():
             raise fail(f"no audit database at {db}; pass --db PATH or the --state-dir "
                        "toolkeeper serve uses")
         return SqliteAuditLog(db)
-    target = store_target(store, state_dir, create=False)
+    target = store_target(store, state_dir_of(state_dir), create=False)
     return PostgresAuditLog(str(target)) if store is not None else SqliteAuditLog(target)
 
 

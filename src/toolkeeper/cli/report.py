@@ -11,12 +11,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["StateDir", "Store", "err", "fail", "out", "set_debug", "store_target"]
+from .state import default_state_dir
+
+__all__ = ["StateDir", "Store", "err", "fail", "out", "set_debug", "state_dir_of", "store_target"]
 
 Store = Annotated[str | None, typer.Option(
     "--store", help="The server's shared store (postgresql://…); default: SQLite in --state-dir.")]
 
-StateDir = Annotated[Path, typer.Option(help="The state directory of toolkeeper serve.")]
+StateDir = Annotated[Path | None, typer.Option(
+    help="The state directory of toolkeeper serve; default: serve's, $XDG_STATE_HOME/toolkeeper "
+         "else ~/.local/state/toolkeeper.", show_default=False)]
 
 out = Console()
 err = Console(stderr=True)
@@ -38,6 +42,11 @@ def fail(error: BaseException | str) -> typer.Exit:
     if _debug and cause is not None:
         err.print("".join(traceback.format_exception(cause)), markup=False, highlight=False)
     return typer.Exit(code=2)
+
+
+def state_dir_of(given: Path | None) -> Path:
+    """``--state-dir`` as given, else where ``toolkeeper serve`` keeps its state by default."""
+    return given if given is not None else default_state_dir()
 
 
 def store_target(store: str | None, state_dir: Path, *, create: bool = True) -> str | Path:
