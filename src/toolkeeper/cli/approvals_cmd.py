@@ -200,8 +200,8 @@ def login_url(
         base, why = running_server(state)
     code = WebSessions(store_target(store, state, create=False)).login_code()
     if base is None:
-        err.print(f"note: the server's address is unknown: {escape(why)}; open this path on "
-                  "it, or pass --url http://HOST:PORT (or --port PORT)", soft_wrap=True)
+        err.print(f"note: {escape(why)}, so the server's address is unknown: open this path "
+                  "on it, or pass --url http://HOST:PORT (or --port PORT)", soft_wrap=True)
         print(f"/login?code={code}")
         return
     print(f"{base.rstrip('/')}/login?code={code}")
