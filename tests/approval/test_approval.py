@@ -221,7 +221,7 @@ async def test_the_same_call_made_again_rejoins_its_request_and_runs_once_approv
                                              session=session)
     assert first.status == again.status == other.status == "pending"
     assert again.approval_id == first.approval_id != other.approval_id
-    assert "make the same call again" in first.text
+    assert "Call the same tool again with the same arguments" in first.text
     assert len(store.pending()) == 2
     store.decide(ApprovalDecision(request_id=first.approval_id or "", outcome="approved"))
     # a new invoker over the same store: the process that asked is gone

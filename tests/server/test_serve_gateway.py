@@ -81,7 +81,7 @@ async def test_a_call_pending_when_the_server_is_killed_runs_exactly_once_after_
     proc, url = _start(tmp_path)
     async with _client(url) as client:
         pending = await client.call_tool("broadcast_alert", alert)
-    assert pending.is_error and "make the same call again" in pending.content[0].text
+    assert pending.is_error and "Call the same tool again with the same arguments" in pending.content[0].text
     proc.send_signal(signal.SIGKILL)  # no clean shutdown
     proc.wait(timeout=20)
 

@@ -9,6 +9,7 @@ reports with ``complete``.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,12 +27,31 @@ __all__ = ["ApprovalService", "Claim", "WaitPolicy"]
 
 @dataclass(frozen=True, kw_only=True)
 class WaitPolicy:
-    """Who needs approval and how long to wait for it (from ``ChainPolicy``)."""
+    """Who needs approval, how long a call waits for it and how long a request lasts (from
+    ``ChainPolicy``)."""
 
-    max_risk_unapproved: ToolRisk = ToolRisk.SAFE
+    max_risk_unapproved: ToolRisk | None = None
     unapproved_tools: frozenset[str] = frozenset()
     approval_timeout_s: float = 55.0
+    approval_ttl_s: float | None = None
     hitl_timeout_seconds: float = 30.0
+
+    def ceiling(self, *, chain: bool) -> ToolRisk:
+        """The highest risk that runs without asking: the policy's, else SENSITIVE in an
+        ordinary session and SAFE in a code-mode chain."""
+        if self.max_risk_unapproved is not None:
+            return ToolRisk(self.max_risk_unapproved)
+        return ToolRisk.SAFE if chain else ToolRisk.SENSITIVE
+
+    def ttl(self, mode: HitlMode, wait_s: float) -> float:
+        """How long a request asked in ``mode`` stays approvable, for a call that waits
+        ``wait_s``: CONTINUE_ON_TIMEOUT's ends at ``hitl_timeout_seconds`` (then it is
+        approved), BLOCKING's at ``approval_ttl_s`` (a server's call answers 'pending' and is
+        made again; a call still waiting stops then too) or, without one, when the call stops
+        waiting."""
+        if mode is HitlMode.CONTINUE_ON_TIMEOUT:
+            return self.hitl_timeout_seconds
+        return self.approval_ttl_s if self.approval_ttl_s is not None else wait_s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,14 +73,25 @@ class ApprovalService:
         self.store = store if store is not None else getattr(handler, "store", None)
         self.policy = policy or WaitPolicy()
         self.hooks = hooks
+        self.page_url: str | None = None
+        """Where a person decides (the approval page's URL), when there is one: the messages
+        of a waiting call name it."""
 
-    def needs_approval(self, tool: Any) -> bool:
-        """Above the policy's ceiling, or the tool itself asks (an explicit HITL mode other
-        than NONE). A HITL mode only inherited from the risk says *how* to ask, not *whether*."""
+    def needs_approval(self, tool: Any, *, chain: bool = True) -> bool:
+        """Above the ceiling of the session (``chain``: a code-mode run's; the default, the
+        stricter, answers whether the tool *can* need approval), or the tool itself asks (an
+        explicit HITL mode other than NONE). A HITL mode only inherited from the risk says
+        *how* to ask, not *whether*."""
         if tool.name in self.policy.unapproved_tools:
             return False
         asks = getattr(tool, "hitl_explicit", True) and tool.hitl_mode is not HitlMode.NONE
-        return ToolRisk(tool.risk) > self.policy.max_risk_unapproved or asks
+        return ToolRisk(tool.risk) > self.policy.ceiling(chain=chain) or asks
+
+    def where(self, request_id: str) -> str:
+        """Where a person decides ``request_id``: its page, or the command."""
+        if self.page_url:
+            return f"{self.page_url.rstrip('/')}/approvals/{request_id}"
+        return f"toolkeeper approvals decide {request_id} approve"
 
     async def find_open(self, request: ApprovalRequest) -> StoredApproval | None:
         """The stored request of the same session, tool and arguments that is still pending,
@@ -89,36 +120,63 @@ class ApprovalService:
 
     async def _wait(self, request: ApprovalRequest, mode: HitlMode, rejoin: bool
                     ) -> ApprovalDecision:
-        if self.handler is None:
+        if mode is HitlMode.FIRE_AND_CONTINUE:
+            return await self._announce(request, rejoin)
+        handler = self.handler
+        if handler is None:
             return ApprovalDecision(request_id=request.id, outcome="denied",
                                     message="no approval handler is configured")
-        if mode is HitlMode.FIRE_AND_CONTINUE:
-            return ApprovalDecision(request_id=request.id, outcome="approved",
-                                    approver="fire_and_continue",
-                                    message="announced; proceeding without waiting")
-        wait = self.policy.approval_timeout_s
-        if request.expires_at is not None:  # the asking session's own, shorter limit
-            wait = min(wait, max(0.0, round(request.expires_at - request.created_at, 3)))
-        if mode is HitlMode.CONTINUE_ON_TIMEOUT:
-            wait = min(self.policy.hitl_timeout_seconds, wait)
-        rejoin_wait = getattr(self.handler, "wait", None) if rejoin else None
+        limit = wait = self.policy.approval_timeout_s
+        if request.expires_at is not None:  # the request's own end (a session's shorter
+            # limit, CONTINUE_ON_TIMEOUT's hitl_timeout_seconds), counted from now
+            limit = min(limit, round(request.expires_at - request.created_at, 3))
+            wait = min(wait, max(0.0, request.expires_at - time.time()))
+        keep_waiting = getattr(handler, "wait", None)
         with anyio.move_on_after(wait):
-            if rejoin_wait is not None:
-                decided: ApprovalDecision = await rejoin_wait(
-                    request.id, getattr(self.handler, "wait_s", wait))
-                return decided
-            return await self.handler.request(request)
+            if rejoin and keep_waiting is not None:
+                decided: ApprovalDecision = await keep_waiting(
+                    request.id, getattr(handler, "wait_s", wait))
+            else:
+                decided = await handler.request(request)
+            # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
+            while (decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT
+                   and keep_waiting is not None):
+                decided = await keep_waiting(request.id, wait)
+            return decided
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
             decision = ApprovalDecision(request_id=request.id, outcome="approved",
                                         approver="timeout", message=f"approved automatically "
-                                        f"after {wait:g} s without an answer")
+                                        f"after {limit:g} s without an answer")
         else:
             decision = ApprovalDecision(request_id=request.id, outcome="timeout",
-                                        message=f"no decision within {wait:g} s")
-        expire = getattr(self.handler, "expire", None)
-        if expire is not None:  # a stored request must not be approvable after this answer
-            await expire(decision)
-        return decision
+                                        message=f"no decision within {limit:g} s")
+        return await self._final(decision)
+
+    async def _final(self, decision: ApprovalDecision) -> ApprovalDecision:
+        """Record a decision the service made itself (a timeout) so that a late answer cannot
+        apply any more; a person's answer that came first stands."""
+        store = self.store
+        if store is None:
+            expire = getattr(self.handler, "expire", None)
+            if expire is not None:
+                await expire(decision)
+            return decision
+        if await anyio.to_thread.run_sync(store.decide, decision):
+            return decision
+        stored = await anyio.to_thread.run_sync(store.get, decision.request_id)
+        return stored.decision if stored is not None and stored.decision else decision
+
+    async def _announce(self, request: ApprovalRequest, rejoin: bool) -> ApprovalDecision:
+        """FIRE_AND_CONTINUE: the request is stored (the page shows it ran without waiting)
+        and approved at once; no handler is needed."""
+        decision = ApprovalDecision(request_id=request.id, outcome="approved",
+                                    approver="fire_and_continue",
+                                    message="announced; ran without waiting")
+        if self.store is None:
+            return decision
+        if not rejoin:
+            await anyio.to_thread.run_sync(self.store.create, request)
+        return await self._final(decision)
 
     async def claim(self, approval_id: str, arguments: dict[str, Any] | None = None) -> Claim:
         """Take an approved request for execution, exactly once across processes: refused when

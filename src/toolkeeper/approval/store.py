@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import StoreError
+from ..core.risk import HitlMode
 from .models import ApprovalDecision, ApprovalRequest
 from .pg import CHANNEL, PgDatabase, is_url, open_database
 
 __all__ = ["ApprovalStore", "FindsOpen", "PostgresApprovalStore", "SqliteApprovalStore",
            "StoredApproval"]
 
+RULES = frozenset({"timeout", "fire_and_continue"})
+"""Approvers that are rules, not people: their decisions are the service's own."""
 DENIAL_HOLDS_S = 600.0
 """How long a denial answers the same call made again before it is asked anew."""
 
@@ -129,7 +132,43 @@ class SqliteApprovalStore:
             result=json.loads(str(result)) if result else None,
         )
 
+    def settle(self, request_id: str | None = None) -> list[str]:
+        """End the pending requests (or the one) whose time-to-live has passed, exactly once:
+        a CONTINUE_ON_TIMEOUT request is approved (approver ``timeout``), as its mode says;
+        any other expires (state ``timeout``) and can no longer be approved. Returns the ids
+        ended now."""
+        now = time.time()
+        if request_id is None:
+            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending'")
+        else:
+            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' AND "
+                                 "id = ?", (request_id,))
+        ended = []
+        for (raw,) in rows:
+            request = ApprovalRequest.model_validate_json(str(raw))
+            if request.expires_at is None or request.expires_at > now:
+                continue
+            if request.hitl_mode is HitlMode.CONTINUE_ON_TIMEOUT:
+                decision = ApprovalDecision(
+                    request_id=request.id, outcome="approved", approver="timeout",
+                    message="approved automatically: nobody answered in time")
+            else:
+                decision = ApprovalDecision(
+                    request_id=request.id, outcome="timeout",
+                    message="expired: nobody decided within its time-to-live")
+            if self._apply(decision):
+                ended.append(request.id)
+        return ended
+
     def decide(self, decision: ApprovalDecision) -> bool:
+        """Apply ``decision`` to a pending request; ``False`` when it is no longer pending.
+        A person's decision never applies to a request past its time-to-live (it expires
+        first); the service's own (a timeout) applies as it is."""
+        if decision.outcome != "timeout" and decision.approver not in RULES:
+            self.settle(decision.request_id)
+        return self._apply(decision)
+
+    def _apply(self, decision: ApprovalDecision) -> bool:
         state = "approved" if decision.outcome == "approved" else decision.outcome
         with self.db.transaction() as conn:
             cursor = conn.execute(
@@ -160,6 +199,7 @@ class SqliteApprovalStore:
                 self._changed(conn, time.time(), request_id)
 
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:
+        self.settle()
         if session_id is None:
             rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' "
                                  "ORDER BY updated_at")
@@ -172,7 +212,9 @@ class SqliteApprovalStore:
         """The newest request of ``session_id`` for ``tool`` with these arguments that is
         still pending, approved and not yet taken, or denied or taken for execution within
         ``DENIAL_HOLDS_S`` (so the call made again is told why, instead of asking again — or
-        running twice — at once)."""
+        running twice — at once). Expired requests are settled first: one past its time is
+        never taken as pending."""
+        self.settle()
         rows = self.db.query(
             "SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND (state IN "
             "('pending', 'approved') OR (state IN ('denied', 'executing') AND "
@@ -186,7 +228,9 @@ class SqliteApprovalStore:
 
     def requests(self, *, state: str | None = None, session_id: str | None = None,
                  limit: int = 200) -> list[StoredApproval]:
-        """Requests newest first, optionally in one state and of one session."""
+        """Requests newest first, optionally in one state and of one session (expired ones are
+        settled first: the pending are the ones still approvable)."""
+        self.settle()
         clauses, params = [], []
         for column, value in (("state", state), ("session_id", session_id)):
             if value is not None:

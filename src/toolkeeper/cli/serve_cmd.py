@@ -78,6 +78,10 @@ def serve(
     approval_wait: Annotated[float, typer.Option(
         help="Seconds a call that needs approval waits for a decision (toolkeeper approvals "
              "decide) before it answers 'pending'.")] = 30.0,
+    approval_ttl: Annotated[float, typer.Option(
+        help="Seconds a request stays approvable once asked; then it expires (a "
+             "CONTINUE_ON_TIMEOUT one is approved at its hitl_timeout_seconds instead).")
+                            ] = 3600.0,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -86,6 +90,8 @@ def serve(
     if not 0 <= approval_wait < SERVER_POLICY.approval_timeout_s:
         raise fail(f"--approval-wait must be between 0 and "
                    f"{SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)")
+    if approval_ttl <= 0:
+        raise fail("--approval-ttl must be a positive number of seconds")
     if rate_limit <= 0:
         raise fail("--rate-limit must be a positive number of requests per second")
     if auth not in ("token", "none"):
@@ -101,8 +107,8 @@ def serve(
         _out_of_reach(state, settings, ws, served=served)
         secure_state_dir(state, traversable=served and _inside(ws, state))
         db = store_target(store or (settings.store if settings else None), state)
-        invoker = _invoker(targets or [], db, ws, settings,
-                           builtins=not no_builtins, approval_wait=approval_wait)
+        invoker = _invoker(targets or [], db, ws, settings, builtins=not no_builtins,
+                           approval_wait=approval_wait, approval_ttl=approval_ttl)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
     except ToolkeeperError as exc:
         raise fail(exc) from exc
@@ -149,8 +155,8 @@ def _report(lines: list[str]) -> None:
 
 
 def _invoker(targets: list[str], db: str | Path, workspace: Path,
-             settings: ToolkeeperConfig | None, *, builtins: bool, approval_wait: float
-             ) -> ToolInvoker:
+             settings: ToolkeeperConfig | None, *, builtins: bool, approval_wait: float,
+             approval_ttl: float) -> ToolInvoker:
     """The served tools and the door: with a config, its built-ins (gated, explained) and its
     autonomy; without one, the minimal built-ins over ``workspace``, supervised."""
     tools: list[Any] = [t for target in targets for t in load_tools(target)]
@@ -160,6 +166,7 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
         policy = chain_policy(settings, SERVER_POLICY)
     elif builtins:
         tools += default_tools(SecurityPolicy(workspace=workspace))
+    policy = policy.model_copy(update={"approval_ttl_s": approval_ttl})
     shared = is_url(db)
     store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
@@ -263,6 +270,7 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
                 await stack.enter_async_context(gateway)
                 _report(await gateway.attach(invoker.registry))
             url = _announce(sock, start)
+            invoker.approvals.page_url = url  # a waiting call's messages name its card
             stack.callback(_forget_server, start.state_dir)
             _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:

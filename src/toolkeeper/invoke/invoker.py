@@ -70,6 +70,7 @@ class ToolInvoker:
                 max_risk_unapproved=self.policy.max_risk_unapproved,
                 unapproved_tools=self.policy.unapproved_tools,
                 approval_timeout_s=self.policy.approval_timeout_s,
+                approval_ttl_s=self.policy.approval_ttl_s,
                 hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
         self.gates = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals, policy=self.policy,

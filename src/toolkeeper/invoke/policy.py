@@ -28,7 +28,15 @@ class ChainPolicy(BaseModel):
     approval_timeout_s: float = Field(default=55.0, gt=0)
     hitl_timeout_seconds: float = Field(default=30.0, gt=0)
     """How long CONTINUE_ON_TIMEOUT waits before approving on its own."""
-    max_risk_unapproved: ToolRisk = ToolRisk.SAFE
+    max_risk_unapproved: ToolRisk | None = None
+    """The highest risk that runs without asking. ``None`` (the default): SENSITIVE in an
+    ordinary session (a SENSITIVE tool with no HITL mode of its own does not ask) and SAFE in a
+    code-mode chain (every call of a script above SAFE asks). A value applies to both."""
+    approval_ttl_s: float | None = Field(default=None, gt=0)
+    """How long a stored request stays approvable when no call waits for it any more (a
+    server's calls answer 'pending' and are made again); ``None``: as long as a call waits
+    (``approval_timeout_s``). Past it, the request expires (CONTINUE_ON_TIMEOUT: it is
+    approved, as that mode says)."""
     unapproved_tools: frozenset[str] = frozenset()
     """Tools that never need approval whatever their risk (the built-ins under
     ``autonomy = "full"``)."""

@@ -8,16 +8,23 @@ needs approval is denied.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from ...approval.models import SESSION_GRANT_S, ApprovalRequest
+import anyio
+
+from ...approval.models import SESSION_GRANT_S, ApprovalDecision, ApprovalRequest
 from ...approval.service import ApprovalService
+from ...core.context import ToolContext
 from ...core.risk import HitlMode
 from ...errors import ApprovalDeniedError, ApprovalPending
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
-__all__ = ["ApprovalGate"]
+__all__ = ["NOTICE_S", "ApprovalGate"]
+
+NOTICE_S = 2.0
+"""How often a waiting call tells its client it still waits."""
 
 
 class ApprovalGate(Gate):
@@ -30,23 +37,24 @@ class ApprovalGate(Gate):
         return self.service.needs_approval(tool)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        if inv.pre_approved is not None or inv.session.granted(inv.call.name):
-            return await call_next(inv)
         tool, service = inv.tool, self.service
+        if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
+                not service.needs_approval(tool, chain=inv.session.chain):
+            return await call_next(inv)
         mode = tool.hitl_mode if tool.hitl_mode is not HitlMode.NONE else HitlMode.BLOCKING
-        if service.handler is None:
+        if service.handler is None and mode is not HitlMode.FIRE_AND_CONTINUE:
             raise ApprovalDeniedError(
                 f"tool '{tool.name}' (risk {tool.risk.value}) needs approval and no approval "
                 "handler is configured; configure one (e.g. AutoApprovalHandler) or raise "
                 "policy.max_risk_unapproved", tool_name=tool.name)
-        ceiling = service.policy.max_risk_unapproved
+        ceiling = service.policy.ceiling(chain=inv.session.chain)
+        # a session's own policy (a code-mode run's) can only shorten the wait
+        wait = min(service.policy.approval_timeout_s, inv.session.policy.approval_timeout_s)
         request = ApprovalRequest.for_call(
             call_id=inv.call.id, tool=inv.call.name, risk=tool.risk, hitl_mode=mode,
             arguments=inv.arguments, session_id=inv.session.id,
-            reason=f"risk {tool.risk.value} is above {ceiling.value}",
-            # a session's own policy (a code-mode run's) can only shorten the wait
-            timeout_s=min(service.policy.approval_timeout_s,
-                          inv.session.policy.approval_timeout_s))
+            reason=f"risk {tool.risk.value} is above {ceiling.value}" if tool.risk > ceiling
+            else f"the tool asks ({mode.value})", timeout_s=service.policy.ttl(mode, wait))
         found = await service.find_open(request)
         if found is not None and found.state == "executing":
             raise ApprovalDeniedError(
@@ -59,12 +67,13 @@ class ApprovalGate(Gate):
             request, decision = found.request, found.decision
         else:
             request = found.request if found is not None else request
-            decision = await service.decide(request, mode, rejoin=found is not None)
+            decision = await self._decide(inv, request, mode, rejoin=found is not None)
         if decision.outcome == "pending":
-            raise ApprovalPending(f"tool '{tool.name}' is waiting for approval (request "
-                                  f"{request.id}); once it is approved, make the same call "
-                                  "again (or resume the request) and it runs once",
-                                  request_id=request.id)
+            raise ApprovalPending(
+                f"tool '{tool.name}' is waiting for approval (request {request.id}): a person "
+                f"must decide ({service.where(request.id)}). Call the same tool again with the "
+                f"same arguments once a person has approved request {request.id}; it then runs "
+                "once. Nothing ran yet.", request_id=request.id)
         if not decision.approved:
             why = decision.message or decision.outcome
             raise ApprovalDeniedError(f"the call to '{tool.name}' was not approved ({why}); do "
@@ -80,3 +89,37 @@ class ApprovalGate(Gate):
         await service.complete(request.id, {"status": result.status, "text": result.text[:2000],
                                             "error_code": result.error_code})
         return result
+
+    async def _decide(self, inv: Invocation, request: ApprovalRequest, mode: HitlMode, *,
+                      rejoin: bool) -> ApprovalDecision:
+        """The service's decision; while it waits, the caller hears about it (below)."""
+        ctx = inv.ctx
+        if mode is HitlMode.FIRE_AND_CONTINUE or ctx is None or ctx.progress_sink is None:
+            return await self.service.decide(request, mode, rejoin=rejoin)
+        decision: ApprovalDecision | None = None
+        failure: Exception | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._tell_waiting, ctx, request)
+            try:
+                decision = await self.service.decide(request, mode, rejoin=rejoin)
+            except Exception as exc:  # raised as itself below, not inside a group
+                failure = exc
+            group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        assert decision is not None
+        return decision
+
+    async def _tell_waiting(self, ctx: ToolContext, request: ApprovalRequest) -> None:
+        """While the call waits: a progress notification every ``NOTICE_S`` (MCP clients
+        that gave a progress token see it; it also keeps their request alive) naming the
+        request and where a person decides."""
+        message = (f"waiting for a person to approve '{request.tool}' (request {request.id}): "
+                   f"{self.service.where(request.id)}")
+        started = time.monotonic()
+        while True:
+            try:
+                await ctx.report_progress(round(time.monotonic() - started, 1), None, message)
+            except Exception:  # a client gone or one that takes no progress: stop telling
+                return
+            await anyio.sleep(NOTICE_S)
