@@ -4,28 +4,26 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from ..errors import ToolkeeperError
 from ..server.clients import ClientTokens
-from .report import Store, fail, out, store_target
+from .report import StateDir, Store, fail, out, state_dir_of, store_target
 
 __all__ = ["tokens_app"]
 
 tokens_app = typer.Typer(help="Manage one bearer token per client of toolkeeper serve.",
                          no_args_is_help=True)
-StateDir = Annotated[Path, typer.Option(help="The state directory of toolkeeper serve.")]
 
 
-def _tokens(state_dir: Path, store: str | None) -> ClientTokens:
-    return ClientTokens(store_target(store, state_dir))
+def _tokens(state_dir: Path | None, store: str | None) -> ClientTokens:
+    return ClientTokens(store_target(store, state_dir_of(state_dir)))
 
 
 @tokens_app.command("add")
-def add(name: str, state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
+def add(name: str, state_dir: StateDir = None, store: Store = None) -> None:
     """Make a token for client NAME and print it (it is shown only this once)."""
     try:
         token = _tokens(state_dir, store).add(name)
@@ -35,7 +33,7 @@ def add(name: str, state_dir: StateDir = Path(".toolkeeper"), store: Store = Non
 
 
 @tokens_app.command("list")
-def list_tokens(state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
+def list_tokens(state_dir: StateDir = None, store: Store = None) -> None:
     """The clients that have a token (never the tokens themselves)."""
     table = Table("client", "created")
     for entry in _tokens(state_dir, store).list():
@@ -45,7 +43,7 @@ def list_tokens(state_dir: StateDir = Path(".toolkeeper"), store: Store = None) 
 
 
 @tokens_app.command("revoke")
-def revoke(name: str, state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
+def revoke(name: str, state_dir: StateDir = None, store: Store = None) -> None:
     """Revoke client NAME's token: its requests are refused from now on."""
     if not _tokens(state_dir, store).revoke(name):
         raise fail(f"client {name!r} has no token; see toolkeeper tokens list")

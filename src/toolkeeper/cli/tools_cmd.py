@@ -4,7 +4,6 @@ tools of upstream MCP servers."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,7 +17,7 @@ from ..mcp.pins import SqlitePins
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
-from .report import Store, fail, store_target
+from .report import StateDir, Store, fail, state_dir_of, store_target
 
 tools_app = typer.Typer(help="Inspect a catalog: list, show, search and browse its tools.",
                         no_args_is_help=True)
@@ -128,25 +127,24 @@ def explain_cmd(
     _out.print(table)
 
 
-StateDir = Annotated[Path, typer.Option(help="The state directory of toolkeeper serve.")]
 
 
 @tools_app.command("pins")
-def pins_cmd(state_dir: StateDir = Path(".toolkeeper"), store: Store = None) -> None:
+def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
     """Remote (MCP gateway) tools and whether each is trusted, changed since, or untrusted."""
     table = Table("tool", "server", "state", "fingerprint")
-    for pin in SqlitePins(store_target(store, state_dir, create=False)).all():
+    for pin in SqlitePins(store_target(store, state_dir_of(state_dir), create=False)).all():
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
         table.add_row(pin.tool, pin.server, f"[{color}]{pin.state}[/]", pin.seen_fingerprint[:16])
     _out.print(table)
 
 
 @tools_app.command("trust")
-def trust_cmd(name: str, state_dir: StateDir = Path(".toolkeeper"), store: Store = None
+def trust_cmd(name: str, state_dir: StateDir = None, store: Store = None
               ) -> None:
     """Trust what an MCP server now declares for tool NAME (after reviewing it): the gateway
     serves it again at its next listing."""
-    pins = SqlitePins(store_target(store, state_dir, create=False))
+    pins = SqlitePins(store_target(store, state_dir_of(state_dir), create=False))
     pin = pins.get(name)
     if pin is None:
         raise fail(f"no remote tool {name!r} has been seen; see toolkeeper tools pins")
