@@ -99,7 +99,8 @@ def current_file(policy: SecurityPolicy | None, path: str, tool: str) -> tuple[s
         if rule is not None:
             return None, (f"not shown: protected path (rule {rule!r}); the tool will refuse "
                           "this call")
-        if lstat_beneath(ws.fd, rel) is None:
+        # missing (lstat_beneath walks no '..': with one, the reader below decides)
+        if ".." not in rel.split("/") and lstat_beneath(ws.fd, rel) is None:
             return None, f"new file: {rel} does not exist yet; every line is added"
         data, size = read_checked(ws, rel, policy, tool, max_bytes=policy.max_file_bytes)
     except PolicyViolationError as exc:
