@@ -8,11 +8,17 @@ import json
 import os
 import select
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -23,11 +29,14 @@ from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _toke
 ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
 
 
-def start_page(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str, str]:
-    """A server with the example tools: (process, base URL, one-time login URL)."""
+def start_page(tmp_path: Path, *args: str, tools: str = EXAMPLE, builtins: bool = False
+               ) -> tuple[subprocess.Popen[str], str, str]:
+    """A server with the example tools (or ``tools``, and the built-ins over ``--workspace``
+    with ``builtins``): (process, base URL, one-time login URL)."""
     env = {**os.environ, "TOOLKEEPER_TOKEN": TOKEN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE, "--no-builtins", "--port", "0",
+        [sys.executable, "-m", "toolkeeper.cli", "serve", tools,
+         *([] if builtins else ["--no-builtins"]), "--port", "0",
          "--state-dir", str(tmp_path / "state"), "--approval-wait", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     assert proc.stdout is not None
@@ -281,3 +290,195 @@ def test_a_public_host_behind_a_load_balancer_is_served_and_others_refused(
             assert ("broadcast_alert" in listed.text) is ok
     finally:
         stop(proc)
+
+
+@contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """``app`` on a real loopback HTTP server (uvicorn in a thread): its base URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+
+
+class _Links(HTMLParser):
+    """Every address a page refers to (href, src, action)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found += [v for k, v in attrs if k in ("href", "src", "action") and v is not None]
+
+
+def _links(page: str) -> list[str]:
+    parser = _Links()
+    parser.feed(page)
+    return parser.found
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[tuple[str, Any, Any]]:
+    """A ``WebApprovalHandler`` mounted at /approvals of an app of your own, with a
+    critical tool ``pay`` whose calls wait for it: (base URL, handler, invoker)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from toolkeeper import ToolInvoker, ToolRisk, tool
+    from toolkeeper.approval import SqliteApprovalStore
+    from toolkeeper.invoke.audit import SqliteAuditLog
+    from toolkeeper.server import WebApprovalHandler
+
+    @tool(risk=ToolRisk.CRITICAL)
+    def pay(to: str, amount: int) -> str:
+        """Pay someone."""
+        return f"paid {amount} to {to}"
+
+    audit = SqliteAuditLog(tmp_path / "a.db")
+    handler = WebApprovalHandler(SqliteApprovalStore(tmp_path / "a.db"), wait_s=0, audit=audit)
+    invoker = ToolInvoker([pay], handler, audit=audit)
+    app = Starlette(routes=[Mount("/approvals", handler.app(token="lib-token",
+                                                            catalog=invoker.registry))])
+    with _serving(app) as url:
+        yield url, handler, invoker
+
+
+async def _ask(invoker: Any, **arguments: Any) -> str:
+    from toolkeeper.core.call import ToolCall
+
+    async with invoker.open_session() as session:
+        result = await invoker.invoke(ToolCall(id="c", name="pay", arguments=arguments),
+                                      session=session)
+    assert result.status == "pending"
+    return str(result.approval_id)
+
+
+async def test_the_handler_mounted_at_a_prefix_keeps_every_link_form_and_redirect_under_it(
+        mounted: tuple[str, Any, Any]) -> None:
+    url, handler, invoker = mounted
+    request_id = await _ask(invoker, to="eve", amount=9000)
+    browser = httpx.Client(base_url=url, follow_redirects=False)
+    login = browser.get(handler.login_url(f"{url}/approvals").removeprefix(url))
+    assert login.status_code == 303 and login.headers["location"] == "/approvals/"
+    assert "Path=/approvals" in login.headers["set-cookie"]
+    page = browser.get("/approvals/")
+    assert page.status_code == 200 and request_id in page.text
+    links = [link for link in _links(page.text) if not link.startswith("#")]
+    assert links and all(link.startswith("/approvals/") for link in links), links
+    assert "/approvals/favicon.ico" in links and "/approvals/static/app.css" in links
+    for link in {link for link in links if not link.endswith(("/decide", "/logout"))}:
+        assert browser.get(link).status_code == 200, link
+    icon = browser.get("/approvals/favicon.ico")
+    assert icon.headers["content-type"].startswith("image/svg+xml")
+    assert 'data-root="/approvals"' in page.text  # the script's fetches follow it too
+    assert "Approve for this client for 15 min" in page.text
+    assert httpx.get(f"{url}/approvals/api/approvals").status_code == 401  # gated under it
+    form = {"csrf": _csrf(page.text), "decision": "approve",
+            "digest": page.text.split('name="digest" value="')[1].split('"')[0]}
+    done = browser.post(f"/approvals/approvals/{request_id}/decide", data=form,
+                        headers={"Origin": url})
+    assert done.status_code == 303 and done.headers["location"] == "/approvals/"
+    shown = httpx.get(f"{url}/approvals/api/approvals/{request_id}",
+                      headers=_bearer("lib-token")).json()
+    assert shown["state"] == "approved"
+    detail = browser.get(f"/approvals/approvals/{request_id}").text
+    assert "approved by web:operator, 20" in detail  # who, and when
+    out = browser.post("/approvals/logout", data={"csrf": _csrf(detail)},
+                       headers={"Origin": url})
+    assert out.status_code == 303 and out.headers["location"] == "/approvals/"
+    assert "Path=/approvals" in out.headers["set-cookie"]
+
+
+async def test_history_shows_a_status_once_and_refuses_a_bad_since(
+        mounted: tuple[str, Any, Any]) -> None:
+    url, handler, invoker = mounted
+    await _ask(invoker, to="bob", amount=1)
+    browser = httpx.Client(base_url=url, follow_redirects=True)
+    browser.get(handler.login_url(f"{url}/approvals").removeprefix(url))
+    history = browser.get("/approvals/history")
+    assert history.status_code == 200 and "<td>pending</td>" in history.text
+    assert "pending (pending)" not in history.text
+    for bad in ("yesterday", "nan", "inf"):
+        page = browser.get("/approvals/history", params={"since": bad})
+        assert page.status_code == 400 and 'id="problem"' in page.text
+        assert "&#39;since&#39; must be a time in seconds since 1970" in page.text
+        api = httpx.get(f"{url}/approvals/api/audit", params={"since": bad},
+                        headers=_bearer("lib-token"))
+        assert api.status_code == 400 and api.json()["error"] == "bad_request"
+    since = browser.get("/approvals/history", params={"since": "0"})
+    assert since.status_code == 200 and "<td>pending</td>" in since.text
+    later = httpx.get(f"{url}/approvals/api/audit", params={"since": str(time.time() + 60)},
+                      headers=_bearer("lib-token"))
+    assert later.status_code == 200 and later.json()["entries"] == []
+
+
+def _store_request(handler: Any, *, expires_at: float | None = None) -> str:
+    from toolkeeper import ToolRisk
+    from toolkeeper.approval.models import ApprovalRequest, args_digest
+
+    arguments = {"to": "eve", "amount": 5}
+    request = ApprovalRequest(call_id="c9", tool="pay", risk=ToolRisk.CRITICAL,
+                              arguments=arguments, args_digest=args_digest(arguments),
+                              session_id="ses_1", expires_at=expires_at)
+    handler.store.create(request)
+    return request.id
+
+
+@pytest.mark.parametrize(("approver", "said"), [
+    ("timeout", "approved automatically after the timeout"),
+    ("fire_and_continue", "ran without waiting"),
+])
+def test_a_rules_decision_is_said_in_words(mounted: tuple[str, Any, Any], approver: str,
+                                          said: str) -> None:
+    from toolkeeper.approval.models import ApprovalDecision
+
+    url, handler, _ = mounted
+    request_id = _store_request(handler)
+    assert handler.store.decide(ApprovalDecision(request_id=request_id, outcome="approved",
+                                                 approver=approver))
+    browser = httpx.Client(base_url=url, follow_redirects=True)
+    browser.get(handler.login_url(f"{url}/approvals").removeprefix(url))
+    detail = browser.get(f"/approvals/approvals/{request_id}").text
+    assert said in detail and f"by {approver}" not in detail
+
+
+def test_a_card_past_its_expiry_offers_no_decision(mounted: tuple[str, Any, Any]) -> None:
+    url, handler, _ = mounted
+    expired = _store_request(handler, expires_at=time.time() - 1)
+    live = _store_request(handler, expires_at=time.time() + 600)
+    browser = httpx.Client(base_url=url, follow_redirects=True)
+    browser.get(handler.login_url(f"{url}/approvals").removeprefix(url))
+    page = browser.get(f"/approvals/approvals/{expired}").text
+    assert "Expired: it can no longer be approved" in page
+    assert "/decide" not in page and "expires:" not in page and "Approve" not in page
+    inbox = browser.get("/approvals/").text
+    assert f"/approvals/approvals/{live}/decide" in inbox
+    assert f"/approvals/approvals/{expired}/decide" not in inbox
+
+
+def test_a_tools_own_view_reaches_the_page_escaped(mounted: tuple[str, Any, Any]) -> None:
+    from toolkeeper.server.cards import RowsSection, register_card_view
+
+    url, handler, _ = mounted
+    register_card_view("pay", lambda a: [RowsSection(title="payment", rows=[
+        ("to", f"<img src=x onerror=alert(1)>{a['to']}")])])
+    try:
+        request_id = _store_request(handler)
+        browser = httpx.Client(base_url=url, follow_redirects=True)
+        browser.get(handler.login_url(f"{url}/approvals").removeprefix(url))
+        page = browser.get(f"/approvals/approvals/{request_id}").text
+    finally:
+        register_card_view("pay", None)
+    assert "&lt;img src=x onerror=alert(1)&gt;eve" in page and "<img" not in page
+    assert "Every argument as sent" in page  # what the view may leave out, folded below
