@@ -25,13 +25,14 @@ from ..builtins import SecurityPolicy, default_tools
 from ..codemode import ToolChainTool
 from ..config import ToolkeeperConfig, all_tools_with_runtime, chain_policy, load_config
 from ..errors import ConfigError, ToolkeeperError
+from ..hooks import HookEvent, HookManager
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..mcp.gateway import MCPGateway
 from ..mcp.pins import SqlitePins
 from ..mcp.server import announce_changes, serve_stdio
-from ..server.app import LOOPBACK, create_app
+from ..server.app import LOOPBACK, create_app, page_app
 from ..server.auth import WebSessions
 from ..server.clients import ANONYMOUS, ClientTokens
 from ..server.tokens import check_shared_token, default_client_token, operator_token
@@ -113,10 +114,10 @@ def serve(
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     gateway = _gateway(settings, db)
-    if stdio:
-        serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report)
-        return
     token, source = operator_token(state)
+    if stdio:
+        _serve_stdio(invoker, skills, gateway, state, db, token)
+        return
     try:
         check_shared_token(db, token)
         clients = ClientTokens(db)
@@ -133,6 +134,53 @@ def serve(
                   auth=auth, client_token=client_token, login=sessions.login_code(),
                   token_source=source)
     _listen(app, port, start, gateway, invoker, stopping)
+
+
+def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
+                 state: Path, db: str | Path, token: str) -> None:
+    """MCP on stdin/stdout (what a desktop client launches), and the approval page on a free
+    loopback port: its login link, and a line for each call that waits, go to stderr (the
+    client's server log)."""
+    import uvicorn
+
+    try:
+        check_shared_token(db, token)
+        sessions = WebSessions(db)
+    except ToolkeeperError as exc:
+        raise fail(exc) from exc
+    stopping = threading.Event()
+    sock = _bind("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    invoker.approvals.page_url = url
+    page = uvicorn.Server(uvicorn.Config(page_app(invoker, token=token, sessions=sessions,
+                                                  stopping=stopping),
+                                         log_level="warning", lifespan="off"))
+
+    async def run_page() -> None:
+        try:
+            await page.serve(sockets=[sock])
+        finally:
+            stopping.set()
+
+    _record_server(state, url)
+    _report([f"approval page: {url}/login?code={sessions.login_code()} (this link logs a "
+             "browser in once)", f"state: {state}"])
+    hooks = invoker.approvals.hooks
+    if hooks is not None:
+        hooks.register(HookEvent.APPROVAL_REQUESTED, _tell_operator(invoker))
+    try:
+        serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report,
+                    alongside=run_page)
+    finally:
+        _forget_server(state)
+
+
+def _tell_operator(invoker: ToolInvoker) -> Any:
+    async def tell(_event: HookEvent, payload: dict[str, Any]) -> None:
+        request = payload.get("request", {})
+        _report([f"'{request.get('tool')}' waits for a person's approval (request "
+                 f"{request.get('id')}): {invoker.approvals.where(str(request.get('id')))}"])
+    return tell
 
 
 def _gateway(settings: ToolkeeperConfig | None, db: str | Path) -> MCPGateway | None:
@@ -172,7 +220,7 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
     handler = PersistedApprovalHandler(store, wait_s=approval_wait, poll_s=0.05)
     box = Toolbox(tools)
-    invoker = ToolInvoker(box, handler, policy=policy, audit=audit)
+    invoker = ToolInvoker(box, handler, policy=policy, audit=audit, hooks=HookManager())
     if settings is not None and settings.codemode.enabled:
         box.add(_code_mode(invoker, settings))
     return invoker

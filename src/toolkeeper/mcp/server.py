@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import bisect
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -206,9 +206,12 @@ def _decode_cursor(cursor: str) -> str | None:
 
 
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
-                on_report: Callable[[list[str]], None] | None = None, **options: Any) -> None:
+                on_report: Callable[[list[str]], None] | None = None,
+                alongside: Callable[[], Coroutine[Any, Any, None]] | None = None,
+                **options: Any) -> None:
     """Serve ``invoker``'s catalog over stdio until the client closes the connection; with a
-    ``gateway``, its upstream tools are attached first (``on_report`` gets its report)."""
+    ``gateway``, its upstream tools are attached first (``on_report`` gets its report).
+    ``alongside`` runs in the same event loop until then (the approval page)."""
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
@@ -224,6 +227,8 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
             async with stdio_server() as (read_stream, write_stream), \
                     anyio.create_task_group() as group:
                 group.start_soon(announce_changes, server, invoker.registry)
+                if alongside is not None:
+                    group.start_soon(alongside)
                 await server.run(read_stream, write_stream, server.create_initialization_options(
                     NotificationOptions(tools_changed=True)))
                 group.cancel_scope.cancel()

@@ -17,7 +17,7 @@ from .clients import ClientTokens
 from .gate import LOOPBACK, TokenGate
 from .web import web_routes
 
-__all__ = ["LOOPBACK", "TokenGate", "create_app"]
+__all__ = ["LOOPBACK", "TokenGate", "create_app", "page_app"]
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
                clients: ClientTokens | None = None, skills: Sequence[Skill] = (),
@@ -50,7 +50,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     routes: list[BaseRoute] = [Route("/healthz", healthz)]
     store = invoker.approvals.store
     if sessions is not None and isinstance(store, SqliteApprovalStore):
-        routes += web_routes(store, invoker.audit, sessions, stopping=stopping)
+        routes += web_routes(store, invoker.audit, sessions, stopping=stopping,
+                             catalog=invoker.registry)
     server = mcp_server(invoker, skills=skills, gateway=gateway)
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,
@@ -61,3 +62,17 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                      anonymous=anonymous)
     gate.mcp_server = server  # for announce_changes (tools/list_changed to listeners)
     return gate
+
+
+def page_app(invoker: ToolInvoker, *, token: str, sessions: WebSessions,
+             stopping: threading.Event | None = None) -> TokenGate:
+    """The approval page and its API alone, for loopback (``toolkeeper serve --stdio``: the
+    client speaks MCP over stdio, a person decides in a browser)."""
+    from starlette.applications import Starlette
+
+    store = invoker.approvals.store
+    if not isinstance(store, SqliteApprovalStore):
+        raise TypeError("the approval page needs the invoker's approval store")
+    inner = Starlette(routes=web_routes(store, invoker.audit, sessions, stopping=stopping,
+                                        catalog=invoker.registry))
+    return TokenGate(inner, token, sessions=sessions, hosts=LOOPBACK, protected=("/api",))
