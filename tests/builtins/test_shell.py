@@ -281,3 +281,29 @@ def test_a_command_line_too_long_to_run_is_a_clear_error_not_a_raw_exception(ws:
 
     with pytest.raises(InvalidArgumentsError, match="the command line is too long"):
         run(shell(ws), "echo " + "x" * 300_000)
+
+
+def test_protected_files_are_hidden_from_commands_not_only_kept_unchanged(ws: Path) -> None:
+    """The file tools refuse to read them; so does the shell (one rule set)."""
+    secrets = {".git/config": "[core]\n\tfsmonitor = CONFIG-SECRET\n", "toolkeeper.db": "DB-SECRET",
+               "toolkeeper.db-wal": "WAL-SECRET", ".git/hooks/pre-commit": "HOOK-SECRET",
+               ".envrc": "ENVRC-SECRET", ".claude/settings.json": "CLAUDE-SECRET"}
+    for rel, text in secrets.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    (ws / ".git" / "HEAD").write_text("ref: main\n")
+    from ..workspaces import hand_over
+
+    hand_over(ws)
+    out = run(shell(ws), " ; ".join(f"cat {rel}" for rel in secrets)
+              + " ; ls .git/hooks .claude ; cat .git/HEAD ; echo done")
+    assert "SECRET" not in out and "ref: main" in out and "done" in out
+    assert all(f"cat: {rel}: " in out for rel in secrets)  # denied, or not in an empty dir
+    assert (ws / "toolkeeper.db-wal").read_text() == "WAL-SECRET"
+
+
+def test_a_file_a_wildcard_rule_protects_is_removed_when_a_command_creates_it(ws: Path) -> None:
+    out = run(shell(ws), "echo x > toolkeeper.db-shm; echo ok > notes.txt")
+    assert not (ws / "toolkeeper.db-shm").exists()
+    assert "created protected paths (toolkeeper.db-shm)" in out
+    assert (ws / "notes.txt").read_text() == "ok\n"

@@ -110,3 +110,15 @@ def test_clean_up_never_follows_a_planted_symlink_out_of_the_workspace(ws: Path)
     assert "planted" in out and "created protected paths (.git)" in out
     assert (repo / "config").read_text() == "[core]\n" and (repo / "hooks").is_dir()
     assert not (ws / ".git").is_symlink()
+
+
+def test_commands_are_refused_while_a_protected_path_exists_landlock_cannot_hide_it(ws: Path
+                                                                                    ) -> None:
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n\tfsmonitor = CONFIG-SECRET\n")
+    hand_over(ws)
+    with pytest.raises(PolicyViolationError) as refused:
+        run(tool(ws), "cat .git/config; echo '[alias]' >> .git/config")
+    message = str(refused.value)
+    assert "\n" not in message and ".git/config" in message and "bubblewrap" in message
+    assert (ws / ".git" / "config").read_text() == "[core]\n\tfsmonitor = CONFIG-SECRET\n"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from typing import Any
 
 from ..core.metadata import ToolMetadata
@@ -21,8 +20,8 @@ from ..sandbox import (
     probe,
 )
 from ..tools.tool import Tool
-from .fs import Workspace, lstat_beneath, remove_beneath
 from .policy import SecurityPolicy
+from .protected import Protection, removed_note
 
 __all__ = ["command_words", "sandbox_blocker", "shell_tool"]
 
@@ -129,48 +128,6 @@ def sandbox_blocker(policy: SecurityPolicy, sandbox: Sandbox | None = None
     return None
 
 
-_State = dict[str, tuple[str, int, int, int] | None]
-
-
-def _protected_state(ws: Workspace, policy: SecurityPolicy) -> _State:
-    """For each protected path: the entry that stands for it (itself, or the first symlink or
-    file on the way) with its identity, or ``None`` when it is absent. Read through directory
-    fds only: after a command has run, the workspace is hostile."""
-    state: _State = {}
-    for rel in policy.protected_paths():
-        found = lstat_beneath(ws.fd, rel)
-        state[rel] = None if found is None else (
-            found[0], found[1].st_dev, found[1].st_ino, stat.S_IFMT(found[1].st_mode))
-    return state
-
-
-def _bindable(state: _State) -> list[str]:
-    """The existing protected paths reached through real directories and not symlinks
-    themselves: a bind follows symlinks, and must never bring in a path from outside."""
-    return [rel for rel, now in state.items()
-            if now is not None and now[0] == rel and now[3] != stat.S_IFLNK]
-
-
-def _remove_created(ws: Workspace, policy: SecurityPolicy, before: _State) -> list[str]:
-    """Remove what the command created at protected paths (they may not have existed, so a
-    bind could not guard them): the path itself, or the symlink planted on the way to it —
-    unlinked, never followed. Returns the entries removed (or why one could not be)."""
-    removed: list[str] = []
-    for rel, now in _protected_state(ws, policy).items():
-        if now is None or before.get(rel) is not None:
-            continue
-        entry, kind = now[0], now[3]
-        if (entry != rel and kind != stat.S_IFLNK) or entry in removed:
-            continue  # a file where a directory would be: the path cannot exist below it
-        try:
-            aside = remove_beneath(ws.fd, entry)
-        except OSError as exc:
-            removed.append(f"{entry} (could not be removed: {exc.strerror}; remove it by hand)")
-            continue
-        removed.append(entry if aside is None else f"{entry} (moved to {aside})")
-    return removed
-
-
 def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
     """The ``shell`` tool bound to ``policy``: one sandbox per call (``sandbox``, by default
     the best backend of this host); without one it is refused, unless
@@ -180,7 +137,7 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
     blocker = sandbox_blocker(policy, sandbox)
     runner: Sandbox | None = sandbox if blocker is None else (
         UnconfinedSandbox() if policy.allow_unconfined else None)
-    ws = Workspace(policy.workspace)
+    protection = Protection(policy)
 
     def shell(command: str, approved: bool = False) -> str:
         """Run a shell command line in the workspace (sandboxed, no network by default).
@@ -201,14 +158,15 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
                 tool_name="shell", details={"rule": "sandbox"})
         _check(command, policy, confined=runner.confined)
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
-        before = _protected_state(ws, policy)
+        before = protection.state()
+        # Unconfined, every host path is reachable anyway and every call is approved.
+        hidden = protection.prepare(runner, before, tool="shell") if runner.confined else ()
         limits = Limits(cpu_s=max(1, int(policy.shell_timeout_s) + 1),
                         memory=policy.max_memory_bytes)
         try:
             result = runner.run(policy.workspace, ["/bin/sh", "-c", command], RunOptions(
                 timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes,
-                network=policy.network, env=env, limits=limits,
-                read_only=_bindable(before) if runner.protects_paths else ()))
+                network=policy.network, env=env, limits=limits, hidden=hidden))
         except OSError as exc:
             if exc.errno == errno.E2BIG:
                 raise InvalidArgumentsError(
@@ -218,7 +176,7 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
             raise SandboxLimitError(f"the command could not be started: {exc.strerror or exc}",
                                     tool_name="shell") from exc
         finally:
-            created = _remove_created(ws, policy, before)
+            created = protection.remove_created(before)
         return _report(result, policy, created)
 
     metadata = ToolMetadata(
@@ -246,7 +204,6 @@ def _report(result: SandboxResult, policy: SecurityPolicy, created: list[str]) -
         text += (f"\n[killed: the command went over its memory limit of "
                  f"{policy.max_memory_bytes >> 20} MiB (rule security.max_memory_mb)]")
     if created:
-        text += (f"\n[refused: the command created protected paths ({', '.join(created)}); "
-                 "they were removed (rule security.forbidden_paths)]")
+        text += "\n" + removed_note("the command", created)
     code = f"[exit code {result.exit_code}]"
     return f"{text}\n{code}" if text else code

@@ -10,6 +10,7 @@ the best one this host offers.
 
 from .base import (
     UNPRIVILEGED_UID,
+    HiddenPath,
     Limits,
     RunOptions,
     Sandbox,
@@ -24,7 +25,7 @@ from .limits import exec_helpers
 from .process import run_helper
 from .unconfined import UnconfinedSandbox
 
-__all__ = ["UNPRIVILEGED_UID", "BubblewrapSandbox", "LandlockSandbox", "Limits", "RunOptions",
-           "Sandbox",
+__all__ = ["UNPRIVILEGED_UID", "BubblewrapSandbox", "HiddenPath", "LandlockSandbox", "Limits",
+           "RunOptions", "Sandbox",
            "SandboxReport", "SandboxResult", "SharedPath", "UnconfinedSandbox", "default_sandbox",
            "exec_helpers", "landlock_abi", "probe", "probe_bwrap", "run_helper"]

@@ -14,12 +14,14 @@ __all__ = [
     "CONCURRENT_CALLS",
     "SYSTEM_PATH",
     "UNPRIVILEGED_UID",
+    "HiddenPath",
     "Limits",
     "RunOptions",
     "Sandbox",
     "SandboxReport",
     "SandboxResult",
     "SharedPath",
+    "check_hidden",
     "check_shared",
 ]
 
@@ -56,23 +58,50 @@ class SandboxReport:
 
 
 @dataclass(frozen=True)
+class HiddenPath:
+    """An existing entry below a mounted directory that the command may neither read nor
+    change, rename or remove: a file is covered by an unopenable device, a directory by an
+    empty read-only one.
+
+    ``rel`` must have been checked by the caller through directory fds (reached through real
+    directories, not a symlink itself); the backend opens its parents without following any
+    symlink and fails the run rather than hide something else."""
+
+    rel: str
+    directory: bool = False
+
+
+@dataclass(frozen=True)
 class SharedPath:
-    """A host directory the command sees at the same path: read-only unless ``writable``.
+    """A host directory the command sees at the same path: read-only unless ``writable``,
+    with ``hidden`` entries below it covered (a backend that cannot hide refuses).
 
     The command runs as an unprivileged user when the host is root, so that user must be
     able to read (or write) it."""
 
     path: Path
     writable: bool = False
+    hidden: tuple[HiddenPath, ...] = ()
 
 
 def check_shared(shared: Sequence[SharedPath]) -> None:
-    """Refuse a shared path that is not an existing absolute directory, or is ``/``."""
+    """Refuse a shared path that is not an existing absolute directory, or is ``/``, or hides
+    a path that is not plainly below it."""
     for item in shared:
         path = Path(item.path)
         if not path.is_absolute() or path == Path("/") or not path.is_dir():
             raise UsageError(f"a shared path must be an existing absolute directory other than "
                              f"/ (got {str(path)!r})")
+        check_hidden(item.hidden)
+
+
+def check_hidden(hidden: Sequence[HiddenPath]) -> None:
+    """Refuse a hidden path that is not a plain relative path (no ``.``, ``..`` or empty
+    part): it must name an entry below its mount, never the mount itself or above it."""
+    for item in hidden:
+        parts = item.rel.split("/")
+        if not item.rel or any(p in ("", ".", "..") or "\x00" in p for p in parts):
+            raise UsageError(f"a hidden path must be a plain relative path (got {item.rel!r})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +114,8 @@ class RunOptions:
         network: Whether the command may use the network.
         env: Environment variables besides PATH, HOME and LANG.
         limits: Resource limits (CPU, memory, processes, files).
-        read_only: Existing workspace paths the command must not change.
+        hidden: Existing workspace entries the command may neither read nor change
+            (``HiddenPath``); a backend that cannot hide them refuses.
         pass_fds: Open file descriptors the command inherits (a private channel, such as code
             mode's bridge socket); a backend that cannot pass them refuses.
         shared: Host directories besides the workspace the command may see (``SharedPath``).
@@ -98,7 +128,7 @@ class RunOptions:
     network: bool = False
     env: Mapping[str, str] | None = None
     limits: Limits | None = None
-    read_only: Sequence[str] = ()
+    hidden: Sequence[HiddenPath] = ()
     pass_fds: Sequence[int] = ()
     shared: Sequence[SharedPath] = ()
     cancel: threading.Event | None = None
@@ -123,7 +153,8 @@ class Sandbox(Protocol):
     confined: ClassVar[bool]
     """Whether the command is kept away from the host (``False`` only for ``unconfined``)."""
     protects_paths: ClassVar[bool]
-    """Whether ``read_only`` workspace paths can be kept unchanged by the command."""
+    """Whether entries below a mounted directory can be hidden from the command
+    (``RunOptions.hidden``, ``SharedPath.hidden``)."""
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:

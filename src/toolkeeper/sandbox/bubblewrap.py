@@ -22,11 +22,13 @@ from typing import ClassVar
 
 from .base import (
     SYSTEM_PATH,
+    HiddenPath,
     Limits,
     RunOptions,
     SandboxReport,
     SandboxResult,
     SharedPath,
+    check_hidden,
     check_shared,
 )
 from .process import run_process
@@ -35,35 +37,92 @@ from .seccomp import bpf_fd
 __all__ = ["BubblewrapSandbox", "bwrap_argv", "probe_bwrap", "run_confined"]
 
 
-def _pinned_binds(workspace: Path, read_only: Sequence[str]) -> list[str]:
-    """Bind each ``read_only`` path read-only over itself, after binding every directory between
-    it and the workspace root over itself: a mount point cannot be renamed or removed, so the
-    command cannot move ``.git`` aside and put a fresh ``.git/config`` in its place."""
-    parents: list[str] = []
-    for rel in read_only:
-        parts = Path(rel).parts
-        for depth in range(1, len(parts)):
-            parent = "/".join(parts[:depth])
-            if parent not in parents:
-                parents.append(parent)
-    return [*[arg for rel in parents
-              for arg in ("--bind", str(workspace / rel), f"/workspace/{rel}")],
-            *[arg for rel in read_only
-              for arg in ("--ro-bind", str(workspace / rel), f"/workspace/{rel}")]]
+def _outermost(hidden: Sequence[HiddenPath]) -> list[HiddenPath]:
+    """The hidden entries not below another hidden directory (already out of sight)."""
+    dirs = {h.rel for h in hidden if h.directory}
+    return [h for h in dict.fromkeys(hidden)
+            if not any(h.rel.startswith(d + "/") for d in dirs if d != h.rel)]
 
 
-def _shared_binds(shared: Sequence[SharedPath]) -> list[str]:
-    """Each shared host directory at its own path: ``--ro-bind`` unless writable."""
+def _open_parents(root: Path, rels: Sequence[str]) -> list[int]:
+    """An ``O_PATH`` fd of each directory ``rels`` names below ``root``, walked one name at a
+    time without following any symlink (``O_NOFOLLOW | O_DIRECTORY``): a directory swapped
+    for a symlink after the caller's check fails the run instead of binding what it points to.
+    """
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds: list[int] = []
+    try:
+        for rel in rels:
+            fd = os.open(root, flags)
+            try:
+                for part in rel.split("/"):
+                    step = os.open(part, flags, dir_fd=fd)
+                    os.close(fd)
+                    fd = step
+            except BaseException:
+                os.close(fd)
+                raise
+            fds.append(fd)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds
+
+
+def _hiding(root: Path, inside: str, hidden: Sequence[HiddenPath], *, writable: bool
+            ) -> tuple[list[str], list[int]]:
+    """bwrap arguments that hide ``hidden`` below ``root`` (mounted at ``inside``), and the
+    fds they pass (closed by the caller once bwrap has started).
+
+    Every directory between ``root`` and a hidden entry is first bound over itself, from an fd
+    (read-only in a read-only mount): a mount point cannot be renamed or removed, so the
+    command cannot move ``.git`` aside and put a fresh ``.git/config`` in its place. Then a
+    file is covered by ``/dev/null`` (bound without devices: it cannot even be opened) and a
+    directory by an empty read-only tmpfs."""
+    check_hidden(hidden)
+    entries = _outermost(hidden)
+    parents = list(dict.fromkeys("/".join(parts[:depth]) for h in entries
+                                 for parts in [h.rel.split("/")]
+                                 for depth in range(1, len(parts))))
+    fds = _open_parents(root, parents)
+    args = [arg for rel, fd in zip(parents, fds, strict=True)
+            for arg in ("--bind-fd" if writable else "--ro-bind-fd", str(fd), f"{inside}/{rel}")]
+    for item in entries:
+        dest = f"{inside}/{item.rel}"
+        args += (["--perms", "0555", "--size", "4096", "--tmpfs", dest, "--remount-ro", dest]
+                 if item.directory else ["--ro-bind", "/dev/null", dest])
+    return args, fds
+
+
+def _mounts(workspace: Path, hidden: Sequence[HiddenPath], shared: Sequence[SharedPath]
+            ) -> tuple[list[str], list[int]]:
+    """The workspace's hiding binds, then each shared host directory at its own path
+    (``--ro-bind`` unless writable) with its own; and the fds they pass."""
     check_shared(shared)
-    return [arg for item in shared
-            for arg in ("--bind" if item.writable else "--ro-bind", str(item.path), str(item.path))]
+    args, fds = [], []
+    try:
+        for root, inside, covered, writable in [
+                (workspace, "/workspace", hidden, True),
+                *[(item.path, str(item.path), item.hidden, item.writable) for item in shared]]:
+            if inside != "/workspace":
+                args += ["--bind" if writable else "--ro-bind", str(root), inside]
+            more, opened = _hiding(Path(root), inside, covered, writable=writable)
+            args += more
+            fds += opened
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return args, fds
 
 
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
-               seccomp_fd: int | None = None, read_only: Sequence[str] = (),
-               info_fd: int | None = None, shared: Sequence[SharedPath] = ()) -> list[str]:
-    """The bwrap command line of the strict profile."""
+               seccomp_fd: int | None = None, info_fd: int | None = None,
+               mounts: Sequence[str] = ()) -> list[str]:
+    """The bwrap command line of the strict profile; ``mounts`` go after the workspace's bind
+    (``_mounts``: hidden entries and shared directories)."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
     if info_fd is not None:
@@ -78,9 +137,7 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
              "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
              "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
              "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-             "--bind", str(workspace), "/workspace",
-             *_pinned_binds(workspace, read_only),
-             *_shared_binds(shared),
+             "--bind", str(workspace), "/workspace", *mounts,
              "--chdir", "/workspace" if cwd in ("", ".") else f"/workspace/{cwd}",
              "--clearenv", "--setenv", "PATH", SYSTEM_PATH, "--setenv", "HOME", "/workspace",
              "--setenv", "LANG", "C.UTF-8", "--hostname", "sandbox"]
@@ -92,20 +149,27 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
 def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
-                 read_only: Sequence[str] = (), pass_fds: Sequence[int] = (),
+                 hidden: Sequence[HiddenPath] = (), pass_fds: Sequence[int] = (),
                  shared: Sequence[SharedPath] = (),
                  cancel: threading.Event | None = None) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout.
 
-    ``read_only`` lists existing workspace paths bound read-only over themselves.
+    ``hidden`` lists existing workspace entries the command may neither read nor change.
     """
     check_shared(shared)  # refuse a bad shared path before any fd is open
-    filter_fd = bpf_fd(network)
-    info_read, info_write = os.pipe()
+    check_hidden(hidden)
+    mounts, mount_fds = _mounts(workspace, hidden, shared)
+    try:
+        filter_fd = bpf_fd(network)
+        info_read, info_write = os.pipe()
+    except BaseException:
+        for fd in mount_fds:
+            os.close(fd)
+        raise
     argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,
-                      seccomp_fd=filter_fd, read_only=read_only, info_fd=info_write,
-                      shared=shared)
-    passed = (info_write,) if filter_fd is None else (info_write, filter_fd)
+                      seccomp_fd=filter_fd, info_fd=info_write, mounts=mounts)
+    passed = (info_write, *mount_fds) if filter_fd is None else (
+        info_write, filter_fd, *mount_fds)
     try:
         return run_process(argv, cwd=None, env={"PATH": SYSTEM_PATH}, timeout_s=timeout_s,
                     output_cap=output_cap, limits=limits, pass_fds=(*passed, *pass_fds),
@@ -146,6 +210,6 @@ class BubblewrapSandbox:
             ) -> SandboxResult:
         return run_confined(workspace, command, timeout_s=options.timeout_s,
                             output_cap=options.output_cap, network=options.network,
-                            env=options.env, limits=options.limits, read_only=options.read_only,
+                            env=options.env, limits=options.limits, hidden=options.hidden,
                             pass_fds=options.pass_fds, shared=options.shared,
                             cancel=options.cancel)

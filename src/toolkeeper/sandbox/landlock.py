@@ -155,8 +155,10 @@ def _stop_launcher(proc: subprocess.Popen[bytes]) -> None:
 class LandlockSandbox:
     """Landlock + seccomp + rlimits under a subreaper launcher (see ``run_landlocked``).
 
-    Landlock rules grant rights on whole trees, so paths inside the writable workspace cannot
-    be carved out: ``read_only`` is refused rather than dropped.
+    Landlock rules grant rights on whole trees, so entries inside an allowed tree cannot be
+    carved out: ``hidden`` paths (of the workspace or a shared path) are refused rather than
+    dropped. Callers check ``protects_paths`` first (``builtins.protected`` refuses a run
+    while a protected path exists).
     """
 
     name: ClassVar[str] = "landlock"
@@ -165,9 +167,11 @@ class LandlockSandbox:
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:
-        if options.read_only:
-            raise UsageError("the Landlock sandbox cannot keep workspace paths read-only "
-                             f"({', '.join(options.read_only)}); check protects_paths first")
+        hidden = [h.rel for h in options.hidden] + [
+            h.rel for item in options.shared for h in item.hidden]
+        if hidden:
+            raise UsageError("the Landlock sandbox cannot hide paths inside an allowed tree "
+                             f"({', '.join(hidden)}); check protects_paths first")
         return run_landlocked(workspace, command, timeout_s=options.timeout_s,
                               output_cap=options.output_cap, network=options.network,
                               env=options.env, limits=options.limits,

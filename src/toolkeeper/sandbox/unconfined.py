@@ -38,8 +38,8 @@ class UnconfinedSandbox:
         if options.pass_fds:
             raise UsageError("running without a sandbox cannot hand file descriptors to the command; use "
                              "bubblewrap")
-        if options.read_only:
-            raise UsageError("without a sandbox, workspace paths cannot be kept read-only")
+        if options.hidden:
+            raise UsageError("without a sandbox, workspace paths cannot be hidden")
         if options.shared:
             raise UsageError("without a sandbox every host path is reachable; shared paths "
                              "cannot be limited")
