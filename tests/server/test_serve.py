@@ -86,8 +86,10 @@ async def test_an_mcp_client_lists_and_calls_through_the_governed_door(
     with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
         (state,) = db.execute("SELECT state FROM approvals WHERE tool = 'broadcast_alert'").fetchone()
         audited = [r[0] for r in db.execute("SELECT tool FROM audit ORDER BY rowid")]
+        call_ids = [r[0] for r in db.execute("SELECT call_id FROM audit")]
     assert state == "pending"  # stored: it survives a restart, to be decided and resumed
     assert audited == ["get_forecast", "get_forecast", "broadcast_alert"]
+    assert len(set(call_ids)) == 3 and all(c.startswith("mcp_") for c in call_ids)
 
 
 @pytest.mark.parametrize(("headers", "status"), [

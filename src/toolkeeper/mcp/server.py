@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import secrets
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
@@ -116,8 +117,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         _remember(server, ctx)
         exported = exported_for(params.name)
-        (call,) = exported.parse({"method": "tools/call", "params": {
-            "name": params.name, "arguments": params.arguments or {}}})
+        (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
+                                  "params": {"name": params.name,
+                                             "arguments": params.arguments or {}}})
         in_session = session_for(ctx)
         # Progress goes back on this request (the SDK drops it when the client gave no token).
         report = getattr(getattr(ctx, "session", None), "report_progress", None)
