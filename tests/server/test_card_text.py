@@ -88,7 +88,7 @@ def test_any_text_renders_as_itself_with_only_marks_for_markup(text: str) -> Non
         lines.pop()
     for line, raw in zip(_lines(block), lines, strict=True):
         shown, tags = _shown(line.html)
-        assert set(tags) <= {"mark"}
+        assert set(tags) <= {"mark", "wbr"}
         assert shown == _escaped(raw)
         line.html.encode("utf-8")  # no lone surrogate reaches the response
 
@@ -117,7 +117,8 @@ def test_a_very_long_line_is_folded_inside_its_line_and_kept_whole() -> None:
     huge = "A" * (5 * 1024 * 1024) + "\u200b"
     block = text_block("blob", huge, anchor="h")
     (line,) = _lines(block)
-    assert len(line.html) == LONG_LINE
+    assert len(_shown(line.html)[0]) == LONG_LINE
+    assert line.html.count("<wbr>") == LONG_LINE // 2000  # break opportunities, no text
     assert line.more_note.startswith(f"line 1 goes on for {len(huge) - LONG_LINE:,} more")
     assert _shown(line.html)[0] + _shown(line.more_html)[0] == "A" * (5 * 1024 * 1024) + "\\u200b"
     (flag,) = block.flags

@@ -215,7 +215,7 @@ def test_the_generic_view_gives_multi_line_strings_their_own_block() -> None:
     assert isinstance(url, UrlSection) and url.url == "https://example.com/hook"
     assert isinstance(rows, RowsSection) and rows.rows == [
         ("url", '"https://example.com/hook"'), ("n", "1"), ("s", '"1"'),
-        ("script", "↓ text below: 2 lines, 11 characters"),
+        ("script", "(text, 2 lines and 11 characters: its own block below)"),
         ("nested.list[0]", "true"), ("nested.list[1]", "null"), ("nested.empty", "{}")]
     assert isinstance(script, TextSection) and (script.title, script.text) == (
         "script", "set -e\nmake")

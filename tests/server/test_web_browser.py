@@ -54,22 +54,25 @@ def _page(browser: Any, login: str | None = None, context: Any = None) -> Any:
     return page
 
 
-async def _call_async(url: str, arguments: dict[str, Any]) -> Any:
+async def _call_async(url: str, arguments: dict[str, Any], tool: str = "broadcast_alert"
+                      ) -> Any:
     async with _client(url) as client:
-        return await client.call_tool("broadcast_alert", arguments)
+        return await client.call_tool(tool, arguments)
 
 
 class _Call(threading.Thread):
     """An MCP client's call in its own thread (Playwright's sync API owns this one's loop)."""
 
-    def __init__(self, url: str, arguments: dict[str, Any]) -> None:
+    def __init__(self, url: str, arguments: dict[str, Any], tool: str = "broadcast_alert"
+                 ) -> None:
         super().__init__(daemon=True)
         self.url, self.arguments, self.result, self.error = url, arguments, None, None
+        self.tool = tool
         self.start()
 
     def run(self) -> None:
         try:
-            self.result = anyio.run(_call_async, self.url, self.arguments)
+            self.result = anyio.run(_call_async, self.url, self.arguments, self.tool)
         except BaseException as exc:  # reported by the test
             self.error = exc
 

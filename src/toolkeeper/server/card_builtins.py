@@ -69,8 +69,8 @@ def generic_sections(arguments: dict[str, Any], *, skip: frozenset[str] = frozen
     for path, value in _leaves(shown):
         if isinstance(value, str) and ("\n" in value or len(value) > BLOCK_CHARS):
             lines = value.count("\n") + 1
-            rows.append((path, f"↓ text below: {lines:,} line{'s' if lines > 1 else ''}, "
-                               f"{len(value):,} characters"))
+            rows.append((path, f"(text, {lines:,} line{'s' if lines > 1 else ''} and "
+                               f"{len(value):,} characters: its own block below)"))
             blocks.append(TextSection(title=path, text=value))
         else:
             rows.append((path, _literal(value)))

@@ -36,6 +36,7 @@ SHOWN_CHARS = 100_000
 LONG_LINE = 5_000
 MAX_FLAGS = 50
 CONTEXT = 3
+WBR = 2_000
 DIFF_MAX_LINES = 20_000
 DIFF_MAX_CHARS = 4_000_000
 
@@ -44,6 +45,15 @@ _ODD = re.compile(r"[^\t\x20-\x7e]+")
 # by NFKC instead).
 _LOOKALIKES = dict(zip("аеорсухіјѕԁӏһԛԝвкмнтАВЕКМНОРСТХУІЈЅΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντ",
                        "aeopcyxijsdlhqwBKMHTABEKMHOPCTXYIJSABEZHIKMNOPTYXovt", strict=True))
+
+
+def _html(text: str) -> str:
+    """``text`` escaped, with a ``<wbr>`` every ``WBR`` characters: chromium stops wrapping a
+    text node of a few million characters (measured: 5 MB of one letter laid out 5.5 million
+    pixels wide), and a break opportunity adds no text."""
+    if len(text) <= WBR:
+        return html.escape(text)
+    return "<wbr>".join(html.escape(text[i:i + WBR]) for i in range(0, len(text), WBR))
 
 
 def _escape(char: str) -> str:
@@ -128,14 +138,14 @@ class _Marker:
         out: list[str] = []
         pos = 0
         for match in _ODD.finditer(text):
-            out.append(html.escape(text[pos:match.start()]))
+            out.append(_html(text[pos:match.start()]))
             pos = match.end()
             column = start + match.start() + 1
             for printable, chars in itertools.groupby(match.group(), str.isprintable):
                 run = "".join(chars)
                 out.append(self._mark(run, "na" if printable else "esc", where, column, anchor))
                 column += len(run)
-        out.append(html.escape(text[pos:]))
+        out.append(_html(text[pos:]))
         return "".join(out), len(out) > 1
 
     def _mark(self, run: str, kind: str, where: str, column: int, anchor: str) -> str:
@@ -154,7 +164,7 @@ class _Marker:
         else:
             self.other += len(run)
         return (f'<mark class="{kind}" title="{html.escape(title)}">'
-                f"{html.escape(shown)}</mark>")
+                f"{_html(shown)}</mark>")
 
     def line(self, text: str, *, where: str, anchor: str, number: str = "", old: str = "",
              sign: str = "") -> Line:
@@ -334,11 +344,13 @@ def url_block(title: str, url: str, method: str, *, anchor: str, note: str = "")
     lines = []
     for n, (key, value) in enumerate(rows, 1):
         line = marker.line(value, where=key, anchor=f"{anchor}-R{n}")
-        lines.append(Line(line.html, html.escape(key), "", "", line.anchor, line.flagged,
+        key_html, _ = marker.html(key, f"name of {plain(key)}", 0, line.anchor)
+        lines.append(Line(line.html, key_html, "", "", line.anchor, line.flagged,
                           line.more_html, line.more_note))
     quiet = _Marker()  # the headline repeats the rows: marked, but flagged once (by the rows)
     host, _ = quiet.html(parsed.host, "host", 0, f"{anchor}-R1")
-    who = html.escape(parsed.userinfo.decode("ascii", "replace")) + "@" if parsed.userinfo else ""
+    who = html.escape(plain(parsed.userinfo.decode("ascii", "replace"))) + "@" \
+        if parsed.userinfo else ""
     port = f":{parsed.port}" if parsed.port is not None else ""
     rest = parsed.raw_path.decode("ascii", "replace")
     tail = f"#{parsed.fragment}" if parsed.fragment else ""
