@@ -23,6 +23,9 @@ from typing import Any, Literal
 
 import anyio
 
+from ..builtins.policy import SecurityPolicy
+from ..builtins.protected import Protection, removed_note
+from ..core.context import ToolContext
 from ..core.metadata import ToolMetadata
 from ..core.results import ToolResult
 from ..errors import UsageError
@@ -63,7 +66,13 @@ class ToolChainTool(Tool):
             cannot confine (``unconfined``) is refused.
         workspace: A host directory the script may read (at its own path; the script's
             global ``WORKSPACE`` names it). None by default: the script sees no host files.
-        writable: Whether the script may also change ``workspace``.
+        writable: Whether the script may also change ``workspace`` (never under a policy
+            whose ``autonomy`` or ``read_only`` says no writes).
+        security: The rules of the file tools and ``shell`` that the mount follows too: its
+            forbidden paths are hidden from the script (reading and writing them fails) and
+            whatever a script creates at one is removed after the run. By default a
+            ``SecurityPolicy`` for ``workspace`` with the default forbidden paths; its
+            workspace must be ``workspace``.
         warm: How many sandboxes to keep started ahead of runs (each serves one run; taking
             one starts its replacement). 0 (the default) starts one per run.
         idle_s: How long a pre-started sandbox may wait before it is replaced.
@@ -74,22 +83,31 @@ class ToolChainTool(Tool):
     _policy: ChainPolicy
     _sandbox: Sandbox | None
     _shared: tuple[SharedPath, ...]
+    _protection: Protection | None
     _pool: WarmPool
 
     def __init__(self, invoker: ToolInvoker, *, tools: Sequence[str] | None = None,
                  policy: ChainPolicy | None = None, sandbox: Sandbox | None = None,
                  workspace: str | Path | None = None, writable: bool = False, warm: int = 0,
-                 idle_s: float = 300.0) -> None:
+                 idle_s: float = 300.0, security: SecurityPolicy | None = None) -> None:
         if warm < 0 or idle_s <= 0:
             raise UsageError("warm must be 0 or more and idle_s more than 0")
         shared: tuple[SharedPath, ...] = ()
+        protection = None
         if workspace is not None:
             path = Path(workspace).resolve()
             if not path.is_dir():
                 raise UsageError(f"the code-mode workspace {str(path)!r} is not a directory")
+            if security is not None and security.workspace != path:
+                raise UsageError(f"the security policy is for {str(security.workspace)!r}, not "
+                                 f"the code-mode workspace {str(path)!r}; pass one for it")
+            security = security or SecurityPolicy(workspace=path)
+            writable = writable and not security.read_only and security.autonomy != "read_only"
             shared = (SharedPath(path, writable=writable),)
+            protection = Protection(security, path)
         self.__dict__.update(_invoker=invoker, _allowed=tuple(tools) if tools else None,
-                             _policy=policy or ChainPolicy(), _sandbox=sandbox, _shared=shared)
+                             _policy=policy or ChainPolicy(), _sandbox=sandbox, _shared=shared,
+                             _protection=protection)
         self.__dict__["_pool"] = WarmPool(warm, idle_s, self._start)
         super().__init__(name=NAME, description=self._describe(),
                          parameters={"type": "object", "properties": {"code": {
@@ -125,7 +143,9 @@ class ToolChainTool(Tool):
         if self._shared:
             access = "read-write" if self._shared[0].writable else "read-only"
             where = (f"without network; the only host files are the workspace at "
-                     f"{self._shared[0].path} ({access}; the global WORKSPACE names it)")
+                     f"{self._shared[0].path} ({access}; the global WORKSPACE names it; its "
+                     "protected paths such as .git/config, .git/hooks and .envrc cannot be "
+                     "read or written, and one the script creates is removed)")
         return ("Run a Python script that calls tools and combines their results, in a "
                 f"sandbox {where}. Call a tool as a function with keyword "
                 "arguments (or call_tool(name, {...})); it returns a result with .status, "
@@ -135,8 +155,11 @@ class ToolChainTool(Tool):
 
     # -- running -----------------------------------------------------------------------
 
-    async def _run_tool(self, code: str) -> ToolResult:
-        run = await self.run_chain(code)
+    def _ctx_param(self) -> str | None:
+        return "ctx"  # the call's context names the session (the client) the run belongs to
+
+    async def _run_tool(self, code: str, ctx: ToolContext | None = None) -> ToolResult:
+        run = await self.run_chain(code, session_id=ctx.session_id if ctx else None)
         trace = run.call_trace
         lines = [f"status: {run.status}", *(
             f"call {i}: {r.tool} → {r.status}" + (f" ({r.error_code})" if r.error_code else "")
@@ -167,12 +190,42 @@ class ToolChainTool(Tool):
         return sandbox
 
     def _start(self) -> Started:
-        policy = self._policy
+        policy, sandbox, protection = self._policy, self._sandbox_or_refuse(), self._protection
+        shared, before = self._shared, None
+        if protection is not None:  # what the mount hides is decided now, from fds
+            before = protection.state()
+            hidden = protection.hidden(before) if sandbox.protects_paths else ()
+            shared = tuple(SharedPath(s.path, s.writable, hidden) for s in shared)
         # the sandbox's own deadline is a backstop: the run's limit is kept by the host from
         # the moment a run takes the sandbox (a pre-started one may have waited idle_s)
-        return Started(self._sandbox_or_refuse(),
-                       timeout_s=self._pool.idle_s + policy.total_timeout_s + 5,
-                       cpu_s=int(policy.total_timeout_s) + 1, shared=self._shared)
+        return Started(sandbox, timeout_s=self._pool.idle_s + policy.total_timeout_s + 5,
+                       cpu_s=int(policy.total_timeout_s) + 1, shared=shared, before=before,
+                       clean=None if protection is None else protection.remove_created)
+
+    def _take(self, sandbox: Sandbox) -> Started:
+        """A sandbox for one run, claimed: a pre-started one if the mount's protected paths
+        are as they were when it started (else it would hide the wrong entries), or a new one.
+
+        Raises:
+            PolicyViolationError: the sandbox cannot hide paths (Landlock) and a protected
+                path exists in the mount.
+        """
+        protection = self._protection
+        if protection is not None:  # refused before anything starts, and again below
+            protection.prepare(sandbox, protection.state(), tool=NAME)
+        run = self._pool.take()
+        if run is not None and protection is not None and run.before != protection.state():
+            run.discard()
+            run = None
+        run = run or self._start()
+        try:
+            if protection is not None and run.before is not None:
+                protection.prepare(sandbox, run.before, tool=NAME)
+        except BaseException:
+            run.discard()
+            raise
+        run.claim()
+        return run
 
     def warm_up(self) -> None:
         """Start the pre-started sandboxes now rather than at the first run."""
@@ -182,24 +235,31 @@ class ToolChainTool(Tool):
         """Kill the pre-started sandboxes (they also die with this process)."""
         self._pool.close()
 
-    async def run_chain(self, code: str) -> ChainRunResult:
+    async def run_chain(self, code: str, *, session_id: str | None = None) -> ChainRunResult:
         """Run ``code`` once in a fresh sandbox; every call it makes goes through the invoker.
+
+        The run has its own session (budget, trace, pins) with the id ``session_id`` — the
+        session that called ``tool_chain``, so the script's calls are recorded, audited and
+        asked about under the client that ran it; a fresh id when ``None``.
 
         Raises:
             UsageError: no confining sandbox here, or ``code`` is not a string of at most
                 ``MAX_CODE_BYTES``.
+            PolicyViolationError: the sandbox cannot hide the mount's protected paths
+                (Landlock) and one exists.
         """
         if not isinstance(code, str) or len(code.encode("utf-8", "surrogatepass")
                                              ) > MAX_CODE_BYTES:
             raise UsageError(f"code must be a Python script of at most {MAX_CODE_BYTES} bytes; "
                              "split the work into smaller scripts")
-        self._sandbox_or_refuse()
+        sandbox = self._sandbox_or_refuse()
         policy = self._policy
         started = time.monotonic()
-        run = self._pool.take() or self._start()
+        run = self._take(sandbox)
         workspace = str(self._shared[0].path) if self._shared else None
         try:
-            async with self._invoker.open_session(chain=True) as session:
+            async with self._invoker.open_session(session_id=session_id, chain=True
+                                                  ) as session:
                 session.policy = policy  # this chain's limits: its budget, timeouts
                 bridge = Bridge(self, run.host, run.secret, session, code, workspace)
                 async with anyio.create_task_group() as group:
@@ -233,6 +293,9 @@ def _outcome(run: Started, bridge: Bridge, trace: tuple[Any, ...], started: floa
         text += ("\n" if text else "") + bridge.error
     elif status != "ok" and stderr:
         text += ("\n" if text else "") + stderr[-2000:]
-    return ChainRunResult(status=status, output_text=text[-16_000:], call_trace=trace,
+    text = text[-16_000:]
+    if run.removed:  # said after the cut: the model always reads it
+        text += ("\n" if text else "") + removed_note("the script", run.removed)
+    return ChainRunResult(status=status, output_text=text, call_trace=trace,
                           duration_ms=(time.monotonic() - started) * 1000,
                           value=bridge.value, files=tuple(bridge.files))

@@ -19,12 +19,13 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 
+from ..builtins.protected import ProtectedState
 from ..sandbox.base import Limits, RunOptions, Sandbox, SandboxResult, SharedPath
 from .prelude import PRELUDE
 
@@ -33,11 +34,23 @@ __all__ = ["PYTHON", "Started", "WarmPool"]
 PYTHON = "/usr/bin/python3"
 
 
+Clean = Callable[[ProtectedState], list[str]]
+
+
 class Started:
-    """A sandbox running the prelude in its own worker thread; ``host`` is the bridge's end."""
+    """A sandbox running the prelude in its own worker thread; ``host`` is the bridge's end.
+
+    ``before`` is the state of the mount's protected paths the sandbox was started from
+    (what it hides); once a run has claimed the sandbox, ``clean(before)`` runs in that
+    thread after every process of the sandbox is gone, and ``removed`` says what it removed.
+    """
 
     def __init__(self, sandbox: Sandbox, *, timeout_s: float, cpu_s: int,
-                 shared: Sequence[SharedPath] = ()) -> None:
+                 shared: Sequence[SharedPath] = (), before: ProtectedState | None = None,
+                 clean: Clean | None = None) -> None:
+        self.before, self._clean = before, clean
+        self.claimed = False
+        self.removed: list[str] = []
         self.host, child = socket.socketpair()
         self.secret = secrets.token_hex(16)
         self.scratch = tempfile.TemporaryDirectory(prefix="toolkeeper-chain-")
@@ -66,6 +79,11 @@ class Started:
             self.failure = exc
         finally:
             child.close()
+            if self.claimed and self._clean is not None and self.before is not None:
+                try:
+                    self.removed = self._clean(self.before)
+                except Exception as exc:  # said in the answer; the thread must still finish
+                    self.removed = [f"(the clean-up failed: {exc}; check the workspace)"]
             with contextlib.suppress(OSError):
                 self.scratch.cleanup()  # never read: whatever the script left there goes
             with self._wakers_lock:
@@ -114,6 +132,11 @@ class Started:
                     with self._wakers_lock, contextlib.suppress(ValueError):
                         self._wakers.remove(wake)
         return self.finished.is_set()
+
+    def claim(self) -> None:
+        """Mark the sandbox as running a script: what it leaves at protected paths is
+        cleaned up after it (a pre-started one never claimed has run nothing)."""
+        self.claimed = True
 
     def discard(self) -> None:
         """Kill the sandbox (within ~0.1 s) and close the host's end of the bridge."""

@@ -1,0 +1,183 @@
+"""Code mode's workspace mount follows the file tools' rules: protected and forbidden paths
+(``.git/config``, hooks, ``.envrc``, ``.mcp.json``, toolkeeper's own files, ``toolkeeper.db-*``)
+are hidden from a script, read-only or writable, and what a script creates at one is removed
+after the run — with the real sandbox, the same cases as ``tests/builtins/test_files.py``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import PolicyViolationError, ToolInvoker, tool
+from toolkeeper.builtins.policy import SecurityPolicy
+from toolkeeper.codemode import ToolChainTool
+from toolkeeper.sandbox import LandlockSandbox
+
+from ..workspaces import hand_over
+
+pytestmark = pytest.mark.anyio
+
+SECRETS = {".git/config": "[core]\n\tfsmonitor = GIT-CONFIG-SECRET\n",
+           ".git/hooks/pre-commit": "#!/bin/sh\necho HOOK-SECRET\n",
+           "toolkeeper.db": "DB-SECRET", "toolkeeper.db-wal": "WAL-SECRET",
+           "toolkeeper.toml": "TOML-SECRET", ".envrc": "ENVRC-SECRET",
+           ".mcp.json": "MCP-SECRET", ".claude/settings.json": "CLAUDE-SECRET"}
+ATTEMPT = """
+import os
+def attempt(rel, data=None):
+    path = os.path.join(WORKSPACE, rel)
+    try:
+        if data is None:
+            with open(path, 'rb') as f:
+                return f.read().decode()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'a') as f:
+            f.write(data)
+        return 'wrote'
+    except OSError as exc:
+        return type(exc).__name__
+"""
+
+
+@tool
+def word_count(text: str) -> int:
+    """Count words."""
+    return len(text.split())
+
+
+@pytest.fixture
+def project() -> Iterator[Path]:
+    """A directory the sandbox's unprivileged user can reach and write."""
+    with tempfile.TemporaryDirectory() as top:
+        os.chmod(top, 0o755)
+        path = Path(top) / "project"
+        path.mkdir()
+        yield path
+
+
+def _fill(project: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+    hand_over(project)
+
+
+def chain(project: Path, **options: object) -> ToolChainTool:
+    return ToolChainTool(ToolInvoker([word_count]), workspace=project, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("writable", [False, True], ids=["read-only", "writable"])
+async def test_a_script_cannot_read_a_protected_file_of_its_workspace(project: Path,
+                                                                     writable: bool) -> None:
+    _fill(project, {**SECRETS, "notes.txt": "ordinary notes", ".git/HEAD": "ref: main\n"})
+    run = await chain(project, writable=writable).run_chain(
+        ATTEMPT + f"result = {{rel: attempt(rel) for rel in {sorted(SECRETS)!r}}}\n"
+        "result['notes.txt'] = attempt('notes.txt')\nresult['.git/HEAD'] = attempt('.git/HEAD')\n"
+        "result['hooks'] = sorted(os.listdir(os.path.join(WORKSPACE, '.git/hooks')))")
+    assert run.status == "ok", run.output_text
+    assert "SECRET" not in str(run.value), run.value
+    assert run.value["notes.txt"] == "ordinary notes" and run.value[".git/HEAD"] == "ref: main\n"
+    assert run.value["hooks"] == []
+    # a covered file cannot be opened; a covered directory is empty
+    assert all(run.value[rel] in ("PermissionError", "FileNotFoundError") for rel in SECRETS)
+
+
+TARGETS = [".git/hooks/pre-commit", ".git/config", ".envrc", ".mcp.json", "toolkeeper.toml",
+           "toolkeeper.db-wal"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+async def test_a_script_cannot_change_an_existing_protected_file(project: Path, target: str
+                                                                 ) -> None:
+    _fill(project, {target: "ORIGINAL\n", "notes.txt": "a\n"})
+    run = await chain(project, writable=True).run_chain(
+        ATTEMPT + f"result = [attempt({target!r}, 'EVIL\\n'), attempt('notes.txt', 'b\\n')]")
+    assert run.status == "ok", run.output_text
+    assert run.value[0] in ("PermissionError", "OSError") and run.value[1] == "wrote"
+    assert (project / target).read_text() == "ORIGINAL\n"
+    assert (project / "notes.txt").read_text() == "a\nb\n"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+async def test_what_a_script_creates_at_a_protected_path_is_removed_and_said(
+        project: Path, target: str) -> None:
+    _fill(project, {"notes.txt": "a\n"})
+    run = await chain(project, writable=True).run_chain(
+        ATTEMPT + f"result = [attempt({target!r}, 'EVIL\\n'), attempt('notes.txt', 'b\\n')]")
+    assert run.status == "ok", run.output_text
+    assert run.value[1] == "wrote"
+    assert not (project / target).exists()
+    assert "they were removed (rule security.forbidden_paths)" in run.output_text
+    assert (target.split("/hooks")[0] if target.startswith(".git/hooks") else target
+            ) in run.output_text
+    assert (project / "notes.txt").read_text() == "a\nb\n"
+
+
+async def test_a_script_cannot_move_a_protected_files_directory_aside(project: Path) -> None:
+    _fill(project, {".git/config": "[core]\n", ".git/HEAD": "ref: main\n"})
+    run = await chain(project, writable=True).run_chain(
+        "import os\nos.chdir(WORKSPACE)\ntry:\n    os.rename('.git', 'moved')\n"
+        "    result = 'moved'\nexcept OSError as exc:\n    result = type(exc).__name__")
+    assert run.value == "OSError", run.value  # EBUSY: a mount point stays where it is
+    assert (project / ".git" / "config").read_text() == "[core]\n"
+    assert not (project / "moved").exists()
+
+
+async def test_a_planted_symlink_is_removed_and_never_followed(project: Path) -> None:
+    outside = project.parent / "other-repo" / ".git"
+    (outside / "hooks").mkdir(parents=True)
+    (outside / "config").write_text("[core]\n")
+    _fill(project, {})
+    run = await chain(project, writable=True).run_chain(
+        f"import os\nos.symlink({str(outside)!r}, os.path.join(WORKSPACE, '.git'))\nresult = 1")
+    assert run.value == 1, run.output_text
+    assert not (project / ".git").is_symlink() and not (project / ".git").exists()
+    assert (outside / "config").read_text() == "[core]\n" and (outside / "hooks").is_dir()
+
+
+async def test_the_security_policy_given_decides_what_is_protected(project: Path) -> None:
+    _fill(project, {"secrets/key.txt": "KEY-SECRET", ".envrc": "ENVRC-OPEN"})
+    policy = SecurityPolicy(workspace=project, forbidden_paths=("secrets",))
+    run = await chain(project, security=policy).run_chain(
+        ATTEMPT + "result = [attempt('secrets/key.txt'), attempt('.envrc')]")
+    assert run.value == ["FileNotFoundError", "ENVRC-OPEN"], run.output_text  # an empty dir
+
+
+async def test_a_warm_sandbox_started_before_a_protected_file_existed_is_not_used(
+        project: Path) -> None:
+    _fill(project, {})
+    warm = chain(project, warm=1)
+    warm.warm_up()
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text("LATE-SECRET")
+    try:
+        run = await warm.run_chain(ATTEMPT + "result = attempt('.git/config')")
+    finally:
+        warm.close()
+    assert run.value == "PermissionError", run.value
+    assert (project / ".git" / "config").read_text() == "LATE-SECRET"  # the host's stays
+
+
+async def test_under_landlock_a_mount_with_protected_files_is_refused_in_one_line(
+        project: Path) -> None:
+    _fill(project, {".git/config": "[core]\n\tfsmonitor = GIT-CONFIG-SECRET\n"})
+    with pytest.raises(PolicyViolationError) as refused:
+        await chain(project, sandbox=LandlockSandbox()).run_chain(
+            ATTEMPT + "result = attempt('.git/config')")
+    message = str(refused.value)
+    assert "\n" not in message and ".git/config" in message
+    assert "security.forbidden_paths" in message and "bubblewrap" in message
+
+
+async def test_under_landlock_what_a_script_creates_at_a_protected_path_is_removed(
+        project: Path) -> None:
+    _fill(project, {"notes.txt": "a\n"})
+    run = await chain(project, sandbox=LandlockSandbox(), writable=True).run_chain(
+        ATTEMPT + "result = [attempt('.envrc', 'EVIL'), attempt('notes.txt', 'b\\n')]")
+    assert run.value == ["wrote", "wrote"], run.output_text
+    assert not (project / ".envrc").exists() and "(.envrc)" in run.output_text
+    assert (project / "notes.txt").read_text() == "a\nb\n"
