@@ -47,6 +47,10 @@ class InvokerSession:
         """The last ``trace_limit`` records (all of them by default; a long-lived server's
         sessions keep a bounded window, the audit log keeps everything)."""
         self._pinned: list[str] = []
+        self._pin_owner = f"{self.id}#{secrets.token_urlsafe(9)}"
+        """Whom the store records the pins for: private to this object, since two sessions
+        may share an id (a code-mode run records its calls under its client's session id)
+        and one must never unpin the other's artifacts."""
         self._lock = threading.Lock()
         self.closed = False
 
@@ -113,7 +117,7 @@ class InvokerSession:
     def pin(self, ref: str) -> None:
         store = self.store
         if store is not None:
-            store.pin(ref, self.id)
+            store.pin(ref, self._pin_owner)
             with self._lock:
                 self._pinned.append(ref)
 
@@ -125,7 +129,7 @@ class InvokerSession:
             self.closed = True
         if store is not None:
             for ref in refs:
-                store.unpin(ref, self.id)
+                store.unpin(ref, self._pin_owner)
 
     async def __aenter__(self) -> InvokerSession:
         return self
