@@ -181,3 +181,15 @@ async def test_under_landlock_what_a_script_creates_at_a_protected_path_is_remov
     assert run.value == ["wrote", "wrote"], run.output_text
     assert not (project / ".envrc").exists() and "(.envrc)" in run.output_text
     assert (project / "notes.txt").read_text() == "a\nb\n"
+
+
+async def test_a_git_file_planted_to_point_git_elsewhere_is_removed(project: Path) -> None:
+    """``.git`` as a file (``gitdir: evil``) would make git read ``evil/config``: it stands on
+    the way to ``.git/config``, did not exist before, and goes."""
+    _fill(project, {})
+    run = await chain(project, writable=True).run_chain(
+        "import os\nos.chdir(WORKSPACE)\nos.makedirs('evil/hooks')\n"
+        "open('evil/config', 'w').write('[core]\\n\\tfsmonitor = touch /tmp/pwned\\n')\n"
+        "open('.git', 'w').write('gitdir: evil\\n')\nresult = 1")
+    assert run.value == 1, run.output_text
+    assert not (project / ".git").exists() and "(.git)" in run.output_text
