@@ -193,3 +193,22 @@ async def test_a_git_file_planted_to_point_git_elsewhere_is_removed(project: Pat
         "open('.git', 'w').write('gitdir: evil\\n')\nresult = 1")
     assert run.value == 1, run.output_text
     assert not (project / ".git").exists() and "(.git)" in run.output_text
+
+
+async def test_a_protected_file_the_host_saves_during_a_run_is_kept(project: Path) -> None:
+    """Hidden, the file was out of the script's reach: a new inode after the run is the
+    host's own save (an editor's rename), never removed as the script's."""
+    _fill(project, {".envrc": "export A=1\n"})
+
+    @tool
+    def save_envrc() -> str:
+        """The person edits .envrc on the host while the script runs."""
+        (project / ".envrc.new").write_text("export A=2\n")
+        (project / ".envrc.new").rename(project / ".envrc")
+        return "saved"
+
+    chained = ToolChainTool(ToolInvoker([save_envrc]), workspace=project, writable=True)
+    run = await chained.run_chain("result = save_envrc().text")
+    assert run.value == "saved", run.output_text
+    assert (project / ".envrc").read_text() == "export A=2\n"
+    assert "removed" not in run.output_text

@@ -115,12 +115,16 @@ class Protection:
     def remove_created(self, before: ProtectedState) -> list[str]:
         """Remove whatever stands for a protected path now and did not in ``before`` (the
         state the run started from): the path itself, or the symlink or file planted on the
-        way to it — unlinked, never followed. Call it only once every process of the run is
-        gone. Returns the entries removed (or why one could not be)."""
+        way to it — unlinked, never followed. A path that existed as itself is left alone: a
+        sandbox that hides kept the run away from it, so a change is the host's own (an
+        editor saving ``.envrc``). Call it only once every process of the run is gone.
+        Returns the entries removed (or why one could not be)."""
         removed: list[str] = []
         done: set[str] = set()
         for rel, now in self.state().items():
-            if now is None or now == before.get(rel) or now[0] in done:
+            was = before.get(rel)
+            if now is None or now == was or now[0] in done or (
+                    was is not None and was[0] == rel and was[3] != stat.S_IFLNK):
                 continue
             entry = now[0]
             done.add(entry)

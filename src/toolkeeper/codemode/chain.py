@@ -211,8 +211,8 @@ class ToolChainTool(Tool):
                 path exists in the mount.
         """
         protection = self._protection
-        if protection is not None:  # refused before anything starts, and again below
-            protection.prepare(sandbox, protection.state(), tool=NAME)
+        if protection is not None and not sandbox.protects_paths:
+            protection.prepare(sandbox, protection.state(), tool=NAME)  # before anything starts
         run = self._pool.take()
         if run is not None and protection is not None and run.before != protection.state():
             run.discard()
