@@ -275,3 +275,48 @@ def test_a_port_in_use_is_one_line(tmp_path: Path, agent_env: dict[str, str]) ->
     assert result.returncode == 2
     assert result.stderr.strip() == (f"error: port {port} is in use; pass --port N or "
                                      "--port 0")
+
+
+SCRIPT = """
+import os
+seen = []
+for path in PATHS:
+    try:
+        with open(path) as f:
+            seen.append(f.read())
+    except OSError as exc:
+        seen.append(type(exc).__name__)
+for root in (WORKSPACE, os.path.dirname(WORKSPACE), "/"):
+    try:
+        seen.append(" ".join(os.listdir(root)))
+    except OSError as exc:
+        seen.append(type(exc).__name__)
+print(seen)
+"""
+
+
+async def test_a_code_mode_script_reads_no_credential(
+        reachable: Path, agent_env: dict[str, str]) -> None:  # noqa: F811
+    project = reachable / "project"
+    project.mkdir()
+    (project / "canary.txt").write_text("canary-7f3\n")
+    (project / "toolkeeper.toml").write_text(
+        "[codemode]\nenabled = true\nworkspace = \"read\"\n")
+    hand_over(reachable)
+    proc = _serve(project, "--config", str(project / "toolkeeper.toml"), env=agent_env)
+    try:
+        url = _started(proc)[0].split()[3]
+        state = Path(agent_env["HOME"]) / ".local" / "state" / "toolkeeper"
+        _remember(url, state)
+        secrets = [(state / n).read_text().strip() for n in ("token", "client-token")]
+        paths = [str(state / "token"), str(state / "client-token"), str(project / "canary.txt"),
+                 str(project / "toolkeeper.toml")]
+        async with _client(url) as client:
+            ran = await client.call_tool("tool_chain", {
+                "code": f"PATHS = {paths!r}\n" + SCRIPT})
+        text = ran.content[0].text  # type: ignore[union-attr]
+        assert "canary-7f3" in text, text  # the script does read its workspace …
+        assert not any(s in text for s in secrets)  # … and no credential
+        assert "[codemode]" not in text  # nor the config (a protected path), hidden
+    finally:
+        _stop(proc)

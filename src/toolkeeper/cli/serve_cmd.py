@@ -23,7 +23,13 @@ from ..approval.pg import is_url
 from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
 from ..builtins import SecurityPolicy, default_tools
 from ..codemode import ToolChainTool
-from ..config import ToolkeeperConfig, all_tools_with_runtime, chain_policy, load_config
+from ..config import (
+    ToolkeeperConfig,
+    all_tools_with_runtime,
+    chain_policy,
+    load_config,
+    policy_from,
+)
 from ..errors import ConfigError, ToolkeeperError
 from ..hooks import HookEvent, HookManager
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
@@ -129,7 +135,8 @@ def serve(
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
                      stopping=stopping, public_hosts=public_host or (),
-                     anonymous=ANONYMOUS if auth == "none" else None)
+                     anonymous=ANONYMOUS if auth == "none" else None,
+                     ask_client=bool(settings and "client" in settings.approval.channels))
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
                   token_source=source)
@@ -234,7 +241,8 @@ def _code_mode(invoker: ToolInvoker, settings: ToolkeeperConfig) -> ToolChainToo
                                                "total_timeout_s": section.total_timeout_s})
     workspace = settings.security.workspace if section.workspace != "none" else None
     return ToolChainTool(invoker, tools=section.tools, policy=policy, workspace=workspace,
-                         writable=section.workspace == "write", warm=section.warm)
+                         writable=section.workspace == "write", warm=section.warm,
+                         security=policy_from(settings))  # the file tools' protected paths
 
 
 def _workspace(settings: ToolkeeperConfig | None, given: Path | None

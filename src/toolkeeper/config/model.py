@@ -6,12 +6,13 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
 
-__all__ = ["CodeModeSection", "MCPSection", "MCPServerConfig", "ToolkeeperConfig", "load_config"]
+__all__ = ["ApprovalSection", "CodeModeSection", "MCPSection", "MCPServerConfig",
+           "ToolkeeperConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -114,6 +115,25 @@ class CodeModeSection(_Section):
     total_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
 
+Channel = Literal["page", "client"]
+
+
+class ApprovalSection(_Section):
+    """``[approval]``: where a person decides. ``page`` (the approval page, the API and the
+    CLI) always; ``client`` also asks the person at the MCP client (an input-required result
+    with a form, on 2026-07-28 sessions) — off by default, since the person at the client may
+    be the agent's user rather than the approver. The first decision from any channel wins."""
+
+    channels: list[Channel] = Field(default_factory=lambda: list[Channel](["page"]))
+
+    @field_validator("channels")
+    @classmethod
+    def _page_always(cls, value: list[Channel]) -> list[Channel]:
+        if "page" not in value:
+            raise ValueError("must include 'page': the operator's page always decides")
+        return value
+
+
 class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
 
@@ -127,6 +147,7 @@ class ToolkeeperConfig(_Section):
     skills: SkillsSection = Field(default_factory=SkillsSection)
     mcp: MCPSection = Field(default_factory=MCPSection)
     codemode: CodeModeSection = Field(default_factory=CodeModeSection)
+    approval: ApprovalSection = Field(default_factory=ApprovalSection)
     path: Path | None = Field(default=None, exclude=True)
     present: frozenset[str] = Field(default=frozenset(), exclude=True)
     """Top-level sections the file actually contains (for presence-based gates)."""

@@ -25,6 +25,7 @@ from ..formats import WireExport, render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
+from .asking import ClientChannel, state_security
 from .gateway import MCPGateway
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ only (the audit log keeps them all)."""
 def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                name: str = "toolkeeper", instructions: str | None = None,
                skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
-               page_size: int = PAGE_SIZE) -> Server[Any]:
+               page_size: int = PAGE_SIZE, ask_client: str | None = None) -> Server[Any]:
     """A low-level MCP ``Server`` offering ``invoker``'s catalog.
 
     Args:
@@ -60,6 +61,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         gateway: Upstream MCP servers whose tools are in the catalog (entered and attached by
             the caller); a tools/list refreshes those listed more than ``refresh_s`` ago.
         page_size: Tools per ``tools/list`` page (in name order; the cursor is opaque).
+        ask_client: A secret every replica shares (the operator token): with it, a call that
+            needs approval on a 2026-07-28 session also asks the person at the client (an
+            ``input_required`` form, see ``asking.py``); the first decision wins.
 
     A tool that takes a ``ctx`` reports progress with ``ctx.report_progress`` as MCP progress
     notifications when the client asked for them (a ``progressToken``); a client that cancels
@@ -73,11 +77,14 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     catalog = invoker.registry
     sessions: dict[str, InvokerSession] = {}
 
+    def client_of(ctx: Any) -> str:
+        state = getattr(getattr(ctx, "request", None), "state", None)
+        return str(getattr(state, "toolkeeper_client", "") or STDIO_CLIENT)
+
     def session_for(ctx: Any) -> InvokerSession:
         if session is not None:
             return session
-        state = getattr(getattr(ctx, "request", None), "state", None)
-        client = str(getattr(state, "toolkeeper_client", "") or STDIO_CLIENT)
+        client = client_of(ctx)
         found = sessions.get(client)
         if found is None:
             found = sessions[client] = invoker.open_session(session_id=f"client-{client}",
@@ -114,7 +121,10 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             tools=[types.Tool.model_validate(d) for d in page],
             next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    channel = ClientChannel(invoker) if ask_client else None
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams
+                        ) -> types.CallToolResult | types.InputRequiredResult:
         _remember(server, ctx)
         exported = exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
@@ -126,7 +136,14 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         tool_ctx = None if report is None else ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
             state=in_session.state, progress_sink=report)
-        result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
+            await channel.answer(params, in_session, client_of(ctx))
+            outcome = await channel.invoke(call, in_session, tool_ctx)
+            if isinstance(outcome, str):
+                return channel.ask(outcome)
+            result = outcome
+        else:
+            result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 
@@ -154,6 +171,11 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                                  on_call_tool=call_tool,
                                  on_subscriptions_listen=ListenHandler(bus), **prompts)
     _BUSES[server] = bus
+    if ask_client:
+        from mcp.server.request_state import RequestStateBoundary
+
+        server.middleware.append(RequestStateBoundary(state_security(ask_client, client_of),
+                                                      default_audience=name))
     return server
 
 

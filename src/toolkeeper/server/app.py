@@ -24,13 +24,15 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                rate_limit: float = 50.0, max_body_bytes: int = 8 << 20,
                gateway: MCPGateway | None = None, sessions: WebSessions | None = None,
                stopping: threading.Event | None = None,
-               public_hosts: Sequence[str] = (), anonymous: str | None = None) -> TokenGate:
+               public_hosts: Sequence[str] = (), anonymous: str | None = None,
+               ask_client: bool = False) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
     ``token`` is the operator's (the page's API and the CLI; refused on ``/mcp``); clients use
     their own tokens from ``clients`` — or, with ``anonymous`` (loopback only), none: every
-    request to ``/mcp`` without a credential is that client's.
+    request to ``/mcp`` without a credential is that client's. ``ask_client``: a call that
+    needs approval also asks the person at the client (``[approval] channels``).
     With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
     upstream servers when their listing is older than its ``refresh_s``."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -52,7 +54,11 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     if sessions is not None and isinstance(store, SqliteApprovalStore):
         routes += web_routes(store, invoker.audit, sessions, stopping=stopping,
                              catalog=invoker.registry)
-    server = mcp_server(invoker, skills=skills, gateway=gateway)
+    if ask_client and token is None:
+        raise ValueError("asking the client needs the operator token (its key seals the "
+                         "request state every replica shares)")
+    server = mcp_server(invoker, skills=skills, gateway=gateway,
+                        ask_client=token if ask_client else None)
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,
