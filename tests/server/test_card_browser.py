@@ -153,3 +153,23 @@ def test_odd_characters_are_flagged_where_they_are_and_a_5_mb_value_is_all_there
         page.wait_for_selector("article.card:nth-of-type(2)")
         assert page.evaluate(OVERFLOW)["page"] <= 0  # the inbox with both cards
         _nothing_ran(page, dialogs)
+
+
+def test_a_new_card_keeps_the_folds_a_reader_opened(browser: Any, tmp_path: Path) -> None:
+    proc, url, login = start_page(tmp_path)
+    try:
+        page = _page(browser, login)
+        first = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"},
+                 "channels": ["B" * 8000]}
+        assert _Call(url, first).wait().is_error  # waiting
+        page.wait_for_selector("article.card details.more > summary")
+        page.click("article.card details.more > summary")
+        page.eval_on_selector("article.card .lines-text", "e => { e.scrollTop = 40; }")
+        second = {"alert": {"region": "PT-12", "level": "red", "message": "Storm"}}
+        assert _Call(url, second).wait().is_error
+        page.wait_for_selector("article.card:nth-of-type(2)")
+        still = page.eval_on_selector_all("details.more", "ds => ds.map(d => d.open)")
+        assert still == [True]  # the live refresh did not close it
+        assert page.eval_on_selector("article.card .lines-text", "e => e.scrollTop") > 0
+    finally:
+        stop(proc)

@@ -21,6 +21,17 @@
   const inbox = document.getElementById("inbox");
   if (!inbox || !window.EventSource) return;
   let busy = false, again = false;
+  // New cards without losing the reader's place: open folds stay open, scrolled blocks stay.
+  function replace(html) {
+    const open = new Set([...inbox.querySelectorAll("details[open][data-key]")].map(d => d.dataset.key));
+    const scrolled = new Map([...inbox.querySelectorAll(".lines[data-key]")]
+      .filter(e => e.scrollTop).map(e => [e.dataset.key, e.scrollTop]));
+    inbox.innerHTML = html;  // server-rendered, escaped
+    for (const d of inbox.querySelectorAll("details[data-key]")) if (open.has(d.dataset.key)) d.open = true;
+    for (const e of inbox.querySelectorAll(".lines[data-key]")) {
+      if (scrolled.has(e.dataset.key)) e.scrollTop = scrolled.get(e.dataset.key);
+    }
+  }
   async function refresh() {
     if (busy) { again = true; return; }
     busy = true;
@@ -29,7 +40,7 @@
       if (response.ok) {
         const focused = document.activeElement && inbox.contains(document.activeElement) &&
           document.activeElement.tagName === "INPUT";
-        if (!focused) inbox.innerHTML = await response.text();  // server-rendered, escaped
+        if (!focused) replace(await response.text());
         else again = true;
       }
     } finally {
