@@ -109,6 +109,11 @@ def test_the_dangerous_line_is_within_the_width_at_a_desktop_and_a_phone(
         assert after["scrollX"] == 0 and after["inner"] == 0
         assert (after["left"], after["right"]) == (before["left"], before["right"])
         page.screenshot(path=str(served[2] / f"write-{width}.png"))
+        page.goto(f"{url}/history")  # the same arguments in the history, details open
+        page.eval_on_selector_all("table.history details", "ds => ds.forEach(d => d.open = true)")
+        assert page.inner_text("table.history").count("pending") >= 2
+        overflow = page.evaluate(OVERFLOW)
+        assert overflow["page"] <= 0 and overflow["blocks"] == [], overflow
     _nothing_ran(page, dialogs)
 
 
