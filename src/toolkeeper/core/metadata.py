@@ -57,7 +57,9 @@ class ToolMetadata(BaseModel):
     source: str = "native"
     """Where the tool came from (``native``, ``mcp``, ``openapi``, ...)."""
     extra: dict[str, Any] = Field(default_factory=dict)
-    """Application-specific data; toolkeeper never reads it."""
+    """Application-specific data. toolkeeper reads one key of its own: ``security_policy``,
+    which the built-in file and shell tools set so the approval page can show a write as a
+    diff against the workspace and a command with its sandbox. Never exported to a provider."""
 
     @field_validator("tags", "custom_tags", mode="before")
     @classmethod
