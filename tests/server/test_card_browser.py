@@ -141,7 +141,8 @@ def test_odd_characters_are_flagged_where_they_are_and_a_5_mb_value_is_all_there
         page.click(f"a[href='{rtl}']")
         box = page.evaluate("(id) => document.getElementById(id).getBoundingClientRect()"
                             ".toJSON()", rtl[1:])
-        assert box["top"] >= 0 and box["bottom"] <= height
+        # in the window after the jump (a line may sit a sub-pixel off the edge)
+        assert box["top"] >= -1 and box["bottom"] <= height + 1
         text = page.inner_text("article.card")
         assert "<script>alert('x')</script>" in text and "<img src=x onerror=alert(1)>" in text
         assert "</pre><svg onload=alert(4)>" in text
