@@ -147,6 +147,24 @@ def test_a_denial_reaches_the_model_and_a_restart_keeps_the_pending_card(
         stop(proc)
 
 
+def test_a_message_being_written_survives_a_new_card_arriving(
+        browser: Any, tmp_path: Path) -> None:
+    proc, url, login = start_page(tmp_path)  # --approval-wait 0: each call answers 'pending'
+    try:
+        page = _page(browser, login)
+        _call(url, ALERT)
+        page.wait_for_selector("article.card", timeout=15000)
+        page.fill("input[name=message]", "Use the yellow level.")
+        page.evaluate("() => document.activeElement.blur()")  # the writer looks elsewhere:
+        # the live refresh is free to run
+        _call(url, {"alert": {**ALERT["alert"], "region": "PT-02"}})
+        page.wait_for_selector("article.card >> nth=1", timeout=15000)
+        typed = page.eval_on_selector_all("input[name=message]", "is => is.map(i => i.value)")
+        assert sorted(typed) == ["", "Use the yellow level."]
+    finally:
+        stop(proc)
+
+
 def test_hostile_arguments_render_inert_and_complete(browser: Any, tmp_path: Path) -> None:
     huge = "A" * (5 * 1024 * 1024)
     hostile = {"alert": {"region": "<img src=x onerror=alert(1)>",

@@ -26,7 +26,13 @@
     const open = new Set([...inbox.querySelectorAll("details[open][data-key]")].map(d => d.dataset.key));
     const scrolled = new Map([...inbox.querySelectorAll(".lines[data-key]")]
       .filter(e => e.scrollTop).map(e => [e.dataset.key, e.scrollTop]));
+    const typed = new Map([...inbox.querySelectorAll("form.decide input[name=message]")]
+      .filter(i => i.value).map(i => [i.closest("article").id, i.value]));
     inbox.innerHTML = html;  // server-rendered, escaped
+    for (const [card, value] of typed) {  // a message being written to the model stays
+      const input = document.getElementById(card)?.querySelector("form.decide input[name=message]");
+      if (input) input.value = value;
+    }
     for (const d of inbox.querySelectorAll("details[data-key]")) if (open.has(d.dataset.key)) d.open = true;
     for (const e of inbox.querySelectorAll(".lines[data-key]")) {
       if (scrolled.has(e.dataset.key)) e.scrollTop = scrolled.get(e.dataset.key);
@@ -38,8 +44,9 @@
     try {
       const response = await fetch(root + "/fragments/inbox", { credentials: "same-origin", cache: "no-store" });
       if (response.ok) {
+        // not under the hands of someone deciding: typing a message, pressing a button
         const focused = document.activeElement && inbox.contains(document.activeElement) &&
-          document.activeElement.tagName === "INPUT";
+          document.activeElement.closest("form.decide") !== null;
         if (!focused) replace(await response.text());
         else again = true;
       }
