@@ -228,10 +228,14 @@ async def test_the_same_call_made_again_rejoins_its_request_and_runs_once_approv
     fresh = ToolInvoker(box(), PersistedApprovalHandler(store, wait_s=0))
     async with fresh.open_session(session_id="client-a") as session:
         ran = await fresh.invoke(call("wire_money", amount=4, to="eve"), session=session)
+        told = await fresh.invoke(call("wire_money", amount=4, to="eve"), session=session)
         asks_anew = await fresh.invoke(call("wire_money", amount=4, to="eve"), session=session)
     async with fresh.open_session(session_id="client-b") as elsewhere:
         foreign = await fresh.invoke(call("wire_money", amount=5, to="eve"), session=elsewhere)
     assert (ran.status, ran.text, ran.approval_id) == ("ok", "sent 4 to eve", first.approval_id)
+    # made again after its run: told that run's result once (its caller may have given up)
+    assert told.status == "ok" and told.text.startswith("sent 4 to eve") and not told.ran
+    assert "does not run twice" in told.text and told.approval_id == first.approval_id
     assert asks_anew.status == "pending" and asks_anew.approval_id != first.approval_id
     assert foreign.approval_id != other.approval_id  # another session never rejoins it
     assert RUNS == ["4->eve"]

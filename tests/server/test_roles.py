@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -320,3 +321,40 @@ async def test_a_code_mode_script_reads_no_credential(
         assert "[codemode]" not in text  # nor the config (a protected path), hidden
     finally:
         _stop(proc)
+
+
+async def test_a_call_whose_client_gave_up_loses_nothing_and_runs_once(tmp_path: Path) -> None:
+    import anyio
+
+    proc, url = _start(tmp_path, "--approval-wait", "20")
+    operator = {"Authorization": f"Bearer {TOKEN}"}
+    agent = {**ACCEPT, "Authorization": f"Bearer {CLIENT_TOKENS[url]}"}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "broadcast_alert", "arguments": ALERT}}
+    try:
+        # A client that stops listening but keeps its connection (one SDK does this after its
+        # own 5 s timeout): the server cannot tell, and still waits for a decision.
+        async with httpx.AsyncClient(timeout=60) as raw, anyio.create_task_group() as group:
+            group.start_soon(lambda: raw.post(f"{url}/mcp", json=body, headers=agent))
+            with anyio.fail_after(20):
+                while not (listed := httpx.get(f"{url}/api/approvals?state=pending",
+                                               headers=operator).json()["approvals"]):
+                    await anyio.sleep(0.1)
+            assert _decide(url, listed[0]["id"], operator).status_code == 200
+            with anyio.fail_after(20):  # the waiting call takes it and runs, for nobody
+                while httpx.get(f"{url}/api/approvals/{listed[0]['id']}",
+                                headers=operator).json()["state"] != "done":
+                    await anyio.sleep(0.1)
+        async with _client(url) as client:
+            told = await client.call_tool("broadcast_alert", ALERT)  # made again
+            asks = await client.call_tool("broadcast_alert", ALERT)  # and once more
+    finally:
+        _stop(proc)
+    text = told.content[0].text  # type: ignore[union-attr]
+    assert not told.is_error and "PT-11" in text and listed[0]["id"] in text
+    assert "does not run twice" in text
+    assert asks.is_error and "waiting for approval" in asks.content[0].text  # type: ignore[union-attr]
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        runs = db.execute("SELECT count(*) FROM audit WHERE tool = 'broadcast_alert' AND "
+                          "status = 'ok'").fetchone()[0]
+    assert runs == 2  # the run itself, and the answer told again (which ran nothing)

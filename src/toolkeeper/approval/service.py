@@ -20,7 +20,7 @@ from ..core.risk import HitlMode, ToolRisk
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler
 from .models import ApprovalDecision, ApprovalRequest, args_digest
-from .store import ApprovalStore, FindsOpen, StoredApproval
+from .store import ApprovalStore, FindsOpen, Replays, StoredApproval
 
 __all__ = ["ApprovalService", "Claim", "WaitPolicy"]
 
@@ -219,6 +219,15 @@ class ApprovalService:
         if stored is None:
             return True
         return bool(await anyio.to_thread.run_sync(self.store.claim, approval_id))
+
+    async def replay(self, approval_id: str) -> dict[str, Any] | None:
+        """What an approved request's run did, to tell the same call made again (once):
+        its first caller may have given up before the answer came. ``None`` when told
+        already, or when the store cannot say."""
+        store = self.store
+        if not isinstance(store, Replays):
+            return None
+        return await anyio.to_thread.run_sync(store.replay, approval_id)
 
     async def complete(self, approval_id: str, summary: dict[str, Any]) -> None:
         """Record what the claimed call did."""

@@ -13,13 +13,14 @@ from ..errors import StoreError
 from .models import ApprovalDecision, ApprovalRequest
 from .pg import CHANNEL, PgDatabase, is_url, open_database
 
-__all__ = ["ApprovalStore", "FindsOpen", "PostgresApprovalStore", "SqliteApprovalStore",
-           "StoredApproval"]
+__all__ = ["ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
+           "SqliteApprovalStore", "StoredApproval"]
 
 RULES = frozenset({"timeout", "fire_and_continue"})
 """Approvers that are rules, not people: their decisions are the service's own."""
 DENIAL_HOLDS_S = 600.0
-"""How long a denial answers the same call made again before it is asked anew."""
+"""How long a denial (or a run whose caller may have given up) answers the same call made
+again before it is asked anew."""
 
 State = Literal["pending", "approved", "denied", "skipped", "timeout", "executing", "done"]
 
@@ -76,6 +77,13 @@ class FindsOpen(Protocol):
     (after a restart, say) takes its approved request instead of asking again."""
 
     def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None: ...
+
+
+@runtime_checkable
+class Replays(Protocol):
+    """Optional: a store that can tell, once, what an approved request's run did."""
+
+    def replay(self, request_id: str) -> dict[str, Any] | None: ...
 
 
 class SqliteApprovalStore:
@@ -210,21 +218,38 @@ class SqliteApprovalStore:
 
     def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None:
         """The newest request of ``session_id`` for ``tool`` with these arguments that is
-        still pending, approved and not yet taken, or denied or taken for execution within
-        ``DENIAL_HOLDS_S`` (so the call made again is told why, instead of asking again — or
-        running twice — at once). Expired requests are settled first: one past its time is
-        never taken as pending."""
+        still pending, approved and not yet taken, or denied, taken for execution or run
+        (once) within ``DENIAL_HOLDS_S`` (so the call made again is told why or what it did,
+        instead of asking again — or running twice — at once). Expired requests are settled
+        first: one past its time is never taken as pending."""
         self.settle()
         rows = self.db.query(
             "SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND (state IN "
-            "('pending', 'approved') OR (state IN ('denied', 'executing') AND "
+            "('pending', 'approved') OR (state IN ('denied', 'executing', 'done') AND "
             "updated_at > ?)) "
             "ORDER BY updated_at DESC", (session_id, tool, time.time() - DENIAL_HOLDS_S))
         for (request_id,) in rows:
             stored = self.get(str(request_id))
-            if stored is not None and stored.request.args_digest == digest:
-                return stored
+            if stored is None or stored.request.args_digest != digest:
+                continue
+            if stored.state == "done" and (stored.result or {}).get("replayed"):
+                continue  # its result was told again once: the same call now asks anew
+            return stored
         return None
+
+    def replay(self, request_id: str) -> dict[str, Any] | None:
+        """The result of a request that ran (``done``), to tell the same call made again —
+        once: the call made after that asks anew. ``None`` when it was told already."""
+        stored = self.get(request_id)
+        if stored is None or stored.state != "done" or stored.result is None \
+                or stored.result.get("replayed"):
+            return None
+        before = json.dumps(stored.result, default=str)
+        after = json.dumps({**stored.result, "replayed": True}, default=str)
+        with self.db.transaction() as conn:
+            cursor = conn.execute("UPDATE approvals SET result = ? WHERE id = ? AND "
+                                  "state = 'done' AND result = ?", (after, request_id, before))
+        return stored.result if cursor.rowcount == 1 else None
 
     def requests(self, *, state: str | None = None, session_id: str | None = None,
                  limit: int = 200) -> list[StoredApproval]:

@@ -167,7 +167,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     prompts: dict[str, Any] = {"on_list_prompts": list_prompts,
                                "on_get_prompt": get_prompt} if by_name else {}
     bus = InMemorySubscriptionBus()
-    server: Server[Any] = Server(name, instructions=instructions, on_list_tools=list_tools,
+    server: Server[Any] = Server(name, version=_version(), instructions=instructions,
+                                 on_list_tools=list_tools,
                                  on_call_tool=call_tool,
                                  on_subscriptions_listen=ListenHandler(bus), **prompts)
     _BUSES[server] = bus
@@ -216,6 +217,16 @@ async def announce_changes(server: Any, catalog: Any, poll_s: float = 0.2) -> No
                 await session.send_tool_list_changed()
             except Exception:  # a closed connection or a revision without it: nothing to tell
                 continue
+
+
+def _version() -> str:
+    """toolkeeper's version, as clients see it in ``serverInfo``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolkeeper")
+    except PackageNotFoundError:
+        return "0"
 
 
 def _encode_cursor(name: str) -> str:

@@ -8,6 +8,7 @@ needs approval is denied.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -16,12 +17,16 @@ import anyio
 from ...approval.models import SESSION_GRANT_S, ApprovalDecision, ApprovalRequest
 from ...approval.service import ApprovalService
 from ...core.context import ToolContext
+from ...core.results import ToolResult
 from ...core.risk import HitlMode
 from ...errors import ApprovalDeniedError, ApprovalPending
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
 __all__ = ["NOTICE_S", "ApprovalGate"]
+
+KEPT_STRUCTURED = 64 << 10
+"""The largest structured result (as JSON) an approved run keeps to tell again."""
 
 NOTICE_S = 2.0
 """How often a waiting call tells its client it still waits."""
@@ -62,6 +67,10 @@ class ApprovalGate(Gate):
                 "taken for execution (by another call, or by a replica that stopped while "
                 "running it); it does not run twice — check its outcome before calling again",
                 tool_name=tool.name, details={"approval_id": found.request.id})
+        if found is not None and found.state == "done":
+            told = await service.replay(found.request.id)
+            if told is not None:
+                return self._told_again(inv, found.request, told)
         if found is not None and found.decision is not None:
             # decided while nobody waited: approved runs it (once), denied says why
             request, decision = found.request, found.decision
@@ -86,9 +95,23 @@ class ApprovalGate(Gate):
         if decision.scope == "session":
             inv.session.grant(inv.call.name, SESSION_GRANT_S)
         result = await call_next(inv.evolve(approval_id=request.id))
-        await service.complete(request.id, {"status": result.status, "text": result.text[:2000],
-                                            "error_code": result.error_code})
+        await service.complete(request.id, _summary(result))
         return result
+
+    @staticmethod
+    def _told_again(inv: Invocation, request: ApprovalRequest, told: dict[str, Any]
+                    ) -> InvocationResult:
+        """The same call made again after its approved run: that run's result, not a second
+        run (its first caller may have given up before the answer came)."""
+        ago = max(0, round(time.time() - request.created_at))
+        text = (f"{told.get('text', '')}\n[this is the result of request {request.id}, approved "
+                f"and run for this same call (asked {ago} s ago); it does not run twice. Made "
+                "again, the call asks a person anew.]")
+        failed = told.get("status") != "ok"
+        return InvocationResult(
+            status="error" if failed else "ok", result=ToolResult.text_result(
+                text, is_error=failed, structured_content=told.get("structured")),
+            call_id=inv.call.id, tool=inv.call.name, approval_id=request.id)
 
     async def _decide(self, inv: Invocation, request: ApprovalRequest, mode: HitlMode, *,
                       rejoin: bool) -> ApprovalDecision:
@@ -123,3 +146,13 @@ class ApprovalGate(Gate):
             except Exception:  # a client gone or one that takes no progress: stop telling
                 return
             await anyio.sleep(NOTICE_S)
+
+
+def _summary(result: InvocationResult) -> dict[str, Any]:
+    """What an approved request keeps of its run: the status, the text (2,000 characters)
+    and, when small, the structured result (a call made again is told it)."""
+    structured = result.result.structured_content
+    if structured is not None and len(json.dumps(structured, default=str)) > KEPT_STRUCTURED:
+        structured = None
+    return {"status": result.status, "text": result.text[:2000],
+            "error_code": result.error_code, "structured": structured}
