@@ -18,6 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from toolkeeper.invoke.gates.record import TOLD_AGAIN
+
 from ..workspaces import hand_over, reachable  # noqa: F401  (a fixture)
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _start, _tokens
 
@@ -355,6 +357,6 @@ async def test_a_call_whose_client_gave_up_loses_nothing_and_runs_once(tmp_path:
     assert "does not run twice" in text
     assert asks.is_error and "waiting for approval" in asks.content[0].text  # type: ignore[union-attr]
     with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
-        runs = db.execute("SELECT count(*) FROM audit WHERE tool = 'broadcast_alert' AND "
-                          "status = 'ok'").fetchone()[0]
-    assert runs == 2  # the run itself, and the answer told again (which ran nothing)
+        rows = db.execute("SELECT decision FROM audit WHERE tool = 'broadcast_alert' AND "
+                          "status = 'ok' ORDER BY rowid").fetchall()
+    assert rows == [(None,), (TOLD_AGAIN,)]  # one run, then its answer told again

@@ -94,12 +94,14 @@ async def test_a_call_pending_when_the_server_is_killed_runs_exactly_once_after_
         assert decided.returncode == 0, decided.stderr
         async with _client(url) as client:
             ran = await client.call_tool("broadcast_alert", alert)
+            told = await client.call_tool("broadcast_alert", alert)  # its result, once
             asks_again = await client.call_tool("broadcast_alert", alert)
         assert not ran.is_error and "PT-13" in ran.content[0].text
+        assert not told.is_error and "does not run twice" in told.content[0].text
         assert asks_again.is_error and "waiting for approval" in asks_again.content[0].text
         with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
             runs = db.execute("SELECT count(*) FROM audit WHERE tool = 'broadcast_alert' "
-                              "AND status = 'ok'").fetchone()[0]
+                              "AND status = 'ok' AND decision IS NULL").fetchone()[0]
             states = sorted(r[0] for r in db.execute("SELECT state FROM approvals"))
         assert runs == 1
         assert states == ["done", "pending"]

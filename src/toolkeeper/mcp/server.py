@@ -16,6 +16,7 @@ import secrets
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -221,8 +222,6 @@ async def announce_changes(server: Any, catalog: Any, poll_s: float = 0.2) -> No
 
 def _version() -> str:
     """toolkeeper's version, as clients see it in ``serverInfo``."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("toolkeeper")
     except PackageNotFoundError:

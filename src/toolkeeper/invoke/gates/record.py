@@ -14,7 +14,15 @@ from ..results import ChainCallRecord, InvocationResult
 from ..state import Gate, Invocation, Next
 from .errors import result_for
 
-__all__ = ["RecordGate"]
+__all__ = ["TOLD_AGAIN", "RecordGate"]
+
+TOLD_AGAIN = "told again: the approved run's result; nothing ran"
+"""The audit row of a call answered with its approved run's result (its first caller may have
+given up): ``ok``, and not a second run."""
+
+
+def _told_again(result: InvocationResult) -> bool:
+    return result.status == "ok" and not result.ran and result.approval_id is not None
 
 
 class RecordGate(Gate):
@@ -55,7 +63,8 @@ class RecordGate(Gate):
                 ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
                 tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
                 status=status, error_code=result.error_code, duration_ms=duration,
-                approval_id=result.approval_id or inv.pre_approved))
+                approval_id=result.approval_id or inv.pre_approved,
+                decision=TOLD_AGAIN if _told_again(result) else None))
         if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
             await self.hooks.dispatch(HookEvent.TOOL_END, {
                 "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
