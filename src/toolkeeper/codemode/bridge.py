@@ -118,7 +118,7 @@ class Bridge:
     def _shown(self, result: InvocationResult) -> dict[str, Any]:
         """What the script gets back: the text cut to the inline limit with a note, and the
         call's media as files of this run."""
-        inline = self.chain._policy.max_inline_result_bytes
+        inline = self.session.policy.max_inline_result_bytes
         text = result.text
         data = text.encode("utf-8", "surrogatepass")
         if inline and len(data) > inline:

@@ -258,9 +258,8 @@ class ToolChainTool(Tool):
         run = self._take(sandbox)
         workspace = str(self._shared[0].path) if self._shared else None
         try:
-            async with self._invoker.open_session(session_id=session_id, chain=True
-                                                  ) as session:
-                session.policy = policy  # this chain's limits: its budget, timeouts
+            async with self._invoker.open_session(session_id=session_id, chain=True,
+                                                  policy=policy) as session:  # its own limits
                 bridge = Bridge(self, run.host, run.secret, session, code, workspace)
                 async with anyio.create_task_group() as group:
                     group.start_soon(bridge.serve)

@@ -28,7 +28,6 @@ from .gates import (
     TimeoutGate,
     ValidateGate,
 )
-from .policy import ChainPolicy
 from .state import Gate
 
 __all__ = ["GATE_ORDER", "default_gates"]
@@ -40,7 +39,7 @@ GATE_ORDER = ("record", "errors", "budget", "lookup", "kind", "validate", "guard
 result passes progress (TOOL_RESULT), then guardrails out, then shaping."""
 
 
-def default_gates(*, catalog: Any, approvals: ApprovalService, policy: ChainPolicy,
+def default_gates(*, catalog: Any, approvals: ApprovalService,
                   artifact_store: BlobStore | None = None, hooks: HookManager | None = None,
                   guardrails: Iterable[Guardrail] = (), audit: AuditLog | None = None,
                   ) -> tuple[Gate, ...]:
@@ -50,8 +49,8 @@ def default_gates(*, catalog: Any, approvals: ApprovalService, policy: ChainPoli
         RecordGate(audit, hooks), ErrorGate(), BudgetGate(), LookupGate(catalog), KindGate(),
         ValidateGate(artifact_store), GuardrailInGate(rails, hooks), ApprovalGate(approvals),
         ArtifactRefGate(artifact_store), CancellationGate(),
-        ShapingGate(policy, artifact_store, hooks), GuardrailOutGate(rails, hooks),
-        ProgressGate(), TimeoutGate(policy),
+        ShapingGate(artifact_store, hooks), GuardrailOutGate(rails, hooks),
+        ProgressGate(), TimeoutGate(),
     )
     assert tuple(g.name for g in gates) == GATE_ORDER
     return gates

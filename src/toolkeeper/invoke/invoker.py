@@ -73,7 +73,7 @@ class ToolInvoker:
                 approval_ttl_s=self.policy.approval_ttl_s,
                 hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
         self.gates = tuple(gates) if gates is not None else default_gates(
-            catalog=self.registry, approvals=self.approvals, policy=self.policy,
+            catalog=self.registry, approvals=self.approvals,
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[Any, Next]] = {}
@@ -106,10 +106,13 @@ class ToolInvoker:
         return chain
 
     def open_session(self, *, session_id: str | None = None, chain: bool = False,
-                     trace_limit: int | None = None) -> InvokerSession:
+                     trace_limit: int | None = None, policy: ChainPolicy | None = None
+                     ) -> InvokerSession:
         """A new session: its own budget, trace and pins. Use it with ``async with``.
-        ``trace_limit`` keeps only the last N trace records (for long-lived sessions)."""
-        return InvokerSession(self, session_id=session_id, chain=chain, trace_limit=trace_limit)
+        ``trace_limit`` keeps only the last N trace records (for long-lived sessions);
+        ``policy`` gives it limits of its own instead of the invoker's (a code-mode run's)."""
+        return InvokerSession(self, session_id=session_id, chain=chain, trace_limit=trace_limit,
+                              policy=policy)
 
     async def invoke(
         self, call: ToolCall, *, session: InvokerSession, ctx: ToolContext | None = None,
@@ -128,8 +131,8 @@ class ToolInvoker:
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
         if tool is not None and session.tools is not None and call.name not in session.tools:
             tool = None  # known, but not this session's: the lookup gate refuses it
-        inv = Invocation(call, session, tool, call.arguments, ctx, progress_sink,
-                         pre_approved=_pre_approved)
+        inv = Invocation(call, session, session.policy, tool, call.arguments, ctx,
+                         progress_sink, pre_approved=_pre_approved)
         return await self._chain(call.name, tool)(inv)
 
     def invoke_sync(self, call: ToolCall, *, session: InvokerSession | None = None,

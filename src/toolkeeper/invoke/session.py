@@ -14,6 +14,7 @@ from .results import ChainCallRecord
 
 if TYPE_CHECKING:
     from .invoker import ToolInvoker
+    from .policy import ChainPolicy
 
 __all__ = ["InvokerSession"]
 
@@ -26,10 +27,13 @@ class InvokerSession:
     """
 
     def __init__(self, invoker: ToolInvoker, *, session_id: str | None = None,
-                 chain: bool = False, trace_limit: int | None = None) -> None:
+                 chain: bool = False, trace_limit: int | None = None,
+                 policy: ChainPolicy | None = None) -> None:
         self.id = session_id or "ses_" + secrets.token_urlsafe(12)
         self.invoker = invoker
-        self.policy = invoker.policy
+        self.policy: ChainPolicy = policy if policy is not None else invoker.policy
+        """The limits of this session's calls: its own (a code-mode run's) when given, else
+        the invoker's. Read once per call at the door (``Invocation.policy``)."""
         self.store = invoker.artifact_store
         self.chain = chain
         self.started = time.monotonic()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.call import ToolCall
 from ..core.context import ToolContext
+from .policy import ChainPolicy
 from .results import InvocationResult
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ class Invocation(NamedTuple):
     Attributes:
         call: The call as it arrived.
         session: The session it belongs to.
+        policy: The limits in force for this call, resolved once at the door: the session's
+            own (a code-mode run's) over the invoker's. Every gate reads this one.
         tool: The tool, looked up once by the invoker (``None`` when the name is unknown).
         arguments: As received until validated, then validated (``$artifact`` refs still in
             place until the artifact gate swaps in ``resolved``).
@@ -36,6 +39,7 @@ class Invocation(NamedTuple):
 
     call: ToolCall
     session: InvokerSession
+    policy: ChainPolicy
     tool: Any
     arguments: dict[str, Any]
     ctx: ToolContext | None = None

@@ -54,7 +54,7 @@ class ApprovalGate(Gate):
                 "policy.max_risk_unapproved", tool_name=tool.name)
         ceiling = service.policy.ceiling(chain=inv.session.chain)
         # a session's own policy (a code-mode run's) can only shorten the wait
-        wait = min(service.policy.approval_timeout_s, inv.session.policy.approval_timeout_s)
+        wait = min(service.policy.approval_timeout_s, inv.policy.approval_timeout_s)
         request = ApprovalRequest.for_call(
             call_id=inv.call.id, tool=inv.call.name, risk=tool.risk, hitl_mode=mode,
             arguments=inv.arguments, session_id=inv.session.id,

@@ -13,7 +13,6 @@ from typing import Any
 from ...artifacts.store import BlobStore
 from ...core.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
 from ...hooks import HookEvent, HookManager
-from ..policy import ChainPolicy
 from ..results import ChainFile, InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -38,34 +37,28 @@ def truncate(text: str, limit: int, mode: str) -> str:
 class ShapingGate(Gate):
     name = "shaping"
 
-    def __init__(self, policy: ChainPolicy, store: BlobStore | None = None,
-                 hooks: HookManager | None = None) -> None:
-        self.policy = policy
+    def __init__(self, store: BlobStore | None = None, hooks: HookManager | None = None
+                 ) -> None:
         self.store = store
         self.hooks = hooks
 
-    def needed(self, tool: Any) -> bool:
-        return self.store is not None or bool(self._limit(tool))
-
-    def _limit(self, tool: Any) -> int | None:
-        return tool.metadata.max_result_size or self.policy.max_result_size
-
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)
-        if not result.ran:
+        limit = inv.tool.metadata.max_result_size or inv.policy.max_result_size
+        if not result.ran or (self.store is None and not limit):
             return result
         tool_result = result.result
         files = await self._files(inv, tool_result.content) if self.store is not None else ()
         text = tool_result.text
         ref = None
-        inline = self.policy.max_inline_result_bytes
+        inline = inv.policy.max_inline_result_bytes
         if self.store is not None and len(text.encode("utf-8")) > inline:
             ref = await self._store(inv, text.encode("utf-8"), "text/plain", inv.call.name)
             text = (f"{text[: inline // 2]}\n[... the full result ({len(text)} characters) is "
                     f"stored as artifact {ref}; pass {{\"$artifact\": \"{ref}\"}} to another tool "
                     "to use it]")
         elif self.store is None:
-            text = truncate(text, self._limit(inv.tool) or len(text), self.policy.truncation)
+            text = truncate(text, limit or len(text), inv.policy.truncation)
         if text != tool_result.text:
             media = tuple(b for b in tool_result.content if not isinstance(b, TextBlock | JsonBlock))
             tool_result = tool_result.model_copy(update={"content": (TextBlock(text=text), *media)})

@@ -10,7 +10,6 @@ import anyio
 
 from ...errors import ToolTimeoutError
 from ...tools.threads import on_asyncio
-from ..policy import ChainPolicy
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -18,15 +17,13 @@ __all__ = ["TimeoutGate"]
 
 
 class TimeoutGate(Gate):
+    """The tool's own limit, else the call's policy's (a code-mode run's own per-call limit),
+    never past what is left of the session's total."""
+
     name = "timeout"
 
-    def __init__(self, policy: ChainPolicy) -> None:
-        self.policy = policy
-
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        # the session's policy: a code-mode run brings its own per-call limit
-        policy = getattr(inv.session, "policy", None) or self.policy
-        limit = inv.tool.metadata.timeout or policy.call_timeout_s
+        limit = inv.tool.metadata.timeout or inv.policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
         try:
             if on_asyncio():

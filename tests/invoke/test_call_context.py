@@ -1,0 +1,54 @@
+"""The per-call context is resolved once at the door: a session's own limits (a code-mode
+run's) reach every gate — shaping, timeouts, approval — and the invoker's are used only where
+the session has none."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from toolkeeper import ToolInvoker, tool
+from toolkeeper.invoke import ChainPolicy
+
+from .helpers import call
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def long_text(n: int) -> str:
+    """Return n characters."""
+    return "x" * n
+
+
+@tool
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await anyio.sleep(seconds)
+    return "done"
+
+
+async def test_a_chains_limits_reach_result_shaping_and_timeouts() -> None:
+    invoker = ToolInvoker([long_text, slow])  # the invoker's own: no result cap, 60 s per call
+    strict = ChainPolicy(max_result_size=100, truncation="head", call_timeout_s=0.3,
+                         approval_timeout_s=0.2)
+    async with invoker.open_session() as ordinary:
+        whole = await invoker.invoke(call("long_text", n=1000), session=ordinary)
+        waited = await invoker.invoke(call("slow", seconds=0.5), session=ordinary)
+    async with invoker.open_session(chain=True, policy=strict) as chained:
+        assert chained.policy is strict
+        cut = await invoker.invoke(call("long_text", n=1000), session=chained)
+        stopped = await invoker.invoke(call("slow", seconds=0.5), session=chained)
+    assert whole.ok and whole.text == "x" * 1000
+    assert waited.ok and waited.text == "done"
+    assert cut.ok and cut.text.startswith("x" * 100) and "900 characters truncated" in cut.text
+    assert stopped.status == "error" and stopped.error_code == "timeout"
+    assert "within 0.3 s" in stopped.text
+
+
+async def test_a_session_without_limits_of_its_own_takes_the_invokers() -> None:
+    invoker = ToolInvoker([long_text], policy=ChainPolicy(max_result_size=10, truncation="head"))
+    async with invoker.open_session() as session:
+        assert session.policy is invoker.policy
+        cut = await invoker.invoke(call("long_text", n=50), session=session)
+    assert cut.text.startswith("x" * 10) and "40 characters truncated" in cut.text
