@@ -6,23 +6,45 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..core.risk import HitlMode
 from ..errors import StoreError
 from .models import ApprovalDecision, ApprovalRequest
 from .pg import CHANNEL, PgDatabase, is_url, open_database
+from .states import RULES, Actor, Operation, State, Transition, decider, sources, transition
 
-__all__ = ["ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
-           "SqliteApprovalStore", "StoredApproval"]
+__all__ = ["RULES", "ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
+           "SqliteApprovalStore", "State", "StoredApproval"]
 
-RULES = frozenset({"timeout", "fire_and_continue"})
-"""Approvers that are rules, not people: their decisions are the service's own."""
 DENIAL_HOLDS_S = 600.0
 """How long a denial (or a run whose caller may have given up) answers the same call made
 again before it is asked anew."""
 
-State = Literal["pending", "approved", "denied", "skipped", "timeout", "executing", "done"]
+
+def _move(operation: Operation, by: Actor) -> Transition:
+    found = transition(operation, by)
+    if found is None:
+        raise LookupError(f"the approval state table has no {operation} by {by}")
+    return found
+
+
+def _in(states: tuple[State, ...]) -> str:
+    """``state IN (?, …)`` for ``states`` (bound as parameters); never true when empty."""
+    return f"state IN ({', '.join('?' * len(states))})" if states else "1 = 0"
+
+
+_CREATE = _move("create", "service")
+_CLAIM = _move("claim", "executor")
+_COMPLETE = _move("complete", "executor")
+_REPLAY = _move("replay", "service")
+_UNDECIDED = sources("decide", "person")
+"""What a person may still decide: the pending requests the page lists."""
+_EXPIRES = sources("expire", "rule")
+_REJOINS: tuple[State, ...] = ("pending", "approved")
+"""What the same call made again waits on or takes (``find_open``)."""
+_TELLS: tuple[State, ...] = ("denied", "executing", "done")
+"""What the same call made again is told about, within ``DENIAL_HOLDS_S``."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
@@ -122,8 +144,9 @@ class SqliteApprovalStore:
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO approvals (id, session_id, tool, request, state, updated_at) "
-                "VALUES (?, ?, ?, ?, 'pending', ?)",
-                (request.id, request.session_id, request.tool, request.model_dump_json(), now),
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (request.id, request.session_id, request.tool, request.model_dump_json(),
+                 _CREATE.target, now),
             )
             self._changed(conn, now, request.id)
 
@@ -147,10 +170,11 @@ class SqliteApprovalStore:
         ended now."""
         now = time.time()
         if request_id is None:
-            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending'")
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_EXPIRES)}",
+                                 _EXPIRES)
         else:
-            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' AND "
-                                 "id = ?", (request_id,))
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_EXPIRES)} AND "
+                                 "id = ?", (*_EXPIRES, request_id))
         ended = []
         for (raw,) in rows:
             request = ApprovalRequest.model_validate_json(str(raw))
@@ -164,56 +188,53 @@ class SqliteApprovalStore:
                 decision = ApprovalDecision(
                     request_id=request.id, outcome="timeout",
                     message="expired: nobody decided within its time-to-live")
-            if self._apply(decision):
+            if self._apply(decision, "expire"):
                 ended.append(request.id)
         return ended
 
     def decide(self, decision: ApprovalDecision) -> bool:
         """Apply ``decision`` to a pending request; ``False`` when it is no longer pending.
         A person's decision never applies to a request past its time-to-live (it expires
-        first); the service's own (a timeout) applies as it is."""
-        if decision.outcome != "timeout" and decision.approver not in RULES:
+        first); the service's own (a timeout) applies as it is. The state table says which
+        decisions exist: one it does not list (a rule's denial, say) changes nothing."""
+        if decider(decision.outcome, decision.approver) == "person":
             self.settle(decision.request_id)
-        return self._apply(decision)
+        return self._apply(decision, "decide")
 
-    def _apply(self, decision: ApprovalDecision) -> bool:
-        state = "approved" if decision.outcome == "approved" else decision.outcome
+    def _apply(self, decision: ApprovalDecision, operation: Operation) -> bool:
+        move = transition(operation, decider(decision.outcome, decision.approver),
+                          decision.outcome)
+        if move is None:
+            return False
+        return self._update(move, decision.request_id, decision=decision.model_dump_json())
+
+    def _update(self, move: Transition, request_id: str, **columns: str) -> bool:
+        """Make ``move`` on ``request_id`` (setting ``columns`` too) if, and only if, the request
+        is in one of its source states: one conditional ``UPDATE``, so one caller wins."""
+        sets = "".join(f", {column} = ?" for column in columns)
         with self.db.transaction() as conn:
             cursor = conn.execute(
-                "UPDATE approvals SET state = ?, decision = ?, updated_at = ? "
-                "WHERE id = ? AND state = 'pending'",
-                (state, decision.model_dump_json(), time.time(), decision.request_id),
-            )
+                f"UPDATE approvals SET state = ?{sets}, updated_at = ? "
+                f"WHERE id = ? AND {_in(move.sources)}",
+                (move.target, *columns.values(), time.time(), request_id, *move.sources))
             if cursor.rowcount == 1:
-                self._changed(conn, time.time(), decision.request_id)
+                self._changed(conn, time.time(), request_id)
             return bool(cursor.rowcount == 1)
 
     def claim(self, request_id: str) -> bool:
-        with self.db.transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE approvals SET state = 'executing', updated_at = ? "
-                "WHERE id = ? AND state = 'approved'", (time.time(), request_id))
-            if cursor.rowcount == 1:
-                self._changed(conn, time.time(), request_id)
-            return bool(cursor.rowcount == 1)
+        return self._update(_CLAIM, request_id)
 
     def complete(self, request_id: str, result: dict[str, Any]) -> None:
-        with self.db.transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE approvals SET state = 'done', result = ?, updated_at = ? "
-                "WHERE id = ? AND state = 'executing'",
-                (json.dumps(result, default=str), time.time(), request_id))
-            if cursor.rowcount == 1:
-                self._changed(conn, time.time(), request_id)
+        self._update(_COMPLETE, request_id, result=json.dumps(result, default=str))
 
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:
         self.settle()
         if session_id is None:
-            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' "
-                                 "ORDER BY updated_at")
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_UNDECIDED)} "
+                                 "ORDER BY updated_at", _UNDECIDED)
         else:
-            rows = self.db.query("SELECT request FROM approvals WHERE state = 'pending' AND "
-                                 "session_id = ? ORDER BY updated_at", (session_id,))
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_UNDECIDED)} AND "
+                                 "session_id = ? ORDER BY updated_at", (*_UNDECIDED, session_id))
         return [ApprovalRequest.model_validate_json(str(r[0])) for r in rows]
 
     def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None:
@@ -224,10 +245,9 @@ class SqliteApprovalStore:
         first: one past its time is never taken as pending."""
         self.settle()
         rows = self.db.query(
-            "SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND (state IN "
-            "('pending', 'approved') OR (state IN ('denied', 'executing', 'done') AND "
-            "updated_at > ?)) "
-            "ORDER BY updated_at DESC", (session_id, tool, time.time() - DENIAL_HOLDS_S))
+            f"SELECT id FROM approvals WHERE session_id = ? AND tool = ? AND ({_in(_REJOINS)} "
+            f"OR ({_in(_TELLS)} AND updated_at > ?)) ORDER BY updated_at DESC",
+            (session_id, tool, *_REJOINS, *_TELLS, time.time() - DENIAL_HOLDS_S))
         for (request_id,) in rows:
             stored = self.get(str(request_id))
             if stored is None or stored.request.args_digest != digest:
@@ -241,14 +261,15 @@ class SqliteApprovalStore:
         """The result of a request that ran (``done``), to tell the same call made again —
         once: the call made after that asks anew. ``None`` when it was told already."""
         stored = self.get(request_id)
-        if stored is None or stored.state != "done" or stored.result is None \
+        if stored is None or stored.state not in _REPLAY.sources or stored.result is None \
                 or stored.result.get("replayed"):
             return None
         before = json.dumps(stored.result, default=str)
         after = json.dumps({**stored.result, "replayed": True}, default=str)
         with self.db.transaction() as conn:
-            cursor = conn.execute("UPDATE approvals SET result = ? WHERE id = ? AND "
-                                  "state = 'done' AND result = ?", (after, request_id, before))
+            cursor = conn.execute(f"UPDATE approvals SET state = ?, result = ? WHERE id = ? AND "
+                                  f"{_in(_REPLAY.sources)} AND result = ?",
+                                  (_REPLAY.target, after, request_id, *_REPLAY.sources, before))
         return stored.result if cursor.rowcount == 1 else None
 
     def requests(self, *, state: str | None = None, session_id: str | None = None,
