@@ -7,7 +7,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from toolkeeper import ToolInvoker, tool
+from toolkeeper import ToolContext, ToolInvoker, tool
+from toolkeeper.core.context import LIBRARY, Caller
 from toolkeeper.invoke import ChainPolicy
 
 from .helpers import call
@@ -52,3 +53,27 @@ async def test_a_session_without_limits_of_its_own_takes_the_invokers() -> None:
         assert session.policy is invoker.policy
         cut = await invoker.invoke(call("long_text", n=50), session=session)
     assert cut.text.startswith("x" * 10) and "40 characters truncated" in cut.text
+
+
+SEEN: list[object] = []
+
+
+@tool
+def whoami(ctx: ToolContext) -> str:
+    """Say who calls."""
+    SEEN.append(ctx.caller)
+    return ctx.caller.client or "a program"
+
+
+async def test_the_caller_is_typed_and_reaches_the_tool_through_its_session() -> None:
+    invoker = ToolInvoker([whoami])
+    alice = Caller(client="alice", channel="mcp", via="bearer")
+    SEEN.clear()
+    async with invoker.open_session(session_id="client-alice", caller=alice) as session:
+        named = await invoker.invoke(call("whoami"), session=session)
+    async with invoker.open_session() as session:
+        anonymous = await invoker.invoke(call("whoami"), session=session)
+    assert named.text == "alice" and SEEN[0] is alice and not alice.is_operator
+    assert anonymous.text == "a program" and SEEN[1] == LIBRARY
+    script = alice.through("code_mode")
+    assert (script.client, script.channel, script.via) == ("alice", "code_mode", "bearer")

@@ -25,7 +25,7 @@ import anyio
 
 from ..builtins.policy import SecurityPolicy
 from ..builtins.protected import Protection, removed_note
-from ..core.context import ToolContext
+from ..core.context import LIBRARY, Caller, ToolContext
 from ..core.metadata import ToolMetadata
 from ..core.results import ToolResult
 from ..errors import UsageError
@@ -159,7 +159,8 @@ class ToolChainTool(Tool):
         return "ctx"  # the call's context names the session (the client) the run belongs to
 
     async def _run_tool(self, code: str, ctx: ToolContext | None = None) -> ToolResult:
-        run = await self.run_chain(code, session_id=ctx.session_id if ctx else None)
+        run = await self.run_chain(code, session_id=ctx.session_id if ctx else None,
+                                   caller=ctx.caller if ctx else None)
         trace = run.call_trace
         lines = [f"status: {run.status}", *(
             f"call {i}: {r.tool} → {r.status}" + (f" ({r.error_code})" if r.error_code else "")
@@ -235,7 +236,8 @@ class ToolChainTool(Tool):
         """Kill the pre-started sandboxes (they also die with this process)."""
         self._pool.close()
 
-    async def run_chain(self, code: str, *, session_id: str | None = None) -> ChainRunResult:
+    async def run_chain(self, code: str, *, session_id: str | None = None,
+                        caller: Caller | None = None) -> ChainRunResult:
         """Run ``code`` once in a fresh sandbox; every call it makes goes through the invoker.
 
         The run has its own session (budget, trace, pins) with the id ``session_id`` — the
@@ -258,8 +260,9 @@ class ToolChainTool(Tool):
         run = self._take(sandbox)
         workspace = str(self._shared[0].path) if self._shared else None
         try:
-            async with self._invoker.open_session(session_id=session_id, chain=True,
-                                                  policy=policy) as session:  # its own limits
+            async with self._invoker.open_session(
+                    session_id=session_id, chain=True, policy=policy,  # its own limits
+                    caller=(caller or LIBRARY).through("code_mode")) as session:
                 bridge = Bridge(self, run.host, run.secret, session, code, workspace)
                 async with anyio.create_task_group() as group:
                     group.start_soon(bridge.serve)

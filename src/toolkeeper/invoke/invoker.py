@@ -16,7 +16,7 @@ from ..approval.service import ApprovalService, WaitPolicy
 from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
 from ..core.call import ToolCall
-from ..core.context import ToolContext
+from ..core.context import LIBRARY, Caller, ToolContext
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
@@ -106,13 +106,14 @@ class ToolInvoker:
         return chain
 
     def open_session(self, *, session_id: str | None = None, chain: bool = False,
-                     trace_limit: int | None = None, policy: ChainPolicy | None = None
-                     ) -> InvokerSession:
+                     trace_limit: int | None = None, policy: ChainPolicy | None = None,
+                     caller: Caller = LIBRARY) -> InvokerSession:
         """A new session: its own budget, trace and pins. Use it with ``async with``.
         ``trace_limit`` keeps only the last N trace records (for long-lived sessions);
-        ``policy`` gives it limits of its own instead of the invoker's (a code-mode run's)."""
+        ``policy`` gives it limits of its own instead of the invoker's (a code-mode run's);
+        ``caller`` says who makes its calls (the MCP server's client, …)."""
         return InvokerSession(self, session_id=session_id, chain=chain, trace_limit=trace_limit,
-                              policy=policy)
+                              policy=policy, caller=caller)
 
     async def invoke(
         self, call: ToolCall, *, session: InvokerSession, ctx: ToolContext | None = None,

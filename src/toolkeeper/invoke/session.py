@@ -9,6 +9,7 @@ from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ..core.context import LIBRARY, Caller
 from ..errors import BudgetExceededError
 from .results import ChainCallRecord
 
@@ -28,8 +29,10 @@ class InvokerSession:
 
     def __init__(self, invoker: ToolInvoker, *, session_id: str | None = None,
                  chain: bool = False, trace_limit: int | None = None,
-                 policy: ChainPolicy | None = None) -> None:
+                 policy: ChainPolicy | None = None, caller: Caller = LIBRARY) -> None:
         self.id = session_id or "ses_" + secrets.token_urlsafe(12)
+        self.caller = caller
+        """Who makes this session's calls (an MCP client, a code-mode run of one, a program)."""
         self.invoker = invoker
         self.policy: ChainPolicy = policy if policy is not None else invoker.policy
         """The limits of this session's calls: its own (a code-mode run's) when given, else

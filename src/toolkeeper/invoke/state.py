@@ -57,7 +57,8 @@ class Invocation(NamedTuple):
         if self.ctx is not None:
             return self.ctx
         return ToolContext(call_id=self.call.id, tool_name=self.call.name,
-                           session_id=self.session.id, state=self.session.state)
+                           session_id=self.session.id, state=self.session.state,
+                           caller=self.session.caller)
 
     def envelope(self) -> dict[str, Any]:
         """The fields every ``InvocationResult`` of this call carries."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core.context import ToolContext
+from ..core.context import CALLER_KEY, Caller, ToolContext
 from ..formats import WireExport, render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
@@ -37,6 +37,7 @@ __all__ = ["STDIO_CLIENT", "announce_changes", "mcp_server", "serve_stdio"]
 
 STDIO_CLIENT = "stdio"
 """The client of a server without an HTTP layer naming one: the process that launched it."""
+STDIO = Caller(client=STDIO_CLIENT, channel="mcp", via="none")
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
 """A client's session lives as long as the server: its in-memory trace keeps the last records
@@ -53,7 +54,7 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         invoker: The door every call goes through (its catalog is what is listed).
         session: The session calls count against (budget, trace, session approvals); by
             default one per client for the server's lifetime — the client an HTTP layer put in
-            the request's state as ``toolkeeper_client`` (session id ``client-NAME``, which
+            the request's state as a ``Caller`` (session id ``client-NAME``, which
             the audit log and approval requests record), else ``client-stdio``.
         name: The server name clients see.
         instructions: Optional instructions for clients.
@@ -78,18 +79,22 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     catalog = invoker.registry
     sessions: dict[str, InvokerSession] = {}
 
+    def caller_of(ctx: Any) -> Caller:
+        request = getattr(ctx, "request", None)
+        found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)
+        return found if isinstance(found, Caller) else STDIO
+
     def client_of(ctx: Any) -> str:
-        state = getattr(getattr(ctx, "request", None), "state", None)
-        return str(getattr(state, "toolkeeper_client", "") or STDIO_CLIENT)
+        return caller_of(ctx).client
 
     def session_for(ctx: Any) -> InvokerSession:
         if session is not None:
             return session
-        client = client_of(ctx)
-        found = sessions.get(client)
+        caller = caller_of(ctx)
+        found = sessions.get(caller.client)
         if found is None:
-            found = sessions[client] = invoker.open_session(session_id=f"client-{client}",
-                                                            trace_limit=TRACE_LIMIT)
+            found = sessions[caller.client] = invoker.open_session(
+                session_id=f"client-{caller.client}", trace_limit=TRACE_LIMIT, caller=caller)
         return found
 
     # The export (with the table that maps wire names back) is made when tools are listed and
@@ -136,7 +141,7 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         report = getattr(getattr(ctx, "session", None), "report_progress", None)
         tool_ctx = None if report is None else ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
-            state=in_session.state, progress_sink=report)
+            state=in_session.state, progress_sink=report, caller=in_session.caller)
         if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
             await channel.answer(params, in_session, client_of(ctx))
             outcome = await channel.invoke(call, in_session, tool_ctx)

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..approval.pg import open_database
+from ..core.context import OPERATOR as CORE_OPERATOR
 from ..errors import UsageError
 from ..mcp.server import STDIO_CLIENT
 
 __all__ = ["ANONYMOUS", "DEFAULT_CLIENT", "OPERATOR", "RESERVED", "STDIO", "ClientToken",
            "ClientTokens"]
 
-OPERATOR = "operator"
+OPERATOR = CORE_OPERATOR
 ANONYMOUS = "anonymous"
 """The client an unauthenticated ``/mcp`` request acts as (``--auth none``): every local
 process is that client, so nothing is ever approved for it beyond one call."""

@@ -14,8 +14,9 @@ import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
+from ..core.context import CALLER_KEY, Caller, Channel
 from .auth import COOKIE, WebSessions
 from .clients import OPERATOR, ClientTokens
 
@@ -41,8 +42,8 @@ class TokenGate:
     - ``/api``: the operator's bearer ``token`` (compared in constant time; ``None``: there is
       none, only the page's login cookie), a client's token (its own requests, read-only), or
       the approval page's session cookie (the operator's); else 401.
-    - The client's name goes into the request's state (``toolkeeper_client``;
-      ``toolkeeper_via`` says "bearer", "cookie" or "none").
+    - Who asks goes into the request's state as a ``Caller`` (``CALLER_KEY``): the client's
+      name, the channel (mcp, api, page), how it proved it and the page session's secret.
     - Every other path (the page): a ``Host`` that is not one of ``hosts`` is refused (DNS
       rebinding; the SDK checks ``/mcp`` itself), a state-changing request whose ``Origin`` is
       not exactly this server's is refused, and every answer carries a strict
@@ -103,8 +104,10 @@ class TokenGate:
                           f"more than {self.rate:g} requests per second from client "
                           f"{client!r}; slow down and retry")
             return
-        state = scope.setdefault("state", {})
-        state.update(toolkeeper_client=client, toolkeeper_via=via, toolkeeper_session=secret)
+        if client is not None:
+            channel: Channel = "mcp" if mcp else "api" if path.startswith("/api") else "page"
+            scope.setdefault("state", {})[CALLER_KEY] = Caller(
+                client=client, channel=channel, via=via, page_secret=secret)
         await self.app(scope, receive, send)
 
     def _foreign(self, scope: Scope, headers: dict[bytes, bytes], *, bearer: bool
@@ -136,7 +139,8 @@ class TokenGate:
         self._buckets[client] = (left - 1.0, now)
         return True
 
-    def _who(self, headers: dict[bytes, bytes]) -> tuple[str | None, str, str]:
+    def _who(self, headers: dict[bytes, bytes]
+             ) -> tuple[str | None, Literal["bearer", "cookie", "none"], str]:
         """(client, how it proved it, the page session's secret)."""
         value = headers.get(b"authorization", b"")
         if value[:7].lower() == b"bearer ":

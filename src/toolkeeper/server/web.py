@@ -2,7 +2,7 @@
 log: ``web_routes`` for ``toolkeeper serve``, ``WebApprovalHandler`` for an agent loop of your
 own (an approval handler whose ``app()`` is the same page, mountable in any ASGI app).
 
-Who asks is decided by ``TokenGate`` (``request.state.toolkeeper_client``): the operator sees
+Who asks is decided by ``TokenGate`` (a ``Caller`` in ``request.state``): the operator sees
 and decides everything; a client token sees only its own requests and calls, and decides
 nothing — approving is a person's job, not the agent's.
 """
@@ -23,6 +23,7 @@ import anyio.to_thread
 
 from ..approval.persisted import PersistedApprovalHandler
 from ..approval.store import SqliteApprovalStore, StoredApproval
+from ..core.context import CALLER_KEY, Caller
 from ..invoke.audit import AuditLog
 from .auth import COOKIE, WebSessions
 from .decide import DecisionError, decide
@@ -70,10 +71,13 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
                       autoescape=select_autoescape(default=True, default_for_string=True))
 
     def who(request: Request) -> str | None:
-        return getattr(request.state, "toolkeeper_client", None)
+        return caller_of(request).client or None
+
+    def secret_of(request: Request) -> str:
+        return caller_of(request).page_secret
 
     def page(request: Request, name: str, status: int = 200, **values: Any) -> Response:
-        secret = getattr(request.state, "toolkeeper_session", "") or ""
+        secret = secret_of(request)
         html = env.get_template(name).render(title=title, csrf=sessions.csrf(secret)
                                              if secret else "", root=_root(request), **values)
         return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
@@ -129,7 +133,7 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         if client is None:
             return login_needed(request)
         form = await request.form(max_files=0, max_fields=10)
-        secret = getattr(request.state, "toolkeeper_session", "") or ""
+        secret = secret_of(request)
         if not sessions.csrf_ok(secret, str(form.get("csrf", ""))):
             return page(request, "message.html", status=403, heading="Refused",
                         text="The form is stale or came from elsewhere (CSRF check). Reload "
@@ -173,7 +177,7 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
         return response
 
     async def logout(request: Request) -> Response:
-        secret = getattr(request.state, "toolkeeper_session", "") or ""
+        secret = secret_of(request)
         form = await request.form(max_files=0, max_fields=2)
         if secret and sessions.csrf_ok(secret, str(form.get("csrf", ""))):
             await anyio.to_thread.run_sync(sessions.logout, secret)
@@ -206,8 +210,8 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
 
     async def api_decide(request: Request) -> Response:
         client = who(request) or ""
-        if getattr(request.state, "toolkeeper_via", "") == "cookie":
-            secret = getattr(request.state, "toolkeeper_session", "") or ""
+        if caller_of(request).via == "cookie":
+            secret = secret_of(request)
             if not sessions.csrf_ok(secret, request.headers.get("x-csrf-token", "")):
                 return api_error(403, "csrf", "send the page's CSRF token as X-CSRF-Token")
         try:
@@ -289,6 +293,15 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
 def _root(request: Request) -> str:
     """The path the page is mounted at ("" at the top), for links, redirects and the cookie."""
     return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def caller_of(request: Request) -> Caller:
+    """Who asks, as the gate found (nobody: an empty caller)."""
+    found = request.scope.get("state", {}).get(CALLER_KEY)
+    return found if isinstance(found, Caller) else NOBODY
+
+
+NOBODY = Caller(channel="page")
 
 
 def _audit_filters(request: Request, client: str) -> tuple[dict[str, Any], str]:
