@@ -9,7 +9,8 @@ import pytest
 
 from toolkeeper import ToolContext, ToolInvoker, tool
 from toolkeeper.core.context import LIBRARY, Caller
-from toolkeeper.invoke import ChainPolicy
+from toolkeeper.invoke import ChainPolicy, InvocationResult
+from toolkeeper.invoke.state import Gate, Invocation, Next
 
 from .helpers import call
 
@@ -77,3 +78,44 @@ async def test_the_caller_is_typed_and_reaches_the_tool_through_its_session() ->
     assert anonymous.text == "a program" and SEEN[1] == LIBRARY
     script = alice.through("code_mode")
     assert (script.client, script.channel, script.via) == ("alice", "code_mode", "bearer")
+
+
+class _Stamp(Gate):
+    """An extra gate that records where in the pipeline it ran."""
+
+    def __init__(self, name: str, **anchor: str) -> None:
+        self.name = name
+        self.after, self.before = anchor.get("after"), anchor.get("before")
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
+        STAMPS.append((self.name, inv.arguments))
+        return await call_next(inv)
+
+
+STAMPS: list[tuple[str, object]] = []
+
+
+async def test_an_extra_gate_goes_where_it_says_and_the_default_order_holds() -> None:
+    from toolkeeper.invoke.builder import GATE_ORDER
+
+    invoker = ToolInvoker([long_text], extra_gates=[
+        _Stamp("audit_more", after="validate"), _Stamp("innermost", before="execute"),
+        _Stamp("outer", before="budget")])
+    names = [g.name for g in invoker.gates]
+    assert [n for n in names if n in GATE_ORDER] == list(GATE_ORDER)
+    assert names[names.index("validate") + 1] == "audit_more"
+    assert names[-1] == "innermost" and names[names.index("budget") - 1] == "outer"
+    STAMPS.clear()
+    async with invoker.open_session() as session:
+        result = await invoker.invoke(call("long_text", n="3"), session=session)
+    assert result.ok and [s[0] for s in STAMPS] == ["outer", "audit_more", "innermost"]
+    assert STAMPS[1][1] == {"n": 3}  # after validation: the coerced arguments
+
+
+@pytest.mark.parametrize("anchor", [{}, {"after": "nowhere"},
+                                    {"after": "validate", "before": "timeout"}])
+def test_an_extra_gate_without_a_valid_anchor_is_refused(anchor: dict[str, str]) -> None:
+    from toolkeeper.errors import UsageError
+
+    with pytest.raises(UsageError, match="extra gate 'stray'"):
+        ToolInvoker([long_text], extra_gates=[_Stamp("stray", **anchor)])

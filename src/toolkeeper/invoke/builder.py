@@ -4,11 +4,12 @@ tuple as ``gates=`` to change the pipeline."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..approval.service import ApprovalService
 from ..artifacts.store import BlobStore
+from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
 from .audit import AuditLog
@@ -30,7 +31,7 @@ from .gates import (
 )
 from .state import Gate
 
-__all__ = ["GATE_ORDER", "default_gates"]
+__all__ = ["GATE_ORDER", "default_gates", "with_extra_gates"]
 
 GATE_ORDER = ("record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
               "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
@@ -54,3 +55,29 @@ def default_gates(*, catalog: Any, approvals: ApprovalService,
     )
     assert tuple(g.name for g in gates) == GATE_ORDER
     return gates
+
+
+def with_extra_gates(gates: Sequence[Gate], extra: Iterable[Gate]) -> tuple[Gate, ...]:
+    """``gates`` with each of ``extra`` placed where it says (``after="validate"``, or
+    ``before="execute"`` for the innermost), in the order given.
+
+    Raises:
+        UsageError: a gate names no anchor, both, or one that is not in the pipeline.
+    """
+    placed = list(gates)
+    for gate in extra:
+        names = [g.name for g in placed]
+        if (gate.after is None) == (gate.before is None):
+            raise UsageError(f"extra gate {gate.name!r} must say where it goes: set exactly one "
+                             f"of after= or before= to one of {', '.join(names)} (or "
+                             "before='execute')")
+        anchor = gate.after or gate.before or ""
+        if gate.before == "execute":
+            placed.append(gate)
+            continue
+        if anchor not in names:
+            raise UsageError(f"extra gate {gate.name!r} is anchored to {anchor!r}, which is not "
+                             f"in the pipeline ({', '.join(names)}, or before='execute')")
+        index = names.index(anchor)
+        placed.insert(index + 1 if gate.after else index, gate)
+    return tuple(placed)

@@ -23,7 +23,7 @@ from ..hooks import HookManager
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
 from .audit import AuditEntry, AuditLog
-from .builder import default_gates
+from .builder import default_gates, with_extra_gates
 from .gates import execute
 from .policy import ChainPolicy
 from .results import InvocationResult
@@ -52,6 +52,8 @@ class ToolInvoker:
         approval_store: The store ``resume`` reads approved requests from.
         gates: The pipeline, outer → inner; by default ``builder.default_gates`` built from the
             arguments above (the order is ``builder.GATE_ORDER``, pinned by a test).
+        extra_gates: Gates added to that pipeline, each where it says (its ``after`` or
+            ``before``: ``class Redact(Gate): name = "redact"; after = "validate"``).
     """
 
     def __init__(
@@ -59,7 +61,7 @@ class ToolInvoker:
         artifact_store: BlobStore | None = None, policy: ChainPolicy | None = None,
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
-        gates: Sequence[Gate] | None = None,
+        gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
     ) -> None:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
@@ -72,9 +74,10 @@ class ToolInvoker:
                 approval_timeout_s=self.policy.approval_timeout_s,
                 approval_ttl_s=self.policy.approval_ttl_s,
                 hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
-        self.gates = tuple(gates) if gates is not None else default_gates(
+        pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit)
+        self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[Any, Next]] = {}
 
@@ -82,9 +85,9 @@ class ToolInvoker:
         """The gates folded around the executor, without those ``tool`` cannot need; for an
         unknown name (``tool`` is ``None``) only the gates up to the lookup, which reports it."""
         gates = self.gates
-        if tool is None:
-            names = [g.name for g in gates]
-            gates = gates[: names.index("lookup") + 1] if "lookup" in names else gates
+        if tool is None:  # up to the gate that answers an unknown name
+            ends = [i for i, g in enumerate(gates) if g.ends_unknown]
+            gates = gates[: ends[0] + 1] if ends else gates
         handler: Next = execute
         for gate in reversed(gates):
             if gate.active() and (tool is None or gate.needed(tool)):

@@ -78,6 +78,14 @@ class Gate:
     """
 
     name: str = "gate"
+    after: str | None = None
+    """Where an extra gate goes (``ToolInvoker(extra_gates=…)``): right after the gate of this
+    name (further from the executor than it is)…"""
+    before: str | None = None
+    """… or right before the gate of this name; ``"execute"`` puts it innermost."""
+    ends_unknown: bool = False
+    """Whether this gate answers a call whose tool is unknown: the chain for unknown names
+    stops here."""
 
     def active(self) -> bool:
         """Whether the gate can do anything at all with its collaborators; inactive gates are

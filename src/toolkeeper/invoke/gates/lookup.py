@@ -18,6 +18,7 @@ __all__ = ["LookupGate"]
 
 class LookupGate(Gate):
     name = "lookup"
+    ends_unknown = True
 
     def __init__(self, catalog: Any) -> None:
         self.catalog = catalog
