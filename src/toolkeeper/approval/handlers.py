@@ -16,6 +16,8 @@ __all__ = [
     "AutoApprovalHandler",
     "CallbackApprovalHandler",
     "CliApprovalHandler",
+    "Expires",
+    "Rejoins",
 ]
 
 
@@ -24,6 +26,25 @@ class ApprovalHandler(Protocol):
     """Answers approval requests. ``request`` may wait; the invoker bounds the wait."""
 
     async def request(self, request: ApprovalRequest) -> ApprovalDecision: ...
+
+
+@runtime_checkable
+class Rejoins(Protocol):
+    """A handler that keeps its requests in a store and can wait for one again: a call made
+    again rejoins its open request, and CONTINUE_ON_TIMEOUT waits past the handler's own
+    wait. ``PersistedApprovalHandler`` (and so ``WebApprovalHandler``) declare it."""
+
+    store: Any
+    wait_s: float
+
+    async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision: ...
+
+
+@runtime_checkable
+class Expires(Protocol):
+    """A handler told when the invoker stops waiting, so a late answer cannot apply."""
+
+    async def expire(self, decision: ApprovalDecision) -> None: ...
 
 
 class AutoApprovalHandler:

@@ -18,7 +18,7 @@ import anyio.to_thread
 
 from ..core.risk import HitlMode, ToolRisk
 from ..hooks import HookEvent, HookManager
-from .handlers import ApprovalHandler
+from .handlers import ApprovalHandler, Expires, Rejoins
 from .models import ApprovalDecision, ApprovalRequest, args_digest
 from .store import ApprovalStore, FindsOpen, Replays, StoredApproval
 
@@ -70,7 +70,8 @@ class ApprovalService:
                  store: ApprovalStore | None = None, policy: WaitPolicy | None = None,
                  hooks: HookManager | None = None) -> None:
         self.handler = handler
-        self.store = store if store is not None else getattr(handler, "store", None)
+        self.store = store if store is not None else (
+            handler.store if isinstance(handler, Rejoins) else None)
         self.policy = policy or WaitPolicy()
         self.hooks = hooks
         self.page_url: str | None = None
@@ -98,7 +99,7 @@ class ApprovalService:
         approved and not yet taken, or recently denied: a call retried (after a restart, or
         after it answered 'pending') rejoins it instead of asking again. ``None`` when the
         store cannot look."""
-        store = self.store
+        store: object = self.store  # an optional ability, declared by the store
         if not isinstance(store, FindsOpen):
             return None
         return await anyio.to_thread.run_sync(store.find_open, request.session_id, request.tool,
@@ -131,11 +132,10 @@ class ApprovalService:
             # limit, CONTINUE_ON_TIMEOUT's hitl_timeout_seconds), counted from now
             limit = min(limit, round(request.expires_at - request.created_at, 3))
             wait = min(wait, max(0.0, request.expires_at - time.time()))
-        keep_waiting = getattr(handler, "wait", None)
+        keep_waiting = handler.wait if isinstance(handler, Rejoins) else None
         with anyio.move_on_after(wait):
-            if rejoin and keep_waiting is not None:
-                decided: ApprovalDecision = await keep_waiting(
-                    request.id, getattr(handler, "wait_s", wait))
+            if rejoin and isinstance(handler, Rejoins):
+                decided: ApprovalDecision = await handler.wait(request.id, handler.wait_s)
             else:
                 decided = await handler.request(request)
             # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
@@ -157,9 +157,9 @@ class ApprovalService:
         apply any more; a person's answer that came first stands."""
         store = self.store
         if store is None:
-            expire = getattr(self.handler, "expire", None)
-            if expire is not None:
-                await expire(decision)
+            handler: object = self.handler
+            if isinstance(handler, Expires):
+                await handler.expire(decision)
             return decision
         if await anyio.to_thread.run_sync(store.decide, decision):
             return decision
@@ -224,7 +224,7 @@ class ApprovalService:
         """What an approved request's run did, to tell the same call made again (once):
         its first caller may have given up before the answer came. ``None`` when told
         already, or when the store cannot say."""
-        store = self.store
+        store: object = self.store
         if not isinstance(store, Replays):
             return None
         return await anyio.to_thread.run_sync(store.replay, approval_id)
