@@ -13,8 +13,8 @@ SRC = ROOT / "src" / "toolkeeper"
 # DESIGN.md §2: a room imports only rooms on its own floor or below.
 FLOORS = {
     "core": 0, "errors": 0,
-    "tools": 1,
-    "toolbox": 2, "formats": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2,
+    "tools": 1, "formats": 1,  # formats are functions of core's spec; Tool.get_schema calls them
+    "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2,
     "hooks": 2,
     "invoke": 3, "approval": 3,
     "builtins": 4, "config": 4, "sandbox": 4,
@@ -83,8 +83,18 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, bool, int]]:
                 yield (full if full in MODULES else target), id(node) in inside, node.lineno
 
 
+def _with_packages(importer: str, target: str) -> set[str]:
+    """``target`` and the packages Python runs first to import it (``a.b.c`` runs ``a.b``'s
+    ``__init__``), leaving out the root package and the importer's own packages: a cycle
+    through a package's ``__init__`` fails at run time in one import order and not another."""
+    parts = target.split(".")
+    packages = {".".join(parts[:n]) for n in range(2, len(parts))}
+    return {target} | {p for p in packages if p in MODULES and not importer.startswith(p + ".")}
+
+
 def _graph() -> dict[str, set[str]]:
-    return {name: {t for t, _, _ in _imports(name, path) if t in MODULES and t != name}
+    return {name: {m for t, _, _ in _imports(name, path) if t in MODULES and t != name
+                   for m in _with_packages(name, t) if m != name}
             for name, path in MODULES.items()}
 
 

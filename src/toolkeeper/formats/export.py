@@ -9,7 +9,6 @@ from typing import Any, Protocol
 from ..core.call import ToolCall
 from ..core.results import ToolResult
 from ..errors import UsageError, WireFormatError
-from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from .names import WireNames
 from .problems import Problem
 from .registry import declared, get_format, parse_tool_calls, render_results
@@ -87,7 +86,7 @@ def export(
     declarations: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for tool in tools:
-        provider_tool = is_hosted_tool(tool) or is_provider_defined_tool(tool)
+        provider_tool = tool.kind != "function"  # hosted or provider-defined
         try:
             declaration, found = declared(tool, fmt.name, strict, think_augment)
         except WireFormatError as exc:

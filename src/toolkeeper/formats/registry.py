@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.call import ToolCall
 from ..core.results import ToolResult
-from ..core.spec import ToolSpec, register_declarer
+from ..core.spec import ToolSpec
 from ..errors import UsageError
 from .anthropic import AnthropicFormat
 from .base import WireFormat
@@ -106,5 +106,3 @@ def render_results(
     """The messages to append to the conversation for a batch of results."""
     return get_format(api_format).render_batch(pairs)
 
-
-register_declarer(declared)

@@ -11,8 +11,10 @@ from ..core.context import ToolContext
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult, to_tool_result
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
-from ..core.spec import ToolKind, ToolSpec, declarer
+from ..core.spec import ToolKind, ToolSpec
 from ..errors import InvalidOutputError, UsageError
+from ..formats.registry import check as check_export
+from ..formats.registry import declare
 from .naming import NameSeparator, normalize_tool_name, qualify, split_qualified
 from .rawschema import normalize_schema
 from .runner import call_async, call_sync
@@ -425,8 +427,7 @@ class Tool:
             hit = spec.declared.get(api_format)
             if hit is not None:
                 return hit[0]  # type: ignore[no-any-return]
-        declaration, _ = declarer()(self, api_format, strict, think_augment)
-        return declaration
+        return declare(self, api_format, strict=strict, think_augment=think_augment)
 
     def describe(self, api_format: str = "openai-chat") -> dict[str, Any]:
         """Deprecated alias of ``get_schema``."""
@@ -450,8 +451,7 @@ class Tool:
 
     def check(self, api_format: str, *, strict: bool = False) -> list[Any]:
         """Problems exporting this tool to ``api_format`` would meet (see ``formats.check``)."""
-        _, problems = declarer()(self, api_format, strict, None)
-        return list(problems)
+        return list(check_export(self, api_format, strict=strict))
 
     @property
     def spec(self) -> ToolSpec:
