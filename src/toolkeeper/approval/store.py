@@ -12,21 +12,14 @@ from ..core.risk import HitlMode
 from ..errors import StoreError
 from .models import ApprovalDecision, ApprovalRequest
 from .pg import CHANNEL, PgDatabase, is_url, open_database
-from .states import RULES, Actor, Operation, State, Transition, decider, sources, transition
+from .states import RULES, Operation, State, Transition, decider, sources, transition
 
 __all__ = ["RULES", "ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
-           "SqliteApprovalStore", "State", "StoredApproval"]
+           "Settles", "SqliteApprovalStore", "State", "StoredApproval"]
 
 DENIAL_HOLDS_S = 600.0
 """How long a denial (or a run whose caller may have given up) answers the same call made
 again before it is asked anew."""
-
-
-def _move(operation: Operation, by: Actor) -> Transition:
-    found = transition(operation, by)
-    if found is None:
-        raise LookupError(f"the approval state table has no {operation} by {by}")
-    return found
 
 
 def _in(states: tuple[State, ...]) -> str:
@@ -34,13 +27,6 @@ def _in(states: tuple[State, ...]) -> str:
     return f"state IN ({', '.join('?' * len(states))})" if states else "1 = 0"
 
 
-_CREATE = _move("create", "service")
-_CLAIM = _move("claim", "executor")
-_COMPLETE = _move("complete", "executor")
-_REPLAY = _move("replay", "service")
-_UNDECIDED = sources("decide", "person")
-"""What a person may still decide: the pending requests the page lists."""
-_EXPIRES = sources("expire", "rule")
 _REJOINS: tuple[State, ...] = ("pending", "approved")
 """What the same call made again waits on or takes (``find_open``)."""
 _TELLS: tuple[State, ...] = ("denied", "executing", "done")
@@ -108,6 +94,14 @@ class Replays(Protocol):
     def replay(self, request_id: str) -> dict[str, Any] | None: ...
 
 
+@runtime_checkable
+class Settles(Protocol):
+    """Optional: a store that ends, on demand, the pending requests past their time-to-live
+    (it must anyway before a person's decision, and before it lists what is pending)."""
+
+    def settle(self, request_id: str | None = None) -> list[str]: ...
+
+
 class SqliteApprovalStore:
     """Approvals in one SQLite file (WAL), safe across threads and processes.
 
@@ -140,13 +134,16 @@ class SqliteApprovalStore:
         return False
 
     def create(self, request: ApprovalRequest) -> None:
+        move = transition("create", "service")
+        if move is None:
+            raise StoreError("the approval state table has no create")
         now = time.time()
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO approvals (id, session_id, tool, request, state, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (request.id, request.session_id, request.tool, request.model_dump_json(),
-                 _CREATE.target, now),
+                 move.target, now),
             )
             self._changed(conn, now, request.id)
 
@@ -168,13 +165,13 @@ class SqliteApprovalStore:
         a CONTINUE_ON_TIMEOUT request is approved (approver ``timeout``), as its mode says;
         any other expires (state ``timeout``) and can no longer be approved. Returns the ids
         ended now."""
-        now = time.time()
+        now, expiring = time.time(), sources("expire", "rule")
         if request_id is None:
-            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_EXPIRES)}",
-                                 _EXPIRES)
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(expiring)}",
+                                 expiring)
         else:
-            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_EXPIRES)} AND "
-                                 "id = ?", (*_EXPIRES, request_id))
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(expiring)} AND "
+                                 "id = ?", (*expiring, request_id))
         ended = []
         for (raw,) in rows:
             request = ApprovalRequest.model_validate_json(str(raw))
@@ -204,13 +201,14 @@ class SqliteApprovalStore:
     def _apply(self, decision: ApprovalDecision, operation: Operation) -> bool:
         move = transition(operation, decider(decision.outcome, decision.approver),
                           decision.outcome)
-        if move is None:
-            return False
         return self._update(move, decision.request_id, decision=decision.model_dump_json())
 
-    def _update(self, move: Transition, request_id: str, **columns: str) -> bool:
+    def _update(self, move: Transition | None, request_id: str, **columns: str) -> bool:
         """Make ``move`` on ``request_id`` (setting ``columns`` too) if, and only if, the request
-        is in one of its source states: one conditional ``UPDATE``, so one caller wins."""
+        is in one of its source states: one conditional ``UPDATE``, so one caller wins. No
+        move (the table has none) changes nothing."""
+        if move is None:
+            return False
         sets = "".join(f", {column} = ?" for column in columns)
         with self.db.transaction() as conn:
             cursor = conn.execute(
@@ -222,19 +220,21 @@ class SqliteApprovalStore:
             return bool(cursor.rowcount == 1)
 
     def claim(self, request_id: str) -> bool:
-        return self._update(_CLAIM, request_id)
+        return self._update(transition("claim", "executor"), request_id)
 
     def complete(self, request_id: str, result: dict[str, Any]) -> None:
-        self._update(_COMPLETE, request_id, result=json.dumps(result, default=str))
+        self._update(transition("complete", "executor"), request_id,
+                     result=json.dumps(result, default=str))
 
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:
         self.settle()
+        undecided = sources("decide", "person")  # what a person may still decide
         if session_id is None:
-            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_UNDECIDED)} "
-                                 "ORDER BY updated_at", _UNDECIDED)
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(undecided)} "
+                                 "ORDER BY updated_at", undecided)
         else:
-            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(_UNDECIDED)} AND "
-                                 "session_id = ? ORDER BY updated_at", (*_UNDECIDED, session_id))
+            rows = self.db.query(f"SELECT request FROM approvals WHERE {_in(undecided)} AND "
+                                 "session_id = ? ORDER BY updated_at", (*undecided, session_id))
         return [ApprovalRequest.model_validate_json(str(r[0])) for r in rows]
 
     def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None:
@@ -260,16 +260,16 @@ class SqliteApprovalStore:
     def replay(self, request_id: str) -> dict[str, Any] | None:
         """The result of a request that ran (``done``), to tell the same call made again —
         once: the call made after that asks anew. ``None`` when it was told already."""
-        stored = self.get(request_id)
-        if stored is None or stored.state not in _REPLAY.sources or stored.result is None \
-                or stored.result.get("replayed"):
+        move, stored = transition("replay", "service"), self.get(request_id)
+        if move is None or stored is None or stored.state not in move.sources \
+                or stored.result is None or stored.result.get("replayed"):
             return None
         before = json.dumps(stored.result, default=str)
         after = json.dumps({**stored.result, "replayed": True}, default=str)
         with self.db.transaction() as conn:
             cursor = conn.execute(f"UPDATE approvals SET state = ?, result = ? WHERE id = ? AND "
-                                  f"{_in(_REPLAY.sources)} AND result = ?",
-                                  (_REPLAY.target, after, request_id, *_REPLAY.sources, before))
+                                  f"{_in(move.sources)} AND result = ?",
+                                  (move.target, after, request_id, *move.sources, before))
         return stored.result if cursor.rowcount == 1 else None
 
     def requests(self, *, state: str | None = None, session_id: str | None = None,
