@@ -53,7 +53,8 @@ def _request(session: str = "s1", tool: str = "wire_money") -> ApprovalRequest:
 
 
 class ApprovalStoreConformance:
-    """The behaviours toolkeeper relies on: round trip, final decisions, single claims."""
+    """The behaviours toolkeeper relies on: round trip, final decisions, single claims, and
+    every move the state table allows — and none it forbids — under random walks."""
 
     def make_store(self, tmp_path: Path) -> Any:
         raise NotImplementedError
