@@ -4,7 +4,6 @@ Define tools from functions, classes or raw JSON Schemas; export them to every p
 format; parse the calls back; validate, run and render results in each provider's shape.
 """
 
-from . import i18n as i18n  # registers Toolbox.localized()
 from .approval import (
     ApprovalDecision,
     ApprovalHandler,

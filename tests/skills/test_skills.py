@@ -52,7 +52,7 @@ def test_applying_a_skill_restricts_the_tools_and_refuses_others_naming_it(tmp_p
     with pytest.raises(UnknownToolError, match="not available while skill 'release-notes' is "
                                                "active"):
         view.execute_tool("shell")
-    assert view.instructions.startswith("## Skill: release-notes")  # type: ignore[attr-defined]
+    assert view.instructions.startswith("## Skill: release-notes")
 
 
 @pytest.mark.parametrize(

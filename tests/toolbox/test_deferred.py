@@ -38,7 +38,7 @@ def test_deferred_tools_are_hidden_until_tool_search_finds_them() -> None:
 
 
 def test_tool_search_answers_in_the_callers_wire_format() -> None:
-    from toolkeeper.toolbox.deferred import DeferredView
+    from toolkeeper.toolbox import DeferredView
 
     view = DeferredView(catalog(), api_format="anthropic")
     found = view.execute_tool("tool_search", query="flights between airports")

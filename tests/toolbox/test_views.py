@@ -113,3 +113,26 @@ def test_any_stack_of_views_calls_the_tool_it_lists(lenses: list[tuple[str, Any]
         declared = entry.tool.get_schema("openai-chat")["function"]["name"]
         exported = view.export("openai-chat")
         assert exported.names.name(declared) == entry.name
+
+
+def test_a_new_kind_of_view_is_a_lens_and_composes_with_the_catalogs_views() -> None:
+    from toolkeeper.toolbox import CatalogEntry, Lens, View
+
+    class Shouting(Lens):
+        """Shows every name upper-cased and hides the critical tools."""
+
+        def to_outer(self, name: str) -> str | None:
+            return name.upper()
+
+        def to_inner(self, name: str) -> str | None:
+            return name.lower() if name.isupper() else None
+
+        def show(self, entry: CatalogEntry) -> CatalogEntry | None:
+            return None if entry.risk is ToolRisk.CRITICAL else entry
+
+    view = View(base().prefixed("ops"), Shouting()).filtered(tags={"x"})
+    assert view.names() == ["OPS_ALPHA"]
+    assert view.execute_tool("OPS_ALPHA") == "alpha"
+    assert view.resolve("OPS_ALPHA") == "alpha"
+    with pytest.raises(UnknownToolError, match="did you mean 'OPS_ALPHA'"):
+        view.lookup("OPS_ALPH")

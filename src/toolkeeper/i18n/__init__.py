@@ -1,13 +1,15 @@
-"""Localized tool descriptions: locale resolution, description catalogs, localized views."""
+"""Localized tool descriptions: locale resolution and description catalogs.
+
+A catalog shows them through ``Toolbox.localized()`` (the view is ``toolkeeper.toolbox.LocalizedView``);
+this package imports nothing of the catalog's, so the catalog imports it.
+"""
 
 from .catalog import PACKAGE_DIR, DescriptionCatalog
 from .locale import locale_chain, normalize_locale, resolve_locale
-from .view import LocalizedView
 
 __all__ = [
     "PACKAGE_DIR",
     "DescriptionCatalog",
-    "LocalizedView",
     "locale_chain",
     "normalize_locale",
     "resolve_locale",

@@ -1,4 +1,5 @@
-"""Applying a skill: a view restricted to its allowed tools, and the ``read_skill`` tool."""
+"""The ``read_skill`` tool (a skill's text on demand). Applying a skill is
+``catalog.with_skill(skill)``, a ``SkillView`` (defined with the catalog, re-exported here)."""
 
 from __future__ import annotations
 
@@ -6,40 +7,11 @@ from collections.abc import Iterable
 
 from ..core.metadata import ToolMetadata
 from ..errors import UnknownToolError
-from ..toolbox.catalog import CatalogBase, register_view
-from ..toolbox.entry import CatalogEntry
-from ..toolbox.views import View
+from ..toolbox.catalog import SkillView
 from ..tools.tool import Tool
 from .skill import Skill
 
 __all__ = ["SkillView", "read_skill_tool"]
-
-
-class SkillView(View):
-    """Only the skill's allowed tools; a call to any other is refused naming the skill."""
-
-    def __init__(self, inner: CatalogBase, skill: Skill) -> None:
-        super().__init__(inner)
-        self.skill = skill
-        self._allowed = frozenset(skill.allowed_tools)
-
-    def show(self, entry: CatalogEntry) -> CatalogEntry | None:
-        names = {entry.name, entry.tool.name, *entry.aliases}
-        return entry if names & self._allowed else None
-
-    @property
-    def instructions(self) -> str:
-        """What to append to the system prompt while the skill is active."""
-        return self.skill.prompt()
-
-    def unknown(self, name: str) -> UnknownToolError:
-        allowed = ", ".join(sorted(self._allowed)) or "no tools"
-        if self.inner.get(name) is not None:
-            return UnknownToolError(
-                f"tool '{name}' is not available while skill '{self.skill.name}' is active "
-                f"(it allows: {allowed})", tool_name=name, details={"skill": self.skill.name})
-        return UnknownToolError(f"unknown tool '{name}' (skill '{self.skill.name}' allows: "
-                                f"{allowed})", tool_name=name)
 
 
 def read_skill_tool(skills: Iterable[Skill]) -> Tool:
@@ -63,5 +35,3 @@ def read_skill_tool(skills: Iterable[Skill]) -> Tool:
         metadata=ToolMetadata(read_only_hint=True, tags=frozenset({"meta"})),
     )
 
-
-register_view("with_skill", SkillView)

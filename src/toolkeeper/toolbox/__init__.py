@@ -1,13 +1,21 @@
 """The catalog: ``Toolbox``, views, categories, search and deferred loading."""
 
-from .catalog import CatalogBase
+from .catalog import (
+    CatalogBase,
+    DeferredView,
+    FilteredView,
+    LocalizedView,
+    RenamedView,
+    SkillView,
+    View,
+)
 from .categories import BUILTIN_CATEGORIES, CategoryTree, normalize_category
-from .deferred import DeferredView, native_deferred_tools
+from .deferred import ToolSearchLens, native_deferred_tools
 from .entry import CatalogEntry, ChangeEvent, ToolConflictWarning
 from .search import SearchHit
 from .tokenize import tokenize
 from .toolbox import Toolbox, as_toolbox
-from .views import FilteredView, RenamedView, View
+from .views import FilterLens, Lens, LocaleLens, RenameLens, SkillLens
 
 __all__ = [
     "BUILTIN_CATEGORIES",
@@ -16,10 +24,18 @@ __all__ = [
     "CategoryTree",
     "ChangeEvent",
     "DeferredView",
+    "FilterLens",
     "FilteredView",
+    "Lens",
+    "LocaleLens",
+    "LocalizedView",
+    "RenameLens",
     "RenamedView",
     "SearchHit",
+    "SkillLens",
+    "SkillView",
     "ToolConflictWarning",
+    "ToolSearchLens",
     "Toolbox",
     "View",
     "as_toolbox",

@@ -1,29 +1,40 @@
-"""``CatalogBase``: the read side shared by ``Toolbox`` and every view.
+"""``CatalogBase``: the read side shared by ``Toolbox`` and every view; ``View``: a catalog seen
+through a lens.
 
 A catalog answers five primitive questions — its entries, one entry by name, which base tool a
 name reaches, a keyed search, and the error for an unknown name — and everything else (listing,
-browsing, schemas, export, search hits, direct execution) is derived here once.
+browsing, schemas, export, search hits, direct execution, views) is derived here once.
+
+Every view method is an ordinary method here: the lenses it builds on (``views.py``,
+``deferred.py``) and the description catalogs of ``toolkeeper.i18n`` import nothing of this
+module, so it imports them. Nothing is registered on the catalog by another module.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..core.call import ToolCall
 from ..core.risk import ToolRisk
-from ..errors import UnknownToolError, UsageError
+from ..errors import UnknownToolError
 from ..formats import WireExport, export
+from ..i18n.catalog import DescriptionCatalog
+from ..tools.tool import Tool
 from .categories import CategoryTree
-from .entry import CatalogEntry
-from .search import SearchHit
+from .deferred import ToolSearchLens
+from .entry import CatalogEntry, entry_doc
+from .search import SearchHit, SearchIndex
+from .views import FilterLens, Lens, LocaleLens, RenameLens, SkillLens
 
 if TYPE_CHECKING:
     from ..skills.skill import Skill
 
-__all__ = ["CatalogBase", "register_call_side", "register_view"]
-
-_T = TypeVar("_T")
+__all__ = ["CatalogBase", "DeferredView", "FilteredView", "LocalizedView", "RenamedView",
+           "SkillView", "View", "register_call_side"]
 
 
 class CatalogBase:
@@ -135,11 +146,14 @@ class CatalogBase:
         its ``api_format``, parses it with this catalog's names and returns the provider's
         tool-result messages, ready to append to the conversation. Concurrency-safe tools run at
         once, others one after another. Without ``invoker``, a default one is used: no approval
-        handler, so every call above SAFE is denied. (The call side — parse, invoke, render —
-        lives in ``toolkeeper.invoke``, which registers itself here when imported.)
+        handler, so every call above SAFE is denied.
         """
-        run = _registered(_CALL_SIDE, "execute_tool_calls", "toolkeeper.invoke")
-        results: list[Any] = run(self, calls, api_format, invoker=invoker, session=session)
+        # The call side (parse, invoke, render) is the door, a floor above the catalog: the one
+        # import a catalog makes when called, listed in tests/meta/test_layers.py (CALL_TIME).
+        from ..invoke.batch import execute_tool_calls
+
+        results: list[Any] = execute_tool_calls(self, calls, api_format, invoker=invoker,
+                                                session=session)
         return results
 
     # -- views ---------------------------------------------------------------------------
@@ -148,54 +162,196 @@ class CatalogBase:
         self, *, tags: Iterable[str] | None = None, names: Iterable[str] | None = None,
         max_risk: ToolRisk | str | None = None, categories: Iterable[str] | None = None,
         predicate: Callable[[CatalogEntry], bool] | None = None,
-    ) -> CatalogBase:
+    ) -> FilteredView:
         """A view showing only the matching tools."""
-        return _registered(_VIEWS, "filtered", "toolkeeper.toolbox")(
-            self, tags=tags, names=names, max_risk=max_risk, categories=categories,
-            predicate=predicate)
+        return FilteredView(self, tags=tags, names=names, max_risk=max_risk,
+                            categories=categories, predicate=predicate)
 
-    def prefixed(self, prefix: str, *, sep: str = "_") -> CatalogBase:
+    def prefixed(self, prefix: str, *, sep: str = "_") -> RenamedView:
         """A view where every name is ``prefix + sep + name``."""
-        return _registered(_VIEWS, "prefixed", "toolkeeper.toolbox")(self, prefix, sep=sep)
+        return RenamedView(self, prefix=prefix, sep=sep)
 
-    def renamed(self, mapping: dict[str, str]) -> CatalogBase:
+    def renamed(self, mapping: dict[str, str]) -> RenamedView:
         """A view with some tools shown under other names."""
-        return _registered(_VIEWS, "renamed", "toolkeeper.toolbox")(self, mapping)
+        return RenamedView(self, mapping)
 
-    def localized(self, locale: str | None = None, **options: Any) -> CatalogBase:
+    def localized(
+        self, locale: str | None = None, *, workspace: str | Path | None = None,
+        catalog: DescriptionCatalog | None = None,
+    ) -> LocalizedView:
         """A view with descriptions in a locale (see ``toolkeeper.i18n``)."""
-        return _registered(_VIEWS, "localized", "toolkeeper.i18n")(self, locale, **options)
+        return LocalizedView(self, locale, workspace=workspace, catalog=catalog)
 
-    def with_skill(self, skill: Skill) -> CatalogBase:
+    def with_skill(self, skill: Skill) -> SkillView:
         """A view restricted to a skill's allowed tools; other calls are refused naming it."""
-        return _registered(_VIEWS, "with_skill", "toolkeeper.skills")(self, skill)
+        return SkillView(self, skill)
 
-    def with_tool_search(self, *, limit: int = 5) -> CatalogBase:
+    def with_tool_search(self, *, limit: int = 5) -> DeferredView:
         """A view that hides deferred tools behind a ``tool_search`` meta-tool."""
-        return _registered(_VIEWS, "with_tool_search", "toolkeeper.toolbox")(self, limit=limit)
+        return DeferredView(self, limit=limit)
 
 
-# The rooms that wrap a catalog (views in toolbox/, i18n/, skills/) and the call side (invoke/)
-# sit beside or above it, so the catalog never imports them: each registers what the methods
-# above build when it is imported (importing ``toolkeeper`` imports them all).
-_VIEWS: dict[str, Callable[..., CatalogBase]] = {}
-_CALL_SIDE: dict[str, Callable[..., Any]] = {}
+class View(CatalogBase):
+    """A catalog seen through a ``Lens``: names mapped both ways, entries shown as the lens
+    says. The inner catalog may be a ``Toolbox`` or another view."""
+
+    def __init__(self, inner: CatalogBase, lens: Lens | None = None) -> None:
+        self.inner = inner
+        self.lens = lens if lens is not None else Lens()
+        self._copies: dict[tuple[int, str], Any] = {}
+        self._index: SearchIndex | None = None
+        self._indexed: dict[str, int] = {}
+
+    @property
+    def instructions(self) -> str:
+        """What to append to the system prompt while this view is in use (its lens's)."""
+        return self.lens.instructions
+
+    def _shown(self, entry: CatalogEntry) -> CatalogEntry | None:
+        outer = self.lens.to_outer(entry.name)
+        if outer is None:
+            return None
+        shown = self.lens.show(entry)
+        if shown is None or outer == shown.name:
+            return shown
+        return replace(shown, name=outer, tool=self._renamed(shown.tool, outer))
+
+    def _renamed(self, tool: Any, outer: str) -> Any:
+        if not isinstance(tool, Tool):
+            return tool  # provider tools keep the names their providers gave them
+        key = (id(tool), outer)
+        copy = self._copies.get(key)
+        if copy is None or copy[0] is not tool:
+            copy = (tool, tool.replace(name=outer, namespace=None, method_name=None))
+            self._copies[key] = copy
+        return copy[1]
+
+    def _added(self, name: str) -> CatalogEntry | None:
+        return next((e for e in self.lens.added() if e.name == name), None)
+
+    def entries(self, *, include_disabled: bool = False) -> list[CatalogEntry]:
+        shown = (self._shown(e) for e in self.inner.entries(include_disabled=include_disabled))
+        return [*self.lens.added(), *(e for e in shown if e is not None)]
+
+    def entry(self, name: str) -> CatalogEntry | None:
+        added = self._added(name)
+        if added is not None:
+            return added
+        inner_name = self.lens.to_inner(name)
+        found = self.inner.entry(inner_name) if inner_name is not None else None
+        shown = self._shown(found) if found is not None else None
+        return shown if shown is not None and shown.name == name else None
+
+    def resolve(self, name: str) -> str | None:
+        if self._added(name) is not None:
+            return name
+        shown = self.entry(name)
+        inner_name = self.lens.to_inner(name)
+        if shown is None or not shown.enabled or inner_name is None:
+            return None
+        return self.inner.resolve(inner_name)
+
+    def search_keys(
+        self, query: str, *, limit: int, allowed: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, float, dict[str, float]]]:
+        if self.lens.rewords:
+            return self._own_index().search(query, limit=limit, allowed=allowed)
+
+        def visible(inner_key: str) -> bool:
+            found = self.inner.entry(inner_key)
+            shown = self._shown(found) if found is not None else None
+            return shown is not None and (allowed is None or allowed(shown.name))
+
+        results = self.inner.search_keys(query, limit=limit, allowed=visible)
+        return [(outer, score, signals) for key, score, signals in results
+                if (outer := self.lens.to_outer(key)) is not None]
+
+    def _own_index(self) -> SearchIndex:
+        """An index of the entries as shown, kept in step with the inner catalog."""
+        if self._index is None:
+            self._index = SearchIndex()
+        current = {e.name: e for e in self.entries()}
+        for key in set(self._indexed) - set(current):
+            self._index.remove(key)
+            del self._indexed[key]
+        for key, entry in current.items():
+            if self._indexed.get(key) != id(entry.tool):
+                self._index.upsert(key, entry_doc(entry))
+                self._indexed[key] = id(entry.tool)
+        return self._index
+
+    def unknown(self, name: str) -> UnknownToolError:
+        refused = self.lens.refusal(name, self.inner)
+        if refused is not None:
+            return refused
+        close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        return UnknownToolError(f"unknown tool '{name}'{hint}", tool_name=name,
+                                details={"close": close})
 
 
-def register_view(method: str, factory: Callable[..., CatalogBase]) -> None:
-    """Make ``CatalogBase.<method>(...)`` build ``factory(catalog, ...)``."""
-    _VIEWS[method] = factory
+# The views the catalog's methods build, by the names they have always had.
+
+class FilteredView(View):
+    """Shows only tools matching every given condition (tags: any of them)."""
+
+    def __init__(
+        self, inner: CatalogBase, *, tags: Iterable[str] | None = None,
+        names: Iterable[str] | None = None, max_risk: ToolRisk | str | None = None,
+        categories: Iterable[str] | None = None,
+        predicate: Callable[[CatalogEntry], bool] | None = None,
+    ) -> None:
+        super().__init__(inner, FilterLens(tags=tags, names=names, max_risk=max_risk,
+                                           categories=categories, predicate=predicate))
+
+
+class RenamedView(View):
+    """Shows tools under other names: an explicit mapping, or a prefix for every name."""
+
+    def __init__(self, inner: CatalogBase, mapping: dict[str, str] | None = None, *,
+                 prefix: str | None = None, sep: str = "_") -> None:
+        super().__init__(inner, RenameLens(mapping, prefix=prefix, sep=sep))
+
+    @classmethod
+    def with_prefix(cls, inner: CatalogBase, prefix: str, *, sep: str = "_") -> RenamedView:
+        return cls(inner, prefix=prefix, sep=sep)
+
+
+class LocalizedView(View):
+    """Shows each tool with its localized descriptions, searchable in that locale."""
+
+    def __init__(
+        self, inner: CatalogBase, locale: str | None = None, *,
+        workspace: str | Path | None = None, catalog: DescriptionCatalog | None = None,
+    ) -> None:
+        self.catalog = catalog or DescriptionCatalog(locale, workspace=workspace)
+        self.locale = self.catalog.locale
+        super().__init__(inner, LocaleLens(self.catalog))
+
+
+class SkillView(View):
+    """Only the skill's allowed tools; a call to any other is refused naming the skill."""
+
+    def __init__(self, inner: CatalogBase, skill: Skill) -> None:
+        self.skill = skill
+        super().__init__(inner, SkillLens(skill))
+
+
+class DeferredView(View):
+    """Hides unloaded deferred tools behind a ``tool_search`` tool that loads what it finds."""
+
+    lens: ToolSearchLens
+
+    def __init__(self, inner: CatalogBase, *, limit: int = 5,
+                 api_format: str = "openai-chat") -> None:
+        super().__init__(inner, ToolSearchLens(inner, limit=limit, api_format=api_format))
+
+    @property
+    def loaded(self) -> set[str]:
+        """The deferred tools ``tool_search`` has found (callable and offered from then on)."""
+        return self.lens.loaded
 
 
 def register_call_side(method: str, function: Callable[..., Any]) -> None:
-    """Make ``CatalogBase.<method>(...)`` run ``function(catalog, ...)``."""
-    _CALL_SIDE[method] = function
-
-
-def _registered(table: dict[str, Callable[..., _T]], method: str, room: str
-                ) -> Callable[..., _T]:
-    found = table.get(method)
-    if found is None:
-        raise UsageError(f"{method}() is provided by {room}, which is not loaded; import it "
-                         "(or import toolkeeper)")
-    return found
+    """Does nothing: ``execute_tool_calls`` is an ordinary method now. Kept until
+    ``toolkeeper.invoke.batch`` stops calling it."""

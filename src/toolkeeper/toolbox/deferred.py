@@ -1,26 +1,29 @@
 """Deferred loading: tools left out of the first tool list, found through ``tool_search``.
 
-``DeferredView`` offers the non-deferred tools plus a ``tool_search`` meta-tool — an ordinary
-tool the model calls — that searches the deferred ones, returns their declarations in the
-caller's wire format and makes them callable (and offered) from then on. Where a provider defers
-natively (Anthropic's and OpenAI's tool search), ``native_deferred_tools`` exports that form.
+``ToolSearchLens`` (what ``with_tool_search()`` views through) shows the non-deferred tools plus
+a ``tool_search`` meta-tool — an ordinary tool the model calls — that searches the deferred
+ones, returns their declarations in the caller's wire format and makes them callable (and
+offered) from then on. Where a provider defers natively (Anthropic's and OpenAI's tool search),
+``native_deferred_tools`` exports that form.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.metadata import ToolMetadata
 from ..errors import UsageError
 from ..formats import get_format
 from ..tools.tool import Tool
-from .catalog import CatalogBase, register_view
 from .entry import CatalogEntry
-from .views import View
+from .views import Lens
 
-__all__ = ["DeferredView", "native_deferred_tools"]
+if TYPE_CHECKING:
+    from .catalog import CatalogBase
+
+__all__ = ["TOOL_SEARCH", "ToolSearchLens", "native_deferred_tools"]
 
 TOOL_SEARCH = "tool_search"
 _NATIVE_SEARCH = {
@@ -29,11 +32,12 @@ _NATIVE_SEARCH = {
 }
 
 
-class DeferredView(View):
+class ToolSearchLens(Lens):
     """Hides unloaded deferred tools behind a ``tool_search`` tool that loads what it finds."""
 
-    def __init__(self, inner: CatalogBase, *, limit: int = 5, api_format: str = "openai-chat") -> None:
-        super().__init__(inner)
+    def __init__(self, inner: CatalogBase, *, limit: int = 5,
+                 api_format: str = "openai-chat") -> None:
+        self.inner = inner
         self.limit = limit
         self.api_format = get_format(api_format).name
         self.loaded: set[str] = set()
@@ -42,6 +46,8 @@ class DeferredView(View):
             self._tool_search, name=TOOL_SEARCH,
             metadata=ToolMetadata(tags=frozenset({"meta"}), read_only_hint=True),
         )
+        self._entry = CatalogEntry(name=TOOL_SEARCH, tool=self.search_tool, category="system",
+                                   tags=frozenset({"meta"}))
 
     def _tool_search(self, query: str, limit: int | None = None) -> dict[str, Any]:
         """Search for more tools by what they do; the tools found become callable.
@@ -67,20 +73,8 @@ class DeferredView(View):
             return entry
         return replace(entry, deferred=False) if entry.name in self.loaded else None
 
-    def _search_entry(self) -> CatalogEntry:
-        return CatalogEntry(name=TOOL_SEARCH, tool=self.search_tool, category="system",
-                            tags=frozenset({"meta"}))
-
-    def entries(self, *, include_disabled: bool = False) -> list[CatalogEntry]:
-        return [self._search_entry(), *super().entries(include_disabled=include_disabled)]
-
-    def entry(self, name: str) -> CatalogEntry | None:
-        if name == TOOL_SEARCH:
-            return self._search_entry()
-        return super().entry(name)
-
-    def resolve(self, name: str) -> str | None:
-        return TOOL_SEARCH if name == TOOL_SEARCH else super().resolve(name)
+    def added(self) -> list[CatalogEntry]:
+        return [self._entry]
 
 
 def native_deferred_tools(catalog: CatalogBase, api_format: str) -> list[dict[str, Any]]:
@@ -98,5 +92,3 @@ def native_deferred_tools(catalog: CatalogBase, api_format: str) -> list[dict[st
     declarations = [e.tool.get_schema(fmt.name) for e in catalog.entries()]
     return [*declarations, dict(search)]
 
-
-register_view("with_tool_search", DeferredView)

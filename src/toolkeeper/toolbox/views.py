@@ -1,35 +1,44 @@
-"""Views: a catalog seen through a lens that changes what it shows, never the tools.
+"""Lenses: what a view changes about the catalog it wraps, never the tools.
 
-A view wraps any catalog (a ``Toolbox`` or another view) and maps names both ways: ``to_outer``
-names an inner entry as shown (``None`` hides it), ``to_inner`` finds the inner name behind a
-shown one. Views compose, and for any stack a shown name reaches the tool that was shown.
+A lens maps names both ways — ``to_outer`` names an inner entry as shown (``None`` hides it),
+``to_inner`` finds the inner name behind a shown one — and decides how an entry is shown. A
+``View`` (``catalog.py``) applies one lens over any catalog, and views compose, so for any stack
+a shown name reaches the tool that was shown.
+
+The lenses do not import the catalog: the catalog imports them, so ``filtered()``,
+``localized()``, ``with_skill()`` and the rest are ordinary methods of the catalog. A new kind of
+view is a new ``Lens`` subclass.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.risk import ToolRisk
 from ..errors import UnknownToolError
 from ..tools.tool import Tool
-from .catalog import CatalogBase, register_view
 from .categories import CategoryTree
 from .entry import CatalogEntry
 
-__all__ = ["FilteredView", "RenamedView", "View"]
+if TYPE_CHECKING:
+    from ..i18n.catalog import DescriptionCatalog
+    from ..skills.skill import Skill
+    from .catalog import CatalogBase
+
+__all__ = ["FilterLens", "Lens", "LocaleLens", "RenameLens", "SkillLens"]
 
 
-class View(CatalogBase):
-    """Base of all views: identity names, every entry shown as it is."""
+class Lens:
+    """The identity lens: every entry shown as it is, under its own name."""
 
-    def __init__(self, inner: CatalogBase) -> None:
-        self.inner = inner
-        self._copies: dict[tuple[int, str], Any] = {}
+    rewords: ClassVar[bool] = False
+    """Whether shown entries read differently from the inner ones (other descriptions): a view
+    through such a lens searches its own text rather than the inner catalog's index."""
 
-    # -- the lens (override in subclasses) ----------------------------------------------
+    instructions: str = ""
+    """What to append to the system prompt while a view through this lens is in use."""
 
     def to_outer(self, name: str) -> str | None:
         return name
@@ -38,84 +47,27 @@ class View(CatalogBase):
         return name
 
     def show(self, entry: CatalogEntry) -> CatalogEntry | None:
-        """The entry as this view shows it, or ``None`` to hide it."""
+        """The entry as the view shows it, or ``None`` to hide it."""
         return entry
 
-    # -- the catalog primitives -----------------------------------------------------------
+    def added(self) -> list[CatalogEntry]:
+        """Entries the view itself adds in front of the inner ones (none by default)."""
+        return []
 
-    def _shown(self, entry: CatalogEntry) -> CatalogEntry | None:
-        outer = self.to_outer(entry.name)
-        if outer is None:
-            return None
-        shown = self.show(entry)
-        if shown is None or outer == shown.name:
-            return shown
-        return replace(shown, name=outer, tool=self._renamed(shown.tool, outer))
-
-    def _renamed(self, tool: Any, outer: str) -> Any:
-        if not isinstance(tool, Tool):
-            return tool  # provider tools keep the names their providers gave them
-        key = (id(tool), outer)
-        copy = self._copies.get(key)
-        if copy is None or copy[0] is not tool:
-            copy = (tool, tool.replace(name=outer, namespace=None, method_name=None))
-            self._copies[key] = copy
-        return copy[1]
-
-    def entries(self, *, include_disabled: bool = False) -> list[CatalogEntry]:
-        shown = (self._shown(e) for e in self.inner.entries(include_disabled=include_disabled))
-        return [e for e in shown if e is not None]
-
-    def entry(self, name: str) -> CatalogEntry | None:
-        inner_name = self.to_inner(name)
-        if inner_name is None:
-            return None
-        found = self.inner.entry(inner_name)
-        if found is None:
-            return None
-        shown = self._shown(found)
-        return shown if shown is not None and shown.name == name else None
-
-    def resolve(self, name: str) -> str | None:
-        shown = self.entry(name)
-        inner_name = self.to_inner(name)
-        if shown is None or not shown.enabled or inner_name is None:
-            return None
-        return self.inner.resolve(inner_name)
-
-    def search_keys(
-        self, query: str, *, limit: int, allowed: Callable[[str], bool] | None = None
-    ) -> list[tuple[str, float, dict[str, float]]]:
-        def visible(inner_key: str) -> bool:
-            found = self.inner.entry(inner_key)
-            shown = self._shown(found) if found is not None else None
-            return shown is not None and (allowed is None or allowed(shown.name))
-
-        results = self.inner.search_keys(query, limit=limit, allowed=visible)
-        out = []
-        for key, score, signals in results:
-            outer = self.to_outer(key)
-            if outer is not None:
-                out.append((outer, score, signals))
-        return out
-
-    def unknown(self, name: str) -> UnknownToolError:
-        close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        return UnknownToolError(f"unknown tool '{name}'{hint}", tool_name=name,
-                                details={"close": close})
+    def refusal(self, name: str, inner: CatalogBase) -> UnknownToolError | None:
+        """The error for a name the view does not show, when the lens has a better one than
+        "unknown tool" (``None``: the view's default, naming the closest shown names)."""
+        return None
 
 
-class FilteredView(View):
+class FilterLens(Lens):
     """Shows only tools matching every given condition (tags: any of them)."""
 
     def __init__(
-        self, inner: CatalogBase, *, tags: Iterable[str] | None = None,
-        names: Iterable[str] | None = None, max_risk: ToolRisk | str | None = None,
-        categories: Iterable[str] | None = None,
+        self, *, tags: Iterable[str] | None = None, names: Iterable[str] | None = None,
+        max_risk: ToolRisk | str | None = None, categories: Iterable[str] | None = None,
         predicate: Callable[[CatalogEntry], bool] | None = None,
     ) -> None:
-        super().__init__(inner)
         self.tags = frozenset(tags) if tags is not None else None
         self.names_allowed = frozenset(names) if names is not None else None
         self.max_risk = ToolRisk(max_risk) if max_risk is not None else None
@@ -140,22 +92,16 @@ class FilteredView(View):
         return entry
 
 
-class RenamedView(View):
+class RenameLens(Lens):
     """Shows tools under other names: an explicit mapping, or a prefix for every name."""
 
-    def __init__(self, inner: CatalogBase, mapping: dict[str, str]) -> None:
-        super().__init__(inner)
-        self._out = dict(mapping)
-        self._in = {v: k for k, v in mapping.items()}
+    def __init__(self, mapping: dict[str, str] | None = None, *, prefix: str | None = None,
+                 sep: str = "_") -> None:
+        self._out = dict(mapping or {})
+        self._in = {v: k for k, v in self._out.items()}
         if len(self._in) != len(self._out):
             raise ValueError("a rename mapping must not give two tools the same name")
-        self._prefix: str | None = None
-
-    @classmethod
-    def with_prefix(cls, inner: CatalogBase, prefix: str, *, sep: str = "_") -> RenamedView:
-        view = cls(inner, {})
-        view._prefix = f"{prefix}{sep}"
-        return view
+        self._prefix = f"{prefix}{sep}" if prefix is not None else None
 
     def to_outer(self, name: str) -> str | None:
         if self._prefix is not None:
@@ -173,6 +119,54 @@ class RenamedView(View):
         return None if name in self._out else name
 
 
-register_view("filtered", FilteredView)
-register_view("prefixed", RenamedView.with_prefix)
-register_view("renamed", RenamedView)
+class LocaleLens(Lens):
+    """Shows each tool with its description and parameter descriptions in one locale."""
+
+    rewords = True
+
+    def __init__(self, catalog: DescriptionCatalog) -> None:
+        self.catalog = catalog
+        self._translated: dict[int, tuple[Any, Any]] = {}
+
+    def show(self, entry: CatalogEntry) -> CatalogEntry | None:
+        return replace(entry, tool=self._translate(entry.tool))
+
+    def _translate(self, tool: Any) -> Any:
+        if not isinstance(tool, Tool):
+            return tool
+        cached = self._translated.get(id(tool))
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        base = tool.method_name or tool.name
+        description = self.catalog.description(tool.name, self.catalog.description(base, ""))
+        params = {
+            name: text for name in (tool.parameters.get("properties") or {})
+            if (text := self.catalog.parameter(tool.name, name,
+                                               self.catalog.parameter(base, name)))
+        }
+        translated = tool.with_descriptions(description or None, params) if (
+            description or params) else tool
+        self._translated[id(tool)] = (tool, translated)
+        return translated
+
+
+class SkillLens(Lens):
+    """Only the skill's allowed tools; a call to any other is refused naming the skill."""
+
+    def __init__(self, skill: Skill) -> None:
+        self.skill = skill
+        self._allowed = frozenset(skill.allowed_tools)
+        self.instructions = skill.prompt()
+
+    def show(self, entry: CatalogEntry) -> CatalogEntry | None:
+        names = {entry.name, entry.tool.name, *entry.aliases}
+        return entry if names & self._allowed else None
+
+    def refusal(self, name: str, inner: CatalogBase) -> UnknownToolError:
+        allowed = ", ".join(sorted(self._allowed)) or "no tools"
+        if inner.get(name) is not None:
+            return UnknownToolError(
+                f"tool '{name}' is not available while skill '{self.skill.name}' is active "
+                f"(it allows: {allowed})", tool_name=name, details={"skill": self.skill.name})
+        return UnknownToolError(f"unknown tool '{name}' (skill '{self.skill.name}' allows: "
+                                f"{allowed})", tool_name=name)
