@@ -2,23 +2,20 @@
 tool meets.
 
 ``ToolSpec`` is frozen and compared by identity: the formats cache each declaration on the spec
-object, and a tool that changes (a new namespace, new descriptions) gets a new spec. The formats
-floor registers itself as the ``declarer`` when it is imported (importing ``toolkeeper`` does),
-so a tool can answer ``get_schema`` without the definition floor importing the formats above it.
+object, and a tool that changes (a new namespace, new descriptions) gets a new spec.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..errors import UsageError
 from .metadata import ToolMetadata
 from .risk import HitlMode, ToolRisk
 
-__all__ = ["Declarer", "ToolKind", "ToolLike", "ToolSpec", "declarer", "register_declarer"]
+__all__ = ["ToolKind", "ToolLike", "ToolSpec"]
 
 ToolKind = Literal["function", "hosted", "provider"]
 """``function``: toolkeeper runs it; ``hosted``: the provider declares and runs it;
@@ -54,7 +51,7 @@ class ToolSpec:
     risk: ToolRisk
     hitl_mode: HitlMode
     declared: dict[Any, Any] = field(default_factory=dict, repr=False)
-    """The declarer's cache of this spec's declarations (format key → (declaration,
+    """The formats' cache of this spec's declarations (format key → (declaration,
     problems)): filled by the formats, it lives and dies with the spec."""
 
     @cached_property
@@ -82,21 +79,3 @@ class ToolLike(Protocol):
     metadata: ToolMetadata
 
     def get_schema(self, api_format: str = ..., **options: Any) -> dict[str, Any]: ...
-
-
-Declarer = Callable[[Any, str, bool, "bool | None"], tuple[dict[str, Any], Sequence[Any]]]
-"""``(tool, api_format, strict, think_augment) -> (declaration, problems)``."""
-
-_declarer: list[Declarer] = []
-
-
-def register_declarer(function: Declarer) -> None:
-    """Called once by ``toolkeeper.formats`` when it is imported."""
-    _declarer[:] = [function]
-
-
-def declarer() -> Declarer:
-    """The registered declarer (the formats floor)."""
-    if not _declarer:
-        raise UsageError("no wire formats are loaded; import toolkeeper (or toolkeeper.formats)")
-    return _declarer[0]

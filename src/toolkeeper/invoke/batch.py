@@ -1,6 +1,6 @@
 """The call side of a batch: parse a provider response, run every call through the invoker,
-render the results — what ``Toolbox.execute_tool_calls`` does (registered on the catalog when
-this package is imported)."""
+render the results — what ``Toolbox.execute_tool_calls`` does (the catalog's method imports
+this when called: the door is a floor above the catalog)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.call import ToolCall
 from ..formats import get_format
-from ..toolbox.catalog import CatalogBase, register_call_side
+from ..toolbox.catalog import CatalogBase
 from ..tools.runner import run_coroutine_sync
 from .invoker import ToolInvoker
 from .session import InvokerSession
@@ -32,4 +32,3 @@ def execute_tool_calls(
     return get_format(api_format).render_batch(zip(parsed, tool_results, strict=True))
 
 
-register_call_side("execute_tool_calls", execute_tool_calls)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..skills.skill import Skill
 
 __all__ = ["CatalogBase", "DeferredView", "FilteredView", "LocalizedView", "RenamedView",
-           "SkillView", "View", "register_call_side"]
+           "SkillView", "View"]
 
 
 class CatalogBase:
@@ -350,8 +350,3 @@ class DeferredView(View):
     def loaded(self) -> set[str]:
         """The deferred tools ``tool_search`` has found (callable and offered from then on)."""
         return self.lens.loaded
-
-
-def register_call_side(method: str, function: Callable[..., Any]) -> None:
-    """Does nothing: ``execute_tool_calls`` is an ordinary method now. Kept until
-    ``toolkeeper.invoke.batch`` stops calling it."""
