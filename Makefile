@@ -61,7 +61,7 @@ pytest: $(VENV)/.dev
 
 # A skipped test fails here: everything a test needs is installed above.
 test: system lint typecheck
-	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest
+	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest --cov --cov-report=term
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_definitions.py
