@@ -272,10 +272,6 @@ async def test_the_cli_handler_prompts_on_the_terminal_and_s_approves_for_the_se
     assert RUNS == [9, 10]
 
 
-@pytest.mark.xfail(strict=True, reason="approval/handlers.py passes 'Approve? [y]es / [s]ession / "
-                   "[n]o' to rich's Prompt.ask, which reads [y], [s] and [n] as markup and drops "
-                   "them: the terminal shows 'Approve? es / ession / o'. Escape the text "
-                   "(rich.markup.escape) and remove this mark.")
 async def test_the_cli_prompt_shows_its_choices_as_written(monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
     out = io.StringIO()

@@ -117,7 +117,7 @@ class CliApprovalHandler:
                                  subtitle=escape(request.reason) or None))
         if self._ask is not None:
             return self._ask("Approve? [y]es / [s]ession / [n]o").strip().lower()[:1]
-        return Prompt.ask("Approve? [y]es / [s]ession / [n]o", choices=["y", "s", "n"],
+        return Prompt.ask(escape("Approve? [y]es / [s]ession / [n]o"), choices=["y", "s", "n"],
                           default="n", console=self.console)
 
 

@@ -1,4 +1,6 @@
-"""Shipped test helpers: conformance suites for users' own extensions."""
+"""Shipped test helpers: conformance suites for users' own extensions (install
+``toolkeeper[testing]``: they run under pytest, and the store suite walks the approval state
+machine with Hypothesis)."""
 
 from .approval_store import ApprovalStoreConformance
 from .audit_log import AuditLogConformance
