@@ -119,3 +119,15 @@ def test_an_extra_gate_without_a_valid_anchor_is_refused(anchor: dict[str, str])
 
     with pytest.raises(UsageError, match="extra gate 'stray'"):
         ToolInvoker([long_text], extra_gates=[_Stamp("stray", **anchor)])
+
+
+async def test_a_script_may_not_call_the_tool_that_runs_scripts() -> None:
+    from toolkeeper.codemode import ToolChainTool
+
+    invoker = ToolInvoker([long_text])
+    chain = ToolChainTool(invoker, tools=["long_text"])
+    invoker.registry.add(chain)
+    async with invoker.open_session(chain=True) as session:
+        nested = await invoker.invoke(call("tool_chain", code="result = 1"), session=session)
+    assert nested.status == "error" and not nested.ran
+    assert "cannot be called from inside one" in nested.text

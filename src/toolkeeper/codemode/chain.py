@@ -78,6 +78,7 @@ class ToolChainTool(Tool):
         idle_s: How long a pre-started sandbox may wait before it is replaced.
     """
 
+    runs_scripts = True
     _invoker: ToolInvoker
     _allowed: tuple[str, ...] | None
     _policy: ChainPolicy

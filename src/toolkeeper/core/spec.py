@@ -77,5 +77,7 @@ class ToolLike(Protocol):
     risk: ToolRisk
     hitl_mode: HitlMode
     metadata: ToolMetadata
+    runs_scripts: bool
+    """Whether it runs code-mode scripts (a script may not call it)."""
 
     def get_schema(self, api_format: str = ..., **options: Any) -> dict[str, Any]: ...

@@ -55,6 +55,8 @@ class ProviderSpec:
 
 
 class _ProviderTool:
+    runs_scripts: ClassVar[bool] = False
+
     def __init__(
         self,
         *,

@@ -74,6 +74,8 @@ class Tool:
     risk: ToolRisk = ToolRisk.SAFE
     hitl_mode: HitlMode = None  # type: ignore[assignment]
     kind: ClassVar[ToolKind] = "function"
+    runs_scripts: ClassVar[bool] = False
+    """Whether the tool runs code-mode scripts (``tool_chain``): a script may not call it."""
     _frozen: ClassVar[bool] = False
 
     def __init__(

@@ -15,7 +15,7 @@ class KindGate(Gate):
     name = "kind"
 
     def needed(self, tool: Any) -> bool:
-        return tool.kind == "hosted" or bool(getattr(tool, "is_chain_tool", False))
+        return tool.kind == "hosted" or bool(tool.runs_scripts)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         tool = inv.tool
@@ -23,7 +23,7 @@ class KindGate(Gate):
             raise ToolNotCallableError(
                 f"tool '{tool.name}' is hosted by the provider and runs there; its result arrives "
                 "in the provider's next response", tool_name=tool.name)
-        if inv.session.chain and getattr(tool, "is_chain_tool", False):
+        if inv.session.chain and tool.runs_scripts:
             raise ToolNotCallableError(
                 f"tool '{tool.name}' runs code-mode scripts and cannot be called from inside one; "
                 "call the tools you need directly", tool_name=tool.name)
