@@ -34,6 +34,16 @@ def _asking_client(url: str, answer: Any, asked: list[str]) -> Client:
                   elicitation_callback=elicit)
 
 
+async def _call_asking(proc: Any, url: str, answer: Any, asked: list[str]) -> Any:
+    """The risky call from a client that answers forms with ``answer``; then stop the server."""
+    try:
+        async with _asking_client(url, answer, asked) as client:
+            return await client.call_tool("broadcast_alert", ALERT)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+
+
 def _config(tmp_path: Path, channels: str) -> str:
     config = tmp_path / "toolkeeper.toml"
     config.write_text(f"[approval]\nchannels = {channels}\n")
@@ -62,12 +72,7 @@ async def test_the_person_at_the_client_decides_with_a_form_and_the_channel_is_r
     async def answer(_params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"decision": choice})
 
-    try:
-        async with _asking_client(url, answer, asked) as client:
-            result = await client.call_tool("broadcast_alert", ALERT)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+    result = await _call_asking(proc, url, answer, asked)
     assert len(asked) == 1 and "'broadcast_alert' (risk critical)" in asked[0]
     assert "PT-11" in asked[0] and "/approvals/apr_" in asked[0]
     assert result.is_error is not ran, result
@@ -89,12 +94,7 @@ async def test_a_decision_on_the_page_first_wins_over_the_clients_answer(
         assert denied.status_code == 200  # the operator, while the form is open
         return types.ElicitResult(action="accept", content={"decision": "approve"})
 
-    try:
-        async with _asking_client(url, answer, asked) as client:
-            result = await client.call_tool("broadcast_alert", ALERT)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+    result = await _call_asking(proc, url, answer, asked)
     assert result.is_error and "not now" in result.content[0].text  # type: ignore[union-attr]
     assert _decisions(tmp_path) == [("denied", "api:operator")]
 
@@ -107,12 +107,7 @@ async def test_by_default_only_the_page_decides_and_the_client_is_never_asked(
     async def answer(_params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"decision": "approve"})
 
-    try:
-        async with _asking_client(url, answer, asked) as client:
-            result = await client.call_tool("broadcast_alert", ALERT)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+    result = await _call_asking(proc, url, answer, asked)
     assert asked == [] and result.is_error
     assert "waiting for approval" in result.content[0].text  # type: ignore[union-attr]
     assert _decisions(tmp_path) == [("pending", "")]
