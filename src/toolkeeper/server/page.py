@@ -1,0 +1,184 @@
+"""The approval page: the inbox of waiting calls, a request's card, the decision form, the
+history of calls, and the one-time login. A person decides here; the page's HTML is rendered
+from the templates beside this module with every value escaped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from ..approval.store import SqliteApprovalStore, StoredApproval
+from ..invoke.audit import AuditLog
+from .auth import COOKIE, WebSessions
+from .decide import DecisionError, decide
+from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
+from .views import card, history_row, session_of
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
+    from ..toolbox.catalog import CatalogBase
+
+__all__ = ["MAX_MESSAGE", "ApprovalPage"]
+
+HERE = Path(__file__).resolve().parent
+MAX_MESSAGE = 2000
+"""The longest message to the model a decision keeps (characters)."""
+
+
+class ApprovalPage:
+    """The page's routes (``/``, ``/fragments/inbox``, ``/approvals/{id}`` and its decision
+    form, ``/history``, ``/login``, ``/logout``, ``/favicon.ico``, ``/static``).
+
+    ``catalog`` (the invoker's registry) lets a card find its tool's view (a diff for
+    ``file_write``, the sandbox for ``shell``); without it cards use the generic view. Links,
+    redirects and the cookie honour the ASGI ``root_path`` (mounted under a prefix)."""
+
+    def __init__(self, store: SqliteApprovalStore, audit: AuditLog | None,
+                 sessions: WebSessions, *, title: str = "toolkeeper",
+                 catalog: CatalogBase | None = None) -> None:
+        from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+        self.store, self.audit, self.sessions = store, audit, sessions
+        self.title, self.catalog = title, catalog
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                               autoescape=select_autoescape(default=True,
+                                                            default_for_string=True))
+
+    def routes(self) -> list[BaseRoute]:
+        from starlette.routing import Mount, Route
+        from starlette.staticfiles import StaticFiles
+
+        return [
+            Route("/", self.inbox), Route("/fragments/inbox", self.inbox_cards),
+            Route("/approvals/{id}", self.detail),
+            Route("/approvals/{id}/decide", self.decide, methods=["POST"]),
+            Route("/history", self.history), Route("/login", self.login),
+            Route("/logout", self.logout, methods=["POST"]),
+            Route("/favicon.ico", self.favicon),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+
+    # -- the handlers -----------------------------------------------------------------------
+
+    async def inbox(self, request: Request) -> Response:
+        """The waiting calls as a whole page."""
+        return await self._inbox(request, "inbox.html")
+
+    async def inbox_cards(self, request: Request) -> Response:
+        """Only the cards (what the page's script fetches on a change)."""
+        return await self._inbox(request, "cards.html")
+
+    async def detail(self, request: Request) -> Response:
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+        stored = await visible_request(self.store, request, client)
+        if stored is None:
+            return self._render(request, "message.html", status=404, heading="No such request",
+                                text="It does not exist, or it is not yours to see.")
+        shown = await anyio.to_thread.run_sync(self._card, stored)
+        return self._render(request, "detail.html", card=shown)
+
+    async def decide(self, request: Request) -> Response:
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+        form = await request.form(max_files=0, max_fields=10)
+        if not self.sessions.csrf_ok(caller_of(request).page_secret, str(form.get("csrf", ""))):
+            return self._render(request, "message.html", status=403, heading="Refused",
+                                text="The form is stale or came from elsewhere (CSRF check). "
+                                     "Reload the page and decide again.")
+        try:
+            await decide(self.store, self.audit, client, request.path_params["id"],
+                         str(form.get("decision", "")),
+                         message=str(form.get("message", ""))[:MAX_MESSAGE],
+                         digest=str(form.get("digest", "")), approver=f"web:{client}")
+        except DecisionError as exc:
+            return self._render(request, "message.html", status=exc.status,
+                                heading="Not decided", text=str(exc))
+        return self._home(request)
+
+    async def history(self, request: Request) -> Response:
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+        filters, problem = audit_filters(request, client)
+        shown = {k: request.query_params.get(k, "") for k in ("tool", "status", "session",
+                                                               "since")}
+        if problem:
+            return self._render(request, "history.html", status=400, rows=[], problem=problem,
+                                filters=shown)
+        rows = await anyio.to_thread.run_sync(
+            lambda: [history_row(e, n) for n, e in enumerate(query_audit(self.audit, filters))])
+        return self._render(request, "history.html", rows=rows, filters=shown, problem="")
+
+    async def login(self, request: Request) -> Response:
+        code = request.query_params.get("code", "")
+        secret = await anyio.to_thread.run_sync(self.sessions.redeem, code) if code else None
+        if secret is None:
+            return self._render(
+                request, "message.html", status=401, heading="Login link used or expired",
+                text="Each login link works once, for 15 minutes. Use the one toolkeeper "
+                     "serve printed at its last start, or make a new one with: toolkeeper "
+                     "approvals login-url")
+        response = self._home(request)
+        response.set_cookie(COOKIE, secret, httponly=True, samesite="strict",
+                            path=root_of(request) or "/", secure=request.url.scheme == "https",
+                            max_age=7 * 24 * 3600)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        secret = caller_of(request).page_secret
+        form = await request.form(max_files=0, max_fields=2)
+        if secret and self.sessions.csrf_ok(secret, str(form.get("csrf", ""))):
+            await anyio.to_thread.run_sync(self.sessions.logout, secret)
+        response = self._home(request)
+        response.delete_cookie(COOKIE, path=root_of(request) or "/")
+        return response
+
+    async def favicon(self, _request: Request) -> Response:
+        from starlette.responses import FileResponse
+
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml",
+                            headers={"cache-control": "max-age=86400"})
+
+    # -- rendering --------------------------------------------------------------------------
+
+    async def _inbox(self, request: Request, template: str) -> Response:
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+
+        def read() -> tuple[list[dict[str, Any]], int]:
+            cursor = self.store.last_event()  # read first: a change after it is replayed
+            listed = self.store.requests(state="pending", session_id=session_of(client))
+            return [self._card(s) for s in reversed(listed)], cursor  # views may read files
+
+        cards, cursor = await anyio.to_thread.run_sync(read)
+        return self._render(request, template, cards=cards, cursor=cursor)
+
+    def _card(self, stored: StoredApproval) -> dict[str, Any]:
+        return card(stored, self.catalog)
+
+    def _render(self, request: Request, name: str, status: int = 200, **values: Any
+                ) -> Response:
+        from starlette.responses import HTMLResponse
+
+        secret = caller_of(request).page_secret
+        html = self.env.get_template(name).render(
+            title=self.title, csrf=self.sessions.csrf(secret) if secret else "",
+            root=root_of(request), **values)
+        return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
+
+    def _home(self, request: Request) -> Response:
+        from starlette.responses import RedirectResponse
+
+        return RedirectResponse(root_of(request) + "/", status_code=303)
+
+    def _login_needed(self, request: Request) -> Response:
+        return self._render(request, "login.html", status=401)
