@@ -1,6 +1,7 @@
 """A throwaway PostgreSQL server for tests and benchmarks: ``initdb`` in a temporary directory
-as an unprivileged user (the server refuses to run as root), on a free loopback port, trust
-auth, no fsync; stopped and removed on exit. Needs Debian's ``postgresql`` package (its
+on a free loopback port, trust auth, no fsync; stopped and removed on exit. It runs as the user
+who starts it — or, started as root (the server refuses to run as root), as ``postgres`` (else
+``nobody``). Needs Debian's ``postgresql`` package (its
 binaries under ``/usr/lib/postgresql/*/bin``) and ``toolkeeper[postgres]``."""
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def _binaries() -> Path:
 
 
 def _user() -> tuple[int, int]:
+    """Who runs the server: the caller, unless root, who hands it to an unprivileged account."""
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
     for name in ("postgres", "nobody"):
         try:
             entry = pwd.getpwnam(name)
@@ -60,7 +64,8 @@ def postgres_server() -> Iterator[str]:
     bindir = _binaries()
     uid, gid = _user()
     root = Path(tempfile.mkdtemp(prefix="toolkeeper-pg-"))
-    os.chown(root, uid, gid)
+    if os.geteuid() == 0:
+        os.chown(root, uid, gid)
     data = root / "data"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
