@@ -23,7 +23,8 @@ The tree (a test checks that this drawing matches the real classes)::
         │   ├── ApprovalDeniedError
         │   ├── BudgetExceededError
         │   ├── PolicyViolationError
-        │   └── CallCancelledError
+        │   ├── CallCancelledError
+        │   └── SandboxUnavailableError
         └── ToolFailedError
             ├── ToolRaisedError
             ├── ToolTimeoutError
@@ -51,6 +52,7 @@ __all__ = [
     "MalformedCallError",
     "PolicyViolationError",
     "SandboxLimitError",
+    "SandboxUnavailableError",
     "SchemaError",
     "StoreError",
     "ToolCallError",
@@ -214,6 +216,14 @@ class SandboxLimitError(ToolFailedError):
     """The tool hit a sandbox limit (memory, CPU, processes, output)."""
 
     code: ClassVar[str] = "sandbox_limit"
+
+
+class SandboxUnavailableError(ToolDidNotRunError):
+    """The sandbox the tool runs its command in could not start, so the command never ran (the
+    message carries the sandbox's own reason). Trying again later may work; if it keeps
+    failing, ``toolkeeper doctor`` shows what confinement the host has."""
+
+    code: ClassVar[str] = "sandbox_unavailable"
 
 
 class InvalidOutputError(ToolFailedError):

@@ -250,10 +250,12 @@ def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
     assert groups.split(":", 1)[1].strip() == ""
     limits = {" ".join(line.split()[:-3]): line.split()[-3:-1] for line in status.splitlines()
               if line.startswith("Max ")}
-    # With per-call pids groups, RLIMIT_NPROC (counted across every call of the uid) is only
-    # a backstop with room for several calls; pids.max bounds each call.
+    # With prlimit, the limit is set inside the sandbox's own user namespace, where it counts
+    # the sandbox's processes only: exactly the call's. Without it (the fallback), it is set on
+    # the launcher and counts every task of the uid: with per-call pids groups it is only a
+    # backstop with room for several calls; pids.max bounds each call.
     pids_groups = cgroups.probe().pids is not None
-    nproc = str(99 * base.CONCURRENT_CALLS if pids_groups else 99)
+    nproc = str(99 * base.CONCURRENT_CALLS if pids_groups and launch != "exec helpers" else 99)
     assert limits["Max cpu time"] == ["7", "8"] and limits["Max processes"] == [nproc, nproc]
     assert limits["Max core file size"] == ["0", "0"] and limits["Max open files"] == ["256", "256"]
 

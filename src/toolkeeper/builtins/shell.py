@@ -8,7 +8,12 @@ from typing import Any
 
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
-from ..errors import InvalidArgumentsError, PolicyViolationError, SandboxLimitError
+from ..errors import (
+    InvalidArgumentsError,
+    PolicyViolationError,
+    SandboxLimitError,
+    SandboxUnavailableError,
+)
 from ..sandbox import (
     UNPRIVILEGED_UID,
     Limits,
@@ -173,8 +178,9 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
                     f"the command line is too long to run ({len(command)} characters); write "
                     "long data to a file with file_write and refer to the file",
                     tool_name="shell") from exc
-            raise SandboxLimitError(f"the command could not be started: {exc.strerror or exc}",
-                                    tool_name="shell") from exc
+            raise SandboxUnavailableError(
+                f"the sandbox could not start ({exc.strerror or exc}); nothing ran",
+                tool_name="shell") from exc
         finally:
             created = protection.remove_created(before)
         return _report(result, policy, created)
@@ -192,6 +198,11 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
 
 
 def _report(result: SandboxResult, policy: SecurityPolicy, created: list[str]) -> str:
+    if result.start_error:
+        raise SandboxUnavailableError(
+            f"the sandbox could not start ({result.start_error}); the command did not run. "
+            "Try again later; if it keeps failing, the operator can check `toolkeeper doctor`",
+            tool_name="shell")
     if result.timed_out:
         raise SandboxLimitError(f"the command ran longer than {policy.shell_timeout_s:g} s "
                                 "and was killed with everything it started", tool_name="shell")

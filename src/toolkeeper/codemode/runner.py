@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 
 from ..builtins.protected import ProtectedState
+from ..errors import SandboxUnavailableError
 from ..sandbox.base import Limits, RunOptions, Sandbox, SandboxResult, SharedPath
 from .prelude import PRELUDE
 
@@ -75,7 +76,11 @@ class Started:
         try:
             self.result = sandbox.run(Path(self.scratch.name),
                                       [PYTHON, "-I", "-S", "-c", PRELUDE], options)
-        except BaseException as exc:  # handed to the run that waits (UsageError, OSError)
+            if self.result.start_error:
+                self.failure = _unavailable(self.result.start_error)
+        except OSError as exc:  # the launcher itself could not be started
+            self.failure = _unavailable(exc.strerror or str(exc))
+        except BaseException as exc:  # handed to the run that waits (UsageError)
             self.failure = exc
         finally:
             child.close()
@@ -143,6 +148,12 @@ class Started:
         self.cancel.set()
         with contextlib.suppress(OSError):
             self.host.close()
+
+
+def _unavailable(reason: str) -> SandboxUnavailableError:
+    return SandboxUnavailableError(
+        f"the sandbox could not start ({reason}); the script did not run. Try again later; if "
+        "it keeps failing, the operator can check `toolkeeper doctor`", tool_name="tool_chain")
 
 
 class WarmPool:

@@ -46,6 +46,9 @@ class SandboxResult:
     timed_out: bool
     duration_s: float
     oom_killed: bool = False
+    start_error: str = ""
+    """Why the sandbox never ran the command (its launcher's own message), "" when it did:
+    then ``exit_code`` and the output are the launcher's, not the command's."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,6 +31,7 @@ from .base import (
     check_hidden,
     check_shared,
 )
+from .limits import counted_inside
 from .process import run_process
 from .seccomp import bpf_fd
 
@@ -166,14 +167,17 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
         for fd in mount_fds:
             os.close(fd)
         raise
-    argv = bwrap_argv(workspace, command, cwd=cwd, network=network, env=env,
+    limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
+    counted = counted_inside(list(command), limits)  # the sandbox's processes, not the uid's
+    argv = bwrap_argv(workspace, counted or command, cwd=cwd, network=network, env=env,
                       seccomp_fd=filter_fd, info_fd=info_write, mounts=mounts)
     passed = (info_write, *mount_fds) if filter_fd is None else (
         info_write, filter_fd, *mount_fds)
     try:
         return run_process(argv, cwd=None, env={"PATH": SYSTEM_PATH}, timeout_s=timeout_s,
                     output_cap=output_cap, limits=limits, pass_fds=(*passed, *pass_fds),
-                    info_fd=info_read, close_after_start=passed, cancel=cancel)
+                    info_fd=info_read, nproc_inside=counted is not None,
+                    close_after_start=passed, cancel=cancel)
     finally:
         os.close(info_read)
 

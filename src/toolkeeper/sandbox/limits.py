@@ -14,7 +14,7 @@ from .base import CONCURRENT_CALLS, SYSTEM_PATH, UNPRIVILEGED_UID, Limits
 from .cgroups import CallGroup
 from .cgroups import probe as cgroup_probe
 
-__all__ = ["call_group", "exec_helpers", "limited"]
+__all__ = ["call_group", "counted_inside", "exec_helpers", "limited"]
 
 log = logging.getLogger("toolkeeper.sandbox")
 
@@ -83,8 +83,23 @@ _JOIN_GROUPS = ('for f do [ "$f" = -- ] && break; echo 0 > "$f" || exit 126; shi
                 'shift; exec "$@"')
 
 
-def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root: bool
-             ) -> tuple[list[str], Callable[[], None] | None]:
+def counted_inside(command: list[str], limits: Limits) -> list[str] | None:
+    """``command`` with its process limit set inside the sandbox's own user namespace, or
+    ``None`` where util-linux's ``prlimit`` is missing.
+
+    ``RLIMIT_NPROC`` counts the processes of a uid *in a user namespace* (Linux 5.14 and
+    later): set inside a fresh namespace it counts the sandbox's own processes only — not the
+    server's threads, nor other calls' sandboxes, which share the uid outside. Set outside,
+    before the namespace exists, it would count every task of the uid (and bound the
+    namespace's creation by them too)."""
+    helpers = exec_helpers()
+    if helpers is None:
+        return None
+    return [helpers[0], f"--nproc={limits.processes}", "--", *command]
+
+
+def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root: bool,
+            nproc: bool = True) -> tuple[list[str], Callable[[], None] | None]:
     """``argv`` behind the call's limits: the cgroup join, the rlimits and the uid drop.
 
     A ``preexec_fn`` would do all three between fork and exec, but it forces CPython to
@@ -92,7 +107,8 @@ def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_ro
     imported and 27 ms with the embedding model loaded (465 MB resident). So the limits are set
     by small programs that exec the next — ``sh`` (join the cgroup), util-linux's ``prlimit`` and
     ``setpriv`` (``--reuid/--regid --clear-groups``; the saved uid follows at exec) — and the
-    ``preexec_fn`` is only the fallback where those are not installed.
+    ``preexec_fn`` is only the fallback where those are not installed. ``nproc=False``: the
+    process limit is set inside the sandbox (``counted_inside``), not here.
     """
     helpers = exec_helpers()
     root = drop_root and os.geteuid() == 0
@@ -103,8 +119,9 @@ def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_ro
     if group is not None:
         prefix += [sh, "-c", _JOIN_GROUPS, "sh", *group.procs_files(), "--"]
     prefix += [prlimit, "--core=0", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
-               f"--fsize={limits.file_bytes}", f"--nofile={limits.open_files}",
-               f"--nproc={_nproc(limits, group)}"]
+               f"--fsize={limits.file_bytes}", f"--nofile={limits.open_files}"]
+    if nproc:
+        prefix.append(f"--nproc={_nproc(limits, group)}")
     if group is None or group.support.memory is None:
         prefix.append(f"--as={limits.memory}")
     prefix.append("--")

@@ -47,16 +47,18 @@ def command_env(workspace: Path, env: Mapping[str, str] | None) -> dict[str, str
 def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeout_s: float,
          output_cap: int, limits: Limits | None, pass_fds: Sequence[int] = (),
          close_after_start: Sequence[int] = (), drop_root: bool = True,
-         info_fd: int | None = None,
+         info_fd: int | None = None, nproc_inside: bool = False,
          stop: Callable[[subprocess.Popen[bytes]], None] | None = None,
          cancel: threading.Event | None = None) -> SandboxResult:
     """Start ``argv`` in a new session with the limits (and the call's cgroup, if any), read
     its output under the cap until it ends, the deadline passes or ``cancel`` is set, and say
-    what happened."""
+    what happened. ``nproc_inside``: ``argv`` sets its own process limit (a sandbox that counts
+    its processes in its own user namespace), so none is set on the launcher."""
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     started = time.monotonic()
     with call_group(limits) as group:
-        argv, preexec = limited(argv, limits, group, drop_root=drop_root)
+        argv, preexec = limited(argv, limits, group, drop_root=drop_root,
+                                nproc=not nproc_inside)
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -65,14 +67,30 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
         finally:
             for fd in close_after_start:
                 os.close(fd)
+        namespace = _Namespace(proc.pid)
         out, err, truncated, timed_out = collect(proc, started + timeout_s, output_cap,
-                                                  info_fd=info_fd, stop=stop or kill_group,
-                                                  cancel=cancel)
+                                                  info_fd=info_fd, namespace=namespace,
+                                                  stop=stop or kill_group, cancel=cancel)
         oom = group is not None and group.oom_killed()
+    stderr = err.decode("utf-8", "replace")
+    failed = "" if info_fd is None or timed_out else _start_error(proc.returncode, stderr,
+                                                                  namespace.started)
     return SandboxResult(exit_code=proc.returncode, stdout=out.decode("utf-8", "replace"),
-                         stderr=err.decode("utf-8", "replace"), truncated=truncated,
-                         timed_out=timed_out, duration_s=time.monotonic() - started,
-                         oom_killed=oom)
+                         stderr=stderr, truncated=truncated, timed_out=timed_out,
+                         duration_s=time.monotonic() - started, oom_killed=oom,
+                         start_error=failed)
+
+
+def _start_error(code: int | None, stderr: str, started: bool) -> str:
+    """Why bubblewrap never ran the command ("" when it did): it exited without starting the
+    sandbox's init (a namespace it could not create), or failed setting the sandbox up before
+    the command's exec (its own ``bwrap: …`` line and exit code 1)."""
+    if code == 0 or code is None:
+        return ""
+    first = stderr.lstrip().split("\n", 1)[0].strip()
+    if started and not (code == 1 and first.startswith("bwrap: ")):
+        return ""
+    return first[:300] or f"the sandbox launcher exited with code {code} before the command ran"
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -100,6 +118,7 @@ class _Namespace:
         self.launcher = launcher
         self.info = bytearray()
         self.pidfd: int | None = None
+        self.started = False  # bwrap said it started the sandbox's init
 
     def feed(self, chunk: bytes) -> None:
         """Take more of bwrap's info; open the init's pidfd as soon as its pid is known, while
@@ -111,6 +130,7 @@ class _Namespace:
             pid = int(json.loads(self.info)["child-pid"])
         except (ValueError, KeyError, TypeError):
             return  # not complete yet
+        self.started = True
         try:
             pidfd = os.pidfd_open(pid)
         except OSError:
@@ -138,7 +158,7 @@ class _Namespace:
 
 
 def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
-             info_fd: int | None = None,
+             info_fd: int | None = None, namespace: _Namespace | None = None,
              stop: Callable[[subprocess.Popen[bytes]], None] = kill_group,
              cancel: threading.Event | None = None) -> tuple[bytes, bytes, bool, bool]:
     assert proc.stdout is not None and proc.stderr is not None
@@ -148,7 +168,7 @@ def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
     for stream in (proc.stdout, proc.stderr):
         os.set_blocking(stream.fileno(), False)
         selector.register(stream, selectors.EVENT_READ)
-    namespace = _Namespace(proc.pid)
+    namespace = namespace or _Namespace(proc.pid)
     if info_fd is not None:
         os.set_blocking(info_fd, False)
         selector.register(info_fd, selectors.EVENT_READ)
