@@ -82,7 +82,7 @@ class Bridge:
                 frame = await self._receive()
                 if frame is None:
                     return
-                if not secrets.compare_digest(str(frame.get("secret", "")), self.secret):
+                if not _same_secret(frame.get("secret"), self.secret):
                     self.error = "the bridge received a frame without the run's secret"
                     return
                 kind = frame.get("type")
@@ -97,7 +97,8 @@ class Bridge:
                 else:
                     self.error = f"the bridge received an unknown frame type {kind!r}"
                     return
-        except (OSError, ValueError, RecursionError) as exc:
+        except (OSError, ValueError, TypeError, RecursionError) as exc:
+            # a frame the host cannot read ends the run; the calls that ran stay in its trace
             if not self._stopped:
                 self.error = f"the bridge closed: {exc}"
         finally:
@@ -191,6 +192,14 @@ class Bridge:
 
     async def _exact(self, size: int) -> bytes | None:
         return await self._channel.exact(size)
+
+
+def _same_secret(sent: object, secret: str) -> bool:
+    """Whether a frame carries the run's secret, compared in constant time as bytes (a string
+    with characters outside ASCII cannot be compared as a string, and any value may arrive)."""
+    if not isinstance(sent, str):
+        return False
+    return secrets.compare_digest(sent.encode("utf-8", "surrogatepass"), secret.encode())
 
 
 def _too_big(value: Any, offloaded: bool) -> bool:
