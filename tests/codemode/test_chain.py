@@ -11,6 +11,7 @@ import pytest
 from toolkeeper import ToolInvoker, ToolRisk, tool
 from toolkeeper.codemode import ToolChainTool
 from toolkeeper.invoke import ChainPolicy
+from toolkeeper.invoke.audit import SqliteAuditLog
 
 pytestmark = pytest.mark.anyio
 SENT: list[str] = []
@@ -53,12 +54,37 @@ async def test_the_description_lists_the_callable_tools_as_signatures() -> None:
     assert "def get_weather(city: str) -> Result:" in text and "shout" not in text
 
 
-async def test_the_budget_refuses_the_call_past_the_limit_and_records_it() -> None:
-    run = await chain(policy=ChainPolicy(max_tool_calls=3)).run_chain(
-        "results = [get_weather(city=str(i)).status for i in range(5)]\nresult = results")
-    assert run.value == ["ok", "ok", "ok", "denied", "denied"] or \
-        (run.value[:3] == ["ok", "ok", "ok"] and set(run.value[3:]) <= {"denied", "error"})
-    assert len(run.call_trace) == 5 and run.call_trace[3].error_code == "budget_exceeded"
+async def test_a_run_that_uses_up_its_budget_ends_with_every_call_recorded_once(
+        tmp_path: Path) -> None:
+    audit = SqliteAuditLog(tmp_path / "audit.db")
+    tool = ToolChainTool(ToolInvoker([get_weather], audit=audit),
+                         policy=ChainPolicy(max_tool_calls=3))
+    run = await tool.run_chain(  # it would go on refused, recorded one by one, for 10,000 calls
+        "results = [get_weather(city=str(i)).status for i in range(10_000)]\nresult = results")
+    assert run.status == "error" and "whole budget of 3 tool calls" in run.output_text
+    assert run.value is None
+    assert [(r.tool, r.status, r.error_code) for r in run.call_trace] == [
+        ("get_weather", "ok", None)] * 3 + [("get_weather", "error", "budget_exceeded")]
+    assert len(audit.query(limit=1000)) == 4
+
+
+async def test_searches_count_against_the_budget_and_are_recorded(tmp_path: Path) -> None:
+    audit = SqliteAuditLog(tmp_path / "audit.db")
+    tool = ToolChainTool(ToolInvoker([get_weather, shout], audit=audit),
+                         policy=ChainPolicy(max_tool_calls=4))
+    run = await tool.run_chain(
+        "first = search_tools('weather in a city')\n"
+        "w = get_weather(city='Oslo').status\n"
+        "for _ in range(100_000):\n    search_tools('upper case')\nresult = first")
+    assert run.status == "error" and "budget of 4" in run.output_text
+    assert [(r.tool, r.status) for r in run.call_trace] == [
+        ("search_tools", "ok"), ("get_weather", "ok"), ("search_tools", "ok"),
+        ("search_tools", "ok"), ("search_tools", "error")]
+    assert run.call_trace[-1].error_code == "budget_exceeded"
+    entries = audit.query(limit=1000)
+    assert sorted(e.tool for e in entries) == ["get_weather"] + ["search_tools"] * 4
+    assert {e.arguments.get("query") for e in entries if e.tool == "search_tools"} == {
+        "weather in a city", "upper case"}
 
 
 async def test_approval_denied_inside_a_script_and_tools_outside_the_set_refused() -> None:

@@ -71,7 +71,8 @@ async def test_a_run_keeps_its_own_budget_and_trace_under_the_clients_id(tmp_pat
             "code": "result = [word_count(text=str(i)).status for i in range(3)]"}),
             session=session)
         assert session.call_count == 1  # the client's own session counted tool_chain only
-    assert result.structured == {"status": "ok", "value": ["ok", "ok", "error"]}  # over budget
+    assert not result.ok and "whole budget of 2 tool calls" in result.text  # the run ended
+    assert "call 3: word_count → error (budget_exceeded)" in result.text
 
 
 async def test_a_run_ending_does_not_unpin_what_its_client_pinned(tmp_path: Path) -> None:

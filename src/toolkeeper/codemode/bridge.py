@@ -17,12 +17,15 @@ import json
 import marshal
 import secrets
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..core.call import ToolCall
-from ..invoke.results import ChainFile, InvocationResult
+from ..errors import BudgetExceededError
+from ..invoke.audit import AuditEntry
+from ..invoke.results import ChainCallRecord, ChainFile, InvocationResult, RecordStatus
 from ..invoke.session import InvokerSession
 from .prelude import MAX_FRAME
 from .signatures import function_names, signature
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["MEDIA_RUN_BYTES", "Bridge"]
 
 NAME = "tool_chain"
+SEARCH = "search_tools"
+"""How a script's searches appear in the trace and the audit log."""
 QUERY_CHARS = 1000
 NAME_CHARS = 200
 STRUCTURED_BYTES = 1 << 20
@@ -93,9 +98,11 @@ class Bridge:
                 elif kind == "call":
                     await self._send(await self._call(frame))
                 elif kind == "search":
-                    await self._send({"signatures": self._search(frame)})
+                    await self._send(await self._search(frame))
                 else:
                     self.error = f"the bridge received an unknown frame type {kind!r}"
+                    return
+                if self.error:  # the run's budget is used up: it ends here
                     return
         except (OSError, ValueError, TypeError, RecursionError) as exc:
             # a frame the host cannot read ends the run; the calls that ran stay in its trace
@@ -114,7 +121,19 @@ class Bridge:
         call = ToolCall(id=f"chain-{self._calls}", name=name,
                         arguments=arguments if isinstance(arguments, dict) else {})
         result = await self.chain._invoker.invoke(call, session=self.session)
+        if result.error_code == "budget_exceeded" and self._budget_spent():
+            self._end_spent()
         return self._shown(result)
+
+    def _budget_spent(self) -> bool:
+        return self.session.call_count >= self.session.policy.max_tool_calls
+
+    def _end_spent(self) -> None:
+        """A run whose budget is used up ends: a script looping past it would otherwise have
+        every refused call recorded, one by one, for as long as it runs."""
+        self.error = (f"the script used its whole budget of "
+                      f"{self.session.policy.max_tool_calls} tool calls and searches; the run "
+                      "ends here (what ran is in the trace)")
 
     def _shown(self, result: InvocationResult) -> dict[str, Any]:
         """What the script gets back: the text cut to the inline limit with a note, and the
@@ -153,15 +172,43 @@ class Bridge:
                 self._media_bytes += item.size
         return shown
 
-    def _search(self, frame: dict[str, Any]) -> list[str]:
+    async def _search(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """A search of the chain's tools: counted against the run's budget like a call, and
+        recorded in its trace and the audit log as a call of ``search_tools``."""
         try:
             limit = max(1, min(int(frame.get("limit", 5)), 20))
         except (TypeError, ValueError):
             limit = 5
         query = str(frame.get("query", ""))[:QUERY_CHARS]
-        hits = self.chain._invoker.registry.search(query, limit=limit)
-        return [signature(self.allowed[h.name], self.functions[h.name])
-                for h in hits if h.name in self.allowed]
+        self._calls += 1
+        call_id, arguments = f"chain-{self._calls}", {"query": query, "limit": limit}
+        started = time.perf_counter()
+        try:
+            self.session.reserve(SEARCH, None)
+        except BudgetExceededError as exc:
+            await self._record(call_id, arguments, "error", exc.code, started)
+            if self._budget_spent():
+                self._end_spent()
+            return {"signatures": [], "error": exc.message}
+        hits = await anyio.to_thread.run_sync(
+            lambda: self.chain._invoker.registry.search(query, limit=limit))
+        await self._record(call_id, arguments, "ok", None, started)
+        return {"signatures": [signature(self.allowed[h.name], self.functions[h.name])
+                               for h in hits if h.name in self.allowed]}
+
+    async def _record(self, call_id: str, arguments: dict[str, Any], status: RecordStatus,
+                      error_code: str | None, started: float) -> None:
+        duration = (time.perf_counter() - started) * 1000
+        record = ChainCallRecord(tool=SEARCH, call_id=call_id, status=status,
+                                 duration_ms=round(duration, 3), error_code=error_code,
+                                 arguments=arguments)
+        self.session.record(record)
+        audit = self.chain._invoker.audit
+        if audit is not None:
+            await anyio.to_thread.run_sync(audit.record, AuditEntry(
+                ts=time.time(), call_id=call_id, session_id=self.session.id, tool=SEARCH,
+                args_digest=record.args_digest, arguments=arguments, status=status,
+                error_code=error_code, duration_ms=duration))
 
     async def _send(self, message: dict[str, Any]) -> None:
         try:
