@@ -130,4 +130,4 @@ async def test_a_script_may_not_call_the_tool_that_runs_scripts() -> None:
     async with invoker.open_session(chain=True) as session:
         nested = await invoker.invoke(call("tool_chain", code="result = 1"), session=session)
     assert nested.status == "error" and not nested.ran
-    assert "cannot be called from inside one" in nested.text
+    assert "cannot be called from a chain" in nested.text

@@ -8,7 +8,17 @@ import time
 import anyio
 import pytest
 
-from toolkeeper import ConfigError, HostedTool, ProviderDefinedTool, ToolResult, ToolRisk, tool
+from toolkeeper import (
+    ConfigError,
+    HostedTool,
+    ProviderDefinedTool,
+    ToolResult,
+    ToolRisk,
+    is_hosted_tool,
+    is_provider_defined_tool,
+    tool,
+)
+from toolkeeper.codemode import ToolChainTool
 from toolkeeper.core.context import ToolContext
 from toolkeeper.invoke import ChainPolicy, ToolCall, ToolInvoker
 from toolkeeper.invoke.builder import GATE_ORDER
@@ -318,3 +328,28 @@ async def test_a_session_limited_to_some_tools_refuses_the_others_and_records_th
     assert unknown.error_code == "unknown_tool"
     assert [(r.tool, r.status) for r in session.trace] == [
         ("add", "ok"), ("boom", "denied"), ("nope", "error")]
+
+
+async def test_the_type_gate_refuses_hosted_provider_defined_and_tool_chain_in_a_chain() -> None:
+    """Seed 003, step 3: in a chain session, is_hosted_tool, is_provider_defined_tool and the
+    recursive tool_chain name are refused with status="error" — can't call from a chain."""
+    class Computer(ProviderDefinedTool):
+        async def handle_call(self, call: object, ctx: object) -> ToolResult:  # type: ignore[override]
+            return ToolResult.text_result("clicked")
+
+    hosted = HostedTool(name="web_search", provider_specs={"openai": {"type": "web_search"}})
+    computer = Computer(name="computer", provider_specs={"openai": {"type": "computer"}},
+                        risk=ToolRisk.SAFE, hitl_mode="none")
+    invoker = ToolInvoker(toolbox(hosted, computer))
+    chain_tool = ToolChainTool(invoker)
+    invoker.registry.add(chain_tool)
+    async with invoker.open_session(chain=True) as session:
+        results = [await invoker.invoke(call(name, x=1), session=session)
+                   for name in ("web_search", "computer", "tool_chain")]
+    for result in results:
+        assert (result.status, result.error_code) == ("error", "not_callable")
+        assert "cannot be called from a chain: call it outside the chain" in result.text
+    assert is_hosted_tool(hosted) and is_provider_defined_tool(computer)
+    async with invoker.open_session() as session:  # outside a chain, the provider tool runs
+        clicked = await invoker.invoke(call("computer", x=1), session=session)
+    assert clicked.text == "clicked"
