@@ -265,3 +265,21 @@ def test_a_function_is_inspected_once(monkeypatch: pytest.MonkeyPatch) -> None:
         t.get_schema("openai-chat")
         t.get_schema("anthropic")
     assert calls["n"] == 1
+
+
+@pytest.mark.parametrize("returns", [int, float, str, bool, list, dict, list[int], dict[str, float],
+                                     int | None, list[str] | None, Literal["a", "b"]])
+def test_the_output_schema_of_a_common_return_type_is_pydantics(returns: object) -> None:
+    from pydantic import TypeAdapter
+
+    from toolkeeper.tools.signature import strip_titles
+
+    def f() -> None: ...
+    f.__annotations__["return"] = returns
+    schema = Tool.from_function(f, name="f").spec.output_schema
+    expected = strip_titles(TypeAdapter(returns).json_schema(mode="serialization"))
+    assert schema is not None
+    if schema.get("x-toolkeeper-wrap-result"):
+        assert schema["properties"]["result"] == expected
+    else:
+        assert schema == expected

@@ -119,10 +119,16 @@ class FunctionInfo:
     @cached_property
     def output_schema(self) -> dict[str, Any] | None:
         """JSON Schema of the structured result (scalars wrapped as ``{"result": ...}``)."""
-        adapter = self.output_adapter
-        if adapter is None:
+        if _says_nothing(self.return_annotation):
             return None
-        schema: dict[str, Any] = strip_titles(adapter.json_schema(mode="serialization"))
+        # Common return types need no pydantic adapter: building one per tool made the first
+        # export of 20,000 tools take 6 s (0.3 ms each).
+        schema = fast_schema(self.return_annotation)
+        if schema is None:
+            adapter = self.output_adapter
+            if adapter is None:
+                return None
+            schema = strip_titles(adapter.json_schema(mode="serialization"))
         if _is_object_schema(schema):
             return schema
         wrapped: dict[str, Any] = {
