@@ -31,12 +31,12 @@ from ..config import (
     policy_from,
 )
 from ..errors import ConfigError, ToolkeeperError
+from ..gateway.gateway import MCPGateway
+from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent, HookManager
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
-from ..mcp.gateway import MCPGateway
-from ..mcp.pins import SqlitePins
 from ..mcp.server import announce_changes, serve_stdio
 from ..server.app import LOOPBACK, create_app, page_app
 from ..server.auth import WebSessions

@@ -13,7 +13,7 @@ from rich.tree import Tree
 
 from ..config import explain, load_config
 from ..errors import ToolkeeperError
-from ..mcp.pins import SqlitePins
+from ..gateway.pins import SqlitePins
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object

@@ -23,11 +23,11 @@ import anyio
 
 from ..core.context import CALLER_KEY, Caller, ToolContext
 from ..formats import WireExport, render_result
+from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
-from .gateway import MCPGateway
 
 if TYPE_CHECKING:
     import mcp_types as types

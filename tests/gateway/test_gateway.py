@@ -19,9 +19,9 @@ from toolkeeper import ToolInvoker, ToolRisk
 from toolkeeper.approval import AutoApprovalHandler
 from toolkeeper.config import MCPServerConfig
 from toolkeeper.core.call import ToolCall
+from toolkeeper.gateway.gateway import MCPGateway
+from toolkeeper.gateway.pins import SqlitePins
 from toolkeeper.invoke import ChainPolicy
-from toolkeeper.mcp.gateway import MCPGateway
-from toolkeeper.mcp.pins import SqlitePins
 from toolkeeper.toolbox import Toolbox
 
 pytestmark = pytest.mark.anyio
