@@ -7,6 +7,13 @@ risk; and each tool's fingerprint is pinned the first time it is trusted, so a t
 description or schema changes later is disabled until an operator trusts it again
 (``toolkeeper tools trust NAME``) — the model never reads the swapped description.
 
+Beyond tools, an upstream's resources and prompts are served through ``gateway.sources``
+(``sources.py``: namespaced, and pinned like tools), and what it says or asks during a relayed
+call — progress, log lines, sampling and elicitation requests — goes to the client that made the
+call (``relay.py``; sampling and elicitation only when its config allows, audited). Its
+list-changed notifications make the gateway list it again (one listing at a time per server) and
+tell our clients.
+
 Usage::
 
     async with MCPGateway(config.mcp.servers, pins=SqlitePins("state.db")) as gateway:
@@ -24,16 +31,17 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..config.model import MCPServerConfig
-from ..core.metadata import ToolMetadata
-from ..core.results import ToolResult
 from ..core.risk import ToolRisk
 from ..errors import ToolkeeperError, UsageError
-from ..formats.mcp import tool_result_from_mcp
+from ..invoke.audit import AuditLog
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from ..tools.naming import qualify
 from ..tools.tool import Tool
 from .pins import SqlitePins, fingerprint
+from .relay import ClientHub, Relay
+from .remote import RemoteTool
+from .sources import UpstreamSources
 from .upstream import Upstream, UpstreamError
 
 __all__ = ["MCPGateway", "remote_risk"]
@@ -60,21 +68,28 @@ class MCPGateway:
     """Upstream MCP servers whose tools are added to a Toolbox and kept in step with them."""
 
     def __init__(self, servers: Sequence[MCPServerConfig], *, pins: SqlitePins | None = None,
-                 refresh_s: float = 30.0) -> None:
+                 refresh_s: float = 30.0, audit: AuditLog | None = None,
+                 hub: ClientHub | None = None) -> None:
         self.servers = list(servers)
         self.refresh_s = refresh_s
         self.pins = pins
         self.report: list[str] = []
         """One line per notable event (a server unreachable, a tool disabled), for operators."""
+        self.relay = Relay(audit=audit, hub=hub)
+        """Where an upstream's log lines and requests go (``relay.hub``: every client)."""
         self._group: TaskGroup | None = None
         self._upstreams: dict[str, Upstream] = {}
+        self.sources = UpstreamSources(self._upstreams, pins=pins, note=self._note)
+        """The upstreams' resources and prompts (``ResourceSource``, ``PromptSource``,
+        ``CompletionSource``) for our MCP server to serve."""
         self._toolbox: Toolbox | None = None
         self._served: dict[str, tuple[str, str]] = {}
         self._listed_at: dict[str, float] = {}
+        self._relisting: dict[tuple[str, str], bool] = {}
 
     async def __aenter__(self) -> MCPGateway:
         self._group = await anyio.create_task_group().__aenter__()
-        self._upstreams = {s.name: Upstream(s, self._group) for s in self.servers}
+        self._upstreams.update({s.name: Upstream(s, self._group, self) for s in self.servers})
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -100,7 +115,59 @@ class MCPGateway:
         async with anyio.create_task_group() as group:
             for name in self._upstreams:
                 group.start_soon(self.refresh, name)
+                group.start_soon(self.sources.refresh, name)
         return self.report
+
+    async def asked(self, config: MCPServerConfig, method: str, params: Any) -> Any:
+        """An upstream's sampling or elicitation request (see ``Relay.ask``)."""
+        return await self.relay.ask(config, "sampling" if method == "sampling"
+                                    else "elicitation", params)
+
+    async def notified(self, config: MCPServerConfig, notification: Any) -> None:
+        """An upstream's notification: a log line relayed, a list change listed again (in
+        the background: never on the connection's own receive path), an update told."""
+        import mcp_types as types
+
+        name = config.name
+        if isinstance(notification, types.LoggingMessageNotification):
+            if config.logs:
+                await self.relay.log(name, notification.params)
+        elif isinstance(notification, types.ResourceUpdatedNotification):
+            await self.sources.updated(name, notification.params.uri)
+        elif isinstance(notification, types.ToolListChangedNotification):
+            self._relist(name, "tools")
+        elif isinstance(notification, types.ResourceListChangedNotification):
+            self._relist(name, "resources")
+        elif isinstance(notification, types.PromptListChangedNotification):
+            self._relist(name, "prompts")
+
+    def _relist(self, server: str, what: str) -> None:
+        """List ``what`` of ``server`` again: one listing at a time, and one more after it
+        when more notifications came meanwhile (a chatty upstream costs two listings)."""
+        key = (server, what)
+        if key in self._relisting:
+            self._relisting[key] = True
+            return
+        self._relisting[key] = False
+        if self._group is not None:
+            self._group.start_soon(self._relist_now, key)
+
+    async def _relist_now(self, key: tuple[str, str]) -> None:
+        server, what = key
+        try:
+            while True:
+                self._relisting[key] = False
+                if what == "tools":
+                    if self._toolbox is not None:
+                        await self.refresh(server)  # the catalog announces its own change
+                elif await self.sources.refresh(server, what) and self.relay.hub is not None:
+                    hub = self.relay.hub
+                    await (hub.resources_changed() if what == "resources"
+                           else hub.prompts_changed())
+                if not self._relisting[key]:
+                    return
+        finally:
+            del self._relisting[key]
 
     async def refresh_stale(self, max_age_s: float | None = None) -> None:
         """Refresh every server last listed more than ``max_age_s`` (``refresh_s``) ago: a
@@ -163,7 +230,10 @@ class MCPGateway:
             if disabled:
                 self._note(f"mcp tool '{name}' is disabled: {disabled}")
         try:
-            tool = _remote_tool(upstream, name, remote, declaration)
+            tool = RemoteTool(upstream, self.relay, name=name, remote=remote,
+                              declaration=declaration,
+                              risk=remote_risk(upstream.config, remote,
+                                               declaration.get("annotations")))
         except ToolkeeperError as exc:
             self._note(f"mcp tool '{name}' is not served: {exc}")
             return None
@@ -173,30 +243,3 @@ class MCPGateway:
         if line not in self.report:
             self.report.append(line)
 
-
-def _remote_tool(upstream: Upstream, name: str, remote: str, declaration: dict[str, Any]
-                 ) -> Tool:
-    config = upstream.config
-    annotations = declaration.get("annotations") or {}
-
-    async def call_remote(**arguments: Any) -> ToolResult:
-        try:
-            result = await upstream.call(remote, arguments)
-        except UpstreamError as exc:
-            return ToolResult.error(str(exc), code="upstream_unavailable")
-        return tool_result_from_mcp(result.model_dump(by_alias=True, exclude_none=True))
-
-    metadata = ToolMetadata(
-        title=declaration.get("title") or annotations.get("title"), source="mcp",
-        tags=frozenset({"mcp"}), timeout=config.call_timeout_s,
-        read_only_hint=annotations.get("readOnlyHint"),
-        destructive_hint=annotations.get("destructiveHint"),
-        idempotent_hint=annotations.get("idempotentHint"),
-        open_world_hint=annotations.get("openWorldHint"),
-        extra={"mcp_server": config.name, "mcp_tool": remote})
-    return Tool(name=name, description=str(declaration.get("description") or ""),
-                parameters=declaration.get("inputSchema") or {"type": "object"},
-                output_schema=declaration.get("outputSchema"), callable=call_remote,
-                namespace=config.name, method_name=remote, metadata=metadata,
-                risk=remote_risk(config, remote, annotations), hitl_mode=config.hitl_mode,
-                is_async=True)

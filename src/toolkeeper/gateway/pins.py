@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from ..approval.pg import open_database
 
-__all__ = ["Pin", "SqlitePins", "fingerprint"]
+__all__ = ["PREFIXES", "Kind", "Pin", "SqlitePins", "fingerprint"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mcp_pins (
@@ -32,12 +32,21 @@ CREATE TABLE IF NOT EXISTS mcp_pins (
 );
 """
 
-_FINGERPRINTED = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+Kind = Literal["tool", "prompt", "template"]
+_FINGERPRINTED: dict[str, tuple[str, ...]] = {
+    "tool": ("name", "title", "description", "inputSchema", "outputSchema", "annotations"),
+    "prompt": ("name", "title", "description", "arguments"),
+    "template": ("name", "title", "description", "uriTemplate", "mimeType", "annotations"),
+}
+PREFIXES = {"prompt": "prompt:", "template": "template:"}
+"""A prompt's or a resource template's pin is kept under ``prompt:NAME`` / ``template:NAME``
+(a tool's under its name), so ``toolkeeper tools trust prompt:up-greet`` trusts a prompt."""
 
 
-def fingerprint(declaration: dict[str, Any]) -> str:
-    """SHA-256 over the parts of a remote tool's declaration that matter."""
-    parts = {key: declaration.get(key) for key in _FINGERPRINTED}
+def fingerprint(declaration: dict[str, Any], kind: Kind = "tool") -> str:
+    """SHA-256 over the parts of a remote tool's (prompt's, template's) declaration that
+    matter: what a model or a person reads, and what a call must fit."""
+    parts = {key: declaration.get(key) for key in _FINGERPRINTED[kind]}
     canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -52,6 +61,13 @@ class Pin:
     declaration: dict[str, Any] | None
     seen_fingerprint: str
     seen_declaration: dict[str, Any]
+
+    @property
+    def kind(self) -> Kind:
+        for kind, prefix in PREFIXES.items():
+            if self.tool.startswith(prefix):
+                return kind  # type: ignore[return-value]
+        return "tool"
 
     @property
     def state(self) -> Literal["trusted", "changed", "untrusted"]:
@@ -78,10 +94,12 @@ class SqlitePins:
                 else self.db.query(sql + " ORDER BY tool"))
         return [_pin(row) for row in rows]
 
-    def see(self, tool: str, server: str, declaration: dict[str, Any], *, trust: bool) -> Pin:
-        """Record what ``server`` now declares for ``tool``; pin it when nothing is pinned yet
-        and ``trust`` (trust on first use). Returns where the tool stands."""
-        seen = fingerprint(declaration)
+    def see(self, tool: str, server: str, declaration: dict[str, Any], *, trust: bool,
+            kind: Kind = "tool") -> Pin:
+        """Record what ``server`` now declares for ``tool`` (a prompt's or template's key,
+        ``PREFIXES``); pin it when nothing is pinned yet and ``trust`` (trust on first use).
+        Returns where it stands."""
+        seen = fingerprint(declaration, kind)
         text = json.dumps(declaration, sort_keys=True)
         with self.db.transaction() as conn:
             conn.execute(

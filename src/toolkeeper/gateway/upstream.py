@@ -9,8 +9,9 @@ import math
 import os
 import re
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp import Client
 
-__all__ = ["Upstream", "UpstreamError"]
+__all__ = ["Upstream", "UpstreamError", "UpstreamListener"]
+
+T = TypeVar("T")
 
 BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -44,12 +47,23 @@ def expand(value: str, where: str) -> str:
     return _VAR.sub(one, value)
 
 
+class UpstreamListener(Protocol):
+    """Who hears what an upstream sends on its own: requests (sampling, elicitation — the
+    answer goes back to it) and notifications (log lines, list changes, resource updates)."""
+
+    async def asked(self, config: MCPServerConfig, method: str, params: Any) -> Any: ...
+
+    async def notified(self, config: MCPServerConfig, notification: Any) -> None: ...
+
+
 class Upstream:
     """A connection to one configured MCP server, held by a task in ``group``."""
 
-    def __init__(self, config: MCPServerConfig, group: TaskGroup) -> None:
+    def __init__(self, config: MCPServerConfig, group: TaskGroup,
+                 listener: UpstreamListener | None = None) -> None:
         self.config = config
         self.group = group
+        self.listener = listener
         self._client: Client | None = None
         self._attempt: anyio.Event | None = None
         self._drop: anyio.Event | None = None
@@ -102,7 +116,8 @@ class Upstream:
                                    + self.config.connect_timeout_s) as scope:
                 async with AsyncExitStack() as stack:
                     client = await stack.enter_async_context(
-                        Client(await self._transport(stack), mode="legacy", cache=None))
+                        Client(await self._transport(stack), mode="legacy", cache=None,
+                               **self._callbacks()))
                     scope.deadline = math.inf
                     self._client, self._drop, self._error = client, drop, None
                     self._failures = 0
@@ -135,6 +150,27 @@ class Upstream:
         if self._drop is not None:
             self._drop.set()
 
+    def _callbacks(self) -> dict[str, Any]:
+        """The client's callbacks: what the upstream asks or tells goes to the listener.
+        Sampling and elicitation are declared to the upstream so that, when relaying is off,
+        it is refused with the reason (and audited) rather than left to guess."""
+        listener, config = self.listener, self.config
+        if listener is None:
+            return {}
+
+        async def sampling(_ctx: Any, params: Any) -> Any:
+            return await listener.asked(config, "sampling", params)
+
+        async def elicitation(_ctx: Any, params: Any) -> Any:
+            return await listener.asked(config, "elicitation", params)
+
+        async def message(message: Any) -> None:
+            if not isinstance(message, Exception):
+                await listener.notified(config, message)
+
+        return {"sampling_callback": sampling, "elicitation_callback": elicitation,
+                "message_handler": message}
+
     async def _transport(self, stack: AsyncExitStack) -> Any:
         """The transport to the server; what it opens is closed with ``stack``."""
         cfg = self.config
@@ -158,26 +194,52 @@ class Upstream:
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server lists (all pages)."""
+        return await self._list("tools", "tools")
+
+    async def list_resources(self) -> list[types.Resource]:
+        return await self._list("resources", "resources")
+
+    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        return await self._list("resource_templates", "resource_templates")
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        return await self._list("prompts", "prompts")
+
+    async def _list(self, what: str, field: str) -> list[Any]:
+        """Every item of one listing (all pages, at most 100), each page bounded."""
         client = await self.client()
-        tools: list[types.Tool] = []
+        items: list[Any] = []
         cursor: str | None = None
         try:
             for _ in range(100):
                 with anyio.fail_after(self.config.call_timeout_s):
-                    page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-                tools += page.tools
+                    page = await getattr(client, f"list_{what}")(cursor=cursor,
+                                                                 cache_mode="refresh")
+                items += getattr(page, field)
                 cursor = page.next_cursor
                 if cursor is None:
-                    return tools
+                    return items
         except Exception as exc:
             self._broken(exc)
-        raise UpstreamError(f"MCP server '{self.name}' lists more than 100 pages of tools")
+        raise UpstreamError(f"MCP server '{self.name}' lists more than 100 pages of "
+                            f"{what.replace('_', ' ')}")
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call(self, name: str, arguments: dict[str, Any], progress: Any = None
+                   ) -> types.CallToolResult:
+        """Call tool ``name``; ``progress(done, total, message)`` hears its progress."""
         client = await self.client()
+        return await self.bounded(lambda: client.call_tool(name, arguments,
+                                                           progress_callback=progress))
+
+    async def request(self, ask: Callable[[Client], Awaitable[T]]) -> T:
+        """One request on the live client (``ask(client)``), bounded like a call."""
+        client = await self.client()
+        return await self.bounded(lambda: ask(client))
+
+    async def bounded(self, send: Callable[[], Awaitable[T]]) -> T:
         try:
             with anyio.fail_after(self.config.call_timeout_s):
-                return await client.call_tool(name, arguments)
+                return await send()
         except Exception as exc:
             self._broken(exc)
             raise  # unreachable: _broken raises

@@ -24,10 +24,12 @@ import anyio
 from ..core.context import CALLER_KEY, Caller, ToolContext
 from ..formats import WireExport, render_result
 from ..gateway.gateway import MCPGateway
+from ..gateway.relay import calling_client
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
+from .relay_link import SdkClientLink, SessionHub
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -128,6 +130,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
 
     channel = ClientChannel(invoker) if ask_client else None
+    hub = SessionHub()
+    if gateway is not None and gateway.relay.hub is None:
+        gateway.relay.hub = hub
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
@@ -142,14 +147,16 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         tool_ctx = None if report is None else ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
             state=in_session.state, progress_sink=report, caller=in_session.caller)
-        if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
-            await channel.answer(params, in_session, client_of(ctx))
-            outcome = await channel.invoke(call, in_session, tool_ctx)
-            if isinstance(outcome, str):
-                return channel.ask(outcome)
-            result = outcome
-        else:
-            result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        hub.remember(ctx, client_of(ctx))
+        with calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
+            if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
+                await channel.answer(params, in_session, client_of(ctx))
+                outcome = await channel.invoke(call, in_session, tool_ctx)
+                if isinstance(outcome, str):
+                    return channel.ask(outcome)
+                result = outcome
+            else:
+                result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 
