@@ -66,7 +66,7 @@ class Heard:
         self.events.append(("updated", uri))
         self.changed.set()
 
-    async def log(self, level: str, logger: str | None, data: Any) -> None:
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
         self.events.append(("log", (level, logger, data)))
 
     async def resources_changed(self) -> None:

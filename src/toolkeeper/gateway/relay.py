@@ -1,7 +1,7 @@
 """What an upstream says or asks while the gateway relays a call to it, passed on to the client
 that made the call — and only to that one.
 
-Our MCP server hands the gateway one ``ClientLink`` per request (who the client is, and how to
+Our MCP server hands the gateway one ``RelayLink`` per request (who the client is, and how to
 log to it, ask it to sample or to fill a form, tell it a resource changed) by running the call
 inside ``calling_client(link)``; a relayed tool call registers that link with ``Relay.relaying``
 while it waits on the upstream. The protocol (2025-11-25) does not say which of the gateway's
@@ -36,12 +36,12 @@ from ..invoke.audit import AuditEntry, AuditLog, redact_arguments
 if TYPE_CHECKING:
     import mcp_types as types
 
-__all__ = ["ClientHub", "ClientLink", "InFlight", "Relay", "calling_client", "current_client"]
+__all__ = ["ClientHub", "InFlight", "Relay", "RelayLink", "calling_client", "current_client"]
 
 Asked = Literal["sampling", "elicitation"]
 
 
-class ClientLink(Protocol):
+class RelayLink(Protocol):
     """One request of one of our clients, as the gateway needs it (our MCP server makes one
     per request from its SDK request context)."""
 
@@ -55,15 +55,15 @@ class ClientLink(Protocol):
         connection carries server-to-client requests."""
         ...
 
-    async def log(self, level: str, logger: str | None, data: Any) -> None:
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
         """A ``notifications/message`` on this request."""
         ...
 
-    async def sample(self, params: types.CreateMessageRequestParams) -> Any:
+    async def forward_sampling(self, params: types.CreateMessageRequestParams) -> Any:
         """Send ``sampling/createMessage`` to the client; its result (or raise ``MCPError``)."""
         ...
 
-    async def elicit(self, params: types.ElicitRequestParams) -> Any:
+    async def forward_elicitation(self, params: types.ElicitRequestParams) -> Any:
         """Send ``elicitation/create`` to the client; its result (or raise ``MCPError``)."""
         ...
 
@@ -76,19 +76,19 @@ class ClientLink(Protocol):
 class ClientHub(Protocol):
     """Every connected client: where what concerns them all is announced."""
 
-    async def log(self, level: str, logger: str | None, data: Any) -> None: ...
+    async def log(self, level: str, data: Any, logger: str | None) -> None: ...
 
     async def resources_changed(self) -> None: ...
 
     async def prompts_changed(self) -> None: ...
 
 
-_CALLING: contextvars.ContextVar[ClientLink | None] = contextvars.ContextVar(
+_CALLING: contextvars.ContextVar[RelayLink | None] = contextvars.ContextVar(
     "toolkeeper_calling_client", default=None)
 
 
 @contextmanager
-def calling_client(link: ClientLink | None) -> Iterator[None]:
+def calling_client(link: RelayLink | None) -> Iterator[None]:
     """Run a request of our server's client (a ``tools/call``) with ``link`` as the client a
     relayed call reports to and asks."""
     token = _CALLING.set(link)
@@ -98,7 +98,7 @@ def calling_client(link: ClientLink | None) -> Iterator[None]:
         _CALLING.reset(token)
 
 
-def current_client() -> ClientLink | None:
+def current_client() -> RelayLink | None:
     """The link of the request being served, if our server set one."""
     return _CALLING.get()
 
@@ -110,7 +110,7 @@ class InFlight:
     call_id: str
     session_id: str
     tool: str
-    link: ClientLink | None
+    link: RelayLink | None
 
 
 class Relay:
@@ -147,9 +147,9 @@ class Relay:
         cause = self.cause(server)
         try:
             if cause is not None and cause.link is not None:
-                await cause.link.log(params.level, logger, params.data)
+                await cause.link.log(params.level, params.data, logger)
             elif self.hub is not None:
-                await self.hub.log(params.level, logger, params.data)
+                await self.hub.log(params.level, params.data, logger)
         except Exception:  # a client gone meanwhile: a log line is not worth a failure
             return
 
@@ -182,9 +182,9 @@ class Relay:
         assert cause is not None and cause.link is not None
         try:
             if asked == "sampling":
-                result = await cause.link.sample(params)
+                result = await cause.link.forward_sampling(params)
             else:
-                result = await cause.link.elicit(params)
+                result = await cause.link.forward_elicitation(params)
         except MCPError as exc:
             await self._record(config.name, asked, cause, params, "error", "client_error",
                                started)

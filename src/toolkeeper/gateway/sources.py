@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..tools.naming import qualify
 from .pins import PREFIXES, Kind, SqlitePins
-from .relay import ClientLink
+from .relay import RelayLink
 from .upstream import Upstream, UpstreamError
 
 if TYPE_CHECKING:
@@ -55,9 +55,9 @@ class ResourceSource(Protocol):
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
-    async def subscribe(self, uri: str, link: ClientLink) -> None: ...
+    async def subscribe(self, uri: str, link: RelayLink) -> None: ...
 
-    async def unsubscribe(self, uri: str, link: ClientLink) -> None: ...
+    async def unsubscribe(self, uri: str, link: RelayLink) -> None: ...
 
 
 class PromptSource(Protocol):
@@ -111,7 +111,7 @@ class UpstreamSources:
         self._pins = pins
         self._note = note
         self._listed: dict[str, _Listed] = {}
-        self._subscribed: dict[str, dict[str, ClientLink]] = {}  # served URI → client → link
+        self._subscribed: dict[str, dict[str, RelayLink]] = {}  # served URI → client → link
 
     # -- listing -------------------------------------------------------------------------
     async def refresh(self, server: str, what: str = "both") -> bool:
@@ -228,14 +228,14 @@ class UpstreamSources:
             c.model_copy(update={"uri": served_uri(upstream.name, c.uri)})
             for c in result.contents]})
 
-    async def subscribe(self, uri: str, link: ClientLink) -> None:
+    async def subscribe(self, uri: str, link: RelayLink) -> None:
         upstream, remote = self._upstream_of(uri)
         clients = self._subscribed.setdefault(uri, {})
         if not clients:
             await _subscription(upstream, "subscribe", remote)
         clients[link.client] = link
 
-    async def unsubscribe(self, uri: str, link: ClientLink) -> None:
+    async def unsubscribe(self, uri: str, link: RelayLink) -> None:
         upstream, remote = self._upstream_of(uri)
         clients = self._subscribed.get(uri, {})
         if clients.pop(link.client, None) is not None and not clients:

@@ -1,4 +1,4 @@
-"""Our MCP server's side of the gateway's relay: a ``ClientLink`` made from the SDK's request
+"""Our MCP server's side of the gateway's relay: a ``RelayLink`` made from the SDK's request
 context (what the gateway needs of the client that sent a request) and a ``ClientHub`` of the
 clients seen so far (what concerns them all).
 
@@ -20,7 +20,7 @@ __all__ = ["SdkClientLink", "SessionHub"]
 
 
 class SdkClientLink:
-    """A ``ClientLink`` over one request of the SDK's low-level server (``ctx``)."""
+    """A ``RelayLink`` over one request of the SDK's low-level server (``ctx``)."""
 
     def __init__(self, ctx: Any, client: str) -> None:
         self.ctx = ctx
@@ -39,7 +39,7 @@ class SdkClientLink:
                   else types.ClientCapabilities(elicitation=types.ElicitationCapability()))
         return bool(session.can_send_request and session.check_client_capability(wanted))
 
-    async def log(self, level: str, logger: str | None, data: Any) -> None:
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
         import mcp_types as types
 
         await self.ctx.session.send_notification(types.LoggingMessageNotification(
@@ -47,14 +47,14 @@ class SdkClientLink:
                                                           logger=logger, data=data)),
             related_request_id=self.ctx.request_id)
 
-    async def sample(self, params: types.CreateMessageRequestParams) -> Any:
+    async def forward_sampling(self, params: types.CreateMessageRequestParams) -> Any:
         import mcp_types as types
 
         result = (types.CreateMessageResultWithTools if params.tools
                   else types.CreateMessageResult)
         return await self._send(types.CreateMessageRequest(params=params), result)
 
-    async def elicit(self, params: types.ElicitRequestParams) -> Any:
+    async def forward_elicitation(self, params: types.ElicitRequestParams) -> Any:
         import mcp_types as types
 
         return await self._send(types.ElicitRequest(params=params), types.ElicitResult)
@@ -89,7 +89,7 @@ class SessionHub:
             except Exception:  # that connection is closed: forget it
                 self._kept.pop(client, None)
 
-    async def log(self, level: str, logger: str | None, data: Any) -> None:
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
         import mcp_types as types
 
         await self._each(types.LoggingMessageNotification(
