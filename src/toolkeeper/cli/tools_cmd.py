@@ -131,11 +131,14 @@ def explain_cmd(
 
 @tools_app.command("pins")
 def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
-    """Remote (MCP gateway) tools and whether each is trusted, changed since, or untrusted."""
-    table = Table("tool", "server", "state", "fingerprint")
+    """Remote (MCP gateway) tools, prompts and resource templates: whether each is trusted,
+    changed since (held: not served), or untrusted, and what to run to serve it."""
+    table = Table("name", "kind", "server", "state", "fingerprint", "held until")
     for pin in SqlitePins(store_target(store, state_dir_of(state_dir), create=False)).all():
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
-        table.add_row(pin.tool, pin.server, f"[{color}]{pin.state}[/]", pin.seen_fingerprint[:16])
+        until = "" if pin.state == "trusted" else f"toolkeeper tools trust {pin.tool}"
+        table.add_row(pin.tool, pin.kind, pin.server, f"[{color}]{pin.state}[/]",
+                      pin.seen_fingerprint[:16], until)
     _out.print(table)
 
 
@@ -143,11 +146,13 @@ def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
 def trust_cmd(name: str, state_dir: StateDir = None, store: Store = None
               ) -> None:
     """Trust what an MCP server now declares for tool NAME (after reviewing it): the gateway
-    serves it again at its next listing."""
+    serves it again at its next listing. A prompt is ``prompt:NAME``, a resource template
+    ``template:NAME`` (as ``toolkeeper tools pins`` lists them)."""
     pins = SqlitePins(store_target(store, state_dir_of(state_dir), create=False))
     pin = pins.get(name)
     if pin is None:
-        raise fail(f"no remote tool {name!r} has been seen; see toolkeeper tools pins")
+        raise fail(f"no remote tool, prompt or template {name!r} has been seen (a prompt is "
+                   "prompt:NAME, a template template:NAME); see toolkeeper tools pins")
     if pin.state == "trusted":
         _out.print(f"{name} is already trusted as declared", markup=False, highlight=False)
         return

@@ -4,7 +4,9 @@ description or schema after it was trusted ("rug pull").
 A tool's fingerprint is the SHA-256 of the canonical JSON of what the model reads and what the
 call must fit: name, title, description, input and output schema, annotations. The first trusted
 fingerprint is pinned; a tool seen later with another one is disabled, and what was seen is kept
-so an operator can review it and trust it (``toolkeeper tools trust NAME``).
+so an operator can review it and trust it (``toolkeeper tools trust NAME``). An upstream's
+prompts and resource templates are pinned the same way (``prompt:NAME``, ``template:NAME``):
+one that changed is held until trusted.
 """
 
 from __future__ import annotations
