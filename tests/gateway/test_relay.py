@@ -25,7 +25,9 @@ from toolkeeper import ToolInvoker
 from toolkeeper.config import MCPServerConfig
 from toolkeeper.core.call import ToolCall
 from toolkeeper.gateway import MCPGateway, SqlitePins
+from toolkeeper.gateway.relay import calling_client
 from toolkeeper.gateway.sources import NotServed
+from toolkeeper.invoke.audit import SqliteAuditLog
 from toolkeeper.toolbox import Toolbox
 
 pytestmark = pytest.mark.anyio
@@ -194,6 +196,53 @@ async def test_an_upstream_whose_lists_changed_is_listed_again_and_our_clients_t
         assert ("prompts_changed", None) in hub.events
 
 
+class Asked(Heard):
+    """A client that would answer anything (it must not be asked for another's call)."""
+
+    def __init__(self, client: str) -> None:
+        super().__init__()
+        self.client = client
+
+    async def forward_sampling(self, params: Any) -> types.CreateMessageResult:
+        self.events.append(("sampling", params))
+        return types.CreateMessageResult(role="assistant", model="m",
+                                         content=types.TextContent(text="from " + self.client))
+
+
+async def test_a_sampling_request_while_two_clients_wait_on_the_upstream_asks_neither(
+        tmp_path: Path) -> None:
+    toolbox = Toolbox()
+    audit = SqliteAuditLog(tmp_path / "audit.db")
+    alice, bob = Asked("alice"), Asked("bob")
+    async with MCPGateway([_config(tmp_path, sampling=True, call_timeout_s=30)],
+                          audit=audit) as gateway:
+        await gateway.attach(toolbox)
+        invoker = ToolInvoker(toolbox)
+
+        async def call(link: Asked, name: str, arguments: dict[str, Any] | None = None) -> Any:
+            async with invoker.open_session(session_id=link.client) as session:
+                with calling_client(link):
+                    return await invoker.invoke(ToolCall(id=f"{link.client}-1", name=name,
+                                                         arguments=arguments or {}),
+                                                session=session)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, alice, "up-sleep", {"seconds": 30})
+            with anyio.fail_after(20):  # alice's call is in flight on the upstream
+                while not any(c["tool"] == "sleep" for c in _calls(tmp_path)):
+                    await anyio.sleep(0.02)
+            result = await call(bob, "up-ask_model")
+            group.cancel_scope.cancel()
+        alone = await call(bob, "up-ask_model")  # alice is gone: bob's call is bob's
+    assert result.status == "error" and "cannot tell which client" in result.text
+    assert alice.events == [] and [e for e, _ in bob.events] == ["sampling"]
+    assert alone.text == "the model said: from bob"
+    rows = [(r.tool, r.status, r.error_code, r.call_id)
+            for r in sorted(audit.query(tool="up/sampling"), key=lambda r: r.ts)]
+    assert rows == [("up/sampling", "refused", "no_client", ""),
+                    ("up/sampling", "ok", None, "bob-1")]
+
+
 def _serve(tmp_path: Path, **relay: bool) -> StdioServerParameters:
     (tmp_path / "relay").write_text("yes")
     keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in relay.items())
@@ -220,6 +269,7 @@ async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_callin
     logs: list[tuple[str, str | None, Any]] = []
     progress: list[tuple[float, float | None, str | None]] = []
     asked: list[str] = []
+    contexts: list[str | None] = []
 
     async def log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append((params.level, params.logger, params.data))
@@ -230,6 +280,7 @@ async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_callin
     async def sample(_ctx: Any, params: types.CreateMessageRequestParams
                      ) -> types.CreateMessageResult:
         asked.append(params.messages[0].content.text)  # type: ignore[union-attr]
+        contexts.append(params.include_context)
         return types.CreateMessageResult(role="assistant", model="our-model",
                                          content=types.TextContent(text="Doors open, calls flow"))
 
@@ -249,7 +300,8 @@ async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_callin
     assert progress == [(1, 2, "half way"), (2, 2, "done")]
     assert haiku.content[0].text == "the model said: Doors open, calls flow"  # type: ignore[union-attr]
     assert named.content[0].text == 'accept: {"name": "Grace"}'  # type: ignore[union-attr]
-    assert asked == ["Write a haiku about gateways.", "What is your name?"]
+    assert asked == ["Write a haiku about gateways.", "MCP server 'up' asks: What is your name?"]
+    assert contexts == [None]  # it asked for allServers: our client's context stays ours
     audit = _audit(tmp_path)
     assert [(tool, status) for tool, status, _, _ in audit] == [("up/sampling", "ok"),
                                                                  ("up/elicitation", "accept")]

@@ -91,7 +91,7 @@ async def _relayed(ctx: Any, name: str) -> types.CallToolResult | None:
         if name == "ask_model":
             answer = await session.create_message(messages=[types.SamplingMessage(
                 role="user", content=types.TextContent(text="Write a haiku about gateways."))],
-                max_tokens=60, related_request_id=ctx.request_id)
+                max_tokens=60, include_context="allServers", related_request_id=ctx.request_id)
             return _said(f"the model said: {answer.content.text}")
         if name == "ask_user":
             answer = await session.elicit_form(

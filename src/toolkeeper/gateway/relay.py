@@ -14,7 +14,9 @@ to every client with the upstream's name in the logger (``up/logger``).
 Sampling and elicitation are off unless the server's config says ``sampling = true`` /
 ``elicitation = true``; each request is recorded in the audit log (relayed, refused, failed),
 under the tool name ``SERVER/sampling`` or ``SERVER/elicitation`` and the id of the relayed
-call that caused it.
+call that caused it. A relayed sampling request loses its ``includeContext`` (an upstream never
+reads our client's conversation), an elicitation says which server asks, and the client's
+answer is awaited at most ``call_timeout_s``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import anyio
 import anyio.to_thread
 
 from ..config.model import MCPServerConfig
@@ -181,14 +184,18 @@ class Relay:
             return types.ErrorData(code=types.INVALID_REQUEST, message=refusal[1])
         assert cause is not None and cause.link is not None
         try:
-            if asked == "sampling":
-                result = await cause.link.forward_sampling(params)
-            else:
-                result = await cause.link.forward_elicitation(params)
-        except MCPError as exc:
-            await self._record(config.name, asked, cause, params, "error", "client_error",
-                               started)
-            return types.ErrorData(code=exc.code, message=f"the client answered: {exc}")
+            with anyio.fail_after(config.call_timeout_s):
+                if asked == "sampling":
+                    result = await cause.link.forward_sampling(_no_context(params))
+                else:
+                    result = await cause.link.forward_elicitation(_attributed(config, params))
+        except (MCPError, TimeoutError) as exc:
+            code = "client_timeout" if isinstance(exc, TimeoutError) else "client_error"
+            await self._record(config.name, asked, cause, params, "error", code, started)
+            answer = (f"no answer within {config.call_timeout_s:g} s"
+                      if isinstance(exc, TimeoutError) else f"the client answered: {exc}")
+            return types.ErrorData(code=getattr(exc, "code", types.INTERNAL_ERROR),
+                                   message=answer)
         status = getattr(result, "action", None) if asked == "elicitation" else "ok"
         await self._record(config.name, asked, cause, params, str(status or "ok"), None, started)
         return result
@@ -210,3 +217,15 @@ class Relay:
                            status=status, error_code=code,
                            duration_ms=(time.monotonic() - started) * 1000)
         await anyio.to_thread.run_sync(self.audit.record, entry)
+
+
+def _no_context(params: Any) -> Any:
+    """A sampling request as our client gets it: without ``includeContext`` — an upstream
+    never gets our client's conversation (with it, ``allServers`` would be every server's)."""
+    return params.model_copy(update={"include_context": None})
+
+
+def _attributed(config: MCPServerConfig, params: Any) -> Any:
+    """An elicitation as our client's user sees it: saying which server asks."""
+    return params.model_copy(update={
+        "message": f"MCP server '{config.name}' asks: {params.message}"})

@@ -206,8 +206,13 @@ class Upstream:
         return await self._list("prompts", "prompts")
 
     async def _list(self, what: str, field: str) -> list[Any]:
-        """Every item of one listing (all pages, at most 100), each page bounded."""
+        """Every item of one listing (all pages, at most 100), each page bounded; nothing
+        when the server does not offer that capability."""
         client = await self.client()
+        capability = {"resources": "resources", "resource_templates": "resources",
+                      "prompts": "prompts"}.get(what)
+        if capability and getattr(client.server_capabilities, capability, None) is None:
+            return []
         items: list[Any] = []
         cursor: str | None = None
         try:
