@@ -86,6 +86,7 @@ class MCPGateway:
         self._served: dict[str, tuple[str, str]] = {}
         self._listed_at: dict[str, float] = {}
         self._relisting: dict[tuple[str, str], bool] = {}
+        """(server, list) being listed again → whether to list it once more after."""
 
     async def __aenter__(self) -> MCPGateway:
         self._group = await anyio.create_task_group().__aenter__()
@@ -147,12 +148,13 @@ class MCPGateway:
         key = (server, what)
         if key in self._relisting:
             self._relisting[key] = True
-            return
-        self._relisting[key] = False
-        if self._group is not None:
+        elif self._group is not None:
             self._group.start_soon(self._relist_now, key)
 
     async def _relist_now(self, key: tuple[str, str]) -> None:
+        if key in self._relisting:
+            self._relisting[key] = True  # a listing is running: it runs once more
+            return
         server, what = key
         try:
             while True:
@@ -171,14 +173,17 @@ class MCPGateway:
 
     async def refresh_stale(self, max_age_s: float | None = None) -> None:
         """Refresh every server last listed more than ``max_age_s`` (``refresh_s``) ago: a
-        tool trusted with ``toolkeeper tools trust`` meanwhile comes back, a removed one goes,
-        a swapped one is disabled."""
+        tool (prompt, template) trusted with ``toolkeeper tools trust`` meanwhile comes back, a
+        removed one goes, a swapped one is disabled (held) — also for an upstream that never
+        says its lists changed."""
         max_age_s = self.refresh_s if max_age_s is None else max_age_s
         now = anyio.current_time()
         stale = [n for n in self._upstreams if now - self._listed_at.get(n, -math.inf) > max_age_s]
         async with anyio.create_task_group() as group:
             for name in stale:
                 group.start_soon(self.refresh, name)
+                group.start_soon(self._relist_now, (name, "resources"))
+                group.start_soon(self._relist_now, (name, "prompts"))
 
     async def refresh(self, server: str) -> None:
         """List ``server`` again and bring its tools in the toolbox up to date."""

@@ -119,7 +119,7 @@ class UpstreamSources:
         served changed. An upstream that fails keeps what was listed before."""
         upstream = self._upstreams[server]
         listed = self._listed.setdefault(server, _Listed())
-        before = self._shown(listed)
+        before = self._shown(listed, what)
         try:
             if what in ("both", "resources") and upstream.config.resources:
                 await self._list_resources(upstream, listed)
@@ -127,14 +127,16 @@ class UpstreamSources:
                 await self._list_prompts(upstream, listed)
         except UpstreamError as exc:
             self._note(str(exc))
-        return bool(self._shown(listed) != before)
+        return bool(self._shown(listed, what) != before)
 
     @staticmethod
-    def _shown(listed: _Listed) -> Any:
-        return ([r.model_dump() for r in listed.resources],
-                [t.model_dump() for t in listed.templates], dict(listed.held_templates),
-                {n: p.model_dump() for n, (p, _) in listed.prompts.items()},
-                dict(listed.held_prompts))
+    def _shown(listed: _Listed, what: str) -> Any:
+        """What clients see of ``what`` (resources, prompts or both)."""
+        resources = ([r.model_dump() for r in listed.resources],
+                     [t.model_dump() for t in listed.templates], dict(listed.held_templates))
+        prompts = ({n: p.model_dump() for n, (p, _) in listed.prompts.items()},
+                   dict(listed.held_prompts))
+        return {"resources": resources, "prompts": prompts}.get(what, (resources, prompts))
 
     async def _list_resources(self, upstream: Upstream, listed: _Listed) -> None:
         name = upstream.name
