@@ -340,3 +340,23 @@ async def test_serve_refuses_sampling_to_the_upstream_unless_enabled_and_audits_
     assert "sampling = true" in text
     assert [(t, s, c) for t, s, c, _ in _audit(tmp_path)] == [("up/sampling", "refused",
                                                                "relay_off")]
+
+
+async def test_serve_tells_its_client_when_an_upstream_says_its_tools_changed(
+        tmp_path: Path) -> None:
+    told = anyio.Event()
+
+    async def heard(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    errlog = (tmp_path / "serve.log").open("w")
+    async with Client(stdio_client(_serve(tmp_path), errlog=errlog), mode="legacy",
+                      message_handler=heard) as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        grown = await client.call_tool("up-grow", {})
+        with anyio.fail_after(20):
+            await told.wait()
+        after = {t.name for t in (await client.list_tools()).tools}
+    assert not grown.is_error and "up-grow" in before
+    assert after - before == {"up-grown"}
