@@ -342,13 +342,15 @@ async def test_serve_refuses_sampling_to_the_upstream_unless_enabled_and_audits_
                                                                "relay_off")]
 
 
-async def test_serve_tells_its_client_when_an_upstream_says_its_tools_changed(
+async def test_serve_tells_its_client_when_an_upstream_says_its_tools_and_prompts_changed(
         tmp_path: Path) -> None:
-    told = anyio.Event()
+    told, prompts = anyio.Event(), anyio.Event()
 
     async def heard(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             told.set()
+        if isinstance(message, types.PromptListChangedNotification):
+            prompts.set()
 
     errlog = (tmp_path / "serve.log").open("w")
     async with Client(stdio_client(_serve(tmp_path), errlog=errlog), mode="legacy",
@@ -357,6 +359,7 @@ async def test_serve_tells_its_client_when_an_upstream_says_its_tools_changed(
         grown = await client.call_tool("up-grow", {})
         with anyio.fail_after(20):
             await told.wait()
+            await prompts.wait()  # the gateway listed its prompts again (up-farewell is new)
         after = {t.name for t in (await client.list_tools()).tools}
     assert not grown.is_error and "up-grow" in before
     assert after - before == {"up-grown"}

@@ -40,12 +40,9 @@ class SdkClientLink:
         return bool(session.can_send_request and session.check_client_capability(wanted))
 
     async def log(self, level: str, data: Any, logger: str | None) -> None:
-        import mcp_types as types
-
-        await self.ctx.session.send_notification(types.LoggingMessageNotification(
-            params=types.LoggingMessageNotificationParams(level=level,
-                                                          logger=logger, data=data)),
-            related_request_id=self.ctx.request_id)
+        # The SDK's own gate: on a 2026-07-28 session only a request that opted in hears logs.
+        await self.ctx.session.send_log_message(level, data, logger,
+                                                related_request_id=self.ctx.request_id)
 
     async def forward_sampling(self, params: types.CreateMessageRequestParams) -> Any:
         import mcp_types as types
@@ -82,26 +79,24 @@ class SessionHub:
         if session is not None:
             self._kept[client] = session
 
-    async def _each(self, notification: Any) -> None:
+    async def _each(self, send: Any) -> None:
         for client, session in list(self._kept.items()):
             try:
-                await session.send_notification(notification)
+                await send(session)
             except Exception:  # that connection is closed: forget it
                 self._kept.pop(client, None)
 
     async def log(self, level: str, data: Any, logger: str | None) -> None:
-        import mcp_types as types
-
-        await self._each(types.LoggingMessageNotification(
-            params=types.LoggingMessageNotificationParams(level=level,
-                                                          logger=logger, data=data)))
+        await self._each(lambda session: session.send_log_message(level, data, logger))
 
     async def resources_changed(self) -> None:
         import mcp_types as types
 
-        await self._each(types.ResourceListChangedNotification())
+        await self._each(lambda session: session.send_notification(
+            types.ResourceListChangedNotification()))
 
     async def prompts_changed(self) -> None:
         import mcp_types as types
 
-        await self._each(types.PromptListChangedNotification())
+        await self._each(lambda session: session.send_notification(
+            types.PromptListChangedNotification()))
