@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 
 from toolkeeper import ToolInvoker
 from toolkeeper.config import MCPServerConfig
@@ -29,6 +31,8 @@ from toolkeeper.gateway.relay import calling_client
 from toolkeeper.gateway.sources import NotServed
 from toolkeeper.invoke.audit import SqliteAuditLog
 from toolkeeper.toolbox import Toolbox
+
+from ..server.test_serve import TOKEN, _client, _start
 
 pytestmark = pytest.mark.anyio
 UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
@@ -363,3 +367,25 @@ async def test_serve_tells_its_client_when_an_upstream_says_its_tools_and_prompt
         after = {t.name for t in (await client.list_tools()).tools}
     assert not grown.is_error and "up-grow" in before
     assert after - before == {"up-grown"}
+
+
+async def test_serve_over_http_serves_the_upstreams_resources_and_prompts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    _serve(tmp_path)  # writes toolkeeper.toml
+    proc, url = _start(tmp_path, "--config", str(tmp_path / "toolkeeper.toml"))
+    try:
+        async with _client(url) as client:
+            resources = await client.list_resources()
+            read = await client.read_resource(README)
+            prompts = await client.list_prompts()
+            got = await client.get_prompt("up-greet", {"name": "Alan"})
+            with pytest.raises(MCPError, match="no MCP server serves"):
+                await client.read_resource("toolkeeper://mcp/nope/file:///x")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert [r.uri for r in resources.resources] == [README]
+    assert "hello from upstream" in read.contents[0].text  # type: ignore[union-attr]
+    assert [p.name for p in prompts.prompts] == ["up-greet"]
+    assert got.messages[0].content.text == "Say hello to Alan, warmly."  # type: ignore[union-attr]

@@ -30,6 +30,7 @@ from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
 from .relay_link import SdkClientLink, SessionHub
+from .relayed import RelayedHandlers
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -161,15 +162,21 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         return types.CallToolResult.model_validate(rendered)
 
     by_name = {skill.name: skill for skill in skills}
+    # The gateway's upstream resources and prompts (beside the skills' prompts).
+    relayed = RelayedHandlers(gateway.sources, client_of) if gateway is not None else None
 
-    async def list_prompts(_ctx: Any, _params: Any) -> types.ListPromptsResult:
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        upstream = (await relayed.list_prompts(ctx, params)).prompts if relayed else []
         return types.ListPromptsResult(prompts=[
             types.Prompt(name=s.name, description=s.description or None)
-            for s in sorted(by_name.values(), key=lambda s: s.name)])
+            for s in sorted(by_name.values(), key=lambda s: s.name)] + upstream)
 
-    async def get_prompt(_ctx: Any, params: types.GetPromptRequestParams
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
         skill = by_name.get(params.name)
+        if skill is None and relayed is not None and gateway is not None \
+                and gateway.sources.serves_prompt(params.name):
+            return await relayed.get_prompt(ctx, params)
         if skill is None:
             known = ", ".join(sorted(by_name)) or "none"
             raise MCPError(code=-32602, message=f"no skill named {params.name!r} "
@@ -178,7 +185,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             types.PromptMessage(role="user", content=types.TextContent(text=skill.prompt()))])
 
     prompts: dict[str, Any] = {"on_list_prompts": list_prompts,
-                               "on_get_prompt": get_prompt} if by_name else {}
+                               "on_get_prompt": get_prompt} if by_name or relayed else {}
+    if relayed is not None:
+        prompts = {**relayed.handlers(), **prompts}
     bus = InMemorySubscriptionBus()
     server: Server[Any] = Server(name, version=_version(), instructions=instructions,
                                  on_list_tools=list_tools,
