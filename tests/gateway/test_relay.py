@@ -13,8 +13,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
@@ -260,6 +261,13 @@ async def test_a_sampling_request_while_two_clients_wait_on_the_upstream_asks_ne
                     ("up/sampling", "ok", None, "bob-1")]
 
 
+@pytest.fixture
+def errlog(tmp_path: Path) -> Iterator[TextIO]:
+    """Where the served process's stderr goes."""
+    with (tmp_path / "serve.log").open("w") as log:
+        yield log
+
+
 def _serve(tmp_path: Path, **relay: bool) -> StdioServerParameters:
     (tmp_path / "relay").write_text("yes")
     keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in relay.items())
@@ -282,7 +290,7 @@ def _audit(tmp_path: Path) -> list[tuple[str, str, str | None, str]]:
 
 
 async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_calling_client(
-        tmp_path: Path) -> None:
+        tmp_path: Path, errlog: TextIO) -> None:
     logs: list[tuple[str, str | None, Any]] = []
     progress: list[tuple[float, float | None, str | None]] = []
     asked: list[str] = []
@@ -305,7 +313,6 @@ async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_callin
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Grace"})
 
-    errlog = (tmp_path / "serve.log").open("w")
     async with Client(stdio_client(_serve(tmp_path, sampling=True, elicitation=True),
                                    errlog=errlog), mode="legacy", logging_callback=log,
                       sampling_callback=sample, elicitation_callback=elicit) as client:
@@ -326,7 +333,7 @@ async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_callin
 
 
 async def test_serve_refuses_sampling_to_the_upstream_unless_enabled_and_audits_it(
-        tmp_path: Path) -> None:
+        tmp_path: Path, errlog: TextIO) -> None:
     asked: list[Any] = []
 
     async def sample(_ctx: Any, params: Any) -> types.CreateMessageResult:
@@ -334,7 +341,6 @@ async def test_serve_refuses_sampling_to_the_upstream_unless_enabled_and_audits_
         return types.CreateMessageResult(role="assistant", model="m",
                                          content=types.TextContent(text="no"))
 
-    errlog = (tmp_path / "serve.log").open("w")
     async with Client(stdio_client(_serve(tmp_path), errlog=errlog), mode="legacy",
                       sampling_callback=sample) as client:
         refused = await client.call_tool("up-ask_model", {})
@@ -347,7 +353,7 @@ async def test_serve_refuses_sampling_to_the_upstream_unless_enabled_and_audits_
 
 
 async def test_serve_tells_its_client_when_an_upstream_says_its_tools_and_prompts_changed(
-        tmp_path: Path) -> None:
+        tmp_path: Path, errlog: TextIO) -> None:
     told, prompts = anyio.Event(), anyio.Event()
 
     async def heard(message: Any) -> None:
@@ -356,7 +362,6 @@ async def test_serve_tells_its_client_when_an_upstream_says_its_tools_and_prompt
         if isinstance(message, types.PromptListChangedNotification):
             prompts.set()
 
-    errlog = (tmp_path / "serve.log").open("w")
     async with Client(stdio_client(_serve(tmp_path), errlog=errlog), mode="legacy",
                       message_handler=heard) as client:
         before = {t.name for t in (await client.list_tools()).tools}

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from ..config import explain, load_config
+from ..config import MCPServerConfig, explain, load_config
 from ..errors import ToolkeeperError
 from ..gateway.pins import SqlitePins
 from ..toolbox.catalog import CatalogBase
@@ -115,9 +115,12 @@ def explain_cmd(
                                                "the one in the current directory by default.")
                       ] = None,
 ) -> None:
-    """Every known built-in tool, included or not, with the reason and the deciding key."""
+    """Every known built-in tool, included or not, with the reason and the deciding key; then
+    what the gateway relays of each upstream MCP server (held prompts and templates: tools
+    pins)."""
     try:
-        decisions = explain(load_config(config))
+        settings = load_config(config)
+        decisions = explain(settings)
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     table = Table("tool", "status", "reason", "decided by")
@@ -125,6 +128,21 @@ def explain_cmd(
         status = "[green]included[/]" if d.included else "[red]excluded[/]"
         table.add_row(d.tool, status, d.reason, f"{d.key} ({d.source})")
     _out.print(table)
+    if settings.mcp.servers:
+        relays = Table("mcp server", "served", "resources", "prompts", "logs", "sampling",
+                       "elicitation")
+        for server in settings.mcp.servers:
+            relays.add_row(server.name, "yes" if settings.mcp.enabled
+                           else "no: [mcp] enabled = false", *_relayed(server))
+        _out.print(relays)
+
+
+def _relayed(server: MCPServerConfig) -> list[str]:
+    """What the gateway does with each thing an upstream offers or asks."""
+    offered = [server.resources, server.prompts, server.logs]
+    asked = [server.sampling, server.elicitation]
+    return ([("relayed" if on else "not relayed") for on in offered]
+            + [("relayed to the calling client" if on else "refused") for on in asked])
 
 
 
