@@ -182,6 +182,25 @@ async def test_a_subscription_is_forwarded_and_its_updates_reach_the_subscriber(
         {"tool": "unsubscribe", "arguments": {"uri": "file:///notes/readme.md"}}]
 
 
+async def test_a_subscription_survives_the_upstream_dying_and_coming_back(
+        tmp_path: Path) -> None:
+    toolbox = Toolbox()
+    alice = Heard()
+    async with MCPGateway([_config(tmp_path)]) as gateway:
+        await gateway.attach(toolbox)
+        await gateway.sources.subscribe(README, alice)
+        crashed = await _run(toolbox, "up-crash")
+        assert crashed.status == "error"
+        with anyio.fail_after(30):  # calls connect again (after a 1 s backoff)
+            while not alice.changed.is_set():
+                await _run(toolbox, "up-touch")  # told only to a subscribed connection
+                with anyio.move_on_after(0.2):
+                    await alice.changed.wait()
+    assert alice.events == [("updated", README)]
+    assert [c["tool"] for c in _calls(tmp_path) if "subscribe" in c["tool"]] == [
+        "subscribe", "subscribe"]  # once per process: the new one was subscribed again
+
+
 async def test_an_upstream_whose_lists_changed_is_listed_again_and_our_clients_told(
         tmp_path: Path) -> None:
     toolbox = Toolbox()

@@ -12,6 +12,7 @@ listed when STATE_DIR/relay exists)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
              _simple("ask_model", "Ask the client's model to write a haiku."),
              _simple("ask_user", "Ask the client's user for a name."),
              _simple("grow", "Add a tool and a prompt."),
-             _simple("touch", "Change the readme (subscribers are told).")]
+             _simple("touch", "Change the readme (subscribers are told)."),
+             _simple("crash", "Exit at once, mid-call.")]
     if _grown():
         extra.append(_simple("grown", "A tool added later."))
     return types.ListToolsResult(tools=[*extra,
@@ -106,8 +108,11 @@ async def _relayed(ctx: Any, name: str) -> types.CallToolResult | None:
         await session.send_notification(types.ToolListChangedNotification())
         await session.send_notification(types.PromptListChangedNotification())
         return _said("grown")
+    if name == "crash":
+        os._exit(3)
     if name == "touch":
-        await session.send_resource_updated(README)
+        if README in SUBSCRIBED:  # an update goes to a subscriber of this connection only
+            await session.send_resource_updated(README)
         return _said("touched")
     return None
 
@@ -162,13 +167,18 @@ async def read_resource(_ctx: Any, params: types.ReadResourceRequestParams
         uri=uri, text=text, mime_type="text/plain")])
 
 
+SUBSCRIBED: set[str] = set()
+
+
 async def subscribe(_ctx: Any, params: Any) -> types.EmptyResult:
     _log("subscribe", {"uri": str(params.uri)})
+    SUBSCRIBED.add(str(params.uri))
     return types.EmptyResult()
 
 
 async def unsubscribe(_ctx: Any, params: Any) -> types.EmptyResult:
     _log("unsubscribe", {"uri": str(params.uri)})
+    SUBSCRIBED.discard(str(params.uri))
     return types.EmptyResult()
 
 

@@ -142,6 +142,12 @@ class MCPGateway:
         elif isinstance(notification, types.PromptListChangedNotification):
             self._relist(name, "prompts")
 
+    async def reconnected(self, config: MCPServerConfig) -> None:
+        """A broken connection was replaced: subscribe again and list everything again."""
+        await self.sources.resubscribe(config.name)
+        for what in ("tools", "resources", "prompts"):
+            self._relist(config.name, what)
+
     def _relist(self, server: str, what: str) -> None:
         """List ``what`` of ``server`` again: one listing at a time, and one more after it
         when more notifications came meanwhile (a chatty upstream costs two listings)."""

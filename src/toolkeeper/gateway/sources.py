@@ -244,6 +244,19 @@ class UpstreamSources:
             del self._subscribed[uri]
             await _subscription(upstream, "unsubscribe", remote)
 
+    async def resubscribe(self, server: str) -> None:
+        """Subscribe again to what ``server``'s clients are subscribed to (after it
+        reconnected: a new connection holds no subscription)."""
+        upstream = self._upstreams[server]
+        for uri in [u for u, clients in self._subscribed.items() if clients]:
+            split = _split(uri)
+            if split is None or split[0] != server:
+                continue
+            try:
+                await _subscription(upstream, "subscribe", split[1])
+            except UpstreamError as exc:
+                self._note(f"could not subscribe again to {uri}: {exc}")
+
     async def updated(self, server: str, uri: str) -> None:
         """The upstream says one of its resources changed: tell the clients subscribed."""
         served = served_uri(server, uri)

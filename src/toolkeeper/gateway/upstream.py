@@ -55,6 +55,11 @@ class UpstreamListener(Protocol):
 
     async def notified(self, config: MCPServerConfig, notification: Any) -> None: ...
 
+    async def reconnected(self, config: MCPServerConfig) -> None:
+        """A new connection replaced a broken one: what the old one held (subscriptions) is
+        gone, and what it would have announced meanwhile was missed."""
+        ...
+
 
 class Upstream:
     """A connection to one configured MCP server, held by a task in ``group``."""
@@ -70,6 +75,7 @@ class Upstream:
         self._error: str | None = None
         self._failures = 0
         self._retry_at = 0.0
+        self._connections = 0
 
     @property
     def name(self) -> str:
@@ -121,6 +127,9 @@ class Upstream:
                     scope.deadline = math.inf
                     self._client, self._drop, self._error = client, drop, None
                     self._failures = 0
+                    self._connections += 1
+                    if self._connections > 1 and self.listener is not None:
+                        self.group.start_soon(self.listener.reconnected, self.config)
                     attempt.set()
                     await drop.wait()
             if scope.cancelled_caught and self._client is None:
