@@ -338,6 +338,9 @@ async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_callin
         chatty = await client.call_tool("up-chatty", {}, progress_callback=heard)
         haiku = await client.call_tool("up-ask_model", {})
         named = await client.call_tool("up-ask_user", {})
+    errlog.flush()
+    said = (tmp_path / "serve.log").read_text()
+    assert "Traceback" not in said and "Warning" not in said, said
     assert chatty.content[0].text == "worked"  # type: ignore[union-attr]
     assert ("info", "up/work", "step one of two") in logs
     assert progress == [(1, 2, "half way"), (2, 2, "done")]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 
 STATE = Path(sys.argv[1])
+warnings.filterwarnings("ignore", message=".*deprecated as of 2026-07-28")  # current at 2025
 
 
 def _log(name: str, arguments: dict[str, Any]) -> None:

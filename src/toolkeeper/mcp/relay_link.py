@@ -9,6 +9,9 @@ requests on that very request, which on Streamable HTTP rides the request's own 
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..gateway.relay import Asked
@@ -17,6 +20,17 @@ if TYPE_CHECKING:
     import mcp_types as types
 
 __all__ = ["SdkClientLink", "SessionHub"]
+
+
+@contextmanager
+def _current() -> Iterator[None]:
+    """Logging is deprecated in the 2026-07-28 revision and current before it: the SDK's
+    warning about it is not news to an operator."""
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        yield
 
 
 class SdkClientLink:
@@ -41,8 +55,9 @@ class SdkClientLink:
 
     async def log(self, level: str, data: Any, logger: str | None) -> None:
         # The SDK's own gate: on a 2026-07-28 session only a request that opted in hears logs.
-        await self.ctx.session.send_log_message(level, data, logger,
-                                                related_request_id=self.ctx.request_id)
+        with _current():
+            await self.ctx.session.send_log_message(level, data, logger,
+                                                    related_request_id=self.ctx.request_id)
 
     async def forward_sampling(self, params: types.CreateMessageRequestParams) -> Any:
         import mcp_types as types
@@ -87,7 +102,8 @@ class SessionHub:
                 self._kept.pop(client, None)
 
     async def log(self, level: str, data: Any, logger: str | None) -> None:
-        await self._each(lambda session: session.send_log_message(level, data, logger))
+        with _current():
+            await self._each(lambda session: session.send_log_message(level, data, logger))
 
     async def resources_changed(self) -> None:
         import mcp_types as types
