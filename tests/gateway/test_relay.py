@@ -117,6 +117,10 @@ async def test_a_prompt_is_got_with_its_arguments_and_its_arguments_completed(
                                             types.CompletionArgument(name="name", value="A"),
                                             None)
         assert completion is not None and completion.values == ["Ada", "Alan"]
+        days = await sources.complete(types.ResourceTemplateReference(
+            uri="toolkeeper://mcp/up/file:///logs/{day}"),
+            types.CompletionArgument(name="day", value="f"), None)
+        assert days is not None and days.values == ["friday"]  # asked with its own URI
         assert await sources.complete(types.PromptReference(name="local"),
                                       types.CompletionArgument(name="x", value=""), None) is None
         with pytest.raises(NotServed, match="no upstream prompt named 'up-nope'"):

@@ -199,7 +199,9 @@ async def get_prompt(_ctx: Any, params: types.GetPromptRequestParams) -> types.G
 
 
 async def complete(_ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
-    names = [n for n in ("Ada", "Alan", "Grace") if n.startswith(params.argument.value)]
+    known = (("monday", "friday") if getattr(params.ref, "uri", None) == "file:///logs/{day}"
+             else ("Ada", "Alan", "Grace"))
+    names = [n for n in known if n.startswith(params.argument.value)]
     return types.CompleteResult(completion=types.Completion(values=names, total=len(names)))
 
 
