@@ -77,6 +77,21 @@ def test_tools_explain_lists_included_and_excluded_with_reasons(tmp_path: Path) 
     assert "web_fetch.enabled is not set" in result.stdout and "excluded" in result.stdout
 
 
+def test_tools_explain_says_what_the_gateway_relays_of_each_upstream(tmp_path: Path) -> None:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[mcp]\nenabled = true\n[[mcp.servers]]\nname = "notes"\n'
+                      'command = "python3"\nsampling = true\nlogs = false\n'
+                      '[[mcp.servers]]\nname = "tracker"\nurl = "https://t.example/mcp"\n')
+    result = runner.invoke(app, ["tools", "explain", "--config", str(config)],
+                           env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    rows = {cells[0]: cells[1:] for line in result.stdout.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 7}
+    assert rows["notes"] == ["yes", "relayed", "relayed", "not relayed",
+                             "relayed to the calling client", "refused"]
+    assert rows["tracker"] == ["yes", "relayed", "relayed", "relayed", "refused", "refused"]
+
+
 def test_doctor_reports_the_sandbox() -> None:
     result = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
     rows = _rows(result.stdout)

@@ -16,7 +16,7 @@ import pytest
 
 from .test_serve import TOKEN, _approvals, _client, _start
 
-UPSTREAM = str(Path(__file__).resolve().parents[1] / "mcp" / "upstream_server.py")
+UPSTREAM = str(Path(__file__).resolve().parents[1] / "gateway" / "upstream_server.py")
 
 
 def _tools(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -31,12 +31,12 @@ from ..config import (
     policy_from,
 )
 from ..errors import ConfigError, ToolkeeperError
+from ..gateway.gateway import MCPGateway
+from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent, HookManager
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
-from ..mcp.gateway import MCPGateway
-from ..mcp.pins import SqlitePins
 from ..mcp.server import announce_changes, serve_stdio
 from ..server.app import LOOPBACK, create_app, page_app
 from ..server.auth import WebSessions
@@ -119,7 +119,7 @@ def serve(
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
     except ToolkeeperError as exc:
         raise fail(exc) from exc
-    gateway = _gateway(settings, db)
+    gateway = _gateway(settings, db, invoker)
     token, source = operator_token(state)
     if stdio:
         _serve_stdio(invoker, skills, gateway, state, db, token)
@@ -190,8 +190,10 @@ def _tell_operator(invoker: ToolInvoker) -> Any:
     return tell
 
 
-def _gateway(settings: ToolkeeperConfig | None, db: str | Path) -> MCPGateway | None:
-    """The upstream MCP servers of ``[mcp]`` when it is enabled (pins in the state dir)."""
+def _gateway(settings: ToolkeeperConfig | None, db: str | Path, invoker: ToolInvoker
+             ) -> MCPGateway | None:
+    """The upstream MCP servers of ``[mcp]`` when it is enabled (pins in the state dir; what
+    it relays of sampling and elicitation goes in the invoker's audit log)."""
     if settings is None or not settings.mcp.servers:
         return None
     if not settings.mcp.enabled:
@@ -199,7 +201,7 @@ def _gateway(settings: ToolkeeperConfig | None, db: str | Path) -> MCPGateway | 
                  "enabled = true under [mcp]"])
         return None
     return MCPGateway(settings.mcp.servers, pins=SqlitePins(db),
-                      refresh_s=settings.mcp.refresh_s)
+                      refresh_s=settings.mcp.refresh_s, audit=invoker.audit)
 
 
 def _report(lines: list[str]) -> None:

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from ..config import explain, load_config
+from ..config import MCPServerConfig, explain, load_config
 from ..errors import ToolkeeperError
-from ..mcp.pins import SqlitePins
+from ..gateway.pins import SqlitePins
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
@@ -115,9 +115,12 @@ def explain_cmd(
                                                "the one in the current directory by default.")
                       ] = None,
 ) -> None:
-    """Every known built-in tool, included or not, with the reason and the deciding key."""
+    """Every known built-in tool, included or not, with the reason and the deciding key; then
+    what the gateway relays of each upstream MCP server (held prompts and templates: tools
+    pins)."""
     try:
-        decisions = explain(load_config(config))
+        settings = load_config(config)
+        decisions = explain(settings)
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     table = Table("tool", "status", "reason", "decided by")
@@ -125,17 +128,35 @@ def explain_cmd(
         status = "[green]included[/]" if d.included else "[red]excluded[/]"
         table.add_row(d.tool, status, d.reason, f"{d.key} ({d.source})")
     _out.print(table)
+    if settings.mcp.servers:
+        relays = Table("mcp server", "served", "resources", "prompts", "logs", "sampling",
+                       "elicitation")
+        for server in settings.mcp.servers:
+            relays.add_row(server.name, "yes" if settings.mcp.enabled
+                           else "no: [mcp] enabled = false", *_relayed(server))
+        _out.print(relays)
+
+
+def _relayed(server: MCPServerConfig) -> list[str]:
+    """What the gateway does with each thing an upstream offers or asks."""
+    offered = [server.resources, server.prompts, server.logs]
+    asked = [server.sampling, server.elicitation]
+    return ([("relayed" if on else "not relayed") for on in offered]
+            + [("relayed to the calling client" if on else "refused") for on in asked])
 
 
 
 
 @tools_app.command("pins")
 def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
-    """Remote (MCP gateway) tools and whether each is trusted, changed since, or untrusted."""
-    table = Table("tool", "server", "state", "fingerprint")
+    """Remote (MCP gateway) tools, prompts and resource templates: whether each is trusted,
+    changed since (held: not served), or untrusted, and what to run to serve it."""
+    table = Table("name", "kind", "server", "state", "fingerprint", "held until")
     for pin in SqlitePins(store_target(store, state_dir_of(state_dir), create=False)).all():
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
-        table.add_row(pin.tool, pin.server, f"[{color}]{pin.state}[/]", pin.seen_fingerprint[:16])
+        until = "" if pin.state == "trusted" else f"toolkeeper tools trust {pin.tool}"
+        table.add_row(pin.tool, pin.kind, pin.server, f"[{color}]{pin.state}[/]",
+                      pin.seen_fingerprint[:16], until)
     _out.print(table)
 
 
@@ -143,11 +164,13 @@ def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
 def trust_cmd(name: str, state_dir: StateDir = None, store: Store = None
               ) -> None:
     """Trust what an MCP server now declares for tool NAME (after reviewing it): the gateway
-    serves it again at its next listing."""
+    serves it again at its next listing. A prompt is ``prompt:NAME``, a resource template
+    ``template:NAME`` (as ``toolkeeper tools pins`` lists them)."""
     pins = SqlitePins(store_target(store, state_dir_of(state_dir), create=False))
     pin = pins.get(name)
     if pin is None:
-        raise fail(f"no remote tool {name!r} has been seen; see toolkeeper tools pins")
+        raise fail(f"no remote tool, prompt or template {name!r} has been seen (a prompt is "
+                   "prompt:NAME, a template template:NAME); see toolkeeper tools pins")
     if pin.state == "trusted":
         _out.print(f"{name} is already trusted as declared", markup=False, highlight=False)
         return

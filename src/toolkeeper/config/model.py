@@ -76,6 +76,16 @@ class MCPServerConfig(_Section):
     nothing until ``toolkeeper tools trust NAME``. A changed tool is disabled either way."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     call_timeout_s: float = Field(default=60.0, gt=0)
+    resources: bool = True
+    """Relay its resources and resource templates (``toolkeeper://mcp/NAME/URI``)."""
+    prompts: bool = True
+    """Relay its prompts (``NAME-prompt``)."""
+    logs: bool = True
+    """Relay its log messages (to the client whose call caused them, else to every client)."""
+    sampling: bool = False
+    """Relay its sampling requests to the client whose call caused them (audited)."""
+    elicitation: bool = False
+    """Relay its elicitation requests to the client whose call caused them (audited)."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:

@@ -23,11 +23,14 @@ import anyio
 
 from ..core.context import CALLER_KEY, Caller, ToolContext
 from ..formats import WireExport, render_result
+from ..gateway.gateway import MCPGateway
+from ..gateway.relay import calling_client
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
-from .gateway import MCPGateway
+from .relay_link import SdkClientLink, SessionHub
+from .relayed import RelayedHandlers
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -128,6 +131,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
 
     channel = ClientChannel(invoker) if ask_client else None
+    hub = SessionHub()
+    if gateway is not None and gateway.relay.hub is None:
+        gateway.relay.hub = hub
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
@@ -142,27 +148,35 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         tool_ctx = None if report is None else ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
             state=in_session.state, progress_sink=report, caller=in_session.caller)
-        if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
-            await channel.answer(params, in_session, client_of(ctx))
-            outcome = await channel.invoke(call, in_session, tool_ctx)
-            if isinstance(outcome, str):
-                return channel.ask(outcome)
-            result = outcome
-        else:
-            result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        hub.remember(ctx, client_of(ctx))
+        with calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
+            if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
+                await channel.answer(params, in_session, client_of(ctx))
+                outcome = await channel.invoke(call, in_session, tool_ctx)
+                if isinstance(outcome, str):
+                    return channel.ask(outcome)
+                result = outcome
+            else:
+                result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 
     by_name = {skill.name: skill for skill in skills}
+    # The gateway's upstream resources and prompts (beside the skills' prompts).
+    relayed = RelayedHandlers(gateway.sources, client_of) if gateway is not None else None
 
-    async def list_prompts(_ctx: Any, _params: Any) -> types.ListPromptsResult:
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        upstream = (await relayed.list_prompts(ctx, params)).prompts if relayed else []
         return types.ListPromptsResult(prompts=[
             types.Prompt(name=s.name, description=s.description or None)
-            for s in sorted(by_name.values(), key=lambda s: s.name)])
+            for s in sorted(by_name.values(), key=lambda s: s.name)] + upstream)
 
-    async def get_prompt(_ctx: Any, params: types.GetPromptRequestParams
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
         skill = by_name.get(params.name)
+        if skill is None and relayed is not None and gateway is not None \
+                and gateway.sources.serves_prompt(params.name):
+            return await relayed.get_prompt(ctx, params)
         if skill is None:
             known = ", ".join(sorted(by_name)) or "none"
             raise MCPError(code=-32602, message=f"no skill named {params.name!r} "
@@ -171,7 +185,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             types.PromptMessage(role="user", content=types.TextContent(text=skill.prompt()))])
 
     prompts: dict[str, Any] = {"on_list_prompts": list_prompts,
-                               "on_get_prompt": get_prompt} if by_name else {}
+                               "on_get_prompt": get_prompt} if by_name or relayed else {}
+    if relayed is not None:
+        prompts = {**relayed.handlers(), **prompts}
     bus = InMemorySubscriptionBus()
     server: Server[Any] = Server(name, version=_version(), instructions=instructions,
                                  on_list_tools=list_tools,

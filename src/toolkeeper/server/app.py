@@ -8,8 +8,8 @@ import threading
 from collections.abc import Sequence
 
 from ..approval.store import SqliteApprovalStore
+from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
-from ..mcp.gateway import MCPGateway
 from ..mcp.server import mcp_server
 from ..skills.skill import Skill
 from .auth import WebSessions

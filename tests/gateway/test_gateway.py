@@ -19,9 +19,9 @@ from toolkeeper import ToolInvoker, ToolRisk
 from toolkeeper.approval import AutoApprovalHandler
 from toolkeeper.config import MCPServerConfig
 from toolkeeper.core.call import ToolCall
+from toolkeeper.gateway.gateway import MCPGateway
+from toolkeeper.gateway.pins import SqlitePins
 from toolkeeper.invoke import ChainPolicy
-from toolkeeper.mcp.gateway import MCPGateway
-from toolkeeper.mcp.pins import SqlitePins
 from toolkeeper.toolbox import Toolbox
 
 pytestmark = pytest.mark.anyio
@@ -99,7 +99,11 @@ async def test_explicit_trust_serves_nothing_until_a_tool_is_trusted(tmp_path: P
     toolbox = Toolbox()
     async with MCPGateway([_stdio(tmp_path, trust="explicit")], pins=pins) as gateway:
         report = await gateway.attach(toolbox)
-        assert toolbox.names() == [] and len(report) == 4
+        assert toolbox.names() == [] and len([ln for ln in report if "mcp tool" in ln]) == 4
+        # its prompt and resource template are held the same way
+        assert await gateway.sources.list_prompts() == []
+        assert await gateway.sources.list_resource_templates() == []
+        assert any("toolkeeper tools trust prompt:up-greet" in ln for ln in report), report
         pins.trust("up-add")
         await gateway.refresh("up")
         assert toolbox.names() == ["up-add"]

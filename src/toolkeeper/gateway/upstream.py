@@ -1,0 +1,283 @@
+"""One upstream MCP server: a client connection opened when first needed, dropped when it fails
+and opened again with backoff — never a hang: connecting and every request are bounded, and
+while the server is down its tools answer at once with what went wrong and when the next try is.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..config.model import MCPServerConfig
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp import Client
+
+__all__ = ["Upstream", "UpstreamError", "UpstreamListener"]
+
+T = TypeVar("T")
+
+BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class UpstreamError(Exception):
+    """An upstream MCP server cannot be reached, broke the connection or refused a request;
+    its tools turn it into an error result (code ``upstream_unavailable``)."""
+
+
+def expand(value: str, where: str) -> str:
+    """``${NAME}`` replaced by the environment variable (secrets stay out of the config)."""
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigError(f"{where} names ${{{name}}}, which is not set in the "
+                              "environment; export it before starting")
+        return os.environ[name]
+    return _VAR.sub(one, value)
+
+
+class UpstreamListener(Protocol):
+    """Who hears what an upstream sends on its own: requests (sampling, elicitation — the
+    answer goes back to it) and notifications (log lines, list changes, resource updates)."""
+
+    async def asked(self, config: MCPServerConfig, method: str, params: Any) -> Any: ...
+
+    async def notified(self, config: MCPServerConfig, notification: Any) -> None: ...
+
+    async def reconnected(self, config: MCPServerConfig) -> None:
+        """A new connection replaced a broken one: what the old one held (subscriptions) is
+        gone, and what it would have announced meanwhile was missed."""
+        ...
+
+
+class Upstream:
+    """A connection to one configured MCP server, held by a task in ``group``."""
+
+    def __init__(self, config: MCPServerConfig, group: TaskGroup,
+                 listener: UpstreamListener | None = None) -> None:
+        self.config = config
+        self.group = group
+        self.listener = listener
+        self._client: Client | None = None
+        self._attempt: anyio.Event | None = None
+        self._drop: anyio.Event | None = None
+        self._error: str | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._connections = 0
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def describe(self) -> str:
+        cfg = self.config
+        return cfg.url or " ".join([cfg.command or "", *cfg.args]).strip()
+
+    async def client(self) -> Client:
+        """The live client, connecting first if needed (bounded by ``connect_timeout_s``)."""
+        if self._client is not None:
+            return self._client
+        if self._attempt is None:
+            wait = self._retry_at - time.monotonic()
+            if wait > 0:
+                raise UpstreamError(f"MCP server '{self.name}' is unreachable ({self._error}); "
+                                    f"next try in {wait:.0f} s")
+            self._attempt = attempt = anyio.Event()
+            self.group.start_soon(self._hold, attempt)
+        else:
+            attempt = self._attempt
+        with anyio.move_on_after(self.config.connect_timeout_s + 1):
+            await attempt.wait()
+        client = self.connected()  # set by _hold meanwhile
+        if client is None:
+            raise UpstreamError(f"MCP server '{self.name}' ({self.describe()}) is unreachable: "
+                                f"{self._error or 'no answer'}")
+        return client
+
+    def connected(self) -> Client | None:
+        """The live client, if connected now."""
+        return self._client
+
+    async def _hold(self, attempt: anyio.Event) -> None:
+        """Open the connection, publish it, and keep it open until it is dropped."""
+        from mcp import Client
+
+        drop = anyio.Event()
+        try:
+            # The deadline bounds connecting only; it is lifted once connected (the client's
+            # own task group must open and close inside this one scope).
+            with anyio.CancelScope(deadline=anyio.current_time()
+                                   + self.config.connect_timeout_s) as scope:
+                async with AsyncExitStack() as stack:
+                    client = await stack.enter_async_context(
+                        Client(await self._transport(stack), mode="legacy", cache=None,
+                               **self._callbacks()))
+                    scope.deadline = math.inf
+                    self._client, self._drop, self._error = client, drop, None
+                    self._failures = 0
+                    self._connections += 1
+                    if self._connections > 1 and self.listener is not None:
+                        self.group.start_soon(self.listener.reconnected, self.config)
+                    attempt.set()
+                    await drop.wait()
+            if scope.cancelled_caught and self._client is None:
+                self._failed(f"no connection within {self.config.connect_timeout_s:g} s")
+        except Exception as exc:  # every way a connection fails ends up here, once
+            self._failed(_reason(exc))
+        finally:
+            self._client = None
+            if self._attempt is attempt:
+                self._attempt = None
+            attempt.set()
+
+    def _failed(self, reason: str) -> None:
+        self._error = reason
+        self._retry_at = time.monotonic() + BACKOFF_S[min(self._failures, len(BACKOFF_S) - 1)]
+        self._failures += 1
+
+    def drop(self, reason: str) -> None:
+        """Forget a broken connection: the next call reconnects (after the backoff)."""
+        if self._drop is not None:
+            self._drop.set()
+            self._drop = None
+            self._client = None
+            self._failed(reason)
+
+    async def close(self) -> None:
+        if self._drop is not None:
+            self._drop.set()
+
+    def _callbacks(self) -> dict[str, Any]:
+        """The client's callbacks: what the upstream asks or tells goes to the listener.
+        Sampling and elicitation are declared to the upstream so that, when relaying is off,
+        it is refused with the reason (and audited) rather than left to guess."""
+        listener, config = self.listener, self.config
+        if listener is None:
+            return {}
+
+        async def sampling(_ctx: Any, params: Any) -> Any:
+            return await listener.asked(config, "sampling", params)
+
+        async def elicitation(_ctx: Any, params: Any) -> Any:
+            return await listener.asked(config, "elicitation", params)
+
+        async def message(message: Any) -> None:
+            if not isinstance(message, Exception):
+                await listener.notified(config, message)
+
+        return {"sampling_callback": sampling, "elicitation_callback": elicitation,
+                "message_handler": message}
+
+    async def _transport(self, stack: AsyncExitStack) -> Any:
+        """The transport to the server; what it opens is closed with ``stack``."""
+        cfg = self.config
+        if cfg.url is not None:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = {k: expand(v, f"mcp server '{cfg.name}' header {k}")
+                       for k, v in cfg.headers.items()}
+            timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers,
+                                                                      timeout=timeout))
+            return streamable_http_client(cfg.url, http_client=http)
+        from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+        env = {**get_default_environment(),
+               **{k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}}
+        params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=env,
+                                       cwd=cfg.cwd)
+        return stdio_client(params)
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every tool the server lists (all pages)."""
+        return await self._list("tools", "tools")
+
+    async def list_resources(self) -> list[types.Resource]:
+        return await self._list("resources", "resources")
+
+    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        return await self._list("resource_templates", "resource_templates")
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        return await self._list("prompts", "prompts")
+
+    async def _list(self, what: str, field: str) -> list[Any]:
+        """Every item of one listing (all pages, at most 100), each page bounded; nothing
+        when the server does not offer that capability."""
+        client = await self.client()
+        capability = {"resources": "resources", "resource_templates": "resources",
+                      "prompts": "prompts"}.get(what)
+        if capability and getattr(client.server_capabilities, capability, None) is None:
+            return []
+        items: list[Any] = []
+        cursor: str | None = None
+        try:
+            for _ in range(100):
+                with anyio.fail_after(self.config.call_timeout_s):
+                    page = await getattr(client, f"list_{what}")(cursor=cursor,
+                                                                 cache_mode="refresh")
+                items += getattr(page, field)
+                cursor = page.next_cursor
+                if cursor is None:
+                    return items
+        except Exception as exc:
+            self._broken(exc)
+        raise UpstreamError(f"MCP server '{self.name}' lists more than 100 pages of "
+                            f"{what.replace('_', ' ')}")
+
+    async def call(self, name: str, arguments: dict[str, Any], progress: Any = None
+                   ) -> types.CallToolResult:
+        """Call tool ``name``; ``progress(done, total, message)`` hears its progress."""
+        client = await self.client()
+        return await self.bounded(lambda: client.call_tool(name, arguments,
+                                                           progress_callback=progress))
+
+    async def request(self, ask: Callable[[Client], Awaitable[T]]) -> T:
+        """One request on the live client (``ask(client)``), bounded like a call."""
+        client = await self.client()
+        return await self.bounded(lambda: ask(client))
+
+    async def bounded(self, send: Callable[[], Awaitable[T]]) -> T:
+        try:
+            with anyio.fail_after(self.config.call_timeout_s):
+                return await send()
+        except Exception as exc:
+            self._broken(exc)
+            raise  # unreachable: _broken raises
+
+    def _broken(self, exc: BaseException) -> None:
+        """Turn a failed request into an ``UpstreamError``; a connection fault drops it."""
+        from mcp.shared.exceptions import MCPError
+
+        reason = _reason(exc)
+        if isinstance(exc, TimeoutError):
+            raise UpstreamError(f"MCP server '{self.name}' did not answer within "
+                                f"{self.config.call_timeout_s:g} s") from exc
+        if isinstance(exc, MCPError) and exc.code not in (-32000,):
+            raise UpstreamError(f"MCP server '{self.name}' refused the request: {reason}") from exc
+        self.drop(reason)
+        raise UpstreamError(f"MCP server '{self.name}' connection failed ({reason}); it is "
+                            "reconnected on the next call") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for an operator, from an exception or the first of an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
