@@ -284,6 +284,38 @@ async def test_a_sampling_request_while_two_clients_wait_on_the_upstream_asks_ne
                     ("up/sampling", "ok", None, "bob-1")]
 
 
+async def test_a_log_line_while_two_clients_wait_on_the_upstream_reaches_neither(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    toolbox = Toolbox()
+    alice, bob, everyone = Asked("alice"), Asked("bob"), Heard()
+    async with MCPGateway([_config(tmp_path, call_timeout_s=30)], hub=everyone) as gateway:
+        await gateway.attach(toolbox)
+        invoker = ToolInvoker(toolbox)
+
+        async def call(link: Asked, name: str, arguments: dict[str, Any] | None = None) -> Any:
+            async with invoker.open_session(session_id=link.client) as session:
+                with calling_client(link):
+                    return await invoker.invoke(ToolCall(id=f"{link.client}-1", name=name,
+                                                         arguments=arguments or {}),
+                                                session=session)
+
+        with caplog.at_level("INFO", logger="toolkeeper.gateway"):
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, alice, "up-sleep", {"seconds": 30})
+                with anyio.fail_after(20):  # alice's call is in flight on the upstream
+                    while not any(c["tool"] == "sleep" for c in _calls(tmp_path)):
+                        await anyio.sleep(0.02)
+                result = await call(bob, "up-chatty")
+                group.cancel_scope.cancel()
+        alone = await call(bob, "up-chatty")  # alice is gone: bob's call is bob's
+    assert result.text == alone.text == "worked"
+    logs = [data for event, data in bob.events if event == "log"]
+    assert logs == [("info", "up/work", "step one of two")]  # only from bob's call alone
+    assert alice.events == [] and everyone.events == []  # nobody else heard it
+    assert "upstream up/work said (info, no single client's call in flight): step one of two" \
+        in caplog.text  # the operator's log has it
+
+
 @pytest.fixture
 def errlog(tmp_path: Path) -> Iterator[TextIO]:
     """Where the served process's stderr goes."""

@@ -7,9 +7,10 @@ inside ``calling_client(link)``; a relayed tool call registers that link with ``
 while it waits on the upstream. The protocol (2025-11-25) does not say which of the gateway's
 requests an upstream's sampling request, elicitation or log line belongs to, so the relay
 attributes it by who is waiting: when every call in flight on that upstream comes from one
-client, it is that client's; otherwise nobody's. What is nobody's is refused (sampling,
-elicitation: a request never reaches a client that did not cause it) or, for a log line, told
-to every client with the upstream's name in the logger (``up/logger``).
+client, it is that client's; otherwise nobody's. What is nobody's never reaches a client that
+did not cause it: sampling and elicitation are refused, and a log line goes to the server's own
+log (the ``toolkeeper.gateway`` logger, for the operator) instead of any client's — it may carry
+another client's data.
 
 Sampling and elicitation are off unless the server's config says ``sampling = true`` /
 ``elicitation = true``; each request is recorded in the audit log (relayed, refused, failed),
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     import mcp_types as types
 
 __all__ = ["ClientHub", "InFlight", "Relay", "RelayLink", "calling_client", "current_client"]
+
+_log = logging.getLogger("toolkeeper.gateway")
 
 Asked = Literal["sampling", "elicitation"]
 
@@ -144,15 +148,16 @@ class Relay:
         return flying[-1]
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
-        """An upstream's log line: to the client whose call caused it, else to every client,
-        named after the upstream either way."""
+        """An upstream's log line: to the client whose call caused it, named after the upstream;
+        else to the server's own log only."""
         logger = f"{server}/{params.logger}" if params.logger else server
         cause = self.cause(server)
+        if cause is None or cause.link is None:
+            _log.info("upstream %s said (%s, no single client's call in flight): %s", logger,
+                      params.level, str(params.data)[:2000])
+            return
         try:
-            if cause is not None and cause.link is not None:
-                await cause.link.log(params.level, params.data, logger)
-            elif self.hub is not None:
-                await self.hub.log(params.level, params.data, logger)
+            await cause.link.log(params.level, params.data, logger)
         except Exception:  # a client gone meanwhile: a log line is not worth a failure
             return
 
