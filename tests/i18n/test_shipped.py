@@ -10,6 +10,7 @@ factories it makes them with, the shell in both its forms, ``tool_search``, ``re
 from __future__ import annotations
 
 import re
+import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,8 @@ from toolkeeper.codemode import ToolChainTool
 from toolkeeper.config import load_config, policy_from
 from toolkeeper.config.builtins_table import BUILTINS
 from toolkeeper.config.gating import _family
-from toolkeeper.i18n import PACKAGE_DIR
-from toolkeeper.i18n.localize import description_key, fill
+from toolkeeper.i18n import PACKAGE_DIR, DescriptionCatalog, localize_tool
+from toolkeeper.i18n.localize import PLACEHOLDER, description_key, fill
 from toolkeeper.invoke.invoker import ToolInvoker
 from toolkeeper.sandbox import UnconfinedSandbox
 from toolkeeper.toolbox import Toolbox
@@ -118,3 +119,80 @@ def test_english_says_what_each_built_in_says_of_itself(tools: list[Tool]) -> No
             assert text == schema.get("description"), (
                 f"en.toml's [parameters.{tool.name}] {name!r} differs from the tool's own")
     assert _keys(english) == expected  # nothing stray: every key is a tool or parameter
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_each_locale_has_exactly_the_english_keys(locale: str) -> None:
+    english, table = _load("en"), _load(locale)
+    assert sorted(_keys(english) - _keys(table)) == [], f"{locale}.toml lacks these keys"
+    assert sorted(_keys(table) - _keys(english)) == [], f"{locale}.toml has stray keys"
+    for key in sorted(_keys(english)):
+        source, text = _text(english, key), _text(table, key)
+        assert isinstance(text, str) and text.strip(), f"{locale}: {key} is empty"
+        assert text != source, f"{locale}: {key} is left in English"
+        assert sorted(PLACEHOLDER.findall(text)) == sorted(PLACEHOLDER.findall(source)), (
+            f"{locale}: {key} has other {{placeholders}} than English")
+        assert sorted(BACKTICKED.findall(text)) == sorted(BACKTICKED.findall(source)), (
+            f"{locale}: {key} has other backticked names than English")
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_each_locale_localizes_every_built_in(locale: str, tools: list[Tool]) -> None:
+    table = _load(locale)
+    catalog = DescriptionCatalog(locale)
+    for tool in tools:
+        shown = localize_tool(tool, catalog)
+        if tool.name not in DYNAMIC:
+            key = description_key(tool) or tool.name
+            assert shown.description == fill(table["tools"][key], _args(tool))
+        else:
+            assert shown.description == tool.description
+        for name, schema in shown.parameters["properties"].items():
+            assert schema["description"] == table["parameters"][tool.name][name]
+        assert shown.parameters["required"] == tool.parameters.get("required", [])
+    read_skill = next(t for t in tools if t.name == "read_skill")
+    assert "triage: Sort the inbox." in localize_tool(read_skill, catalog).description
+
+
+def test_a_key_missing_from_a_locale_falls_back_to_english_for_that_key_only(
+        tools: list[Tool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    shutil.copy(PACKAGE_DIR / "en.toml", shipped / "en.toml")
+    german = (PACKAGE_DIR / "de.toml").read_text(encoding="utf-8")
+    cut = re.sub(r"(?m)^file_read = .*\n", "", german, count=1)  # the tool's description
+    cut = re.sub(r"(?m)^(\[parameters\.file_read\]\n(?:.*\n)*?)offset = .*\n", r"\1", cut,
+                 count=1)  # and one of its parameters
+    assert cut.count("\n") == german.count("\n") - 2
+    (shipped / "de.toml").write_text(cut, encoding="utf-8")
+    monkeypatch.setattr("toolkeeper.i18n.catalog.PACKAGE_DIR", shipped)
+    monkeypatch.chdir(tmp_path)  # no tool_descriptions/ in the project root either
+    catalog = DescriptionCatalog("de_DE.UTF-8")
+    assert catalog.dirs[-2] == shipped
+    de, en = _load("de"), _load("en")
+    file_read = localize_tool(next(t for t in tools if t.name == "file_read"), catalog)
+    params = file_read.parameters["properties"]
+    assert file_read.description == en["tools"]["file_read"]
+    assert params["offset"]["description"] == en["parameters"]["file_read"]["offset"]
+    assert params["path"]["description"] == de["parameters"]["file_read"]["path"]
+    assert params["limit"]["description"] == de["parameters"]["file_read"]["limit"]
+    file_write = localize_tool(next(t for t in tools if t.name == "file_write"), catalog)
+    assert file_write.description == de["tools"]["file_write"]
+
+
+def test_a_variant_missing_everywhere_keeps_the_tools_own_words(
+        tools: list[Tool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unconfined shell's safety note is never replaced by the confined shell's text."""
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for locale in ("en", "de"):
+        text = (PACKAGE_DIR / f"{locale}.toml").read_text(encoding="utf-8")
+        (shipped / f"{locale}.toml").write_text(
+            re.sub(r'(?m)^"shell\.unconfined" = .*\n', "", text), encoding="utf-8")
+    monkeypatch.setattr("toolkeeper.i18n.catalog.PACKAGE_DIR", shipped)
+    monkeypatch.chdir(tmp_path)
+    unconfined = next(t for t in tools if description_key(t) == "shell.unconfined")
+    shown = localize_tool(unconfined, DescriptionCatalog("de"))
+    assert shown.description == unconfined.description and "UNCONFINED" in shown.description
+    assert shown.parameters["properties"]["command"]["description"] == \
+        _load("de")["parameters"]["shell"]["command"]
