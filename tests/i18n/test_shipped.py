@@ -23,7 +23,7 @@ from toolkeeper.codemode import ToolChainTool
 from toolkeeper.config import load_config, policy_from
 from toolkeeper.config.builtins_table import BUILTINS
 from toolkeeper.config.gating import _family
-from toolkeeper.i18n import PACKAGE_DIR, DescriptionCatalog, localize_tool
+from toolkeeper.i18n import PACKAGE_DIR, DescriptionCatalog, localize_tool, localized_tools
 from toolkeeper.i18n.localize import PLACEHOLDER, description_key, fill
 from toolkeeper.invoke.invoker import ToolInvoker
 from toolkeeper.sandbox import UnconfinedSandbox
@@ -196,3 +196,52 @@ def test_a_variant_missing_everywhere_keeps_the_tools_own_words(
     assert shown.description == unconfined.description and "UNCONFINED" in shown.description
     assert shown.parameters["properties"]["command"]["description"] == \
         _load("de")["parameters"]["shell"]["command"]
+
+
+def test_a_workspace_file_overrides_the_shipped_one_key_by_key(
+        tools: list[Tool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 004's search order: the workspace's ``tool_descriptions/<locale>.toml`` first, then
+    the installed package's, then the project root's."""
+    workspace, root = tmp_path / "ws", tmp_path / "root"
+    (workspace / "tool_descriptions").mkdir(parents=True)
+    (root / "tool_descriptions").mkdir(parents=True)
+    (workspace / "tool_descriptions" / "de.toml").write_text(
+        '[tools]\nshell = "Befehl ausführen (Hausregel: nur make)."\n'
+        '[parameters.file_read]\npath = "Pfad unter docs/."\n', encoding="utf-8")
+    (root / "tool_descriptions" / "de.toml").write_text(
+        '[tools]\nshell = "aus dem Projekt"\nfile_read = "aus dem Projekt"\n'
+        'private_tool = "nur im Projekt"\n', encoding="utf-8")
+    monkeypatch.chdir(root)
+    catalog = DescriptionCatalog("de_DE.UTF-8", workspace=workspace)
+    de = _load("de")
+    by_name = {t.name: t for t in tools if description_key(t) is None}
+    shell, file_read = (localize_tool(by_name[n], catalog) for n in ("shell", "file_read"))
+    assert shell.description == "Befehl ausführen (Hausregel: nur make)."  # the workspace's
+    assert shell.parameters["properties"]["command"]["description"] == \
+        de["parameters"]["shell"]["command"]  # the rest of the tool: the shipped file's
+    assert file_read.description == de["tools"]["file_read"]  # the package beats the root
+    assert file_read.parameters["properties"]["path"]["description"] == "Pfad unter docs/."
+    assert catalog.description("private_tool") == "nur im Projekt"  # the root is still read
+
+
+def test_the_locale_is_the_configs_then_toolkeeper_locale_then_lang_then_lc_all(
+        tools: list[Tool], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order the issue gives (seed 004 names its own variable first, then LANG, LC_ALL)."""
+    env = {"TOOLKEEPER_LOCALE": "fr_FR.UTF-8", "LANG": "ja_JP.UTF-8", "LC_ALL": "ko_KR.UTF-8"}
+    for name in ("TOOLKEEPER_LOCALE", "LANG", "LC_ALL"):
+        monkeypatch.setenv(name, env[name])
+    shell = next(t for t in tools if t.name == "shell" and description_key(t) is None)
+    expected = {"de": "de", None: "fr", "": "fr"}
+    for configured, locale in expected.items():
+        assert localized_tools([shell], configured)[0].description == \
+            _load(locale)["tools"]["shell"]
+    monkeypatch.delenv("TOOLKEEPER_LOCALE")
+    assert localized_tools([shell])[0].description == _load("ja")["tools"]["shell"]
+    monkeypatch.setenv("LANG", "C.UTF-8")  # C and POSIX say nothing: the next one decides
+    assert localized_tools([shell])[0].description == _load("ko")["tools"]["shell"]
+    monkeypatch.setenv("LC_ALL", "POSIX")
+    assert localized_tools([shell])[0].description == _load("en")["tools"]["shell"]
+    monkeypatch.setenv("LANG", "pt_BR.UTF-8")
+    assert localized_tools([shell])[0].description == _load("pt-BR")["tools"]["shell"]
+    monkeypatch.setenv("LANG", "zh_CN.GB18030")
+    assert localized_tools([shell])[0].description == _load("zh-CN")["tools"]["shell"]
