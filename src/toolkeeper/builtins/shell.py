@@ -191,6 +191,9 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
         extra={"security_policy": policy})  # the approval page shows the sandbox it runs under
     if runner is not None and runner.confined:
         return Tool.from_function(shell, risk=ToolRisk.HIGH, metadata=metadata)
+    # Its own description variant, so a translation never drops the UNCONFINED note.
+    metadata = metadata.model_copy(update={"extra": {**metadata.extra,
+                                                     "i18n": {"key": "shell.unconfined"}}})
     return Tool.from_function(
         shell, risk=ToolRisk.CRITICAL, hitl_mode="blocking", metadata=metadata,
         description="Run a shell command line in the workspace. UNCONFINED: no sandbox is "

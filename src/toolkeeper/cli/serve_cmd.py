@@ -34,6 +34,7 @@ from ..errors import ConfigError, ToolkeeperError
 from ..gateway.gateway import MCPGateway
 from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent, HookManager
+from ..i18n import localized_tools
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
@@ -219,10 +220,12 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     tools: list[Any] = [t for target in targets for t in load_tools(target)]
     policy = SERVER_POLICY
     if builtins and settings is not None:
-        tools += all_tools_with_runtime(settings)
+        tools += localized_tools(all_tools_with_runtime(settings), settings.locale,
+                                 workspace=workspace)  # seed 004's locale and search order
         policy = chain_policy(settings, SERVER_POLICY)
     elif builtins:
-        tools += default_tools(SecurityPolicy(workspace=workspace))
+        tools += localized_tools(default_tools(SecurityPolicy(workspace=workspace)),
+                                 workspace=workspace)
     policy = policy.model_copy(update={"approval_ttl_s": approval_ttl})
     shared = is_url(db)
     store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)

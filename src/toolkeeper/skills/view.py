@@ -32,6 +32,7 @@ def read_skill_tool(skills: Iterable[Skill]) -> Tool:
             "type": "string", "enum": sorted(by_name), "description": "The skill to read."}},
             "required": ["name"]},
         callable=read_skill,
-        metadata=ToolMetadata(read_only_hint=True, tags=frozenset({"meta"})),
+        metadata=ToolMetadata(read_only_hint=True, tags=frozenset({"meta"}),
+                              extra={"i18n": {"args": {"skills": listing}}}),
     )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.risk import ToolRisk
 from ..errors import UnknownToolError
+from ..i18n.localize import localize_tool
 from ..tools.tool import Tool
 from .categories import CategoryTree
 from .entry import CatalogEntry
@@ -137,15 +138,7 @@ class LocaleLens(Lens):
         cached = self._translated.get(id(tool))
         if cached is not None and cached[0] is tool:
             return cached[1]
-        base = tool.method_name or tool.name
-        description = self.catalog.description(tool.name, self.catalog.description(base, ""))
-        params = {
-            name: text for name in (tool.parameters.get("properties") or {})
-            if (text := self.catalog.parameter(tool.name, name,
-                                               self.catalog.parameter(base, name)))
-        }
-        translated = tool.with_descriptions(description or None, params) if (
-            description or params) else tool
+        translated = localize_tool(tool, self.catalog)
         self._translated[id(tool)] = (tool, translated)
         return translated
 
