@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 
 from ..core.risk import HitlMode, ToolRisk
+from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler, Expires, Rejoins
 from .models import ApprovalDecision, ApprovalRequest, args_digest
@@ -78,15 +79,15 @@ class ApprovalService:
         """Where a person decides (the approval page's URL), when there is one: the messages
         of a waiting call name it."""
 
-    def needs_approval(self, tool: Any, *, chain: bool = True) -> bool:
+    def needs_approval(self, tool: ToolLike, *, chain: bool = True) -> bool:
         """Above the ceiling of the session (``chain``: a code-mode run's; the default, the
         stricter, answers whether the tool *can* need approval), or the tool itself asks (an
         explicit HITL mode other than NONE). A HITL mode only inherited from the risk says
         *how* to ask, not *whether*."""
         if tool.name in self.policy.unapproved_tools:
             return False
-        asks = getattr(tool, "hitl_explicit", True) and tool.hitl_mode is not HitlMode.NONE
-        return ToolRisk(tool.risk) > self.policy.ceiling(chain=chain) or asks
+        asks = tool.hitl_explicit and tool.hitl_mode is not HitlMode.NONE
+        return tool.risk > self.policy.ceiling(chain=chain) or asks
 
     def where(self, request_id: str) -> str:
         """Where a person decides ``request_id``: its page, or the command."""

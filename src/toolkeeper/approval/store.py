@@ -12,9 +12,10 @@ from ..core.risk import HitlMode
 from ..errors import StoreError
 from .models import ApprovalDecision, ApprovalRequest
 from .pg import CHANNEL, PgDatabase, is_url, open_database
-from .states import RULES, Operation, State, Transition, decider, sources, transition
+from .sqlite import Connection
+from .states import RULES, Operation, State, Transition, decider, sources, stored, transition
 
-__all__ = ["RULES", "ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
+__all__ = ["RULES", "AnnouncesChanges", "ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
            "Settles", "SqliteApprovalStore", "State", "StoredApproval"]
 
 DENIAL_HOLDS_S = 600.0
@@ -95,6 +96,17 @@ class Replays(Protocol):
 
 
 @runtime_checkable
+class AnnouncesChanges(Protocol):
+    """Optional: a store that can wake a waiter when some request changes, in any process
+    (PostgreSQL ``NOTIFY``) — when ``announces_changes`` says it does; without it a waiter
+    polls."""
+
+    announces_changes: bool
+
+    def wait_for_change(self, timeout: float) -> bool: ...
+
+
+@runtime_checkable
 class Settles(Protocol):
     """Optional: a store that ends, on demand, the pending requests past their time-to-live
     (it must anyway before a person's decision, and before it lists what is pending)."""
@@ -116,7 +128,7 @@ class SqliteApprovalStore:
         """Whether a change is announced to waiters in other processes (PostgreSQL NOTIFY);
         without it a waiter polls."""
 
-    def _changed(self, conn: Any, now: float, request_id: str) -> None:
+    def _changed(self, conn: Connection, now: float, request_id: str) -> None:
         """Record a change for the event stream, in the same transaction. On PostgreSQL the
         events are serialized (so cursors only grow in commit order) and announced."""
         if self.announces_changes:
@@ -155,7 +167,7 @@ class SqliteApprovalStore:
         request, state, decision, result = rows[0]
         return StoredApproval(
             request=ApprovalRequest.model_validate_json(str(request)),
-            state=state,
+            state=stored(state),
             decision=ApprovalDecision.model_validate_json(str(decision)) if decision else None,
             result=json.loads(str(result)) if result else None,
         )

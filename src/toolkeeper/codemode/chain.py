@@ -122,13 +122,13 @@ class ToolChainTool(Tool):
 
     # -- what the script may call ------------------------------------------------------
 
-    def callable_tools(self) -> list[Any]:
+    def callable_tools(self) -> list[Tool]:
         catalog = self._invoker.registry
         names = self._allowed if self._allowed is not None else catalog.names()
         found = []
         for name in names:
             tool = catalog.get(name)
-            if tool is None or name == NAME or getattr(tool, "kind", "function") != "function":
+            if name == NAME or not isinstance(tool, Tool):  # function tools only
                 continue
             found.append(tool)
         return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -68,7 +69,7 @@ class ToolMetadata(BaseModel):
             return frozenset({value})
         if value is None:
             return frozenset()
-        return frozenset(str(v.value if hasattr(v, "value") else v) for v in value)
+        return frozenset(str(v.value if isinstance(v, Enum) else v) for v in value)
 
     @field_validator("aliases", mode="before")
     @classmethod

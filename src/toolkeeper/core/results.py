@@ -137,7 +137,7 @@ ToolExecutionResult = ToolResult
 """Seed 001's name for ``ToolResult``; the same class."""
 
 
-def block_text(block: Any) -> str:
+def block_text(block: ContentBlock) -> str:
     """A block as text: text and JSON as they are, media as a short note (``[image image/png]``)."""
     if isinstance(block, TextBlock):
         return block.text
@@ -147,9 +147,8 @@ def block_text(block: Any) -> str:
         return block.text
     if isinstance(block, ResourceLinkBlock):
         return f"[resource {block.name}: {block.uri}]"
-    kind = getattr(block, "type", "block")
-    media = getattr(block, "media_type", "")
-    return f"[{kind} {media}]".replace(" ]", "]")
+    media = block.media_type if isinstance(block, ImageBlock | AudioBlock | FileBlock) else ""
+    return f"[{block.type} {media}]".replace(" ]", "]")
 
 
 _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}

@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .metadata import ToolMetadata
 from .risk import HitlMode, ToolRisk
 
-__all__ = ["ToolKind", "ToolLike", "ToolSpec"]
+if TYPE_CHECKING:
+    from .call import ToolCall
+    from .context import ToolContext
+    from .results import ToolResult
+
+__all__ = ["HandlesCalls", "ToolKind", "ToolLike", "ToolSpec"]
 
 ToolKind = Literal["function", "hosted", "provider"]
 """``function``: toolkeeper runs it; ``hosted``: the provider declares and runs it;
@@ -69,15 +74,44 @@ class ToolSpec:
 
 @runtime_checkable
 class ToolLike(Protocol):
-    """What every kind of tool has: a name, a kind, a risk and HITL mode, metadata, and a
-    declaration per wire format (``get_schema``). Function tools also have a ``spec``."""
+    """What every kind of tool has, declared: what the catalog, the door and its gates read of a
+    tool. ``Tool`` (and ``BaseTool``, ``ToolChainTool``), ``HostedTool`` and
+    ``ProviderDefinedTool`` all meet it; function tools also have a ``spec``."""
 
-    name: str
-    kind: ToolKind
-    risk: ToolRisk
-    hitl_mode: HitlMode
-    metadata: ToolMetadata
-    runs_scripts: bool
-    """Whether it runs code-mode scripts (a script may not call it)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def qualified_name(self) -> str:
+        """The catalog's key: ``{namespace}-{method_name}`` or the name."""
+        ...
+    @property
+    def kind(self) -> ToolKind: ...
+    @property
+    def risk(self) -> ToolRisk: ...
+    @property
+    def hitl_mode(self) -> HitlMode: ...
+    @property
+    def hitl_explicit(self) -> bool:
+        """Whether the HITL mode was chosen (and so asks by itself) rather than only inherited
+        from the risk (which says *how* to ask, not *whether*)."""
+        ...
+    @property
+    def metadata(self) -> ToolMetadata: ...
+    @property
+    def runs_scripts(self) -> bool:
+        """Whether it runs code-mode scripts (a script may not call it)."""
+        ...
 
-    def get_schema(self, api_format: str = ..., **options: Any) -> dict[str, Any]: ...
+    def get_schema(self, api_format: str = ...) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class HandlesCalls(ToolLike, Protocol):
+    """A tool the provider declares and the application runs (``ProviderDefinedTool``): the
+    executor hands it the call as it came."""
+
+    async def handle_call(self, call: ToolCall, ctx: ToolContext | None) -> ToolResult: ...

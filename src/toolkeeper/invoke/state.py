@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.call import ToolCall
 from ..core.context import ToolContext
+from ..core.spec import ToolLike
+from ..errors import UnknownToolError
 from .policy import ChainPolicy
 from .results import InvocationResult
 
@@ -40,7 +42,7 @@ class Invocation(NamedTuple):
     call: ToolCall
     session: InvokerSession
     policy: ChainPolicy
-    tool: Any
+    tool: ToolLike | None
     arguments: dict[str, Any]
     ctx: ToolContext | None = None
     progress_sink: ProgressSink | None = None
@@ -51,6 +53,14 @@ class Invocation(NamedTuple):
     def evolve(self, **changes: Any) -> Invocation:
         """A copy with some fields changed."""
         return self._replace(**changes)
+
+    @property
+    def known_tool(self) -> ToolLike:
+        """The tool, for the gates inside the lookup (which answers a call of an unknown name
+        before any of them runs)."""
+        if self.tool is None:
+            raise UnknownToolError(f"tool '{self.call.name}' is not known", tool_name=self.call.name)
+        return self.tool
 
     def context(self) -> ToolContext:
         """The call's ``ToolContext`` (made on first need when the caller gave none)."""
@@ -92,7 +102,7 @@ class Gate:
         left out of the fold (the order of the rest is unchanged)."""
         return True
 
-    def needed(self, tool: Any) -> bool:
+    def needed(self, tool: ToolLike) -> bool:
         """Whether the gate can do anything for calls of ``tool``: the invoker folds one chain
         per tool without the gates that cannot. Only what cannot change while ``tool`` and the
         gate live may decide it."""

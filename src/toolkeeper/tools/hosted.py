@@ -56,6 +56,9 @@ class ProviderSpec:
 
 class _ProviderTool:
     runs_scripts: ClassVar[bool] = False
+    hitl_explicit: ClassVar[bool] = True
+    """A provider's tool asks by its HITL mode whichever way it was set (the stricter reading,
+    as before this was declared)."""
 
     def __init__(
         self,

@@ -73,6 +73,9 @@ class Tool:
     # means "the default for the risk" and every instance holds a resolved HitlMode.
     risk: ToolRisk = ToolRisk.SAFE
     hitl_mode: HitlMode = None  # type: ignore[assignment]
+    hitl_explicit: bool
+    """Whether the HITL mode was chosen (argument, class attribute or ``replace``) rather than
+    inherited from the risk."""
     kind: ClassVar[ToolKind] = "function"
     runs_scripts: ClassVar[bool] = False
     """Whether the tool runs code-mode scripts (``tool_chain``): a script may not call it."""

@@ -19,6 +19,7 @@ from ...approval.service import ApprovalService
 from ...core.context import ToolContext
 from ...core.results import ToolResult
 from ...core.risk import HitlMode
+from ...core.spec import ToolLike
 from ...errors import ApprovalDeniedError, ApprovalPending
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -38,11 +39,11 @@ class ApprovalGate(Gate):
     def __init__(self, service: ApprovalService) -> None:
         self.service = service
 
-    def needed(self, tool: Any) -> bool:
+    def needed(self, tool: ToolLike) -> bool:
         return self.service.needs_approval(tool)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        tool, service = inv.tool, self.service
+        tool, service = inv.known_tool, self.service
         if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
                 not service.needs_approval(tool, chain=inv.session.chain):
             return await call_next(inv)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...core.spec import ToolLike
 from ...errors import ToolNotCallableError
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -14,11 +13,11 @@ __all__ = ["KindGate"]
 class KindGate(Gate):
     name = "kind"
 
-    def needed(self, tool: Any) -> bool:
-        return tool.kind == "hosted" or bool(tool.runs_scripts)
+    def needed(self, tool: ToolLike) -> bool:
+        return tool.kind == "hosted" or tool.runs_scripts
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        tool = inv.tool
+        tool = inv.known_tool
         if tool.kind == "hosted":
             raise ToolNotCallableError(
                 f"tool '{tool.name}' is hosted by the provider and runs there; its result arrives "

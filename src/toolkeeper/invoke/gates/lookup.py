@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.spec import ToolLike
 from ...errors import MalformedCallError, PolicyViolationError, UnknownToolError
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -23,7 +24,7 @@ class LookupGate(Gate):
     def __init__(self, catalog: Any) -> None:
         self.catalog = catalog
 
-    def needed(self, tool: Any) -> bool:
+    def needed(self, tool: ToolLike) -> bool:
         return False  # a known tool was found; only the chain for unknown names needs this
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:

@@ -44,7 +44,7 @@ class ShapingGate(Gate):
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)
-        limit = inv.tool.metadata.max_result_size or inv.policy.max_result_size
+        limit = inv.known_tool.metadata.max_result_size or inv.policy.max_result_size
         if not result.ran or (self.store is None and not limit):
             return result
         tool_result = result.result
@@ -73,7 +73,8 @@ class ShapingGate(Gate):
             if isinstance(block, ImageBlock | AudioBlock) or (
                     isinstance(block, FileBlock) and block.data):
                 data = base64.b64decode(block.data or "")
-                ref = await self._store(inv, data, block.media_type, getattr(block, "name", None))
+                name = block.name if isinstance(block, FileBlock) else None
+                ref = await self._store(inv, data, block.media_type, name)
                 ext = _EXT.get(block.media_type, "bin")
                 files.append(ChainFile(path=f"media/{inv.call.name}_{len(files)}.{ext}",
                                        media_type=block.media_type, artifact_ref=ref,

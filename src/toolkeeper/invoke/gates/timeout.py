@@ -23,7 +23,7 @@ class TimeoutGate(Gate):
     name = "timeout"
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        limit = inv.tool.metadata.timeout or inv.policy.call_timeout_s
+        limit = inv.known_tool.metadata.timeout or inv.policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
         try:
             if on_asyncio():

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...artifacts.store import BlobStore, UnknownArtifactError
 from ...errors import InvalidArgumentsError
+from ...tools.tool import Tool
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -31,14 +32,15 @@ class ValidateGate(Gate):
         self.artifact_store = artifact_store
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        if inv.tool.kind == "provider":
+        tool = inv.known_tool
+        if not isinstance(tool, Tool):  # a provider's tool takes the call as it came
             return await call_next(inv.evolve(arguments=dict(inv.call.arguments)))
         raw = inv.call.arguments
         refs = {k: ref for k, v in raw.items() if (ref := artifact_ref(v)) is not None}
         if not refs:
-            return await call_next(inv.evolve(arguments=inv.tool.validate_arguments(raw)))
+            return await call_next(inv.evolve(arguments=tool.validate_arguments(raw)))
         resolved = self._resolve(inv, raw, refs)
-        validated = inv.tool.validate_arguments(resolved)
+        validated = tool.validate_arguments(resolved)
         shown = {**validated, **{k: raw[k] for k in refs}}
         return await call_next(inv.evolve(arguments=shown, resolved=validated))
 
