@@ -17,10 +17,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import StoreError
-from .sqlite import Database, SqliteFile
+from .sqlite import Cursor, Database, Params, SqliteFile
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["CHANNEL", "PgDatabase", "is_url", "open_database"]
 
@@ -62,10 +65,10 @@ def _pg_sql(sql: str) -> str:
 class _Connection:
     """A connection inside a transaction, taking ``?`` placeholders."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         self.conn = conn
 
-    def execute(self, sql: str, params: Any = ()) -> Any:
+    def execute(self, sql: str, params: Params = (), /) -> Cursor:
         named = isinstance(params, dict)  # :name → %(name)s, else ? → %s
         sql = re.sub(r":(\w+)", r"%(\1)s", sql) if named else _pg_sql(sql)
         return self.conn.execute(sql, params)

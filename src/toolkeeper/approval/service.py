@@ -10,8 +10,9 @@ reports with ``complete``.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import anyio.to_thread
@@ -179,7 +180,8 @@ class ApprovalService:
             await anyio.to_thread.run_sync(self.store.create, request)
         return await self._final(decision)
 
-    async def claim(self, approval_id: str, arguments: dict[str, Any] | None = None) -> Claim:
+    async def claim(self, approval_id: str, arguments: dict[str, object] | None = None
+                    ) -> Claim:
         """Take an approved request for execution, exactly once across processes: refused when
         unknown, undecided, denied, already taken, or when ``arguments`` differ from the
         approved ones."""
@@ -221,7 +223,7 @@ class ApprovalService:
             return True
         return bool(await anyio.to_thread.run_sync(self.store.claim, approval_id))
 
-    async def replay(self, approval_id: str) -> dict[str, Any] | None:
+    async def replay(self, approval_id: str) -> dict[str, object] | None:
         """What an approved request's run did, to tell the same call made again (once):
         its first caller may have given up before the answer came. ``None`` when told
         already, or when the store cannot say."""
@@ -230,7 +232,7 @@ class ApprovalService:
             return None
         return await anyio.to_thread.run_sync(store.replay, approval_id)
 
-    async def complete(self, approval_id: str, summary: dict[str, Any]) -> None:
+    async def complete(self, approval_id: str, summary: Mapping[str, object]) -> None:
         """Record what the claimed call did."""
         if self.store is not None:
             await anyio.to_thread.run_sync(self.store.complete, approval_id, summary)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..core.risk import HitlMode
 from ..errors import StoreError
@@ -65,7 +66,7 @@ class StoredApproval:
     request: ApprovalRequest
     state: State
     decision: ApprovalDecision | None = None
-    result: dict[str, Any] | None = None
+    result: dict[str, object] | None = None
 
 
 @runtime_checkable
@@ -76,7 +77,7 @@ class ApprovalStore(Protocol):
     def get(self, request_id: str) -> StoredApproval | None: ...
     def decide(self, decision: ApprovalDecision) -> bool: ...
     def claim(self, request_id: str) -> bool: ...
-    def complete(self, request_id: str, result: dict[str, Any]) -> None: ...
+    def complete(self, request_id: str, result: Mapping[str, object]) -> None: ...
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]: ...
 
 
@@ -92,7 +93,7 @@ class FindsOpen(Protocol):
 class Replays(Protocol):
     """Optional: a store that can tell, once, what an approved request's run did."""
 
-    def replay(self, request_id: str) -> dict[str, Any] | None: ...
+    def replay(self, request_id: str) -> dict[str, object] | None: ...
 
 
 @runtime_checkable
@@ -234,7 +235,7 @@ class SqliteApprovalStore:
     def claim(self, request_id: str) -> bool:
         return self._update(transition("claim", "executor"), request_id)
 
-    def complete(self, request_id: str, result: dict[str, Any]) -> None:
+    def complete(self, request_id: str, result: Mapping[str, object]) -> None:
         self._update(transition("complete", "executor"), request_id,
                      result=json.dumps(result, default=str))
 
@@ -269,7 +270,7 @@ class SqliteApprovalStore:
             return stored
         return None
 
-    def replay(self, request_id: str) -> dict[str, Any] | None:
+    def replay(self, request_id: str) -> dict[str, object] | None:
         """The result of a request that ran (``done``), to tell the same call made again —
         once: the call made after that asks anew. ``None`` when it was told already."""
         move, stored = transition("replay", "service"), self.get(request_id)

@@ -7,11 +7,12 @@ object, and a tool that changes (a new namespace, new descriptions) gets a new s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from .json import JsonObject
 from .metadata import ToolMetadata
 from .risk import HitlMode, ToolRisk
 
@@ -47,24 +48,25 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: Mapping[str, Any]
-    output: Callable[[], Mapping[str, Any] | None] = field(repr=False)
+    parameters: Mapping[str, object]
+    output: Callable[[], Mapping[str, object] | None] = field(repr=False)
     metadata: ToolMetadata
     namespace: str | None
     method_name: str | None
     qualified_name: str
     risk: ToolRisk
     hitl_mode: HitlMode
-    declared: dict[Any, Any] = field(default_factory=dict, repr=False)
+    declared: dict[Hashable, tuple[JsonObject, Sequence[object]]] = field(
+        default_factory=dict, repr=False)
     """The formats' cache of this spec's declarations (format key → (declaration,
     problems)): filled by the formats, it lives and dies with the spec."""
 
     @cached_property
-    def output_schema(self) -> Mapping[str, Any] | None:
+    def output_schema(self) -> Mapping[str, object] | None:
         return self.output()
 
     @classmethod
-    def trusted(cls, **values: Any) -> ToolSpec:
+    def trusted(cls, **values: object) -> ToolSpec:
         """A spec from values a ``Tool`` has already checked, without the frozen dataclass's
         field-by-field ``__init__`` (it runs once per tool, on its first export)."""
         spec = object.__new__(cls)
@@ -106,7 +108,7 @@ class ToolLike(Protocol):
         """Whether it runs code-mode scripts (a script may not call it)."""
         ...
 
-    def get_schema(self, api_format: str = ...) -> dict[str, Any]: ...
+    def get_schema(self, api_format: str = ...) -> JsonObject: ...
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..approval.pg import is_url, open_database
 from ..approval.sqlite import Database, number, text_or_none
@@ -47,7 +47,7 @@ class AuditEntry:
     session_id: str
     tool: str
     args_digest: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     status: str
     error_code: str | None
     duration_ms: float
@@ -56,7 +56,7 @@ class AuditEntry:
     approver: str | None = None
 
 
-def redact_arguments(value: Any) -> Any:
+def redact_arguments(value: object) -> object:
     """Arguments with secrets masked and long strings cut, for the audit log."""
     if isinstance(value, str):
         masked = _SECRET.sub("[REDACTED]", value)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -17,16 +16,18 @@ from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
 from ..core.call import ToolCall
 from ..core.context import LIBRARY, Caller, ToolContext
+from ..core.spec import ToolLike
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
+from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
 from .audit import AuditEntry, AuditLog
 from .builder import default_gates, with_extra_gates
 from .gates import execute
 from .policy import ChainPolicy
-from .results import InvocationResult
+from .results import Envelope, InvocationResult
 from .session import InvokerSession
 from .state import Gate, Invocation, Next, ProgressSink
 
@@ -57,7 +58,7 @@ class ToolInvoker:
     """
 
     def __init__(
-        self, registry: Any, approval_handler: ApprovalHandler | None = None,
+        self, registry: CatalogBase | Iterable[object], approval_handler: ApprovalHandler | None = None,
         artifact_store: BlobStore | None = None, policy: ChainPolicy | None = None,
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
@@ -79,9 +80,9 @@ class ToolInvoker:
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit)
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
-        self._chains: dict[str, tuple[Any, Next]] = {}
+        self._chains: dict[str, tuple[ToolLike, Next]] = {}
 
-    def _fold(self, tool: Any) -> Next:
+    def _fold(self, tool: ToolLike | None) -> Next:
         """The gates folded around the executor, without those ``tool`` cannot need; for an
         unknown name (``tool`` is ``None``) only the gates up to the lookup, which reports it."""
         gates = self.gates
@@ -94,7 +95,7 @@ class ToolInvoker:
                 handler = partial(gate.__call__, call_next=handler)
         return handler
 
-    def _chain(self, name: str, tool: Any) -> Next:
+    def _chain(self, name: str, tool: ToolLike | None) -> Next:
         """The chain for calls of ``tool``: folded once per tool without the gates it cannot
         need (an unknown name gets the chain that reports it)."""
         if tool is None:
@@ -179,7 +180,7 @@ class ToolInvoker:
         return [r for r in results if r is not None]
 
     async def resume(self, approval_id: str, *, session: InvokerSession,
-                     arguments: dict[str, Any] | None = None) -> InvocationResult:
+                     arguments: dict[str, object] | None = None) -> InvocationResult:
         """Run an approved call exactly once, through this door.
 
         Refuses when the request is unknown, not decided, denied, already executed (its stored
@@ -190,8 +191,8 @@ class ToolInvoker:
                              "approval_store=)")
         claim = await self.approvals.claim(approval_id, arguments)
         request = claim.request
-        envelope = {"call_id": request.call_id if request else "",
-                    "tool": request.tool if request else "", "approval_id": approval_id}
+        envelope: Envelope = {"call_id": request.call_id if request else "",
+                              "tool": request.tool if request else "", "approval_id": approval_id}
         if claim.refusal is not None or request is None:
             status, code = _REFUSED[claim.refusal or "unknown"]
             if claim.refusal == "mismatch" and request is not None and self.audit is not None:

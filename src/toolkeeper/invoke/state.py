@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
 
 from ..core.call import ToolCall
 from ..core.context import ToolContext
 from ..core.spec import ToolLike
 from ..errors import UnknownToolError
 from .policy import ChainPolicy
-from .results import InvocationResult
+from .results import Envelope, InvocationResult
 
 if TYPE_CHECKING:
     from .session import InvokerSession
 
 __all__ = ["Gate", "Invocation", "Next", "ProgressSink"]
 
-ProgressSink = Callable[[dict[str, Any]], Awaitable[None] | None]
+ProgressSink = Callable[[dict[str, object]], Awaitable[None] | None]
+
+
+class Changes(TypedDict, total=False):
+    """What a gate may change of an ``Invocation`` (``evolve``)."""
+
+    arguments: dict[str, object]
+    resolved: dict[str, object] | None
+    approval_id: str | None
 
 
 class Invocation(NamedTuple):
@@ -43,14 +51,14 @@ class Invocation(NamedTuple):
     session: InvokerSession
     policy: ChainPolicy
     tool: ToolLike | None
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     ctx: ToolContext | None = None
     progress_sink: ProgressSink | None = None
-    resolved: dict[str, Any] | None = None
+    resolved: dict[str, object] | None = None
     approval_id: str | None = None
     pre_approved: str | None = None
 
-    def evolve(self, **changes: Any) -> Invocation:
+    def evolve(self, **changes: Unpack[Changes]) -> Invocation:
         """A copy with some fields changed."""
         return self._replace(**changes)
 
@@ -70,7 +78,7 @@ class Invocation(NamedTuple):
                            session_id=self.session.id, state=self.session.state,
                            caller=self.session.caller)
 
-    def envelope(self) -> dict[str, Any]:
+    def envelope(self) -> Envelope:
         """The fields every ``InvocationResult`` of this call carries."""
         return {"call_id": self.call.id, "tool": self.call.name,
                 "approval_id": self.approval_id or self.pre_approved}

@@ -431,7 +431,7 @@ class Tool:
             spec = self.__dict__["_spec"] or self.spec
             hit = spec.declared.get(api_format)
             if hit is not None:
-                return hit[0]  # type: ignore[no-any-return]
+                return hit[0]
         return declare(self, api_format, strict=strict, think_augment=think_augment)
 
     def describe(self, api_format: str = "openai-chat") -> dict[str, Any]:

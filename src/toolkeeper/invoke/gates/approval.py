@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Mapping
 
 import anyio
 
@@ -100,7 +100,7 @@ class ApprovalGate(Gate):
         return result
 
     @staticmethod
-    def _told_again(inv: Invocation, request: ApprovalRequest, told: dict[str, Any]
+    def _told_again(inv: Invocation, request: ApprovalRequest, told: Mapping[str, object]
                     ) -> InvocationResult:
         """The same call made again after its approved run: that run's result, not a second
         run (its first caller may have given up before the answer came)."""
@@ -109,9 +109,11 @@ class ApprovalGate(Gate):
                 f"and run for this same call (asked {ago} s ago); it does not run twice. Made "
                 "again, the call asks a person anew.]")
         failed = told.get("status") != "ok"
+        structured = told.get("structured")
         return InvocationResult(
             status="error" if failed else "ok", result=ToolResult.text_result(
-                text, is_error=failed, structured_content=told.get("structured")),
+                text, is_error=failed,
+                structured_content=structured if isinstance(structured, dict) else None),
             call_id=inv.call.id, tool=inv.call.name, approval_id=request.id)
 
     async def _decide(self, inv: Invocation, request: ApprovalRequest, mode: HitlMode, *,
@@ -149,7 +151,7 @@ class ApprovalGate(Gate):
             await anyio.sleep(NOTICE_S)
 
 
-def _summary(result: InvocationResult) -> dict[str, Any]:
+def _summary(result: InvocationResult) -> dict[str, object]:
     """What an approved request keeps of its run: the status, the text (2,000 characters)
     and, when small, the structured result (a call made again is told it)."""
     structured = result.result.structured_content

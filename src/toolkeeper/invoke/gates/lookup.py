@@ -7,10 +7,9 @@ catalog's error.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...core.spec import ToolLike
 from ...errors import MalformedCallError, PolicyViolationError, UnknownToolError
+from ...toolbox.catalog import CatalogBase
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -21,7 +20,7 @@ class LookupGate(Gate):
     name = "lookup"
     ends_unknown = True
 
-    def __init__(self, catalog: Any) -> None:
+    def __init__(self, catalog: CatalogBase) -> None:
         self.catalog = catalog
 
     def needed(self, tool: ToolLike) -> bool:

@@ -8,10 +8,10 @@ invoker's result, a rendered provider message, ``execute_tool_calls`` — shows 
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Iterable
 
 from ...artifacts.store import BlobStore
-from ...core.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
+from ...core.results import AudioBlock, ContentBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
 from ...hooks import HookEvent, HookManager
 from ..results import ChainFile, InvocationResult
 from ..state import Gate, Invocation, Next
@@ -67,7 +67,8 @@ class ShapingGate(Gate):
         return InvocationResult(status=result.status, result=tool_result, ran=True,
                                 artifact_ref=ref, files=files, **inv.envelope())
 
-    async def _files(self, inv: Invocation, blocks: Any) -> tuple[ChainFile, ...]:
+    async def _files(self, inv: Invocation, blocks: Iterable[ContentBlock]
+                     ) -> tuple[ChainFile, ...]:
         files: list[ChainFile] = []
         for block in blocks:
             if isinstance(block, ImageBlock | AudioBlock) or (

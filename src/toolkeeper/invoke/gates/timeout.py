@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Generator
-from typing import Any
 
 import anyio
 
@@ -53,14 +52,14 @@ class _Deadline:
         self.awaitable = awaitable
         self.deadline = deadline
         self.fired = False
-        self.task: asyncio.Task[Any] | None = None
+        self.task: asyncio.Task[object] | None = None
 
     def _expire(self) -> None:
         self.fired = True
         if self.task is not None:
             self.task.cancel()
 
-    def __await__(self) -> Generator[Any, Any, InvocationResult]:
+    def __await__(self) -> Generator[object, object, InvocationResult]:
         coro = self.awaitable.__await__()
         try:
             yielded = coro.send(None)

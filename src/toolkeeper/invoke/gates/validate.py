@@ -3,9 +3,7 @@ for validation, but stay refs for guardrails and approval until the artifact gat
 
 from __future__ import annotations
 
-from typing import Any
-
-from ...artifacts.store import BlobStore, UnknownArtifactError
+from ...artifacts.store import Blob, BlobStore, UnknownArtifactError
 from ...errors import InvalidArgumentsError
 from ...tools.tool import Tool
 from ..results import InvocationResult
@@ -14,13 +12,13 @@ from ..state import Gate, Invocation, Next
 __all__ = ["ValidateGate", "artifact_ref"]
 
 
-def artifact_ref(value: Any) -> str | None:
+def artifact_ref(value: object) -> str | None:
     if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("$artifact"), str):
         return str(value["$artifact"])
     return None
 
 
-def _content(blob: Any) -> Any:
+def _content(blob: Blob) -> str | bytes:
     textual = blob.media_type.startswith("text/") or blob.media_type.endswith("json")
     return blob.data.decode("utf-8", errors="replace") if textual else blob.data
 
@@ -44,8 +42,8 @@ class ValidateGate(Gate):
         shown = {**validated, **{k: raw[k] for k in refs}}
         return await call_next(inv.evolve(arguments=shown, resolved=validated))
 
-    def _resolve(self, inv: Invocation, raw: dict[str, Any], refs: dict[str, str]
-                 ) -> dict[str, Any]:
+    def _resolve(self, inv: Invocation, raw: dict[str, object], refs: dict[str, str]
+                 ) -> dict[str, object]:
         store = self.artifact_store
         out = dict(raw)
         for key, ref in refs.items():
