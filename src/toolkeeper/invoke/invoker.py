@@ -23,6 +23,7 @@ from ..hooks import HookManager
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
+from ..tools.threads import on_asyncio
 from .audit import AuditEntry, AuditLog
 from .builder import default_gates, with_extra_gates
 from .gates import execute
@@ -31,7 +32,12 @@ from .results import Envelope, InvocationResult
 from .session import InvokerSession
 from .state import Gate, Invocation, Next, ProgressSink
 
-__all__ = ["ToolInvoker"]
+__all__ = ["ASYNCIO_ONLY", "ToolInvoker"]
+
+ASYNCIO_ONLY = ("ToolInvoker.invoke runs on asyncio (anyio's asyncio backend), and this call came "
+                "from another event loop or none; run it under asyncio.run(), "
+                "anyio.run(..., backend='asyncio'), or call invoke_sync() from plain code")
+"""What the door says when it is awaited outside asyncio (trio is not supported)."""
 
 _MAX_CHAINS = 4096
 _REFUSED = {"unknown": ("error", "unknown_approval"), "mismatch": ("denied", "policy_violation"),
@@ -132,6 +138,8 @@ class ToolInvoker:
         if session.invoker is not self:
             raise UsageError("the session belongs to another invoker; open one with "
                              "invoker.open_session()")
+        if not on_asyncio():
+            raise UsageError(ASYNCIO_ONLY)
         # A malformed call takes the chain that ends at the lookup, which reports its problem.
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
         if tool is not None and session.tools is not None and call.name not in session.tools:

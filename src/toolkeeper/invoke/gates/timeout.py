@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Generator
 
-import anyio
-
 from ...errors import ToolTimeoutError
-from ...tools.threads import on_asyncio
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -24,12 +21,9 @@ class TimeoutGate(Gate):
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         limit = inv.known_tool.metadata.timeout or inv.policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
+        deadline = asyncio.get_running_loop().time() + limit  # the door runs on asyncio
         try:
-            if on_asyncio():
-                deadline = asyncio.get_running_loop().time() + limit
-                return await _Deadline(call_next(inv), deadline)
-            with anyio.fail_after(limit):
-                return await call_next(inv)
+            return await _Deadline(call_next(inv), deadline)
         except TimeoutError:
             raise ToolTimeoutError(
                 f"tool '{inv.call.name}' did not finish within {limit:g} s and was stopped; it may "
