@@ -61,6 +61,8 @@ class Claim:
     """What ``claim`` found: an approved request to run now, or why it will not run."""
 
     request: ApprovalRequest | None
+    decision: ApprovalDecision | None = None
+    """The decision that approved it, when it will run."""
     refusal: Literal["unknown", "mismatch", "pending", "denied", "already_executed"] | None = None
     message: str = ""
 
@@ -210,7 +212,7 @@ class ApprovalService:
             return Claim(request=request, refusal="already_executed", message=(
                 f"request {approval_id} was already executed"
                 + (f": {summary.get('text', '')}" if summary else "")))
-        return Claim(request=request)
+        return Claim(request=request, decision=stored.decision)
 
     async def take(self, approval_id: str) -> bool:
         """Take a request approved while its call waited, for that call's execution: a stored

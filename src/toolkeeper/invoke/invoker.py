@@ -30,7 +30,7 @@ from .gates import execute
 from .policy import ChainPolicy
 from .results import Envelope, InvocationResult
 from .session import InvokerSession
-from .state import Gate, Invocation, Next, ProgressSink
+from .state import ApprovalTrail, Gate, Invocation, Next, ProgressSink
 
 __all__ = ["ASYNCIO_ONLY", "ToolInvoker"]
 
@@ -127,7 +127,7 @@ class ToolInvoker:
 
     async def invoke(
         self, call: ToolCall, *, session: InvokerSession, ctx: ToolContext | None = None,
-        progress_sink: ProgressSink | None = None, _pre_approved: str | None = None,
+        progress_sink: ProgressSink | None = None, _pre_approved: ApprovalTrail | None = None,
     ) -> InvocationResult:
         """Run one call through every gate; always returns exactly one result.
 
@@ -144,8 +144,9 @@ class ToolInvoker:
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
         if tool is not None and session.tools is not None and call.name not in session.tools:
             tool = None  # known, but not this session's: the lookup gate refuses it
+        trail = _pre_approved or ApprovalTrail()
         inv = Invocation(call, session, session.policy, tool, call.arguments, ctx,
-                         progress_sink, pre_approved=_pre_approved)
+                         progress_sink, pre_approved=trail.id, approval=trail)
         return await self._chain(call.name, tool)(inv)
 
     def invoke_sync(self, call: ToolCall, *, session: InvokerSession | None = None,
@@ -213,7 +214,10 @@ class ToolInvoker:
             return InvocationResult.failed(status, claim.message, code,  # type: ignore[arg-type]
                                            **envelope)
         call = ToolCall(id=request.call_id, name=request.tool, arguments=request.arguments)
-        result = await self.invoke(call, session=session, _pre_approved=approval_id)
+        trail = ApprovalTrail(id=approval_id)
+        if claim.decision is not None:
+            trail.decided(claim.decision.outcome, claim.decision.approver)
+        result = await self.invoke(call, session=session, _pre_approved=trail)
         await self.approvals.complete(approval_id, {
             "status": result.status, "text": result.text[:2000], "error_code": result.error_code})
         return result

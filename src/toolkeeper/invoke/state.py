@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
 
 from ..core.call import ToolCall
@@ -15,9 +16,26 @@ from .results import Envelope, InvocationResult
 if TYPE_CHECKING:
     from .session import InvokerSession
 
-__all__ = ["Gate", "Invocation", "Next", "ProgressSink"]
+__all__ = ["ApprovalTrail", "Gate", "Invocation", "Next", "ProgressSink"]
 
 ProgressSink = Callable[[dict[str, object]], Awaitable[None] | None]
+
+
+@dataclass(slots=True)
+class ApprovalTrail:
+    """What a call's approval came to, written by the approval gate as it learns it (the
+    request's id as soon as there is one, then the outcome and who decided) and read by the
+    record gate, which sits outside it: the one part of a call's state written on the way, so
+    that the audit row of a call whose client gave up while it waited still names its request.
+    ``resume`` starts it with the approval it runs under."""
+
+    id: str | None = None
+    outcome: str | None = None
+    approver: str | None = None
+
+    def decided(self, outcome: str, approver: str) -> None:
+        """Record a final decision (``approver`` empty when nobody said who)."""
+        self.outcome, self.approver = outcome, approver or None
 
 
 class Changes(TypedDict, total=False):
@@ -45,6 +63,8 @@ class Invocation(NamedTuple):
         resolved: Validated arguments with artifact refs replaced by their content.
         approval_id: The approval that let the call through, if one was needed.
         pre_approved: Set by ``resume``: an approval already granted for these arguments.
+        approval: What the call's approval came to (``ApprovalTrail``), shared by every copy
+            of this call's ``Invocation``.
     """
 
     call: ToolCall
@@ -57,6 +77,7 @@ class Invocation(NamedTuple):
     resolved: dict[str, object] | None = None
     approval_id: str | None = None
     pre_approved: str | None = None
+    approval: ApprovalTrail | None = None
 
     def evolve(self, **changes: Unpack[Changes]) -> Invocation:
         """A copy with some fields changed."""

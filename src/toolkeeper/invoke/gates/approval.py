@@ -68,6 +68,9 @@ class ApprovalGate(Gate):
                 "taken for execution (by another call, or by a replica that stopped while "
                 "running it); it does not run twice — check its outcome before calling again",
                 tool_name=tool.name, details={"approval_id": found.request.id})
+        trail = inv.approval
+        if trail is not None:  # from here on the call has a request: its audit row names it
+            trail.id = found.request.id if found is not None else request.id
         if found is not None and found.state == "done":
             told = await service.replay(found.request.id)
             if told is not None:
@@ -78,6 +81,8 @@ class ApprovalGate(Gate):
         else:
             request = found.request if found is not None else request
             decision = await self._decide(inv, request, mode, rejoin=found is not None)
+        if decision.outcome != "pending" and trail is not None:
+            trail.decided(decision.outcome, decision.approver)
         if decision.outcome == "pending":
             raise ApprovalPending(
                 f"tool '{tool.name}' is waiting for approval (request {request.id}): a person "
