@@ -66,11 +66,11 @@ def _load_error(target: str, exc: Exception) -> UsageError:
     return UsageError(f"{where}: {type(exc).__name__}: {exc} (while importing {target})")
 
 
-def _is_tool(obj: Any) -> bool:
+def _is_tool(obj: object) -> bool:
     return isinstance(obj, Tool) or is_hosted_tool(obj) or is_provider_defined_tool(obj)
 
 
-def _as_tools(obj: Any, label: str) -> list[Any]:
+def _as_tools(obj: object, label: str) -> list[Any]:
     if _is_tool(obj):
         return [obj]
     if isinstance(obj, list | tuple):

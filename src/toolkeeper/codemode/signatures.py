@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 import keyword
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..tools.tool import Tool
@@ -21,7 +21,7 @@ _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool
           "array": "list", "object": "dict", "null": "None"}
 
 
-def _annotation(schema: Any) -> str:
+def _annotation(schema: object) -> str:
     if not isinstance(schema, dict):
         return "Any"
     kind = schema.get("type")

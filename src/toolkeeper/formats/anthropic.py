@@ -35,7 +35,7 @@ class AnthropicFormat(WireFormat):
             out["defer_loading"] = True
         return out
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "content" in data:
             blocks = data.get("content") or []
         elif isinstance(data, list):
@@ -52,7 +52,7 @@ class AnthropicFormat(WireFormat):
             if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[dict[str, Any]]:
         data = as_data(response)
         if not isinstance(data, dict) or data.get("role") != "assistant":
             raise self.shape_error(data, "a Message")

@@ -22,7 +22,7 @@ THINK_PROPERTY = {
 }
 
 
-def as_data(payload: Any) -> Any:
+def as_data(payload: object) -> Any:
     """A provider SDK object (pydantic model) or plain data, as plain JSON-like data."""
     dump = getattr(payload, "model_dump", None)
     if callable(dump):
@@ -35,7 +35,7 @@ def as_data(payload: Any) -> Any:
     return payload
 
 
-def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, CallProblem | None]:
+def decode_arguments(raw: object) -> tuple[dict[str, Any], str | None, CallProblem | None]:
     """Decode a call's arguments; malformed ones become a ``CallProblem``, never an exception."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, raw, None
@@ -144,7 +144,7 @@ class WireFormat:
                        message=message)
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+        self, tool: object, name: str, parameters: dict[str, Any], strict: bool
     ) -> dict[str, Any]:
         """The provider's declaration dict (format-specific)."""
         raise NotImplementedError
@@ -157,7 +157,7 @@ class WireFormat:
 
     # -- calls --------------------------------------------------------------------------
 
-    def parse(self, payload: Any, names: WireNames | None = None) -> list[ToolCall]:
+    def parse(self, payload: object, names: WireNames | None = None) -> list[ToolCall]:
         """Every tool call in a provider response (dict or SDK object), in order."""
         data = as_data(payload)
         try:
@@ -171,7 +171,7 @@ class WireFormat:
             ) from exc
         return [self._call(item, names) for item in raw_calls]
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         """(id, wire name, raw arguments) for each call in the payload (format-specific)."""
         raise NotImplementedError
 
@@ -191,7 +191,7 @@ class WireFormat:
         return ToolCall(id=str(call_id), name=name, arguments=arguments, wire_name=wire,
                         raw_arguments=raw, problem=problem, api_format=self.name)
 
-    def shape_error(self, data: Any, expected: str) -> WireFormatError:
+    def shape_error(self, data: object, expected: str) -> WireFormatError:
         keys = sorted(data)[:8] if isinstance(data, Mapping) else type(data).__name__
         return WireFormatError(f"{self.name}: expected {expected}; got {keys}")
 
@@ -207,7 +207,7 @@ class WireFormat:
         """The messages to append to the conversation for a batch of results."""
         return [self.render(call, result) for call, result in pairs]
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[dict[str, Any]]:
         """The model's own turn in a response, as the items to append to the conversation
         before the tool results (the provider wants its calls back before their results).
 

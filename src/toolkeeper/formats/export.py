@@ -40,7 +40,7 @@ class WireExport:
     names: WireNames
     problems: list[Problem] = field(default_factory=list)
 
-    def parse(self, response: Any) -> list[ToolCall]:
+    def parse(self, response: object) -> list[ToolCall]:
         """The calls in a provider response, named by tool name (not wire name)."""
         return parse_tool_calls(response, self.api_format, names=self.names)
 
@@ -48,7 +48,7 @@ class WireExport:
         """The messages carrying a batch of results back to the provider."""
         return render_results(pairs, self.api_format)
 
-    def append_turn(self, messages: list[Any], response: Any, calls: Sequence[ToolCall],
+    def append_turn(self, messages: list[Any], response: object, calls: Sequence[ToolCall],
                     results: Sequence[ToolResult | HasToolResult]) -> list[Any]:
         """One step of the agent loop: append the model's turn (taken from ``response``) and
         the results of its calls, each in the provider's shape, to ``messages``; returns it.

@@ -40,7 +40,7 @@ class GeminiFormat(WireFormat):
         head = [{"functionDeclarations": list(functions)}] if functions else []
         return [*head, *provider]
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         parts = self._parts(data)
         out = []
         for index, part in enumerate(parts):
@@ -53,7 +53,7 @@ class GeminiFormat(WireFormat):
             out.append((str(call_id), call.get("name", ""), call.get("args")))
         return out
 
-    def _parts(self, data: Any) -> list[Any]:
+    def _parts(self, data: object) -> list[Any]:
         if isinstance(data, dict) and "candidates" in data:
             parts: list[Any] = []
             for candidate in data.get("candidates") or []:
@@ -67,7 +67,7 @@ class GeminiFormat(WireFormat):
             return [data]
         raise self.shape_error(data, "a GenerateContentResponse, a Content or a list of parts")
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[dict[str, Any]]:
         data = as_data(response)
         if isinstance(data, dict) and "candidates" in data:
             data = ((data.get("candidates") or [{}])[0] or {}).get("content") or {}

@@ -29,7 +29,7 @@ class NativeFormat(WireFormat):
                 "hitl_mode": tool.hitl_mode.value,
                 "metadata": tool.metadata.model_dump(mode="json", by_alias=False)}
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         items = data if isinstance(data, list) else [data]
         out = []
         for item in items:

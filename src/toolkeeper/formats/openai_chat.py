@@ -34,7 +34,7 @@ class OpenAIChatFormat(WireFormat):
             function["strict"] = True
         return {"type": "function", "function": function}
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "choices" in data:
             calls: list[Any] = []
             for choice in data.get("choices") or []:
@@ -54,7 +54,7 @@ class OpenAIChatFormat(WireFormat):
             out.append((str(call.get("id") or ""), function["name"], function.get("arguments")))
         return out
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[dict[str, Any]]:
         data = as_data(response)
         if isinstance(data, dict) and "choices" in data:
             data = ((data.get("choices") or [{}])[0] or {}).get("message") or {}

@@ -28,7 +28,7 @@ class OpenAIResponsesFormat(WireFormat):
             out["defer_loading"] = True
         return out
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "output" in data:
             items = data.get("output") or []
         elif isinstance(data, list):
@@ -45,7 +45,7 @@ class OpenAIResponsesFormat(WireFormat):
             out.append((str(call_id), item.get("name", ""), item.get("arguments")))
         return out
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[dict[str, Any]]:
         data = as_data(response)
         if not isinstance(data, dict) or "output" not in data:
             raise self.shape_error(data, "a Response")

@@ -66,7 +66,7 @@ def declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> tu
 
 
 def declare(
-    tool: Any, api_format: str = "openai-chat", *, strict: bool = False,
+    tool: object, api_format: str = "openai-chat", *, strict: bool = False,
     think_augment: bool | None = None,
 ) -> dict[str, Any]:
     """A tool's declaration in ``api_format``; cached on the tool and shared (copy to change)."""
@@ -74,14 +74,14 @@ def declare(
     return declaration  # type: ignore[no-any-return]
 
 
-def check(tool: Any, api_format: str, *, strict: bool = False) -> list[Problem]:
+def check(tool: object, api_format: str, *, strict: bool = False) -> list[Problem]:
     """Lint: what exporting ``tool`` to ``api_format`` changes, loses or cannot honour."""
     _, problems = declared(tool, api_format, strict, None)
     return list(problems)
 
 
 def parse_tool_calls(
-    response: Any, api_format: str, *, names: WireNames | None = None
+    response: object, api_format: str, *, names: WireNames | None = None
 ) -> list[ToolCall]:
     """Every tool call in a provider response (a dict or the SDK's own object), in order.
 

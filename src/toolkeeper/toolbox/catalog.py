@@ -137,7 +137,7 @@ class CatalogBase:
 
     # -- direct execution (a developer's convenience, not the governed door) ------------
 
-    def execute_tool(self, name: str, **arguments: Any) -> Any:
+    def execute_tool(self, name: str, **arguments: object) -> Any:
         """Validate and call one tool directly; returns its raw value, raising on failure."""
         tool = self.lookup(name)
         if not isinstance(tool, Tool):

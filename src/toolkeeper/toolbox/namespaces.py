@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..tools.naming import normalize_tool_name
@@ -29,7 +29,7 @@ def add_module(box: Toolbox, module: ModuleType, namespace: str | None = None) -
     return [box.add(t, namespace=namespace).qualified_name for t in tools]
 
 
-def add_class(box: Toolbox, obj: Any, namespace: str | None = None) -> list[str]:
+def add_class(box: Toolbox, obj: object, namespace: str | None = None) -> list[str]:
     """Add the public methods of a class or instance; the namespace defaults to the class name.
 
     Given a class, it is instantiated without arguments when it has instance methods.

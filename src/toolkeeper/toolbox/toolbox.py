@@ -162,7 +162,7 @@ class Toolbox(CatalogBase):
         """Add a module's tools (or its public functions); returns the names added."""
         return add_module(self, module, namespace)
 
-    def add_class(self, obj: Any, namespace: str | None = None) -> list[str]:
+    def add_class(self, obj: object, namespace: str | None = None) -> list[str]:
         """Add a class's (or instance's) public methods under a namespace (the class name)."""
         return add_class(self, obj, namespace)
 

@@ -131,7 +131,7 @@ class LocaleLens(Lens):
     def show(self, entry: CatalogEntry) -> CatalogEntry | None:
         return replace(entry, tool=self._translate(entry.tool))
 
-    def _translate(self, tool: Any) -> Any:
+    def _translate(self, tool: object) -> Any:
         if not isinstance(tool, Tool):
             return tool
         cached = self._translated.get(id(tool))

@@ -92,7 +92,7 @@ class _ProviderTool:
             _FAMILY.get(api_format, "")
         )
 
-    def get_schema(self, api_format: str = "openai-responses", **_: Any) -> dict[str, Any]:
+    def get_schema(self, api_format: str = "openai-responses", **_: object) -> dict[str, Any]:
         """The provider's declaration for ``api_format``, exactly as given."""
         spec = self.spec_for(api_format)
         if spec is None:
@@ -131,11 +131,11 @@ class ProviderDefinedTool(_ProviderTool):
         raise NotImplementedError(f"{type(self).__name__} must implement handle_call")
 
 
-def is_provider_defined_tool(tool: Any) -> bool:
+def is_provider_defined_tool(tool: object) -> bool:
     """True for tools the provider declares and the application runs. Check this first."""
     return hasattr(tool, "provider_specs") and callable(getattr(tool, "handle_call", None))
 
 
-def is_hosted_tool(tool: Any) -> bool:
+def is_hosted_tool(tool: object) -> bool:
     """True for tools the provider declares and runs (never true for provider-defined tools)."""
     return hasattr(tool, "provider_specs") and not is_provider_defined_tool(tool)

@@ -37,7 +37,7 @@ _PY_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def normalize_schema(schema: Any, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
+def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
     """Return a repaired copy of a tool's parameter schema and the problems left in it.
 
     Repaired (one clear meaning): non-standard type names (``dict``, ``float``, ``long``,
@@ -100,7 +100,7 @@ def _walk(node: dict[str, Any], path: str, problems: list[str]) -> None:
     _check_values(node, path, problems)
 
 
-def _canonical_type(name: Any, path: str, problems: list[str]) -> str | None:
+def _canonical_type(name: object, path: str, problems: list[str]) -> str | None:
     if not isinstance(name, str):
         problems.append(f"{path}.type: {name!r} is not a type name")
         return None
@@ -168,7 +168,7 @@ _LAX: dict[str, TypeAdapter[Any]] = {
 }
 
 
-def coerce_arguments(value: Any, schema: Any) -> Any:
+def coerce_arguments(value: object, schema: object) -> Any:
     """Coerce obviously-meant scalars ("5" → 5, "true" → True) where the schema says so.
 
     Uses pydantic's lax rules for int, float and bool; everything else is left for the validator
@@ -204,11 +204,11 @@ def coerce_arguments(value: Any, schema: Any) -> Any:
         return value
 
 
-def _float_for_int(value: Any, type_name: str) -> bool:
+def _float_for_int(value: object, type_name: str) -> bool:
     return type_name == "integer" and isinstance(value, float)
 
 
-def accepts_null(schema: Any) -> bool:
+def accepts_null(schema: object) -> bool:
     """Whether ``null`` is a valid value for ``schema``."""
     if not isinstance(schema, dict) or not schema:
         return True

@@ -103,7 +103,7 @@ class FunctionInfo:
             return None
         return TypeAdapter(self.return_annotation)
 
-    def output_problem(self, value: Any) -> str | None:
+    def output_problem(self, value: object) -> str | None:
         """Why ``value`` does not match the return annotation, or ``None`` when it does."""
         if self.return_annotation in _EXACT and type(value) is self.return_annotation:
             return None  # the common case needs no validator
@@ -139,7 +139,7 @@ class FunctionInfo:
         return bool(schema and schema.get("x-toolkeeper-wrap-result"))
 
 
-def _says_nothing(annotation: Any) -> bool:
+def _says_nothing(annotation: object) -> bool:
     if annotation in _NO_OUTPUT:
         return True
     return isinstance(annotation, type) and issubclass(annotation, ToolResult)
@@ -155,7 +155,7 @@ def _is_object_schema(schema: dict[str, Any]) -> bool:
     return False
 
 
-def _is_ctx(name: str, annotation: Any) -> bool:
+def _is_ctx(name: str, annotation: object) -> bool:
     if name == "ctx":
         return True
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
@@ -208,7 +208,7 @@ def inspect_function(
     )
 
 
-def is_async_callable(func: Any) -> bool:
+def is_async_callable(func: object) -> bool:
     """True for coroutine functions, partials of them and objects with an async ``__call__``."""
     while hasattr(func, "func") and not inspect.isfunction(func):  # functools.partial
         func = func.func
@@ -280,11 +280,11 @@ def _object_schema(properties: dict[str, Any], required: list[str]) -> dict[str,
     return schema
 
 
-def _plain_default(default: Any) -> bool:
+def _plain_default(default: object) -> bool:
     return default is EMPTY or type(default) in _JSON_SCALARS
 
 
-def fast_schema(tp: Any) -> dict[str, Any] | None:
+def fast_schema(tp: object) -> dict[str, Any] | None:
     """JSON Schema of a common type, equal to pydantic's; ``None`` when pydantic must decide."""
     if tp is Any:
         return {}
@@ -378,7 +378,7 @@ _SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "propertyName
                "else", "unevaluatedProperties", "unevaluatedItems")
 
 
-def strip_titles(schema: Any) -> Any:
+def strip_titles(schema: object) -> Any:
     """A copy of a JSON Schema without ``title`` keywords (property names are kept)."""
     if not isinstance(schema, dict):
         return schema

@@ -95,7 +95,7 @@ class Tool:
         hitl_mode: HitlMode | str | None = None,
         is_async: bool | None = None,
         output_schema: Mapping[str, Any] | None = None,
-        parameters_model: Any = None,
+        parameters_model: object = None,
         input_schema: Mapping[str, Any] | None = None,
         _info: FunctionInfo | None = None,
     ) -> None:
@@ -135,7 +135,7 @@ class Tool:
             self.__dict__["_validator"] = self._build_validator()
         self.__dict__["_frozen"] = True
 
-    def __setattr__(self, key: str, value: Any) -> None:
+    def __setattr__(self, key: str, value: object) -> None:
         if key in _DEFINITION_FIELDS and self.__dict__.get("_frozen"):
             raise UsageError(
                 f"tool '{self.name}' is frozen: use tool.replace({key}=...) to derive a changed copy"
@@ -352,7 +352,7 @@ class Tool:
             ctx = ToolContext(tool_name=self.name)
         return self._positional(), ctx_param, ctx
 
-    def to_result(self, value: Any) -> ToolResult:
+    def to_result(self, value: object) -> ToolResult:
         """Coerce a return value into a ``ToolResult``, checking it against the output type."""
         info: FunctionInfo | None = self._info
         if info is not None and not isinstance(value, ToolResult):
@@ -408,7 +408,7 @@ class Tool:
                       stacklevel=3)
         return f"Error executing {self.name}: {exc}"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         """Call the underlying function directly, as if the tool were not there."""
         return self._require_callable()(*args, **kwargs)
 

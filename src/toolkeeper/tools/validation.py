@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, NoReturn, Protocol
 
 import jsonschema_rs
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..errors import InvalidArgumentsError, SchemaError
 from .rawschema import accepts_null, coerce_arguments, drop_optional_nulls
@@ -20,7 +20,7 @@ from .signature import FunctionInfo
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
 
-def _scalar(schema: Any) -> bool:
+def _scalar(schema: object) -> bool:
     """Whether a property schema admits only scalars (a plain ``type`` of string, number…)."""
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
@@ -40,7 +40,7 @@ class ArgumentValidator(Protocol):
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -89,7 +89,7 @@ def _split_unknown(
     ]
 
 
-def _check_mapping(tool_name: str, arguments: Any) -> None:
+def _check_mapping(tool_name: str, arguments: object) -> None:
     if not isinstance(arguments, Mapping):
         _raise(tool_name, [{
             "path": "(arguments)",
@@ -207,7 +207,7 @@ class SchemaArgumentValidator:
 class ModelArgumentValidator:
     """Validation through a user-supplied pydantic model (``Tool(parameters_model=...)``)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: type[BaseModel]) -> None:
         self._model = model
 
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
