@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
+from ..core.results import ToolResult
 from ..core.risk import ToolRisk
 from ..core.spec import ToolLike
 from ..errors import UnknownToolError, UsageError
@@ -32,6 +34,8 @@ from .search import SearchHit, SearchIndex
 from .views import FilterLens, Lens, LocaleLens, RenameLens, SkillLens
 
 if TYPE_CHECKING:
+    from ..invoke.invoker import ToolInvoker
+    from ..invoke.session import InvokerSession
     from ..skills.skill import Skill
 
 __all__ = ["CatalogBase", "DeferredView", "FilteredView", "LocalizedView", "RenamedView",
@@ -146,9 +150,9 @@ class CatalogBase:
         return tool.run_raw(arguments)
 
     def execute_tool_calls(
-        self, calls: Sequence[ToolCall] | Any, api_format: str | None = None, *,
-        invoker: Any = None, session: Any = None,
-    ) -> list[Any]:
+        self, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
+        invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+    ) -> list[ToolResult] | list[JsonObject]:
         """Run model-originated calls through the invoker (the one door) and return the results.
 
         Given ``ToolCall``s, returns ``ToolResult``s in call order. Given a provider response and
@@ -161,9 +165,7 @@ class CatalogBase:
         # import a catalog makes when called, listed in tests/meta/test_layers.py (CALL_TIME).
         from ..invoke.batch import execute_tool_calls
 
-        results: list[Any] = execute_tool_calls(self, calls, api_format, invoker=invoker,
-                                                session=session)
-        return results
+        return execute_tool_calls(self, calls, api_format, invoker=invoker, session=session)
 
     # -- views ---------------------------------------------------------------------------
 

@@ -64,7 +64,7 @@ class ChangeEvent:
     names: tuple[str, ...]
     reason: str | None = None
     version: int = 0
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
 
 def entry_doc(entry: CatalogEntry, description: str | None = None) -> SearchDoc:

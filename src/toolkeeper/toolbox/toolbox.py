@@ -7,7 +7,8 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, Literal
+from types import ModuleType
+from typing import Literal
 
 from ..core.spec import ToolLike
 from ..errors import UnknownToolError, UsageError
@@ -158,7 +159,7 @@ class Toolbox(CatalogBase):
         self._emit("removed", (key,))
         return entry.tool
 
-    def add_module(self, module: Any, namespace: str | None = None) -> list[str]:
+    def add_module(self, module: ModuleType, namespace: str | None = None) -> list[str]:
         """Add a module's tools (or its public functions); returns the names added."""
         return add_module(self, module, namespace)
 
