@@ -105,7 +105,7 @@ class Bridge:
             # frame), the script's end reads EOF now: it cannot wait on an answer forever
             self.stop()
 
-    async def _call(self, frame: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, frame: dict[str, object]) -> dict[str, Any]:
         # a tool outside the chain's set is refused by the invoker itself (session.tools):
         # denied, policy_violation, in the trace and the audit log like any call
         name, arguments = str(frame.get("tool", ""))[:NAME_CHARS], frame.get("arguments")
@@ -162,7 +162,7 @@ class Bridge:
         return [signature(self.allowed[h.name], self.functions[h.name])
                 for h in hits if h.name in self.allowed]
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: dict[str, object]) -> None:
         try:
             data = marshal.dumps(message, 4)
         except ValueError:  # a value marshal does not carry (a tool's odd structured output)

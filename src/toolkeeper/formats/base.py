@@ -69,7 +69,7 @@ def _with_think(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "properties": {**properties, "toolcall_reason": THINK_PROPERTY}}
 
 
-def _needs_no_projection(schema: dict[str, Any]) -> bool:
+def _needs_no_projection(schema: dict[str, object]) -> bool:
     """A permissive profile shows an object schema without references exactly as it is."""
     return (
         schema.get("type") == "object" and "properties" in schema
@@ -102,7 +102,7 @@ class WireFormat:
         return self._declare_projected(tool, schema, strict)
 
     def _declare_projected(
-        self, tool: ToolSpec, schema: dict[str, Any], strict: bool
+        self, tool: ToolSpec, schema: dict[str, object], strict: bool
     ) -> tuple[dict[str, Any], list[Problem]]:
         problems: list[Problem] = []
         name = wire_name(tool.name, self.name)
@@ -116,7 +116,7 @@ class WireFormat:
         return self.declaration(tool, name, params, strict_applied), problems
 
     def _parameters(
-        self, tool: str, schema: dict[str, Any], strict: bool, problems: list[Problem]
+        self, tool: str, schema: dict[str, object], strict: bool, problems: list[Problem]
     ) -> tuple[dict[str, Any], bool]:
         if not strict and self.profile.keep is None and _needs_no_projection(schema):
             return schema, False

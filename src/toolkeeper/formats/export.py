@@ -48,7 +48,7 @@ class WireExport:
         """The messages carrying a batch of results back to the provider."""
         return render_results(pairs, self.api_format)
 
-    def append_turn(self, messages: list[Any], response: object, calls: Sequence[ToolCall],
+    def append_turn(self, messages: list[object], response: object, calls: Sequence[ToolCall],
                     results: Sequence[ToolResult | HasToolResult]) -> list[Any]:
         """One step of the agent loop: append the model's turn (taken from ``response``) and
         the results of its calls, each in the provider's shape, to ``messages``; returns it.

@@ -66,7 +66,7 @@ def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict
     return fixed, problems
 
 
-def _replaced(schema: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+def _replaced(schema: dict[str, object], where: str, problems: list[str]) -> dict[str, Any]:
     """A top level that is not an object (``{"type": "string"}``) cannot declare named
     arguments, which every provider requires: it is replaced by an empty object schema."""
     problems.append(f"{where}: the top level must be an object schema of named arguments, got "
@@ -112,7 +112,7 @@ def _canonical_type(name: object, path: str, problems: list[str]) -> str | None:
     return None
 
 
-def _fix_type(node: dict[str, Any], path: str, problems: list[str]) -> None:
+def _fix_type(node: dict[str, object], path: str, problems: list[str]) -> None:
     if "type" not in node:
         return
     raw = node["type"]
@@ -128,7 +128,7 @@ def _fix_type(node: dict[str, Any], path: str, problems: list[str]) -> None:
         node["prefixItems"] = node.pop("items")
 
 
-def _fix_draft3_required(node: dict[str, Any], props: dict[str, Any]) -> None:
+def _fix_draft3_required(node: dict[str, object], props: dict[str, object]) -> None:
     required = node.get("required")
     names = list(required) if isinstance(required, list) else []
     for name, sub in props.items():

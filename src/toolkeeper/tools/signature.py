@@ -251,7 +251,7 @@ def _collect_params(
     return tuple(params), ctx_param
 
 
-def _field_default(info: FieldInfo) -> Any:
+def _field_default(info: FieldInfo) -> object:
     if info.default_factory is not None:
         return info.default_factory()  # type: ignore[call-arg]
     return EMPTY if info.default is PydanticUndefined else info.default
@@ -273,7 +273,7 @@ def _parameters_schema(
     return _object_schema(properties, [p.name for p in params if p.required]), None
 
 
-def _object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _object_schema(properties: dict[str, object], required: list[str]) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required

@@ -298,7 +298,7 @@ class Tool:
 
     # -- validation and calls ------------------------------------------------------------
 
-    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def validate_arguments(self, arguments: Mapping[str, object]) -> dict[str, Any]:
         """Validate and coerce a model's arguments into the callable's keyword arguments.
 
         Raises:
@@ -335,11 +335,11 @@ class Tool:
             return ()
         return tuple(p.name for p in info.params if p.positional_only)
 
-    def call_sync(self, kwargs: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+    def call_sync(self, kwargs: dict[str, object], ctx: ToolContext | None = None) -> Any:
         """Call the callable with validated arguments from synchronous code; returns its value."""
         return call_sync(self._require_callable(), kwargs, self._binding(ctx))
 
-    async def call_async(self, kwargs: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+    async def call_async(self, kwargs: dict[str, object], ctx: ToolContext | None = None) -> Any:
         """Call the callable with validated arguments; sync callables run in a worker thread."""
         return await call_async(
             self._require_callable(), kwargs, self._binding(ctx),
@@ -371,15 +371,15 @@ class Tool:
         """Seed 001's protocol: run with already-validated arguments and return a ``ToolResult``."""
         return self.to_result(await self.call_async(kwargs, ctx))
 
-    def run_raw(self, parameters: Mapping[str, Any]) -> Any:
+    def run_raw(self, parameters: Mapping[str, object]) -> Any:
         """Validate and run synchronously, returning the raw value; exceptions propagate."""
         return self.call_sync(self.validate_arguments(parameters))
 
-    async def arun_raw(self, parameters: Mapping[str, Any]) -> Any:
+    async def arun_raw(self, parameters: Mapping[str, object]) -> Any:
         """Validate and run asynchronously, returning the raw value; exceptions propagate."""
         return await self.call_async(self.validate_arguments(parameters))
 
-    def run(self, parameters: Mapping[str, Any]) -> Any:
+    def run(self, parameters: Mapping[str, object]) -> Any:
         """Like ``run_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
 
         .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
@@ -390,7 +390,7 @@ class Tool:
         except Exception as exc:
             return self._swallowed(exc, "run_raw")
 
-    async def arun(self, parameters: Mapping[str, Any]) -> Any:
+    async def arun(self, parameters: Mapping[str, object]) -> Any:
         """Like ``arun_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
 
         .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
