@@ -65,3 +65,14 @@ def test_a_state_read_back_is_checked() -> None:
     assert stored("approved") == "approved"
     with pytest.raises(StoreError, match="'maybe' as an approval's state"):
         stored("maybe")
+
+
+def test_a_tool_s_kind_is_read_as_declared() -> None:
+    from toolkeeper.tools.hosted import is_hosted_tool, is_provider_defined_tool
+
+    assert is_hosted_tool(SEARCH) and not is_provider_defined_tool(SEARCH)
+    assert is_provider_defined_tool(COMPUTER) and not is_hosted_tool(COMPUTER)
+    assert not is_hosted_tool(add) and not is_provider_defined_tool(add)
+    assert not is_hosted_tool(HostedTool) and not is_hosted_tool({"provider_specs": {}})
+    box = Toolbox([add, SEARCH, COMPUTER])
+    assert [e.kind for e in box.explain()] == ["local", "hosted", "provider-defined"]

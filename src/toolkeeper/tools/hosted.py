@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
-from ..core.spec import ToolKind
+from ..core.spec import HandlesCalls, ToolKind, ToolLike
 from ..errors import WireFormatError
 
 if TYPE_CHECKING:
@@ -132,10 +132,12 @@ class ProviderDefinedTool(_ProviderTool):
 
 
 def is_provider_defined_tool(tool: object) -> bool:
-    """True for tools the provider declares and the application runs. Check this first."""
-    return hasattr(tool, "provider_specs") and callable(getattr(tool, "handle_call", None))
+    """True for tools the provider declares and the application runs (their ``kind`` is
+    ``provider`` and they handle calls). Check this first."""
+    return isinstance(tool, ProviderDefinedTool) or (
+        isinstance(tool, HandlesCalls) and tool.kind == "provider")
 
 
 def is_hosted_tool(tool: object) -> bool:
-    """True for tools the provider declares and runs (never true for provider-defined tools)."""
-    return hasattr(tool, "provider_specs") and not is_provider_defined_tool(tool)
+    """True for tools the provider declares and runs (their ``kind`` is ``hosted``)."""
+    return isinstance(tool, HostedTool) or (isinstance(tool, ToolLike) and tool.kind == "hosted")
