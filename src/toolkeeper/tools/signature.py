@@ -26,8 +26,8 @@ from .docstrings import parse_docstring
 
 __all__ = ["FunctionInfo", "Param", "inspect_function", "strip_titles"]
 
-EMPTY: Any = inspect.Parameter.empty
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
+EMPTY: object = inspect.Parameter.empty
+_PRIMITIVES: dict[object, dict[str, Any]] = {
     str: {"type": "string"},
     int: {"type": "integer"},
     float: {"type": "number"},
