@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.call import CallProblem, ToolCall
+from ..core.json import JsonObject
 from ..core.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
 from ..core.spec import ToolSpec
 from ..errors import UnknownToolError, UsageError, WireFormatError
@@ -145,13 +146,13 @@ class WireFormat:
 
     def declaration(
         self, tool: object, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """The provider's declaration dict (format-specific)."""
         raise NotImplementedError
 
     def tools_param(
         self, functions: Sequence[dict[str, Any]], provider: Sequence[dict[str, Any]] = ()
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonObject]:
         """The value to pass as the SDK's ``tools=`` argument (function and provider tools)."""
         return [*functions, *provider]
 
@@ -197,17 +198,17 @@ class WireFormat:
 
     # -- results ------------------------------------------------------------------------
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
         """The provider's message (or item) carrying one call's result."""
         raise NotImplementedError
 
     def render_batch(
         self, pairs: Iterable[tuple[ToolCall, ToolResult]]
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonObject]:
         """The messages to append to the conversation for a batch of results."""
         return [self.render(call, result) for call, result in pairs]
 
-    def assistant_turn(self, response: object) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[JsonObject]:
         """The model's own turn in a response, as the items to append to the conversation
         before the tool results (the provider wants its calls back before their results).
 
