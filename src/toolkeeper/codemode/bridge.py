@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
 from ..invoke.results import ChainFile, InvocationResult
 from ..invoke.session import InvokerSession
 from .prelude import MAX_FRAME
@@ -134,7 +135,7 @@ class Bridge:
                 "artifact_ref": result.artifact_ref, "error_code": result.error_code,
                 "files": [self._file(f) for f in result.files]}
 
-    def _file(self, produced: ChainFile) -> dict[str, Any]:
+    def _file(self, produced: ChainFile) -> JsonObject:
         stem, _, ext = produced.path.rpartition(".")
         stem = stem.rpartition("_")[0] or stem
         taken = {f.path for f in self.files}

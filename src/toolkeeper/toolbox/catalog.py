@@ -119,7 +119,7 @@ class CatalogBase:
         return [e.tool for e in self.entries() if not e.deferred]
 
     def schemas(self, api_format: str = "openai-chat", *, strict: bool = False
-                ) -> list[dict[str, Any]]:
+                ) -> list[JsonObject]:
         """Declarations of the offered tools (deferred tools are left out)."""
         return self.export(api_format, strict=strict).declarations
 
@@ -128,14 +128,14 @@ class CatalogBase:
         return export(self.offered(), api_format, strict=strict)
 
     def schema_for(self, name: str, api_format: str = "openai-chat", *, strict: bool = False
-                   ) -> dict[str, Any]:
+                   ) -> JsonObject:
         """The declaration of one tool, deferred or not."""
         tool = self.lookup(name)
         if isinstance(tool, Tool):
             return tool.get_schema(api_format, strict=strict)
         return tool.get_schema(api_format)
 
-    def deferred_schemas(self, api_format: str = "openai-chat") -> list[dict[str, Any]]:
+    def deferred_schemas(self, api_format: str = "openai-chat") -> list[JsonObject]:
         """Declarations of the deferred tools (for providers that defer natively)."""
         return [e.tool.get_schema(api_format) for e in self.entries() if e.deferred]
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..core.json import JsonObject
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
@@ -92,7 +93,7 @@ class _ProviderTool:
             _FAMILY.get(api_format, "")
         )
 
-    def get_schema(self, api_format: str = "openai-responses", **_: object) -> dict[str, Any]:
+    def get_schema(self, api_format: str = "openai-responses", **_: object) -> JsonObject:
         """The provider's declaration for ``api_format``, exactly as given."""
         spec = self.spec_for(api_format)
         if spec is None:

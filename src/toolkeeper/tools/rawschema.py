@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..core.json import JsonObject
+
 __all__ = ["SchemaWarning", "coerce_arguments", "normalize_schema"]
 
 
@@ -66,7 +68,7 @@ def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict
     return fixed, problems
 
 
-def _replaced(schema: dict[str, object], where: str, problems: list[str]) -> dict[str, Any]:
+def _replaced(schema: dict[str, object], where: str, problems: list[str]) -> JsonObject:
     """A top level that is not an object (``{"type": "string"}``) cannot declare named
     arguments, which every provider requires: it is replaced by an empty object schema."""
     problems.append(f"{where}: the top level must be an object schema of named arguments, got "

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ..core.context import ToolContext
+from ..core.json import JsonObject
 from ..core.results import ToolResult
 from ..errors import SchemaError
 from .docstrings import parse_docstring
@@ -273,7 +274,7 @@ def _parameters_schema(
     return _object_schema(properties, [p.name for p in params if p.required]), None
 
 
-def _object_schema(properties: dict[str, object], required: list[str]) -> dict[str, Any]:
+def _object_schema(properties: dict[str, object], required: list[str]) -> JsonObject:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required

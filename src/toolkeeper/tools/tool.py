@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from ..core.context import ToolContext
+from ..core.json import JsonObject
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult, to_tool_result
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
@@ -284,7 +285,7 @@ class Tool:
         return self.metadata.is_async
 
     @property
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> JsonObject:
         """Seed 000/001's name for ``parameters``."""
         return self.parameters
 
@@ -417,7 +418,7 @@ class Tool:
     def get_schema(
         self, api_format: str = "openai-chat", *, strict: bool = False,
         think_augment: bool | None = None, _think_augment: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """The tool's declaration in a provider's wire format (default ``openai-chat``).
 
         Formats: ``openai-chat``, ``openai-responses`` (``openai-response`` too), ``anthropic``,
@@ -434,23 +435,23 @@ class Tool:
                 return hit[0]
         return declare(self, api_format, strict=strict, think_augment=think_augment)
 
-    def describe(self, api_format: str = "openai-chat") -> dict[str, Any]:
+    def describe(self, api_format: str = "openai-chat") -> JsonObject:
         """Deprecated alias of ``get_schema``."""
         warnings.warn("Tool.describe() is deprecated; use get_schema()", DeprecationWarning,
                       stacklevel=2)
         return self.get_schema(api_format)
 
-    def get_json_schema(self, api_format: str = "openai-chat") -> dict[str, Any]:
+    def get_json_schema(self, api_format: str = "openai-chat") -> JsonObject:
         """Deprecated alias of ``get_schema``."""
         warnings.warn("Tool.get_json_schema() is deprecated; use get_schema()",
                       DeprecationWarning, stacklevel=2)
         return self.get_schema(api_format)
 
-    def get_openai_schema(self, *, strict: bool = False) -> dict[str, Any]:
+    def get_openai_schema(self, *, strict: bool = False) -> JsonObject:
         """Seed 000's shortcut for ``get_schema("openai-chat")``."""
         return self.get_schema("openai-chat", strict=strict)
 
-    def get_mcp_schema(self) -> dict[str, Any]:
+    def get_mcp_schema(self) -> JsonObject:
         """Seed 000's shortcut for ``get_schema("mcp")``."""
         return self.get_schema("mcp")
 
@@ -470,7 +471,7 @@ class Tool:
                 qualified_name=self.qualified_name, risk=self.risk, hitl_mode=self.hitl_mode)
         return spec
 
-    def model_dump(self) -> dict[str, Any]:
+    def model_dump(self) -> JsonObject:
         """The definition as plain data (the callable is left out)."""
         return {
             "name": self.name,
