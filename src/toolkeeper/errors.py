@@ -38,7 +38,10 @@ between releases) and a message that says what happened, to which tool, and what
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .core.json import JsonObject
 
 __all__ = [
     "ApprovalDeniedError",
@@ -123,7 +126,7 @@ class ToolCallError(ToolkeeperError):
         self.tool_name = tool_name
         self.details = dict(details or {})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The error as plain JSON data (code, message, tool, details)."""
         return {
             "code": self.code,

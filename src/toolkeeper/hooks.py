@@ -61,7 +61,7 @@ class HookManager:
     def has(self, event: HookEvent) -> bool:
         return bool(self._hooks.get(event))
 
-    async def dispatch(self, event: HookEvent, payload: dict[str, Any]) -> None:
+    async def dispatch(self, event: HookEvent, payload: dict[str, object]) -> None:
         for hook in self._hooks.get(event, ()):
             try:
                 outcome = hook(event, payload)

@@ -37,6 +37,12 @@ def test_the_page_draws_the_table_the_stores_apply() -> None:
         "docs/approval.md's table differs from states.table(); paste its output there")
 
 
+def test_the_architecture_page_draws_the_same_table() -> None:
+    page = (DOC.parent / "architecture.md").read_text()
+    assert f"```mermaid\n{states.mermaid()}```" in page, (
+        "docs/architecture.md's diagram differs from states.mermaid(); paste its output there")
+
+
 def test_every_state_is_reached_from_a_new_request() -> None:
     reached, frontier = set(), {target for source, target in states.edges() if source is None}
     while frontier:

@@ -65,3 +65,28 @@ async def test_rate_limit_per_tool() -> None:
         other = await inv.invoke(call("leak"), session=session)
     assert statuses == ["ok", "ok", "denied"]
     assert other.ok
+
+
+class _WrongRedaction:
+    """Redacts with values of the wrong kind: a list for arguments, a string for a result."""
+
+    name = "wrong"
+
+    async def check_input(self, tool: object, arguments: dict[str, object]) -> object:
+        from toolkeeper.guardrails.base import redact
+        return redact(["not", "a", "dict"]) if "query" in arguments else redact(arguments)
+
+    async def check_output(self, tool: object, result: object) -> object:
+        from toolkeeper.guardrails.base import redact
+        return redact("plain text")
+
+
+async def test_a_redaction_of_the_wrong_kind_is_named_and_nothing_runs() -> None:
+    inv = invoker(_WrongRedaction())
+    async with inv.open_session() as session:
+        arguments = await inv.invoke(call("run_sql", query="select 1"), session=session)
+        result = await inv.invoke(call("leak"), session=session)
+    assert not arguments.ran and arguments.error_code == "invoker_error"
+    assert "guardrail 'wrong' redacted the arguments of 'run_sql' with a list" in arguments.text
+    assert result.error_code == "invoker_error"
+    assert "guardrail 'wrong' redacted the result of 'leak' with a str" in result.text

@@ -357,6 +357,8 @@ async def test_a_call_whose_client_gave_up_loses_nothing_and_runs_once(tmp_path:
     assert "does not run twice" in text
     assert asks.is_error and "waiting for approval" in asks.content[0].text  # type: ignore[union-attr]
     with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
-        rows = db.execute("SELECT decision FROM audit WHERE tool = 'broadcast_alert' AND "
-                          "status = 'ok' ORDER BY rowid").fetchall()
-    assert rows == [(None,), (TOLD_AGAIN,)]  # one run, then its answer told again
+        rows = db.execute("SELECT decision, approver, approval_id FROM audit WHERE tool = "
+                          "'broadcast_alert' AND status = 'ok' ORDER BY rowid").fetchall()
+    # one approved run (who approved it, which request), then its answer told again
+    assert rows == [("approved", "api:operator", listed[0]["id"]),
+                    (TOLD_AGAIN, None, listed[0]["id"])]

@@ -101,7 +101,8 @@ async def test_a_call_pending_when_the_server_is_killed_runs_exactly_once_after_
         assert asks_again.is_error and "waiting for approval" in asks_again.content[0].text
         with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
             runs = db.execute("SELECT count(*) FROM audit WHERE tool = 'broadcast_alert' "
-                              "AND status = 'ok' AND decision IS NULL").fetchone()[0]
+                              "AND status = 'ok' AND decision = 'approved' AND approval_id = ? "
+                              "AND approver IS NOT NULL", (f"apr_{request_id}",)).fetchone()[0]
             states = sorted(r[0] for r in db.execute("SELECT state FROM approvals"))
         assert runs == 1
         assert states == ["done", "pending"]

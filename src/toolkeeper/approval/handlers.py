@@ -5,11 +5,16 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio.to_thread
 
 from .models import ApprovalDecision, ApprovalRequest
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .store import ApprovalStore
 
 __all__ = [
     "ApprovalHandler",
@@ -34,7 +39,7 @@ class Rejoins(Protocol):
     again rejoins its open request, and CONTINUE_ON_TIMEOUT waits past the handler's own
     wait. ``PersistedApprovalHandler`` (and so ``WebApprovalHandler``) declare it."""
 
-    store: Any
+    store: ApprovalStore
     wait_s: float
 
     async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision: ...
@@ -71,7 +76,7 @@ class AutoApprovalHandler:
 class CallbackApprovalHandler:
     """Asks a function (sync or async) that returns a decision or a bool."""
 
-    def __init__(self, callback: Callable[[ApprovalRequest], Any]) -> None:
+    def __init__(self, callback: Callable[[ApprovalRequest], object]) -> None:
         self.callback = callback
 
     async def request(self, request: ApprovalRequest) -> ApprovalDecision:
@@ -87,7 +92,7 @@ class CallbackApprovalHandler:
 class CliApprovalHandler:
     """Asks on the terminal with a rich prompt; without a terminal it denies and says why."""
 
-    def __init__(self, *, console: Any = None, is_tty: Callable[[], bool] | None = None,
+    def __init__(self, *, console: Console | None = None, is_tty: Callable[[], bool] | None = None,
                  ask: Callable[[str], str] | None = None) -> None:
         from rich.console import Console
 

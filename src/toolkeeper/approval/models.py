@@ -6,7 +6,7 @@ import hashlib
 import json
 import secrets
 import time
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,7 +21,7 @@ the session that asked, without asking: 15 minutes, never longer than that sessi
 Outcome = Literal["approved", "denied", "skipped", "timeout", "pending"]
 
 
-def args_digest(arguments: Any) -> str:
+def args_digest(arguments: object) -> str:
     """SHA-256 of the canonical JSON of the arguments (sorted keys, no spaces)."""
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                            default=str)
@@ -38,7 +38,7 @@ class ApprovalRequest(BaseModel):
     tool: str
     risk: ToolRisk
     hitl_mode: HitlMode = HitlMode.BLOCKING
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     args_digest: str
     session_id: str
     reason: str = ""
@@ -47,7 +47,7 @@ class ApprovalRequest(BaseModel):
 
     @classmethod
     def for_call(cls, *, call_id: str, tool: str, risk: ToolRisk, hitl_mode: HitlMode,
-                 arguments: dict[str, Any], session_id: str, reason: str,
+                 arguments: dict[str, object], session_id: str, reason: str,
                  timeout_s: float | None) -> ApprovalRequest:
         now = time.time()
         return cls(call_id=call_id, tool=tool, risk=risk, hitl_mode=hitl_mode,

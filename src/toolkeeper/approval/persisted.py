@@ -11,7 +11,7 @@ import anyio
 import anyio.to_thread
 
 from .models import ApprovalDecision, ApprovalRequest
-from .store import ApprovalStore
+from .store import AnnouncesChanges, ApprovalStore
 
 __all__ = ["PersistedApprovalHandler"]
 
@@ -34,14 +34,15 @@ class PersistedApprovalHandler:
 
     async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision:
         """The decision, or ``pending`` when none arrived within ``wait_s``."""
-        listen = getattr(self.store, "wait_for_change", None)
-        shared = bool(getattr(self.store, "announces_changes", False))
+        store: object = self.store  # an optional ability, declared by the store
+        listen = store.wait_for_change if isinstance(store, AnnouncesChanges) and \
+            store.announces_changes else None
         with anyio.move_on_after(wait_s):
             while True:
                 stored = await anyio.to_thread.run_sync(self.store.get, request_id)
                 if stored is not None and stored.decision is not None:
                     return stored.decision
-                if shared and listen is not None:  # a NOTIFY from any replica wakes it;
+                if listen is not None:  # a NOTIFY from any replica wakes it;
                     # it re-reads at least every second (a lost notification only delays)
                     await anyio.to_thread.run_sync(listen, 1.0, abandon_on_cancel=True)
                 else:

@@ -17,10 +17,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import StoreError
-from .sqlite import SqliteFile
+from .sqlite import Cursor, Database, Params, SqliteFile
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["CHANNEL", "PgDatabase", "is_url", "open_database"]
 
@@ -35,18 +38,19 @@ def is_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-def open_database(target: str | Path | Any, schema: str, name: str) -> Any:
+def open_database(target: str | Path | Database, schema: str, name: str) -> Database:
     """A ``SqliteFile`` for a path, a shared ``PgDatabase`` for a ``postgresql://`` URL (with
     ``schema`` migrated as ``name``), or ``target`` itself when it already is a database."""
-    if hasattr(target, "transaction") and hasattr(target, "query"):
+    if isinstance(target, Database):
         database = target
     elif is_url(target):
         with _LOCK:
-            database = _POOLS.get(str(target))
-            if database is None:
-                database = _POOLS[str(target)] = PgDatabase(str(target))
+            pool = _POOLS.get(str(target))
+            if pool is None:
+                pool = _POOLS[str(target)] = PgDatabase(str(target))
+        database = pool
     else:
-        return SqliteFile(target, schema)
+        return SqliteFile(str(target), schema)
     if isinstance(database, PgDatabase):
         database.migrate(name, schema)
     elif isinstance(database, SqliteFile):
@@ -61,10 +65,10 @@ def _pg_sql(sql: str) -> str:
 class _Connection:
     """A connection inside a transaction, taking ``?`` placeholders."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         self.conn = conn
 
-    def execute(self, sql: str, params: Any = ()) -> Any:
+    def execute(self, sql: str, params: Params = (), /) -> Cursor:
         named = isinstance(params, dict)  # :name → %(name)s, else ? → %s
         sql = re.sub(r":(\w+)", r"%(\1)s", sql) if named else _pg_sql(sql)
         return self.conn.execute(sql, params)

@@ -10,13 +10,15 @@ reports with ``complete``.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import anyio.to_thread
 
 from ..core.risk import HitlMode, ToolRisk
+from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler, Expires, Rejoins
 from .models import ApprovalDecision, ApprovalRequest, args_digest
@@ -59,6 +61,8 @@ class Claim:
     """What ``claim`` found: an approved request to run now, or why it will not run."""
 
     request: ApprovalRequest | None
+    decision: ApprovalDecision | None = None
+    """The decision that approved it, when it will run."""
     refusal: Literal["unknown", "mismatch", "pending", "denied", "already_executed"] | None = None
     message: str = ""
 
@@ -78,15 +82,15 @@ class ApprovalService:
         """Where a person decides (the approval page's URL), when there is one: the messages
         of a waiting call name it."""
 
-    def needs_approval(self, tool: Any, *, chain: bool = True) -> bool:
+    def needs_approval(self, tool: ToolLike, *, chain: bool = True) -> bool:
         """Above the ceiling of the session (``chain``: a code-mode run's; the default, the
         stricter, answers whether the tool *can* need approval), or the tool itself asks (an
         explicit HITL mode other than NONE). A HITL mode only inherited from the risk says
         *how* to ask, not *whether*."""
         if tool.name in self.policy.unapproved_tools:
             return False
-        asks = getattr(tool, "hitl_explicit", True) and tool.hitl_mode is not HitlMode.NONE
-        return ToolRisk(tool.risk) > self.policy.ceiling(chain=chain) or asks
+        asks = tool.hitl_explicit and tool.hitl_mode is not HitlMode.NONE
+        return tool.risk > self.policy.ceiling(chain=chain) or asks
 
     def where(self, request_id: str) -> str:
         """Where a person decides ``request_id``: its page, or the command."""
@@ -178,7 +182,8 @@ class ApprovalService:
             await anyio.to_thread.run_sync(self.store.create, request)
         return await self._final(decision)
 
-    async def claim(self, approval_id: str, arguments: dict[str, Any] | None = None) -> Claim:
+    async def claim(self, approval_id: str, arguments: dict[str, object] | None = None
+                    ) -> Claim:
         """Take an approved request for execution, exactly once across processes: refused when
         unknown, undecided, denied, already taken, or when ``arguments`` differ from the
         approved ones."""
@@ -207,7 +212,7 @@ class ApprovalService:
             return Claim(request=request, refusal="already_executed", message=(
                 f"request {approval_id} was already executed"
                 + (f": {summary.get('text', '')}" if summary else "")))
-        return Claim(request=request)
+        return Claim(request=request, decision=stored.decision)
 
     async def take(self, approval_id: str) -> bool:
         """Take a request approved while its call waited, for that call's execution: a stored
@@ -220,7 +225,7 @@ class ApprovalService:
             return True
         return bool(await anyio.to_thread.run_sync(self.store.claim, approval_id))
 
-    async def replay(self, approval_id: str) -> dict[str, Any] | None:
+    async def replay(self, approval_id: str) -> dict[str, object] | None:
         """What an approved request's run did, to tell the same call made again (once):
         its first caller may have given up before the answer came. ``None`` when told
         already, or when the store cannot say."""
@@ -229,7 +234,7 @@ class ApprovalService:
             return None
         return await anyio.to_thread.run_sync(store.replay, approval_id)
 
-    async def complete(self, approval_id: str, summary: dict[str, Any]) -> None:
+    async def complete(self, approval_id: str, summary: Mapping[str, object]) -> None:
         """Record what the claimed call did."""
         if self.store is not None:
             await anyio.to_thread.run_sync(self.store.complete, approval_id, summary)

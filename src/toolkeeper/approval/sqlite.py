@@ -5,13 +5,42 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from ..errors import StoreError
 
-__all__ = ["SqliteFile"]
+__all__ = ["Connection", "Cursor", "Database", "SqliteFile", "number", "text_or_none"]
+
+Params = Sequence[object] | Mapping[str, object]
+
+
+class Cursor(Protocol):
+    """What a store reads of an executed statement."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> tuple[object, ...] | None: ...
+    def fetchall(self) -> list[tuple[object, ...]]: ...
+
+
+class Connection(Protocol):
+    """A connection inside a transaction: statements with ``?`` (or ``:name``) placeholders."""
+
+    def execute(self, sql: str, params: Params = ..., /) -> Cursor: ...
+
+
+@runtime_checkable
+class Database(Protocol):
+    """What every store runs on: ``SqliteFile`` or ``PgDatabase`` (or a database of the
+    caller's that has the same two methods)."""
+
+    path: str
+    """Where it is, for messages (a URL without its password)."""
+    def transaction(self) -> AbstractContextManager[Connection]: ...
+    def query(self, sql: str, params: tuple[object, ...] = ...) -> list[tuple[object, ...]]: ...
 
 
 def _create_private(path: Path) -> None:
@@ -24,6 +53,16 @@ def _create_private(path: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
+
+
+def number(cell: object) -> float:
+    """A number read back from a row (SQLite and PostgreSQL give ints, floats or decimals)."""
+    return float(cell) if isinstance(cell, int | float) else float(str(cell))
+
+
+def text_or_none(cell: object) -> str | None:
+    """A nullable text column read back from a row."""
+    return None if cell is None else str(cell)
 
 
 class SqliteFile:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from ..errors import StoreError
+
 __all__ = ["ACTORS", "RULES", "STATES", "TRANSITIONS", "Actor", "Operation", "State",
            "Transition", "decider", "edges", "mermaid", "sources", "table", "transition"]
 
@@ -78,6 +80,15 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(operation="replay", sources=("done",), target="done", by="service",
                when="once: its result is marked told"),
 )
+
+
+def stored(value: object) -> State:
+    """A state read back from a store's row."""
+    for state in STATES:
+        if value == state:
+            return state
+    raise StoreError(f"the store holds {value!r} as an approval's state, which is none of "
+                     f"{', '.join(STATES)}: the table was written by something else")
 
 
 def decider(outcome: str, approver: str) -> Actor:

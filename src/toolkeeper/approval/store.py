@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..core.risk import HitlMode
 from ..errors import StoreError
 from .models import ApprovalDecision, ApprovalRequest
 from .pg import CHANNEL, PgDatabase, is_url, open_database
-from .states import RULES, Operation, State, Transition, decider, sources, transition
+from .sqlite import Connection
+from .states import RULES, Operation, State, Transition, decider, sources, stored, transition
 
-__all__ = ["RULES", "ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
+__all__ = ["RULES", "AnnouncesChanges", "ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
            "Settles", "SqliteApprovalStore", "State", "StoredApproval"]
 
 DENIAL_HOLDS_S = 600.0
@@ -64,7 +66,7 @@ class StoredApproval:
     request: ApprovalRequest
     state: State
     decision: ApprovalDecision | None = None
-    result: dict[str, Any] | None = None
+    result: dict[str, object] | None = None
 
 
 @runtime_checkable
@@ -75,7 +77,7 @@ class ApprovalStore(Protocol):
     def get(self, request_id: str) -> StoredApproval | None: ...
     def decide(self, decision: ApprovalDecision) -> bool: ...
     def claim(self, request_id: str) -> bool: ...
-    def complete(self, request_id: str, result: dict[str, Any]) -> None: ...
+    def complete(self, request_id: str, result: Mapping[str, object]) -> None: ...
     def pending(self, session_id: str | None = None) -> list[ApprovalRequest]: ...
 
 
@@ -91,7 +93,18 @@ class FindsOpen(Protocol):
 class Replays(Protocol):
     """Optional: a store that can tell, once, what an approved request's run did."""
 
-    def replay(self, request_id: str) -> dict[str, Any] | None: ...
+    def replay(self, request_id: str) -> dict[str, object] | None: ...
+
+
+@runtime_checkable
+class AnnouncesChanges(Protocol):
+    """Optional: a store that can wake a waiter when some request changes, in any process
+    (PostgreSQL ``NOTIFY``) — when ``announces_changes`` says it does; without it a waiter
+    polls."""
+
+    announces_changes: bool
+
+    def wait_for_change(self, timeout: float) -> bool: ...
 
 
 @runtime_checkable
@@ -116,7 +129,7 @@ class SqliteApprovalStore:
         """Whether a change is announced to waiters in other processes (PostgreSQL NOTIFY);
         without it a waiter polls."""
 
-    def _changed(self, conn: Any, now: float, request_id: str) -> None:
+    def _changed(self, conn: Connection, now: float, request_id: str) -> None:
         """Record a change for the event stream, in the same transaction. On PostgreSQL the
         events are serialized (so cursors only grow in commit order) and announced."""
         if self.announces_changes:
@@ -155,7 +168,7 @@ class SqliteApprovalStore:
         request, state, decision, result = rows[0]
         return StoredApproval(
             request=ApprovalRequest.model_validate_json(str(request)),
-            state=state,
+            state=stored(state),
             decision=ApprovalDecision.model_validate_json(str(decision)) if decision else None,
             result=json.loads(str(result)) if result else None,
         )
@@ -222,7 +235,7 @@ class SqliteApprovalStore:
     def claim(self, request_id: str) -> bool:
         return self._update(transition("claim", "executor"), request_id)
 
-    def complete(self, request_id: str, result: dict[str, Any]) -> None:
+    def complete(self, request_id: str, result: Mapping[str, object]) -> None:
         self._update(transition("complete", "executor"), request_id,
                      result=json.dumps(result, default=str))
 
@@ -257,7 +270,7 @@ class SqliteApprovalStore:
             return stored
         return None
 
-    def replay(self, request_id: str) -> dict[str, Any] | None:
+    def replay(self, request_id: str) -> dict[str, object] | None:
         """The result of a request that ran (``done``), to tell the same call made again —
         once: the call made after that asks anew. ``None`` when it was told already."""
         move, stored = transition("replay", "service"), self.get(request_id)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import anyio.to_thread
 import html2text
 import httpx
 
+from ..core.json import JsonObject
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
 from ..errors import PolicyViolationError, ToolRaisedError
@@ -179,7 +179,7 @@ def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]
         return f"[{response.status_code}] {response.url.path}\n{text}{note}"
 
     async def http_request(method: str, url: str, headers: dict[str, str] | None = None,
-                     body: str | None = None) -> dict[str, Any]:
+                     body: str | None = None) -> JsonObject:
         """Send an HTTP request to a public API and return the status, headers and body.
 
         Args:

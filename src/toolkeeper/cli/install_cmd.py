@@ -167,7 +167,7 @@ def http_entry(client: ClientFile, url: str, token: str) -> dict[str, Any]:
     return entry
 
 
-def merged(path: Path, client: ClientFile, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+def merged(path: Path, client: ClientFile, name: str, entry: dict[str, object]) -> dict[str, Any]:
     """The client's file with ``entry`` as server ``name``, every other server and key kept.
 
     Refuses (one line, exit 2) a file that is not a JSON object holding a ``client.key``
@@ -188,7 +188,7 @@ def merged(path: Path, client: ClientFile, name: str, entry: dict[str, Any]) -> 
     return {**data, client.key: {**servers, name: entry}}
 
 
-def write_atomic(path: Path, data: dict[str, Any], *, secret: bool) -> None:
+def write_atomic(path: Path, data: dict[str, object], *, secret: bool) -> None:
     """Write ``data`` to ``path`` through a temporary file renamed over it (a reader sees the
     old file or the new one, never half); 0600 when it carries a credential, else the old
     file's mode (0644 for a new one). A symlink is followed, not replaced."""
@@ -326,7 +326,7 @@ def _install_remote(spec: ClientFile, url: str, *, name: str, path: Path, print_
         raise
 
 
-def _emit(spec: ClientFile, name: str, entry: dict[str, Any], path: Path, *, print_only: bool,
+def _emit(spec: ClientFile, name: str, entry: dict[str, object], path: Path, *, print_only: bool,
           secret: bool, note: str = "") -> None:
     """Print the entry (``--print``) or merge it into the client's file."""
     if print_only:

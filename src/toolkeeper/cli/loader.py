@@ -9,7 +9,6 @@ import sysconfig
 import traceback
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from ..errors import UsageError
 from ..toolbox.catalog import CatalogBase
@@ -66,11 +65,11 @@ def _load_error(target: str, exc: Exception) -> UsageError:
     return UsageError(f"{where}: {type(exc).__name__}: {exc} (while importing {target})")
 
 
-def _is_tool(obj: Any) -> bool:
+def _is_tool(obj: object) -> bool:
     return isinstance(obj, Tool) or is_hosted_tool(obj) or is_provider_defined_tool(obj)
 
 
-def _as_tools(obj: Any, label: str) -> list[Any]:
+def _as_tools(obj: object, label: str) -> list[object]:
     if _is_tool(obj):
         return [obj]
     if isinstance(obj, list | tuple):
@@ -82,12 +81,12 @@ def _as_tools(obj: Any, label: str) -> list[Any]:
     raise UsageError(f"'{label}' is a {type(obj).__name__}, not a tool, function or list of tools")
 
 
-def load_object(target: str) -> Any:
+def load_object(target: str) -> CatalogBase | list[object]:
     """A catalog (returned as is) or the list of tools named by ``target``."""
     module_part, _, attr = target.partition(":") if ":" in target else (target, "", "")
     module = _import(module_part)
     if attr:
-        obj: Any = module
+        obj: object = module
         for part in attr.split("."):
             if not hasattr(obj, part):
                 raise UsageError(f"'{module_part}' has no attribute '{attr}'")
@@ -100,7 +99,7 @@ def load_object(target: str) -> Any:
     return tools
 
 
-def load_tools(target: str) -> list[Any]:
+def load_tools(target: str) -> list[object]:
     """Tools named by ``target``.
 
     ``pkg.mod:obj`` or ``file.py:obj`` loads one object (a tool, a function, a BaseTool subclass,
@@ -108,4 +107,4 @@ def load_tools(target: str) -> list[Any]:
     the module.
     """
     obj = load_object(target)
-    return obj.all() if isinstance(obj, CatalogBase) else list(obj)
+    return list(obj.all() if isinstance(obj, CatalogBase) else obj)

@@ -15,6 +15,7 @@ from ..config import MCPServerConfig, explain, load_config
 from ..errors import ToolkeeperError
 from ..gateway.pins import SqlitePins
 from ..toolbox.catalog import CatalogBase
+from ..toolbox.entry import CatalogEntry
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
 from .report import StateDir, Store, fail, state_dir_of, store_target
@@ -35,7 +36,7 @@ def _catalog(target: str) -> CatalogBase:
     return obj if isinstance(obj, CatalogBase) else Toolbox(obj)
 
 
-def _status(entry: Any) -> str:
+def _status(entry: CatalogEntry) -> str:
     state = "enabled" if entry.enabled else "[red]disabled[/]"
     if entry.deferred:
         state += " (deferred)"

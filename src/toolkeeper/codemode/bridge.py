@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
 from ..errors import BudgetExceededError
 from ..invoke.audit import AuditEntry
 from ..invoke.results import ChainCallRecord, ChainFile, InvocationResult, RecordStatus
@@ -113,7 +114,7 @@ class Bridge:
             # frame), the script's end reads EOF now: it cannot wait on an answer forever
             self.stop()
 
-    async def _call(self, frame: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, frame: dict[str, object]) -> dict[str, Any]:
         # a tool outside the chain's set is refused by the invoker itself (session.tools):
         # denied, policy_violation, in the trace and the audit log like any call
         name, arguments = str(frame.get("tool", ""))[:NAME_CHARS], frame.get("arguments")
@@ -154,7 +155,7 @@ class Bridge:
                 "artifact_ref": result.artifact_ref, "error_code": result.error_code,
                 "files": [self._file(f) for f in result.files]}
 
-    def _file(self, produced: ChainFile) -> dict[str, Any]:
+    def _file(self, produced: ChainFile) -> JsonObject:
         stem, _, ext = produced.path.rpartition(".")
         stem = stem.rpartition("_")[0] or stem
         taken = {f.path for f in self.files}
@@ -210,7 +211,7 @@ class Bridge:
                 args_digest=record.args_digest, arguments=arguments, status=status,
                 error_code=error_code, duration_ms=duration))
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: dict[str, object]) -> None:
         try:
             data = marshal.dumps(message, 4)
         except ValueError:  # a value marshal does not carry (a tool's odd structured output)

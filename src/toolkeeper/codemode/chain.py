@@ -19,7 +19,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
@@ -31,7 +31,7 @@ from ..core.results import ToolResult
 from ..errors import UsageError
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
-from ..invoke.results import ChainRunResult
+from ..invoke.results import ChainCallRecord, ChainRunResult
 from ..sandbox.base import Sandbox, SharedPath
 from ..sandbox.detect import default_sandbox
 from ..tools.tool import Tool
@@ -122,13 +122,13 @@ class ToolChainTool(Tool):
 
     # -- what the script may call ------------------------------------------------------
 
-    def callable_tools(self) -> list[Any]:
+    def callable_tools(self) -> list[Tool]:
         catalog = self._invoker.registry
         names = self._allowed if self._allowed is not None else catalog.names()
         found = []
         for name in names:
             tool = catalog.get(name)
-            if tool is None or name == NAME or getattr(tool, "kind", "function") != "function":
+            if name == NAME or not isinstance(tool, Tool):  # function tools only
                 continue
             found.append(tool)
         return found
@@ -280,7 +280,7 @@ class ToolChainTool(Tool):
         return _outcome(run, bridge, trace, started)
 
 
-def _outcome(run: Started, bridge: Bridge, trace: tuple[Any, ...], started: float
+def _outcome(run: Started, bridge: Bridge, trace: tuple[ChainCallRecord, ...], started: float
              ) -> ChainRunResult:
     result = run.result
     if result is None:  # the sandbox did not end within KILL_WAIT_S of being killed

@@ -6,7 +6,10 @@ from __future__ import annotations
 import builtins
 import keyword
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..tools.tool import Tool
 
 __all__ = ["function_name", "function_names", "signature"]
 
@@ -18,7 +21,7 @@ _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool
           "array": "list", "object": "dict", "null": "None"}
 
 
-def _annotation(schema: Any) -> str:
+def _annotation(schema: object) -> str:
     if not isinstance(schema, dict):
         return "Any"
     kind = schema.get("type")
@@ -57,15 +60,15 @@ def function_names(names: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def signature(tool: Any, function: str | None = None) -> str:
+def signature(tool: Tool, function: str | None = None) -> str:
     """``def name(a: int, b: str = None) -> Result:`` and the description as its docstring."""
-    schema = getattr(tool, "parameters", {}) or {}
+    schema = tool.parameters
     properties = schema.get("properties", {}) or {}
     required = set(schema.get("required", []) or [])
     ordered = [*(n for n in properties if n in required), *(n for n in properties
                                                            if n not in required)]
     params = [f"{name}: {_annotation(properties[name])}" + ("" if name in required else
                                                             " = None") for name in ordered]
-    doc = (getattr(tool, "description", "") or "").strip().replace('"""', "'''")
+    doc = tool.description.strip().replace('"""', "'''")
     head = f"def {function or function_name(tool.name)}({', '.join(params)}) -> Result:"
     return head + (f'\n    """{doc}"""' if doc else "")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["CallProblem", "ToolCall"]
 
@@ -32,7 +31,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, object] = field(default_factory=dict)
     wire_name: str | None = None
     raw_arguments: str | None = None
     problem: CallProblem | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ..errors import CallCancelledError
 
@@ -70,7 +70,7 @@ class ToolContext:
     tool_name: str = ""
     session_id: str | None = None
     caller: Caller = LIBRARY
-    state: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, object] = field(default_factory=dict)
     progress_sink: ProgressSink | None = None
     cancelled: bool = False
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable
+from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -56,33 +58,37 @@ class ToolMetadata(BaseModel):
     """MCP hint: the tool interacts with an open world of external entities."""
     source: str = "native"
     """Where the tool came from (``native``, ``mcp``, ``openapi``, ...)."""
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: dict[str, object] = Field(default_factory=dict)
     """Application-specific data. toolkeeper reads one key of its own: ``security_policy``,
     which the built-in file and shell tools set so the approval page can show a write as a
     diff against the workspace and a command with its sandbox. Never exported to a provider."""
 
     @field_validator("tags", "custom_tags", mode="before")
     @classmethod
-    def _str_set(cls, value: Any) -> Any:
+    def _str_set(cls, value: object) -> object:
         if isinstance(value, str):
             return frozenset({value})
         if value is None:
             return frozenset()
-        return frozenset(str(v.value if hasattr(v, "value") else v) for v in value)
+        if not isinstance(value, Iterable):
+            return value  # pydantic says what is wrong with it
+        return frozenset(str(v.value if isinstance(v, Enum) else v) for v in value)
 
     @field_validator("aliases", mode="before")
     @classmethod
-    def _str_tuple(cls, value: Any) -> Any:
+    def _str_tuple(cls, value: object) -> object:
         if isinstance(value, str):
             return (value,)
-        return tuple(value or ())
+        if value is None:
+            return ()
+        return tuple(value) if isinstance(value, Iterable) else value
 
     @property
     def all_tags(self) -> frozenset[str]:
         """``tags`` and ``custom_tags`` together."""
         return self.tags | self.custom_tags
 
-    def mcp_annotations(self) -> dict[str, Any]:
+    def mcp_annotations(self) -> dict[str, str | bool]:
         """The MCP ``ToolAnnotations`` object for the hints that are set."""
         pairs = {
             "title": self.title,

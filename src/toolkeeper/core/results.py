@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, Self, TypeVar
 
 import pydantic_core
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
@@ -42,7 +42,7 @@ class _BinaryBlock(_Block):
     media_type: str = Field(validation_alias=_MEDIA)
 
     @classmethod
-    def from_bytes(cls, data: bytes, media_type: str) -> Any:
+    def from_bytes(cls, data: bytes, media_type: str) -> Self:
         """Build the block from raw bytes."""
         return cls(data=base64.b64encode(data).decode("ascii"), media_type=media_type)
 
@@ -89,7 +89,7 @@ class JsonBlock(_Block):
     """A JSON value, rendered as JSON text for providers that only take text."""
 
     type: Literal["json"] = "json"
-    data: Any
+    data: object
 
 
 ContentBlock = Annotated[
@@ -113,14 +113,18 @@ class ToolResult(BaseModel):
 
     content: tuple[ContentBlock, ...] = ()
     is_error: bool = False
-    structured_content: dict[str, Any] | None = None
-    app_data: Any = Field(default=None, exclude=True)
+    structured_content: dict[str, object] | None = None
+    app_data: object = Field(default=None, exclude=True)
     error_code: str | None = None
 
     @classmethod
-    def text_result(cls, text: str, **fields: Any) -> ToolResult:
+    def text_result(cls, text: str, *, is_error: bool = False,
+                    structured_content: dict[str, object] | None = None, app_data: object = None,
+                    error_code: str | None = None) -> ToolResult:
         """A result holding one text block."""
-        return cls(content=(TextBlock(text=text),), **fields)
+        return cls(content=(TextBlock(text=text),), is_error=is_error,
+                   structured_content=structured_content, app_data=app_data,
+                   error_code=error_code)
 
     @classmethod
     def error(cls, message: str, *, code: str = "tool_raised") -> ToolResult:
@@ -137,7 +141,7 @@ ToolExecutionResult = ToolResult
 """Seed 001's name for ``ToolResult``; the same class."""
 
 
-def block_text(block: Any) -> str:
+def block_text(block: ContentBlock) -> str:
     """A block as text: text and JSON as they are, media as a short note (``[image image/png]``)."""
     if isinstance(block, TextBlock):
         return block.text
@@ -147,15 +151,14 @@ def block_text(block: Any) -> str:
         return block.text
     if isinstance(block, ResourceLinkBlock):
         return f"[resource {block.name}: {block.uri}]"
-    kind = getattr(block, "type", "block")
-    media = getattr(block, "media_type", "")
-    return f"[{kind} {media}]".replace(" ]", "]")
+    media = block.media_type if isinstance(block, ImageBlock | AudioBlock | FileBlock) else ""
+    return f"[{block.type} {media}]".replace(" ]", "]")
 
 
-_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+_DEFAULTS: dict[type[BaseModel], dict[str, object]] = {}
 
 
-def _build(cls: type[_M], **values: Any) -> _M:
+def _build(cls: type[_M], **values: object) -> _M:
     """A model from trusted values: ``model_construct`` without its per-call default lookups."""
     defaults = _DEFAULTS.get(cls)
     if defaults is None:
@@ -169,7 +172,7 @@ def _build(cls: type[_M], **values: Any) -> _M:
     return obj
 
 
-def dump_json(value: Any) -> str:
+def dump_json(value: object) -> str:
     """Compact JSON text of any JSON-able value (dates, models, dataclasses included)."""
     kind = type(value)
     if kind is int:
@@ -203,7 +206,7 @@ def sniff_media_type(data: bytes) -> str:
     return "application/octet-stream"
 
 
-def _bytes_block(data: bytes) -> Any:
+def _bytes_block(data: bytes) -> ImageBlock | AudioBlock | FileBlock:
     media = sniff_media_type(data)
     if media.startswith("image/"):
         return ImageBlock.from_bytes(data, media)
@@ -215,7 +218,7 @@ def _bytes_block(data: bytes) -> Any:
 _BLOCK_TYPES = (TextBlock, ImageBlock, AudioBlock, FileBlock, ResourceLinkBlock, JsonBlock)
 
 
-def to_tool_result(value: Any, *, wrap_structured: bool = False) -> ToolResult:
+def to_tool_result(value: object, *, wrap_structured: bool = False) -> ToolResult:
     """Coerce a tool's return value into a ``ToolResult``.
 
     ``str`` becomes a text block; ``dict``, pydantic models and dataclasses become JSON text plus
@@ -257,7 +260,7 @@ def to_tool_result(value: Any, *, wrap_structured: bool = False) -> ToolResult:
     return _build(ToolResult, content=(text,), structured_content=structured)
 
 
-def _to_plain(value: Any) -> Any:
+def _to_plain(value: object) -> object:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if type(value) in (int, float, bool):

@@ -7,7 +7,7 @@ them into one ordered ladder ``SAFE < SENSITIVE < HIGH < CRITICAL``.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __all__ = ["HitlMode", "ToolRisk", "default_hitl_mode"]
 
@@ -48,22 +48,22 @@ class ToolRisk(StrEnum):
     def _missing_(cls, value: object) -> ToolRisk | None:
         return _by_value(cls, value)
 
-    def __lt__(self, other: Any) -> bool:
+    def __lt__(self, other: object) -> bool:
         if not isinstance(other, ToolRisk):
             return NotImplemented
         return self.rank < other.rank
 
-    def __le__(self, other: Any) -> bool:
+    def __le__(self, other: object) -> bool:
         if not isinstance(other, ToolRisk):
             return NotImplemented
         return self.rank <= other.rank
 
-    def __gt__(self, other: Any) -> bool:
+    def __gt__(self, other: object) -> bool:
         if not isinstance(other, ToolRisk):
             return NotImplemented
         return self.rank > other.rank
 
-    def __ge__(self, other: Any) -> bool:
+    def __ge__(self, other: object) -> bool:
         if not isinstance(other, ToolRisk):
             return NotImplemented
         return self.rank >= other.rank

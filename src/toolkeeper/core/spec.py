@@ -7,15 +7,21 @@ object, and a tool that changes (a new namespace, new descriptions) gets a new s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from .json import JsonObject
 from .metadata import ToolMetadata
 from .risk import HitlMode, ToolRisk
 
-__all__ = ["ToolKind", "ToolLike", "ToolSpec"]
+if TYPE_CHECKING:
+    from .call import ToolCall
+    from .context import ToolContext
+    from .results import ToolResult
+
+__all__ = ["HandlesCalls", "ToolKind", "ToolLike", "ToolSpec"]
 
 ToolKind = Literal["function", "hosted", "provider"]
 """``function``: toolkeeper runs it; ``hosted``: the provider declares and runs it;
@@ -42,24 +48,25 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: Mapping[str, Any]
-    output: Callable[[], Mapping[str, Any] | None] = field(repr=False)
+    parameters: Mapping[str, object]
+    output: Callable[[], Mapping[str, object] | None] = field(repr=False)
     metadata: ToolMetadata
     namespace: str | None
     method_name: str | None
     qualified_name: str
     risk: ToolRisk
     hitl_mode: HitlMode
-    declared: dict[Any, Any] = field(default_factory=dict, repr=False)
+    declared: dict[Hashable, tuple[JsonObject, Sequence[object]]] = field(
+        default_factory=dict, repr=False)
     """The formats' cache of this spec's declarations (format key → (declaration,
     problems)): filled by the formats, it lives and dies with the spec."""
 
     @cached_property
-    def output_schema(self) -> Mapping[str, Any] | None:
+    def output_schema(self) -> Mapping[str, object] | None:
         return self.output()
 
     @classmethod
-    def trusted(cls, **values: Any) -> ToolSpec:
+    def trusted(cls, **values: object) -> ToolSpec:
         """A spec from values a ``Tool`` has already checked, without the frozen dataclass's
         field-by-field ``__init__`` (it runs once per tool, on its first export)."""
         spec = object.__new__(cls)
@@ -69,15 +76,44 @@ class ToolSpec:
 
 @runtime_checkable
 class ToolLike(Protocol):
-    """What every kind of tool has: a name, a kind, a risk and HITL mode, metadata, and a
-    declaration per wire format (``get_schema``). Function tools also have a ``spec``."""
+    """What every kind of tool has, declared: what the catalog, the door and its gates read of a
+    tool. ``Tool`` (and ``BaseTool``, ``ToolChainTool``), ``HostedTool`` and
+    ``ProviderDefinedTool`` all meet it; function tools also have a ``spec``."""
 
-    name: str
-    kind: ToolKind
-    risk: ToolRisk
-    hitl_mode: HitlMode
-    metadata: ToolMetadata
-    runs_scripts: bool
-    """Whether it runs code-mode scripts (a script may not call it)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def qualified_name(self) -> str:
+        """The catalog's key: ``{namespace}-{method_name}`` or the name."""
+        ...
+    @property
+    def kind(self) -> ToolKind: ...
+    @property
+    def risk(self) -> ToolRisk: ...
+    @property
+    def hitl_mode(self) -> HitlMode: ...
+    @property
+    def hitl_explicit(self) -> bool:
+        """Whether the HITL mode was chosen (and so asks by itself) rather than only inherited
+        from the risk (which says *how* to ask, not *whether*)."""
+        ...
+    @property
+    def metadata(self) -> ToolMetadata: ...
+    @property
+    def runs_scripts(self) -> bool:
+        """Whether it runs code-mode scripts (a script may not call it)."""
+        ...
 
-    def get_schema(self, api_format: str = ..., **options: Any) -> dict[str, Any]: ...
+    def get_schema(self, api_format: str = ...) -> JsonObject: ...
+
+
+@runtime_checkable
+class HandlesCalls(ToolLike, Protocol):
+    """A tool the provider declares and the application runs (``ProviderDefinedTool``): the
+    executor hands it the call as it came."""
+
+    async def handle_call(self, call: ToolCall, ctx: ToolContext | None) -> ToolResult: ...

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject, JsonValue
 from ..core.results import FileBlock, ImageBlock, ToolResult
 from .base import WireFormat, as_data, block_text
 from .transform import Profile
@@ -26,7 +27,7 @@ class AnthropicFormat(WireFormat):
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         out: dict[str, Any] = {"name": name, "description": tool.description,
                                "input_schema": parameters}
         if strict:
@@ -35,7 +36,7 @@ class AnthropicFormat(WireFormat):
             out["defer_loading"] = True
         return out
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "content" in data:
             blocks = data.get("content") or []
         elif isinstance(data, list):
@@ -52,21 +53,21 @@ class AnthropicFormat(WireFormat):
             if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[JsonObject]:
         data = as_data(response)
         if not isinstance(data, dict) or data.get("role") != "assistant":
             raise self.shape_error(data, "a Message")
         return [{"role": "assistant", "content": data.get("content") or []}]
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
         content = [self._block(b) for b in result.content] or [{"type": "text", "text": ""}]
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": content}
         if result.is_error:
             out["is_error"] = True
         return out
 
-    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
-        blocks = [self.render(call, result) for call, result in pairs]
+    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[JsonObject]:
+        blocks: list[JsonValue] = [self.render(call, result) for call, result in pairs]
         return [{"role": "user", "content": blocks}] if blocks else []
 
     @staticmethod

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.call import CallProblem, ToolCall
+from ..core.json import JsonObject
 from ..core.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
 from ..core.spec import ToolSpec
 from ..errors import UnknownToolError, UsageError, WireFormatError
@@ -22,7 +23,7 @@ THINK_PROPERTY = {
 }
 
 
-def as_data(payload: Any) -> Any:
+def as_data(payload: object) -> Any:
     """A provider SDK object (pydantic model) or plain data, as plain JSON-like data."""
     dump = getattr(payload, "model_dump", None)
     if callable(dump):
@@ -35,7 +36,7 @@ def as_data(payload: Any) -> Any:
     return payload
 
 
-def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None, CallProblem | None]:
+def decode_arguments(raw: object) -> tuple[dict[str, Any], str | None, CallProblem | None]:
     """Decode a call's arguments; malformed ones become a ``CallProblem``, never an exception."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, raw, None
@@ -69,7 +70,7 @@ def _with_think(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "properties": {**properties, "toolcall_reason": THINK_PROPERTY}}
 
 
-def _needs_no_projection(schema: dict[str, Any]) -> bool:
+def _needs_no_projection(schema: dict[str, object]) -> bool:
     """A permissive profile shows an object schema without references exactly as it is."""
     return (
         schema.get("type") == "object" and "properties" in schema
@@ -102,7 +103,7 @@ class WireFormat:
         return self._declare_projected(tool, schema, strict)
 
     def _declare_projected(
-        self, tool: ToolSpec, schema: dict[str, Any], strict: bool
+        self, tool: ToolSpec, schema: dict[str, object], strict: bool
     ) -> tuple[dict[str, Any], list[Problem]]:
         problems: list[Problem] = []
         name = wire_name(tool.name, self.name)
@@ -116,7 +117,7 @@ class WireFormat:
         return self.declaration(tool, name, params, strict_applied), problems
 
     def _parameters(
-        self, tool: str, schema: dict[str, Any], strict: bool, problems: list[Problem]
+        self, tool: str, schema: dict[str, object], strict: bool, problems: list[Problem]
     ) -> tuple[dict[str, Any], bool]:
         if not strict and self.profile.keep is None and _needs_no_projection(schema):
             return schema, False
@@ -144,20 +145,20 @@ class WireFormat:
                        message=message)
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
+        self, tool: object, name: str, parameters: dict[str, Any], strict: bool
+    ) -> JsonObject:
         """The provider's declaration dict (format-specific)."""
         raise NotImplementedError
 
     def tools_param(
         self, functions: Sequence[dict[str, Any]], provider: Sequence[dict[str, Any]] = ()
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonObject]:
         """The value to pass as the SDK's ``tools=`` argument (function and provider tools)."""
         return [*functions, *provider]
 
     # -- calls --------------------------------------------------------------------------
 
-    def parse(self, payload: Any, names: WireNames | None = None) -> list[ToolCall]:
+    def parse(self, payload: object, names: WireNames | None = None) -> list[ToolCall]:
         """Every tool call in a provider response (dict or SDK object), in order."""
         data = as_data(payload)
         try:
@@ -171,7 +172,7 @@ class WireFormat:
             ) from exc
         return [self._call(item, names) for item in raw_calls]
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         """(id, wire name, raw arguments) for each call in the payload (format-specific)."""
         raise NotImplementedError
 
@@ -191,23 +192,23 @@ class WireFormat:
         return ToolCall(id=str(call_id), name=name, arguments=arguments, wire_name=wire,
                         raw_arguments=raw, problem=problem, api_format=self.name)
 
-    def shape_error(self, data: Any, expected: str) -> WireFormatError:
+    def shape_error(self, data: object, expected: str) -> WireFormatError:
         keys = sorted(data)[:8] if isinstance(data, Mapping) else type(data).__name__
         return WireFormatError(f"{self.name}: expected {expected}; got {keys}")
 
     # -- results ------------------------------------------------------------------------
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
         """The provider's message (or item) carrying one call's result."""
         raise NotImplementedError
 
     def render_batch(
         self, pairs: Iterable[tuple[ToolCall, ToolResult]]
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonObject]:
         """The messages to append to the conversation for a batch of results."""
         return [self.render(call, result) for call, result in pairs]
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[JsonObject]:
         """The model's own turn in a response, as the items to append to the conversation
         before the tool results (the provider wants its calls back before their results).
 

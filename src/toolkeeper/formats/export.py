@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
 from ..core.results import ToolResult
 from ..errors import UsageError, WireFormatError
 from .names import WireNames
@@ -40,15 +41,15 @@ class WireExport:
     names: WireNames
     problems: list[Problem] = field(default_factory=list)
 
-    def parse(self, response: Any) -> list[ToolCall]:
+    def parse(self, response: object) -> list[ToolCall]:
         """The calls in a provider response, named by tool name (not wire name)."""
         return parse_tool_calls(response, self.api_format, names=self.names)
 
-    def render(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+    def render(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[JsonObject]:
         """The messages carrying a batch of results back to the provider."""
         return render_results(pairs, self.api_format)
 
-    def append_turn(self, messages: list[Any], response: Any, calls: Sequence[ToolCall],
+    def append_turn(self, messages: list[object], response: object, calls: Sequence[ToolCall],
                     results: Sequence[ToolResult | HasToolResult]) -> list[Any]:
         """One step of the agent loop: append the model's turn (taken from ``response``) and
         the results of its calls, each in the provider's shape, to ``messages``; returns it.
@@ -107,7 +108,7 @@ def export(
                       tools=fmt.tools_param(functions, provider), names=names, problems=problems)
 
 
-def _renamed(declaration: dict[str, Any], api_format: str, wire: str) -> dict[str, Any]:
+def _renamed(declaration: dict[str, Any], api_format: str, wire: str) -> JsonObject:
     current = declaration.get("function", declaration).get("name")
     if current == wire:
         return declaration

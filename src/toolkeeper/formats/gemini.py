@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject, JsonValue
 from ..core.results import ImageBlock, ToolResult
 from .base import WireFormat, as_data
 from .transform import Profile
@@ -28,7 +29,7 @@ class GeminiFormat(WireFormat):
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         out: dict[str, Any] = {"name": name, "description": tool.description}
         if parameters.get("properties"):
             out["parameters"] = parameters
@@ -36,11 +37,11 @@ class GeminiFormat(WireFormat):
 
     def tools_param(
         self, functions: Sequence[dict[str, Any]], provider: Sequence[dict[str, Any]] = ()
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonObject]:
         head = [{"functionDeclarations": list(functions)}] if functions else []
         return [*head, *provider]
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         parts = self._parts(data)
         out = []
         for index, part in enumerate(parts):
@@ -53,7 +54,7 @@ class GeminiFormat(WireFormat):
             out.append((str(call_id), call.get("name", ""), call.get("args")))
         return out
 
-    def _parts(self, data: Any) -> list[Any]:
+    def _parts(self, data: object) -> list[Any]:
         if isinstance(data, dict) and "candidates" in data:
             parts: list[Any] = []
             for candidate in data.get("candidates") or []:
@@ -67,7 +68,7 @@ class GeminiFormat(WireFormat):
             return [data]
         raise self.shape_error(data, "a GenerateContentResponse, a Content or a list of parts")
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[JsonObject]:
         data = as_data(response)
         if isinstance(data, dict) and "candidates" in data:
             data = ((data.get("candidates") or [{}])[0] or {}).get("content") or {}
@@ -75,7 +76,7 @@ class GeminiFormat(WireFormat):
             raise self.shape_error(data, "a GenerateContentResponse or a Content")
         return [{"role": data.get("role") or "model", "parts": data.get("parts") or []}]
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
         payload: dict[str, Any]
         if result.is_error:
             payload = {"error": result.text}
@@ -94,6 +95,6 @@ class GeminiFormat(WireFormat):
             ]
         return {"functionResponse": response}
 
-    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
-        parts = [self.render(call, result) for call, result in pairs]
+    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[JsonObject]:
+        parts: list[JsonValue] = [self.render(call, result) for call, result in pairs]
         return [{"role": "user", "parts": parts}] if parts else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
 from ..core.results import ToolResult
 from .base import WireFormat
 from .transform import Profile
@@ -20,7 +21,7 @@ class NativeFormat(WireFormat):
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         return {"name": name, "description": tool.description,
                 "parameters": dict(tool.parameters),
                 "output_schema": None if tool.output_schema is None else dict(tool.output_schema),
@@ -29,7 +30,7 @@ class NativeFormat(WireFormat):
                 "hitl_mode": tool.hitl_mode.value,
                 "metadata": tool.metadata.model_dump(mode="json", by_alias=False)}
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         items = data if isinstance(data, list) else [data]
         out = []
         for item in items:
@@ -38,5 +39,5 @@ class NativeFormat(WireFormat):
             out.append((str(item.get("id", "")), item["name"], item.get("arguments")))
         return out
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
         return {"id": call.id, "name": call.name, **result.model_dump(mode="json")}

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
 from ..core.results import ImageBlock, ToolResult
 from .base import WireFormat, as_data, data_url
 from .transform import Profile
@@ -27,14 +28,14 @@ class OpenAIChatFormat(WireFormat):
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         function: dict[str, Any] = {"name": name, "description": tool.description,
                                     "parameters": parameters}
         if strict:
             function["strict"] = True
         return {"type": "function", "function": function}
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "choices" in data:
             calls: list[Any] = []
             for choice in data.get("choices") or []:
@@ -54,7 +55,7 @@ class OpenAIChatFormat(WireFormat):
             out.append((str(call.get("id") or ""), function["name"], function.get("arguments")))
         return out
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[JsonObject]:
         data = as_data(response)
         if isinstance(data, dict) and "choices" in data:
             data = ((data.get("choices") or [{}])[0] or {}).get("message") or {}
@@ -65,10 +66,10 @@ class OpenAIChatFormat(WireFormat):
             turn["tool_calls"] = data["tool_calls"]
         return [turn]
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
         return {"role": "tool", "tool_call_id": call.id, "content": result.text}
 
-    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+    def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[JsonObject]:
         messages: list[dict[str, Any]] = []
         images: list[dict[str, Any]] = []
         for call, result in pairs:

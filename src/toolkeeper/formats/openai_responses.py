@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
 from ..core.results import FileBlock, ImageBlock, ToolResult
 from .base import WireFormat, as_data, block_text, data_url
 from .openai_chat import OPENAI_STRICT_KEYWORDS
@@ -21,14 +22,14 @@ class OpenAIResponsesFormat(WireFormat):
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         out = {"type": "function", "name": name, "description": tool.description,
                "parameters": parameters, "strict": strict}
         if tool.metadata.defer_loading:
             out["defer_loading"] = True
         return out
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, Any]]:
         if isinstance(data, dict) and "output" in data:
             items = data.get("output") or []
         elif isinstance(data, list):
@@ -45,19 +46,19 @@ class OpenAIResponsesFormat(WireFormat):
             out.append((str(call_id), item.get("name", ""), item.get("arguments")))
         return out
 
-    def assistant_turn(self, response: Any) -> list[dict[str, Any]]:
+    def assistant_turn(self, response: object) -> list[JsonObject]:
         data = as_data(response)
         if not isinstance(data, dict) or "output" not in data:
             raise self.shape_error(data, "a Response")
         return [item for item in data.get("output") or [] if isinstance(item, dict)]
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
         has_media = any(isinstance(b, ImageBlock | FileBlock) and b.data for b in result.content)
         output: Any = [self._part(b) for b in result.content] if has_media else result.text
         return {"type": "function_call_output", "call_id": call.id, "output": output}
 
     @staticmethod
-    def _part(block: Any) -> dict[str, Any]:
+    def _part(block: Any) -> JsonObject:
         if isinstance(block, ImageBlock):
             return {"type": "input_image", "image_url": data_url(block)}
         if isinstance(block, FileBlock) and block.data:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
 from ..core.results import ToolResult
 from ..core.spec import ToolSpec
 from ..errors import UsageError
@@ -66,22 +67,22 @@ def declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> tu
 
 
 def declare(
-    tool: Any, api_format: str = "openai-chat", *, strict: bool = False,
+    tool: object, api_format: str = "openai-chat", *, strict: bool = False,
     think_augment: bool | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """A tool's declaration in ``api_format``; cached on the tool and shared (copy to change)."""
     declaration, _ = declared(tool, api_format, strict, think_augment)
     return declaration  # type: ignore[no-any-return]
 
 
-def check(tool: Any, api_format: str, *, strict: bool = False) -> list[Problem]:
+def check(tool: object, api_format: str, *, strict: bool = False) -> list[Problem]:
     """Lint: what exporting ``tool`` to ``api_format`` changes, loses or cannot honour."""
     _, problems = declared(tool, api_format, strict, None)
     return list(problems)
 
 
 def parse_tool_calls(
-    response: Any, api_format: str, *, names: WireNames | None = None
+    response: object, api_format: str, *, names: WireNames | None = None
 ) -> list[ToolCall]:
     """Every tool call in a provider response (a dict or the SDK's own object), in order.
 
@@ -95,14 +96,14 @@ def parse_tool_calls(
     return get_format(api_format).parse(response, names)
 
 
-def render_result(call: ToolCall, result: ToolResult, api_format: str) -> dict[str, Any]:
+def render_result(call: ToolCall, result: ToolResult, api_format: str) -> JsonObject:
     """One result as the provider's tool-result message or item."""
     return get_format(api_format).render(call, result)
 
 
 def render_results(
     pairs: Iterable[tuple[ToolCall, ToolResult]], api_format: str
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     """The messages to append to the conversation for a batch of results."""
     return get_format(api_format).render_batch(pairs)
 

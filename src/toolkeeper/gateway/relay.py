@@ -213,7 +213,8 @@ class Relay:
         if cause is not None:
             shown = {"tool": cause.tool, "client": cause.link.client if cause.link else None,
                      **shown}
-        arguments = redact_arguments(shown)
+        redacted = redact_arguments(shown)
+        arguments = redacted if isinstance(redacted, dict) else {}
         digest = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()
                                 ).hexdigest()
         entry = AuditEntry(ts=time.time(), call_id=cause.call_id if cause else "",

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..core.results import ToolResult
+    from ..core.spec import ToolLike
 
 __all__ = ["Guardrail", "GuardrailOutcome", "passed", "redact", "trip"]
 
@@ -15,7 +19,8 @@ class GuardrailOutcome:
 
     action: Literal["pass", "trip", "redact"]
     reason: str = ""
-    value: Any = None
+    value: object = None
+    """What replaces the arguments (a dict) or the result (a ``ToolResult``) on ``redact``."""
 
 
 def passed() -> GuardrailOutcome:
@@ -26,7 +31,7 @@ def trip(reason: str) -> GuardrailOutcome:
     return GuardrailOutcome(action="trip", reason=reason)
 
 
-def redact(value: Any, reason: str = "") -> GuardrailOutcome:
+def redact(value: object, reason: str = "") -> GuardrailOutcome:
     return GuardrailOutcome(action="redact", value=value, reason=reason)
 
 
@@ -39,5 +44,6 @@ class Guardrail(Protocol):
 
     name: str
 
-    async def check_input(self, tool: Any, arguments: dict[str, Any]) -> GuardrailOutcome: ...
-    async def check_output(self, tool: Any, result: Any) -> GuardrailOutcome: ...
+    async def check_input(self, tool: ToolLike, arguments: dict[str, object]
+                          ) -> GuardrailOutcome: ...
+    async def check_output(self, tool: ToolLike, result: ToolResult) -> GuardrailOutcome: ...

@@ -8,15 +8,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..core.results import FileBlock, TextBlock, ToolResult, dump_json
 from .base import GuardrailOutcome, passed, redact, trip
 
+if TYPE_CHECKING:
+    from ..core.spec import ToolLike
+
 __all__ = ["ArgumentDenyPatterns", "ArgumentSizeLimit", "RateLimit", "SecretRedactor"]
 
 
-def _strings(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
+def _strings(value: object, path: str = "") -> Iterable[tuple[str, str]]:
     if isinstance(value, str):
         yield path or "(value)", value
     elif isinstance(value, Mapping):
@@ -28,12 +31,13 @@ def _strings(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
 
 
 class _NoOutput:
-    async def check_output(self, tool: Any, result: Any) -> GuardrailOutcome:
+    async def check_output(self, tool: ToolLike, result: ToolResult) -> GuardrailOutcome:
         return passed()
 
 
 class _NoInput:
-    async def check_input(self, tool: Any, arguments: dict[str, Any]) -> GuardrailOutcome:
+    async def check_input(self, tool: ToolLike, arguments: dict[str, object]
+                          ) -> GuardrailOutcome:
         return passed()
 
 
@@ -44,7 +48,8 @@ class ArgumentDenyPatterns(_NoOutput):
         self.name = name
         self.rules = [(glob, [re.compile(p) for p in regexes]) for glob, regexes in patterns.items()]
 
-    async def check_input(self, tool: Any, arguments: dict[str, Any]) -> GuardrailOutcome:
+    async def check_input(self, tool: ToolLike, arguments: dict[str, object]
+                          ) -> GuardrailOutcome:
         for glob, regexes in self.rules:
             if not fnmatch.fnmatchcase(tool.name, glob):
                 continue
@@ -63,7 +68,8 @@ class ArgumentSizeLimit(_NoOutput):
         self.name = name
         self.max_bytes = max_bytes
 
-    async def check_input(self, tool: Any, arguments: dict[str, Any]) -> GuardrailOutcome:
+    async def check_input(self, tool: ToolLike, arguments: dict[str, object]
+                          ) -> GuardrailOutcome:
         size = len(dump_json(arguments).encode("utf-8"))
         if size > self.max_bytes:
             return trip(f"arguments are {size} bytes, more than the limit of {self.max_bytes}; "
@@ -91,9 +97,7 @@ class SecretRedactor(_NoInput):
         self.mask = mask
         self.pattern = re.compile("|".join([*_SECRETS, *extra_patterns]))
 
-    async def check_output(self, tool: Any, result: Any) -> GuardrailOutcome:
-        if not isinstance(result, ToolResult):
-            return passed()
+    async def check_output(self, tool: ToolLike, result: ToolResult) -> GuardrailOutcome:
         changed = False
         blocks = []
         for block in result.content:
@@ -126,7 +130,8 @@ class RateLimit(_NoOutput):
         self._times: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    async def check_input(self, tool: Any, arguments: dict[str, Any]) -> GuardrailOutcome:
+    async def check_input(self, tool: ToolLike, arguments: dict[str, object]
+                          ) -> GuardrailOutcome:
         if not fnmatch.fnmatchcase(tool.name, self.tools):
             return passed()
         now = time.monotonic()

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.spec import ToolLike
 from ..tools.tool import Tool
 from .catalog import DescriptionCatalog
 
@@ -39,7 +40,7 @@ def fill(text: str, args: Mapping[str, Any]) -> str:
     return PLACEHOLDER.sub(lambda m: str(args[m[1]]) if m[1] in args else m[0], text)
 
 
-def localize_tool(tool: Any, catalog: DescriptionCatalog) -> Any:
+def localize_tool(tool: ToolLike, catalog: DescriptionCatalog) -> ToolLike:
     """``tool`` with its description and parameter descriptions in ``catalog``'s locale (each
     key falling back on its own); anything that is not a ``Tool`` is returned as it is."""
     if not isinstance(tool, Tool):

@@ -6,9 +6,10 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..approval.pg import is_url, open_database
+from ..approval.sqlite import Database, number, text_or_none
 from ..errors import StoreError
 from ..guardrails.builtin import SecretRedactor
 
@@ -46,7 +47,7 @@ class AuditEntry:
     session_id: str
     tool: str
     args_digest: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     status: str
     error_code: str | None
     duration_ms: float
@@ -55,7 +56,7 @@ class AuditEntry:
     approver: str | None = None
 
 
-def redact_arguments(value: Any) -> Any:
+def redact_arguments(value: object) -> object:
     """Arguments with secrets masked and long strings cut, for the audit log."""
     if isinstance(value, str):
         masked = _SECRET.sub("[REDACTED]", value)
@@ -79,7 +80,7 @@ class AuditLog(Protocol):
 class SqliteAuditLog:
     """The audit table in a SQLite file (``toolkeeper.db`` by default, shared with approvals)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path | Database) -> None:
         self.db = open_database(path, _SCHEMA, "audit")
 
     def record(self, entry: AuditEntry) -> None:
@@ -105,10 +106,11 @@ class SqliteAuditLog:
             "SELECT ts, call_id, session_id, tool, args_digest, arguments, status, error_code, "
             f"duration_ms, approval_id, decision, approver FROM audit {where} "
             "ORDER BY seq DESC LIMIT ?", (*params, limit))
-        return [AuditEntry(ts=float(r[0]), call_id=str(r[1]), session_id=str(r[2]), tool=str(r[3]),
-                           args_digest=str(r[4]), arguments=json.loads(str(r[5])), status=str(r[6]),
-                           error_code=r[7], duration_ms=float(r[8]), approval_id=r[9],
-                           decision=r[10], approver=r[11])
+        return [AuditEntry(ts=number(r[0]), call_id=str(r[1]), session_id=str(r[2]),
+                           tool=str(r[3]), args_digest=str(r[4]), arguments=json.loads(str(r[5])),
+                           status=str(r[6]), error_code=text_or_none(r[7]),
+                           duration_ms=number(r[8]), approval_id=text_or_none(r[9]),
+                           decision=text_or_none(r[10]), approver=text_or_none(r[11]))
                 for r in rows]
 
 

@@ -4,10 +4,12 @@ this when called: the door is a floor above the catalog)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
+from ..core.results import ToolResult
+from ..errors import UsageError
 from ..formats import get_format
 from ..toolbox.catalog import CatalogBase
 from ..tools.runner import run_coroutine_sync
@@ -18,13 +20,19 @@ __all__ = ["execute_tool_calls"]
 
 
 def execute_tool_calls(
-    catalog: CatalogBase, calls: Sequence[ToolCall] | Any, api_format: str | None = None, *,
+    catalog: CatalogBase, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
     invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
-) -> list[Any]:
+) -> list[ToolResult] | list[JsonObject]:
     """See ``CatalogBase.execute_tool_calls``."""
     invoker = invoker or ToolInvoker(catalog)
     session = session or invoker.open_session()
-    parsed = list(calls) if api_format is None else catalog.export(api_format).parse(calls)
+    if api_format is not None:
+        parsed = catalog.export(api_format).parse(calls)
+    elif isinstance(calls, Iterable) and not isinstance(calls, str | bytes | Mapping):
+        parsed = list(calls)
+    else:
+        raise UsageError(f"execute_tool_calls got a {type(calls).__name__} without api_format: "
+                         "pass ToolCalls, or a provider response with its api_format")
     results = run_coroutine_sync(invoker.invoke_many(parsed, session=session))
     tool_results = [r.to_tool_result() for r in results]
     if api_format is None:

@@ -5,13 +5,13 @@ tuple as ``gates=`` to change the pipeline."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ..approval.service import ApprovalService
 from ..artifacts.store import BlobStore
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
+from ..toolbox.catalog import CatalogBase
 from .audit import AuditLog
 from .gates import (
     ApprovalGate,
@@ -40,7 +40,7 @@ GATE_ORDER = ("record", "errors", "budget", "lookup", "kind", "validate", "guard
 result passes progress (TOOL_RESULT), then guardrails out, then shaping."""
 
 
-def default_gates(*, catalog: Any, approvals: ApprovalService,
+def default_gates(*, catalog: CatalogBase, approvals: ApprovalService,
                   artifact_store: BlobStore | None = None, hooks: HookManager | None = None,
                   guardrails: Iterable[Guardrail] = (), audit: AuditLog | None = None,
                   ) -> tuple[Gate, ...]:

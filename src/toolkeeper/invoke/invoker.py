@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -17,20 +16,28 @@ from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
 from ..core.call import ToolCall
 from ..core.context import LIBRARY, Caller, ToolContext
+from ..core.spec import ToolLike
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
+from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
+from ..tools.threads import on_asyncio
 from .audit import AuditEntry, AuditLog
 from .builder import default_gates, with_extra_gates
 from .gates import execute
 from .policy import ChainPolicy
-from .results import InvocationResult
+from .results import Envelope, InvocationResult
 from .session import InvokerSession
-from .state import Gate, Invocation, Next, ProgressSink
+from .state import ApprovalTrail, Gate, Invocation, Next, ProgressSink
 
-__all__ = ["ToolInvoker"]
+__all__ = ["ASYNCIO_ONLY", "ToolInvoker"]
+
+ASYNCIO_ONLY = ("ToolInvoker.invoke runs on asyncio (anyio's asyncio backend), and this call came "
+                "from another event loop or none; run it under asyncio.run(), "
+                "anyio.run(..., backend='asyncio'), or call invoke_sync() from plain code")
+"""What the door says when it is awaited outside asyncio (trio is not supported)."""
 
 _MAX_CHAINS = 4096
 _REFUSED = {"unknown": ("error", "unknown_approval"), "mismatch": ("denied", "policy_violation"),
@@ -57,7 +64,7 @@ class ToolInvoker:
     """
 
     def __init__(
-        self, registry: Any, approval_handler: ApprovalHandler | None = None,
+        self, registry: CatalogBase | Iterable[object], approval_handler: ApprovalHandler | None = None,
         artifact_store: BlobStore | None = None, policy: ChainPolicy | None = None,
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
@@ -79,9 +86,9 @@ class ToolInvoker:
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit)
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
-        self._chains: dict[str, tuple[Any, Next]] = {}
+        self._chains: dict[str, tuple[ToolLike, Next]] = {}
 
-    def _fold(self, tool: Any) -> Next:
+    def _fold(self, tool: ToolLike | None) -> Next:
         """The gates folded around the executor, without those ``tool`` cannot need; for an
         unknown name (``tool`` is ``None``) only the gates up to the lookup, which reports it."""
         gates = self.gates
@@ -94,7 +101,7 @@ class ToolInvoker:
                 handler = partial(gate.__call__, call_next=handler)
         return handler
 
-    def _chain(self, name: str, tool: Any) -> Next:
+    def _chain(self, name: str, tool: ToolLike | None) -> Next:
         """The chain for calls of ``tool``: folded once per tool without the gates it cannot
         need (an unknown name gets the chain that reports it)."""
         if tool is None:
@@ -120,7 +127,7 @@ class ToolInvoker:
 
     async def invoke(
         self, call: ToolCall, *, session: InvokerSession, ctx: ToolContext | None = None,
-        progress_sink: ProgressSink | None = None, _pre_approved: str | None = None,
+        progress_sink: ProgressSink | None = None, _pre_approved: ApprovalTrail | None = None,
     ) -> InvocationResult:
         """Run one call through every gate; always returns exactly one result.
 
@@ -131,12 +138,15 @@ class ToolInvoker:
         if session.invoker is not self:
             raise UsageError("the session belongs to another invoker; open one with "
                              "invoker.open_session()")
+        if not on_asyncio():
+            raise UsageError(ASYNCIO_ONLY)
         # A malformed call takes the chain that ends at the lookup, which reports its problem.
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
         if tool is not None and session.tools is not None and call.name not in session.tools:
             tool = None  # known, but not this session's: the lookup gate refuses it
+        trail = _pre_approved or ApprovalTrail()
         inv = Invocation(call, session, session.policy, tool, call.arguments, ctx,
-                         progress_sink, pre_approved=_pre_approved)
+                         progress_sink, pre_approved=trail.id, approval=trail)
         return await self._chain(call.name, tool)(inv)
 
     def invoke_sync(self, call: ToolCall, *, session: InvokerSession | None = None,
@@ -179,7 +189,7 @@ class ToolInvoker:
         return [r for r in results if r is not None]
 
     async def resume(self, approval_id: str, *, session: InvokerSession,
-                     arguments: dict[str, Any] | None = None) -> InvocationResult:
+                     arguments: dict[str, object] | None = None) -> InvocationResult:
         """Run an approved call exactly once, through this door.
 
         Refuses when the request is unknown, not decided, denied, already executed (its stored
@@ -190,8 +200,8 @@ class ToolInvoker:
                              "approval_store=)")
         claim = await self.approvals.claim(approval_id, arguments)
         request = claim.request
-        envelope = {"call_id": request.call_id if request else "",
-                    "tool": request.tool if request else "", "approval_id": approval_id}
+        envelope: Envelope = {"call_id": request.call_id if request else "",
+                              "tool": request.tool if request else "", "approval_id": approval_id}
         if claim.refusal is not None or request is None:
             status, code = _REFUSED[claim.refusal or "unknown"]
             if claim.refusal == "mismatch" and request is not None and self.audit is not None:
@@ -204,7 +214,10 @@ class ToolInvoker:
             return InvocationResult.failed(status, claim.message, code,  # type: ignore[arg-type]
                                            **envelope)
         call = ToolCall(id=request.call_id, name=request.tool, arguments=request.arguments)
-        result = await self.invoke(call, session=session, _pre_approved=approval_id)
+        trail = ApprovalTrail(id=approval_id)
+        if claim.decision is not None:
+            trail.decided(claim.decision.outcome, claim.decision.approver)
+        result = await self.invoke(call, session=session, _pre_approved=trail)
         await self.approvals.complete(approval_id, {
             "status": result.status, "text": result.text[:2000], "error_code": result.error_code})
         return result

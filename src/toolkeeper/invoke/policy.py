@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -48,7 +48,7 @@ class ChainPolicy(BaseModel):
     """Truncate result text longer than this (characters) when no artifact store is configured."""
     truncation: Literal["head", "head_tail"] = "head_tail"
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, **data: object) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypedDict, Unpack
 
 from ..approval.models import args_digest
+from ..core.json import JsonValue
 from ..core.results import ToolResult
 
-__all__ = ["ChainCallRecord", "ChainFile", "ChainRunResult", "InvocationResult", "Status"]
+__all__ = ["ChainCallRecord", "ChainFile", "ChainRunResult", "Envelope", "InvocationResult",
+           "Status"]
 
 Status = Literal["ok", "error", "denied", "pending"]
 RecordStatus = Literal["ok", "error", "denied", "pending", "timeout"]
@@ -22,6 +24,15 @@ class ChainFile:
     media_type: str
     artifact_ref: str
     size: int
+
+
+class Envelope(TypedDict):
+    """The fields every ``InvocationResult`` of one call carries: which call, which tool, and
+    the approval that let it through (or that it waits for)."""
+
+    call_id: str
+    tool: str
+    approval_id: str | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,7 +65,7 @@ class InvocationResult:
     approval_id: str | None = None
 
     @classmethod
-    def failed(cls, status: Status, text: str, error_code: str, **envelope: Any
+    def failed(cls, status: Status, text: str, error_code: str, **envelope: Unpack[Envelope]
                ) -> InvocationResult:
         """A call that did not run or did not finish: an error result for the model."""
         return cls(status=status, result=ToolResult.error(text, code=error_code), **envelope)
@@ -69,7 +80,7 @@ class InvocationResult:
         return self.result.text
 
     @property
-    def structured(self) -> dict[str, Any] | None:
+    def structured(self) -> dict[str, object] | None:
         """Structured content, when the tool returned some."""
         return self.result.structured_content if self.status == "ok" else None
 
@@ -95,7 +106,7 @@ class ChainCallRecord:
 
     def __init__(self, *, tool: str, call_id: str, status: RecordStatus, duration_ms: float,
                  error_code: str | None = None, args_digest: str | None = None,
-                 arguments: dict[str, Any] | None = None) -> None:
+                 arguments: dict[str, object] | None = None) -> None:
         self.tool = tool
         self.call_id = call_id
         self.status = status
@@ -123,7 +134,7 @@ class ChainRunResult:
 
     status: Literal["ok", "error", "timeout", "killed"]
     output_text: str
-    call_trace: tuple[Any, ...]
+    call_trace: tuple[ChainCallRecord, ...]
     duration_ms: float
-    value: Any = None
+    value: JsonValue = None
     files: tuple[ChainFile, ...] = ()

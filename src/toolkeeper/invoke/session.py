@@ -7,7 +7,7 @@ import threading
 import time
 from collections import deque
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.context import LIBRARY, Caller
 from ..errors import BudgetExceededError
@@ -40,7 +40,7 @@ class InvokerSession:
         self.store = invoker.artifact_store
         self.chain = chain
         self.started = time.monotonic()
-        self.state: dict[str, Any] = {}
+        self.state: dict[str, object] = {}
         self.grants: dict[str, float] = {}
         """Tools approved for this session (``scope="session"``): name → when the grant ends
         (``time.monotonic``)."""

@@ -3,19 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
 
 from ..core.call import ToolCall
 from ..core.context import ToolContext
+from ..core.spec import ToolLike
+from ..errors import UnknownToolError
 from .policy import ChainPolicy
-from .results import InvocationResult
+from .results import Envelope, InvocationResult
 
 if TYPE_CHECKING:
     from .session import InvokerSession
 
-__all__ = ["Gate", "Invocation", "Next", "ProgressSink"]
+__all__ = ["ApprovalTrail", "Gate", "Invocation", "Next", "ProgressSink"]
 
-ProgressSink = Callable[[dict[str, Any]], Awaitable[None] | None]
+ProgressSink = Callable[[dict[str, object]], Awaitable[None] | None]
+
+
+@dataclass(slots=True)
+class ApprovalTrail:
+    """What a call's approval came to, written by the approval gate as it learns it (the
+    request's id as soon as there is one, then the outcome and who decided) and read by the
+    record gate, which sits outside it: the one part of a call's state written on the way, so
+    that the audit row of a call whose client gave up while it waited still names its request.
+    ``resume`` starts it with the approval it runs under."""
+
+    id: str | None = None
+    outcome: str | None = None
+    approver: str | None = None
+
+    def decided(self, outcome: str, approver: str) -> None:
+        """Record a final decision (``approver`` empty when nobody said who)."""
+        self.outcome, self.approver = outcome, approver or None
+
+
+class Changes(TypedDict, total=False):
+    """What a gate may change of an ``Invocation`` (``evolve``)."""
+
+    arguments: dict[str, object]
+    resolved: dict[str, object] | None
+    approval_id: str | None
 
 
 class Invocation(NamedTuple):
@@ -35,22 +63,33 @@ class Invocation(NamedTuple):
         resolved: Validated arguments with artifact refs replaced by their content.
         approval_id: The approval that let the call through, if one was needed.
         pre_approved: Set by ``resume``: an approval already granted for these arguments.
+        approval: What the call's approval came to (``ApprovalTrail``), shared by every copy
+            of this call's ``Invocation``.
     """
 
     call: ToolCall
     session: InvokerSession
     policy: ChainPolicy
-    tool: Any
-    arguments: dict[str, Any]
+    tool: ToolLike | None
+    arguments: dict[str, object]
     ctx: ToolContext | None = None
     progress_sink: ProgressSink | None = None
-    resolved: dict[str, Any] | None = None
+    resolved: dict[str, object] | None = None
     approval_id: str | None = None
     pre_approved: str | None = None
+    approval: ApprovalTrail | None = None
 
-    def evolve(self, **changes: Any) -> Invocation:
+    def evolve(self, **changes: Unpack[Changes]) -> Invocation:
         """A copy with some fields changed."""
         return self._replace(**changes)
+
+    @property
+    def known_tool(self) -> ToolLike:
+        """The tool, for the gates inside the lookup (which answers a call of an unknown name
+        before any of them runs)."""
+        if self.tool is None:
+            raise UnknownToolError(f"tool '{self.call.name}' is not known", tool_name=self.call.name)
+        return self.tool
 
     def context(self) -> ToolContext:
         """The call's ``ToolContext`` (made on first need when the caller gave none)."""
@@ -60,7 +99,7 @@ class Invocation(NamedTuple):
                            session_id=self.session.id, state=self.session.state,
                            caller=self.session.caller)
 
-    def envelope(self) -> dict[str, Any]:
+    def envelope(self) -> Envelope:
         """The fields every ``InvocationResult`` of this call carries."""
         return {"call_id": self.call.id, "tool": self.call.name,
                 "approval_id": self.approval_id or self.pre_approved}
@@ -92,7 +131,7 @@ class Gate:
         left out of the fold (the order of the rest is unchanged)."""
         return True
 
-    def needed(self, tool: Any) -> bool:
+    def needed(self, tool: ToolLike) -> bool:
         """Whether the gate can do anything for calls of ``tool``: the invoker folds one chain
         per tool without the gates that cannot. Only what cannot change while ``tool`` and the
         gate live may decide it."""

@@ -87,8 +87,8 @@ class ClientTokens:
     def list(self) -> list[ClientToken]:
         rows = self._db.query("SELECT name, created_at, revoked_at FROM client_tokens "
                               "ORDER BY name")
-        return [ClientToken(name=str(n), created_at=float(c),
-                            revoked_at=None if r is None else float(r))
+        return [ClientToken(name=str(n), created_at=float(str(c)),
+                            revoked_at=None if r is None else float(str(r)))
                 for n, c, r in rows]
 
     def client_for(self, token: str) -> str | None:

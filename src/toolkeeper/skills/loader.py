@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -26,7 +25,7 @@ def _line_of(text: str, needle: str, default: int = 1) -> int:
     return text.count("\n", 0, index) + 1 if index >= 0 else default
 
 
-def _tools(value: Any, where: str) -> tuple[str, ...]:
+def _tools(value: object, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):

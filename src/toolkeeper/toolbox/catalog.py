@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject
+from ..core.results import ToolResult
 from ..core.risk import ToolRisk
-from ..errors import UnknownToolError
+from ..core.spec import ToolLike
+from ..errors import UnknownToolError, UsageError
 from ..formats import WireExport, export
 from ..i18n.catalog import DescriptionCatalog
 from ..tools.tool import Tool
@@ -31,6 +34,8 @@ from .search import SearchHit, SearchIndex
 from .views import FilterLens, Lens, LocaleLens, RenameLens, SkillLens
 
 if TYPE_CHECKING:
+    from ..invoke.invoker import ToolInvoker
+    from ..invoke.session import InvokerSession
     from ..skills.skill import Skill
 
 __all__ = ["CatalogBase", "DeferredView", "FilteredView", "LocalizedView", "RenamedView",
@@ -62,35 +67,35 @@ class CatalogBase:
 
     # -- listing -------------------------------------------------------------------------
 
-    def all(self) -> list[Any]:
+    def all(self) -> list[ToolLike]:
         """The enabled tools, in order."""
         return [e.tool for e in self.entries()]
 
     def names(self) -> list[str]:
         return [e.name for e in self.entries()]
 
-    def get(self, name: str) -> Any | None:
+    def get(self, name: str) -> ToolLike | None:
         """The enabled tool with this name (or alias), or ``None``."""
         entry = self.entry(name)
         return entry.tool if entry is not None and entry.enabled else None
 
-    def get_tool(self, name_or_alias: str) -> Any | None:
+    def get_tool(self, name_or_alias: str) -> ToolLike | None:
         """Seed 000's name for ``get``."""
         return self.get(name_or_alias)
 
-    def lookup(self, name: str) -> Any:
+    def lookup(self, name: str) -> ToolLike:
         """Like ``get`` but raises ``UnknownToolError`` listing the closest names."""
         tool = self.get(name)
         if tool is None:
             raise self.unknown(name)
         return tool
 
-    def by_risk(self, risk: ToolRisk | str) -> list[Any]:
+    def by_risk(self, risk: ToolRisk | str) -> list[ToolLike]:
         """The enabled tools at exactly this risk level."""
         wanted = ToolRisk(risk)
         return [e.tool for e in self.entries() if e.risk is wanted]
 
-    def browse(self, category: str) -> list[Any]:
+    def browse(self, category: str) -> list[ToolLike]:
         """The enabled tools in a category and its subcategories."""
         return [e.tool for e in self.entries() if CategoryTree.contains(category, e.category)]
 
@@ -109,11 +114,12 @@ class CatalogBase:
 
     # -- wire formats --------------------------------------------------------------------
 
-    def offered(self) -> list[Any]:
+    def offered(self) -> list[ToolLike]:
         """The tools a model is shown up front: enabled and not deferred."""
         return [e.tool for e in self.entries() if not e.deferred]
 
-    def schemas(self, api_format: str = "openai-chat", *, strict: bool = False) -> list[Any]:
+    def schemas(self, api_format: str = "openai-chat", *, strict: bool = False
+                ) -> list[JsonObject]:
         """Declarations of the offered tools (deferred tools are left out)."""
         return self.export(api_format, strict=strict).declarations
 
@@ -121,25 +127,32 @@ class CatalogBase:
         """The offered tools in one wire format, with the name table to read calls back."""
         return export(self.offered(), api_format, strict=strict)
 
-    def schema_for(self, name: str, api_format: str = "openai-chat", *, strict: bool = False) -> Any:
+    def schema_for(self, name: str, api_format: str = "openai-chat", *, strict: bool = False
+                   ) -> JsonObject:
         """The declaration of one tool, deferred or not."""
         tool = self.lookup(name)
-        return tool.get_schema(api_format, strict=strict)
+        if isinstance(tool, Tool):
+            return tool.get_schema(api_format, strict=strict)
+        return tool.get_schema(api_format)
 
-    def deferred_schemas(self, api_format: str = "openai-chat") -> list[Any]:
+    def deferred_schemas(self, api_format: str = "openai-chat") -> list[JsonObject]:
         """Declarations of the deferred tools (for providers that defer natively)."""
         return [e.tool.get_schema(api_format) for e in self.entries() if e.deferred]
 
     # -- direct execution (a developer's convenience, not the governed door) ------------
 
-    def execute_tool(self, name: str, **arguments: Any) -> Any:
+    def execute_tool(self, name: str, **arguments: object) -> Any:
         """Validate and call one tool directly; returns its raw value, raising on failure."""
-        return self.lookup(name).run_raw(arguments)
+        tool = self.lookup(name)
+        if not isinstance(tool, Tool):
+            raise UsageError(f"tool '{name}' is a {tool.kind} tool: the provider runs it (or "
+                             "handles its call), so it cannot be executed directly")
+        return tool.run_raw(arguments)
 
     def execute_tool_calls(
-        self, calls: Sequence[ToolCall] | Any, api_format: str | None = None, *,
-        invoker: Any = None, session: Any = None,
-    ) -> list[Any]:
+        self, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
+        invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+    ) -> list[ToolResult] | list[JsonObject]:
         """Run model-originated calls through the invoker (the one door) and return the results.
 
         Given ``ToolCall``s, returns ``ToolResult``s in call order. Given a provider response and
@@ -152,9 +165,7 @@ class CatalogBase:
         # import a catalog makes when called, listed in tests/meta/test_layers.py (CALL_TIME).
         from ..invoke.batch import execute_tool_calls
 
-        results: list[Any] = execute_tool_calls(self, calls, api_format, invoker=invoker,
-                                                session=session)
-        return results
+        return execute_tool_calls(self, calls, api_format, invoker=invoker, session=session)
 
     # -- views ---------------------------------------------------------------------------
 
@@ -198,7 +209,7 @@ class View(CatalogBase):
     def __init__(self, inner: CatalogBase, lens: Lens | None = None) -> None:
         self.inner = inner
         self.lens = lens if lens is not None else Lens()
-        self._copies: dict[tuple[int, str], Any] = {}
+        self._copies: dict[tuple[int, str], tuple[Tool, Tool]] = {}
         self._index: SearchIndex | None = None
         self._indexed: dict[str, int] = {}
 
@@ -216,7 +227,7 @@ class View(CatalogBase):
             return shown
         return replace(shown, name=outer, tool=self._renamed(shown.tool, outer))
 
-    def _renamed(self, tool: Any, outer: str) -> Any:
+    def _renamed(self, tool: ToolLike, outer: str) -> ToolLike:
         if not isinstance(tool, Tool):
             return tool  # provider tools keep the names their providers gave them
         key = (id(tool), outer)

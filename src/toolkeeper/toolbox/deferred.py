@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..core.json import JsonObject
 from ..core.metadata import ToolMetadata
 from ..errors import UsageError
 from ..formats import get_format
@@ -49,7 +50,7 @@ class ToolSearchLens(Lens):
         self._entry = CatalogEntry(name=TOOL_SEARCH, tool=self.search_tool, category="system",
                                    tags=frozenset({"meta"}))
 
-    def _tool_search(self, query: str, limit: int | None = None) -> dict[str, Any]:
+    def _tool_search(self, query: str, limit: int | None = None) -> JsonObject:
         """Search for more tools by what they do; the tools found become callable.
 
         Args:
@@ -77,7 +78,7 @@ class ToolSearchLens(Lens):
         return [self._entry]
 
 
-def native_deferred_tools(catalog: CatalogBase, api_format: str) -> list[dict[str, Any]]:
+def native_deferred_tools(catalog: CatalogBase, api_format: str) -> list[JsonObject]:
     """The ``tools=`` list for a provider that defers natively: every enabled tool, deferred
     ones marked ``defer_loading``, plus the provider's own tool-search tool.
 

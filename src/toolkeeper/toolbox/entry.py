@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..core.risk import ToolRisk
+from ..core.spec import ToolLike
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
+from ..tools.tool import Tool
 from .search import SearchDoc
 
-__all__ = ["CatalogEntry", "ChangeEvent", "ToolConflictWarning", "entry_doc"]
+__all__ = ["CatalogEntry", "ChangeEvent", "ChangeKind", "ToolConflictWarning", "entry_doc"]
 
 
 class ToolConflictWarning(UserWarning):
@@ -32,7 +34,7 @@ class CatalogEntry:
     """
 
     name: str
-    tool: Any
+    tool: ToolLike
     category: str | None = None
     tags: frozenset[str] = frozenset()
     aliases: tuple[str, ...] = ()
@@ -42,7 +44,7 @@ class CatalogEntry:
 
     @property
     def risk(self) -> ToolRisk:
-        return ToolRisk(getattr(self.tool, "risk", ToolRisk.SAFE))
+        return self.tool.risk
 
     @property
     def kind(self) -> Literal["local", "hosted", "provider-defined"]:
@@ -51,27 +53,30 @@ class CatalogEntry:
         return "hosted" if is_hosted_tool(self.tool) else "local"
 
 
+ChangeKind = Literal["added", "removed", "enabled", "disabled", "updated"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChangeEvent:
     """A change of a catalog: ``added``, ``removed``, ``enabled``, ``disabled`` or ``updated``."""
 
-    kind: Literal["added", "removed", "enabled", "disabled", "updated"]
+    kind: ChangeKind
     names: tuple[str, ...]
     reason: str | None = None
     version: int = 0
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
 
 def entry_doc(entry: CatalogEntry, description: str | None = None) -> SearchDoc:
     """The searchable text of an entry (``description`` overrides, e.g. a localized one)."""
     tool = entry.tool
-    params = getattr(tool, "parameters", None) or {}
+    function = tool if isinstance(tool, Tool) else None  # provider tools have no parameters
     parts: list[str] = []
-    _param_words(params, parts, depth=0)
-    metadata = getattr(tool, "metadata", None)
-    hint = getattr(metadata, "search_hint", "") or ""
-    text = description if description is not None else getattr(tool, "description", "")
-    names = " ".join([entry.name, getattr(tool, "method_name", None) or "", *entry.aliases])
+    _param_words(function.parameters if function is not None else {}, parts, depth=0)
+    hint = tool.metadata.search_hint
+    text = description if description is not None else tool.description
+    method = function.method_name if function is not None else None
+    names = " ".join([entry.name, method or "", *entry.aliases])
     return SearchDoc(name=names, description=f"{text} {hint}".strip(), params=" ".join(parts),
                      tags=tuple(sorted(entry.tags)), category=entry.category)
 

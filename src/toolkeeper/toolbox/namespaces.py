@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import inspect
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..core.spec import ToolLike
 from ..errors import UsageError
 from ..tools.naming import normalize_tool_name
 from ..tools.tool import Tool
@@ -20,7 +21,8 @@ __all__ = ["add_class", "add_module", "add_toolbox"]
 def add_module(box: Toolbox, module: ModuleType, namespace: str | None = None) -> list[str]:
     """Add the tools a module defines; without any, its public functions become tools."""
     values = list(vars(module).values())
-    tools = [v for v in values if isinstance(v, Tool) or hasattr(v, "provider_specs")]
+    tools: list[object] = [v for v in values if isinstance(v, Tool) or (
+        not isinstance(v, type) and isinstance(v, ToolLike))]
     if not tools:
         tools = [v for v in values if inspect.isfunction(v) and not v.__name__.startswith("_")
                  and v.__module__ == module.__name__]
@@ -29,7 +31,7 @@ def add_module(box: Toolbox, module: ModuleType, namespace: str | None = None) -
     return [box.add(t, namespace=namespace).qualified_name for t in tools]
 
 
-def add_class(box: Toolbox, obj: Any, namespace: str | None = None) -> list[str]:
+def add_class(box: Toolbox, obj: object, namespace: str | None = None) -> list[str]:
     """Add the public methods of a class or instance; the namespace defaults to the class name.
 
     Given a class, it is instantiated without arguments when it has instance methods.
@@ -61,7 +63,7 @@ def add_toolbox(box: Toolbox, other: CatalogBase, namespace: str | None = None) 
     for entry in other.explain():
         tool = box.add(entry.tool, category=entry.category, tags=entry.tags,
                        aliases=entry.aliases, namespace=namespace)
-        key = getattr(tool, "qualified_name", tool.name)
+        key = tool.qualified_name
         if not entry.enabled:
             box.disable(key, entry.reason)
         names.append(key)

@@ -15,6 +15,7 @@ from typing import Any
 import tantivy
 from rapidfuzz import fuzz, process
 
+from ..core.spec import ToolLike
 from .tokenize import tokenize
 
 __all__ = ["SearchDoc", "SearchHit", "SearchIndex", "SearchOptions"]
@@ -74,7 +75,7 @@ class SearchHit:
     """One search result: the tool, its score and which signals matched (with their parts)."""
 
     name: str
-    tool: Any
+    tool: ToolLike
     score: float
     signals: dict[str, float] = field(default_factory=dict)
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..core.risk import ToolRisk
+from ..core.spec import ToolLike
 from ..errors import UnknownToolError
 from ..i18n.localize import localize_tool
 from ..tools.tool import Tool
@@ -127,12 +128,12 @@ class LocaleLens(Lens):
 
     def __init__(self, catalog: DescriptionCatalog) -> None:
         self.catalog = catalog
-        self._translated: dict[int, tuple[Any, Any]] = {}
+        self._translated: dict[int, tuple[Tool, ToolLike]] = {}
 
     def show(self, entry: CatalogEntry) -> CatalogEntry | None:
         return replace(entry, tool=self._translate(entry.tool))
 
-    def _translate(self, tool: Any) -> Any:
+    def _translate(self, tool: ToolLike) -> ToolLike:
         if not isinstance(tool, Tool):
             return tool
         cached = self._translated.get(id(tool))

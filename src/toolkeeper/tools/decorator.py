@@ -25,7 +25,7 @@ def tool(
     risk: ToolRisk | str | None = None,
     hitl_mode: HitlMode | str | None = None,
     metadata: ToolMetadata | None = None,
-    **metadata_fields: Any,
+    **metadata_fields: object,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -39,7 +39,7 @@ def tool(
     risk: ToolRisk | str | None = None,
     hitl_mode: HitlMode | str | None = None,
     metadata: ToolMetadata | None = None,
-    **metadata_fields: Any,
+    **metadata_fields: object,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a ``Tool``; usable bare (``@tool``) or with options (``@tool(...)``).
 

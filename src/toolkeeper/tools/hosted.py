@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..core.json import JsonObject
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
-from ..core.spec import ToolKind
+from ..core.spec import HandlesCalls, ToolKind, ToolLike
 from ..errors import WireFormatError
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ class ProviderSpec:
 
 class _ProviderTool:
     runs_scripts: ClassVar[bool] = False
+    hitl_explicit: ClassVar[bool] = True
+    """A provider's tool asks by its HITL mode whichever way it was set (the stricter reading,
+    as before this was declared)."""
 
     def __init__(
         self,
@@ -89,7 +93,7 @@ class _ProviderTool:
             _FAMILY.get(api_format, "")
         )
 
-    def get_schema(self, api_format: str = "openai-responses", **_: Any) -> dict[str, Any]:
+    def get_schema(self, api_format: str = "openai-responses", **_: object) -> JsonObject:
         """The provider's declaration for ``api_format``, exactly as given."""
         spec = self.spec_for(api_format)
         if spec is None:
@@ -128,11 +132,13 @@ class ProviderDefinedTool(_ProviderTool):
         raise NotImplementedError(f"{type(self).__name__} must implement handle_call")
 
 
-def is_provider_defined_tool(tool: Any) -> bool:
-    """True for tools the provider declares and the application runs. Check this first."""
-    return hasattr(tool, "provider_specs") and callable(getattr(tool, "handle_call", None))
+def is_provider_defined_tool(tool: object) -> bool:
+    """True for tools the provider declares and the application runs (their ``kind`` is
+    ``provider`` and they handle calls). Check this first."""
+    return isinstance(tool, ProviderDefinedTool) or (
+        isinstance(tool, HandlesCalls) and tool.kind == "provider")
 
 
-def is_hosted_tool(tool: Any) -> bool:
-    """True for tools the provider declares and runs (never true for provider-defined tools)."""
-    return hasattr(tool, "provider_specs") and not is_provider_defined_tool(tool)
+def is_hosted_tool(tool: object) -> bool:
+    """True for tools the provider declares and runs (their ``kind`` is ``hosted``)."""
+    return isinstance(tool, HostedTool) or (isinstance(tool, ToolLike) and tool.kind == "hosted")

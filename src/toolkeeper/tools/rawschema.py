@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..core.json import JsonObject
+
 __all__ = ["SchemaWarning", "coerce_arguments", "normalize_schema"]
 
 
@@ -37,7 +39,7 @@ _PY_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def normalize_schema(schema: Any, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
+def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
     """Return a repaired copy of a tool's parameter schema and the problems left in it.
 
     Repaired (one clear meaning): non-standard type names (``dict``, ``float``, ``long``,
@@ -66,7 +68,7 @@ def normalize_schema(schema: Any, *, where: str = "parameters") -> tuple[dict[st
     return fixed, problems
 
 
-def _replaced(schema: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+def _replaced(schema: dict[str, object], where: str, problems: list[str]) -> JsonObject:
     """A top level that is not an object (``{"type": "string"}``) cannot declare named
     arguments, which every provider requires: it is replaced by an empty object schema."""
     problems.append(f"{where}: the top level must be an object schema of named arguments, got "
@@ -100,7 +102,7 @@ def _walk(node: dict[str, Any], path: str, problems: list[str]) -> None:
     _check_values(node, path, problems)
 
 
-def _canonical_type(name: Any, path: str, problems: list[str]) -> str | None:
+def _canonical_type(name: object, path: str, problems: list[str]) -> str | None:
     if not isinstance(name, str):
         problems.append(f"{path}.type: {name!r} is not a type name")
         return None
@@ -112,7 +114,7 @@ def _canonical_type(name: Any, path: str, problems: list[str]) -> str | None:
     return None
 
 
-def _fix_type(node: dict[str, Any], path: str, problems: list[str]) -> None:
+def _fix_type(node: dict[str, object], path: str, problems: list[str]) -> None:
     if "type" not in node:
         return
     raw = node["type"]
@@ -128,7 +130,7 @@ def _fix_type(node: dict[str, Any], path: str, problems: list[str]) -> None:
         node["prefixItems"] = node.pop("items")
 
 
-def _fix_draft3_required(node: dict[str, Any], props: dict[str, Any]) -> None:
+def _fix_draft3_required(node: dict[str, object], props: dict[str, object]) -> None:
     required = node.get("required")
     names = list(required) if isinstance(required, list) else []
     for name, sub in props.items():
@@ -168,7 +170,7 @@ _LAX: dict[str, TypeAdapter[Any]] = {
 }
 
 
-def coerce_arguments(value: Any, schema: Any) -> Any:
+def coerce_arguments(value: object, schema: object) -> Any:
     """Coerce obviously-meant scalars ("5" → 5, "true" → True) where the schema says so.
 
     Uses pydantic's lax rules for int, float and bool; everything else is left for the validator
@@ -204,11 +206,11 @@ def coerce_arguments(value: Any, schema: Any) -> Any:
         return value
 
 
-def _float_for_int(value: Any, type_name: str) -> bool:
+def _float_for_int(value: object, type_name: str) -> bool:
     return type_name == "integer" and isinstance(value, float)
 
 
-def accepts_null(schema: Any) -> bool:
+def accepts_null(schema: object) -> bool:
     """Whether ``null`` is a valid value for ``schema``."""
     if not isinstance(schema, dict) or not schema:
         return True

@@ -16,7 +16,7 @@ __all__ = ["call_async", "call_sync", "run_coroutine_sync"]
 Binding = tuple[tuple[str, ...], str | None, Any]
 
 
-def _bind(kwargs: dict[str, Any], binding: Binding) -> tuple[list[Any], dict[str, Any]]:
+def _bind(kwargs: dict[str, object], binding: Binding) -> tuple[list[Any], dict[str, Any]]:
     positional, ctx_param, ctx = binding
     kw = dict(kwargs) if positional or ctx_param else kwargs
     args = [kw.pop(name) for name in positional if name in kw]
@@ -40,7 +40,7 @@ def run_coroutine_sync(coro: Coroutine[Any, Any, Any]) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-def call_sync(func: Callable[..., Any], kwargs: dict[str, Any], binding: Binding) -> Any:
+def call_sync(func: Callable[..., Any], kwargs: dict[str, object], binding: Binding) -> Any:
     """Call ``func`` from synchronous code; coroutines it returns are run to completion."""
     args, kw = _bind(kwargs, binding)
     value = func(*args, **kw)
@@ -50,7 +50,7 @@ def call_sync(func: Callable[..., Any], kwargs: dict[str, Any], binding: Binding
 
 
 async def call_async(
-    func: Callable[..., Any], kwargs: dict[str, Any], binding: Binding, *, in_thread: bool
+    func: Callable[..., Any], kwargs: dict[str, object], binding: Binding, *, in_thread: bool
 ) -> Any:
     """Call ``func`` from async code; sync functions run in a worker thread when ``in_thread``."""
     args, kw = _bind(kwargs, binding)

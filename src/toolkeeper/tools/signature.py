@@ -20,14 +20,15 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ..core.context import ToolContext
+from ..core.json import JsonObject
 from ..core.results import ToolResult
 from ..errors import SchemaError
 from .docstrings import parse_docstring
 
 __all__ = ["FunctionInfo", "Param", "inspect_function", "strip_titles"]
 
-EMPTY: Any = inspect.Parameter.empty
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
+EMPTY: object = inspect.Parameter.empty
+_PRIMITIVES: dict[object, dict[str, Any]] = {
     str: {"type": "string"},
     int: {"type": "integer"},
     float: {"type": "number"},
@@ -103,7 +104,7 @@ class FunctionInfo:
             return None
         return TypeAdapter(self.return_annotation)
 
-    def output_problem(self, value: Any) -> str | None:
+    def output_problem(self, value: object) -> str | None:
         """Why ``value`` does not match the return annotation, or ``None`` when it does."""
         if self.return_annotation in _EXACT and type(value) is self.return_annotation:
             return None  # the common case needs no validator
@@ -145,7 +146,7 @@ class FunctionInfo:
         return bool(schema and schema.get("x-toolkeeper-wrap-result"))
 
 
-def _says_nothing(annotation: Any) -> bool:
+def _says_nothing(annotation: object) -> bool:
     if annotation in _NO_OUTPUT:
         return True
     return isinstance(annotation, type) and issubclass(annotation, ToolResult)
@@ -161,7 +162,7 @@ def _is_object_schema(schema: dict[str, Any]) -> bool:
     return False
 
 
-def _is_ctx(name: str, annotation: Any) -> bool:
+def _is_ctx(name: str, annotation: object) -> bool:
     if name == "ctx":
         return True
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
@@ -214,7 +215,7 @@ def inspect_function(
     )
 
 
-def is_async_callable(func: Any) -> bool:
+def is_async_callable(func: object) -> bool:
     """True for coroutine functions, partials of them and objects with an async ``__call__``."""
     while hasattr(func, "func") and not inspect.isfunction(func):  # functools.partial
         func = func.func
@@ -257,7 +258,7 @@ def _collect_params(
     return tuple(params), ctx_param
 
 
-def _field_default(info: FieldInfo) -> Any:
+def _field_default(info: FieldInfo) -> object:
     if info.default_factory is not None:
         return info.default_factory()  # type: ignore[call-arg]
     return EMPTY if info.default is PydanticUndefined else info.default
@@ -279,18 +280,18 @@ def _parameters_schema(
     return _object_schema(properties, [p.name for p in params if p.required]), None
 
 
-def _object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _object_schema(properties: dict[str, object], required: list[str]) -> JsonObject:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
     return schema
 
 
-def _plain_default(default: Any) -> bool:
+def _plain_default(default: object) -> bool:
     return default is EMPTY or type(default) in _JSON_SCALARS
 
 
-def fast_schema(tp: Any) -> dict[str, Any] | None:
+def fast_schema(tp: object) -> dict[str, Any] | None:
     """JSON Schema of a common type, equal to pydantic's; ``None`` when pydantic must decide."""
     if tp is Any:
         return {}
@@ -384,7 +385,7 @@ _SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "propertyName
                "else", "unevaluatedProperties", "unevaluatedItems")
 
 
-def strip_titles(schema: Any) -> Any:
+def strip_titles(schema: object) -> Any:
     """A copy of a JSON Schema without ``title`` keywords (property names are kept)."""
     if not isinstance(schema, dict):
         return schema

@@ -85,13 +85,13 @@ class _Pool:
             del job, future, value, error  # hold no reference while waiting
 
 
-def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: Any,
+def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: object,
              error: BaseException | None) -> None:
     with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
         loop.call_soon_threadsafe(_settle, future, value, error)
 
 
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any], value: object, error: BaseException | None) -> None:
     if future.done():  # the caller was cancelled and abandoned the call
         return
     if error is not None:

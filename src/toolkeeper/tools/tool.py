@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from ..core.context import ToolContext
+from ..core.json import JsonObject
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult, to_tool_result
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
@@ -73,6 +74,9 @@ class Tool:
     # means "the default for the risk" and every instance holds a resolved HitlMode.
     risk: ToolRisk = ToolRisk.SAFE
     hitl_mode: HitlMode = None  # type: ignore[assignment]
+    hitl_explicit: bool
+    """Whether the HITL mode was chosen (argument, class attribute or ``replace``) rather than
+    inherited from the risk."""
     kind: ClassVar[ToolKind] = "function"
     runs_scripts: ClassVar[bool] = False
     """Whether the tool runs code-mode scripts (``tool_chain``): a script may not call it."""
@@ -92,7 +96,7 @@ class Tool:
         hitl_mode: HitlMode | str | None = None,
         is_async: bool | None = None,
         output_schema: Mapping[str, Any] | None = None,
-        parameters_model: Any = None,
+        parameters_model: object = None,
         input_schema: Mapping[str, Any] | None = None,
         _info: FunctionInfo | None = None,
     ) -> None:
@@ -132,7 +136,7 @@ class Tool:
             self.__dict__["_validator"] = self._build_validator()
         self.__dict__["_frozen"] = True
 
-    def __setattr__(self, key: str, value: Any) -> None:
+    def __setattr__(self, key: str, value: object) -> None:
         if key in _DEFINITION_FIELDS and self.__dict__.get("_frozen"):
             raise UsageError(
                 f"tool '{self.name}' is frozen: use tool.replace({key}=...) to derive a changed copy"
@@ -281,7 +285,7 @@ class Tool:
         return self.metadata.is_async
 
     @property
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> JsonObject:
         """Seed 000/001's name for ``parameters``."""
         return self.parameters
 
@@ -295,7 +299,7 @@ class Tool:
 
     # -- validation and calls ------------------------------------------------------------
 
-    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def validate_arguments(self, arguments: Mapping[str, object]) -> dict[str, Any]:
         """Validate and coerce a model's arguments into the callable's keyword arguments.
 
         Raises:
@@ -332,11 +336,11 @@ class Tool:
             return ()
         return tuple(p.name for p in info.params if p.positional_only)
 
-    def call_sync(self, kwargs: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+    def call_sync(self, kwargs: dict[str, object], ctx: ToolContext | None = None) -> Any:
         """Call the callable with validated arguments from synchronous code; returns its value."""
         return call_sync(self._require_callable(), kwargs, self._binding(ctx))
 
-    async def call_async(self, kwargs: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+    async def call_async(self, kwargs: dict[str, object], ctx: ToolContext | None = None) -> Any:
         """Call the callable with validated arguments; sync callables run in a worker thread."""
         return await call_async(
             self._require_callable(), kwargs, self._binding(ctx),
@@ -349,7 +353,7 @@ class Tool:
             ctx = ToolContext(tool_name=self.name)
         return self._positional(), ctx_param, ctx
 
-    def to_result(self, value: Any) -> ToolResult:
+    def to_result(self, value: object) -> ToolResult:
         """Coerce a return value into a ``ToolResult``, checking it against the output type."""
         info: FunctionInfo | None = self._info
         if info is not None and not isinstance(value, ToolResult):
@@ -368,15 +372,15 @@ class Tool:
         """Seed 001's protocol: run with already-validated arguments and return a ``ToolResult``."""
         return self.to_result(await self.call_async(kwargs, ctx))
 
-    def run_raw(self, parameters: Mapping[str, Any]) -> Any:
+    def run_raw(self, parameters: Mapping[str, object]) -> Any:
         """Validate and run synchronously, returning the raw value; exceptions propagate."""
         return self.call_sync(self.validate_arguments(parameters))
 
-    async def arun_raw(self, parameters: Mapping[str, Any]) -> Any:
+    async def arun_raw(self, parameters: Mapping[str, object]) -> Any:
         """Validate and run asynchronously, returning the raw value; exceptions propagate."""
         return await self.call_async(self.validate_arguments(parameters))
 
-    def run(self, parameters: Mapping[str, Any]) -> Any:
+    def run(self, parameters: Mapping[str, object]) -> Any:
         """Like ``run_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
 
         .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
@@ -387,7 +391,7 @@ class Tool:
         except Exception as exc:
             return self._swallowed(exc, "run_raw")
 
-    async def arun(self, parameters: Mapping[str, Any]) -> Any:
+    async def arun(self, parameters: Mapping[str, object]) -> Any:
         """Like ``arun_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
 
         .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
@@ -405,7 +409,7 @@ class Tool:
                       stacklevel=3)
         return f"Error executing {self.name}: {exc}"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         """Call the underlying function directly, as if the tool were not there."""
         return self._require_callable()(*args, **kwargs)
 
@@ -414,7 +418,7 @@ class Tool:
     def get_schema(
         self, api_format: str = "openai-chat", *, strict: bool = False,
         think_augment: bool | None = None, _think_augment: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """The tool's declaration in a provider's wire format (default ``openai-chat``).
 
         Formats: ``openai-chat``, ``openai-responses`` (``openai-response`` too), ``anthropic``,
@@ -428,26 +432,26 @@ class Tool:
             spec = self.__dict__["_spec"] or self.spec
             hit = spec.declared.get(api_format)
             if hit is not None:
-                return hit[0]  # type: ignore[no-any-return]
+                return hit[0]
         return declare(self, api_format, strict=strict, think_augment=think_augment)
 
-    def describe(self, api_format: str = "openai-chat") -> dict[str, Any]:
+    def describe(self, api_format: str = "openai-chat") -> JsonObject:
         """Deprecated alias of ``get_schema``."""
         warnings.warn("Tool.describe() is deprecated; use get_schema()", DeprecationWarning,
                       stacklevel=2)
         return self.get_schema(api_format)
 
-    def get_json_schema(self, api_format: str = "openai-chat") -> dict[str, Any]:
+    def get_json_schema(self, api_format: str = "openai-chat") -> JsonObject:
         """Deprecated alias of ``get_schema``."""
         warnings.warn("Tool.get_json_schema() is deprecated; use get_schema()",
                       DeprecationWarning, stacklevel=2)
         return self.get_schema(api_format)
 
-    def get_openai_schema(self, *, strict: bool = False) -> dict[str, Any]:
+    def get_openai_schema(self, *, strict: bool = False) -> JsonObject:
         """Seed 000's shortcut for ``get_schema("openai-chat")``."""
         return self.get_schema("openai-chat", strict=strict)
 
-    def get_mcp_schema(self) -> dict[str, Any]:
+    def get_mcp_schema(self) -> JsonObject:
         """Seed 000's shortcut for ``get_schema("mcp")``."""
         return self.get_schema("mcp")
 
@@ -467,7 +471,7 @@ class Tool:
                 qualified_name=self.qualified_name, risk=self.risk, hitl_mode=self.hitl_mode)
         return spec
 
-    def model_dump(self) -> dict[str, Any]:
+    def model_dump(self) -> JsonObject:
         """The definition as plain data (the callable is left out)."""
         return {
             "name": self.name,

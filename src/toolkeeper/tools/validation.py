@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, NoReturn, Protocol
 
 import jsonschema_rs
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..errors import InvalidArgumentsError, SchemaError
 from .rawschema import accepts_null, coerce_arguments, drop_optional_nulls
@@ -20,7 +20,7 @@ from .signature import FunctionInfo
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
 
-def _scalar(schema: Any) -> bool:
+def _scalar(schema: object) -> bool:
     """Whether a property schema admits only scalars (a plain ``type`` of string, number…)."""
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
@@ -37,10 +37,10 @@ _MAX_SHOWN = 5
 class ArgumentValidator(Protocol):
     """Turns a model's arguments into the keyword arguments of a call, or raises."""
 
-    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]: ...
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]: ...
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -75,7 +75,7 @@ def _raise(tool_name: str, problems: list[dict[str, Any]]) -> NoReturn:
 
 
 def _split_unknown(
-    arguments: Mapping[str, Any], known: set[str], unknown: Literal["reject", "ignore"],
+    arguments: Mapping[str, object], known: set[str], unknown: Literal["reject", "ignore"],
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Arguments the schema declares, and a problem for each one it does not (unless ignored)."""
     args = {k: v for k, v in arguments.items() if k in known}
@@ -89,7 +89,7 @@ def _split_unknown(
     ]
 
 
-def _check_mapping(tool_name: str, arguments: Any) -> None:
+def _check_mapping(tool_name: str, arguments: object) -> None:
     if not isinstance(arguments, Mapping):
         _raise(tool_name, [{
             "path": "(arguments)",
@@ -117,7 +117,7 @@ class FunctionArgumentValidator:
             (name not in required and not accepts_null(sub)) or not _scalar(sub)
             for name, sub in props.items())
 
-    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]:
         problems: list[dict[str, Any]]
         if type(arguments) is dict and arguments.keys() <= self._known:
             args, problems = arguments, []  # the common case: a plain dict of known names
@@ -165,7 +165,7 @@ class SchemaArgumentValidator:
         except Exception as exc:
             raise SchemaError(f"tool '{tool_name}': parameters are not a valid JSON Schema: {exc}") from exc
 
-    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]:
         _check_mapping(self._tool, arguments)
         problems: list[dict[str, Any]] = []
         if self._open:
@@ -207,10 +207,10 @@ class SchemaArgumentValidator:
 class ModelArgumentValidator:
     """Validation through a user-supplied pydantic model (``Tool(parameters_model=...)``)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: type[BaseModel]) -> None:
         self._model = model
 
-    def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]:
         try:
             instance = self._model.model_validate(dict(arguments))
         except ValidationError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Mapping
 
 import anyio
 
@@ -19,6 +19,7 @@ from ...approval.service import ApprovalService
 from ...core.context import ToolContext
 from ...core.results import ToolResult
 from ...core.risk import HitlMode
+from ...core.spec import ToolLike
 from ...errors import ApprovalDeniedError, ApprovalPending
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -38,11 +39,11 @@ class ApprovalGate(Gate):
     def __init__(self, service: ApprovalService) -> None:
         self.service = service
 
-    def needed(self, tool: Any) -> bool:
+    def needed(self, tool: ToolLike) -> bool:
         return self.service.needs_approval(tool)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        tool, service = inv.tool, self.service
+        tool, service = inv.known_tool, self.service
         if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
                 not service.needs_approval(tool, chain=inv.session.chain):
             return await call_next(inv)
@@ -67,6 +68,9 @@ class ApprovalGate(Gate):
                 "taken for execution (by another call, or by a replica that stopped while "
                 "running it); it does not run twice — check its outcome before calling again",
                 tool_name=tool.name, details={"approval_id": found.request.id})
+        trail = inv.approval
+        if trail is not None:  # from here on the call has a request: its audit row names it
+            trail.id = found.request.id if found is not None else request.id
         if found is not None and found.state == "done":
             told = await service.replay(found.request.id)
             if told is not None:
@@ -77,6 +81,8 @@ class ApprovalGate(Gate):
         else:
             request = found.request if found is not None else request
             decision = await self._decide(inv, request, mode, rejoin=found is not None)
+        if decision.outcome != "pending" and trail is not None:
+            trail.decided(decision.outcome, decision.approver)
         if decision.outcome == "pending":
             raise ApprovalPending(
                 f"tool '{tool.name}' is waiting for approval (request {request.id}): a person "
@@ -99,7 +105,7 @@ class ApprovalGate(Gate):
         return result
 
     @staticmethod
-    def _told_again(inv: Invocation, request: ApprovalRequest, told: dict[str, Any]
+    def _told_again(inv: Invocation, request: ApprovalRequest, told: Mapping[str, object]
                     ) -> InvocationResult:
         """The same call made again after its approved run: that run's result, not a second
         run (its first caller may have given up before the answer came)."""
@@ -108,9 +114,11 @@ class ApprovalGate(Gate):
                 f"and run for this same call (asked {ago} s ago); it does not run twice. Made "
                 "again, the call asks a person anew.]")
         failed = told.get("status") != "ok"
+        structured = told.get("structured")
         return InvocationResult(
             status="error" if failed else "ok", result=ToolResult.text_result(
-                text, is_error=failed, structured_content=told.get("structured")),
+                text, is_error=failed,
+                structured_content=structured if isinstance(structured, dict) else None),
             call_id=inv.call.id, tool=inv.call.name, approval_id=request.id)
 
     async def _decide(self, inv: Invocation, request: ApprovalRequest, mode: HitlMode, *,
@@ -148,7 +156,7 @@ class ApprovalGate(Gate):
             await anyio.sleep(NOTICE_S)
 
 
-def _summary(result: InvocationResult) -> dict[str, Any]:
+def _summary(result: InvocationResult) -> dict[str, object]:
     """What an approved request keeps of its run: the status, the text (2,000 characters)
     and, when small, the structured result (a call made again is told it)."""
     structured = result.result.structured_content

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...artifacts.store import BlobStore
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -13,7 +12,7 @@ __all__ = ["ArtifactRefGate"]
 class ArtifactRefGate(Gate):
     name = "artifact_refs"
 
-    def __init__(self, artifact_store: Any = None) -> None:
+    def __init__(self, artifact_store: BlobStore | None = None) -> None:
         self.artifact_store = artifact_store
 
     def active(self) -> bool:

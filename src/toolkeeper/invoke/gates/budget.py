@@ -13,5 +13,5 @@ class BudgetGate(Gate):
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         if inv.pre_approved is None:  # a resumed call was counted when it was first made
-            inv.session.reserve(inv.call.name, getattr(inv.tool, "namespace", None))
+            inv.session.reserve(inv.call.name, inv.tool.namespace if inv.tool is not None else None)
         return await call_next(inv)

@@ -24,8 +24,8 @@ def result_for(inv: Invocation, exc: Exception) -> InvocationResult:
     """The result that tells the model what went wrong (never a traceback)."""
     envelope = inv.envelope()
     if isinstance(exc, ApprovalPending):
-        return InvocationResult.failed("pending", str(exc), exc.code,
-                                       **{**envelope, "approval_id": exc.request_id})
+        envelope["approval_id"] = exc.request_id
+        return InvocationResult.failed("pending", str(exc), exc.code, **envelope)
     if isinstance(exc, ToolCallError):
         status: Status = "denied" if isinstance(exc, _DENIED) else "error"
         return InvocationResult.failed(status, exc.message, exc.code, **envelope)

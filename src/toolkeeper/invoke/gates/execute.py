@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ...errors import ToolCallError, ToolRaisedError
+from ...core.spec import HandlesCalls
+from ...errors import PolicyViolationError, ToolCallError, ToolRaisedError
+from ...tools.tool import Tool
 from ..results import InvocationResult
 from ..state import Invocation
 
@@ -11,10 +13,14 @@ __all__ = ["execute"]
 
 async def execute(inv: Invocation) -> InvocationResult:
     """Run the tool with its final arguments; its exception becomes ``ToolRaisedError``."""
-    tool = inv.tool
+    tool = inv.known_tool
     try:
-        if tool.kind == "provider":
+        if tool.kind == "provider" and isinstance(tool, HandlesCalls):
             result = await tool.handle_call(inv.call, inv.context())
+        elif not isinstance(tool, Tool):
+            raise PolicyViolationError(
+                f"tool '{inv.call.name}' is a {tool.kind} tool and is not run here; only function "
+                "tools and provider-defined tools run in toolkeeper", tool_name=inv.call.name)
         else:
             wants_ctx = inv.ctx is not None or tool._ctx_param() is not None
             value = await tool.call_async(inv.arguments, inv.context() if wants_ctx else None)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ...errors import GuardrailTrippedError
+from ...core.results import ToolResult
+from ...errors import GuardrailTrippedError, UsageError
 from ...guardrails.base import Guardrail
 from ...hooks import HookEvent, HookManager
 from ..results import InvocationResult
@@ -37,13 +38,17 @@ class GuardrailInGate(_GuardrailGate):
     name = "guardrails_in"
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        arguments = inv.arguments
+        arguments, tool = inv.arguments, inv.known_tool
         for guardrail in self.guardrails:
-            outcome = await guardrail.check_input(inv.tool, arguments)
+            outcome = await guardrail.check_input(tool, arguments)
             if outcome.action == "trip":
                 raise await _tripped(inv, self.hooks, guardrail.name, outcome.reason)
             if outcome.action == "redact":
-                arguments = dict(outcome.value)
+                if not isinstance(outcome.value, Mapping):
+                    raise UsageError(f"guardrail '{guardrail.name}' redacted the arguments of "
+                                     f"'{tool.name}' with a {type(outcome.value).__name__}; "
+                                     "redact(...) them with a dict")
+                arguments = {str(k): v for k, v in outcome.value.items()}
         return await call_next(inv if arguments is inv.arguments else inv.evolve(arguments=arguments))
 
 
@@ -54,11 +59,15 @@ class GuardrailOutGate(_GuardrailGate):
         result = await call_next(inv)
         if not result.ran:
             return result
-        tool_result = result.result
+        tool_result, tool = result.result, inv.known_tool
         for guardrail in self.guardrails:
-            outcome = await guardrail.check_output(inv.tool, tool_result)
+            outcome = await guardrail.check_output(tool, tool_result)
             if outcome.action == "trip":
                 raise await _tripped(inv, self.hooks, guardrail.name, outcome.reason)
             if outcome.action == "redact":
+                if not isinstance(outcome.value, ToolResult):
+                    raise UsageError(f"guardrail '{guardrail.name}' redacted the result of "
+                                     f"'{tool.name}' with a {type(outcome.value).__name__}; "
+                                     "redact(...) it with a ToolResult")
                 tool_result = outcome.value
         return result if tool_result is result.result else replace(result, result=tool_result)

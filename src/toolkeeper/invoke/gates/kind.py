@@ -4,8 +4,7 @@ to call it outside the chain."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...core.spec import ToolLike
 from ...errors import ToolNotCallableError
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -18,11 +17,11 @@ OUTSIDE = "call it outside the chain, as a tool call of your own turn"
 class KindGate(Gate):
     name = "kind"
 
-    def needed(self, tool: Any) -> bool:
-        return tool.kind != "function" or bool(tool.runs_scripts)
+    def needed(self, tool: ToolLike) -> bool:
+        return tool.kind != "function" or tool.runs_scripts
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        tool = inv.tool
+        tool = inv.known_tool
         chain = inv.session.chain
         if tool.kind == "hosted":
             raise ToolNotCallableError(

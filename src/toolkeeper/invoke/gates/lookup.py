@@ -7,9 +7,9 @@ catalog's error.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...core.spec import ToolLike
 from ...errors import MalformedCallError, PolicyViolationError, UnknownToolError
+from ...toolbox.catalog import CatalogBase
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -20,10 +20,10 @@ class LookupGate(Gate):
     name = "lookup"
     ends_unknown = True
 
-    def __init__(self, catalog: Any) -> None:
+    def __init__(self, catalog: CatalogBase) -> None:
         self.catalog = catalog
 
-    def needed(self, tool: Any) -> bool:
+    def needed(self, tool: ToolLike) -> bool:
         return False  # a known tool was found; only the chain for unknown names needs this
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -11,7 +10,7 @@ from ..state import Gate, Invocation, Next
 __all__ = ["ProgressGate"]
 
 
-async def _emit(inv: Invocation, step: dict[str, Any]) -> None:
+async def _emit(inv: Invocation, step: dict[str, object]) -> None:
     sink = inv.progress_sink
     if sink is not None:
         outcome = sink(step)

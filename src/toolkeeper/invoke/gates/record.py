@@ -11,7 +11,7 @@ from ...errors import CallCancelledError
 from ...hooks import HookEvent, HookManager
 from ..audit import AuditEntry, AuditLog
 from ..results import ChainCallRecord, InvocationResult
-from ..state import Gate, Invocation, Next
+from ..state import ApprovalTrail, Gate, Invocation, Next
 from .errors import result_for
 
 __all__ = ["TOLD_AGAIN", "RecordGate"]
@@ -59,12 +59,15 @@ class RecordGate(Gate):
                                  arguments=inv.call.arguments)
         inv.session.record(record)
         if self.audit is not None:
+            trail = inv.approval or ApprovalTrail()
+            told_again = _told_again(result)
             self.audit.record(AuditEntry(
                 ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
                 tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
                 status=status, error_code=result.error_code, duration_ms=duration,
-                approval_id=result.approval_id or inv.pre_approved,
-                decision=TOLD_AGAIN if _told_again(result) else None))
+                approval_id=result.approval_id or trail.id,
+                decision=TOLD_AGAIN if told_again else trail.outcome,
+                approver=None if told_again else trail.approver))
         if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
             await self.hooks.dispatch(HookEvent.TOOL_END, {
                 "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,

@@ -8,10 +8,10 @@ invoker's result, a rendered provider message, ``execute_tool_calls`` — shows 
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Iterable
 
 from ...artifacts.store import BlobStore
-from ...core.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
+from ...core.results import AudioBlock, ContentBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
 from ...hooks import HookEvent, HookManager
 from ..results import ChainFile, InvocationResult
 from ..state import Gate, Invocation, Next
@@ -44,7 +44,7 @@ class ShapingGate(Gate):
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         result = await call_next(inv)
-        limit = inv.tool.metadata.max_result_size or inv.policy.max_result_size
+        limit = inv.known_tool.metadata.max_result_size or inv.policy.max_result_size
         if not result.ran or (self.store is None and not limit):
             return result
         tool_result = result.result
@@ -67,13 +67,15 @@ class ShapingGate(Gate):
         return InvocationResult(status=result.status, result=tool_result, ran=True,
                                 artifact_ref=ref, files=files, **inv.envelope())
 
-    async def _files(self, inv: Invocation, blocks: Any) -> tuple[ChainFile, ...]:
+    async def _files(self, inv: Invocation, blocks: Iterable[ContentBlock]
+                     ) -> tuple[ChainFile, ...]:
         files: list[ChainFile] = []
         for block in blocks:
             if isinstance(block, ImageBlock | AudioBlock) or (
                     isinstance(block, FileBlock) and block.data):
                 data = base64.b64decode(block.data or "")
-                ref = await self._store(inv, data, block.media_type, getattr(block, "name", None))
+                name = block.name if isinstance(block, FileBlock) else None
+                ref = await self._store(inv, data, block.media_type, name)
                 ext = _EXT.get(block.media_type, "bin")
                 files.append(ChainFile(path=f"media/{inv.call.name}_{len(files)}.{ext}",
                                        media_type=block.media_type, artifact_ref=ref,

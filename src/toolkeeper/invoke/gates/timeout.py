@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Generator
-from typing import Any
-
-import anyio
 
 from ...errors import ToolTimeoutError
-from ...tools.threads import on_asyncio
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -23,14 +19,11 @@ class TimeoutGate(Gate):
     name = "timeout"
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        limit = inv.tool.metadata.timeout or inv.policy.call_timeout_s
+        limit = inv.known_tool.metadata.timeout or inv.policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
+        deadline = asyncio.get_running_loop().time() + limit  # the door runs on asyncio
         try:
-            if on_asyncio():
-                deadline = asyncio.get_running_loop().time() + limit
-                return await _Deadline(call_next(inv), deadline)
-            with anyio.fail_after(limit):
-                return await call_next(inv)
+            return await _Deadline(call_next(inv), deadline)
         except TimeoutError:
             raise ToolTimeoutError(
                 f"tool '{inv.call.name}' did not finish within {limit:g} s and was stopped; it may "
@@ -53,14 +46,14 @@ class _Deadline:
         self.awaitable = awaitable
         self.deadline = deadline
         self.fired = False
-        self.task: asyncio.Task[Any] | None = None
+        self.task: asyncio.Task[object] | None = None
 
     def _expire(self) -> None:
         self.fired = True
         if self.task is not None:
             self.task.cancel()
 
-    def __await__(self) -> Generator[Any, Any, InvocationResult]:
+    def __await__(self) -> Generator[object, object, InvocationResult]:
         coro = self.awaitable.__await__()
         try:
             yielded = coro.send(None)
