@@ -27,7 +27,7 @@ class MCPFormat(WireFormat):
     """MCP tool declarations (with ``outputSchema`` and annotations) and results."""
 
     name = "mcp"
-    profile = Profile(name="mcp")
+    profile = Profile(name="mcp", as_is=True)
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool

@@ -6,7 +6,16 @@ The suite names the tools, prompts and resources it exercises (``test_simple_tex
 
 from __future__ import annotations
 
-from toolkeeper import AudioBlock, FileBlock, ImageBlock, TextBlock, ToolContext, ToolResult, tool
+from toolkeeper import (
+    AudioBlock,
+    FileBlock,
+    ImageBlock,
+    TextBlock,
+    Tool,
+    ToolContext,
+    ToolResult,
+    tool,
+)
 
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
        "rkJggg==")
@@ -63,3 +72,38 @@ async def test_tool_with_progress(ctx: ToolContext) -> str:
     for step in (0, 50, 100):
         await ctx.report_progress(step, 100, f"Completed step {step} of 100")
     return "progress reported"
+
+
+ADDRESS_FORM = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+"""A JSON Schema 2020-12 input schema with the keywords the suite checks are kept."""
+
+
+def _name_of(**arguments: object) -> str:
+    return f"received {sorted(arguments)}"
+
+
+json_schema_2020_12_tool = Tool(
+    name="json_schema_2020_12_tool", callable=_name_of, input_schema=ADDRESS_FORM,
+    description="Take a contact form declared in JSON Schema 2020-12.")

@@ -60,7 +60,6 @@ NOT_YET: dict[str, str] = {
     "tools-call-elicitation": "sampling and elicitation",
     "elicitation-sep1034-defaults": "sampling and elicitation",
     "elicitation-sep1330-enums": "sampling and elicitation",
-    "json-schema-2020-12": "the MCP export drops $schema and inlines $defs",
     "server-sse-polling": "SSE polling",
     "resources-list": "resources",
     "resources-read-text": "resources",
@@ -148,3 +147,17 @@ def test_every_scenario_the_reference_server_passes_passes(
     assert not unexpected, f"{leg}: scenarios failing here: {json.dumps(unexpected, indent=1)}"
     assert failing == expected, (f"{leg}: now passing, take them out of the expected "
                                  f"failures: {sorted(expected - failing)}")
+
+
+def test_server_info_names_toolkeeper_and_its_version(served: str) -> None:
+    from importlib.metadata import version
+
+    import httpx
+
+    answer = httpx.post(served, headers={"Accept": "application/json, text/event-stream"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}})
+    body = answer.text.partition("data: ")[2] or answer.text
+    info = json.loads(body)["result"]["serverInfo"]
+    assert info == {"name": "toolkeeper", "version": version("toolkeeper")}
