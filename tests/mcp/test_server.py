@@ -93,7 +93,7 @@ async def test_skills_are_offered_as_prompts() -> None:
     assert [(p.name, p.description) for p in prompts] == [("release-notes",
                                                            "Write release notes.")]
     assert "Read the log since the last tag" in prompt.messages[0].content.text
-    assert "no skill named 'nope'" in missing and "release-notes" in missing
+    assert "no prompt named 'nope'" in missing and "release-notes" in missing
 
 
 async def test_a_tool_returning_text_keeps_the_promise_of_its_output_schema() -> None:

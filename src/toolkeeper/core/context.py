@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from ..errors import CallCancelledError
+from ..errors import CallCancelledError, UsageError
 
-__all__ = ["CALLER_KEY", "LIBRARY", "OPERATOR", "Caller", "Channel", "ProgressSink",
-           "ToolContext"]
+__all__ = ["CALLER_KEY", "LIBRARY", "OPERATOR", "Caller", "Channel", "ClientLink", "LogLevel",
+           "ProgressSink", "ToolContext"]
 
 OPERATOR = "operator"
 """The client name of the person who decides (the page, the decision API, the CLI)."""
@@ -50,6 +50,19 @@ LIBRARY = Caller()
 """A call made by a program of your own, with no client in front of it."""
 
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None] | None]
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert",
+                   "emergency"]
+
+
+class ClientLink(Protocol):
+    """What a tool may ask of the client in front of the call (an MCP client): log lines, a
+    completion from its model (sampling), an answer from its user (elicitation)."""
+
+    async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...
+
+    async def sample(self, prompt: str, *, max_tokens: int, system: str | None) -> str: ...
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass(kw_only=True)
@@ -73,6 +86,7 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
     progress_sink: ProgressSink | None = None
     cancelled: bool = False
+    client: ClientLink | None = None
 
     def cancel(self) -> None:
         """Ask the run to stop: calls not yet started are refused."""
@@ -95,3 +109,29 @@ class ToolContext:
         outcome = self.progress_sink(progress, total, message)
         if outcome is not None:
             await outcome
+
+    async def log(self, message: Any, *, level: LogLevel = "info",
+                  logger: str | None = None) -> None:
+        """Send a log line to the client (MCP ``notifications/message``, at or above the level
+        the client asked for); a no-op without a client."""
+        if self.client is not None:
+            await self.client.log(level, message, logger)
+
+    async def sample(self, prompt: str, *, max_tokens: int = 512,
+                     system: str | None = None) -> str:
+        """Ask the client's model for a completion of ``prompt`` (MCP sampling); its text.
+        The request is recorded in the audit log."""
+        return await self._link("sample").sample(prompt, max_tokens=max_tokens, system=system)
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the client's user to fill a form (MCP elicitation; ``schema`` is a flat JSON
+        Schema object): ``{"action": "accept" | "decline" | "cancel", "content": {...}}``.
+        The request is recorded in the audit log."""
+        return await self._link("elicit").elicit(message, schema)
+
+    def _link(self, what: str) -> ClientLink:
+        if self.client is None:
+            raise UsageError(f"ctx.{what}() needs an MCP client in front of the call (the "
+                             f"tool '{self.tool_name}' runs without one): serve it with "
+                             "toolkeeper serve, or catch this error")
+        return self.client

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import bisect
 import secrets
+import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
@@ -22,18 +23,22 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..core.context import CALLER_KEY, Caller, ToolContext
+from ..errors import ToolkeeperError
 from ..formats import WireExport, render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
+from .client_link import Levels, MCPClientLink
 from .gateway import MCPGateway
+from .prompts import Prompt, PromptNotFound, Prompts
+from .resources import Resource, ResourceNotFound, Resources
 
 if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["STDIO_CLIENT", "announce_changes", "mcp_server", "serve_stdio"]
+__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "mcp_server", "serve_stdio"]
 
 STDIO_CLIENT = "stdio"
 """The client of a server without an HTTP layer naming one: the process that launched it."""
@@ -47,7 +52,8 @@ only (the audit log keeps them all)."""
 def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                name: str = "toolkeeper", instructions: str | None = None,
                skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
-               page_size: int = PAGE_SIZE, ask_client: str | None = None) -> Server[Any]:
+               page_size: int = PAGE_SIZE, ask_client: str | None = None,
+               offers: Sequence[Resource | Prompt] = ()) -> Server[Any]:
     """A low-level MCP ``Server`` offering ``invoker``'s catalog.
 
     Args:
@@ -58,61 +64,99 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             the audit log and approval requests record), else ``client-stdio``.
         name: The server name clients see.
         instructions: Optional instructions for clients.
-        skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``): the name, the
-            description, and the instructions as the prompt's message.
+        skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``: the instructions,
+            their ``arguments`` filled in) and as resources (``toolkeeper://skill/NAME``).
         gateway: Upstream MCP servers whose tools are in the catalog (entered and attached by
             the caller); a tools/list refreshes those listed more than ``refresh_s`` ago.
         page_size: Tools per ``tools/list`` page (in name order; the cursor is opaque).
         ask_client: A secret every replica shares (the operator token): with it, a call that
             needs approval on a 2026-07-28 session also asks the person at the client (an
             ``input_required`` form, see ``asking.py``); the first decision wins.
+        offers: Resources, resource templates and prompts declared with ``@resource`` and
+            ``@prompt``. The artifacts a client's calls stored are its resources too
+            (``toolkeeper://artifact/…``), never another client's.
 
     A tool that takes a ``ctx`` reports progress with ``ctx.report_progress`` as MCP progress
-    notifications when the client asked for them (a ``progressToken``); a client that cancels
-    its request cancels the call (recorded as cancelled in the trace and audit log).
+    notifications when the client asked for them (a ``progressToken``), logs with ``ctx.log``
+    and asks the client with ``ctx.sample`` and ``ctx.elicit``; a client that cancels its
+    request cancels the call (recorded as cancelled in the trace and audit log).
     """
-    import mcp_types as types  # the SDK takes ~0.8 s to import: only when a server is built
-    from mcp.server.lowlevel.server import Server
-    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-    from mcp.shared.exceptions import MCPError
+    return MCPFace(invoker, session=session, skills=skills, gateway=gateway,
+                   page_size=page_size, ask_client=ask_client, offers=offers
+                   ).build(name, instructions)
 
-    catalog = invoker.registry
-    sessions: dict[str, InvokerSession] = {}
 
-    def caller_of(ctx: Any) -> Caller:
-        request = getattr(ctx, "request", None)
-        found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)
-        return found if isinstance(found, Caller) else STDIO
+class MCPFace:
+    """The handlers of one MCP server over one invoker: each MCP method a named method."""
 
-    def client_of(ctx: Any) -> str:
-        return caller_of(ctx).client
+    def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None,
+                 skills: Sequence[Skill], gateway: MCPGateway | None, page_size: int,
+                 ask_client: str | None, offers: Sequence[Resource | Prompt]) -> None:
+        self.invoker, self.catalog, self.fixed_session = invoker, invoker.registry, session
+        self.gateway, self.page_size, self.ask_client = gateway, page_size, ask_client
+        self.sessions: dict[str, InvokerSession] = {}
+        # The export (with the table that maps wire names back) is made when tools are listed
+        # and again only when a call names a tool it does not know: exporting on every call
+        # cost 3 ms per call at 1,000 tools. A stale table is harmless — a wire name always
+        # stands for the same tool name, and the invoker answers a tool that is gone.
+        self.current: WireExport = self.catalog.export("mcp")
+        self.channel = ClientChannel(invoker) if ask_client else None
+        self.resources = Resources([o for o in offers if isinstance(o, Resource)],
+                                   skills=skills, store=invoker.artifact_store)
+        self.prompts = Prompts([o for o in offers if isinstance(o, Prompt)], skills=skills)
+        self.levels = Levels()
+        self.subscribed: dict[str, set[str]] = {}
+        self.server: Any = None
 
-    def session_for(ctx: Any) -> InvokerSession:
-        if session is not None:
-            return session
-        caller = caller_of(ctx)
-        found = sessions.get(caller.client)
+    def build(self, name: str, instructions: str | None) -> Server[Any]:
+        from mcp.server.lowlevel.server import Server
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+        from mcp.shared.exceptions import MCPDeprecationWarning
+
+        bus = InMemorySubscriptionBus()
+        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, current before
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = Server(
+                name, version=_version(), instructions=instructions,
+                on_list_tools=self.list_tools, on_call_tool=self.call_tool,
+                on_list_prompts=self.list_prompts, on_get_prompt=self.get_prompt,
+                on_list_resources=self.list_resources, on_read_resource=self.read_resource,
+                on_list_resource_templates=self.list_resource_templates,
+                on_subscribe_resource=self.subscribe, on_unsubscribe_resource=self.unsubscribe,
+                on_completion=self.complete, on_set_logging_level=self.set_level,
+                on_subscriptions_listen=ListenHandler(bus))
+        self.server = server
+        _BUSES[server] = bus
+        if self.ask_client:
+            from mcp.server.request_state import RequestStateBoundary
+
+            server.middleware.append(RequestStateBoundary(
+                state_security(self.ask_client, _client_of), default_audience=name))
+        return server
+
+    def session_for(self, ctx: Any) -> InvokerSession:
+        if self.fixed_session is not None:
+            return self.fixed_session
+        caller = _caller_of(ctx)
+        found = self.sessions.get(caller.client)
         if found is None:
-            found = sessions[caller.client] = invoker.open_session(
+            found = self.sessions[caller.client] = self.invoker.open_session(
                 session_id=f"client-{caller.client}", trace_limit=TRACE_LIMIT, caller=caller)
         return found
 
-    # The export (with the table that maps wire names back) is made when tools are listed and
-    # again only when a call names a tool it does not know: exporting on every call cost 3 ms
-    # per call at 1,000 tools. A stale table is harmless — a wire name always stands for the
-    # same tool name, and the invoker answers a tool that is gone.
-    current: list[WireExport] = [catalog.export("mcp")]
+    def exported_for(self, wire: str | None = None) -> WireExport:
+        if wire is None or wire not in self.current.names:
+            self.current = self.catalog.export("mcp")
+        return self.current
 
-    def exported_for(wire: str | None = None) -> WireExport:
-        if wire is None or wire not in current[0].names:
-            current[0] = catalog.export("mcp")
-        return current[0]
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
 
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        _remember(server, ctx)
-        if gateway is not None:
-            await gateway.refresh_stale()
-        declarations = sorted(exported_for().declarations, key=lambda d: str(d["name"]))
+        _remember(self.server, ctx)
+        if self.gateway is not None:
+            await self.gateway.refresh_stale()
+        declarations = sorted(self.exported_for().declarations, key=lambda d: str(d["name"]))
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
@@ -121,69 +165,139 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                 raise MCPError(code=-32602, message="invalid cursor: pass the nextCursor of "
                                                     "the previous page, or none to start over")
             start = bisect.bisect_right([str(d["name"]) for d in declarations], after)
-        page = declarations[start:start + page_size]
-        more = start + page_size < len(declarations)
+        page = declarations[start:start + self.page_size]
+        more = start + self.page_size < len(declarations)
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(d) for d in page],
             next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
 
-    channel = ClientChannel(invoker) if ask_client else None
-
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
-        _remember(server, ctx)
-        exported = exported_for(params.name)
+        import mcp_types as types
+
+        _remember(self.server, ctx)
+        exported = self.exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
                                   "params": {"name": params.name,
                                              "arguments": params.arguments or {}}})
-        in_session = session_for(ctx)
+        in_session = self.session_for(ctx)
         # Progress goes back on this request (the SDK drops it when the client gave no token).
-        report = getattr(getattr(ctx, "session", None), "report_progress", None)
-        tool_ctx = None if report is None else ToolContext(
+        link = MCPClientLink(ctx, client=_client_of(ctx), levels=self.levels,
+                             audit=self.invoker.audit, call_id=call.id, tool=call.name,
+                             session_id=in_session.id)
+        tool_ctx = ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
-            state=in_session.state, progress_sink=report, caller=in_session.caller)
-        if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
-            await channel.answer(params, in_session, client_of(ctx))
-            outcome = await channel.invoke(call, in_session, tool_ctx)
+            state=in_session.state, caller=in_session.caller, client=link,
+            progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
+        if self.channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
+            await self.channel.answer(params, in_session, _client_of(ctx))
+            outcome = await self.channel.invoke(call, in_session, tool_ctx)
             if isinstance(outcome, str):
-                return channel.ask(outcome)
+                return self.channel.ask(outcome)
             result = outcome
         else:
-            result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
+            result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        if result.status == "denied":
+            await _quietly(link.log("warning", f"{call.name}: {result.to_tool_result().text}",
+                                    "toolkeeper.approval"))
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 
-    by_name = {skill.name: skill for skill in skills}
+    async def list_prompts(self, _ctx: Any, _params: Any) -> types.ListPromptsResult:
+        import mcp_types as types
 
-    async def list_prompts(_ctx: Any, _params: Any) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[
-            types.Prompt(name=s.name, description=s.description or None)
-            for s in sorted(by_name.values(), key=lambda s: s.name)])
+        return types.ListPromptsResult.model_validate({"prompts": self.prompts.listing()})
 
-    async def get_prompt(_ctx: Any, params: types.GetPromptRequestParams
+    async def get_prompt(self, _ctx: Any, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
-        skill = by_name.get(params.name)
-        if skill is None:
-            known = ", ".join(sorted(by_name)) or "none"
-            raise MCPError(code=-32602, message=f"no skill named {params.name!r} "
-                                 f"(skills: {known})")
-        return types.GetPromptResult(description=skill.description or None, messages=[
-            types.PromptMessage(role="user", content=types.TextContent(text=skill.prompt()))])
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
 
-    prompts: dict[str, Any] = {"on_list_prompts": list_prompts,
-                               "on_get_prompt": get_prompt} if by_name else {}
-    bus = InMemorySubscriptionBus()
-    server: Server[Any] = Server(name, version=_version(), instructions=instructions,
-                                 on_list_tools=list_tools,
-                                 on_call_tool=call_tool,
-                                 on_subscriptions_listen=ListenHandler(bus), **prompts)
-    _BUSES[server] = bus
-    if ask_client:
-        from mcp.server.request_state import RequestStateBoundary
+        try:
+            found = await self.prompts.get(params.name, params.arguments or {})
+        except (PromptNotFound, ToolkeeperError) as exc:
+            raise MCPError(code=-32602, message=str(exc).strip("'\"")) from exc
+        return types.GetPromptResult.model_validate(found)
 
-        server.middleware.append(RequestStateBoundary(state_security(ask_client, client_of),
-                                                      default_audience=name))
-    return server
+    async def list_resources(self, ctx: Any, _params: Any) -> types.ListResourcesResult:
+        import mcp_types as types
+
+        listed = self.resources.listing(self.session_for(ctx).artifacts)
+        return types.ListResourcesResult.model_validate({"resources": listed})
+
+    async def list_resource_templates(self, _ctx: Any, _params: Any
+                                      ) -> types.ListResourceTemplatesResult:
+        import mcp_types as types
+
+        listed = self.resources.template_listing()
+        return types.ListResourceTemplatesResult.model_validate({"resourceTemplates": listed})
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        uri = str(params.uri)
+        try:
+            content = await self.resources.read(uri, self.session_for(ctx).artifacts)
+        except ResourceNotFound as exc:
+            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"no resource {uri!r}: list "
+                           "them with resources/list", data={"uri": uri}) from exc
+        return types.ReadResourceResult.model_validate({"contents": [content]})
+
+    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+        import mcp_types as types
+
+        self.subscribed.setdefault(_client_of(ctx), set()).add(str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+        import mcp_types as types
+
+        self.subscribed.get(_client_of(ctx), set()).discard(str(params.uri))
+        return types.EmptyResult()
+
+    async def complete(self, _ctx: Any, params: types.CompleteRequestParams
+                       ) -> types.CompleteResult:
+        import mcp_types as types
+
+        ref, argument = params.ref, params.argument
+        if getattr(ref, "type", "") == "ref/prompt":
+            values = self.prompts.complete(str(getattr(ref, "name", "")), argument.name,
+                                           argument.value)
+        else:
+            values = self.resources.complete(str(getattr(ref, "uri", "")), argument.name,
+                                             argument.value)
+        return types.CompleteResult(completion=types.Completion(
+            values=values, total=len(values), has_more=False))
+
+    async def set_level(self, ctx: Any, params: Any) -> types.EmptyResult:
+        import mcp_types as types
+
+        self.levels.set(_client_of(ctx), params.level)
+        return types.EmptyResult()
+
+
+RESOURCE_NOT_FOUND = -32002
+"""MCP's error code for a resource that is not there (or not this client's)."""
+
+
+def _caller_of(ctx: Any) -> Caller:
+    request = getattr(ctx, "request", None)
+    found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)
+    return found if isinstance(found, Caller) else STDIO
+
+
+def _client_of(ctx: Any) -> str:
+    return _caller_of(ctx).client
+
+
+async def _quietly(told: Coroutine[Any, Any, None]) -> None:
+    """Tell the client a line; a client that cannot hear it does not fail the call."""
+    try:
+        await told
+    except Exception:  # a closed stream or a revision without logging
+        return
 
 
 _SESSIONS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from ..approval.store import SqliteApprovalStore
 from ..invoke.invoker import ToolInvoker
@@ -25,7 +26,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                gateway: MCPGateway | None = None, sessions: WebSessions | None = None,
                stopping: threading.Event | None = None,
                public_hosts: Sequence[str] = (), anonymous: str | None = None,
-               ask_client: bool = False) -> TokenGate:
+               ask_client: bool = False, offers: Sequence[Any] = ()) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
@@ -34,7 +35,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     request to ``/mcp`` without a credential is that client's. ``ask_client``: a call that
     needs approval also asks the person at the client (``[approval] channels``).
     With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
-    upstream servers when their listing is older than its ``refresh_s``."""
+    upstream servers when their listing is older than its ``refresh_s``. ``offers``: the
+    resources and prompts declared with ``@resource`` and ``@prompt``."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -58,7 +60,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         raise ValueError("asking the client needs the operator token (its key seals the "
                          "request state every replica shares)")
     server = mcp_server(invoker, skills=skills, gateway=gateway,
-                        ask_client=token if ask_client else None)
+                        ask_client=token if ask_client else None, offers=offers)
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,

@@ -6,6 +6,9 @@ The suite names the tools, prompts and resources it exercises (``test_simple_tex
 
 from __future__ import annotations
 
+import base64
+import json
+
 from toolkeeper import (
     AudioBlock,
     FileBlock,
@@ -14,6 +17,8 @@ from toolkeeper import (
     Tool,
     ToolContext,
     ToolResult,
+    prompt,
+    resource,
     tool,
 )
 
@@ -107,3 +112,123 @@ def _name_of(**arguments: object) -> str:
 json_schema_2020_12_tool = Tool(
     name="json_schema_2020_12_tool", callable=_name_of, input_schema=ADDRESS_FORM,
     description="Take a contact form declared in JSON Schema 2020-12.")
+
+
+@tool
+async def test_tool_with_logging(ctx: ToolContext) -> str:
+    """Log three lines to the client while working."""
+    for line in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.log(line)
+    return "Tool with logging executed successfully"
+
+
+@tool
+async def test_sampling(prompt: str, ctx: ToolContext) -> str:
+    """Ask the client's model to answer ``prompt``."""
+    return f"LLM response: {await ctx.sample(prompt, max_tokens=100)}"
+
+
+@tool
+async def test_elicitation(message: str, ctx: ToolContext) -> str:
+    """Ask the client's user for a response."""
+    answer = await ctx.elicit(message, {
+        "type": "object", "properties": {"response": {"type": "string",
+                                                      "description": "User's response"}},
+        "required": ["response"]})
+    return f"User response: action={answer['action']}, content={json.dumps(answer['content'])}"
+
+
+@tool
+async def test_elicitation_sep1034_defaults(ctx: ToolContext) -> str:
+    """Ask for a form whose every field has a default."""
+    answer = await ctx.elicit("Please provide user information", {"type": "object", "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status",
+                   "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    }})
+    return f"Elicitation result: action={answer['action']}"
+
+
+@tool
+async def test_elicitation_sep1330_enums(ctx: ToolContext) -> str:
+    """Ask for a form with every kind of enum field."""
+    titled = [{"const": c, "title": t} for c, t in
+              (("low", "Low Priority"), ("medium", "Medium Priority"), ("high", "High Priority"))]
+    tags = [{"const": c, "title": t} for c, t in
+            (("feature", "New Feature"), ("bug", "Bug Fix"), ("docs", "Documentation"))]
+    answer = await ctx.elicit("Please select values using different enum schema types", {
+        "type": "object", "required": ["untitledSingle", "titledSingle", "untitledMulti",
+                                       "titledMulti", "legacyEnum"],
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": ["active", "inactive", "pending"]},
+            "titledSingle": {"type": "string", "oneOf": titled},
+            "untitledMulti": {"type": "array", "items": {"type": "string",
+                                                         "enum": ["read", "write", "execute"]}},
+            "titledMulti": {"type": "array", "items": {"anyOf": tags}},
+            "legacyEnum": {"type": "string", "enum": ["small", "medium", "large"],
+                           "enumNames": ["Small Size", "Medium Size", "Large Size"]},
+        }})
+    return f"Elicitation completed: action={answer['action']}"
+
+
+@resource("test://static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@resource("test://static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource (an image)."""
+    return base64.b64decode(PNG)
+
+
+@resource("test://template/{id}/data", mime_type="application/json",
+          completions={"id": ["1", "2", "42"]})
+def template_data(id: str) -> str:
+    """The data of one item, by id."""
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+
+@resource("test://watched-resource", mime_type="text/plain")
+def watched() -> str:
+    """A resource clients subscribe to."""
+    return "Watched resource content"
+
+
+@prompt
+def test_simple_prompt() -> str:
+    """A prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@prompt(completions={"arg1": ["alpha", "beta"]})
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two arguments.
+
+    Args:
+        arg1: The first argument.
+        arg2: The second argument.
+    """
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@prompt
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[object]:
+    """A prompt carrying a resource.
+
+    Args:
+        resourceUri: The URI of the resource to embed.
+    """
+    return [FileBlock(uri=resourceUri, media_type="text/plain",
+                      text="Embedded resource content for testing."),
+            "Please process the embedded resource above."]
+
+
+@prompt
+def test_prompt_with_image() -> list[object]:
+    """A prompt carrying an image."""
+    return [ImageBlock(data=PNG, media_type="image/png"), "Please analyze the image above."]

@@ -52,39 +52,32 @@ REFERENCE_FAILS: dict[str, frozenset[str]] = {
 """What the SDK's reference server fails in each leg: the prerelease's ``tasks`` extension
 (``tasks-status-notifications`` is skipped by the suite, so it passes with no checks)."""
 
+STATELESS = ("toolkeeper serve answers HTTP statelessly (any replica answers any request): a "
+             "server-to-client request has no way back on the 2025-11-25 wire; ctx.sample and "
+             "ctx.elicit work over stdio (tests/server/test_stdio_conformance.py)")
+NO_EVENT_STORE = "stateless HTTP: no SSE event store to resume a closed stream from"
+INPUT_REQUIRED = ("2026-07-28 input-required results asked by a tool through its ctx (serve "
+                  "uses them for approvals only)")
+NEEDS_CAPABILITY = "a tool declaring the client capability it needs (-32021 when missing)"
+PARAM_HEADERS = "Mcp-Param-* headers mirrored from x-mcp-header arguments (SEP-2243)"
 NOT_YET: dict[str, str] = {
-    "logging-set-level": "logging",
-    "tools-call-with-logging": "logging",
-    "completion-complete": "completion",
-    "tools-call-sampling": "sampling and elicitation",
-    "tools-call-elicitation": "sampling and elicitation",
-    "elicitation-sep1034-defaults": "sampling and elicitation",
-    "elicitation-sep1330-enums": "sampling and elicitation",
-    "server-sse-polling": "SSE polling",
-    "resources-list": "resources",
-    "resources-read-text": "resources",
-    "resources-read-binary": "resources",
-    "resources-templates-read": "resources",
-    "resources-subscribe": "resources",
-    "resources-unsubscribe": "resources",
-    "prompts-list": "prompts",
-    "prompts-get-simple": "prompts",
-    "prompts-get-with-args": "prompts",
-    "prompts-get-embedded-resource": "prompts",
-    "prompts-get-with-image": "prompts",
-    "caching": "resources and prompts lists",
-    "server-stateless": "a tool needing a capability the client lacks",
-    "http-custom-header-server-validation": "Mcp-Param headers",
-    "input-required-result-basic-elicitation": "input-required results",
-    "input-required-result-basic-list-roots": "input-required results",
-    "input-required-result-basic-sampling": "input-required results",
-    "input-required-result-capability-check": "input-required results",
-    "input-required-result-multi-round": "input-required results",
-    "input-required-result-multiple-input-requests": "input-required results",
-    "input-required-result-non-tool-request": "input-required results",
-    "input-required-result-request-state": "input-required results",
-    "input-required-result-result-type": "input-required results",
-    "input-required-result-tampered-state": "input-required results",
+    "tools-call-sampling": STATELESS,
+    "tools-call-elicitation": STATELESS,
+    "elicitation-sep1034-defaults": STATELESS,
+    "elicitation-sep1330-enums": STATELESS,
+    "server-sse-polling": NO_EVENT_STORE,
+    "input-required-result-basic-elicitation": INPUT_REQUIRED,
+    "input-required-result-basic-list-roots": INPUT_REQUIRED,
+    "input-required-result-basic-sampling": INPUT_REQUIRED,
+    "input-required-result-capability-check": INPUT_REQUIRED,
+    "input-required-result-multi-round": INPUT_REQUIRED,
+    "input-required-result-multiple-input-requests": INPUT_REQUIRED,
+    "input-required-result-non-tool-request": INPUT_REQUIRED,
+    "input-required-result-request-state": INPUT_REQUIRED,
+    "input-required-result-result-type": INPUT_REQUIRED,
+    "input-required-result-tampered-state": INPUT_REQUIRED,
+    "server-stateless": NEEDS_CAPABILITY,
+    "http-custom-header-server-validation": PARAM_HEADERS,
 }
 """Scenario → why toolkeeper does not pass it yet (in every leg that runs it)."""
 
