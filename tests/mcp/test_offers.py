@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
 from toolkeeper import ImageBlock, MemoryBlobStore, ToolInvoker, ToolResult, prompt, resource, tool
@@ -75,3 +76,65 @@ def test_a_client_reads_its_own_artifacts_and_never_another_clients(tmp_path: Pa
     assert completed["values"] == ["alpha"]
     assert greeting["result"]["messages"] == [
         {"role": "user", "content": {"type": "text", "text": "Hello Ada"}}]
+
+
+@tool
+async def interview(ctx: Any) -> str:
+    """Ask the user's name, then the model for a greeting."""
+    await ctx.log("asking")
+    answer = await ctx.elicit("Your name?", {"type": "object", "properties": {
+        "name": {"type": "string"}}}, key="name")
+    return await ctx.sample(f"Greet {answer['content']['name']}", max_tokens=20)
+
+
+async def _sample(_ctx: Any, params: Any) -> Any:
+    import mcp_types as types
+
+    asked = params.messages[0].content.text
+    return types.CreateMessageResult(role="assistant", model="m",
+                                     content=types.TextContent(text=f"model: {asked}"))
+
+
+async def _elicit(_ctx: Any, _params: Any) -> Any:
+    import mcp_types as types
+
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def test_a_tool_asks_its_client_on_either_wire_and_the_audit_log_records_each_ask(
+        tmp_path: Path) -> None:
+    from mcp import Client
+
+    from toolkeeper.invoke.audit import SqliteAuditLog
+    from toolkeeper.mcp.server import mcp_server
+
+    audit = SqliteAuditLog(tmp_path / "audit.db")
+    server = mcp_server(ToolInvoker([interview], audit=audit))
+    said = {}
+    for mode in ("legacy", "2026-07-28"):  # a request on the stream; input_required rounds
+        async with Client(server, mode=mode, sampling_callback=_sample,
+                          elicitation_callback=_elicit) as client:
+            said[mode] = (await client.call_tool("interview", {})).content[0].text  # type: ignore[union-attr]
+    assert said == {"legacy": "model: Greet Ada", "2026-07-28": "model: Greet Ada"}
+    asked = [e.status for e in audit.query() if e.status in ("sampling", "elicitation")]
+    # legacy: one of each; 2026-07-28: the name in round 1, the greeting in round 2
+    assert sorted(asked) == ["elicitation", "elicitation", "sampling", "sampling"]
+
+
+async def test_a_client_without_the_capability_gets_32021_and_a_library_run_a_clear_error(
+        ) -> None:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from toolkeeper.mcp.server import mcp_server
+
+    async with Client(mcp_server(ToolInvoker([interview])), mode="legacy") as client:
+        try:
+            await client.call_tool("interview", {})
+        except MCPError as exc:
+            refused = exc
+    assert refused.error.code == -32021
+    assert refused.error.data == {"requiredCapabilities": {"elicitation": {}}}
+    with pytest.warns(DeprecationWarning, match="error string"):  # as a library run sees it
+        result = await interview.arun({})
+    assert "ctx.elicit() needs an MCP client in front of the call" in str(result)

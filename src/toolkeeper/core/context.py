@@ -58,11 +58,17 @@ class ClientLink(Protocol):
     """What a tool may ask of the client in front of the call (an MCP client): log lines, a
     completion from its model (sampling), an answer from its user (elicitation)."""
 
+    def can(self, capability: str) -> bool: ...
+
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...
 
-    async def sample(self, prompt: str, *, max_tokens: int, system: str | None) -> str: ...
+    async def sample(self, prompt: str, *, max_tokens: int, system: str | None,
+                     key: str | None) -> str: ...
 
-    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]: ...
+    async def elicit(self, message: str, schema: dict[str, Any], *,
+                     key: str | None) -> dict[str, Any]: ...
+
+    async def list_roots(self, *, key: str | None) -> list[dict[str, Any]]: ...
 
 
 @dataclass(kw_only=True)
@@ -117,17 +123,32 @@ class ToolContext:
         if self.client is not None:
             await self.client.log(level, message, logger)
 
-    async def sample(self, prompt: str, *, max_tokens: int = 512,
-                     system: str | None = None) -> str:
-        """Ask the client's model for a completion of ``prompt`` (MCP sampling); its text.
-        The request is recorded in the audit log."""
-        return await self._link("sample").sample(prompt, max_tokens=max_tokens, system=system)
+    def client_can(self, capability: str) -> bool:
+        """Whether the client declared ``capability`` (``sampling``, ``elicitation``,
+        ``roots``); False without a client."""
+        return self.client is not None and self.client.can(capability)
 
-    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+    async def sample(self, prompt: str, *, max_tokens: int = 512, system: str | None = None,
+                     key: str | None = None) -> str:
+        """Ask the client's model for a completion of ``prompt`` (MCP sampling); its text.
+
+        On a 2026-07-28 connection the call answers an ``input_required`` result and runs
+        again with the answer (under ``key``; asks made together with ``asyncio.gather`` go in
+        one round). Each request is recorded in the audit log."""
+        return await self._link("sample").sample(prompt, max_tokens=max_tokens, system=system,
+                                                 key=key)
+
+    async def elicit(self, message: str, schema: dict[str, Any], *,
+                     key: str | None = None) -> dict[str, Any]:
         """Ask the client's user to fill a form (MCP elicitation; ``schema`` is a flat JSON
         Schema object): ``{"action": "accept" | "decline" | "cancel", "content": {...}}``.
-        The request is recorded in the audit log."""
-        return await self._link("elicit").elicit(message, schema)
+        Asked the way ``sample`` asks."""
+        return await self._link("elicit").elicit(message, schema, key=key)
+
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The client's roots (``[{"uri": ..., "name": ...}]``), asked the way ``sample``
+        asks."""
+        return await self._link("list_roots").list_roots(key=key)
 
     def _link(self, what: str) -> ClientLink:
         if self.client is None:

@@ -29,7 +29,7 @@ from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
-from .client_link import Levels, MCPClientLink
+from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .gateway import MCPGateway
 from .prompts import Prompt, PromptNotFound, Prompts
 from .resources import Resource, ResourceNotFound, Resources
@@ -53,7 +53,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                name: str = "toolkeeper", instructions: str | None = None,
                skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
                page_size: int = PAGE_SIZE, ask_client: str | None = None,
-               offers: Sequence[Resource | Prompt] = ()) -> Server[Any]:
+               offers: Sequence[Resource | Prompt] = (),
+               state_secret: str | None = None) -> Server[Any]:
     """A low-level MCP ``Server`` offering ``invoker``'s catalog.
 
     Args:
@@ -75,6 +76,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         offers: Resources, resource templates and prompts declared with ``@resource`` and
             ``@prompt``. The artifacts a client's calls stored are its resources too
             (``toolkeeper://artifact/…``), never another client's.
+        state_secret: The key ``requestState`` is sealed under, shared by every replica (the
+            operator token); by default ``ask_client``, else one made for this process.
 
     A tool that takes a ``ctx`` reports progress with ``ctx.report_progress`` as MCP progress
     notifications when the client asked for them (a ``progressToken``), logs with ``ctx.log``
@@ -82,8 +85,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     request cancels the call (recorded as cancelled in the trace and audit log).
     """
     return MCPFace(invoker, session=session, skills=skills, gateway=gateway,
-                   page_size=page_size, ask_client=ask_client, offers=offers
-                   ).build(name, instructions)
+                   page_size=page_size, ask_client=ask_client, offers=offers,
+                   state_secret=state_secret).build(name, instructions)
 
 
 class MCPFace:
@@ -91,8 +94,10 @@ class MCPFace:
 
     def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None,
                  skills: Sequence[Skill], gateway: MCPGateway | None, page_size: int,
-                 ask_client: str | None, offers: Sequence[Resource | Prompt]) -> None:
+                 ask_client: str | None, offers: Sequence[Resource | Prompt],
+                 state_secret: str | None = None) -> None:
         self.invoker, self.catalog, self.fixed_session = invoker, invoker.registry, session
+        self.state_secret = state_secret
         self.gateway, self.page_size, self.ask_client = gateway, page_size, ask_client
         self.sessions: dict[str, InvokerSession] = {}
         # The export (with the table that maps wire names back) is made when tools are listed
@@ -127,11 +132,13 @@ class MCPFace:
                 on_subscriptions_listen=ListenHandler(bus))
         self.server = server
         _BUSES[server] = bus
-        if self.ask_client:
-            from mcp.server.request_state import RequestStateBoundary
+        from mcp.server.request_state import RequestStateBoundary
 
-            server.middleware.append(RequestStateBoundary(
-                state_security(self.ask_client, _client_of), default_audience=name))
+        # requestState (an approval asked at the client, a tool's earlier answers) is sealed
+        # and bound to its client: under the shared secret, else one of this process's own.
+        secret = self.ask_client or self.state_secret or secrets.token_hex(32)
+        server.middleware.append(RequestStateBoundary(state_security(secret, _client_of),
+                                                      default_audience=name))
         return server
 
     def session_for(self, ctx: Any) -> InvokerSession:
@@ -174,6 +181,7 @@ class MCPFace:
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
         import mcp_types as types
+        from mcp.shared.exceptions import MCPError
 
         _remember(self.server, ctx)
         exported = self.exported_for(params.name)
@@ -181,10 +189,12 @@ class MCPFace:
                                   "params": {"name": params.name,
                                              "arguments": params.arguments or {}}})
         in_session = self.session_for(ctx)
-        # Progress goes back on this request (the SDK drops it when the client gave no token).
+        answers = answers_of(params) if str(getattr(ctx, "protocol_version", "")) >= "2026" \
+            else {}
         link = MCPClientLink(ctx, client=_client_of(ctx), levels=self.levels,
                              audit=self.invoker.audit, call_id=call.id, tool=call.name,
-                             session_id=in_session.id)
+                             session_id=in_session.id, answers=answers)
+        # Progress goes back on this request (the SDK drops it when the client gave no token).
         tool_ctx = ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
             state=in_session.state, caller=in_session.caller, client=link,
@@ -197,6 +207,12 @@ class MCPFace:
             result = outcome
         else:
             result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        if link.missing:
+            raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
+                           f"client capabilities {sorted(link.missing)}; declare them",
+                           data={"requiredCapabilities": link.missing})
+        if link.asked:
+            return next_round(link.asked, answers)
         if result.status == "denied":
             await _quietly(link.log("warning", f"{call.name}: {result.to_tool_result().text}",
                                     "toolkeeper.approval"))
@@ -280,6 +296,8 @@ class MCPFace:
 
 RESOURCE_NOT_FOUND = -32002
 """MCP's error code for a resource that is not there (or not this client's)."""
+MISSING_CAPABILITY = -32021
+"""MCP's error code for a request that needs a capability the client did not declare."""
 
 
 def _caller_of(ctx: Any) -> Caller:

@@ -60,7 +60,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         raise ValueError("asking the client needs the operator token (its key seals the "
                          "request state every replica shares)")
     server = mcp_server(invoker, skills=skills, gateway=gateway,
-                        ask_client=token if ask_client else None, offers=offers)
+                        ask_client=token if ask_client else None, offers=offers,
+                        state_secret=token)
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, host=host,
         transport_security=security, max_request_body_size=max_body_bytes,

@@ -6,6 +6,7 @@ The suite names the tools, prompts and resources it exercises (``test_simple_tex
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
@@ -232,3 +233,81 @@ def test_prompt_with_embedded_resource(resourceUri: str) -> list[object]:
 def test_prompt_with_image() -> list[object]:
     """A prompt carrying an image."""
     return [ImageBlock(data=PNG, media_type="image/png"), "Please analyze the image above."]
+
+
+NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@tool
+async def test_missing_capability(ctx: ToolContext) -> str:
+    """Ask the client's model something (the client must declare sampling)."""
+    return await ctx.sample("Say hello", max_tokens=20)
+
+
+@tool
+async def test_input_required_result_elicitation(ctx: ToolContext) -> str:
+    """Ask the user's name, then greet them."""
+    answer = await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    return f"Hello, {(answer['content'] or {}).get('name', 'stranger')}!"
+
+
+@tool
+async def test_input_required_result_sampling(ctx: ToolContext) -> str:
+    """Ask the client's model a question."""
+    said = await ctx.sample("What is the capital of France?", max_tokens=100,
+                            key="capital_question")
+    return f"Model said: {said}"
+
+
+@tool
+async def test_input_required_result_list_roots(ctx: ToolContext) -> str:
+    """Ask the client for its roots."""
+    roots = await ctx.list_roots(key="client_roots")
+    return f"Client exposed {len(roots)} root(s): " + ", ".join(r["uri"] for r in roots)
+
+
+@tool
+async def test_input_required_result_request_state(ctx: ToolContext) -> str:
+    """Ask for a confirmation across a round trip."""
+    await ctx.elicit("Please confirm", {"type": "object", "properties": {
+        "ok": {"type": "boolean"}}, "required": ["ok"]}, key="confirm")
+    return "state-ok: confirmation received"
+
+
+@tool
+async def test_input_required_result_multiple_inputs(ctx: ToolContext) -> str:
+    """Ask the user, the model and the roots at once."""
+    await asyncio.gather(ctx.elicit("What is your name?", NAME_FORM, key="user_name"),
+                         ctx.sample("Generate a greeting", max_tokens=50, key="greeting"),
+                         ctx.list_roots(key="client_roots"))
+    return "All inputs received."
+
+
+@tool
+async def test_input_required_result_multi_round(ctx: ToolContext) -> str:
+    """Ask two questions, one after the other."""
+    name = await ctx.elicit("Step 1: What is your name?", NAME_FORM, key="step1")
+    color = await ctx.elicit("Step 2: What is your favorite color?", {
+        "type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+        key="step2")
+    return f"{(name['content'] or {}).get('name')} likes {(color['content'] or {}).get('color')}."
+
+
+@tool
+async def test_input_required_result_tampered_state(ctx: ToolContext) -> str:
+    """Ask for a confirmation (its request state is sealed)."""
+    await ctx.elicit("Please confirm", {"type": "object", "properties": {
+        "ok": {"type": "boolean"}}, "required": ["ok"]}, key="confirm")
+    return "state-ok"
+
+
+@tool
+async def test_input_required_result_capabilities(ctx: ToolContext) -> str:
+    """Ask only what the client can answer."""
+    asks = []
+    if ctx.client_can("sampling"):
+        asks.append(ctx.sample("Say hello", max_tokens=50, key="sample"))
+    if ctx.client_can("elicitation"):
+        asks.append(ctx.elicit("What is your name?", NAME_FORM, key="ask"))
+    await asyncio.gather(*asks)
+    return "asked what the client can answer"

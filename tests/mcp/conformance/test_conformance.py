@@ -56,9 +56,7 @@ STATELESS = ("toolkeeper serve answers HTTP statelessly (any replica answers any
              "server-to-client request has no way back on the 2025-11-25 wire; ctx.sample and "
              "ctx.elicit work over stdio (tests/server/test_stdio_conformance.py)")
 NO_EVENT_STORE = "stateless HTTP: no SSE event store to resume a closed stream from"
-INPUT_REQUIRED = ("2026-07-28 input-required results asked by a tool through its ctx (serve "
-                  "uses them for approvals only)")
-NEEDS_CAPABILITY = "a tool declaring the client capability it needs (-32021 when missing)"
+INPUT_REQUIRED = "an input-required result from prompts/get (prompts take no ctx)"
 PARAM_HEADERS = "Mcp-Param-* headers mirrored from x-mcp-header arguments (SEP-2243)"
 NOT_YET: dict[str, str] = {
     "tools-call-sampling": STATELESS,
@@ -66,17 +64,7 @@ NOT_YET: dict[str, str] = {
     "elicitation-sep1034-defaults": STATELESS,
     "elicitation-sep1330-enums": STATELESS,
     "server-sse-polling": NO_EVENT_STORE,
-    "input-required-result-basic-elicitation": INPUT_REQUIRED,
-    "input-required-result-basic-list-roots": INPUT_REQUIRED,
-    "input-required-result-basic-sampling": INPUT_REQUIRED,
-    "input-required-result-capability-check": INPUT_REQUIRED,
-    "input-required-result-multi-round": INPUT_REQUIRED,
-    "input-required-result-multiple-input-requests": INPUT_REQUIRED,
     "input-required-result-non-tool-request": INPUT_REQUIRED,
-    "input-required-result-request-state": INPUT_REQUIRED,
-    "input-required-result-result-type": INPUT_REQUIRED,
-    "input-required-result-tampered-state": INPUT_REQUIRED,
-    "server-stateless": NEEDS_CAPABILITY,
     "http-custom-header-server-validation": PARAM_HEADERS,
 }
 """Scenario → why toolkeeper does not pass it yet (in every leg that runs it)."""
