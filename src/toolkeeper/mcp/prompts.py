@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+from ..core.context import ToolContext
 from ..core.results import TextBlock
 from ..errors import ToolkeeperError
 from ..formats.mcp import content_block
@@ -35,6 +36,8 @@ class Prompt:
     description: str = ""
     arguments: tuple[dict[str, Any], ...] = ()
     completions: Completions = field(default_factory=dict)
+    ctx_param: str | None = None
+    """The parameter that takes a ``ToolContext`` (to ask the client, as a tool does)."""
 
     def listing(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": self.name}
@@ -67,9 +70,12 @@ def prompt(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
             {k: v for k, v in {"name": arg, "description": spec.get("description"),
                                "required": arg in required}.items() if v is not None}
             for arg, spec in shape.parameters.get("properties", {}).items())
+        takes_ctx = [n for n, p in inspect.signature(func).parameters.items()
+                     if n == "ctx" or "ToolContext" in str(p.annotation)]
         return Prompt(name=shape.name, render=func,
                       description=shape.description, arguments=arguments,
-                      completions=completions or {})
+                      completions=completions or {},
+                      ctx_param=takes_ctx[0] if takes_ctx else None)
     return wrap(fn) if fn is not None else wrap
 
 
@@ -83,8 +89,10 @@ class Prompts:
     def listing(self) -> list[dict[str, Any]]:
         return [p.listing() for _, p in sorted(self.by_name.items())]
 
-    async def get(self, name: str, arguments: Mapping[str, str]) -> dict[str, Any]:
-        """``prompts/get``: the description and the messages, as MCP data."""
+    async def get(self, name: str, arguments: Mapping[str, str], ctx: ToolContext | None = None
+                  ) -> dict[str, Any]:
+        """``prompts/get``: the description and the messages, as MCP data (a prompt that takes
+        a ``ctx`` gets ``ctx``)."""
         found = self.by_name.get(name)
         if found is None:
             known = ", ".join(sorted(self.by_name)) or "none"
@@ -93,7 +101,8 @@ class Prompts:
                    if a.get("required") and a["name"] not in arguments]
         if missing:
             raise ToolkeeperError(f"prompt {name!r} needs the argument {missing[0]!r}")
-        value = found.render(**arguments)
+        extra = {found.ctx_param: ctx} if found.ctx_param and ctx is not None else {}
+        value = found.render(**arguments, **extra)
         if inspect.isawaitable(value):
             value = await value
         out: dict[str, Any] = {"messages": [_message(item) for item in _items(value)]}

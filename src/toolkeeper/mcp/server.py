@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core.context import CALLER_KEY, Caller, ToolContext
-from ..errors import ToolkeeperError
+from ..core.context import ToolContext
 from ..formats import WireExport, render_result
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
@@ -31,8 +30,15 @@ from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
 from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .gateway import MCPGateway
-from .prompts import Prompt, PromptNotFound, Prompts
-from .resources import Resource, ResourceNotFound, Resources
+from .offer_handlers import (
+    MISSING_CAPABILITY,
+    STDIO_CLIENT,
+    OfferHandlers,
+    caller_of,
+    client_of,
+)
+from .prompts import Prompt, Prompts
+from .resources import Resource, Resources
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -40,9 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "mcp_server", "serve_stdio"]
 
-STDIO_CLIENT = "stdio"
-"""The client of a server without an HTTP layer naming one: the process that launched it."""
-STDIO = Caller(client=STDIO_CLIENT, channel="mcp", via="none")
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
 """A client's session lives as long as the server: its in-memory trace keeps the last records
@@ -89,8 +92,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                    state_secret=state_secret).build(name, instructions)
 
 
-class MCPFace:
-    """The handlers of one MCP server over one invoker: each MCP method a named method."""
+class MCPFace(OfferHandlers):
+    """The handlers of one MCP server over one invoker: each MCP method a named method (the
+    tools' here, the prompts', resources', completion's and logging's in ``OfferHandlers``)."""
 
     def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None,
                  skills: Sequence[Skill], gateway: MCPGateway | None, page_size: int,
@@ -137,14 +141,14 @@ class MCPFace:
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
         # and bound to its client: under the shared secret, else one of this process's own.
         secret = self.ask_client or self.state_secret or secrets.token_hex(32)
-        server.middleware.append(RequestStateBoundary(state_security(secret, _client_of),
+        server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
                                                       default_audience=name))
         return server
 
     def session_for(self, ctx: Any) -> InvokerSession:
         if self.fixed_session is not None:
             return self.fixed_session
-        caller = _caller_of(ctx)
+        caller = caller_of(ctx)
         found = self.sessions.get(caller.client)
         if found is None:
             found = self.sessions[caller.client] = self.invoker.open_session(
@@ -191,7 +195,7 @@ class MCPFace:
         in_session = self.session_for(ctx)
         answers = answers_of(params) if str(getattr(ctx, "protocol_version", "")) >= "2026" \
             else {}
-        link = MCPClientLink(ctx, client=_client_of(ctx), levels=self.levels,
+        link = MCPClientLink(ctx, client=client_of(ctx), levels=self.levels,
                              audit=self.invoker.audit, call_id=call.id, tool=call.name,
                              session_id=in_session.id, answers=answers)
         # Progress goes back on this request (the SDK drops it when the client gave no token).
@@ -200,7 +204,7 @@ class MCPFace:
             state=in_session.state, caller=in_session.caller, client=link,
             progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
         if self.channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
-            await self.channel.answer(params, in_session, _client_of(ctx))
+            await self.channel.answer(params, in_session, client_of(ctx))
             outcome = await self.channel.invoke(call, in_session, tool_ctx)
             if isinstance(outcome, str):
                 return self.channel.ask(outcome)
@@ -218,97 +222,6 @@ class MCPFace:
                                     "toolkeeper.approval"))
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
-
-    async def list_prompts(self, _ctx: Any, _params: Any) -> types.ListPromptsResult:
-        import mcp_types as types
-
-        return types.ListPromptsResult.model_validate({"prompts": self.prompts.listing()})
-
-    async def get_prompt(self, _ctx: Any, params: types.GetPromptRequestParams
-                         ) -> types.GetPromptResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
-
-        try:
-            found = await self.prompts.get(params.name, params.arguments or {})
-        except (PromptNotFound, ToolkeeperError) as exc:
-            raise MCPError(code=-32602, message=str(exc).strip("'\"")) from exc
-        return types.GetPromptResult.model_validate(found)
-
-    async def list_resources(self, ctx: Any, _params: Any) -> types.ListResourcesResult:
-        import mcp_types as types
-
-        listed = self.resources.listing(self.session_for(ctx).artifacts)
-        return types.ListResourcesResult.model_validate({"resources": listed})
-
-    async def list_resource_templates(self, _ctx: Any, _params: Any
-                                      ) -> types.ListResourceTemplatesResult:
-        import mcp_types as types
-
-        listed = self.resources.template_listing()
-        return types.ListResourceTemplatesResult.model_validate({"resourceTemplates": listed})
-
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
-                            ) -> types.ReadResourceResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
-
-        uri = str(params.uri)
-        try:
-            content = await self.resources.read(uri, self.session_for(ctx).artifacts)
-        except ResourceNotFound as exc:
-            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"no resource {uri!r}: list "
-                           "them with resources/list", data={"uri": uri}) from exc
-        return types.ReadResourceResult.model_validate({"contents": [content]})
-
-    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
-
-        self.subscribed.setdefault(_client_of(ctx), set()).add(str(params.uri))
-        return types.EmptyResult()
-
-    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
-
-        self.subscribed.get(_client_of(ctx), set()).discard(str(params.uri))
-        return types.EmptyResult()
-
-    async def complete(self, _ctx: Any, params: types.CompleteRequestParams
-                       ) -> types.CompleteResult:
-        import mcp_types as types
-
-        ref, argument = params.ref, params.argument
-        if getattr(ref, "type", "") == "ref/prompt":
-            values = self.prompts.complete(str(getattr(ref, "name", "")), argument.name,
-                                           argument.value)
-        else:
-            values = self.resources.complete(str(getattr(ref, "uri", "")), argument.name,
-                                             argument.value)
-        return types.CompleteResult(completion=types.Completion(
-            values=values, total=len(values), has_more=False))
-
-    async def set_level(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
-
-        self.levels.set(_client_of(ctx), params.level)
-        return types.EmptyResult()
-
-
-RESOURCE_NOT_FOUND = -32002
-"""MCP's error code for a resource that is not there (or not this client's)."""
-MISSING_CAPABILITY = -32021
-"""MCP's error code for a request that needs a capability the client did not declare."""
-
-
-def _caller_of(ctx: Any) -> Caller:
-    request = getattr(ctx, "request", None)
-    found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)
-    return found if isinstance(found, Caller) else STDIO
-
-
-def _client_of(ctx: Any) -> str:
-    return _caller_of(ctx).client
-
 
 async def _quietly(told: Coroutine[Any, Any, None]) -> None:
     """Tell the client a line; a client that cannot hear it does not fail the call."""

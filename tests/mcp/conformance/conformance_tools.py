@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from typing import Annotated
+
+from pydantic import Field
 
 from toolkeeper import (
     AudioBlock,
@@ -311,3 +314,21 @@ async def test_input_required_result_capabilities(ctx: ToolContext) -> str:
         asks.append(ctx.elicit("What is your name?", NAME_FORM, key="ask"))
     await asyncio.gather(*asks)
     return "asked what the client can answer"
+
+
+@tool
+def test_x_mcp_header(
+    region: Annotated[str, Field(description="Mirrored into the Mcp-Param-Region header",
+                                 json_schema_extra={"x-mcp-header": "Region"})] = "<none>",  # noqa: PT028
+) -> str:
+    """Answer with the region the client sent (in the body and the Mcp-Param-Region header)."""
+    return f"region={region}"
+
+
+@prompt
+async def test_input_required_result_prompt(ctx: ToolContext) -> str:
+    """A prompt that asks the user for its context first."""
+    answer = await ctx.elicit("What context should the prompt use?", {
+        "type": "object", "properties": {"context": {"type": "string"}},
+        "required": ["context"]}, key="user_context")
+    return f"Use the following context: {(answer['content'] or {}).get('context', '?')}"

@@ -56,16 +56,12 @@ STATELESS = ("toolkeeper serve answers HTTP statelessly (any replica answers any
              "server-to-client request has no way back on the 2025-11-25 wire; ctx.sample and "
              "ctx.elicit work over stdio (tests/server/test_stdio_conformance.py)")
 NO_EVENT_STORE = "stateless HTTP: no SSE event store to resume a closed stream from"
-INPUT_REQUIRED = "an input-required result from prompts/get (prompts take no ctx)"
-PARAM_HEADERS = "Mcp-Param-* headers mirrored from x-mcp-header arguments (SEP-2243)"
 NOT_YET: dict[str, str] = {
     "tools-call-sampling": STATELESS,
     "tools-call-elicitation": STATELESS,
     "elicitation-sep1034-defaults": STATELESS,
     "elicitation-sep1330-enums": STATELESS,
     "server-sse-polling": NO_EVENT_STORE,
-    "input-required-result-non-tool-request": INPUT_REQUIRED,
-    "http-custom-header-server-validation": PARAM_HEADERS,
 }
 """Scenario → why toolkeeper does not pass it yet (in every leg that runs it)."""
 
