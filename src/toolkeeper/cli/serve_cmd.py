@@ -89,6 +89,11 @@ def serve(
         help="Seconds a request stays approvable once asked; then it expires (a "
              "CONTINUE_ON_TIMEOUT one is approved at its hitl_timeout_seconds instead).")
                             ] = 3600.0,
+    keep_sessions: Annotated[bool, typer.Option(
+        "--sessions", help="Keep an MCP session per HTTP client connection, so a tool can ask "
+                           "its client (sampling, elicitation) on the 2025-11-25 wire and a "
+                           "broken stream resumes; one process only (replicas cannot share "
+                           "sessions).")] = False,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -138,7 +143,7 @@ def serve(
                      stopping=stopping, public_hosts=public_host or (),
                      anonymous=ANONYMOUS if auth == "none" else None,
                      ask_client=bool(settings and "client" in settings.approval.channels),
-                     offers=offers)
+                     offers=offers, keep_sessions=keep_sessions)
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
                   token_source=source)

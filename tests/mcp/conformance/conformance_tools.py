@@ -332,3 +332,12 @@ async def test_input_required_result_prompt(ctx: ToolContext) -> str:
         "type": "object", "properties": {"context": {"type": "string"}},
         "required": ["context"]}, key="user_context")
     return f"Use the following context: {(answer['content'] or {}).get('context', '?')}"
+
+
+@tool
+async def test_reconnection(ctx: ToolContext) -> str:
+    """Log a line before and after a pause (the suite's SSE polling check calls it)."""
+    await ctx.log("Before disconnect")
+    await asyncio.sleep(0.2)
+    await ctx.log("After reconnect")
+    return "Reconnection test completed"
