@@ -138,3 +138,30 @@ async def test_a_client_without_the_capability_gets_32021_and_a_library_run_a_cl
     with pytest.warns(DeprecationWarning, match="error string"):  # as a library run sees it
         result = await interview.arun({})
     assert "ctx.elicit() needs an MCP client in front of the call" in str(result)
+
+
+@tool(risk="high")
+def wipe(path: str) -> str:
+    """Wipe a folder."""
+    return f"wiped {path}"
+
+
+async def test_a_call_that_waits_for_approval_and_is_denied_tells_its_client() -> None:
+    from mcp import Client
+
+    from toolkeeper.approval.handlers import CallbackApprovalHandler
+    from toolkeeper.mcp.server import mcp_server
+
+    heard: list[tuple[str, str]] = []
+
+    async def log(params: Any) -> None:
+        heard.append((params.level, params.data))
+
+    server = mcp_server(ToolInvoker([wipe], CallbackApprovalHandler(lambda _request: False)))
+    async with Client(server, mode="legacy", logging_callback=log) as client:
+        result = await client.call_tool("wipe", {"path": "/tmp/x"})
+    assert result.is_error
+    (waited, waited_line), (denied, denied_line) = heard
+    assert waited == "notice" and waited_line.startswith("wipe: waiting for approval (request ")
+    assert "toolkeeper approvals decide" in waited_line
+    assert denied == "warning" and denied_line.startswith("wipe: ")

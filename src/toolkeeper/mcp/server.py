@@ -24,6 +24,7 @@ import anyio
 
 from ..core.context import ToolContext
 from ..formats import WireExport, render_result
+from ..hooks import HookEvent, HookManager
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
@@ -116,6 +117,12 @@ class MCPFace(OfferHandlers):
         self.levels = Levels()
         self.subscribed: dict[str, set[str]] = {}
         self.server: Any = None
+        self.calling: dict[str, MCPClientLink] = {}
+        """The calls in flight, by call id: a call that waits for approval tells its client."""
+        service = invoker.approvals
+        if service.hooks is None:
+            service.hooks = HookManager()
+        service.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
 
     def build(self, name: str, instructions: str | None) -> Server[Any]:
         from mcp.server.lowlevel.server import Server
@@ -160,6 +167,16 @@ class MCPFace(OfferHandlers):
             self.current = self.catalog.export("mcp")
         return self.current
 
+    async def approval_asked(self, _event: HookEvent, payload: dict[str, Any]) -> None:
+        """A call of this server's waits for a person's decision: a log line to its client."""
+        request = payload.get("request") or {}
+        link = self.calling.get(str(request.get("call_id")))
+        if link is not None:
+            where = self.invoker.approvals.where(str(request.get("id")))
+            await _quietly(link.log("notice", f"{request.get('tool')}: waiting for approval "
+                                              f"(request {request.get('id')}): {where}",
+                                    "toolkeeper.approval"))
+
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
@@ -203,14 +220,18 @@ class MCPFace(OfferHandlers):
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
             state=in_session.state, caller=in_session.caller, client=link,
             progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
-        if self.channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
-            await self.channel.answer(params, in_session, client_of(ctx))
-            outcome = await self.channel.invoke(call, in_session, tool_ctx)
-            if isinstance(outcome, str):
-                return self.channel.ask(outcome)
-            result = outcome
-        else:
-            result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        self.calling[call.id] = link
+        try:
+            if self.channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
+                await self.channel.answer(params, in_session, client_of(ctx))
+                outcome = await self.channel.invoke(call, in_session, tool_ctx)
+                if isinstance(outcome, str):
+                    return self.channel.ask(outcome)
+                result = outcome
+            else:
+                result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        finally:
+            self.calling.pop(call.id, None)
         if link.missing:
             raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
                            f"client capabilities {sorted(link.missing)}; declare them",
