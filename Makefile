@@ -13,9 +13,9 @@ STATE ?= .toolkeeper
 TORCH ?= torch==2.13.0
 # Debian packages the suite needs, as package:command.
 SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium \
-  postgresql:pg_ctlcluster
+  postgresql:pg_ctlcluster nodejs:node npm:npm
 
-.PHONY: run check test system lint typecheck pytest bench clean
+.PHONY: run check test system lint typecheck pytest conformance bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,8 +59,19 @@ typecheck: $(VENV)/.dev
 pytest: $(VENV)/.dev
 	$(BIN)/python -m pytest
 
+# The official MCP conformance suite (npm, pinned with its lock file in tests/mcp/conformance),
+# installed into .conformance/ for tests/mcp/conformance; needs node and npm.
+CONFORMANCE_SPEC := tests/mcp/conformance/package.json tests/mcp/conformance/package-lock.json
+.conformance/.installed: $(CONFORMANCE_SPEC)
+	mkdir -p .conformance
+	cp $(CONFORMANCE_SPEC) .conformance/
+	cd .conformance && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+conformance: .conformance/.installed
+
 # A skipped test fails here: everything a test needs is installed above.
-test: system lint typecheck
+test: system lint typecheck conformance
 	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest --cov --cov-report=term
 
 bench: $(VENV)/.bench
@@ -72,4 +83,4 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_stores.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

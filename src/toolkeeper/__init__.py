@@ -70,6 +70,8 @@ from .invoke import (
 )
 from .invoke.invoker import ToolInvoker
 from .invoke.session import InvokerSession
+from .mcp.prompts import Prompt, prompt
+from .mcp.resources import Resource, resource
 from .sandbox import Sandbox, default_sandbox
 from .skills import Skill
 from .toolbox import SearchHit, Toolbox, ToolConflictWarning
@@ -146,8 +148,10 @@ __all__ = [
     "PersistedApprovalHandler",
     "PolicyViolationError",
     "Problem",
+    "Prompt",
     "ProviderDefinedTool",
     "ProviderSpec",
+    "Resource",
     "ResourceLinkBlock",
     "Sandbox",
     "SandboxLimitError",
@@ -193,7 +197,9 @@ __all__ = [
     "load_config",
     "normalize_tool_name",
     "parse_tool_calls",
+    "prompt",
     "render_result",
     "render_results",
+    "resource",
     "tool",
 ]

@@ -180,3 +180,21 @@ def test_think_augment_adds_the_reason_to_the_declaration_only() -> None:
 def test_declarations_are_cached() -> None:
     t = zoo()[0]
     assert t.get_schema("anthropic") is t.get_schema("anthropic")
+
+
+def test_mcp_keeps_a_2020_12_schema_as_written_and_the_others_keep_their_projections() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                              "properties": {"city": {"type": "string"}}}},
+        "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+        "if": {"properties": {"name": {"const": "x"}}}, "then": {"required": ["address"]},
+    }
+    form = Tool(name="form", description="Fill a form.", input_schema=schema,
+                callable=lambda **kw: "ok")
+    assert form.get_schema("mcp")["inputSchema"] == schema
+    nested = next(t for t in zoo() if t.name == "nested")
+    assert nested.get_schema("mcp")["inputSchema"] == nested.parameters
+    for api_format in ("openai-chat", "anthropic", "gemini"):
+        projected = str(form.get_schema(api_format))
+        assert "$schema" not in projected and "$ref" not in projected, api_format

@@ -93,7 +93,7 @@ async def test_skills_are_offered_as_prompts() -> None:
     assert [(p.name, p.description) for p in prompts] == [("release-notes",
                                                            "Write release notes.")]
     assert "Read the log since the last tag" in prompt.messages[0].content.text
-    assert "no skill named 'nope'" in missing and "release-notes" in missing
+    assert "no prompt named 'nope'" in missing and "release-notes" in missing
 
 
 async def test_a_tool_returning_text_keeps_the_promise_of_its_output_schema() -> None:
@@ -286,3 +286,22 @@ async def test_progress_cancellation_and_change_notifications_over_stdio(tmp_pat
     assert done.content[0].text == "crunched" and seen == [1, 2, 3]
     assert "late" in names
     assert log.read_text() == "crunch\n"  # the cancelled call never finished
+
+
+async def test_a_skill_with_arguments_is_a_prompt_to_fill_and_its_file_a_resource(
+        tmp_path: Path) -> None:
+    from toolkeeper.skills import load_skill
+
+    file = tmp_path / "SKILL.md"
+    file.write_text("---\nname: triage\ndescription: Triage a ticket.\narguments: [ticket, team]"
+                    "\n---\nRead ticket {ticket} and hand it to {team}.\n")
+    skill = load_skill(file)
+    async with Client(mcp_server(ToolInvoker([forecast]), skills=[skill])) as client:
+        listed = (await client.list_prompts()).prompts
+        filled = await client.get_prompt("triage", {"ticket": "T-7", "team": "billing"})
+        read = (await client.read_resource("toolkeeper://skill/triage")).contents[0]
+    assert skill.arguments == ("ticket", "team")
+    assert [(a.name, a.required) for a in listed[0].arguments or []] == [
+        ("ticket", True), ("team", True)]
+    assert "Read ticket T-7 and hand it to billing." in filled.messages[0].content.text  # type: ignore[union-attr]
+    assert read.text == file.read_text()  # type: ignore[union-attr]

@@ -76,12 +76,14 @@ def test_get_schema_takes_the_documented_keyword_and_defaults_to_openai_chat() -
     assert "toolcall_reason" not in tool.get_schema()["function"]["parameters"]["properties"]
 
 
-def test_the_schema_dialect_key_is_stripped_from_every_declaration() -> None:
+def test_the_schema_dialect_key_is_stripped_from_every_declaration_but_mcps() -> None:
     tool = Tool(name="raw", description="Raw.", callable=lambda x: x, parameters={
         "$schema": DIALECT, "type": "object", "properties": {"x": {"type": "integer"}}})
     assert tool.parameters["$schema"] == DIALECT  # the definition keeps what it was given
-    for api_format in ("openai-chat", "openai-responses", "anthropic", "gemini", "mcp"):
+    for api_format in ("openai-chat", "openai-responses", "anthropic", "gemini"):
         assert "$schema" not in str(tool.get_schema(api_format)), api_format
+    # MCP's dialect is JSON Schema 2020-12: the schema goes as written.
+    assert tool.get_schema("mcp")["inputSchema"]["$schema"] == DIALECT
 
 
 def test_an_unnamed_lambda_is_both_a_schema_error_and_a_value_error() -> None:

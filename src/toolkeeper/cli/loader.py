@@ -11,11 +11,13 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import UsageError
+from ..mcp.prompts import Prompt
+from ..mcp.resources import Resource
 from ..toolbox.catalog import CatalogBase
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.tool import Tool
 
-__all__ = ["load_object", "load_tools"]
+__all__ = ["load_object", "load_offers", "load_tools"]
 
 
 def _import(target: str) -> ModuleType:
@@ -24,6 +26,8 @@ def _import(target: str) -> ModuleType:
         if not path.is_file():
             raise UsageError(f"no such file: {target}")
         name = f"_toolkeeper_target_{abs(hash(path.resolve()))}"
+        if name in sys.modules:  # its tools, then its resources and prompts: imported once
+            return sys.modules[name]
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise UsageError(f"cannot import {target} as a Python module")
@@ -108,3 +112,12 @@ def load_tools(target: str) -> list[object]:
     """
     obj = load_object(target)
     return list(obj.all() if isinstance(obj, CatalogBase) else obj)
+
+
+def load_offers(target: str) -> list[Resource | Prompt]:
+    """The resources, resource templates and prompts a module declares (``@resource``,
+    ``@prompt``); none for a ``module:object`` target."""
+    if ":" in target:
+        return []
+    return [value for value in vars(_import(target)).values()
+            if isinstance(value, Resource | Prompt)]

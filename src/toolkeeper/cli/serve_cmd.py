@@ -45,7 +45,7 @@ from ..server.clients import ANONYMOUS, ClientTokens
 from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
-from .loader import load_tools
+from .loader import load_offers, load_tools
 from .report import fail, out, store_target
 from .state import SERVER_FILE, default_state_dir, out_of_reach, secure_state_dir
 
@@ -90,6 +90,11 @@ def serve(
         help="Seconds a request stays approvable once asked; then it expires (a "
              "CONTINUE_ON_TIMEOUT one is approved at its hitl_timeout_seconds instead).")
                             ] = 3600.0,
+    keep_sessions: Annotated[bool, typer.Option(
+        "--sessions", help="Keep an MCP session per HTTP client connection, so a tool can ask "
+                           "its client (sampling, elicitation) on the 2025-11-25 wire and a "
+                           "broken stream resumes; one process only (replicas cannot share "
+                           "sessions).")] = False,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -118,12 +123,13 @@ def serve(
         invoker = _invoker(targets or [], db, ws, settings, builtins=not no_builtins,
                            approval_wait=approval_wait, approval_ttl=approval_ttl)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
+        offers = [offer for target in targets or [] for offer in load_offers(target)]
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     gateway = _gateway(settings, db, invoker)
     token, source = operator_token(state)
     if stdio:
-        _serve_stdio(invoker, skills, gateway, state, db, token)
+        _serve_stdio(invoker, skills, gateway, state, db, token, offers)
         return
     try:
         check_shared_token(db, token)
@@ -137,7 +143,8 @@ def serve(
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
                      stopping=stopping, public_hosts=public_host or (),
                      anonymous=ANONYMOUS if auth == "none" else None,
-                     ask_client=bool(settings and "client" in settings.approval.channels))
+                     ask_client=bool(settings and "client" in settings.approval.channels),
+                     offers=offers, keep_sessions=keep_sessions)
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
                   token_source=source)
@@ -145,7 +152,7 @@ def serve(
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
-                 state: Path, db: str | Path, token: str) -> None:
+                 state: Path, db: str | Path, token: str, offers: list[Any]) -> None:
     """MCP on stdin/stdout (what a desktop client launches), and the approval page on a free
     loopback port: its login link, and a line for each call that waits, go to stderr (the
     client's server log)."""
@@ -178,7 +185,7 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
         hooks.register(HookEvent.APPROVAL_REQUESTED, _tell_operator(invoker))
     try:
         serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report,
-                    alongside=run_page)
+                    alongside=run_page, offers=offers)
     finally:
         _forget_server(state)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
-from ..errors import CallCancelledError
+from ..errors import CallCancelledError, UsageError
+from .json import JsonObject
 
-__all__ = ["CALLER_KEY", "LIBRARY", "OPERATOR", "Caller", "Channel", "ProgressSink",
-           "ToolContext"]
+__all__ = ["CALLER_KEY", "LIBRARY", "OPERATOR", "Caller", "Channel", "ClientLink", "LogLevel",
+           "ProgressSink", "ToolContext"]
 
 OPERATOR = "operator"
 """The client name of the person who decides (the page, the decision API, the CLI)."""
@@ -50,6 +51,25 @@ LIBRARY = Caller()
 """A call made by a program of your own, with no client in front of it."""
 
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None] | None]
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert",
+                   "emergency"]
+
+
+class ClientLink(Protocol):
+    """What a tool may ask of the client in front of the call (an MCP client): log lines, a
+    completion from its model (sampling), an answer from its user (elicitation)."""
+
+    def can(self, capability: str) -> bool: ...
+
+    async def log(self, level: LogLevel, data: object, logger: str | None) -> None: ...
+
+    async def sample(self, prompt: str, *, max_tokens: int, system: str | None,
+                     key: str | None) -> str: ...
+
+    async def elicit(self, message: str, schema: JsonObject, *,
+                     key: str | None) -> JsonObject: ...
+
+    async def list_roots(self, *, key: str | None) -> list[JsonObject]: ...
 
 
 @dataclass(kw_only=True)
@@ -73,6 +93,7 @@ class ToolContext:
     state: dict[str, object] = field(default_factory=dict)
     progress_sink: ProgressSink | None = None
     cancelled: bool = False
+    client: ClientLink | None = None
 
     def cancel(self) -> None:
         """Ask the run to stop: calls not yet started are refused."""
@@ -95,3 +116,44 @@ class ToolContext:
         outcome = self.progress_sink(progress, total, message)
         if outcome is not None:
             await outcome
+
+    async def log(self, message: object, *, level: LogLevel = "info",
+                  logger: str | None = None) -> None:
+        """Send a log line to the client (MCP ``notifications/message``, at or above the level
+        the client asked for); a no-op without a client."""
+        if self.client is not None:
+            await self.client.log(level, message, logger)
+
+    def client_can(self, capability: str) -> bool:
+        """Whether the client declared ``capability`` (``sampling``, ``elicitation``,
+        ``roots``); False without a client."""
+        return self.client is not None and self.client.can(capability)
+
+    async def sample(self, prompt: str, *, max_tokens: int = 512, system: str | None = None,
+                     key: str | None = None) -> str:
+        """Ask the client's model for a completion of ``prompt`` (MCP sampling); its text.
+
+        On a 2026-07-28 connection the call answers an ``input_required`` result and runs
+        again with the answer (under ``key``; asks made together with ``asyncio.gather`` go in
+        one round). Each request is recorded in the audit log."""
+        return await self._link("sample").sample(prompt, max_tokens=max_tokens, system=system,
+                                                 key=key)
+
+    async def elicit(self, message: str, schema: JsonObject, *,
+                     key: str | None = None) -> JsonObject:
+        """Ask the client's user to fill a form (MCP elicitation; ``schema`` is a flat JSON
+        Schema object): ``{"action": "accept" | "decline" | "cancel", "content": {...}}``.
+        Asked the way ``sample`` asks."""
+        return await self._link("elicit").elicit(message, schema, key=key)
+
+    async def list_roots(self, *, key: str | None = None) -> list[JsonObject]:
+        """The client's roots (``[{"uri": ..., "name": ...}]``), asked the way ``sample``
+        asks."""
+        return await self._link("list_roots").list_roots(key=key)
+
+    def _link(self, what: str) -> ClientLink:
+        if self.client is None:
+            raise UsageError(f"ctx.{what}() needs an MCP client in front of the call (the "
+                             f"tool '{self.tool_name}' runs without one): serve it with "
+                             "toolkeeper serve, or catch this error")
+        return self.client

@@ -70,8 +70,11 @@ def _with_think(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "properties": {**properties, "toolcall_reason": THINK_PROPERTY}}
 
 
-def _needs_no_projection(schema: dict[str, object]) -> bool:
-    """A permissive profile shows an object schema without references exactly as it is."""
+def _needs_no_projection(schema: dict[str, object], profile: Profile) -> bool:
+    """A permissive profile shows an object schema without references exactly as it is; a
+    profile whose dialect is JSON Schema 2020-12 (``as_is``) any object schema."""
+    if profile.as_is:
+        return schema.get("type") == "object"
     return (
         schema.get("type") == "object" and "properties" in schema
         and "$defs" not in schema and "definitions" not in schema and "$schema" not in schema
@@ -98,7 +101,7 @@ class WireFormat:
         rule = name_rule(self.name)
         if (not strict and self.profile.keep is None and tool.description
                 and (rule is None or rule.pattern.fullmatch(name))
-                and _needs_no_projection(schema)):
+                and _needs_no_projection(schema, self.profile)):
             return self.declaration(tool, name, schema, False), ()  # the common, quick case
         return self._declare_projected(tool, schema, strict)
 
@@ -119,7 +122,7 @@ class WireFormat:
     def _parameters(
         self, tool: str, schema: dict[str, object], strict: bool, problems: list[Problem]
     ) -> tuple[dict[str, Any], bool]:
-        if not strict and self.profile.keep is None and _needs_no_projection(schema):
+        if not strict and self.profile.keep is None and _needs_no_projection(schema, self.profile):
             return schema, False
         if strict and self.profile.strict_keep is None:
             problems.append(self._problem("error", tool, "strict",

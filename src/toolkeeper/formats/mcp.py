@@ -20,14 +20,14 @@ from ..core.spec import ToolSpec
 from .base import WireFormat
 from .transform import Profile
 
-__all__ = ["MCPFormat", "tool_result_from_mcp"]
+__all__ = ["MCPFormat", "content_block", "tool_result_from_mcp"]
 
 
 class MCPFormat(WireFormat):
     """MCP tool declarations (with ``outputSchema`` and annotations) and results."""
 
     name = "mcp"
-    profile = Profile(name="mcp")
+    profile = Profile(name="mcp", as_is=True)
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
@@ -90,6 +90,11 @@ class MCPFormat(WireFormat):
         else:
             resource["blob"] = block.data or ""
         return {"type": "resource", "resource": resource}
+
+
+def content_block(block: Any) -> dict[str, Any]:
+    """One content block as MCP content (a ``FileBlock`` as an embedded resource)."""
+    return MCPFormat._block(block)
 
 
 def _risk_hints(tool: ToolSpec) -> dict[str, bool]:

@@ -40,6 +40,8 @@ class Profile:
         strict_all_required: Strict mode needs every property required (optional → nullable).
         openapi_subset: Gemini's OpenAPI 3.0 dialect (nullable, string enums, no maps/refs).
         refs: ``$ref``/``$defs`` are accepted (used only for recursive schemas).
+        as_is: The provider's dialect is JSON Schema 2020-12 itself (MCP): a schema is sent as
+            written — ``$schema``, ``$defs`` and ``$ref`` kept — unless strict mode asks more.
     """
 
     name: str
@@ -49,6 +51,7 @@ class Profile:
     strict_all_required: bool = True
     openapi_subset: bool = False
     refs: bool = True
+    as_is: bool = False
 
 
 _CONSTRAINTS = frozenset(

@@ -121,6 +121,12 @@ class InvokerSession:
         with self._lock:
             self._trace.append(record)
 
+    @property
+    def artifacts(self) -> tuple[str, ...]:
+        """The artifacts this session's calls stored (pinned until it closes)."""
+        with self._lock:
+            return tuple(self._pinned)
+
     def pin(self, ref: str) -> None:
         store = self.store
         if store is not None:

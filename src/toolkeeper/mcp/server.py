@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import bisect
 import secrets
+import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
@@ -21,26 +22,34 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core.context import CALLER_KEY, Caller, ToolContext
+from ..core.context import ToolContext
 from ..formats import WireExport, render_result
 from ..gateway.gateway import MCPGateway
 from ..gateway.relay import calling_client
+from ..hooks import HookEvent, HookManager
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
+from .client_link import Levels, MCPClientLink, answers_of, next_round
+from .offer_handlers import (
+    MISSING_CAPABILITY,
+    STDIO_CLIENT,
+    OfferHandlers,
+    caller_of,
+    client_of,
+)
+from .prompts import Prompt, Prompts
 from .relay_link import SdkClientLink, SessionHub
 from .relayed import RelayedHandlers
+from .resources import Resource, Resources
 
 if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["STDIO_CLIENT", "announce_changes", "mcp_server", "serve_stdio"]
+__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "mcp_server", "serve_stdio"]
 
-STDIO_CLIENT = "stdio"
-"""The client of a server without an HTTP layer naming one: the process that launched it."""
-STDIO = Caller(client=STDIO_CLIENT, channel="mcp", via="none")
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
 """A client's session lives as long as the server: its in-memory trace keeps the last records
@@ -50,7 +59,9 @@ only (the audit log keeps them all)."""
 def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                name: str = "toolkeeper", instructions: str | None = None,
                skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
-               page_size: int = PAGE_SIZE, ask_client: str | None = None) -> Server[Any]:
+               page_size: int = PAGE_SIZE, ask_client: str | None = None,
+               offers: Sequence[Resource | Prompt] = (),
+               state_secret: str | None = None) -> Server[Any]:
     """A low-level MCP ``Server`` offering ``invoker``'s catalog.
 
     Args:
@@ -61,61 +72,128 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
             the audit log and approval requests record), else ``client-stdio``.
         name: The server name clients see.
         instructions: Optional instructions for clients.
-        skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``): the name, the
-            description, and the instructions as the prompt's message.
+        skills: Offered as MCP prompts (``prompts/list``, ``prompts/get``: the instructions,
+            their ``arguments`` filled in) and as resources (``toolkeeper://skill/NAME``).
         gateway: Upstream MCP servers whose tools are in the catalog (entered and attached by
             the caller); a tools/list refreshes those listed more than ``refresh_s`` ago.
         page_size: Tools per ``tools/list`` page (in name order; the cursor is opaque).
         ask_client: A secret every replica shares (the operator token): with it, a call that
             needs approval on a 2026-07-28 session also asks the person at the client (an
             ``input_required`` form, see ``asking.py``); the first decision wins.
+        offers: Resources, resource templates and prompts declared with ``@resource`` and
+            ``@prompt``. The artifacts a client's calls stored are its resources too
+            (``toolkeeper://artifact/…``), never another client's.
+        state_secret: The key ``requestState`` is sealed under, shared by every replica (the
+            operator token); by default ``ask_client``, else one made for this process.
 
     A tool that takes a ``ctx`` reports progress with ``ctx.report_progress`` as MCP progress
-    notifications when the client asked for them (a ``progressToken``); a client that cancels
-    its request cancels the call (recorded as cancelled in the trace and audit log).
+    notifications when the client asked for them (a ``progressToken``), logs with ``ctx.log``
+    and asks the client with ``ctx.sample`` and ``ctx.elicit``; a client that cancels its
+    request cancels the call (recorded as cancelled in the trace and audit log).
     """
-    import mcp_types as types  # the SDK takes ~0.8 s to import: only when a server is built
-    from mcp.server.lowlevel.server import Server
-    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-    from mcp.shared.exceptions import MCPError
+    return MCPFace(invoker, session=session, skills=skills, gateway=gateway,
+                   page_size=page_size, ask_client=ask_client, offers=offers,
+                   state_secret=state_secret).build(name, instructions)
 
-    catalog = invoker.registry
-    sessions: dict[str, InvokerSession] = {}
 
-    def caller_of(ctx: Any) -> Caller:
-        request = getattr(ctx, "request", None)
-        found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)
-        return found if isinstance(found, Caller) else STDIO
+class MCPFace(OfferHandlers):
+    """The handlers of one MCP server over one invoker: each MCP method a named method (the
+    tools' here, the prompts', resources', completion's and logging's in ``OfferHandlers``)."""
 
-    def client_of(ctx: Any) -> str:
-        return caller_of(ctx).client
+    def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None,
+                 skills: Sequence[Skill], gateway: MCPGateway | None, page_size: int,
+                 ask_client: str | None, offers: Sequence[Resource | Prompt],
+                 state_secret: str | None = None) -> None:
+        self.invoker, self.catalog, self.fixed_session = invoker, invoker.registry, session
+        self.state_secret = state_secret
+        self.gateway, self.page_size, self.ask_client = gateway, page_size, ask_client
+        self.sessions: dict[str, InvokerSession] = {}
+        # The export (with the table that maps wire names back) is made when tools are listed
+        # and again only when a call names a tool it does not know: exporting on every call
+        # cost 3 ms per call at 1,000 tools. A stale table is harmless — a wire name always
+        # stands for the same tool name, and the invoker answers a tool that is gone.
+        self.current: WireExport = self.catalog.export("mcp")
+        self.channel = ClientChannel(invoker) if ask_client else None
+        self.resources = Resources([o for o in offers if isinstance(o, Resource)],
+                                   skills=skills, store=invoker.artifact_store)
+        self.prompts = Prompts([o for o in offers if isinstance(o, Prompt)], skills=skills)
+        self.levels = Levels()
+        self.subscribed: dict[str, set[str]] = {}
+        self.server: Any = None
+        self.calling: dict[str, MCPClientLink] = {}
+        """The calls in flight, by call id: a call that waits for approval tells its client."""
+        # The gateway's upstreams: their resources and prompts beside ours, and what they say
+        # or ask during a relayed call passed on to the client that made it.
+        self.hub = SessionHub()
+        if gateway is not None and gateway.relay.hub is None:
+            gateway.relay.hub = self.hub
+        self.relayed = RelayedHandlers(gateway.sources, client_of) if gateway else None
+        service = invoker.approvals
+        if service.hooks is None:
+            service.hooks = HookManager()
+        service.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
 
-    def session_for(ctx: Any) -> InvokerSession:
-        if session is not None:
-            return session
+    def build(self, name: str, instructions: str | None) -> Server[Any]:
+        from mcp.server.lowlevel.server import Server
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+        from mcp.shared.exceptions import MCPDeprecationWarning
+
+        bus = InMemorySubscriptionBus()
+        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, current before
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = Server(
+                name, version=_version(), instructions=instructions,
+                on_list_tools=self.list_tools, on_call_tool=self.call_tool,
+                on_list_prompts=self.list_prompts, on_get_prompt=self.get_prompt,
+                on_list_resources=self.list_resources, on_read_resource=self.read_resource,
+                on_list_resource_templates=self.list_resource_templates,
+                on_subscribe_resource=self.subscribe, on_unsubscribe_resource=self.unsubscribe,
+                on_completion=self.complete, on_set_logging_level=self.set_level,
+                on_subscriptions_listen=ListenHandler(bus))
+        self.server = server
+        _BUSES[server] = bus
+        from mcp.server.request_state import RequestStateBoundary
+
+        # requestState (an approval asked at the client, a tool's earlier answers) is sealed
+        # and bound to its client: under the shared secret, else one of this process's own.
+        secret = self.ask_client or self.state_secret or secrets.token_hex(32)
+        server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
+                                                      default_audience=name))
+        return server
+
+    def session_for(self, ctx: Any) -> InvokerSession:
+        if self.fixed_session is not None:
+            return self.fixed_session
         caller = caller_of(ctx)
-        found = sessions.get(caller.client)
+        found = self.sessions.get(caller.client)
         if found is None:
-            found = sessions[caller.client] = invoker.open_session(
+            found = self.sessions[caller.client] = self.invoker.open_session(
                 session_id=f"client-{caller.client}", trace_limit=TRACE_LIMIT, caller=caller)
         return found
 
-    # The export (with the table that maps wire names back) is made when tools are listed and
-    # again only when a call names a tool it does not know: exporting on every call cost 3 ms
-    # per call at 1,000 tools. A stale table is harmless — a wire name always stands for the
-    # same tool name, and the invoker answers a tool that is gone.
-    current: list[WireExport] = [catalog.export("mcp")]
+    def exported_for(self, wire: str | None = None) -> WireExport:
+        if wire is None or wire not in self.current.names:
+            self.current = self.catalog.export("mcp")
+        return self.current
 
-    def exported_for(wire: str | None = None) -> WireExport:
-        if wire is None or wire not in current[0].names:
-            current[0] = catalog.export("mcp")
-        return current[0]
+    async def approval_asked(self, _event: HookEvent, payload: dict[str, Any]) -> None:
+        """A call of this server's waits for a person's decision: a log line to its client."""
+        request = payload.get("request") or {}
+        link = self.calling.get(str(request.get("call_id")))
+        if link is not None:
+            where = self.invoker.approvals.where(str(request.get("id")))
+            await _quietly(link.log("notice", f"{request.get('tool')}: waiting for approval "
+                                              f"(request {request.get('id')}): {where}",
+                                    "toolkeeper.approval"))
 
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        _remember(server, ctx)
-        if gateway is not None:
-            await gateway.refresh_stale()
-        declarations = sorted(exported_for().declarations, key=lambda d: str(d["name"]))
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        _remember(self.server, ctx)
+        if self.gateway is not None:
+            await self.gateway.refresh_stale()
+        declarations = sorted(self.exported_for().declarations, key=lambda d: str(d["name"]))
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
@@ -124,82 +202,126 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                 raise MCPError(code=-32602, message="invalid cursor: pass the nextCursor of "
                                                     "the previous page, or none to start over")
             start = bisect.bisect_right([str(d["name"]) for d in declarations], after)
-        page = declarations[start:start + page_size]
-        more = start + page_size < len(declarations)
+        page = declarations[start:start + self.page_size]
+        more = start + self.page_size < len(declarations)
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(d) for d in page],
             next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
 
-    channel = ClientChannel(invoker) if ask_client else None
-    hub = SessionHub()
-    if gateway is not None and gateway.relay.hub is None:
-        gateway.relay.hub = hub
-
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
-        _remember(server, ctx)
-        exported = exported_for(params.name)
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        _remember(self.server, ctx)
+        exported = self.exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
                                   "params": {"name": params.name,
                                              "arguments": params.arguments or {}}})
-        in_session = session_for(ctx)
+        in_session = self.session_for(ctx)
+        answers = answers_of(params) if str(getattr(ctx, "protocol_version", "")) >= "2026" \
+            else {}
+        link = MCPClientLink(ctx, client=client_of(ctx), levels=self.levels,
+                             audit=self.invoker.audit, call_id=call.id, tool=call.name,
+                             session_id=in_session.id, answers=answers)
         # Progress goes back on this request (the SDK drops it when the client gave no token).
-        report = getattr(getattr(ctx, "session", None), "report_progress", None)
-        tool_ctx = None if report is None else ToolContext(
+        tool_ctx = ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
-            state=in_session.state, progress_sink=report, caller=in_session.caller)
-        hub.remember(ctx, client_of(ctx))
-        with calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
-            if channel is not None and str(getattr(ctx, "protocol_version", "")) >= "2026":
-                await channel.answer(params, in_session, client_of(ctx))
-                outcome = await channel.invoke(call, in_session, tool_ctx)
-                if isinstance(outcome, str):
-                    return channel.ask(outcome)
-                result = outcome
-            else:
-                result = await invoker.invoke(call, session=in_session, ctx=tool_ctx)
+            state=in_session.state, caller=in_session.caller, client=link,
+            progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
+        self.calling[call.id] = link
+        self.hub.remember(ctx, client_of(ctx))
+        try:
+            with calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
+                if self.channel is not None and \
+                        str(getattr(ctx, "protocol_version", "")) >= "2026":
+                    await self.channel.answer(params, in_session, client_of(ctx))
+                    outcome = await self.channel.invoke(call, in_session, tool_ctx)
+                    if isinstance(outcome, str):
+                        return self.channel.ask(outcome)
+                    result = outcome
+                else:
+                    result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
+        finally:
+            self.calling.pop(call.id, None)
+        if link.missing:
+            raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
+                           f"client capabilities {sorted(link.missing)}; declare them",
+                           data={"requiredCapabilities": link.missing})
+        if link.asked:
+            return next_round(link.asked, answers)
+        if result.status == "denied":
+            await _quietly(link.log("warning", f"{call.name}: {result.to_tool_result().text}",
+                                    "toolkeeper.approval"))
         rendered = render_result(call, result.to_tool_result(), "mcp")
         return types.CallToolResult.model_validate(rendered)
 
-    by_name = {skill.name: skill for skill in skills}
-    # The gateway's upstream resources and prompts (beside the skills' prompts).
-    relayed = RelayedHandlers(gateway.sources, client_of) if gateway is not None else None
+    # -- the gateway's upstream resources and prompts, beside this server's own ------------
 
-    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        upstream = (await relayed.list_prompts(ctx, params)).prompts if relayed else []
-        return types.ListPromptsResult(prompts=[
-            types.Prompt(name=s.name, description=s.description or None)
-            for s in sorted(by_name.values(), key=lambda s: s.name)] + upstream)
+    async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        listed = await super().list_prompts(ctx, params)
+        if self.relayed is None:
+            return listed
+        upstream = await self.relayed.list_prompts(ctx, params)
+        return listed.model_copy(update={"prompts": [*listed.prompts, *upstream.prompts]})
 
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
-                         ) -> types.GetPromptResult:
-        skill = by_name.get(params.name)
-        if skill is None and relayed is not None and gateway is not None \
-                and gateway.sources.serves_prompt(params.name):
-            return await relayed.get_prompt(ctx, params)
-        if skill is None:
-            known = ", ".join(sorted(by_name)) or "none"
-            raise MCPError(code=-32602, message=f"no skill named {params.name!r} "
-                                 f"(skills: {known})")
-        return types.GetPromptResult(description=skill.description or None, messages=[
-            types.PromptMessage(role="user", content=types.TextContent(text=skill.prompt()))])
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult | types.InputRequiredResult:
+        if self.relayed is not None and self.relayed.sources.serves_prompt(params.name):
+            return await self.relayed.get_prompt(ctx, params)
+        return await super().get_prompt(ctx, params)
 
-    prompts: dict[str, Any] = {"on_list_prompts": list_prompts,
-                               "on_get_prompt": get_prompt} if by_name or relayed else {}
-    if relayed is not None:
-        prompts = {**relayed.handlers(), **prompts}
-    bus = InMemorySubscriptionBus()
-    server: Server[Any] = Server(name, version=_version(), instructions=instructions,
-                                 on_list_tools=list_tools,
-                                 on_call_tool=call_tool,
-                                 on_subscriptions_listen=ListenHandler(bus), **prompts)
-    _BUSES[server] = bus
-    if ask_client:
-        from mcp.server.request_state import RequestStateBoundary
+    async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        listed = await super().list_resources(ctx, params)
+        if self.relayed is None:
+            return listed
+        upstream = await self.relayed.list_resources(ctx, params)
+        return listed.model_copy(update={"resources": [*listed.resources,
+                                                       *upstream.resources]})
 
-        server.middleware.append(RequestStateBoundary(state_security(ask_client, client_of),
-                                                      default_audience=name))
-    return server
+    async def list_resource_templates(self, ctx: Any, params: Any
+                                      ) -> types.ListResourceTemplatesResult:
+        listed = await super().list_resource_templates(ctx, params)
+        if self.relayed is None:
+            return listed
+        upstream = await self.relayed.list_resource_templates(ctx, params)
+        return listed.model_copy(update={"resource_templates": [
+            *listed.resource_templates, *upstream.resource_templates]})
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
+            return await self.relayed.read_resource(ctx, params)
+        return await super().read_resource(ctx, params)
+
+    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
+            return await self.relayed.subscribe(ctx, params)
+        return await super().subscribe(ctx, params)
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
+            return await self.relayed.unsubscribe(ctx, params)
+        return await super().unsubscribe(ctx, params)
+
+    async def complete(self, ctx: Any, params: types.CompleteRequestParams
+                       ) -> types.CompleteResult:
+        ref = params.ref
+        upstream = self.relayed is not None and (
+            self.relayed.sources.serves_prompt(str(getattr(ref, "name", "")))
+            if getattr(ref, "type", "") == "ref/prompt"
+            else self.relayed.sources.serves_resource(str(getattr(ref, "uri", ""))))
+        if upstream and self.relayed is not None:
+            return await self.relayed.complete(ctx, params)
+        return await super().complete(ctx, params)
+
+
+async def _quietly(told: Coroutine[Any, Any, None]) -> None:
+    """Tell the client a line; a client that cannot hear it does not fail the call."""
+    try:
+        await told
+    except Exception:  # a closed stream or a revision without logging
+        return
 
 
 _SESSIONS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()

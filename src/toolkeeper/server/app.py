@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any, cast
 
 from ..approval.store import SqliteApprovalStore
 from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import mcp_server
+from ..mcp.streams import MemoryEventStore
 from ..skills.skill import Skill
 from .auth import WebSessions
 from .clients import ClientTokens
@@ -25,7 +27,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                gateway: MCPGateway | None = None, sessions: WebSessions | None = None,
                stopping: threading.Event | None = None,
                public_hosts: Sequence[str] = (), anonymous: str | None = None,
-               ask_client: bool = False) -> TokenGate:
+               ask_client: bool = False, offers: Sequence[Any] = (),
+               keep_sessions: bool = False) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
@@ -34,7 +37,10 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     request to ``/mcp`` without a credential is that client's. ``ask_client``: a call that
     needs approval also asks the person at the client (``[approval] channels``).
     With a ``gateway`` (entered and attached by the caller), a tools/list refreshes its
-    upstream servers when their listing is older than its ``refresh_s``."""
+    upstream servers when their listing is older than its ``refresh_s``. ``offers``: the
+    resources and prompts declared with ``@resource`` and ``@prompt``. ``keep_sessions``: an
+    MCP session per client connection (server-to-client requests on the 2025-11-25 wire,
+    resumable streams) instead of stateless answers; one process only."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -58,9 +64,12 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         raise ValueError("asking the client needs the operator token (its key seals the "
                          "request state every replica shares)")
     server = mcp_server(invoker, skills=skills, gateway=gateway,
-                        ask_client=token if ask_client else None)
+                        ask_client=token if ask_client else None, offers=offers,
+                        state_secret=token)
     app = server.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True, host=host,
+        streamable_http_path="/mcp", stateless_http=not keep_sessions, host=host,
+        event_store=cast(Any, MemoryEventStore()) if keep_sessions else None,
+        retry_interval=100 if keep_sessions else None,
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=routes)  # type: ignore[arg-type]  # a Mount is a route too
     gate = TokenGate(app, token, clients=clients, rate=rate_limit,

@@ -25,15 +25,15 @@ def _line_of(text: str, needle: str, default: int = 1) -> int:
     return text.count("\n", 0, index) + 1 if index >= 0 else default
 
 
-def _tools(value: object, where: str) -> tuple[str, ...]:
+def _tools(value: object, where: str, what: str = "allowed-tools") -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         return tuple(t for t in re.split(r"[,\s]+", value) if t)
     if isinstance(value, list) and all(isinstance(t, str) for t in value):
         return tuple(value)
-    raise SkillError(f"{where}: allowed-tools must be a list of tool names or a comma-separated "
-                     f"string, got {type(value).__name__}")
+    raise SkillError(f"{where}: {what} must be a list of names or a comma-separated string, "
+                     f"got {type(value).__name__}")
 
 
 def load_skill(path: str | Path) -> Skill:
@@ -66,6 +66,8 @@ def load_skill(path: str | Path) -> Skill:
         allowed_tools=_tools(meta.get("allowed-tools", meta.get("allowed_tools")), where),
         path=str(file),
         version=str(meta.get("version") or "1.0.0"),
+        arguments=_tools(meta.get("arguments"), f"{file}:{_line_of(text, 'arguments')}",
+                         what="arguments"),
     )
 
 

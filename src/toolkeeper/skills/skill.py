@@ -18,6 +18,8 @@ class Skill:
         allowed_tools: The only tools usable while the skill is active (empty: no tools).
         path: The file the skill was loaded from, if any.
         version: Version string.
+        arguments: Names a client fills in when it gets the skill as an MCP prompt: each
+            ``{name}`` in the instructions is replaced by its value.
     """
 
     name: str
@@ -26,6 +28,7 @@ class Skill:
     allowed_tools: tuple[str, ...] = ()
     path: str | None = None
     version: str = "1.0.0"
+    arguments: tuple[str, ...] = ()
 
     def prompt(self) -> str:
         """The block to append to a system prompt."""
