@@ -26,6 +26,7 @@ from ..core.context import ToolContext
 from ..formats import WireExport, render_result
 from ..gateway.gateway import MCPGateway
 from ..gateway.relay import calling_client
+from ..gateway.sources import RESOURCE_PREFIX
 from ..hooks import HookEvent, HookManager
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
@@ -290,7 +291,8 @@ class MCPFace(OfferHandlers):
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
+        # the gateway's namespace: it names what is wrong with a URI no upstream serves
+        if self.relayed is not None and str(params.uri).startswith(RESOURCE_PREFIX):
             return await self.relayed.read_resource(ctx, params)
         return await super().read_resource(ctx, params)
 
