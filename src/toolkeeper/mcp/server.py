@@ -14,7 +14,6 @@ import base64
 import bisect
 import secrets
 import warnings
-import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from importlib.metadata import PackageNotFoundError, version
@@ -32,6 +31,7 @@ from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
+from .changes import BUSES, announce_changes, remember
 from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .offer_handlers import (
     MISSING_CAPABILITY,
@@ -114,6 +114,8 @@ class MCPFace(OfferHandlers):
         # cost 3 ms per call at 1,000 tools. A stale table is harmless — a wire name always
         # stands for the same tool name, and the invoker answers a tool that is gone.
         self.current: WireExport = self.catalog.export("mcp")
+        self._exported_at = getattr(self.catalog, "version", None)
+        self._sorted: tuple[WireExport | None, list[dict[str, Any]], list[str]] = (None, [], [])
         self.channel = ClientChannel(invoker) if ask_client else None
         self.resources = Resources([o for o in offers if isinstance(o, Resource)],
                                    skills=skills, store=invoker.artifact_store)
@@ -152,7 +154,7 @@ class MCPFace(OfferHandlers):
                 on_completion=self.complete, on_set_logging_level=self.set_level,
                 on_subscriptions_listen=ListenHandler(bus))
         self.server = server
-        _BUSES[server] = bus
+        BUSES[server] = bus
         from mcp.server.request_state import RequestStateBoundary
 
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
@@ -173,9 +175,22 @@ class MCPFace(OfferHandlers):
         return found
 
     def exported_for(self, wire: str | None = None) -> WireExport:
-        if wire is None or wire not in self.current.names:
-            self.current = self.catalog.export("mcp")
+        """The catalog's MCP export, made again when the catalog changed (or, for a catalog
+        that does not count its changes, at every listing) or a call names an unknown tool."""
+        version = getattr(self.catalog, "version", None)
+        if (wire is None and (version is None or version != self._exported_at)) or (
+                wire is not None and wire not in self.current.names):
+            self.current, self._exported_at = self.catalog.export("mcp"), version
         return self.current
+
+    def listing(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """The declarations in name order and their names, sorted once per export: a page of
+        ``tools/list`` is a bisection and a slice, not a sort of the whole catalog."""
+        exported = self.exported_for()
+        if self._sorted[0] is not exported:
+            declarations = sorted(exported.declarations, key=lambda d: str(d["name"]))
+            self._sorted = (exported, declarations, [str(d["name"]) for d in declarations])
+        return self._sorted[1], self._sorted[2]
 
     async def approval_asked(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         """A call of this server's waits for a person's decision: a log line to its client."""
@@ -191,10 +206,12 @@ class MCPFace(OfferHandlers):
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
-        _remember(self.server, ctx)
+        remember(self.server, ctx)
         if self.gateway is not None:
             await self.gateway.refresh_stale()
-        declarations = sorted(self.exported_for().declarations, key=lambda d: str(d["name"]))
+        # an export of a large catalog takes a while: off the event loop, where other
+        # clients' calls are answered
+        declarations, names = await anyio.to_thread.run_sync(self.listing)
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
@@ -202,7 +219,7 @@ class MCPFace(OfferHandlers):
             if after is None:
                 raise MCPError(code=-32602, message="invalid cursor: pass the nextCursor of "
                                                     "the previous page, or none to start over")
-            start = bisect.bisect_right([str(d["name"]) for d in declarations], after)
+            start = bisect.bisect_right(names, after)
         page = declarations[start:start + self.page_size]
         more = start + self.page_size < len(declarations)
         return types.ListToolsResult(
@@ -214,7 +231,7 @@ class MCPFace(OfferHandlers):
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
-        _remember(self.server, ctx)
+        remember(self.server, ctx)
         exported = self.exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
                                   "params": {"name": params.name,
@@ -324,45 +341,6 @@ async def _quietly(told: Coroutine[Any, Any, None]) -> None:
         await told
     except Exception:  # a closed stream or a revision without logging
         return
-
-
-_SESSIONS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()
-_BUSES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
-
-def _remember(server: Any, ctx: Any) -> None:
-    """Keep a 2025-11-25 connection (stdio has one) to tell it when the catalog changes
-    (2026-07-28 clients listen with ``subscriptions/listen`` instead). The SDK keeps the
-    connection behind the request-scoped session."""
-    if str(getattr(ctx, "protocol_version", "")) >= "2026":
-        return
-    connection = getattr(getattr(ctx, "session", None), "_connection", None)
-    if connection is not None and hasattr(connection, "send_tool_list_changed"):
-        _SESSIONS.setdefault(server, weakref.WeakSet()).add(connection)
-
-
-async def announce_changes(server: Any, catalog: Any, poll_s: float = 0.2) -> None:
-    """Tell clients whenever the catalog's version changes (tools added, removed, enabled or
-    disabled): ``notifications/tools/list_changed`` on the 2026-07-28 ``subscriptions/listen``
-    streams (stdio and HTTP) and to 2025-11-25 connections that stay open (stdio). Runs until
-    cancelled."""
-    from mcp.shared.subscriptions import ToolsListChanged
-
-    seen = getattr(catalog, "version", None)
-    while True:
-        await anyio.sleep(poll_s)
-        version = getattr(catalog, "version", None)
-        if version == seen:
-            continue
-        seen = version
-        bus = _BUSES.get(server)
-        if bus is not None:
-            await bus.publish(ToolsListChanged())
-        for session in list(_SESSIONS.get(server, ())):
-            try:
-                await session.send_tool_list_changed()
-            except Exception:  # a closed connection or a revision without it: nothing to tell
-                continue
 
 
 def _version() -> str:
