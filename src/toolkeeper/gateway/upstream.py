@@ -167,10 +167,10 @@ class Upstream:
         if listener is None:
             return {}
 
-        async def sampling(_ctx: Any, params: Any) -> Any:
+        async def sampling(_ctx: object, params: Any) -> Any:
             return await listener.asked(config, "sampling", params)
 
-        async def elicitation(_ctx: Any, params: Any) -> Any:
+        async def elicitation(_ctx: object, params: Any) -> Any:
             return await listener.asked(config, "elicitation", params)
 
         async def message(message: Any) -> None:

@@ -36,7 +36,7 @@ class OfferHandlers:
     def session_for(self, ctx: Any) -> InvokerSession:
         raise NotImplementedError
 
-    async def list_prompts(self, _ctx: Any, _params: Any) -> types.ListPromptsResult:
+    async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
         import mcp_types as types
 
         return types.ListPromptsResult.model_validate({"prompts": self.prompts.listing()})
@@ -63,13 +63,13 @@ class OfferHandlers:
             raise MCPError(code=-32602, message=str(exc).strip("'\"")) from exc
         return types.GetPromptResult.model_validate(found)
 
-    async def list_resources(self, ctx: Any, _params: Any) -> types.ListResourcesResult:
+    async def list_resources(self, ctx: Any, _params: object) -> types.ListResourcesResult:
         import mcp_types as types
 
         listed = self.resources.listing(self.session_for(ctx).artifacts)
         return types.ListResourcesResult.model_validate({"resources": listed})
 
-    async def list_resource_templates(self, _ctx: Any, _params: Any
+    async def list_resource_templates(self, _ctx: object, _params: object
                                       ) -> types.ListResourceTemplatesResult:
         import mcp_types as types
 
@@ -101,7 +101,7 @@ class OfferHandlers:
         self.subscribed.get(client_of(ctx), set()).discard(str(params.uri))
         return types.EmptyResult()
 
-    async def complete(self, _ctx: Any, params: types.CompleteRequestParams
+    async def complete(self, _ctx: object, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
         import mcp_types as types
 

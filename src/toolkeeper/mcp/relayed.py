@@ -60,19 +60,19 @@ class RelayedHandlers:
                 "on_list_prompts": self.list_prompts, "on_get_prompt": self.get_prompt,
                 "on_completion": self.complete}
 
-    async def list_resources(self, _ctx: Any, _params: Any) -> types.ListResourcesResult:
+    async def list_resources(self, _ctx: object, _params: object) -> types.ListResourcesResult:
         import mcp_types as types
 
         return types.ListResourcesResult(resources=await self.sources.list_resources())
 
-    async def list_resource_templates(self, _ctx: Any, _params: Any
+    async def list_resource_templates(self, _ctx: object, _params: object
                                       ) -> types.ListResourceTemplatesResult:
         import mcp_types as types
 
         return types.ListResourceTemplatesResult(
             resource_templates=await self.sources.list_resource_templates())
 
-    async def read_resource(self, _ctx: Any, params: types.ReadResourceRequestParams
+    async def read_resource(self, _ctx: object, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
         return await _answered(self.sources.read_resource(str(params.uri)))
 
@@ -90,16 +90,16 @@ class RelayedHandlers:
         await _answered(self.sources.unsubscribe(str(params.uri), link))
         return types.EmptyResult()
 
-    async def list_prompts(self, _ctx: Any, _params: Any) -> types.ListPromptsResult:
+    async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
         import mcp_types as types
 
         return types.ListPromptsResult(prompts=await self.sources.list_prompts())
 
-    async def get_prompt(self, _ctx: Any, params: types.GetPromptRequestParams
+    async def get_prompt(self, _ctx: object, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
         return await _answered(self.sources.get_prompt(params.name, params.arguments))
 
-    async def complete(self, _ctx: Any, params: types.CompleteRequestParams
+    async def complete(self, _ctx: object, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
         import mcp_types as types
 
