@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -73,3 +76,21 @@ async def test_connections_the_server_accepts_have_nagle_off() -> None:
             await asyncio.sleep(0.01)
         writer.close()
     assert accepted and accepted[0] != 0
+
+
+def test_rate_limit_zero_turns_the_limit_off(tmp_path: Path) -> None:
+    proc, url = _start(tmp_path, "--rate-limit", "0")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    try:
+        with httpx.Client(headers={"Authorization": f"Bearer {CLIENT_TOKENS[url]}",
+                                   "Accept": "application/json, text/event-stream"},
+                          timeout=10) as http:
+            statuses = {http.post(f"{url}/mcp", json=body).status_code for _ in range(150)}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert statuses == {200}  # past the default's burst of 100, none refused
+    refused = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "serve", "--rate-limit",
+                              "-1", "--state-dir", str(tmp_path / "other")],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "--rate-limit" in refused.stderr

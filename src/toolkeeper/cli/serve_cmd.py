@@ -74,7 +74,8 @@ def serve(
         help="How clients authenticate on /mcp: 'token' (a client token) or 'none' (no "
              "credential, loopback only). Deciding always needs the operator.")] = "token",
     rate_limit: Annotated[float, typer.Option(
-        help="Requests per second per client (bursts of twice that).")] = 50.0,
+        help="Requests per second per client (bursts of twice that); 0 turns the limit "
+             "off (a benchmark, or a proxy in front that limits).")] = 50.0,
     public_host: Annotated[list[str] | None, typer.Option(
         help="A host name clients use to reach this server (behind a load balancer); "
              "requests naming another Host are refused. Repeatable.")] = None,
@@ -99,8 +100,8 @@ def serve(
                    f"{SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)")
     if approval_ttl <= 0:
         raise fail("--approval-ttl must be a positive number of seconds")
-    if rate_limit <= 0:
-        raise fail("--rate-limit must be a positive number of requests per second")
+    if rate_limit < 0:
+        raise fail("--rate-limit must be a number of requests per second, or 0 for no limit")
     if auth not in ("token", "none"):
         raise fail("--auth must be 'token' or 'none'")
     if auth == "none" and host not in LOOPBACK:

@@ -28,7 +28,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                ask_client: bool = False) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
-    ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
+    ``rate_limit``: requests per second per client (0: no limit). ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
     ``token`` is the operator's (the page's API and the CLI; refused on ``/mcp``); clients use
     their own tokens from ``clients`` — or, with ``anonymous`` (loopback only), none: every
     request to ``/mcp`` without a credential is that client's. ``ask_client``: a call that
