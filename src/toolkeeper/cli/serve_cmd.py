@@ -6,11 +6,13 @@ import errno
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
 import threading
 import time
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -180,6 +182,7 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
         serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report,
                     alongside=run_page)
     finally:
+        _flush(invoker)
         _forget_server(state)
 
 
@@ -317,13 +320,32 @@ def _bind(host: str, port: int) -> socket.socket:
 def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             invoker: ToolInvoker, stopping: threading.Event) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
+    from uvicorn.server import HANDLED_SIGNALS
 
     sock = _bind(start.host, port)
+
+    caught: list[int] = []
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             stopping.set()  # the page's event streams end, so requests in flight can finish
+            caught.append(sig)
             super().handle_exit(sig, frame)
+
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """uvicorn's, without raising the signal again as ``serve`` returns (SIGTERM's
+            default action then ended the process before the audit flush and the cleanup
+            below); it is raised again once those are done."""
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
 
     server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
                                    timeout_graceful_shutdown=10))
@@ -336,6 +358,7 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             url = _announce(sock, start)
             invoker.approvals.page_url = url  # a waiting call's messages name its card
             stack.callback(_forget_server, start.state_dir)
+            stack.callback(_flush, invoker)  # last: after every request in flight has ended
             _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
@@ -343,6 +366,15 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
                 group.cancel_scope.cancel()
 
     anyio.run(run)
+    for sig in reversed(caught):  # the usual end of a process stopped by a signal
+        signal.raise_signal(sig)
+
+
+def _flush(invoker: ToolInvoker) -> None:
+    """Write every audit row still queued (Ctrl-C, SIGTERM) and stop the writer thread."""
+    close = getattr(invoker.audit, "close", None)
+    if close is not None:
+        close()
 
 
 def _record_server(state_dir: Path, url: str) -> None:

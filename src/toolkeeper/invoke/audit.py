@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+import anyio.to_thread
 
 from ..approval.pg import is_url, open_database
 from ..errors import StoreError
@@ -76,22 +82,131 @@ class AuditLog(Protocol):
               session_id: str | None = None, limit: int = 100) -> list[AuditEntry]: ...
 
 
+_INSERT = (
+    "INSERT INTO audit (ts, call_id, session_id, tool, args_digest, arguments, status, "
+    "error_code, duration_ms, approval_id, decision, approver) VALUES (:ts, :call_id, "
+    ":session_id, :tool, :args_digest, :arguments, :status, :error_code, :duration_ms, "
+    ":approval_id, :decision, :approver)")
+MAX_BATCH = 256
+"""Rows one transaction of the writer thread takes at most."""
+
+
+def _row(entry: AuditEntry) -> dict[str, Any]:
+    row = asdict(entry)
+    row["arguments"] = json.dumps(redact_arguments(entry.arguments), default=str,
+                                  ensure_ascii=False)
+    return row
+
+
 class SqliteAuditLog:
-    """The audit table in a SQLite file (``toolkeeper.db`` by default, shared with approvals)."""
+    """The audit table in a SQLite file (``toolkeeper.db`` by default, shared with approvals).
+
+    ``record`` writes the row before it returns. ``record_async`` (what the invoker awaits)
+    hands the row to one writer thread and waits, without holding the event loop, until it is
+    committed: rows that arrive together are committed in one transaction (up to
+    ``MAX_BATCH``), so under load the file sees one write for many calls, and with PostgreSQL
+    the round trip is off the loop too. A call's answer waits for its row, so nothing answered
+    is ever lost, not even to ``kill -9``: what a crash can lose is the batch in flight, calls
+    not yet answered. A row that cannot be written fails its call (``StoreError``), as
+    ``record`` does. ``close`` writes what is queued and stops the thread."""
 
     def __init__(self, path: str | Path) -> None:
         self.db = open_database(path, _SCHEMA, "audit")
+        self._queue: queue.SimpleQueue[tuple[AuditEntry, Callable[[BaseException | None], None]]
+                                       | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def record(self, entry: AuditEntry) -> None:
-        row = asdict(entry)
-        row["arguments"] = json.dumps(redact_arguments(entry.arguments), default=str,
-                                      ensure_ascii=False)
+        self.record_many([entry])
+
+    def record_many(self, entries: list[AuditEntry]) -> None:
+        """Write ``entries`` in one transaction."""
+        rows = [_row(entry) for entry in entries]
         with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO audit (ts, call_id, session_id, tool, args_digest, arguments, status, "
-                "error_code, duration_ms, approval_id, decision, approver) VALUES (:ts, :call_id, "
-                ":session_id, :tool, :args_digest, :arguments, :status, :error_code, :duration_ms, "
-                ":approval_id, :decision, :approver)", row)
+            for row in rows:
+                conn.execute(_INSERT, row)
+
+    async def record_async(self, entry: AuditEntry) -> None:
+        """``record`` without blocking the event loop: returns once the row is committed (with
+        whatever else the writer thread took in the same transaction)."""
+        try:
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio): wait in a worker thread
+            await anyio.to_thread.run_sync(self._enqueue_and_wait, entry)
+            return
+        done: asyncio.Future[BaseException | None] = loop.create_future()
+
+        def tell(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(_settle, done, error)
+
+        if not self._enqueue(entry, tell):
+            await anyio.to_thread.run_sync(self.record, entry)
+            return
+        error = await done  # a caller cancelled meanwhile: its row is written all the same
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        """Write every queued row, then stop the writer thread (``record`` still works)."""
+        with self._lock:
+            self._closed = True
+            writer = self._writer
+            if writer is not None:
+                self._queue.put(None)
+        if writer is not None:
+            writer.join()
+
+    def _enqueue(self, entry: AuditEntry, tell: Callable[[BaseException | None], None]) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_batches, daemon=True,
+                                                name="toolkeeper-audit-writer")
+                self._writer.start()
+            self._queue.put((entry, tell))
+            return True
+
+    def _enqueue_and_wait(self, entry: AuditEntry) -> None:
+        written = threading.Event()
+        errors: list[BaseException | None] = []
+
+        def tell(error: BaseException | None) -> None:
+            errors.append(error)
+            written.set()
+
+        if not self._enqueue(entry, tell):
+            self.record(entry)
+            return
+        written.wait()
+        if errors[0] is not None:
+            raise errors[0]
+
+    def _write_batches(self) -> None:
+        stop = False
+        while not stop:
+            batch = [self._queue.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = None in batch
+            waiting = [item for item in batch if item is not None]
+            if not waiting:
+                continue
+            error: BaseException | None = None
+            try:
+                self.record_many([entry for entry, _ in waiting])
+            except Exception as exc:  # each call it belonged to fails (fail closed)
+                error = exc
+            for _, tell in waiting:
+                with contextlib.suppress(RuntimeError):  # its loop is gone: nobody waits
+                    tell(error)
 
     def query(self, *, tool: str | None = None, status: str | None = None,
               session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
@@ -110,6 +225,11 @@ class SqliteAuditLog:
                            error_code=r[7], duration_ms=float(r[8]), approval_id=r[9],
                            decision=r[10], approver=r[11])
                 for r in rows]
+
+
+def _settle(done: Any, error: BaseException | None) -> None:
+    if not done.done():
+        done.set_result(error)
 
 
 class PostgresAuditLog(SqliteAuditLog):

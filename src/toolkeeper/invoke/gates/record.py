@@ -59,12 +59,17 @@ class RecordGate(Gate):
                                  arguments=inv.call.arguments)
         inv.session.record(record)
         if self.audit is not None:
-            self.audit.record(AuditEntry(
+            entry = AuditEntry(
                 ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
                 tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
                 status=status, error_code=result.error_code, duration_ms=duration,
                 approval_id=result.approval_id or inv.pre_approved,
-                decision=TOLD_AGAIN if _told_again(result) else None))
+                decision=TOLD_AGAIN if _told_again(result) else None)
+            write = getattr(self.audit, "record_async", None)  # off the event loop
+            if write is not None:
+                await write(entry)
+            else:
+                self.audit.record(entry)
         if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
             await self.hooks.dispatch(HookEvent.TOOL_END, {
                 "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
