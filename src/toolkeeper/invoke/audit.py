@@ -7,7 +7,6 @@ import json
 import queue
 import re
 import threading
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -103,17 +102,19 @@ class SqliteAuditLog:
 
     ``record`` writes the row before it returns. ``record_async`` (what the invoker awaits)
     hands the row to one writer thread and waits, without holding the event loop, until it is
-    committed: rows that arrive together are committed in one transaction (up to
-    ``MAX_BATCH``), so under load the file sees one write for many calls, and with PostgreSQL
-    the round trip is off the loop too. A call's answer waits for its row, so nothing answered
+    committed: the rows recorded in one turn of the loop go over together (one wake-up of the
+    thread), and the rows waiting when the thread is free are committed in one transaction
+    (it starts another past ``MAX_BATCH``), so under load the file sees one write for many
+    calls, and with PostgreSQL the round trip is off the loop too. A call's answer waits for its row, so nothing answered
     is ever lost, not even to ``kill -9``: what a crash can lose is the batch in flight, calls
     not yet answered. A row that cannot be written fails its call (``StoreError``), as
     ``record`` does. ``close`` writes what is queued and stops the thread."""
 
     def __init__(self, path: str | Path) -> None:
         self.db = open_database(path, _SCHEMA, "audit")
-        self._queue: queue.SimpleQueue[tuple[AuditEntry, Callable[[BaseException | None], None]]
-                                       | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[tuple[AuditEntry, Any]] | None] = \
+            queue.SimpleQueue()
+        self._gathered: dict[Any, list[tuple[AuditEntry, Any]]] = {}
         self._writer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -139,11 +140,7 @@ class SqliteAuditLog:
             await anyio.to_thread.run_sync(self._enqueue_and_wait, entry)
             return
         done: asyncio.Future[BaseException | None] = loop.create_future()
-
-        def tell(error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_settle, done, error)
-
-        if not self._enqueue(entry, tell):
+        if not self._gather(loop, entry, done):
             await anyio.to_thread.run_sync(self.record, entry)
             return
         error = await done  # a caller cancelled meanwhile: its row is written all the same
@@ -160,7 +157,31 @@ class SqliteAuditLog:
         if writer is not None:
             writer.join()
 
-    def _enqueue(self, entry: AuditEntry, tell: Callable[[BaseException | None], None]) -> bool:
+    def _gather(self, loop: Any, entry: AuditEntry, done: Any) -> bool:
+        """Queue ``entry`` with the rows other calls on ``loop`` record in the same turn of
+        the loop: one hand-over (one wake-up of the writer) for all of them."""
+        if self._closed:
+            return False
+        gathered = self._gathered.get(loop)
+        if gathered is None:
+            gathered = self._gathered[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        gathered.append((entry, done))
+        return True
+
+    def _hand_over(self, loop: Any) -> None:
+        gathered = self._gathered.pop(loop, [])
+        if gathered and not self._enqueue(gathered):  # closed meanwhile: written here
+            error: BaseException | None = None
+            try:
+                self.record_many([entry for entry, _ in gathered])
+            except Exception as exc:
+                error = exc
+            _settle([done for _, done in gathered], error)
+
+    def _enqueue(self, items: list[tuple[AuditEntry, Any]]) -> bool:
+        """Queue rows, each with its waiter (an asyncio future, or a function) to be told the
+        outcome."""
         with self._lock:
             if self._closed:
                 return False
@@ -168,7 +189,7 @@ class SqliteAuditLog:
                 self._writer = threading.Thread(target=self._write_batches, daemon=True,
                                                 name="toolkeeper-audit-writer")
                 self._writer.start()
-            self._queue.put((entry, tell))
+            self._queue.put(items)
             return True
 
     def _enqueue_and_wait(self, entry: AuditEntry) -> None:
@@ -179,7 +200,7 @@ class SqliteAuditLog:
             errors.append(error)
             written.set()
 
-        if not self._enqueue(entry, tell):
+        if not self._enqueue([(entry, tell)]):
             self.record(entry)
             return
         written.wait()
@@ -190,13 +211,15 @@ class SqliteAuditLog:
         stop = False
         while not stop:
             batch = [self._queue.get()]
-            while len(batch) < MAX_BATCH:
+            size = len(batch[0] or ())
+            while size < MAX_BATCH:
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+                size += len(batch[-1] or ())
             stop = None in batch
-            waiting = [item for item in batch if item is not None]
+            waiting = [item for items in batch if items is not None for item in items]
             if not waiting:
                 continue
             error: BaseException | None = None
@@ -204,9 +227,15 @@ class SqliteAuditLog:
                 self.record_many([entry for entry, _ in waiting])
             except Exception as exc:  # each call it belonged to fails (fail closed)
                 error = exc
-            for _, tell in waiting:
+            futures: dict[Any, list[Any]] = {}
+            for _, waiter in waiting:
+                if callable(waiter):
+                    waiter(error)
+                else:
+                    futures.setdefault(waiter.get_loop(), []).append(waiter)
+            for loop, waiters in futures.items():  # one wake-up per event loop and batch
                 with contextlib.suppress(RuntimeError):  # its loop is gone: nobody waits
-                    tell(error)
+                    loop.call_soon_threadsafe(_settle, waiters, error)
 
     def query(self, *, tool: str | None = None, status: str | None = None,
               session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
@@ -227,9 +256,10 @@ class SqliteAuditLog:
                 for r in rows]
 
 
-def _settle(done: Any, error: BaseException | None) -> None:
-    if not done.done():
-        done.set_result(error)
+def _settle(waiters: list[Any], error: BaseException | None) -> None:
+    for done in waiters:
+        if not done.done():
+            done.set_result(error)
 
 
 class PostgresAuditLog(SqliteAuditLog):

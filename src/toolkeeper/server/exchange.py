@@ -192,7 +192,7 @@ class SingleExchange:
         manager = getattr(self.server, "_session_manager", None)
         lifespan_state = getattr(manager, "_lifespan_state", None) or {}
 
-        async def run(scope: anyio.CancelScope) -> None:
+        async def run() -> None:
             try:
                 result = await serve_one(self.server, dctx, request["method"], params,
                                          connection=connection, lifespan_state=lifespan_state)
@@ -208,9 +208,8 @@ class SingleExchange:
                              "error": error.model_dump(mode="json", by_alias=True,
                                                        exclude_none=True)}
             await answer.finish(reply)
-            scope.cancel()
 
-        async def watch(scope: anyio.CancelScope) -> None:
+        async def watch(hang_up: Any) -> None:
             # The client hung up: the call is cancelled (recorded as cancelled), as on the
             # SDK's path. While an event stream is open, a comment now and then keeps proxies
             # from closing it.
@@ -218,14 +217,36 @@ class SingleExchange:
                 with anyio.move_on_after(_PING_S):
                     if (await receive())["type"] == "http.disconnect":
                         answer.closed = True
-                        scope.cancel()
+                        hang_up()
                         return
                     continue
                 await answer.ping()
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(run, group.cancel_scope)
-            group.start_soon(watch, group.cancel_scope)
+        try:
+            import asyncio
+
+            task = asyncio.current_task()
+        except RuntimeError:
+            task = None
+        if task is None:  # not asyncio: a task group (the same, with one more task)
+            async with anyio.create_task_group() as group:
+                async def run_then_stop() -> None:
+                    await run()
+                    group.cancel_scope.cancel()
+                group.start_soon(run_then_stop)
+                group.start_soon(watch, group.cancel_scope.cancel)
+            return
+        # asyncio: the call runs in this request's task (a task group per request cost more
+        # than the rest of this path); one plain task watches for the client hanging up.
+        watcher = asyncio.ensure_future(watch(task.cancel))
+        try:
+            await run()
+        except asyncio.CancelledError:
+            if not answer.closed or watcher.cancelled() or not watcher.done():
+                raise
+            task.uncancel()  # the client hung up and the call was cancelled: nothing to send
+        finally:
+            watcher.cancel()
 
 
 def input_schemas(catalog: Any) -> Any:
