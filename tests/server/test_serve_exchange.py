@@ -175,3 +175,30 @@ async def test_a_client_that_hangs_up_cancels_its_call(
                                   "'linger'").fetchall()
             await anyio.sleep(0.1)
     assert rows == [("error", "cancelled")]
+
+
+def test_input_schemas_follow_the_catalog() -> None:
+    from toolkeeper import tool
+    from toolkeeper.server.exchange import input_schemas
+    from toolkeeper.toolbox import Toolbox
+
+    @tool
+    def first(a: int) -> int:
+        """One."""
+        return a
+
+    @tool
+    def second(text: str) -> str:
+        """Two."""
+        return text
+
+    box = Toolbox([first])
+    lookup = input_schemas(box)
+    schema = lookup("first")
+    assert schema is not None and list(schema["properties"]) == ["a"]
+    assert lookup("second") is None
+    box.add(second)
+    later = lookup("second")
+    assert later is not None and list(later["properties"]) == ["text"]
+    box.remove("first")
+    assert lookup("first") is None  # the catalog changed: exported again

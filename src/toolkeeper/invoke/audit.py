@@ -105,10 +105,11 @@ class SqliteAuditLog:
     committed: the rows recorded in one turn of the loop go over together (one wake-up of the
     thread), and the rows waiting when the thread is free are committed in one transaction
     (it starts another past ``MAX_BATCH``), so under load the file sees one write for many
-    calls, and with PostgreSQL the round trip is off the loop too. A call's answer waits for its row, so nothing answered
-    is ever lost, not even to ``kill -9``: what a crash can lose is the batch in flight, calls
-    not yet answered. A row that cannot be written fails its call (``StoreError``), as
-    ``record`` does. ``close`` writes what is queued and stops the thread."""
+    calls, and with PostgreSQL the round trip is off the loop too. A call's answer waits for
+    its row, so nothing answered is ever lost, not even to ``kill -9``: what a crash can lose
+    is the batch in flight, calls not yet answered. A row that cannot be written fails its
+    call (``StoreError``), as ``record`` does. ``close`` writes what is queued and stops the
+    thread."""
 
     def __init__(self, path: str | Path) -> None:
         self.db = open_database(path, _SCHEMA, "audit")
