@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import queue
@@ -134,8 +135,6 @@ class SqliteAuditLog:
         """``record`` without blocking the event loop: returns once the row is committed (with
         whatever else the writer thread took in the same transaction)."""
         try:
-            import asyncio
-
             loop = asyncio.get_running_loop()
         except RuntimeError:  # another event loop (trio): wait in a worker thread
             await anyio.to_thread.run_sync(self._enqueue_and_wait, entry)

@@ -18,6 +18,7 @@ Origin, size) — goes to the SDK app unchanged, with the body replayed when it 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, MutableMapping
@@ -223,8 +224,6 @@ class SingleExchange:
                 await answer.ping()
 
         try:
-            import asyncio
-
             task = asyncio.current_task()
         except RuntimeError:
             task = None
