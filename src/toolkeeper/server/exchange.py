@@ -13,7 +13,8 @@ those notifications and then the result — what the SDK's event-stream answer c
 
 Everything else — another method, a batch, a notification, a 2026-07-28 request (the SDK's
 own single-exchange entry), a request the SDK would refuse (Accept, Content-Type, Host,
-Origin, size) — goes to the SDK app unchanged, with the body replayed when it was read.
+Origin, size), any request on an event loop other than asyncio — goes to the SDK app
+unchanged, with the body replayed when it was read.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -51,8 +52,16 @@ class _Exchange:
     message_metadata: Any
     answer: _Answer
     progress_token: Any = None
-    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
     can_send_request: bool = False
+    _cancel_requested: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Never set here (a stateless request has no cancel notification: the client hangs
+        up instead); made when asked for."""
+        if self._cancel_requested is None:
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
                                opts: Any = None) -> dict[str, Any]:
@@ -144,7 +153,7 @@ class SingleExchange:
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST"
-                or scope["path"] != self.path):
+                or scope["path"] != self.path or not _on_asyncio()):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers", ()))
@@ -215,33 +224,29 @@ class SingleExchange:
             # SDK's path. While an event stream is open, a comment now and then keeps proxies
             # from closing it.
             while True:
-                with anyio.move_on_after(_PING_S):
-                    if (await receive())["type"] == "http.disconnect":
-                        answer.closed = True
-                        hang_up()
-                        return
+                try:
+                    async with asyncio.timeout(_PING_S):
+                        message = await receive()
+                except TimeoutError:
+                    await answer.ping()
                     continue
-                await answer.ping()
+                if message["type"] == "http.disconnect":
+                    if not answer.closed:  # not once the answer is (being) sent
+                        answer.closed = True
+                        hung_up.append(True)
+                        hang_up()
+                    return
 
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:
-            task = None
-        if task is None:  # not asyncio: a task group (the same, with one more task)
-            async with anyio.create_task_group() as group:
-                async def run_then_stop() -> None:
-                    await run()
-                    group.cancel_scope.cancel()
-                group.start_soon(run_then_stop)
-                group.start_soon(watch, group.cancel_scope.cancel)
-            return
-        # asyncio: the call runs in this request's task (a task group per request cost more
-        # than the rest of this path); one plain task watches for the client hanging up.
+        # The call runs in this request's task (a task group per request cost more than the
+        # rest of this path); one plain task watches for the client hanging up.
+        task = asyncio.current_task()
+        assert task is not None
+        hung_up: list[bool] = []
         watcher = asyncio.ensure_future(watch(task.cancel))
         try:
             await run()
         except asyncio.CancelledError:
-            if not answer.closed or watcher.cancelled() or not watcher.done():
+            if not hung_up:
                 raise
             task.uncancel()  # the client hung up and the call was cancelled: nothing to send
         finally:
@@ -266,6 +271,14 @@ def input_schemas(catalog: Any) -> Any:
         schema = known.get(name)
         return schema if isinstance(schema, Mapping) else None
     return lookup
+
+
+def _on_asyncio() -> bool:
+    """Whether this runs on asyncio (uvicorn); on another loop the SDK's path serves all."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:
+        return False
 
 
 async def _read(receive: Any, limit: int) -> tuple[bytes, bool]:
