@@ -14,6 +14,8 @@ TORCH ?= torch==2.13.0
 # Debian packages the suite needs, as package:command.
 SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium \
   postgresql:pg_ctlcluster nodejs:node npm:npm
+# What the benchmarks need besides: a load generator written in C (bench_serve).
+BENCH_PACKAGES := wrk:wrk util-linux:taskset
 
 .PHONY: run check test system lint typecheck pytest conformance bench clean
 
@@ -75,12 +77,14 @@ test: system lint typecheck conformance
 	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest --cov --cov-report=term
 
 bench: $(VENV)/.bench
+	@scripts/system-packages $(BENCH_PACKAGES)
 	$(BIN)/python benchmarks/bench_definitions.py
 	$(BIN)/python benchmarks/bench_invoke.py
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_gateway.py
 	$(BIN)/python benchmarks/bench_approval.py
 	$(BIN)/python benchmarks/bench_stores.py
+	$(BIN)/python benchmarks/bench_serve.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

@@ -6,11 +6,13 @@ import errno
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
 import threading
 import time
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -75,7 +77,8 @@ def serve(
         help="How clients authenticate on /mcp: 'token' (a client token) or 'none' (no "
              "credential, loopback only). Deciding always needs the operator.")] = "token",
     rate_limit: Annotated[float, typer.Option(
-        help="Requests per second per client (bursts of twice that).")] = 50.0,
+        help="Requests per second per client (bursts of twice that); 0 turns the limit "
+             "off (a benchmark, or a proxy in front that limits).")] = 50.0,
     public_host: Annotated[list[str] | None, typer.Option(
         help="A host name clients use to reach this server (behind a load balancer); "
              "requests naming another Host are refused. Repeatable.")] = None,
@@ -105,8 +108,8 @@ def serve(
                    f"{SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)")
     if approval_ttl <= 0:
         raise fail("--approval-ttl must be a positive number of seconds")
-    if rate_limit <= 0:
-        raise fail("--rate-limit must be a positive number of requests per second")
+    if rate_limit < 0:
+        raise fail("--rate-limit must be a number of requests per second, or 0 for no limit")
     if auth not in ("token", "none"):
         raise fail("--auth must be 'token' or 'none'")
     if auth == "none" and host not in LOOPBACK:
@@ -187,6 +190,7 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
         serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report,
                     alongside=run_page, offers=offers)
     finally:
+        _flush(invoker)
         _forget_server(state)
 
 
@@ -304,9 +308,16 @@ class Start:
 
 
 def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket whose connections send small writes at once (``TCP_NODELAY``).
+    An answer goes out in pieces (the status line and headers, then the body, then the end of
+    a chunked body): with Nagle's algorithm on, the last piece waited for the client's delayed
+    ACK, 40 ms on every request after the first on a kept-alive connection. asyncio turns
+    Nagle off only on sockets made with ``IPPROTO_TCP`` (a plain ``socket()`` has protocol 0),
+    and Linux copies the option from the listening socket to each accepted one: both are set."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
@@ -321,13 +332,32 @@ def _bind(host: str, port: int) -> socket.socket:
 def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             invoker: ToolInvoker, stopping: threading.Event) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
+    from uvicorn.server import HANDLED_SIGNALS
 
     sock = _bind(start.host, port)
+
+    caught: list[int] = []
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             stopping.set()  # the page's event streams end, so requests in flight can finish
+            caught.append(sig)
             super().handle_exit(sig, frame)
+
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """uvicorn's, without raising the signal again as ``serve`` returns (SIGTERM's
+            default action then ended the process before the audit flush and the cleanup
+            below); it is raised again once those are done."""
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
 
     server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
                                    timeout_graceful_shutdown=10))
@@ -340,6 +370,7 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             url = _announce(sock, start)
             invoker.approvals.page_url = url  # a waiting call's messages name its card
             stack.callback(_forget_server, start.state_dir)
+            stack.callback(_flush, invoker)  # last: after every request in flight has ended
             _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
@@ -347,6 +378,15 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
                 group.cancel_scope.cancel()
 
     anyio.run(run)
+    for sig in reversed(caught):  # the usual end of a process stopped by a signal
+        signal.raise_signal(sig)
+
+
+def _flush(invoker: ToolInvoker) -> None:
+    """Write every audit row still queued (Ctrl-C, SIGTERM) and stop the writer thread."""
+    close = getattr(invoker.audit, "close", None)
+    if close is not None:
+        close()
 
 
 def _record_server(state_dir: Path, url: str) -> None:

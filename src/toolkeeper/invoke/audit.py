@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import queue
 import re
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+import anyio.to_thread
 
 from ..approval.pg import is_url, open_database
 from ..approval.sqlite import Database, number, text_or_none
 from ..errors import StoreError
 from ..guardrails.builtin import SecretRedactor
 
-__all__ = ["AuditEntry", "AuditLog", "PostgresAuditLog", "SqliteAuditLog", "redact_arguments"]
+__all__ = ["AuditEntry", "AuditLog", "PostgresAuditLog", "SqliteAuditLog", "WritesAsync",
+           "redact_arguments"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -77,22 +85,173 @@ class AuditLog(Protocol):
               session_id: str | None = None, limit: int = 100) -> list[AuditEntry]: ...
 
 
+@runtime_checkable
+class WritesAsync(Protocol):
+    """An audit log the door can await without blocking the event loop (a writer thread)."""
+
+    async def record_async(self, entry: AuditEntry) -> None: ...
+
+
+_INSERT = (
+    "INSERT INTO audit (ts, call_id, session_id, tool, args_digest, arguments, status, "
+    "error_code, duration_ms, approval_id, decision, approver) VALUES (:ts, :call_id, "
+    ":session_id, :tool, :args_digest, :arguments, :status, :error_code, :duration_ms, "
+    ":approval_id, :decision, :approver)")
+MAX_BATCH = 256
+"""Rows one transaction of the writer thread takes at most."""
+
+Done = asyncio.Future[BaseException | None]
+"""What a call waiting on the event loop for its row awaits: the write's error, or None."""
+Waiter = Done | Callable[[BaseException | None], None]
+"""Who is told a row's outcome: a future on an event loop, or a function (a thread waits)."""
+
+
+def _row(entry: AuditEntry) -> dict[str, object]:
+    row = asdict(entry)
+    row["arguments"] = json.dumps(redact_arguments(entry.arguments), default=str,
+                                  ensure_ascii=False)
+    return row
+
+
 class SqliteAuditLog:
-    """The audit table in a SQLite file (``toolkeeper.db`` by default, shared with approvals)."""
+    """The audit table in a SQLite file (``toolkeeper.db`` by default, shared with approvals).
+
+    ``record`` writes the row before it returns. ``record_async`` (what the invoker awaits)
+    hands the row to one writer thread and waits, without holding the event loop, until it is
+    committed: the rows recorded in one turn of the loop go over together (one wake-up of the
+    thread), and the rows waiting when the thread is free are committed in one transaction
+    (it starts another past ``MAX_BATCH``), so under load the file sees one write for many
+    calls, and with PostgreSQL the round trip is off the loop too. A call's answer waits for
+    its row, so nothing answered is ever lost, not even to ``kill -9``: what a crash can lose
+    is the batch in flight, calls not yet answered. A row that cannot be written fails its
+    call (``StoreError``), as ``record`` does. ``close`` writes what is queued and stops the
+    thread."""
 
     def __init__(self, path: str | Path | Database) -> None:
         self.db = open_database(path, _SCHEMA, "audit")
+        self._queue: queue.SimpleQueue[list[tuple[AuditEntry, Waiter]] | None] = \
+            queue.SimpleQueue()
+        self._gathered: dict[asyncio.AbstractEventLoop, list[tuple[AuditEntry, Waiter]]] = {}
+        self._writer: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def record(self, entry: AuditEntry) -> None:
-        row = asdict(entry)
-        row["arguments"] = json.dumps(redact_arguments(entry.arguments), default=str,
-                                      ensure_ascii=False)
+        self.record_many([entry])
+
+    def record_many(self, entries: list[AuditEntry]) -> None:
+        """Write ``entries`` in one transaction."""
+        rows = [_row(entry) for entry in entries]
         with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO audit (ts, call_id, session_id, tool, args_digest, arguments, status, "
-                "error_code, duration_ms, approval_id, decision, approver) VALUES (:ts, :call_id, "
-                ":session_id, :tool, :args_digest, :arguments, :status, :error_code, :duration_ms, "
-                ":approval_id, :decision, :approver)", row)
+            for row in rows:
+                conn.execute(_INSERT, row)
+
+    async def record_async(self, entry: AuditEntry) -> None:
+        """``record`` without blocking the event loop: returns once the row is committed (with
+        whatever else the writer thread took in the same transaction)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio): wait in a worker thread
+            await anyio.to_thread.run_sync(self._enqueue_and_wait, entry)
+            return
+        done: asyncio.Future[BaseException | None] = loop.create_future()
+        if not self._gather(loop, entry, done):
+            await anyio.to_thread.run_sync(self.record, entry)
+            return
+        error = await done  # a caller cancelled meanwhile: its row is written all the same
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        """Write every queued row, then stop the writer thread (``record`` still works)."""
+        with self._lock:
+            self._closed = True
+            writer = self._writer
+            if writer is not None:
+                self._queue.put(None)
+        if writer is not None:
+            writer.join()
+
+    def _gather(self, loop: asyncio.AbstractEventLoop, entry: AuditEntry, done: Waiter
+                ) -> bool:
+        """Queue ``entry`` with the rows other calls on ``loop`` record in the same turn of
+        the loop: one hand-over (one wake-up of the writer) for all of them."""
+        if self._closed:
+            return False
+        gathered = self._gathered.get(loop)
+        if gathered is None:
+            gathered = self._gathered[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        gathered.append((entry, done))
+        return True
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        gathered = self._gathered.pop(loop, [])
+        if gathered and not self._enqueue(gathered):  # closed meanwhile: written here
+            error: BaseException | None = None
+            try:
+                self.record_many([entry for entry, _ in gathered])
+            except Exception as exc:
+                error = exc
+            _settle([done for _, done in gathered], error)
+
+    def _enqueue(self, items: list[tuple[AuditEntry, Waiter]]) -> bool:
+        """Queue rows, each with its waiter (an asyncio future, or a function) to be told the
+        outcome."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_batches, daemon=True,
+                                                name="toolkeeper-audit-writer")
+                self._writer.start()
+            self._queue.put(items)
+            return True
+
+    def _enqueue_and_wait(self, entry: AuditEntry) -> None:
+        written = threading.Event()
+        errors: list[BaseException | None] = []
+
+        def tell(error: BaseException | None) -> None:
+            errors.append(error)
+            written.set()
+
+        if not self._enqueue([(entry, tell)]):
+            self.record(entry)
+            return
+        written.wait()
+        if errors[0] is not None:
+            raise errors[0]
+
+    def _write_batches(self) -> None:
+        stop = False
+        while not stop:
+            batch = [self._queue.get()]
+            size = len(batch[0] or ())
+            while size < MAX_BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+                size += len(batch[-1] or ())
+            stop = None in batch
+            waiting = [item for items in batch if items is not None for item in items]
+            if not waiting:
+                continue
+            error: BaseException | None = None
+            try:
+                self.record_many([entry for entry, _ in waiting])
+            except Exception as exc:  # each call it belonged to fails (fail closed)
+                error = exc
+            futures: dict[asyncio.AbstractEventLoop, list[Done]] = {}
+            for _, waiter in waiting:
+                if callable(waiter):
+                    waiter(error)
+                else:
+                    futures.setdefault(waiter.get_loop(), []).append(waiter)
+            for loop, waiters in futures.items():  # one wake-up per event loop and batch
+                with contextlib.suppress(RuntimeError):  # its loop is gone: nobody waits
+                    loop.call_soon_threadsafe(_settle, waiters, error)
 
     def query(self, *, tool: str | None = None, status: str | None = None,
               session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
@@ -112,6 +271,14 @@ class SqliteAuditLog:
                            duration_ms=number(r[8]), approval_id=text_or_none(r[9]),
                            decision=text_or_none(r[10]), approver=text_or_none(r[11]))
                 for r in rows]
+
+
+def _settle(waiters: Sequence[Waiter], error: BaseException | None) -> None:
+    for done in waiters:
+        if callable(done):
+            done(error)
+        elif not done.done():
+            done.set_result(error)
 
 
 class PostgresAuditLog(SqliteAuditLog):

@@ -16,6 +16,7 @@ from ..mcp.streams import MemoryEventStore
 from ..skills.skill import Skill
 from .auth import WebSessions
 from .clients import ClientTokens
+from .exchange import SingleExchange, input_schemas
 from .gate import LOOPBACK, TokenGate
 from .web import web_routes
 
@@ -31,7 +32,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                keep_sessions: bool = False) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
-    ``public_hosts``: names clients reach it by besides ``host`` (behind a load balancer).
+    ``rate_limit``: requests per second per client (0: no limit). ``public_hosts``: names
+    clients reach it by besides ``host`` (behind a load balancer).
     ``token`` is the operator's (the page's API and the CLI; refused on ``/mcp``); clients use
     their own tokens from ``clients`` — or, with ``anonymous`` (loopback only), none: every
     request to ``/mcp`` without a credential is that client's. ``ask_client``: a call that
@@ -72,7 +74,11 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         retry_interval=100 if keep_sessions else None,
         transport_security=security, max_request_body_size=max_body_bytes,
         custom_starlette_routes=routes)  # type: ignore[arg-type]  # a Mount is a route too
-    gate = TokenGate(app, token, clients=clients, rate=rate_limit,
+    # tools/call and tools/list on the 2025 wire: one request through the SDK's own kernel,
+    # answered with one JSON body (an event stream only when the call sends notifications).
+    server.get_tool_input_schema = input_schemas(invoker.registry)
+    lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes)
+    gate = TokenGate(lean, token, clients=clients, rate=rate_limit,
                      burst=max(1, int(rate_limit * 2)), sessions=sessions, hosts=tuple(names),
                      anonymous=anonymous)
     gate.mcp_server = server  # for announce_changes (tools/list_changed to listeners)

@@ -48,7 +48,7 @@ class TokenGate:
       rebinding; the SDK checks ``/mcp`` itself), a state-changing request whose ``Origin`` is
       not exactly this server's is refused, and every answer carries a strict
       Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff`` and ``Referrer-Policy: same-origin``.
-    - A token bucket of ``rate`` requests per second per client.
+    - A token bucket of ``rate`` requests per second per client (``rate`` 0: no limit).
     """
 
     def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
@@ -99,7 +99,7 @@ class TokenGate:
                           "printed (toolkeeper approvals login-url makes a new one), or send "
                           "the operator token as 'Authorization: Bearer <token>'")
             return
-        if client is not None and not self._admit(client):
+        if client is not None and self.rate > 0 and not self._admit(client):
             await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"),
                           f"more than {self.rate:g} requests per second from client "
                           f"{client!r}; slow down and retry")

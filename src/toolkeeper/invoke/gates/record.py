@@ -9,7 +9,7 @@ import anyio
 
 from ...errors import CallCancelledError
 from ...hooks import HookEvent, HookManager
-from ..audit import AuditEntry, AuditLog
+from ..audit import AuditEntry, AuditLog, WritesAsync
 from ..results import ChainCallRecord, InvocationResult
 from ..state import ApprovalTrail, Gate, Invocation, Next
 from .errors import result_for
@@ -61,13 +61,17 @@ class RecordGate(Gate):
         if self.audit is not None:
             trail = inv.approval or ApprovalTrail()
             told_again = _told_again(result)
-            self.audit.record(AuditEntry(
+            entry = AuditEntry(
                 ts=time.time(), call_id=inv.call.id, session_id=inv.session.id,
                 tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
                 status=status, error_code=result.error_code, duration_ms=duration,
                 approval_id=result.approval_id or trail.id,
                 decision=TOLD_AGAIN if told_again else trail.outcome,
-                approver=None if told_again else trail.approver))
+                approver=None if told_again else trail.approver)
+            if isinstance(self.audit, WritesAsync):  # off the event loop
+                await self.audit.record_async(entry)
+            else:
+                self.audit.record(entry)
         if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
             await self.hooks.dispatch(HookEvent.TOOL_END, {
                 "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,

@@ -1,0 +1,312 @@
+"""Benchmark: ``toolkeeper serve`` as shipped, beside the servers it is measured against.
+
+Five HTTP servers offer the same async ``add(a, b)`` as an MCP ``tools/call`` on ``/mcp``:
+
+- ``toolkeeper serve``: the real command (``python -m toolkeeper.cli serve tools.py``), as
+  users run it: SQLite audit on, auth on (the client token serve makes on first start), every
+  call through the invoker's door; only the rate limit is off (``--rate-limit 0``).
+- bare SDK (SSE) and bare SDK (JSON): the official SDK's low-level ``Server`` with the same
+  tool, output schema, text and structured content, over its stateless Streamable HTTP app,
+  answering as an event stream (the default) or as one JSON body (``json_response=True``).
+- FastMCP: ``@mcp.tool``, stateless HTTP, as its docs set it up.
+- raw Starlette: one route that parses the JSON-RPC request, validates the arguments with
+  pydantic, calls ``add`` and answers the same result as JSON — the ceiling for a Python
+  server on this stack.
+
+Each server runs pinned to one core (``taskset``); ``wrk`` (one thread, on the other core) posts
+``tools/call``s with random arguments for ``--duration`` seconds over 1 and 16 kept-alive
+connections, and its Lua script (``bench_serve.lua``) checks every answer (a wrong or failed
+one is counted: the run fails unless there are none). Then one official-SDK client makes
+``--calls`` sequential calls on one kept-alive connection (latency per call). Rounds are
+interleaved (each round starts every server once, in a shuffled order); each figure is the
+median over the rounds.
+
+    python benchmarks/bench_serve.py [--rounds 3] [--duration 5] [--calls 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import select
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+LUA = HERE / "bench_serve.lua"
+SERVERS = ("toolkeeper serve", "bare SDK (SSE)", "bare SDK (JSON)", "FastMCP", "raw Starlette")
+TOOLS = '''
+from toolkeeper import tool
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+'''
+
+
+# --- the servers other than toolkeeper serve (``bench_serve.py --serve KIND PORT``) ---------
+
+def serve(kind: str, port: int) -> None:
+    import uvicorn
+
+    if kind == "FastMCP":
+        from fastmcp import FastMCP
+
+        mcp = FastMCP("bench")
+
+        @mcp.tool
+        async def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
+
+        mcp.run(transport="http", host="127.0.0.1", port=port, show_banner=False,
+                stateless_http=True, log_level="warning")
+        return
+    app = _raw() if kind == "raw Starlette" else _bare().streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=kind.endswith("(JSON)"))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def _bare() -> Any:
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+
+    tool = types.Tool(name="add", description="Add two integers.", input_schema={
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]}, output_schema={
+        "type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]})
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = params.arguments or {}
+        total = args["a"] + args["b"]
+        return types.CallToolResult(content=[types.TextContent(text=str(total))],
+                                    structured_content={"result": total})
+
+    return Server("bench", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _raw() -> Any:
+    import json
+
+    from pydantic import BaseModel
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    class AddArgs(BaseModel):
+        a: int
+        b: int
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    async def endpoint(request: Request) -> JSONResponse:
+        message = json.loads(await request.body())
+        args = AddArgs.model_validate(message["params"]["arguments"])
+        total = await add(args.a, args.b)
+        return JSONResponse({"jsonrpc": "2.0", "id": message["id"], "result": {
+            "content": [{"type": "text", "text": str(total)}],
+            "structuredContent": {"result": total}, "isError": False}})
+
+    return Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])])
+
+
+# --- the measuring side ---------------------------------------------------------------------
+
+@dataclass
+class Running:
+    proc: subprocess.Popen[str]
+    url: str
+    token: str | None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(kind: str, cpu: int, scratch: Path) -> Running:
+    pin = ["taskset", "-c", str(cpu)]
+    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
+    if kind == "toolkeeper serve":
+        state = Path(tempfile.mkdtemp(dir=scratch))
+        (scratch / "tools.py").write_text(TOOLS)
+        proc = subprocess.Popen(
+            [*pin, sys.executable, "-m", "toolkeeper.cli", "serve", str(scratch / "tools.py"),
+             "--no-builtins", "--port", "0", "--rate-limit", "0", "--state-dir",
+             str(state / "state"), "--workspace", str(state)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=state)
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if ready else ""
+        if not line.startswith("toolkeeper serving on "):
+            proc.kill()
+            raise SystemExit(f"toolkeeper serve did not start: {line!r}")
+        token = (state / "state" / "client-token").read_text().strip()
+        return Running(proc, line.split()[3] + "/mcp", token)
+    port = _free_port()
+    proc = subprocess.Popen([*pin, sys.executable, str(Path(__file__).resolve()), "--serve",
+                             kind, str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return Running(proc, f"http://127.0.0.1:{port}/mcp", None)
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit(f"{kind} did not start")
+
+
+def stop(server: Running) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
+
+
+_RESULT = re.compile(r"RESULT requests=(\d+) answered=(\d+) wrong=(\d+) errors=(\d+) "
+                     r"p50_us=(\d+) p99_us=(\d+) duration_us=(\d+)")
+
+
+def load(server: Running, connections: int, seconds: float, cpu: int) -> dict[str, float]:
+    """wrk's figures: calls/s, p50 and p99 in ms, wrong answers."""
+    command = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{round(seconds)}s",
+               "--timeout", "10s", "-s", str(LUA), server.url, "--", server.token or ""]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60,
+                          check=False)
+    found = _RESULT.search(done.stdout)
+    if found is None:
+        raise SystemExit(f"wrk gave no result: {done.stdout} {done.stderr}")
+    requests, answered, wrong, errors, p50, p99, duration = map(int, found.groups())
+    return {"rate": answered / (duration / 1e6), "p50": p50 / 1000, "p99": p99 / 1000,
+            "wrong": wrong + errors + (requests - answered)}
+
+
+def sequential(server: Running, calls: int) -> dict[str, float]:
+    """One official-SDK client, ``calls`` calls one after another on one kept-alive
+    connection: per-call latency in ms."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run() -> list[float]:
+        headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
+        http = httpx2.AsyncClient(headers=headers, timeout=60)
+        rng = random.Random(calls)
+        times = []
+        async with Client(streamable_http_client(server.url, http_client=http)) as client:
+            for n in range(calls + 20):
+                a, b = rng.randrange(10**6), rng.randrange(1000)
+                began = time.perf_counter()
+                result = await client.call_tool("add", {"a": a, "b": b})
+                if n >= 20:
+                    times.append((time.perf_counter() - began) * 1000)
+                if result.is_error or result.structured_content != {"result": a + b}:
+                    raise SystemExit(f"wrong answer from the SDK client: {result}")
+        return times
+
+    times = sorted(anyio.run(run))
+    return {"p50": statistics.median(times), "p99": times[int(len(times) * 0.99) - 1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--calls", type=int, default=300, help="sequential SDK-client calls")
+    parser.add_argument("--server-cpu", type=int, default=1)
+    parser.add_argument("--load-cpu", type=int, default=0)
+    parser.add_argument("--only", action="append", choices=SERVERS, help="these servers only")
+    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], int(args.serve[1]))
+        return
+    for command in ("wrk", "taskset"):
+        if shutil.which(command) is None:
+            raise SystemExit(f"{command} is missing: make bench installs it (Debian package "
+                             f"{'wrk' if command == 'wrk' else 'util-linux'})")
+    os.sched_setaffinity(0, {args.load_cpu})  # the SDK client: beside wrk, off the server's
+    kinds = tuple(args.only or SERVERS)
+    figures: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(args.rounds):
+            order = list(kinds)
+            random.Random(round_).shuffle(order)
+            for kind in order:
+                server = start(kind, args.server_cpu, Path(scratch))
+                try:
+                    load(server, 16, 1.0, args.load_cpu)  # warm up
+                    for connections in (1, 16):
+                        got = load(server, connections, args.duration, args.load_cpu)
+                        for key, value in got.items():
+                            figures.setdefault((kind, f"{key}@{connections}"), []).append(value)
+                    if kind != "raw Starlette":  # it speaks tools/call only, not the handshake
+                        for key, value in sequential(server, args.calls).items():
+                            figures.setdefault((kind, f"sdk_{key}"), []).append(value)
+                finally:
+                    stop(server)
+                print(f"round {round_ + 1}: {kind} done", file=sys.stderr, flush=True)
+    report(figures, kinds, args)
+
+
+def report(figures: dict[tuple[str, str], list[float]], kinds: tuple[str, ...],
+           args: argparse.Namespace) -> None:
+    def med(kind: str, key: str) -> float:
+        return statistics.median(figures[(kind, key)])
+
+    wrong = sum(sum(v) for (_, key), v in figures.items() if key.startswith("wrong"))
+    load1 = os.getloadavg()[0]
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {load1:.2f} "
+          f"at the end; wrk -t1 for {args.duration:g} s per run, {args.rounds} interleaved "
+          f"rounds (median); {args.calls} sequential official-SDK calls per server and round; "
+          f"wrong answers: {wrong:g}\n")
+    print("| server | calls/s (1 conn) | p50 ms | p99 ms | calls/s (16 conn) | p50 ms | p99 ms "
+          "| SDK client p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for kind in kinds:
+        sdk = (f"{med(kind, 'sdk_p50'):.2f} | {med(kind, 'sdk_p99'):.2f}"
+               if (kind, "sdk_p50") in figures else "– | –")
+        print(f"| {kind} | {med(kind, 'rate@1'):,.0f} | {med(kind, 'p50@1'):.2f} | "
+              f"{med(kind, 'p99@1'):.2f} | {med(kind, 'rate@16'):,.0f} | "
+              f"{med(kind, 'p50@16'):.2f} | {med(kind, 'p99@16'):.2f} | {sdk} |")
+    serve_ = "toolkeeper serve"
+    if serve_ not in kinds:
+        return
+    print()
+    for other in ("FastMCP", "bare SDK (SSE)", "bare SDK (JSON)"):
+        if other not in kinds:
+            continue
+        print(f"- capacity (16 conn), serve ÷ {other}: "
+              f"{med(serve_, 'rate@16') / med(other, 'rate@16'):.2f}x; "
+              f"p50 on one kept-alive connection (wrk), serve ÷ {other}: "
+              f"{med(serve_, 'p50@1') / med(other, 'p50@1'):.2f}x; "
+              f"official-SDK client p50, serve ÷ {other}: "
+              f"{med(serve_, 'sdk_p50') / med(other, 'sdk_p50'):.2f}x")
+    if wrong:
+        raise SystemExit(f"{wrong:g} wrong or failed answers")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,329 @@
+"""One request, one answer: a lean stateless path for ``tools/call`` and ``tools/list`` on the
+handshake-era (2025) wire, in front of the SDK's Streamable HTTP app.
+
+In stateless mode the SDK serves each 2025-era POST by building a whole transport for it (a
+task group, memory streams, a JSON-RPC dispatcher, a server loop) and answers as an event
+stream; under load that machinery, not the tool, was most of a call (``docs/benchmarks.md``).
+A stateless request needs none of it: this path reads the one JSON-RPC request and runs it
+through the SDK's own single-request kernel (``serve_one``: the server's middleware, the
+method's params validation, the registered handler, the result sieved for the wire), as the
+SDK's 2026-07-28 entry does. The answer is one JSON body unless the handler sends something
+before it ends (progress, a log line): then the response becomes an event stream carrying
+those notifications and then the result — what the SDK's event-stream answer carries.
+
+Everything else — another method, a batch, a notification, a 2026-07-28 request (the SDK's
+own single-exchange entry), a request the SDK would refuse (Accept, Content-Type, Host,
+Origin, size), any request on an event loop other than asyncio — goes to the SDK app
+unchanged, with the body replayed when it was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+__all__ = ["SingleExchange", "input_schemas"]
+
+logger = logging.getLogger(__name__)
+
+Message = MutableMapping[str, Any]
+METHODS = frozenset({"tools/call", "tools/list"})
+"""The methods answered here: the hot path. Every other method keeps the SDK's path."""
+_PING_S = 15.0
+"""Seconds between keep-alive comments once an answer has become an event stream."""
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"),
+                (b"cache-control", b"no-cache, no-transform"), (b"connection", b"keep-alive")]
+
+
+@dataclass
+class _Exchange:
+    """The dispatch context of one request (the SDK's ``DispatchContext`` protocol): no
+    back-channel for server-to-client requests (a stateless POST has nowhere for the reply to
+    land, as on the SDK's stateless path); notifications go onto this request's answer."""
+
+    transport: Any
+    request_id: Any
+    message_metadata: Any
+    answer: _Answer
+    progress_token: Any = None
+    can_send_request: bool = False
+    _cancel_requested: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Never set here (a stateless request has no cancel notification: the client hangs
+        up instead); made when asked for."""
+        if self._cancel_requested is None:
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
+                               opts: Any = None) -> dict[str, Any]:
+        from mcp.shared.exceptions import NoBackChannelError
+
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None,
+                     opts: Any = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        await self.answer.event(message)
+
+    async def progress(self, progress: float, total: float | None = None,
+                       message: str | None = None) -> None:
+        if self.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+
+class _Answer:
+    """The HTTP answer of one request: one JSON body, or an event stream once a notification
+    comes before the result."""
+
+    def __init__(self, send: Any) -> None:
+        self.send = send
+        self.streaming = False
+        self.closed = False
+
+    async def event(self, message: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        if not self.streaming:
+            self.streaming = True
+            await self.send({"type": "http.response.start", "status": 200,
+                             "headers": _SSE_HEADERS})
+        await self.send({"type": "http.response.body", "body": _sse(message), "more_body": True})
+
+    async def ping(self) -> None:
+        if self.streaming and not self.closed:
+            await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n",
+                             "more_body": True})
+
+    async def finish(self, message: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.streaming:
+            await self.send({"type": "http.response.body", "body": _sse(message),
+                             "more_body": False})
+            return
+        body = _dumps(message)
+        await self.send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode())]})
+        await self.send({"type": "http.response.body", "body": body})
+
+
+def _dumps(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    return b"event: message\r\ndata: " + _dumps(message) + b"\r\n\r\n"
+
+
+class SingleExchange:
+    """ASGI app: ``tools/call`` and ``tools/list`` POSTed to ``path`` on a 2025-era (or
+    unnamed) protocol version, answered through the SDK's ``serve_one``; everything else
+    passed to ``app`` (the SDK's Streamable HTTP app, stateless)."""
+
+    def __init__(self, app: Any, server: Any, *, security: Any, max_body_bytes: int,
+                 path: str = "/mcp") -> None:
+        from mcp.server.transport_security import TransportSecurityMiddleware
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        self.app = app
+        self.server = server
+        self.path = path
+        self.security = TransportSecurityMiddleware(security)
+        self.max_body_bytes = max_body_bytes
+        self.versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+
+    async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
+        if (scope["type"] != "http" or scope["method"] != "POST"
+                or scope["path"] != self.path or not _on_asyncio()):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", ()))
+        version = headers.get(b"mcp-protocol-version")
+        accept = headers.get(b"accept", b"")
+        if ((version is not None and version.decode("latin-1") not in self.versions)
+                or b"mcp-session-id" in headers
+                or b"application/json" not in accept or b"text/event-stream" not in accept
+                or int(headers.get(b"content-length", b"0") or b"0") > self.max_body_bytes):
+            await self.app(scope, receive, send)
+            return
+        body, more = await _read(receive, self.max_body_bytes)
+        request = _single_request(body) if not more else None
+        if request is None:
+            await self.app(scope, _replay(body, more, receive), send)
+            return
+        from starlette.requests import Request
+
+        http = Request(scope, _replay(body, False, receive))
+        if await self.security.validate_request(http, is_post=True) is not None:
+            await self.app(scope, _replay(body, False, receive), send)
+            return
+        await self._serve(request, http, version.decode("latin-1") if version else None,
+                          receive, send)
+
+    async def _serve(self, request: dict[str, Any], http: Any, version: str | None,
+                     receive: Any, send: Any) -> None:
+        from mcp.server.connection import Connection
+        from mcp.server.runner import serve_one
+        from mcp.shared.jsonrpc_dispatcher import (
+            handler_exception_to_error_data,
+            progress_token_from_params,
+        )
+        from mcp.shared.message import ServerMessageMetadata
+        from mcp.shared.transport_context import TransportContext
+        from mcp_types import DEFAULT_NEGOTIATED_VERSION
+
+        answer = _Answer(send)
+        params = request.get("params")
+        dctx = _Exchange(
+            transport=TransportContext(kind="streamable-http", can_send_request=False),
+            request_id=request["id"], answer=answer,
+            message_metadata=ServerMessageMetadata(request_context=http),
+            progress_token=progress_token_from_params(params))
+        connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
+        manager = getattr(self.server, "_session_manager", None)
+        lifespan_state = getattr(manager, "_lifespan_state", None) or {}
+
+        async def run() -> None:
+            try:
+                result = await serve_one(self.server, dctx, request["method"], params,
+                                         connection=connection, lifespan_state=lifespan_state)
+                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+            except Exception as exc:  # the wire's error, as the SDK's dispatcher maps it
+                error = handler_exception_to_error_data(exc)
+                if error is None:
+                    logger.exception("handler for %r raised", request["method"])
+                    reply = {"jsonrpc": "2.0", "id": request["id"],
+                             "error": {"code": 0, "message": str(exc)}}
+                else:
+                    reply = {"jsonrpc": "2.0", "id": request["id"],
+                             "error": error.model_dump(mode="json", by_alias=True,
+                                                       exclude_none=True)}
+            await answer.finish(reply)
+
+        async def watch(hang_up: Any) -> None:
+            # The client hung up: the call is cancelled (recorded as cancelled), as on the
+            # SDK's path. While an event stream is open, a comment now and then keeps proxies
+            # from closing it.
+            while True:
+                try:
+                    async with asyncio.timeout(_PING_S):
+                        message = await receive()
+                except TimeoutError:
+                    await answer.ping()
+                    continue
+                if message["type"] == "http.disconnect":
+                    if not answer.closed:  # not once the answer is (being) sent
+                        answer.closed = True
+                        hung_up.append(True)
+                        hang_up()
+                    return
+
+        # The call runs in this request's task (a task group per request cost more than the
+        # rest of this path); one plain task watches for the client hanging up.
+        task = asyncio.current_task()
+        assert task is not None
+        hung_up: list[bool] = []
+        watcher = asyncio.ensure_future(watch(task.cancel))
+        try:
+            await run()
+        except asyncio.CancelledError:
+            if not hung_up:
+                raise
+            task.uncancel()  # the client hung up and the call was cancelled: nothing to send
+        finally:
+            watcher.cancel()
+
+
+def input_schemas(catalog: Any) -> Any:
+    """A tool's input schema by its wire name, for the SDK's 2026-07-28 entry, which checks a
+    call's ``Mcp-Param-*`` headers against it: without this lookup it ran the whole
+    ``tools/list`` handler (the catalog exported and every tool validated) on every call.
+    Exported again when the catalog's version changes or a name is not known."""
+    known: dict[str, Any] = {}
+    seen: list[Any] = [object()]
+
+    def lookup(name: str) -> Mapping[str, Any] | None:
+        version = getattr(catalog, "version", None)
+        if version != seen[0] or name not in known:
+            known.clear()
+            known.update({str(d["name"]): d.get("inputSchema")
+                          for d in catalog.export("mcp").declarations})
+            seen[0] = version
+        schema = known.get(name)
+        return schema if isinstance(schema, Mapping) else None
+    return lookup
+
+
+def _on_asyncio() -> bool:
+    """Whether this runs on asyncio (uvicorn); on another loop the SDK's path serves all."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:
+        return False
+
+
+async def _read(receive: Any, limit: int) -> tuple[bytes, bool]:
+    """The request body, up to ``limit`` bytes: (what was read, whether more is left)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), False
+        if size > limit:
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, more: bool, receive: Any) -> Any:
+    """A ``receive`` that hands out ``body`` first (as one message), then the rest."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        return dict(await receive())
+    return replay
+
+
+def _single_request(body: bytes) -> dict[str, Any] | None:
+    """The body as one JSON-RPC request this path answers, else ``None``."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if (not isinstance(decoded, dict) or decoded.get("jsonrpc") != "2.0"
+            or decoded.get("method") not in METHODS):
+        return None
+    ident = decoded.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, str | int):
+        return None
+    params = decoded.get("params")
+    if params is not None and not isinstance(params, dict):
+        return None
+    return decoded
