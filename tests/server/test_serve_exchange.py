@@ -154,7 +154,7 @@ def test_protocol_errors_and_refusals_are_unchanged(
     too_big = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                "params": {"name": "add", "arguments": {"a": 1, "b": 2, "pad": "x" * (9 << 20)}}}
     assert _post(url, too_big).status_code == 413
-    other = _post(url, {"jsonrpc": "2.0", "id": 6, "method": "prompts/list"})
+    other = _post(url, {"jsonrpc": "2.0", "id": 6, "method": "nothing/here"})
     assert other.status_code == 200 and "-32601" in other.text  # the SDK's path answers it
     ping = _post(url, {"jsonrpc": "2.0", "id": 8, "method": "ping"})
     assert ping.status_code == 200 and '"id":8' in ping.text
