@@ -7,6 +7,7 @@ format; parse the calls back; validate, run and render results in each provider'
 from .approval import (
     ApprovalDecision,
     ApprovalHandler,
+    ApprovalOutcome,
     ApprovalRequest,
     ApprovalStore,
     AutoApprovalHandler,
@@ -74,7 +75,14 @@ from .mcp.prompts import Prompt, prompt
 from .mcp.resources import Resource, resource
 from .sandbox import Sandbox, default_sandbox
 from .skills import Skill
-from .toolbox import SearchHit, Toolbox, ToolConflictWarning
+from .toolbox import (
+    CapabilityEntry,
+    CapabilityRegistry,
+    CategoryNode,
+    SearchHit,
+    Toolbox,
+    ToolConflictWarning,
+)
 from .tools import (
     AudioBlock,
     BaseTool,
@@ -109,6 +117,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalDeniedError",
     "ApprovalHandler",
+    "ApprovalOutcome",
     "ApprovalPending",
     "ApprovalRequest",
     "ApprovalService",
@@ -121,6 +130,9 @@ __all__ = [
     "CallCancelledError",
     "CallProblem",
     "CallbackApprovalHandler",
+    "CapabilityEntry",
+    "CapabilityRegistry",
+    "CategoryNode",
     "ChainCallRecord",
     "ChainFile",
     "ChainPolicy",
