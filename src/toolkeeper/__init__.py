@@ -82,6 +82,7 @@ from .toolbox import (
     SearchHit,
     Toolbox,
     ToolConflictWarning,
+    ToolRegistry,
 )
 from .tools import (
     AudioBlock,
@@ -188,6 +189,7 @@ __all__ = [
     "ToolMetadata",
     "ToolNotCallableError",
     "ToolRaisedError",
+    "ToolRegistry",
     "ToolResult",
     "ToolRisk",
     "ToolSpec",

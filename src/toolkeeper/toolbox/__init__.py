@@ -12,6 +12,7 @@ from .catalog import (
 from .categories import BUILTIN_CATEGORIES, CategoryNode, CategoryTree, normalize_category
 from .deferred import ToolSearchLens, native_deferred_tools
 from .entry import CapabilityEntry, CatalogEntry, ChangeEvent, ToolConflictWarning
+from .registry import ToolRegistry
 from .search import SearchHit
 from .tokenize import tokenize
 from .toolbox import CapabilityRegistry, Toolbox, as_toolbox
@@ -38,6 +39,7 @@ __all__ = [
     "SkillLens",
     "SkillView",
     "ToolConflictWarning",
+    "ToolRegistry",
     "ToolSearchLens",
     "Toolbox",
     "View",
