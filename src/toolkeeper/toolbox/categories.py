@@ -22,7 +22,7 @@ def normalize_category(path: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class CategoryNode:
-    """One category of the tree (seed 000's name): its ``path`` (``"data/visualization"``), its
+    """One category of the tree: its ``path`` (``"data/visualization"``), its
     last ``name`` (``"visualization"``), its sub-categories and the tools filed directly in it.
     The root has the empty path."""
 

@@ -60,7 +60,7 @@ class CatalogEntry:
 
 @runtime_checkable
 class CapabilityEntry(Protocol):
-    """Seed 000's ``CapabilityEntry``: ``{name, description, kind, tags}``. Toolkeeper's
+    """A capability entry, ``{name, description, kind, tags}`` (see docs/compat.md). Toolkeeper's
     ``SearchHit`` (what ``search`` returns) and ``CatalogEntry`` (what ``entries`` and ``entry``
     return) both carry these; ``isinstance(hit, CapabilityEntry)`` holds for each."""
 

@@ -1,6 +1,6 @@
-"""``ToolRegistry``: the catalog under the name seed 002's programs import, with that seed's
-registry surface (``register``, ``list_tools``, ``get_schemas``, ``execute_tool``,
-``execute_tool_calls``) and its default of offering ``toolcall_reason``.
+"""``ToolRegistry``: the catalog under the name toolregistry programs import, with that
+library's registry surface (``register``, ``list_tools``, ``get_schemas``, ``execute_tool``,
+``execute_tool_calls``), offering ``toolcall_reason`` by default.
 
 The default is this class's own: a ``Toolbox``, ``export`` and ``Tool.get_schema`` leave the
 argument out unless a tool (or the caller) asks for it, so the declarations every other user
@@ -22,7 +22,7 @@ __all__ = ["ToolRegistry"]
 
 
 class ToolRegistry(Toolbox):
-    """Seed 002's name for the catalog: a ``Toolbox`` whose ``get_schemas`` adds the
+    """The catalog under toolregistry's name: a ``Toolbox`` whose ``get_schemas`` adds the
     ``toolcall_reason`` argument ("why you chose this tool") unless told not to.
 
     Which value applies to a tool: its own ``metadata.think_augment`` when set, else the

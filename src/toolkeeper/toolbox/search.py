@@ -74,7 +74,7 @@ class SearchDoc:
 class SearchHit:
     """One search result: the tool, its score and which signals matched (with their parts).
 
-    It carries what seed 000 calls a ``CapabilityEntry``: ``name``, ``description``, ``kind``
+    It is a ``CapabilityEntry``: ``name``, ``description``, ``kind``
     and ``tags`` (and the ``category``)."""
 
     name: str

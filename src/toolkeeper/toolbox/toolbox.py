@@ -269,8 +269,8 @@ class Toolbox(CatalogBase):
 
 
 CapabilityRegistry = Toolbox
-"""Seed 000's name for the catalog: ``register_tool``, ``get_tool``, ``search``, ``browse``,
-``by_risk`` and ``category_tree`` are all ``Toolbox``'s."""
+"""The catalog under the name ``CapabilityRegistry`` programs use: ``register_tool``,
+``get_tool``, ``search``, ``browse``, ``by_risk`` and ``category_tree`` are all ``Toolbox``'s."""
 
 
 def as_toolbox(tools: Toolbox | CatalogBase | Iterable[object]) -> CatalogBase:
