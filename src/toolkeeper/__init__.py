@@ -7,6 +7,7 @@ format; parse the calls back; validate, run and render results in each provider'
 from .approval import (
     ApprovalDecision,
     ApprovalHandler,
+    ApprovalOutcome,
     ApprovalRequest,
     ApprovalStore,
     AutoApprovalHandler,
@@ -74,7 +75,15 @@ from .mcp.prompts import Prompt, prompt
 from .mcp.resources import Resource, resource
 from .sandbox import Sandbox, default_sandbox
 from .skills import Skill
-from .toolbox import SearchHit, Toolbox, ToolConflictWarning
+from .toolbox import (
+    CapabilityEntry,
+    CapabilityRegistry,
+    CategoryNode,
+    SearchHit,
+    Toolbox,
+    ToolConflictWarning,
+    ToolRegistry,
+)
 from .tools import (
     AudioBlock,
     BaseTool,
@@ -109,6 +118,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalDeniedError",
     "ApprovalHandler",
+    "ApprovalOutcome",
     "ApprovalPending",
     "ApprovalRequest",
     "ApprovalService",
@@ -121,6 +131,9 @@ __all__ = [
     "CallCancelledError",
     "CallProblem",
     "CallbackApprovalHandler",
+    "CapabilityEntry",
+    "CapabilityRegistry",
+    "CategoryNode",
     "ChainCallRecord",
     "ChainFile",
     "ChainPolicy",
@@ -176,6 +189,7 @@ __all__ = [
     "ToolMetadata",
     "ToolNotCallableError",
     "ToolRaisedError",
+    "ToolRegistry",
     "ToolResult",
     "ToolRisk",
     "ToolSpec",

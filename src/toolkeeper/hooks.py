@@ -62,6 +62,10 @@ class HookManager:
         return bool(self._hooks.get(event))
 
     async def dispatch(self, event: HookEvent, payload: dict[str, object]) -> None:
+        """Call each hook of ``event`` with ``payload``; a payload that names its ``tool``
+        also carries it as ``tool_name``."""
+        if "tool" in payload and "tool_name" not in payload:
+            payload = {**payload, "tool_name": payload["tool"]}
         for hook in self._hooks.get(event, ()):
             try:
                 outcome = hook(event, payload)

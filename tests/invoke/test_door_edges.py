@@ -141,7 +141,8 @@ async def test_short_text_passes_a_result_cap_untouched_and_media_is_stored_with
     assert short.text == "short" and "truncated" not in short.text
     (file,) = media.files
     assert (file.path, file.media_type, file.size) == ("media/picture_0.png", "image/png", 8)
-    assert stored == [{"tool": "picture", "ref": file.artifact_ref, "size": 8}]
+    assert stored == [{"tool": "picture", "tool_name": "picture", "ref": file.artifact_ref,
+                       "size": 8}]
 
 
 async def test_a_grant_that_has_ended_asks_again() -> None:

@@ -6,13 +6,14 @@ from .handlers import (
     CallbackApprovalHandler,
     CliApprovalHandler,
 )
-from .models import ApprovalDecision, ApprovalRequest, args_digest
+from .models import ApprovalDecision, ApprovalOutcome, ApprovalRequest, args_digest
 from .persisted import PersistedApprovalHandler
 from .store import ApprovalStore, PostgresApprovalStore, SqliteApprovalStore, StoredApproval
 
 __all__ = [
     "ApprovalDecision",
     "ApprovalHandler",
+    "ApprovalOutcome",
     "ApprovalRequest",
     "ApprovalStore",
     "AutoApprovalHandler",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio.to_thread
 
-from .models import ApprovalDecision, ApprovalRequest
+from .models import ApprovalAnswer, ApprovalDecision, ApprovalRequest, as_decision
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -28,9 +28,12 @@ __all__ = [
 
 @runtime_checkable
 class ApprovalHandler(Protocol):
-    """Answers approval requests. ``request`` may wait; the invoker bounds the wait."""
+    """Answers approval requests. ``request`` may wait; the invoker bounds the wait.
 
-    async def request(self, request: ApprovalRequest) -> ApprovalDecision: ...
+    It answers an ``ApprovalDecision``, or an outcome (``ApprovalDecision.APPROVED``,
+    ``DENIED``, ``SKIPPED``), its string (``"approved"``) or a bool."""
+
+    async def request(self, request: ApprovalRequest) -> ApprovalAnswer: ...
 
 
 @runtime_checkable
@@ -55,26 +58,25 @@ class Expires(Protocol):
 class AutoApprovalHandler:
     """Approves everything, or decides by a rule (for tests and trusted automation).
 
-    ``rule(request)`` returns ``True``/``False`` or a full ``ApprovalDecision``.
+    ``rule(request)`` returns ``True``/``False``, an outcome (``ApprovalDecision.DENIED``, or
+    its string) or a full ``ApprovalDecision``.
     """
 
     def __init__(
         self, approve: bool = True,
-        rule: Callable[[ApprovalRequest], bool | ApprovalDecision] | None = None,
+        rule: Callable[[ApprovalRequest], ApprovalAnswer] | None = None,
     ) -> None:
         self.approve = approve
         self.rule = rule
 
     async def request(self, request: ApprovalRequest) -> ApprovalDecision:
-        verdict: bool | ApprovalDecision = self.approve if self.rule is None else self.rule(request)
-        if isinstance(verdict, ApprovalDecision):
-            return verdict
-        return ApprovalDecision(request_id=request.id,
-                                outcome="approved" if verdict else "denied", approver="auto")
+        verdict: ApprovalAnswer = self.approve if self.rule is None else self.rule(request)
+        return as_decision(verdict, request, approver="auto")
 
 
 class CallbackApprovalHandler:
-    """Asks a function (sync or async) that returns a decision or a bool."""
+    """Asks a function (sync or async) that returns a decision, an outcome (or its string) or a
+    bool; returning nothing denies."""
 
     def __init__(self, callback: Callable[[ApprovalRequest], object]) -> None:
         self.callback = callback
@@ -83,10 +85,9 @@ class CallbackApprovalHandler:
         answer = self.callback(request)
         if inspect.isawaitable(answer):
             answer = await answer
-        if isinstance(answer, ApprovalDecision):
-            return answer
-        return ApprovalDecision(request_id=request.id,
-                                outcome="approved" if answer else "denied", approver="callback")
+        if answer is None or (isinstance(answer, int) and not isinstance(answer, bool)):
+            answer = bool(answer)  # nothing denies; a number counts as its truth
+        return as_decision(answer, request, approver="callback")
 
 
 class CliApprovalHandler:

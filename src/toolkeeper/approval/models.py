@@ -6,19 +6,33 @@ import hashlib
 import json
 import secrets
 import time
-from typing import Literal
+from enum import StrEnum
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..core.call import ToolCall
 from ..core.risk import HitlMode, ToolRisk
 
-__all__ = ["SESSION_GRANT_S", "ApprovalDecision", "ApprovalRequest", "args_digest"]
+__all__ = ["SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision", "ApprovalOutcome",
+           "ApprovalRequest", "args_digest", "as_decision"]
 
 SESSION_GRANT_S = 900.0
 """How long "approve for this client" (``scope="session"``) lets the same tool run again in
 the session that asked, without asking: 15 minutes, never longer than that session."""
 
 Outcome = Literal["approved", "denied", "skipped", "timeout", "pending"]
+
+
+class ApprovalOutcome(StrEnum):
+    """The outcomes of an approval, as an enum: ``ApprovalDecision.APPROVED`` and its siblings
+    are these members, and each equals its string (``ApprovalOutcome.APPROVED == "approved"``)."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    SKIPPED = "skipped"
+    TIMEOUT = "timeout"
+    PENDING = "pending"
 
 
 def args_digest(arguments: object) -> str:
@@ -45,6 +59,29 @@ class ApprovalRequest(BaseModel):
     created_at: float = Field(default_factory=time.time)
     expires_at: float | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_call(cls, data: object) -> object:
+        """``ApprovalRequest(call=tool_call, risk=...)``: the call gives ``call_id``, ``tool``,
+        ``arguments`` and their digest (``session_id`` defaults to empty)."""
+        if not isinstance(data, dict) or "call" not in data:
+            return data
+        fields = dict(data)
+        call = fields.pop("call")
+        if not isinstance(call, ToolCall):
+            raise ValueError(f"call must be a ToolCall, not {type(call).__name__}")
+        fields.setdefault("call_id", call.id)
+        fields.setdefault("tool", call.name)
+        fields.setdefault("arguments", dict(call.arguments))
+        fields.setdefault("args_digest", args_digest(fields["arguments"]))
+        fields.setdefault("session_id", "")
+        return fields
+
+    @property
+    def call(self) -> ToolCall:
+        """The call this request asks about, as a ``ToolCall``."""
+        return ToolCall(id=self.call_id, name=self.tool, arguments=dict(self.arguments))
+
     @classmethod
     def for_call(cls, *, call_id: str, tool: str, risk: ToolRisk, hitl_mode: HitlMode,
                  arguments: dict[str, object], session_id: str, reason: str,
@@ -65,6 +102,12 @@ class ApprovalDecision(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    APPROVED: ClassVar[ApprovalOutcome] = ApprovalOutcome.APPROVED
+    DENIED: ClassVar[ApprovalOutcome] = ApprovalOutcome.DENIED
+    SKIPPED: ClassVar[ApprovalOutcome] = ApprovalOutcome.SKIPPED
+    TIMEOUT: ClassVar[ApprovalOutcome] = ApprovalOutcome.TIMEOUT
+    PENDING: ClassVar[ApprovalOutcome] = ApprovalOutcome.PENDING
+
     request_id: str
     outcome: Outcome
     message: str = ""
@@ -72,6 +115,39 @@ class ApprovalDecision(BaseModel):
     scope: Literal["once", "session"] = "once"
     decided_at: float = Field(default_factory=time.time)
 
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _plain_outcome(cls, value: object) -> object:
+        return value.value if isinstance(value, ApprovalOutcome) else value
+
     @property
     def approved(self) -> bool:
         return self.outcome == "approved"
+
+
+ApprovalAnswer = ApprovalDecision | ApprovalOutcome | str | bool
+"""What a handler may answer: a full decision, an outcome (``ApprovalDecision.APPROVED``), its
+string (``"approved"``) or a bool (``True`` approves, ``False`` denies)."""
+
+
+def as_decision(answer: object, request: ApprovalRequest, *, approver: str = "") -> ApprovalDecision:
+    """The handler's ``answer`` to ``request`` as an ``ApprovalDecision``; ``TypeError`` naming
+    what is accepted for anything else."""
+    if isinstance(answer, ApprovalDecision):
+        return answer
+    if isinstance(answer, bool):
+        return ApprovalDecision(request_id=request.id, approver=approver,
+                                outcome="approved" if answer else "denied")
+    if isinstance(answer, str):
+        try:
+            outcome = ApprovalOutcome(answer.strip().lower())
+        except ValueError:
+            raise ValueError(
+                f"the approval handler answered {answer!r} for '{request.tool}'; answer one of "
+                f"{', '.join(repr(o.value) for o in ApprovalOutcome)}, a bool or an "
+                "ApprovalDecision") from None
+        return ApprovalDecision(request_id=request.id, outcome=outcome.value, approver=approver)
+    raise TypeError(
+        f"the approval handler answered a {type(answer).__name__} for '{request.tool}'; answer "
+        "an ApprovalDecision, ApprovalDecision.APPROVED/DENIED/SKIPPED, its string "
+        "('approved') or a bool")

@@ -21,7 +21,7 @@ from ..core.risk import HitlMode, ToolRisk
 from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler, Expires, Rejoins
-from .models import ApprovalDecision, ApprovalRequest, args_digest
+from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision
 from .store import ApprovalStore, FindsOpen, Replays, StoredApproval
 
 __all__ = ["ApprovalService", "Claim", "WaitPolicy"]
@@ -141,7 +141,7 @@ class ApprovalService:
             if rejoin and isinstance(handler, Rejoins):
                 decided: ApprovalDecision = await handler.wait(request.id, handler.wait_s)
             else:
-                decided = await handler.request(request)
+                decided = as_decision(await handler.request(request), request)
             # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
             while (decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT
                    and keep_waiting is not None):

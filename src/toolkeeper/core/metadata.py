@@ -58,6 +58,11 @@ class ToolMetadata(BaseModel):
     """MCP hint: the tool interacts with an open world of external entities."""
     source: str = "native"
     """Where the tool came from (``native``, ``mcp``, ``openapi``, ...)."""
+    source_detail: str = ""
+    """More about where it came from: a server's address, a spec's URL, a class name."""
+    locality: Literal["local", "remote", "any"] = "any"
+    """Where it must run: ``local`` (the user's machine: files, a shell), ``remote`` (best served
+    by a server, e.g. web search) or ``any``."""
     extra: dict[str, object] = Field(default_factory=dict)
     """Application-specific data. toolkeeper reads one key of its own: ``security_policy``,
     which the built-in file and shell tools set so the approval page can show a write as a

@@ -9,18 +9,22 @@ from .catalog import (
     SkillView,
     View,
 )
-from .categories import BUILTIN_CATEGORIES, CategoryTree, normalize_category
+from .categories import BUILTIN_CATEGORIES, CategoryNode, CategoryTree, normalize_category
 from .deferred import ToolSearchLens, native_deferred_tools
-from .entry import CatalogEntry, ChangeEvent, ToolConflictWarning
+from .entry import CapabilityEntry, CatalogEntry, ChangeEvent, ToolConflictWarning
+from .registry import ToolRegistry
 from .search import SearchHit
 from .tokenize import tokenize
-from .toolbox import Toolbox, as_toolbox
+from .toolbox import CapabilityRegistry, Toolbox, as_toolbox
 from .views import FilterLens, Lens, LocaleLens, RenameLens, SkillLens
 
 __all__ = [
     "BUILTIN_CATEGORIES",
+    "CapabilityEntry",
+    "CapabilityRegistry",
     "CatalogBase",
     "CatalogEntry",
+    "CategoryNode",
     "CategoryTree",
     "ChangeEvent",
     "DeferredView",
@@ -35,6 +39,7 @@ __all__ = [
     "SkillLens",
     "SkillView",
     "ToolConflictWarning",
+    "ToolRegistry",
     "ToolSearchLens",
     "Toolbox",
     "View",

@@ -27,7 +27,7 @@ from ..errors import UnknownToolError, UsageError
 from ..formats import WireExport, export
 from ..i18n.catalog import DescriptionCatalog
 from ..tools.tool import Tool
-from .categories import CategoryTree
+from .categories import BUILTIN_CATEGORIES, CategoryNode, CategoryTree
 from .deferred import ToolSearchLens
 from .entry import CatalogEntry, entry_doc
 from .search import SearchHit, SearchIndex
@@ -99,6 +99,17 @@ class CatalogBase:
         """The enabled tools in a category and its subcategories."""
         return [e.tool for e in self.entries() if CategoryTree.contains(category, e.category)]
 
+    def category_tree(self, root: str = "") -> CategoryNode:
+        """The categories (the built-in ones and every one in use) as a tree of
+        ``CategoryNode``s from ``root``, each naming the enabled tools filed directly in it."""
+        entries = self.entries()
+        tree = CategoryTree([*BUILTIN_CATEGORIES, *(e.category for e in entries if e.category)])
+        filed: dict[str, list[str]] = {}
+        for e in entries:
+            if e.category:
+                filed.setdefault(e.category, []).append(e.name)
+        return tree.node(root, filed)
+
     def explain(self) -> list[CatalogEntry]:
         """Every entry, enabled or not, with the reason it is in its state."""
         return self.entries(include_disabled=True)
@@ -109,7 +120,8 @@ class CatalogBase:
         for key, score, signals in self.search_keys(query, limit=limit):
             entry = self.entry(key)
             if entry is not None:
-                hits.append(SearchHit(name=key, tool=entry.tool, score=score, signals=signals))
+                hits.append(SearchHit(name=key, tool=entry.tool, score=score, signals=signals,
+                                      tags=entry.tags, category=entry.category, kind=entry.kind))
         return hits
 
     # -- wire formats --------------------------------------------------------------------

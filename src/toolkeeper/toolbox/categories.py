@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-__all__ = ["BUILTIN_CATEGORIES", "CategoryTree", "normalize_category"]
+__all__ = ["BUILTIN_CATEGORIES", "CategoryNode", "CategoryTree", "normalize_category"]
 
 BUILTIN_CATEGORIES: tuple[str, ...] = (
     "system", "communication", "data", "data/visualization", "data/exploration",
@@ -17,6 +18,35 @@ def normalize_category(path: str) -> str:
     """``" Data / Visualization/ "`` → ``"data/visualization"``."""
     parts = [" ".join(part.split()).lower() for part in path.split("/")]
     return "/".join(part for part in parts if part)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CategoryNode:
+    """One category of the tree: its ``path`` (``"data/visualization"``), its
+    last ``name`` (``"visualization"``), its sub-categories and the tools filed directly in it.
+    The root has the empty path."""
+
+    path: str
+    children: tuple[CategoryNode, ...] = ()
+    tools: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def find(self, path: str) -> CategoryNode | None:
+        """The node at ``path`` under this one, or ``None``."""
+        path = normalize_category(path)
+        if path == self.path:
+            return self
+        for child in self.children:
+            if path == child.path or path.startswith(child.path + "/"):
+                return child.find(path)
+        return None
+
+    def walk(self) -> list[CategoryNode]:
+        """This node and every node under it, depth first."""
+        return [self, *(node for child in self.children for node in child.walk())]
 
 
 class CategoryTree:
@@ -49,6 +79,16 @@ class CategoryTree:
         depth = 0 if not root else root.count("/") + 1
         return sorted(p for p in self._paths
                       if p.count("/") == depth and (not root or p.startswith(root + "/")))
+
+    def node(self, root: str = "", tools: Mapping[str, Sequence[str]] | None = None
+             ) -> CategoryNode:
+        """``root`` and everything under it as ``CategoryNode``s; ``tools`` maps a path to the
+        names filed in it."""
+        root = normalize_category(root)
+        filed = tools or {}
+        return CategoryNode(path=root, tools=tuple(filed.get(root, ())),
+                            children=tuple(self.node(child, filed)
+                                           for child in self.children(root)))
 
     def paths(self) -> list[str]:
         return sorted(self._paths)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..core.risk import ToolRisk
 from ..core.spec import ToolLike
@@ -11,7 +11,8 @@ from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.tool import Tool
 from .search import SearchDoc
 
-__all__ = ["CatalogEntry", "ChangeEvent", "ChangeKind", "ToolConflictWarning", "entry_doc"]
+__all__ = ["CapabilityEntry", "CatalogEntry", "ChangeEvent", "ChangeKind", "ToolConflictWarning",
+           "entry_doc"]
 
 
 class ToolConflictWarning(UserWarning):
@@ -47,10 +48,33 @@ class CatalogEntry:
         return self.tool.risk
 
     @property
+    def description(self) -> str:
+        return self.tool.description
+
+    @property
     def kind(self) -> Literal["local", "hosted", "provider-defined"]:
         if is_provider_defined_tool(self.tool):
             return "provider-defined"
         return "hosted" if is_hosted_tool(self.tool) else "local"
+
+
+@runtime_checkable
+class CapabilityEntry(Protocol):
+    """A capability entry, ``{name, description, kind, tags}`` (see docs/compat.md). Toolkeeper's
+    ``SearchHit`` (what ``search`` returns) and ``CatalogEntry`` (what ``entries`` and ``entry``
+    return) both carry these; ``isinstance(hit, CapabilityEntry)`` holds for each."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def kind(self) -> Literal["local", "hosted", "provider-defined"]: ...
+
+    @property
+    def tags(self) -> frozenset[str]: ...
 
 
 ChangeKind = Literal["added", "removed", "enabled", "disabled", "updated"]

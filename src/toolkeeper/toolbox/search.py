@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import tantivy
 from rapidfuzz import fuzz, process
@@ -72,12 +72,22 @@ class SearchDoc:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One search result: the tool, its score and which signals matched (with their parts)."""
+    """One search result: the tool, its score and which signals matched (with their parts).
+
+    It is a ``CapabilityEntry``: ``name``, ``description``, ``kind``
+    and ``tags`` (and the ``category``)."""
 
     name: str
     tool: ToolLike
     score: float
     signals: dict[str, float] = field(default_factory=dict)
+    tags: frozenset[str] = frozenset()
+    category: str | None = None
+    kind: Literal["local", "hosted", "provider-defined"] = "local"
+
+    @property
+    def description(self) -> str:
+        return self.tool.description
 
 
 class SearchIndex:

@@ -19,7 +19,7 @@ from .entry import CatalogEntry, ChangeEvent, ChangeKind, ToolConflictWarning, e
 from .namespaces import add_class, add_module, add_toolbox
 from .search import SearchIndex, SearchOptions
 
-__all__ = ["Toolbox", "as_toolbox"]
+__all__ = ["CapabilityRegistry", "Toolbox", "as_toolbox"]
 
 OnConflict = Literal["replace", "keep", "error"]
 Listener = Callable[[ChangeEvent], None]
@@ -266,6 +266,11 @@ class Toolbox(CatalogBase):
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         return UnknownToolError(f"unknown tool '{name}'{hint}", tool_name=name,
                                 details={"close": close})
+
+
+CapabilityRegistry = Toolbox
+"""The catalog under the name ``CapabilityRegistry`` programs use: ``register_tool``,
+``get_tool``, ``search``, ``browse``, ``by_risk`` and ``category_tree`` are all ``Toolbox``'s."""
 
 
 def as_toolbox(tools: Toolbox | CatalogBase | Iterable[object]) -> CatalogBase:
