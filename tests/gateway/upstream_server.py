@@ -7,7 +7,9 @@ description of the tool ``echo``, of the prompt ``greet`` and of the resource te
 (a server that swaps what was trusted). Besides tools it serves resources, a template, a prompt
 with arguments and completions; its tools log, report progress, ask the client to sample or to
 fill a form, and ``grow`` adds a tool and a prompt and says its lists changed (those tools are
-listed when STATE_DIR/relay exists)."""
+listed when STATE_DIR/relay exists). STATE_DIR/tools.json, when present, lists more tools first
+(``[{"name": ..., "description": ...}]``: a server that names its tools as it likes); calling
+the one named ``big`` answers ``size`` bytes."""
 
 from __future__ import annotations
 
@@ -56,6 +58,9 @@ async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
              _simple("crash", "Exit at once, mid-call.")]
     if _grown():
         extra.append(_simple("grown", "A tool added later."))
+    if (STATE / "tools.json").exists():
+        extra = [_simple(t["name"], t.get("description", "")) for t in
+                 json.loads((STATE / "tools.json").read_text())] + extra
     return types.ListToolsResult(tools=[*extra,
         types.Tool(name="echo", description=swapped.read_text() if swapped.exists()
                    else "Echo the text back.",
@@ -133,6 +138,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
                                     structured_content={"sum": total})
     if params.name == "wipe":
         return types.CallToolResult(content=[types.TextContent(text="wiped")])
+    if params.name == "big":
+        return types.CallToolResult(content=[types.TextContent(text="x" * int(arguments["size"]))])
     if params.name == "sleep":
         await anyio.sleep(float(arguments["seconds"]))
         return types.CallToolResult(content=[types.TextContent(text="slept")])

@@ -38,6 +38,7 @@ from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from ..tools.naming import qualify
 from ..tools.tool import Tool
+from .names import wire_clashes
 from .pins import SqlitePins, fingerprint
 from .relay import ClientHub, Relay
 from .remote import RemoteTool
@@ -208,6 +209,14 @@ class MCPGateway:
             made = self._tool(upstream, declaration)
             if made is not None:
                 wanted[made[0].name] = made
+        ours = {n for n, (srv, _) in self._served.items() if srv == server}
+        held = wire_clashes(wanted, [n for n in toolbox.names() if n not in ours])
+        for name, reason in held.items():
+            tool, _, print_ = wanted[name]
+            wanted[name] = (tool, reason, f"{print_}:{reason}")
+            self._note(f"mcp tool '{name}' is disabled: {reason}")
+        if self.pins is not None:
+            self.pins.hold(server, held)
         for name in [n for n, (srv, _) in self._served.items() if srv == server]:
             if name not in wanted:
                 del self._served[name]
