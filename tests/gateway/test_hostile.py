@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from toolkeeper import ToolInvoker
 from toolkeeper.config import MCPServerConfig
+from toolkeeper.core.call import ToolCall
 from toolkeeper.gateway.gateway import MCPGateway
 from toolkeeper.gateway.pins import SqlitePins
 from toolkeeper.toolbox import Toolbox
@@ -25,6 +27,17 @@ def _stdio(state: Path, **extra: object) -> MCPServerConfig:
     return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
                            env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
                            connect_timeout_s=20, **extra)  # type: ignore[arg-type]
+
+
+def _calls(state: Path) -> list[dict[str, object]]:
+    path = state / "calls"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def _invoke(invoker: ToolInvoker, name: str, **arguments: object) -> object:
+    async with invoker.open_session() as session:
+        return await invoker.invoke(ToolCall(id="c1", name=name, arguments=arguments),
+                                    session=session)
 
 
 def _offers(state: Path, *names: str) -> None:
@@ -63,3 +76,28 @@ async def test_tools_whose_wire_names_collide_are_disabled_and_the_rest_served(
     assert pin is not None and pin.held is not None and "wire name" in pin.held
     listed = _pins_cli(tmp_path)
     assert "up-a b" in listed and "wire name" in listed
+
+
+async def test_an_upstream_tool_never_replaces_a_local_tool_of_the_same_name(
+        tmp_path: Path) -> None:
+    def echo(text: str) -> str:
+        """Echo, locally."""
+        return f"local: {text}"
+
+    toolbox = Toolbox()
+    toolbox.add(echo, namespace="up")
+    assert "up-echo" in toolbox.names()
+    pins = _pins(tmp_path)
+    async with MCPGateway([_stdio(tmp_path, risk="safe")], pins=pins) as gateway:
+        report = await gateway.attach(toolbox)
+        await gateway.refresh("up")  # and not on a later listing either
+        result = await _invoke(ToolInvoker(toolbox), "up-echo", text="hi")
+        added = await _invoke(ToolInvoker(toolbox), "up-add", a=1, b=2)
+    assert result.text == "local: hi"  # type: ignore[attr-defined]
+    assert added.text == "3"  # type: ignore[attr-defined]  # the rest is served
+    assert toolbox.get("up-echo").description == "Echo, locally."  # type: ignore[union-attr]
+    assert [t["tool"] for t in _calls(tmp_path)] == ["add"]
+    assert any("'up-echo'" in ln and "local tool" in ln for ln in report), report
+    pin = pins.get("up-echo")
+    assert pin is not None and pin.held is not None and "local tool" in pin.held
+    assert "local tool" in _pins_cli(tmp_path)

@@ -38,7 +38,7 @@ from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from ..tools.naming import qualify
 from ..tools.tool import Tool
-from .names import wire_clashes
+from .names import shadowing, wire_clashes
 from .pins import SqlitePins, fingerprint
 from .relay import ClientHub, Relay
 from .remote import RemoteTool
@@ -210,8 +210,13 @@ class MCPGateway:
             if made is not None:
                 wanted[made[0].name] = made
         ours = {n for n, (srv, _) in self._served.items() if srv == server}
-        held = wire_clashes(wanted, [n for n in toolbox.names() if n not in ours])
-        for name, reason in held.items():
+        held = shadowing(wanted, [n for n in wanted if n in toolbox and n not in ours])
+        for name, reason in held.items():  # a local tool stays: the upstream's is refused
+            del wanted[name]
+            self._note(f"mcp tool '{name}' is not served: {reason}")
+        clashes = wire_clashes(wanted, [n for n in toolbox.names() if n not in ours])
+        held.update(clashes)
+        for name, reason in clashes.items():
             tool, _, print_ = wanted[name]
             wanted[name] = (tool, reason, f"{print_}:{reason}")
             self._note(f"mcp tool '{name}' is disabled: {reason}")
