@@ -101,3 +101,23 @@ async def test_an_upstream_tool_never_replaces_a_local_tool_of_the_same_name(
     pin = pins.get("up-echo")
     assert pin is not None and pin.held is not None and "local tool" in pin.held
     assert "local tool" in _pins_cli(tmp_path)
+
+
+async def test_an_upstream_result_over_the_cap_is_refused_and_a_large_one_offloaded(
+        tmp_path: Path) -> None:
+    from toolkeeper.artifacts import MemoryBlobStore
+
+    _offers(tmp_path, "big")
+    toolbox = Toolbox()
+    config = _stdio(tmp_path, risk="safe", max_result_bytes=1024 * 1024)
+    async with MCPGateway([config]) as gateway:
+        await gateway.attach(toolbox)
+        invoker = ToolInvoker(toolbox, artifact_store=MemoryBlobStore())
+        huge = await _invoke(invoker, "up-big", size=4 * 1024 * 1024)
+        assert huge.status == "error"  # type: ignore[attr-defined]
+        assert "1048576 bytes" in huge.text and "max_result_bytes" in huge.text  # type: ignore[attr-defined]
+        # the upstream is not blamed as down: the next call is served at once
+        large = await _invoke(invoker, "up-big", size=200_000)
+        assert large.status == "ok"  # type: ignore[attr-defined]
+        assert large.artifact_ref and len(large.text) < 20_000  # type: ignore[attr-defined]
+        assert (await _invoke(invoker, "up-echo", text="fine")).text == "fine"  # type: ignore[attr-defined]

@@ -59,8 +59,10 @@ async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
     if _grown():
         extra.append(_simple("grown", "A tool added later."))
     if (STATE / "tools.json").exists():
-        extra = [_simple(t["name"], t.get("description", "")) for t in
-                 json.loads((STATE / "tools.json").read_text())] + extra
+        extra = [types.Tool(name=t["name"], description=t.get("description", ""),
+                            input_schema={"type": "object", "properties": {
+                                "size": {"type": "integer"}}})
+                 for t in json.loads((STATE / "tools.json").read_text())] + extra
     return types.ListToolsResult(tools=[*extra,
         types.Tool(name="echo", description=swapped.read_text() if swapped.exists()
                    else "Echo the text back.",

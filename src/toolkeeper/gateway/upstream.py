@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
+from .capped import capped_stdio
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -76,6 +77,7 @@ class Upstream:
         self._failures = 0
         self._retry_at = 0.0
         self._connections = 0
+        self._oversized = False
 
     @property
     def name(self) -> str:
@@ -193,13 +195,16 @@ class Upstream:
             http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers,
                                                                       timeout=timeout))
             return streamable_http_client(cfg.url, http_client=http)
-        from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+        from mcp.client.stdio import get_default_environment
 
         env = {**get_default_environment(),
                **{k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}}
-        params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=env,
-                                       cwd=cfg.cwd)
-        return stdio_client(params)
+
+        def over() -> None:
+            self._oversized = True
+
+        return capped_stdio(cfg.command or "", list(cfg.args), env, cfg.cwd,
+                            cfg.max_result_bytes, over)
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server lists (all pages)."""
@@ -263,6 +268,15 @@ class Upstream:
         from mcp.shared.exceptions import MCPError
 
         reason = _reason(exc)
+        if self._oversized:  # the server is up; it answered too much: reconnect at once
+            self._oversized = False
+            self.drop("answered over the size cap")
+            self._failures, self._retry_at, self._attempt = 0, 0.0, None
+            limit = self.config.max_result_bytes
+            raise UpstreamError(
+                f"MCP server '{self.name}' answered more than {limit} bytes, the cap on one "
+                f"message from it; raise max_result_bytes under [[mcp.servers]] name = "
+                f"\"{self.name}\" to accept more") from exc
         if isinstance(exc, TimeoutError):
             raise UpstreamError(f"MCP server '{self.name}' did not answer within "
                                 f"{self.config.call_timeout_s:g} s") from exc
