@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,31 @@ async def test_an_upstream_result_over_the_cap_is_refused_and_a_large_one_offloa
         assert large.status == "ok"  # type: ignore[attr-defined]
         assert large.artifact_ref and len(large.text) < 20_000  # type: ignore[attr-defined]
         assert (await _invoke(invoker, "up-echo", text="fine")).text == "fine"  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def http_upstream(tmp_path: Path) -> Iterator[str]:
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, UPSTREAM, str(tmp_path), "--http", str(port_file)])
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    proc.kill()
+    proc.wait()
+
+
+async def test_an_http_upstream_result_over_the_cap_is_refused(
+        tmp_path: Path, http_upstream: str) -> None:
+    _offers(tmp_path, "big")
+    toolbox = Toolbox()
+    config = MCPServerConfig(name="up", url=http_upstream, connect_timeout_s=10,
+                             call_timeout_s=30, risk="safe", max_result_bytes=1024 * 1024)
+    async with MCPGateway([config]) as gateway:
+        await gateway.attach(toolbox)
+        invoker = ToolInvoker(toolbox)
+        huge = await _invoke(invoker, "up-big", size=4 * 1024 * 1024)
+        assert huge.status == "error"  # type: ignore[attr-defined]
+        assert "1048576 bytes" in huge.text and "max_result_bytes" in huge.text  # type: ignore[attr-defined]
+        small = await _invoke(invoker, "up-big", size=1000)
+        assert small.status == "ok" and len(small.text) == 1000  # type: ignore[attr-defined]

@@ -78,7 +78,8 @@ class MCPServerConfig(_Section):
     call_timeout_s: float = Field(default=60.0, gt=0)
     max_result_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     """The most bytes read of any one message from it (a tool's result, a resource, a page of
-    a listing) over stdio; a call answered with more gets an error naming this key."""
+    a listing; over HTTP, of the answer to each request); a call answered with more gets an
+    error naming this key."""
     resources: bool = True
     """Relay its resources and resource templates (``toolkeeper://mcp/NAME/URI``)."""
     prompts: bool = True

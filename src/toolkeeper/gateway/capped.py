@@ -1,7 +1,8 @@
-"""The stdio transport to an upstream, reading at most ``max_result_bytes`` of any one message:
-the SDK's own reader keeps a line however long it grows, so a server answering 64 MiB had all of
-it read, parsed and passed on. A message over the cap ends the connection (what was read of it
-is dropped at once); the call waiting on it gets an error naming the cap and how to raise it."""
+"""Transports to an upstream reading at most ``max_result_bytes`` of any one message (over
+HTTP, of the answer to one request): the SDK's own stdio reader keeps a line however long it
+grows, so a server answering 64 MiB had all of it read, parsed and passed on. A message over the
+cap ends the connection (what was read of it is dropped at once); the call waiting on it gets
+an error naming the cap and how to raise it."""
 
 from __future__ import annotations
 
@@ -91,3 +92,41 @@ async def _stop(process: anyio.abc.Process) -> None:
             await process.wait()
             break
     await process.aclose()
+
+
+def capped_http(limit: int, over: Callable[[], None]) -> Any:
+    """An httpx transport whose POST responses (the answers to our requests: a result, a
+    page) end with an error past ``limit`` bytes, ``over()`` called first. The standalone GET
+    stream of notifications is not capped as a whole."""
+    import httpx2
+
+    class Capped(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            async for chunk in self.inner:
+                seen += len(chunk)
+                if seen > limit:
+                    over()
+                    raise httpx2.ReadError(f"the answer is over {limit} bytes")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class Transport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self.inner.handle_async_request(request)
+            if request.method == "POST":
+                response.stream = Capped(response.stream)
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return Transport()

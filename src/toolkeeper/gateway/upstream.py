@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
-from .capped import capped_stdio
+from .capped import capped_http, capped_stdio
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -192,19 +192,20 @@ class Upstream:
             headers = {k: expand(v, f"mcp server '{cfg.name}' header {k}")
                        for k, v in cfg.headers.items()}
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
-            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers,
-                                                                      timeout=timeout))
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=headers, timeout=timeout,
+                transport=capped_http(cfg.max_result_bytes, self._over)))
             return streamable_http_client(cfg.url, http_client=http)
         from mcp.client.stdio import get_default_environment
 
         env = {**get_default_environment(),
                **{k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}}
-
-        def over() -> None:
-            self._oversized = True
-
         return capped_stdio(cfg.command or "", list(cfg.args), env, cfg.cwd,
-                            cfg.max_result_bytes, over)
+                            cfg.max_result_bytes, self._over)
+
+    def _over(self) -> None:
+        """The server sent a message over ``max_result_bytes``: the request waiting fails."""
+        self._oversized = True
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server lists (all pages)."""
