@@ -151,3 +151,22 @@ async def test_an_http_upstream_result_over_the_cap_is_refused(
         assert "1048576 bytes" in huge.text and "max_result_bytes" in huge.text  # type: ignore[attr-defined]
         small = await _invoke(invoker, "up-big", size=1000)
         assert small.status == "ok" and len(small.text) == 1000  # type: ignore[attr-defined]
+
+
+async def test_an_endless_page_chain_is_cut_by_pages_tools_and_time_and_said(
+        tmp_path: Path) -> None:
+    (tmp_path / "endless").write_text("0")
+    by_pages, by_tools, by_time = Toolbox(), Toolbox(), Toolbox()
+    async with MCPGateway([_stdio(tmp_path, max_list_pages=5)]) as gateway:
+        pages_report = await gateway.attach(by_pages)
+    async with MCPGateway([_stdio(tmp_path, max_tools=3)]) as gateway:
+        tools_report = await gateway.attach(by_tools)
+    (tmp_path / "endless").write_text("0.4")
+    async with MCPGateway([_stdio(tmp_path, list_timeout_s=1.5)]) as gateway:
+        time_report = await gateway.attach(by_time)
+    assert by_pages.names() == [f"up-page{n}" for n in range(5)]  # what was listed is served
+    assert any("more than 5 pages" in ln and "max_list_pages" in ln for ln in pages_report)
+    assert by_tools.names() == ["up-page0", "up-page1", "up-page2"]
+    assert any("more than 3 tools" in ln and "max_tools" in ln for ln in tools_report)
+    assert 0 < len(by_time.names()) < 50
+    assert any("1.5 s" in ln and "list_timeout_s" in ln for ln in time_report), time_report

@@ -9,7 +9,8 @@ with arguments and completions; its tools log, report progress, ask the client t
 fill a form, and ``grow`` adds a tool and a prompt and says its lists changed (those tools are
 listed when STATE_DIR/relay exists). STATE_DIR/tools.json, when present, lists more tools first
 (``[{"name": ..., "description": ...}]``: a server that names its tools as it likes); calling
-the one named ``big`` answers ``size`` bytes."""
+the one named ``big`` answers ``size`` bytes. With STATE_DIR/endless, the tool list is a page
+chain that never ends (each page after the seconds that file holds)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,12 @@ def _simple(name: str, description: str) -> types.Tool:
                       input_schema={"type": "object", "properties": {}})
 
 
-async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+async def list_tools(_ctx: Any, params: Any) -> types.ListToolsResult:
+    if (STATE / "endless").exists():  # a page chain that never ends, one new tool a page
+        page = int(params.cursor) if params is not None and params.cursor else 0
+        await anyio.sleep(float((STATE / "endless").read_text() or 0))
+        return types.ListToolsResult(tools=[_simple(f"page{page}", "One more page.")],
+                                     next_cursor=str(page + 1))
     swapped = STATE / "description"
     extra = [] if not (STATE / "relay").exists() else [
              _simple("chatty", "Log and report progress while working."),

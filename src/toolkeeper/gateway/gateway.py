@@ -118,6 +118,9 @@ class MCPGateway:
             for name in self._upstreams:
                 group.start_soon(self.refresh, name)
                 group.start_soon(self.sources.refresh, name)
+        for upstream in self._upstreams.values():
+            for line in upstream.cut.values():  # its resources and prompts, cut too
+                self._note(line)
         return self.report
 
     async def asked(self, config: MCPServerConfig, method: str, params: Any) -> Any:
@@ -200,6 +203,8 @@ class MCPGateway:
         try:
             listed = [t.model_dump(by_alias=True, exclude_none=True)
                       for t in await upstream.list_tools()]
+            if "tools" in upstream.cut:
+                self._note(upstream.cut["tools"])
         except (UpstreamError, ToolkeeperError) as exc:
             self._note(str(exc))
             listed = [p.declaration for p in self.pins.all(server)

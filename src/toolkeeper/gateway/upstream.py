@@ -78,6 +78,8 @@ class Upstream:
         self._retry_at = 0.0
         self._connections = 0
         self._oversized = False
+        self.cut: dict[str, str] = {}
+        """What the last listing of each kind left out, and why (for the operator)."""
 
     @property
     def name(self) -> str:
@@ -221,28 +223,45 @@ class Upstream:
         return await self._list("prompts", "prompts")
 
     async def _list(self, what: str, field: str) -> list[Any]:
-        """Every item of one listing (all pages, at most 100), each page bounded; nothing
-        when the server does not offer that capability."""
+        """The items of one listing, bounded by ``max_list_pages`` pages, ``max_tools`` items
+        and ``list_timeout_s`` in all (each page also by ``call_timeout_s``): what was listed
+        within the bounds is kept, and what was cut is said in ``cut[what]``; nothing when the
+        server does not offer that capability."""
         client = await self.client()
         capability = {"resources": "resources", "resource_templates": "resources",
                       "prompts": "prompts"}.get(what)
         if capability and getattr(client.server_capabilities, capability, None) is None:
             return []
+        cfg, noun = self.config, what.replace("_", " ")
         items: list[Any] = []
         cursor: str | None = None
+        self.cut.pop(what, None)
         try:
-            for _ in range(100):
-                with anyio.fail_after(self.config.call_timeout_s):
-                    page = await getattr(client, f"list_{what}")(cursor=cursor,
-                                                                 cache_mode="refresh")
-                items += getattr(page, field)
-                cursor = page.next_cursor
-                if cursor is None:
-                    return items
+            with anyio.move_on_after(cfg.list_timeout_s) as listing:
+                for _ in range(cfg.max_list_pages):
+                    with anyio.fail_after(cfg.call_timeout_s):
+                        page = await getattr(client, f"list_{what}")(cursor=cursor,
+                                                                     cache_mode="refresh")
+                    items += getattr(page, field)
+                    cursor = page.next_cursor
+                    if len(items) > cfg.max_tools:
+                        self.cut[what] = (f"MCP server '{self.name}' lists more than "
+                                          f"{cfg.max_tools} {noun}; the first {cfg.max_tools} "
+                                          "are served (raise max_tools to serve more)")
+                        return items[:cfg.max_tools]
+                    if cursor is None:
+                        return items
         except Exception as exc:
             self._broken(exc)
-        raise UpstreamError(f"MCP server '{self.name}' lists more than 100 pages of "
-                            f"{what.replace('_', ' ')}")
+        if listing.cancelled_caught:
+            self.cut[what] = (f"MCP server '{self.name}' did not list all its {noun} within "
+                              f"{cfg.list_timeout_s:g} s; the {len(items)} listed are served "
+                              "(raise list_timeout_s to wait longer)")
+        else:
+            self.cut[what] = (f"MCP server '{self.name}' lists more than {cfg.max_list_pages} "
+                              f"pages of {noun}; the {len(items)} on them are served (raise "
+                              "max_list_pages to list more)")
+        return items
 
     async def call(self, name: str, arguments: dict[str, Any], progress: Any = None
                    ) -> types.CallToolResult:
