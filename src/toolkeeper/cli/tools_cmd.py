@@ -156,6 +156,8 @@ def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
     for pin in SqlitePins(store_target(store, state_dir_of(state_dir), create=False)).all():
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
         until = "" if pin.state == "trusted" else f"toolkeeper tools trust {pin.tool}"
+        if pin.held is not None:  # refused by the gateway, whatever its trust
+            color, until = "red", f"not served: {pin.held}"
         table.add_row(pin.tool, pin.kind, pin.server, f"[{color}]{pin.state}[/]",
                       pin.seen_fingerprint[:16], until)
     _out.print(table)

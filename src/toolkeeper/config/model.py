@@ -76,6 +76,17 @@ class MCPServerConfig(_Section):
     nothing until ``toolkeeper tools trust NAME``. A changed tool is disabled either way."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     call_timeout_s: float = Field(default=60.0, gt=0)
+    max_result_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    """The most bytes read of any one message from it (a tool's result, a resource, a page of
+    a listing; over HTTP, of the answer to each request); a call answered with more gets an
+    error naming this key."""
+    list_timeout_s: float = Field(default=30.0, gt=0)
+    """The longest one listing of it (all its pages) may take; what was listed by then is
+    served, and the report says what was cut."""
+    max_list_pages: int = Field(default=50, gt=0)
+    """The most pages of one listing read from it (a page chain that never ends is cut)."""
+    max_tools: int = Field(default=1000, gt=0)
+    """The most tools taken from it (and the most resources, templates or prompts)."""
     resources: bool = True
     """Relay its resources and resource templates (``toolkeeper://mcp/NAME/URI``)."""
     prompts: bool = True

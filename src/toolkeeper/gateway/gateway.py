@@ -38,6 +38,7 @@ from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from ..tools.naming import qualify
 from ..tools.tool import Tool
+from .names import shadowing, wire_clashes
 from .pins import SqlitePins, fingerprint
 from .relay import ClientHub, Relay
 from .remote import RemoteTool
@@ -117,6 +118,9 @@ class MCPGateway:
             for name in self._upstreams:
                 group.start_soon(self.refresh, name)
                 group.start_soon(self.sources.refresh, name)
+        for upstream in self._upstreams.values():
+            for line in upstream.cut.values():  # its resources and prompts, cut too
+                self._note(line)
         return self.report
 
     async def asked(self, config: MCPServerConfig, method: str, params: Any) -> Any:
@@ -199,6 +203,8 @@ class MCPGateway:
         try:
             listed = [t.model_dump(by_alias=True, exclude_none=True)
                       for t in await upstream.list_tools()]
+            if "tools" in upstream.cut:
+                self._note(upstream.cut["tools"])
         except (UpstreamError, ToolkeeperError) as exc:
             self._note(str(exc))
             listed = [p.declaration for p in self.pins.all(server)
@@ -208,6 +214,19 @@ class MCPGateway:
             made = self._tool(upstream, declaration)
             if made is not None:
                 wanted[made[0].name] = made
+        ours = {n for n, (srv, _) in self._served.items() if srv == server}
+        held = shadowing(wanted, [n for n in wanted if n in toolbox and n not in ours])
+        for name, reason in held.items():  # a local tool stays: the upstream's is refused
+            del wanted[name]
+            self._note(f"mcp tool '{name}' is not served: {reason}")
+        clashes = wire_clashes(wanted, [n for n in toolbox.names() if n not in ours])
+        held.update(clashes)
+        for name, reason in clashes.items():
+            tool, _, print_ = wanted[name]
+            wanted[name] = (tool, reason, f"{print_}:{reason}")
+            self._note(f"mcp tool '{name}' is disabled: {reason}")
+        if self.pins is not None:
+            self.pins.hold(server, held)
         for name in [n for n, (srv, _) in self._served.items() if srv == server]:
             if name not in wanted:
                 del self._served[name]

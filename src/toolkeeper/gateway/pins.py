@@ -32,6 +32,12 @@ CREATE TABLE IF NOT EXISTS mcp_pins (
     seen_declaration TEXT NOT NULL,
     updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS mcp_held (
+    tool TEXT PRIMARY KEY,
+    server TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
 """
 
 Kind = Literal["tool", "prompt", "template"]
@@ -63,6 +69,9 @@ class Pin:
     declaration: dict[str, Any] | None
     seen_fingerprint: str
     seen_declaration: dict[str, Any]
+    held: str | None = None
+    """Why the gateway does not serve it whatever its trust (its wire name collides, it would
+    shadow a local tool), or None."""
 
     @property
     def kind(self) -> Kind:
@@ -85,16 +94,27 @@ class SqlitePins:
         self.db = open_database(path, _SCHEMA, "mcp_pins")
 
     def get(self, tool: str) -> Pin | None:
-        rows = self.db.query("SELECT tool, server, fingerprint, declaration, seen_fingerprint, "
-                             "seen_declaration FROM mcp_pins WHERE tool = ?", (tool,))
+        rows = self.db.query(_SELECT + " WHERE p.tool = ?", (tool,))
         return _pin(rows[0]) if rows else None
 
     def all(self, server: str | None = None) -> list[Pin]:
-        sql = ("SELECT tool, server, fingerprint, declaration, seen_fingerprint, "
-               "seen_declaration FROM mcp_pins")
-        rows = (self.db.query(sql + " WHERE server = ? ORDER BY tool", (server,)) if server
-                else self.db.query(sql + " ORDER BY tool"))
+        rows = (self.db.query(_SELECT + " WHERE p.server = ? ORDER BY p.tool", (server,))
+                if server else self.db.query(_SELECT + " ORDER BY p.tool"))
         return [_pin(row) for row in rows]
+
+    def hold(self, server: str, held: dict[str, str]) -> None:
+        """Record which of ``server``'s tools the gateway refuses to serve, and why (``held``:
+        name → reason); every other tool of it is no longer held."""
+        current = {pin.tool: pin.held for pin in self.all(server) if pin.held is not None}
+        if current == held:
+            return
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM mcp_held WHERE server = ?", (server,))
+            for tool, reason in held.items():
+                conn.execute("INSERT INTO mcp_held (tool, server, reason, updated_at) VALUES "
+                             "(?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET server = "
+                             "excluded.server, reason = excluded.reason, updated_at = "
+                             "excluded.updated_at", (tool, server, reason, time.time()))
 
     def see(self, tool: str, server: str, declaration: dict[str, Any], *, trust: bool,
             kind: Kind = "tool") -> Pin:
@@ -123,9 +143,14 @@ class SqlitePins:
         return self.get(tool)
 
 
+_SELECT = ("SELECT p.tool, p.server, p.fingerprint, p.declaration, p.seen_fingerprint, "
+           "p.seen_declaration, h.reason FROM mcp_pins p LEFT JOIN mcp_held h ON h.tool = p.tool")
+
+
 def _pin(row: tuple[object, ...]) -> Pin:
-    tool, server, pinned, declaration, seen, seen_declaration = row
+    tool, server, pinned, declaration, seen, seen_declaration, held = row
     return Pin(tool=str(tool), server=str(server),
                fingerprint=str(pinned) if pinned is not None else None,
                declaration=json.loads(str(declaration)) if declaration else None,
-               seen_fingerprint=str(seen), seen_declaration=json.loads(str(seen_declaration)))
+               seen_fingerprint=str(seen), seen_declaration=json.loads(str(seen_declaration)),
+               held=str(held) if held is not None else None)

@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
+from .capped import capped_http, capped_stdio
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -76,6 +77,9 @@ class Upstream:
         self._failures = 0
         self._retry_at = 0.0
         self._connections = 0
+        self._oversized = False
+        self.cut: dict[str, str] = {}
+        """What the last listing of each kind left out, and why (for the operator)."""
 
     @property
     def name(self) -> str:
@@ -190,16 +194,20 @@ class Upstream:
             headers = {k: expand(v, f"mcp server '{cfg.name}' header {k}")
                        for k, v in cfg.headers.items()}
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
-            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers,
-                                                                      timeout=timeout))
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=headers, timeout=timeout,
+                transport=capped_http(cfg.max_result_bytes, self._over)))
             return streamable_http_client(cfg.url, http_client=http)
-        from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+        from mcp.client.stdio import get_default_environment
 
         env = {**get_default_environment(),
                **{k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}}
-        params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=env,
-                                       cwd=cfg.cwd)
-        return stdio_client(params)
+        return capped_stdio(cfg.command or "", list(cfg.args), env, cfg.cwd,
+                            cfg.max_result_bytes, self._over)
+
+    def _over(self) -> None:
+        """The server sent a message over ``max_result_bytes``: the request waiting fails."""
+        self._oversized = True
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server lists (all pages)."""
@@ -215,28 +223,45 @@ class Upstream:
         return await self._list("prompts", "prompts")
 
     async def _list(self, what: str, field: str) -> list[Any]:
-        """Every item of one listing (all pages, at most 100), each page bounded; nothing
-        when the server does not offer that capability."""
+        """The items of one listing, bounded by ``max_list_pages`` pages, ``max_tools`` items
+        and ``list_timeout_s`` in all (each page also by ``call_timeout_s``): what was listed
+        within the bounds is kept, and what was cut is said in ``cut[what]``; nothing when the
+        server does not offer that capability."""
         client = await self.client()
         capability = {"resources": "resources", "resource_templates": "resources",
                       "prompts": "prompts"}.get(what)
         if capability and getattr(client.server_capabilities, capability, None) is None:
             return []
+        cfg, noun = self.config, what.replace("_", " ")
         items: list[Any] = []
         cursor: str | None = None
+        self.cut.pop(what, None)
         try:
-            for _ in range(100):
-                with anyio.fail_after(self.config.call_timeout_s):
-                    page = await getattr(client, f"list_{what}")(cursor=cursor,
-                                                                 cache_mode="refresh")
-                items += getattr(page, field)
-                cursor = page.next_cursor
-                if cursor is None:
-                    return items
+            with anyio.move_on_after(cfg.list_timeout_s) as listing:
+                for _ in range(cfg.max_list_pages):
+                    with anyio.fail_after(cfg.call_timeout_s):
+                        page = await getattr(client, f"list_{what}")(cursor=cursor,
+                                                                     cache_mode="refresh")
+                    items += getattr(page, field)
+                    cursor = page.next_cursor
+                    if len(items) > cfg.max_tools:
+                        self.cut[what] = (f"MCP server '{self.name}' lists more than "
+                                          f"{cfg.max_tools} {noun}; the first {cfg.max_tools} "
+                                          "are served (raise max_tools to serve more)")
+                        return items[:cfg.max_tools]
+                    if cursor is None:
+                        return items
         except Exception as exc:
             self._broken(exc)
-        raise UpstreamError(f"MCP server '{self.name}' lists more than 100 pages of "
-                            f"{what.replace('_', ' ')}")
+        if listing.cancelled_caught:
+            self.cut[what] = (f"MCP server '{self.name}' did not list all its {noun} within "
+                              f"{cfg.list_timeout_s:g} s; the {len(items)} listed are served "
+                              "(raise list_timeout_s to wait longer)")
+        else:
+            self.cut[what] = (f"MCP server '{self.name}' lists more than {cfg.max_list_pages} "
+                              f"pages of {noun}; the {len(items)} on them are served (raise "
+                              "max_list_pages to list more)")
+        return items
 
     async def call(self, name: str, arguments: dict[str, Any], progress: Any = None
                    ) -> types.CallToolResult:
@@ -263,6 +288,15 @@ class Upstream:
         from mcp.shared.exceptions import MCPError
 
         reason = _reason(exc)
+        if self._oversized:  # the server is up; it answered too much: reconnect at once
+            self._oversized = False
+            self.drop("answered over the size cap")
+            self._failures, self._retry_at, self._attempt = 0, 0.0, None
+            limit = self.config.max_result_bytes
+            raise UpstreamError(
+                f"MCP server '{self.name}' answered more than {limit} bytes, the cap on one "
+                f"message from it; raise max_result_bytes under [[mcp.servers]] name = "
+                f"\"{self.name}\" to accept more") from exc
         if isinstance(exc, TimeoutError):
             raise UpstreamError(f"MCP server '{self.name}' did not answer within "
                                 f"{self.config.call_timeout_s:g} s") from exc

@@ -1,0 +1,132 @@
+"""Transports to an upstream reading at most ``max_result_bytes`` of any one message (over
+HTTP, of the answer to one request): the SDK's own stdio reader keeps a line however long it
+grows, so a server answering 64 MiB had all of it read, parsed and passed on. A message over the
+cap ends the connection (what was read of it is dropped at once); the call waiting on it gets
+an error naming the cap and how to raise it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import anyio
+import anyio.abc
+
+__all__ = ["capped_stdio"]
+
+
+@asynccontextmanager
+async def capped_stdio(command: str, args: list[str], env: dict[str, str], cwd: Any,
+                       limit: int, over: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+    """Run ``command`` and speak MCP with it over stdio (newline-delimited JSON-RPC); ``over()``
+    is called when it sends a message longer than ``limit`` bytes, then the connection ends."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    process = await anyio.open_process([command, *args], env=env, cwd=cwd, stderr=None)
+    reads_in, reads = anyio.create_memory_object_stream[Any](0)
+    writes, writes_out = anyio.create_memory_object_stream[Any](0)
+
+    def parse(line: bytes) -> Any:
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line,
+                                                                              by_name=False))
+        except ValueError as exc:
+            return exc
+
+    async def reader() -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        async with reads_in:
+            try:
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    while (end := buffer.find(b"\n")) >= 0:
+                        line = bytes(buffer[:end])
+                        del buffer[:end + 1]
+                        if len(line) > limit:
+                            over()
+                            return
+                        if line.strip():
+                            await reads_in.send(parse(line))
+                    if len(buffer) > limit:
+                        over()  # a message still growing past the cap: read no more of it
+                        return
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                return
+
+    async def writer() -> None:
+        assert process.stdin is not None
+        async with writes_out:
+            try:
+                async for message in writes_out:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send((data + "\n").encode())
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                await reads_in.aclose()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(reader)
+        group.start_soon(writer)
+        try:
+            yield reads, writes
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
+                for stream in (reads, writes, reads_in, writes_out):
+                    await stream.aclose()
+            group.cancel_scope.cancel()
+
+
+async def _stop(process: anyio.abc.Process) -> None:
+    """Close its stdin and give it two seconds to exit, then terminate it, then kill it; then
+    release its pipes."""
+    if process.stdin is not None:
+        await process.stdin.aclose()
+    for signal_it in (None, process.terminate, process.kill):
+        if signal_it is not None and process.returncode is None:
+            with suppress(ProcessLookupError):
+                signal_it()
+        with anyio.move_on_after(2):
+            await process.wait()
+            break
+    await process.aclose()
+
+
+def capped_http(limit: int, over: Callable[[], None]) -> Any:
+    """An httpx transport whose POST responses (the answers to our requests: a result, a
+    page) end with an error past ``limit`` bytes, ``over()`` called first. The standalone GET
+    stream of notifications is not capped as a whole."""
+    import httpx2
+
+    class Capped(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            async for chunk in self.inner:
+                seen += len(chunk)
+                if seen > limit:
+                    over()
+                    raise httpx2.ReadError(f"the answer is over {limit} bytes")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class Transport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self.inner.handle_async_request(request)
+            if request.method == "POST":
+                response.stream = Capped(response.stream)
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return Transport()

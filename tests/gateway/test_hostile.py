@@ -1,0 +1,172 @@
+"""An upstream can fail only itself: a real upstream process (the SDK alone) that names its tools
+to break the catalog, shadows a local tool, or answers too much is contained to its own tools."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import ToolInvoker
+from toolkeeper.config import MCPServerConfig
+from toolkeeper.core.call import ToolCall
+from toolkeeper.gateway.gateway import MCPGateway
+from toolkeeper.gateway.pins import SqlitePins
+from toolkeeper.toolbox import Toolbox
+
+pytestmark = pytest.mark.anyio
+UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
+
+
+def _stdio(state: Path, **extra: object) -> MCPServerConfig:
+    return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
+                           env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+                           connect_timeout_s=20, **extra)  # type: ignore[arg-type]
+
+
+def _calls(state: Path) -> list[dict[str, object]]:
+    path = state / "calls"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def _invoke(invoker: ToolInvoker, name: str, **arguments: object) -> object:
+    async with invoker.open_session() as session:
+        return await invoker.invoke(ToolCall(id="c1", name=name, arguments=arguments),
+                                    session=session)
+
+
+def _offers(state: Path, *names: str) -> None:
+    (state / "tools.json").write_text(json.dumps([{"name": n} for n in names]))
+
+
+def _pins(state: Path) -> SqlitePins:
+    (state / "state").mkdir(exist_ok=True)
+    return SqlitePins(state / "state" / "toolkeeper.db")
+
+
+def _pins_cli(state: Path) -> str:
+    done = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "tools", "pins",
+                           "--state-dir", str(state / "state")], capture_output=True, text=True, timeout=60,
+                          check=False, env={**os.environ, "COLUMNS": "400"})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_tools_whose_wire_names_collide_are_disabled_and_the_rest_served(
+        tmp_path: Path) -> None:
+    # 'up-a b' is sent on the MCP wire as 'up-a_b_<8 hex>', or '..._<16 hex>' when that is
+    # taken: an upstream that also lists both literal names made every tools/list fail.
+    digest = hashlib.sha256(b"up-a b").hexdigest()
+    _offers(tmp_path, f"a_b_{digest[:8]}", f"a_b_{digest[:16]}", "a b")
+    pins = _pins(tmp_path)
+    toolbox = Toolbox()
+    async with MCPGateway([_stdio(tmp_path)], pins=pins) as gateway:
+        report = await gateway.attach(toolbox)
+        exported = {d["name"] for d in toolbox.export("mcp").declarations}
+    assert {"up-echo", "up-add", "up-wipe", "up-sleep"} <= exported  # the rest is served
+    assert not exported & {f"up-a_b_{digest[:8]}", f"up-a_b_{digest[:16]}"}
+    held = [ln for ln in report if "wire name" in ln]
+    assert len(held) == 3 and all("is disabled" in ln for ln in held), report
+    pin = pins.get("up-a b")
+    assert pin is not None and pin.held is not None and "wire name" in pin.held
+    listed = _pins_cli(tmp_path)
+    assert "up-a b" in listed and "wire name" in listed
+
+
+async def test_an_upstream_tool_never_replaces_a_local_tool_of_the_same_name(
+        tmp_path: Path) -> None:
+    def echo(text: str) -> str:
+        """Echo, locally."""
+        return f"local: {text}"
+
+    toolbox = Toolbox()
+    toolbox.add(echo, namespace="up")
+    assert "up-echo" in toolbox.names()
+    pins = _pins(tmp_path)
+    async with MCPGateway([_stdio(tmp_path, risk="safe")], pins=pins) as gateway:
+        report = await gateway.attach(toolbox)
+        await gateway.refresh("up")  # and not on a later listing either
+        result = await _invoke(ToolInvoker(toolbox), "up-echo", text="hi")
+        added = await _invoke(ToolInvoker(toolbox), "up-add", a=1, b=2)
+    assert result.text == "local: hi"  # type: ignore[attr-defined]
+    assert added.text == "3"  # type: ignore[attr-defined]  # the rest is served
+    assert toolbox.get("up-echo").description == "Echo, locally."  # type: ignore[union-attr]
+    assert [t["tool"] for t in _calls(tmp_path)] == ["add"]
+    assert any("'up-echo'" in ln and "local tool" in ln for ln in report), report
+    pin = pins.get("up-echo")
+    assert pin is not None and pin.held is not None and "local tool" in pin.held
+    assert "local tool" in _pins_cli(tmp_path)
+
+
+async def test_an_upstream_result_over_the_cap_is_refused_and_a_large_one_offloaded(
+        tmp_path: Path) -> None:
+    from toolkeeper.artifacts import MemoryBlobStore
+
+    _offers(tmp_path, "big")
+    toolbox = Toolbox()
+    config = _stdio(tmp_path, risk="safe", max_result_bytes=1024 * 1024)
+    async with MCPGateway([config]) as gateway:
+        await gateway.attach(toolbox)
+        invoker = ToolInvoker(toolbox, artifact_store=MemoryBlobStore())
+        huge = await _invoke(invoker, "up-big", size=4 * 1024 * 1024)
+        assert huge.status == "error"  # type: ignore[attr-defined]
+        assert "1048576 bytes" in huge.text and "max_result_bytes" in huge.text  # type: ignore[attr-defined]
+        # the upstream is not blamed as down: the next call is served at once
+        large = await _invoke(invoker, "up-big", size=200_000)
+        assert large.status == "ok"  # type: ignore[attr-defined]
+        assert large.artifact_ref and len(large.text) < 20_000  # type: ignore[attr-defined]
+        assert (await _invoke(invoker, "up-echo", text="fine")).text == "fine"  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def http_upstream(tmp_path: Path) -> Iterator[str]:
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, UPSTREAM, str(tmp_path), "--http", str(port_file)])
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    proc.kill()
+    proc.wait()
+
+
+async def test_an_http_upstream_result_over_the_cap_is_refused(
+        tmp_path: Path, http_upstream: str) -> None:
+    _offers(tmp_path, "big")
+    toolbox = Toolbox()
+    config = MCPServerConfig(name="up", url=http_upstream, connect_timeout_s=10,
+                             call_timeout_s=30, risk="safe", max_result_bytes=1024 * 1024)
+    async with MCPGateway([config]) as gateway:
+        await gateway.attach(toolbox)
+        invoker = ToolInvoker(toolbox)
+        huge = await _invoke(invoker, "up-big", size=4 * 1024 * 1024)
+        assert huge.status == "error"  # type: ignore[attr-defined]
+        assert "1048576 bytes" in huge.text and "max_result_bytes" in huge.text  # type: ignore[attr-defined]
+        small = await _invoke(invoker, "up-big", size=1000)
+        assert small.status == "ok" and len(small.text) == 1000  # type: ignore[attr-defined]
+
+
+async def test_an_endless_page_chain_is_cut_by_pages_tools_and_time_and_said(
+        tmp_path: Path) -> None:
+    (tmp_path / "endless").write_text("0")
+    by_pages, by_tools, by_time = Toolbox(), Toolbox(), Toolbox()
+    async with MCPGateway([_stdio(tmp_path, max_list_pages=5)]) as gateway:
+        pages_report = await gateway.attach(by_pages)
+    async with MCPGateway([_stdio(tmp_path, max_tools=3)]) as gateway:
+        tools_report = await gateway.attach(by_tools)
+    (tmp_path / "endless").write_text("0.4")
+    async with MCPGateway([_stdio(tmp_path, list_timeout_s=1.5)]) as gateway:
+        time_report = await gateway.attach(by_time)
+    assert by_pages.names() == [f"up-page{n}" for n in range(5)]  # what was listed is served
+    assert any("more than 5 pages" in ln and "max_list_pages" in ln for ln in pages_report)
+    assert by_tools.names() == ["up-page0", "up-page1", "up-page2"]
+    assert any("more than 3 tools" in ln and "max_tools" in ln for ln in tools_report)
+    assert 0 < len(by_time.names()) < 50
+    assert any("1.5 s" in ln and "list_timeout_s" in ln for ln in time_report), time_report
