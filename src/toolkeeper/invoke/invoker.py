@@ -25,6 +25,7 @@ from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
 from ..tools.threads import on_asyncio
 from .audit import AuditEntry, AuditLog
+from .bounds import bounded_call
 from .builder import default_gates, with_extra_gates
 from .gates import execute
 from .policy import ChainPolicy
@@ -140,7 +141,9 @@ class ToolInvoker:
                              "invoker.open_session()")
         if not on_asyncio():
             raise UsageError(ASYNCIO_ONLY)
-        # A malformed call takes the chain that ends at the lookup, which reports its problem.
+        # A malformed call (arguments past the door's bounds included: they would not fit the
+        # audit log) takes the chain that ends at the lookup, which reports its problem.
+        call = bounded_call(call, session.policy)
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
         if tool is not None and session.tools is not None and call.name not in session.tools:
             tool = None  # known, but not this session's: the lookup gate refuses it
