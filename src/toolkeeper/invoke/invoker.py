@@ -120,7 +120,8 @@ class ToolInvoker:
                      trace_limit: int | None = None, policy: ChainPolicy | None = None,
                      caller: Caller = LIBRARY) -> InvokerSession:
         """A new session: its own budget, trace and pins. Use it with ``async with``.
-        ``trace_limit`` keeps only the last N trace records (for long-lived sessions);
+        ``trace_limit`` keeps only the last N trace records (``DEFAULT_TRACE_LIMIT``, 10,000,
+        unless given; ``session.trace_dropped`` counts the older ones it let go);
         ``policy`` gives it limits of its own instead of the invoker's (a code-mode run's);
         ``caller`` says who makes its calls (the MCP server's client, …)."""
         return InvokerSession(self, session_id=session_id, chain=chain, trace_limit=trace_limit,
