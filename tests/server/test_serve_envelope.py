@@ -7,6 +7,7 @@ notifications and the official client are served as before."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +20,16 @@ from .test_serve_exchange import HEADERS, TOOLS, _legacy
 pytestmark = pytest.mark.anyio
 
 
+DATABASES: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp_path: Path = tmp_path_factory.mktemp("envelope")
     module = tmp_path / "things.py"
     module.write_text(TOOLS)
     proc, address = _start(tmp_path, tools=str(module))
+    DATABASES[address] = tmp_path / "state" / "toolkeeper.db"
     yield address
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=20)
@@ -98,3 +103,18 @@ async def test_the_official_client_still_works(url: str) -> None:
         right = await client.call_tool("add", {"a": 2, "b": 40})
     assert "add" in names
     assert right.structured_content == {"result": 42}
+
+
+def test_arguments_nesting_900_levels_are_refused_and_recorded(url: str) -> None:
+    nested = "1"
+    for _ in range(900):
+        nested = f"[{nested}]"
+    body = ('{"jsonrpc": "2.0", "id": "deep", "method": "tools/call", "params": {"name": "add", '
+            f'"arguments": {{"a": 1, "b": 2, "pad": {nested}}}}}}}').encode()
+    answer = _raw(url, body)
+    result = answer.json()["result"]
+    assert result["isError"] and "max_argument_depth" in result["content"][0]["text"]
+    with sqlite3.connect(DATABASES[url]) as db:
+        rows = db.execute("SELECT status, arguments FROM audit WHERE tool = 'add' AND "
+                          "error_code = 'invalid_arguments'").fetchall()
+    assert len(rows) == 1 and rows[0][0] == "error" and "max_argument_depth" in rows[0][1]
