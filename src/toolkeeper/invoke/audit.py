@@ -9,7 +9,7 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -107,7 +107,9 @@ Waiter = Done | Callable[[BaseException | None], None]
 
 
 def _row(entry: AuditEntry) -> dict[str, object]:
-    row = asdict(entry)
+    # Shallow: ``asdict`` would copy the arguments level by level (and overflow the stack on
+    # a deep nesting) only for them to be replaced by their JSON.
+    row: dict[str, object] = {f.name: getattr(entry, f.name) for f in fields(entry)}
     row["arguments"] = json.dumps(redact_arguments(entry.arguments), default=str,
                                   ensure_ascii=False)
     return row

@@ -25,6 +25,7 @@ from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
 from ..tools.threads import on_asyncio
 from .audit import AuditEntry, AuditLog
+from .bounds import bounded_call
 from .builder import default_gates, with_extra_gates
 from .gates import execute
 from .policy import ChainPolicy
@@ -119,7 +120,8 @@ class ToolInvoker:
                      trace_limit: int | None = None, policy: ChainPolicy | None = None,
                      caller: Caller = LIBRARY) -> InvokerSession:
         """A new session: its own budget, trace and pins. Use it with ``async with``.
-        ``trace_limit`` keeps only the last N trace records (for long-lived sessions);
+        ``trace_limit`` keeps only the last N trace records (``DEFAULT_TRACE_LIMIT``, 10,000,
+        unless given; ``session.trace_dropped`` counts the older ones it let go);
         ``policy`` gives it limits of its own instead of the invoker's (a code-mode run's);
         ``caller`` says who makes its calls (the MCP server's client, …)."""
         return InvokerSession(self, session_id=session_id, chain=chain, trace_limit=trace_limit,
@@ -140,7 +142,9 @@ class ToolInvoker:
                              "invoker.open_session()")
         if not on_asyncio():
             raise UsageError(ASYNCIO_ONLY)
-        # A malformed call takes the chain that ends at the lookup, which reports its problem.
+        # A malformed call (arguments past the door's bounds included: they would not fit the
+        # audit log) takes the chain that ends at the lookup, which reports its problem.
+        call = bounded_call(call, session.policy)
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
         if tool is not None and session.tools is not None and call.name not in session.tools:
             tool = None  # known, but not this session's: the lookup gate refuses it

@@ -47,6 +47,12 @@ class ChainPolicy(BaseModel):
     max_result_size: int | None = Field(default=None, gt=0)
     """Truncate result text longer than this (characters) when no artifact store is configured."""
     truncation: Literal["head", "head_tail"] = "head_tail"
+    max_argument_depth: int = Field(default=64, ge=1)
+    """How deep a call's arguments may nest (objects and arrays, the arguments object being
+    level 1); a call past it is refused (``invalid_arguments``) before anything runs."""
+    max_argument_items: int = Field(default=100_000, ge=1)
+    """How many values (objects, arrays and scalars) a call's arguments may hold; past it, the
+    call is refused the same way."""
 
     def __init__(self, **data: object) -> None:
         try:

@@ -10,14 +10,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..core.context import LIBRARY, Caller
-from ..errors import BudgetExceededError
+from ..errors import BudgetExceededError, UsageError
 from .results import ChainCallRecord
 
 if TYPE_CHECKING:
     from .invoker import ToolInvoker
     from .policy import ChainPolicy
 
-__all__ = ["InvokerSession"]
+__all__ = ["DEFAULT_TRACE_LIMIT", "InvokerSession"]
+
+DEFAULT_TRACE_LIMIT = 10_000
+"""The trace records a session keeps in memory unless told otherwise: the last ones; the
+session counts those it dropped (``trace_dropped``), and the audit log keeps every call."""
 
 
 class InvokerSession:
@@ -50,9 +54,13 @@ class InvokerSession:
         self._call_count = 0
         self._per_tool: dict[str, int] = {}
         self._per_namespace: dict[str, int] = {}
-        self._trace: deque[ChainCallRecord] = deque(maxlen=trace_limit)
-        """The last ``trace_limit`` records (all of them by default; a long-lived server's
-        sessions keep a bounded window, the audit log keeps everything)."""
+        if trace_limit is not None and trace_limit < 1:
+            raise UsageError(f"trace_limit must be at least 1, got {trace_limit}")
+        self.trace_limit: int = trace_limit or DEFAULT_TRACE_LIMIT
+        """How many trace records this session keeps in memory (the last ones):
+        ``DEFAULT_TRACE_LIMIT`` unless given. The audit log keeps everything."""
+        self._trace: deque[ChainCallRecord] = deque(maxlen=self.trace_limit)
+        self._dropped = 0
         self._pinned: list[str] = []
         self._pin_owner = f"{self.id}#{secrets.token_urlsafe(9)}"
         """Whom the store records the pins for: private to this object, since two sessions
@@ -81,7 +89,14 @@ class InvokerSession:
 
     @property
     def trace(self) -> tuple[ChainCallRecord, ...]:
+        """The last ``trace_limit`` records, oldest first."""
         return tuple(self._trace)
+
+    @property
+    def trace_dropped(self) -> int:
+        """How many records, oldest first, left the trace to keep it within ``trace_limit``
+        (``trace_dropped + len(trace)`` calls were recorded in all)."""
+        return self._dropped
 
     @property
     def pinned_refs(self) -> tuple[str, ...]:
@@ -119,6 +134,8 @@ class InvokerSession:
 
     def record(self, record: ChainCallRecord) -> None:
         with self._lock:
+            if len(self._trace) == self.trace_limit:
+                self._dropped += 1
             self._trace.append(record)
 
     @property

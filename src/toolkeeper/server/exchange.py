@@ -11,10 +11,16 @@ SDK's 2026-07-28 entry does. The answer is one JSON body unless the handler send
 before it ends (progress, a log line): then the response becomes an event stream carrying
 those notifications and then the result — what the SDK's event-stream answer carries.
 
+Before that, every POST the SDK would not refuse (Accept, Content-Type, Host, Origin, size)
+has its JSON-RPC envelope checked here, whatever its method or wire: a body that is not JSON is
+answered -32700 and one that is not a request, a notification or a response -32600 (Invalid
+Request), in one short message with ``id`` null unless the id is a valid one — where the SDK
+answered -32602 with a validation dump, and took a request with an invalid id for a
+notification.
+
 Everything else — another method, a batch, a notification, a 2026-07-28 request (the SDK's
-own single-exchange entry), a request the SDK would refuse (Accept, Content-Type, Host,
-Origin, size), any request on an event loop other than asyncio — goes to the SDK app
-unchanged, with the body replayed when it was read.
+own single-exchange entry), a request the SDK refuses, any request on an event loop other than
+asyncio — goes to the SDK app unchanged, with the body replayed when it was read.
 """
 
 from __future__ import annotations
@@ -111,7 +117,7 @@ class _Answer:
             await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n",
                              "more_body": True})
 
-    async def finish(self, message: dict[str, Any]) -> None:
+    async def finish(self, message: dict[str, Any], status: int = 200) -> None:
         if self.closed:
             return
         self.closed = True
@@ -120,7 +126,7 @@ class _Answer:
                              "more_body": False})
             return
         body = _dumps(message)
-        await self.send({"type": "http.response.start", "status": 200, "headers": [
+        await self.send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode())]})
         await self.send({"type": "http.response.body", "body": body})
@@ -159,21 +165,29 @@ class SingleExchange:
         headers = dict(scope.get("headers", ()))
         version = headers.get(b"mcp-protocol-version")
         accept = headers.get(b"accept", b"")
-        if ((version is not None and version.decode("latin-1") not in self.versions)
-                or b"mcp-session-id" in headers
-                or b"application/json" not in accept or b"text/event-stream" not in accept
+        if (b"application/json" not in accept or b"text/event-stream" not in accept
                 or int(headers.get(b"content-length", b"0") or b"0") > self.max_body_bytes):
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send)  # the SDK refuses it (406, 413)
             return
         body, more = await _read(receive, self.max_body_bytes)
-        request = _single_request(body) if not more else None
-        if request is None:
+        if more:
             await self.app(scope, _replay(body, more, receive), send)
             return
         from starlette.requests import Request
 
         http = Request(scope, _replay(body, False, receive))
         if await self.security.validate_request(http, is_post=True) is not None:
+            await self.app(scope, _replay(body, False, receive), send)  # 415, 421, 403
+            return
+        # Every method's envelope is checked here, once, as JSON-RPC 2.0 says.
+        decoded, refusal = envelope(body)
+        if refusal is not None:
+            await _Answer(send).finish(refusal, status=400)
+            return
+        request = _single_request(decoded) if (
+            (version is None or version.decode("latin-1") in self.versions)
+            and b"mcp-session-id" not in headers) else None
+        if request is None:
             await self.app(scope, _replay(body, False, receive), send)
             return
         await self._serve(request, http, version.decode("latin-1") if version else None,
@@ -311,12 +325,57 @@ def _replay(body: bytes, more: bool, receive: Any) -> Any:
     return replay
 
 
-def _single_request(body: bytes) -> dict[str, Any] | None:
-    """The body as one JSON-RPC request this path answers, else ``None``."""
+def _refusal(code: int, message: str, ident: object = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
+
+
+def _valid_id(ident: object) -> bool:
+    """An id as MCP has it: a string or a whole number (never null, a bool, a fraction)."""
+    return isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool))
+
+
+def _message_problem(message: object) -> str | None:
+    """What makes ``message`` no JSON-RPC 2.0 request, notification or response, or ``None``."""
+    if not isinstance(message, dict):
+        return "a JSON-RPC message is an object"
+    if message.get("jsonrpc") != "2.0":
+        return 'the "jsonrpc" member must be exactly "2.0"'
+    if "id" in message and not _valid_id(message["id"]):
+        return '"id" must be a string or an integer'
+    if "method" not in message:
+        if "id" in message and ("result" in message) != ("error" in message):
+            return None  # a response (to a request the server made)
+        return 'a request needs a "method" (a response, a "result" or an "error")'
+    if not isinstance(message["method"], str):
+        return '"method" must be a string'
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict | list):
+        return '"params" must be an object'  # (an array is JSON-RPC's: the method refuses it)
+    return None
+
+
+def envelope(body: bytes) -> tuple[object, dict[str, Any] | None]:
+    """The body decoded, and the JSON-RPC error that answers it when its envelope is not a
+    request, a notification or a response (or a batch of them): -32700 for a body that is not
+    JSON, -32600 otherwise, one short message, the id echoed only when it is a valid one."""
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError):
-        return None
+        return None, _refusal(-32700, "Parse error: the body is not JSON")
+    messages = decoded if isinstance(decoded, list) else [decoded]
+    if not messages:
+        return decoded, _refusal(-32600, "Invalid Request: an empty batch")
+    for message in messages:
+        problem = _message_problem(message)
+        if problem is not None:
+            ident = message.get("id") if isinstance(message, dict) else None
+            return decoded, _refusal(-32600, f"Invalid Request: {problem}",
+                                     ident if _valid_id(ident) else None)
+    return decoded, None
+
+
+def _single_request(decoded: object) -> dict[str, Any] | None:
+    """The decoded body as one JSON-RPC request this path answers, else ``None``."""
     if (not isinstance(decoded, dict) or decoded.get("jsonrpc") != "2.0"
             or decoded.get("method") not in METHODS):
         return None

@@ -8,12 +8,21 @@ catalog's error.
 from __future__ import annotations
 
 from ...core.spec import ToolLike
-from ...errors import MalformedCallError, PolicyViolationError, UnknownToolError
+from ...errors import (
+    InvalidArgumentsError,
+    MalformedCallError,
+    PolicyViolationError,
+    ToolCallError,
+    UnknownToolError,
+)
 from ...toolbox.catalog import CatalogBase
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
 __all__ = ["LookupGate"]
+
+_PROBLEMS: dict[str, type[ToolCallError]] = {
+    "unknown_tool": UnknownToolError, "invalid_arguments": InvalidArgumentsError}
 
 
 class LookupGate(Gate):
@@ -29,8 +38,8 @@ class LookupGate(Gate):
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         problem = inv.call.problem
         if problem is not None:
-            cls = UnknownToolError if problem.code == "unknown_tool" else MalformedCallError
-            raise cls(problem.message, tool_name=inv.call.name or None)
+            raise _PROBLEMS.get(problem.code, MalformedCallError)(
+                problem.message, tool_name=inv.call.name or None)
         if inv.tool is None:
             name, allowed = inv.call.name, inv.session.tools
             if allowed is not None and name not in allowed and self.catalog.get(name):

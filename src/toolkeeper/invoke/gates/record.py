@@ -4,10 +4,12 @@ included) the session's trace, the audit log and TOOL_END after."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import anyio
 
-from ...errors import CallCancelledError
+from ...approval.models import args_digest
+from ...errors import CallCancelledError, InvalidArgumentsError
 from ...hooks import HookEvent, HookManager
 from ..audit import AuditEntry, AuditLog, WritesAsync
 from ..results import ChainCallRecord, InvocationResult
@@ -38,6 +40,12 @@ class RecordGate(Gate):
         if hooks is not None and hooks.has(HookEvent.TOOL_START):
             await hooks.dispatch(HookEvent.TOOL_START, {
                 "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id})
+        digest: str | None = None
+        if self.audit is not None:  # what the audit row will hold, before anything runs
+            try:
+                digest = args_digest(inv.call.arguments)
+            except Exception as exc:  # whatever stops the digest stops the call
+                return await self._unrecordable(inv, exc, started)
         result: InvocationResult | None = None
         try:
             result = await call_next(inv)
@@ -47,16 +55,29 @@ class RecordGate(Gate):
                 result = result_for(inv, CallCancelledError(
                     f"the call to '{inv.call.name}' was cancelled", tool_name=inv.call.name))
                 with anyio.CancelScope(shield=True):
-                    await self._record(inv, result, started)
+                    await self._record(inv, result, started, digest)
             else:
-                await self._record(inv, result, started)
+                await self._record(inv, result, started, digest)
 
-    async def _record(self, inv: Invocation, result: InvocationResult, started: float) -> None:
+    async def _unrecordable(self, inv: Invocation, exc: BaseException, started: float
+                            ) -> InvocationResult:
+        """Refuse a call whose arguments the audit log could not hold: it does not run (fail
+        closed), and its row holds a stand-in for them."""
+        message = (f"the arguments of '{inv.call.name}' cannot be recorded in the audit log "
+                   f"({type(exc).__name__}); send plain JSON values")
+        result = InvocationResult.failed("error", message, InvalidArgumentsError.code,
+                                         **inv.envelope())
+        call = replace(inv.call, arguments={"$refused": message}, raw_arguments=None)
+        await self._record(inv._replace(call=call, arguments=call.arguments), result, started)
+        return result
+
+    async def _record(self, inv: Invocation, result: InvocationResult, started: float,
+                      digest: str | None = None) -> None:
         duration = (time.perf_counter() - started) * 1000
         status = "timeout" if result.error_code == "timeout" else result.status
         record = ChainCallRecord(tool=inv.call.name, call_id=inv.call.id, status=status,
                                  duration_ms=round(duration, 3), error_code=result.error_code,
-                                 arguments=inv.call.arguments)
+                                 args_digest=digest, arguments=inv.call.arguments)
         inv.session.record(record)
         if self.audit is not None:
             trail = inv.approval or ApprovalTrail()
