@@ -16,30 +16,13 @@ import pytest
 
 from toolkeeper import ToolInvoker
 from toolkeeper.config import MCPServerConfig
-from toolkeeper.core.call import ToolCall
 from toolkeeper.gateway.gateway import MCPGateway
 from toolkeeper.gateway.pins import SqlitePins
 from toolkeeper.toolbox import Toolbox
 
+from .test_gateway import UPSTREAM, _calls, _invoke, _stdio
+
 pytestmark = pytest.mark.anyio
-UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
-
-
-def _stdio(state: Path, **extra: object) -> MCPServerConfig:
-    return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
-                           env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-                           connect_timeout_s=20, **extra)  # type: ignore[arg-type]
-
-
-def _calls(state: Path) -> list[dict[str, object]]:
-    path = state / "calls"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-async def _invoke(invoker: ToolInvoker, name: str, **arguments: object) -> object:
-    async with invoker.open_session() as session:
-        return await invoker.invoke(ToolCall(id="c1", name=name, arguments=arguments),
-                                    session=session)
 
 
 def _offers(state: Path, *names: str) -> None:
