@@ -49,7 +49,7 @@ def serve(kind: str, transport: str, port: int) -> None:
             app.run(transport="http", host="127.0.0.1", port=port, show_banner=False,
                     stateless_http=True, log_level="warning")
         return
-    server = _toolkeeper() if kind == "toolkeeper" else _bare()
+    server = _toolkeeper() if kind == "toolkeeper" else bare_server()
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
@@ -80,7 +80,8 @@ def _toolkeeper() -> Any:
                                                              total_timeout_s=10.0**9)))
 
 
-def _bare() -> Any:
+def bare_server() -> Any:
+    """The official SDK's low-level Server offering ``add`` (bench_serve.py serves it too)."""
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_mcp import bare_server  # the same SDK server, run by this script too
+
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "bench_serve.lua"
 SERVERS = ("toolkeeper serve", "bare SDK (SSE)", "bare SDK (JSON)", "FastMCP", "raw Starlette")
@@ -74,30 +76,9 @@ def serve(kind: str, port: int) -> None:
         mcp.run(transport="http", host="127.0.0.1", port=port, show_banner=False,
                 stateless_http=True, log_level="warning")
         return
-    app = _raw() if kind == "raw Starlette" else _bare().streamable_http_app(
+    app = _raw() if kind == "raw Starlette" else bare_server().streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=kind.endswith("(JSON)"))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-
-
-def _bare() -> Any:
-    import mcp_types as types
-    from mcp.server.lowlevel.server import Server
-
-    tool = types.Tool(name="add", description="Add two integers.", input_schema={
-        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"]}, output_schema={
-        "type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]})
-
-    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
-
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        args = params.arguments or {}
-        total = args["a"] + args["b"]
-        return types.CallToolResult(content=[types.TextContent(text=str(total))],
-                                    structured_content={"result": total})
-
-    return Server("bench", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def _raw() -> Any:
