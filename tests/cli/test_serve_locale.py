@@ -4,7 +4,6 @@ the official MCP client listing its tools."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -12,13 +11,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from toolkeeper.config import all_tools_with_runtime, load_config
 from toolkeeper.i18n import PACKAGE_DIR
 from toolkeeper.i18n.localize import description_key
 
-from ..server.test_serve import TOKEN, _client, _remember
+from ..server.test_serve import TOKEN, _client, _started
 
 LOCALE_VARIABLES = ("TOOLKEEPER_LOCALE", "LANG", "LC_ALL", "LANGUAGE")
 
@@ -37,14 +34,7 @@ async def _served(tmp_path: Path, *args: str, env: dict[str, str]) -> dict[str, 
          str(state), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=environ, cwd=tmp_path)
     try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        if not line.startswith("toolkeeper serving on "):
-            proc.kill()
-            pytest.fail(f"serve did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-        url = line.split()[3]
-        _remember(url, state)
+        url = _started(proc, state)
         async with _client(url) as client:
             return {t.name: t for t in (await client.list_tools()).tools}
     finally:

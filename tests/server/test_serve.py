@@ -34,6 +34,12 @@ def _start(tmp_path: Path, *args: str, token: str | None = TOKEN, tools: str = E
         [sys.executable, "-m", "toolkeeper.cli", "serve", tools, "--no-builtins", "--port", "0",
          "--state-dir", str(tmp_path / state), "--approval-wait", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    return proc, _started(proc, tmp_path / state)
+
+
+def _started(proc: subprocess.Popen[str], state_dir: Path) -> str:
+    """The URL a starting ``toolkeeper serve`` prints (within 60 s, else the test fails);
+    its client token is remembered in ``CLIENT_TOKENS``."""
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 60)
     line = proc.stdout.readline() if ready else ""
@@ -41,8 +47,8 @@ def _start(tmp_path: Path, *args: str, token: str | None = TOKEN, tools: str = E
         proc.kill()
         pytest.fail(f"serve did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
     url = line.split()[3]
-    _remember(url, tmp_path / state)
-    return proc, url
+    _remember(url, state_dir)
+    return url
 
 
 CLIENT_TOKENS: dict[str, str] = {}
