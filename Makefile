@@ -85,6 +85,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_approval.py
 	$(BIN)/python benchmarks/bench_stores.py
 	$(BIN)/python benchmarks/bench_serve.py
+	$(BIN)/python benchmarks/bench_list.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance
