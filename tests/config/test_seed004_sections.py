@@ -90,6 +90,20 @@ def decisions(path: Path) -> dict[str, Decision]:
     return {d.tool: d for d in explain(load_config(path))}
 
 
+def test_the_seeds_own_snippet_registers_the_tools_it_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """"With those set, browser/browser_open, http_request, web_fetch, and web_search_tool are
+    registered. Leave a section out (or set enabled = false) and the tool simply never
+    appears." """
+    snippet = SEED_004.split("[text_browser]")[0]
+    monkeypatch.setenv("BRAVE_API_KEY", "key")
+    names = {t.name for t in all_tools_with_runtime(load_config(write(tmp_path, snippet)))}
+    assert {"browser", "browser_open", "http_request", "web_fetch", "web_search_tool"} <= names
+    off = snippet.replace("[web_search]\nenabled = true", "[web_search]\nenabled = false")
+    left = {t.name for t in all_tools_with_runtime(load_config(write(tmp_path, off)))}
+    assert names - left == {"web_search_tool"}
+
+
 def test_every_section_seed_004_names_loads(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, SEED_004))
     assert config.browser.allowed_domains == ["docs.example.com"]

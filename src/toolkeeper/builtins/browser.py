@@ -16,6 +16,7 @@ Playwright, an optional dependency: ``pip install 'toolkeeper[browser]'``.
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import os
 from collections.abc import Awaitable, Callable
@@ -98,7 +99,7 @@ class _Traffic:
         if request.is_navigation_request() and request.frame.parent_frame is None:
             self.landed = str(done.url)
             if self.landed != request.url and b"<" in body:  # redirected: links resolve there
-                body = f'<base href="{self.landed}">'.encode() + body
+                body = f'<base href="{html.escape(self.landed)}">'.encode() + body
         await route.fulfill(status=done.response.status_code, body=body, headers={
             k: v for k, v in done.response.headers.items() if k.lower() not in _DROPPED})
 

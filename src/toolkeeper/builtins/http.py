@@ -91,7 +91,7 @@ def check_url(url: str, policy: SecurityPolicy) -> Target:
 
 
 def _resolve(host: str, parsed: httpx.URL, policy: SecurityPolicy) -> list[str]:
-    pinned = policy.hosts.get(host.lower().rstrip("."))
+    pinned = dict(policy.hosts).get(host.lower().rstrip("."))
     if pinned is not None:
         return [pinned]
     port = parsed.port or (443 if parsed.scheme == "https" else 80)

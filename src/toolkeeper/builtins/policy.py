@@ -7,6 +7,7 @@ to allow the thing.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -73,10 +74,17 @@ class SecurityPolicy(BaseModel):
     """Let http tools reach 127.0.0.1 and ::1 (for tests and local services only)."""
     allowed_domains_key: str = "security.allowed_domains"
     """The setting ``allowed_domains`` came from, named when a domain is refused."""
-    hosts: dict[str, str] = Field(default_factory=dict)
+    hosts: tuple[tuple[str, str], ...] = ()
     """Names pinned to addresses, like ``/etc/hosts``, for the web tools (the address rules
-    still apply to the pinned address)."""
+    still apply to the pinned address); a mapping is accepted."""
     allow_unconfined: bool = False
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _pairs(cls, value: object) -> object:
+        if isinstance(value, Mapping):
+            return tuple(sorted((str(k).lower().rstrip("."), str(v)) for k, v in value.items()))
+        return value
 
     @field_validator("workspace")
     @classmethod
