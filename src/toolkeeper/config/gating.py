@@ -146,6 +146,18 @@ def explain(config: ToolkeeperConfig) -> list[Decision]:
             *_autonomy_not_applied(config)]
 
 
+def _changed(policy: SecurityPolicy, **changes: object) -> SecurityPolicy:
+    """``policy`` with some rules changed, validated like the original."""
+    return SecurityPolicy.model_validate({**policy.model_dump(), **changes})
+
+
+def _text_browser_policy(policy: SecurityPolicy, config: ToolkeeperConfig) -> SecurityPolicy:
+    """``[text_browser] allowed_domains`` when given, else the fetch tools' allowlist."""
+    own = config.text_browser.allowed_domains
+    return _changed(policy, allowed_domains=own, allowed_domains_key="text_browser.allowed_domains"
+                    ) if own else policy
+
+
 def _family(family: Family, policy: SecurityPolicy, config: ToolkeeperConfig) -> list[Tool]:
     makers: dict[Family, Callable[[], list[Tool]]] = {
         "shell": lambda: [shell_tool(policy)],
@@ -161,16 +173,11 @@ def _family(family: Family, policy: SecurityPolicy, config: ToolkeeperConfig) ->
             api_key=config.web_search.api_key or os.environ.get("BRAVE_API_KEY", ""),
             base_url=config.web_search.base_url, max_results=config.web_search.max_results,
             timeout_s=config.web_search.timeout_secs)],
-        "text_browser": lambda: [text_browser_tool(policy.model_copy(update={
-            "allowed_domains": tuple(config.text_browser.allowed_domains)
-            or policy.allowed_domains, "allowed_domains_key": "text_browser.allowed_domains"
-            if config.text_browser.allowed_domains else policy.allowed_domains_key}))],
-        "browser": lambda: browser_tools(policy.model_copy(update={
-            "allowed_domains": tuple(config.browser.allowed_domains),
-            "allowed_domains_key": "browser.allowed_domains",
-            "hosts": dict(config.browser.hosts),
-            "allow_loopback_http": config.browser.allow_loopback,
-            "max_output_bytes": 10 << 20}),
+        "text_browser": lambda: [text_browser_tool(_text_browser_policy(policy, config))],
+        "browser": lambda: browser_tools(
+            _changed(policy, allowed_domains=config.browser.allowed_domains,
+                     allowed_domains_key="browser.allowed_domains", hosts=config.browser.hosts,
+                     allow_loopback_http=config.browser.allow_loopback),
             executable_path=config.browser.executable_path,
             timeout_s=config.browser.timeout_secs),
     }
