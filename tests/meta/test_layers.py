@@ -20,7 +20,7 @@ FLOORS = {
     "invoke": 3, "approval": 3,
     "builtins": 4, "config": 4, "sandbox": 4,
     "mcp": 5, "codemode": 5, "gateway": 5,
-    "cli": 6, "server": 6, "testing": 6,
+    "cli": 6, "server": 6, "testing": 6, "adapters": 6,
     "": 7, "__main__": 7,  # the package itself: the public surface, above everything
 }
 
