@@ -137,7 +137,8 @@ def _request(tool: BaseTool, arguments: Mapping[str, object], result: Invocation
     """What the interrupt carries: HumanInTheLoopMiddleware's request shape, and the stored
     request's id."""
     return {"action_requests": [{"name": tool.name, "args": dict(arguments),
-                                 "description": result.text}],
+                                 "description": f"'{tool.name}' needs a person's approval "
+                                 f"(request {result.approval_id}); nothing ran yet"}],
             "review_configs": [{"action_name": tool.name,
                                 "allowed_decisions": ["approve", "reject"]}],
             "approval_id": result.approval_id}
