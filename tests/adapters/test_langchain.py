@@ -116,3 +116,18 @@ def test_a_resume_value_that_is_not_a_decision_denies_and_says_what_to_send() ->
     assert decision_of(True) == (True, "")
     approved, message = decision_of({"type": "edit"})
     assert not approved and "resume with {'decisions': [{'type': 'approve'}]}" in message
+
+
+async def test_a_failing_tool_is_an_error_tool_message(tmp_path: Path) -> None:
+    governed = ToolkeeperTools(World(tmp_path / "state.db").invoker)
+    fetch = next(t for t in governed.tools if t.name == "fetch")
+    told = await fetch.ainvoke({"type": "tool_call", "id": "c1", "name": "fetch",
+                                "args": {"url": "http://x"}})
+    assert isinstance(told, ToolMessage) and told.status == "error"
+    assert told.tool_call_id == "c1" and "cannot reach http://x" in str(told.content)
+
+
+def test_a_synchronous_call_is_told_to_use_ainvoke(tmp_path: Path) -> None:
+    governed = ToolkeeperTools(World(tmp_path / "state.db").invoker)
+    add = next(t for t in governed.tools if t.name == "add")
+    assert "use ainvoke / astream" in str(add.invoke({"a": 1, "b": 2}))

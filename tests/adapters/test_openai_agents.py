@@ -131,3 +131,17 @@ async def test_decisions_made_on_toolkeepers_side_resume_the_run(tmp_path: Path)
     resumed = await Runner.run(ops, state)
     assert resumed.final_output == "done" and DELETED == ["/keep"]
     assert world.decisions() == {"/keep": ("done", "web:alice"), "/tmp/x": ("denied", "web:alice")}
+
+
+async def test_broken_arguments_and_a_failing_tool_are_error_outputs(tmp_path: Path) -> None:
+    world = World(tmp_path / "state.db")
+    governed = ToolkeeperTools(world.invoker)
+    broken = ResponseFunctionToolCall(type="function_call", id="fc_c1", call_id="c1",
+                                      name="add", arguments="{not json", status="completed")
+    model = ScriptedModel([[broken, call("c2", "fetch", {"url": "http://x"})], [say("ok")],
+                           [say("ok")]])
+    run = await Runner.run(Agent(name="a", model=model, tools=governed.tools), "go")
+    assert run.final_output == "ok"
+    told = outputs(model)
+    assert "not valid JSON" in told["c1"]
+    assert told["c2"].startswith("Error (tool_raised)") and "cannot reach http://x" in told["c2"]

@@ -13,7 +13,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -113,11 +112,12 @@ async def test_a_tool_that_fails_is_a_failed_result_and_the_run_goes_on(tmp_path
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
-            return ModelResponse(parts=[ToolCallPart("nope", {}, tool_call_id="c1")])
+            return ModelResponse(parts=[ToolCallPart("fetch", {"url": "http://x"},
+                                                     tool_call_id="c1")])
         last = messages[-1].parts[0]
-        assert isinstance(last, ToolReturnPart | RetryPromptPart)
+        assert isinstance(last, ToolReturnPart) and last.outcome == "failed"  # ToolFailed
         return ModelResponse(parts=[TextPart(str(last.content))])
 
-    governed = ToolkeeperToolset(world.invoker)
-    result = await Agent(FunctionModel(model), toolsets=[governed]).run("go")
-    assert "nope" in result.output
+    result = await Agent(FunctionModel(model), toolsets=[ToolkeeperToolset(world.invoker)]).run("go")
+    assert "cannot reach http://x" in result.output
+    assert [r.status for r in world.rows("fetch")] == ["error"]

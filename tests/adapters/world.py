@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkeeper import ToolInvoker, ToolRisk, tool
+from toolkeeper import ChainPolicy, ToolInvoker, ToolRisk, tool
 from toolkeeper.approval import PersistedApprovalHandler, SqliteApprovalStore
 from toolkeeper.invoke.audit import AuditEntry, SqliteAuditLog
 
@@ -26,6 +26,12 @@ def delete_file(path: str) -> str:
     return f"deleted {path}"
 
 
+@tool
+def fetch(url: str) -> str:
+    """Fetch a URL (always fails here)."""
+    raise ConnectionError(f"cannot reach {url}")
+
+
 @dataclass
 class World:
     """One process's objects over the same state file."""
@@ -33,12 +39,14 @@ class World:
     db: Path
     store: SqliteApprovalStore = field(init=False)
     audit: SqliteAuditLog = field(init=False)
+    policy: ChainPolicy = field(default_factory=lambda: ChainPolicy(approval_ttl_s=3600))
     invoker: ToolInvoker = field(init=False)
 
     def __post_init__(self) -> None:
         self.store = SqliteApprovalStore(self.db)
         self.audit = SqliteAuditLog(self.db)
-        self.invoker = ToolInvoker([add, delete_file], PersistedApprovalHandler(self.store),
+        self.invoker = ToolInvoker([add, delete_file, fetch],
+                                   PersistedApprovalHandler(self.store), policy=self.policy,
                                    audit=self.audit)
 
     def rows(self, tool: str) -> list[AuditEntry]:
