@@ -87,6 +87,7 @@ async def test_a_full_run_approves_one_risky_call_and_rejects_one_across_a_resta
                   for r in again.rows("delete_file")) == [
         ("/keep", "ok", "langgraph:user"), ("/keep", "pending", ""),
         ("/tmp/x", "denied", "langgraph:user"), ("/tmp/x", "pending", "")]
+    assert [r.status for r in again.rows("add")] == ["error", "ok"]  # each call ran once
 
 
 async def test_decisions_made_on_toolkeepers_side_resume_the_graph(tmp_path: Path) -> None:

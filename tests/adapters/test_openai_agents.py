@@ -20,10 +20,11 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from toolkeeper import AutoApprovalHandler, ToolInvoker
 from toolkeeper.adapters.openai_agents import ToolkeeperTools
 from toolkeeper.approval import ApprovalDecision
 
-from .world import DELETED, World
+from .world import DELETED, World, delete_file
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)
@@ -145,3 +146,14 @@ async def test_broken_arguments_and_a_failing_tool_are_error_outputs(tmp_path: P
     told = outputs(model)
     assert "not valid JSON" in told["c1"]
     assert told["c2"].startswith("Error (tool_raised)") and "cannot reach http://x" in told["c2"]
+
+
+async def test_a_call_the_invokers_own_handler_approves_runs_once_without_interrupting() -> None:
+    DELETED.clear()
+    invoker = ToolInvoker([delete_file], AutoApprovalHandler())
+    governed = ToolkeeperTools(invoker)
+    model = ScriptedModel([[call("c1", "delete_file", {"path": "/keep"})], [say("ok")],
+                           [say("ok")]])
+    run = await Runner.run(Agent(name="a", model=model, tools=governed.tools), "go")
+    assert run.final_output == "ok" and run.interruptions == []
+    assert outputs(model)["c1"] == "deleted /keep" and DELETED == ["/keep"]
