@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -121,3 +121,17 @@ async def test_a_tool_that_fails_is_a_failed_result_and_the_run_goes_on(tmp_path
     result = await Agent(FunctionModel(model), toolsets=[ToolkeeperToolset(world.invoker)]).run("go")
     assert "cannot reach http://x" in result.output
     assert [r.status for r in world.rows("fetch")] == ["error"]
+
+
+async def test_an_approval_that_edits_the_arguments_is_asked_anew(tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    run = await agent(world).run("clean up")
+    edited = DeferredToolResults(approvals={
+        "c3": ToolApproved(override_args={"path": "/etc"}), "c4": False})
+    again = await agent(world).run(message_history=run.all_messages(),
+                                   deferred_tool_results=edited)
+    assert isinstance(again.output, DeferredToolRequests)  # the edited call waits for a person
+    assert DELETED == []
+    assert world.decisions()["/etc"] == ("pending", "")
+    assert world.decisions()["/keep"] == ("pending", "")  # the approval did not apply to it
