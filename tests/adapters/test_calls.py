@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkeeper import ChainPolicy, UsageError
+from toolkeeper import ChainPolicy, ToolContext, ToolInvoker, UsageError, tool
 from toolkeeper.adapters import GovernedCalls
 from toolkeeper.approval import ApprovalDecision
 
@@ -103,3 +103,13 @@ def test_the_tools_are_declared_by_our_own_export(tmp_path: Path) -> None:
 def test_an_adapter_needs_a_tool_invoker() -> None:
     with pytest.raises(UsageError, match="the test-fw adapter needs a ToolInvoker, got list"):
         GovernedCalls([], framework="test-fw")  # type: ignore[arg-type]
+
+
+async def test_a_tool_reads_the_framework_as_its_caller(tmp_path: Path) -> None:
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        """Say who calls."""
+        return ctx.caller.client
+
+    calls = GovernedCalls(ToolInvoker([whoami]), framework="test-fw")
+    assert (await calls.call("whoami", {}, "c1")).text == "test-fw"

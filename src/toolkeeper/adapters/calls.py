@@ -21,6 +21,7 @@ import anyio.to_thread
 from ..approval.models import ApprovalDecision, args_digest
 from ..approval.store import ApprovalStore, FindsOpen, StoredApproval
 from ..core.call import ToolCall
+from ..core.context import Caller
 from ..core.json import JsonObject
 from ..errors import UnknownToolError, UsageError
 from ..formats.export import export
@@ -60,7 +61,10 @@ class GovernedCalls:
                              f"{type(invoker).__name__}; pass ToolInvoker(toolbox, ...)")
         self.invoker = invoker
         self.framework = framework
-        self.session = invoker.open_session(session_id=session_id)
+        self.session = invoker.open_session(session_id=session_id,
+                                            caller=Caller(client=framework))
+        """The session every call of the framework's agent runs in: one budget and trace; a
+        tool reads the framework's name as ``ctx.caller.client``."""
         self.approver = approver or f"{framework}:user"
         exported = export(invoker.registry.all(), "openai-chat")
         self._names = exported.names
