@@ -132,3 +132,13 @@ def test_a_synchronous_call_is_told_to_use_ainvoke(tmp_path: Path) -> None:
     governed = ToolkeeperTools(World(tmp_path / "state.db").invoker)
     add = next(t for t in governed.tools if t.name == "add")
     assert "use ainvoke / astream" in str(add.invoke({"a": 1, "b": 2}))
+
+
+async def test_a_call_waiting_for_approval_outside_a_graph_says_what_to_do(
+        tmp_path: Path) -> None:
+    DELETED.clear()
+    governed = ToolkeeperTools(World(tmp_path / "state.db").invoker)
+    delete = next(t for t in governed.tools if t.name == "delete_file")
+    told = await delete.ainvoke({"path": "/keep"})
+    assert "outside a LangGraph run nothing can stop for it" in told
+    assert "Run the tool in a graph with a checkpointer" in told and DELETED == []

@@ -81,7 +81,15 @@ class GovernedTool(BaseTool):
         else:
             result = await calls.call(self.name, kwargs, call_id)
         if result.status == "pending":
-            approved, message = decision_of(interrupt(_request(self, kwargs, result)))
+            try:
+                asked = interrupt(_request(self, kwargs, result))
+            except KeyError:  # called outside a graph run: nothing to stop and resume
+                raise ToolException(
+                    f"pending: '{self.name}' waits for a person's approval (request "
+                    f"{result.approval_id}); outside a LangGraph run nothing can stop for it. "
+                    "Run the tool in a graph with a checkpointer, or decide the request and "
+                    "call again") from None
+            approved, message = decision_of(asked)
             result = await calls.decided(self.name, kwargs, call_id, approved=approved,
                                          message=message)
         return answer(result)
