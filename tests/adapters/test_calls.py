@@ -113,3 +113,13 @@ async def test_a_tool_reads_the_framework_as_its_caller(tmp_path: Path) -> None:
 
     calls = GovernedCalls(ToolInvoker([whoami]), framework="test-fw")
     assert (await calls.call("whoami", {}, "c1")).text == "test-fw"
+
+
+async def test_a_framework_denial_of_an_expired_request_asks_nobody_anew(tmp_path: Path) -> None:
+    world = World(tmp_path / "state.db")
+    calls, request_id = await asked(world)
+    world.store.decide(ApprovalDecision(request_id=request_id, outcome="timeout",
+                                        approver="timeout"))
+    result = await calls.decided("delete_file", KEEP, "c1", approved=False)
+    assert result.status == "denied"
+    assert [s.state for s in world.store.requests()] == ["timeout"]  # no new request

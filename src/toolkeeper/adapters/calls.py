@@ -111,21 +111,31 @@ class GovernedCalls:
         call again through the door — approved, it runs exactly once; denied, the model is told
         why and the audit log has the denial."""
         found = await self.open_request(wire_name, arguments)
-        store = self.store
-        if not approved and (found is None or found.state not in ("pending", "denied")):
-            # nothing of ours to deny (approved on toolkeeper's side, say): the framework's
-            # denial stands for the model, and nothing runs
+        if found is not None and found.state == "pending":
+            await self._record(found, approved=approved, message=message)
+            if not approved:
+                found = await self.open_request(wire_name, arguments)
+        if not approved and (found is None or found.state != "denied"):
+            # no denial of ours to tell (approved on toolkeeper's side, or expired): the
+            # framework's denial stands for the model, nothing runs and nothing is asked anew
+            tool = self.tool_name(wire_name)
             return InvocationResult.failed(
-                "denied", f"the call to '{self.tool_name(wire_name)}' was denied in "
-                f"{self.framework}. {message}".strip(), "denied", call_id=call_id,
-                tool=self.tool_name(wire_name), approval_id=found.request.id if found else None)
-        if found is not None and found.state == "pending" and store is not None:
-            decision = ApprovalDecision(
-                request_id=found.request.id, outcome="approved" if approved else "denied",
-                approver=self.approver,
-                message=message or ("" if approved else f"denied in {self.framework}"))
-            await anyio.to_thread.run_sync(store.decide, decision)
+                "denied", f"the call to '{tool}' was denied in {self.framework}. "
+                f"{message}".strip(), "denied", call_id=call_id, tool=tool,
+                approval_id=found.request.id if found else None)
         return await self.call(wire_name, arguments, call_id)
+
+    async def _record(self, found: StoredApproval, *, approved: bool, message: str) -> None:
+        """The framework's person's decision, in the store: applied only while the request is
+        pending (a decision made first elsewhere stands)."""
+        store = self.store
+        if store is None:
+            return
+        decision = ApprovalDecision(
+            request_id=found.request.id, outcome="approved" if approved else "denied",
+            approver=self.approver,
+            message=message or ("" if approved else f"denied in {self.framework}"))
+        await anyio.to_thread.run_sync(store.decide, decision)
 
     async def decisions(self, approval_ids: Iterable[str]) -> dict[str, ApprovalDecision]:
         """The decisions made in toolkeeper (the page, the API, ``toolkeeper approvals``) on
