@@ -4,6 +4,8 @@ asks anew; one session carries the budget across the framework's calls."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,26 @@ async def test_a_framework_denial_of_an_expired_request_asks_nobody_anew(tmp_pat
     result = await calls.decided("delete_file", KEEP, "c1", approved=False)
     assert result.status == "denied"
     assert [s.state for s in world.store.requests()] == ["timeout"]  # no new request
+
+
+@pytest.mark.parametrize(("module", "framework", "extra"), [
+    ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
+    ("openai_agents", "agents", "openai-agents"),
+    ("langchain", "langgraph", "langchain")])
+def test_an_adapter_without_its_framework_names_the_extra_to_install(
+        module: str, framework: str, extra: str) -> None:
+    missing = (f"import sys; sys.modules[{framework!r}] = None; "
+               f"import toolkeeper.adapters.{module}")
+    run = subprocess.run([sys.executable, "-c", missing], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1].endswith(f"pip install 'toolkeeper[{extra}]'")
+
+
+def test_the_adapters_package_imports_no_framework() -> None:
+    probe = ("import sys, toolkeeper.adapters; "
+             "print(sorted({'pydantic_ai', 'agents', 'langgraph', 'langchain_core'} & "
+             "set(sys.modules)))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120)
+    assert run.stdout.strip() == "[]", run.stderr

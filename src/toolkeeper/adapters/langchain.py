@@ -37,7 +37,7 @@ try:
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool, ToolException
     from langgraph.types import Command, Interrupt, interrupt
-except ImportError as exc:  # pragma: no cover - the extra is installed in the test suite
+except ImportError as exc:
     raise ImportError("toolkeeper.adapters.langchain needs langchain-core and langgraph; install "
                       "them with pip install 'toolkeeper[langchain]'") from exc
 

@@ -34,7 +34,7 @@ from .calls import Declared, GovernedCalls
 try:
     from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, RunState
     from agents.tool_context import ToolContext
-except ImportError as exc:  # pragma: no cover - the extra is installed in the test suite
+except ImportError as exc:
     raise ImportError("toolkeeper.adapters.openai_agents needs the OpenAI Agents SDK; install "
                       "it with pip install 'toolkeeper[openai-agents]'") from exc
 

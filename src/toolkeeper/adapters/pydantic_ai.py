@@ -42,7 +42,7 @@ try:
     from pydantic_ai.toolsets import AbstractToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
     from pydantic_core import SchemaValidator, core_schema
-except ImportError as exc:  # pragma: no cover - the extra is installed in the test suite
+except ImportError as exc:
     raise ImportError("toolkeeper.adapters.pydantic_ai needs pydantic-ai; install it with "
                       "pip install 'toolkeeper[pydantic-ai]'") from exc
 
