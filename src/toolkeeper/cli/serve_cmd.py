@@ -33,7 +33,7 @@ from ..config import (
     policy_from,
 )
 from ..errors import ConfigError, ToolkeeperError
-from ..gateway.gateway import MCPGateway
+from ..gateway.gateway import MCPGateway, attach_upstreams
 from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent, HookManager
 from ..i18n import localized_tools
@@ -364,9 +364,8 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
 
     async def run() -> None:
         async with AsyncExitStack() as stack:
-            if gateway is not None:  # its upstream tools are listed before the line below
+            if gateway is not None:
                 await stack.enter_async_context(gateway)
-                _report(await gateway.attach(invoker.registry))
             url = _announce(sock, start)
             invoker.approvals.page_url = url  # a waiting call's messages name its card
             stack.callback(_forget_server, start.state_dir)
@@ -374,6 +373,8 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
+                if gateway is not None:  # local tools are served meanwhile
+                    group.start_soon(attach_upstreams, gateway, invoker.registry, _report)
                 await server.serve(sockets=[sock])
                 group.cancel_scope.cancel()
 

@@ -24,7 +24,7 @@ Usage::
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -45,7 +45,7 @@ from .remote import RemoteTool
 from .sources import UpstreamSources
 from .upstream import Upstream, UpstreamError
 
-__all__ = ["MCPGateway", "remote_risk"]
+__all__ = ["MCPGateway", "attach_upstreams", "remote_risk"]
 
 
 def remote_risk(config: MCPServerConfig, remote: str, annotations: dict[str, Any] | None
@@ -86,6 +86,9 @@ class MCPGateway:
         self._toolbox: Toolbox | None = None
         self._served: dict[str, tuple[str, str]] = {}
         self._listed_at: dict[str, float] = {}
+        self._listing: dict[str, anyio.Event] = {}
+        """Servers whose tools are being listed now → set when that listing ends (a stale
+        refresh does not wait for them; a call naming one of their tools does)."""
         self._relisting: dict[tuple[str, str], bool] = {}
         """(server, list) being listed again → whether to list it once more after."""
 
@@ -105,6 +108,19 @@ class MCPGateway:
     def upstream(self, name: str) -> Upstream:
         return self._upstreams[name]
 
+    def serves(self, tool: str) -> bool:
+        """Whether ``tool`` is one of the upstreams' tools in the toolbox."""
+        return tool in self._served
+
+    async def listed(self, tool: str) -> None:
+        """Wait for the listing in flight of the upstream whose namespace ``tool`` names, if
+        any (a call made while its tools are being listed, at start: bounded by the listing's
+        own ``list_timeout_s``); at once for any other name."""
+        server = tool.split("-", 1)[0] if "-" in tool else None
+        event = self._listing.get(server) if server is not None else None
+        if event is not None:
+            await event.wait()
+
     async def attach(self, toolbox: CatalogBase) -> list[str]:
         """Add every server's tools to ``toolbox`` (servers listed concurrently, each bounded
         by its connect and call timeouts). A server that cannot be reached keeps the tools it
@@ -114,6 +130,8 @@ class MCPGateway:
         if not isinstance(toolbox, Toolbox):
             raise UsageError(f"attach() adds tools, so it needs a Toolbox, not {toolbox!r}")
         self._toolbox = toolbox
+        for name in self._upstreams:  # in flight from now on (see ``listed``)
+            self._listing.setdefault(name, anyio.Event())
         async with anyio.create_task_group() as group:
             for name in self._upstreams:
                 group.start_soon(self.refresh, name)
@@ -186,9 +204,12 @@ class MCPGateway:
         tool (prompt, template) trusted with ``toolkeeper tools trust`` meanwhile comes back, a
         removed one goes, a swapped one is disabled (held) — also for an upstream that never
         says its lists changed."""
+        if self._toolbox is None:  # attach() has not begun: nothing is listed yet
+            return
         max_age_s = self.refresh_s if max_age_s is None else max_age_s
         now = anyio.current_time()
-        stale = [n for n in self._upstreams if now - self._listed_at.get(n, -math.inf) > max_age_s]
+        stale = [n for n in self._upstreams if n not in self._listing
+                 and now - self._listed_at.get(n, -math.inf) > max_age_s]
         async with anyio.create_task_group() as group:
             for name in stale:
                 group.start_soon(self.refresh, name)
@@ -200,6 +221,7 @@ class MCPGateway:
         toolbox, upstream = self._toolbox, self._upstreams[server]
         assert toolbox is not None, "attach() first"
         self._listed_at[server] = anyio.current_time()
+        self._listing.setdefault(server, anyio.Event())
         try:
             listed = [t.model_dump(by_alias=True, exclude_none=True)
                       for t in await upstream.list_tools()]
@@ -209,6 +231,11 @@ class MCPGateway:
             self._note(str(exc))
             listed = [p.declaration for p in self.pins.all(server)
                       if p.declaration is not None] if self.pins else []
+        finally:
+            done = self._listing.pop(server, None)
+            if done is not None:
+                done.set()
+            self._listed_at[server] = anyio.current_time()
         wanted: dict[str, tuple[Tool, str | None, str]] = {}
         for declaration in listed:
             made = self._tool(upstream, declaration)
@@ -273,3 +300,23 @@ class MCPGateway:
         if line not in self.report:
             self.report.append(line)
 
+
+
+async def attach_upstreams(gateway: MCPGateway, toolbox: CatalogBase,
+                           on_report: Callable[[list[str]], None] | None = None) -> None:
+    """``gateway.attach(toolbox)`` for a server that already serves its local tools: each
+    upstream's tools join the toolbox when its own listing ends (the toolbox announces the
+    change, which a server sends as ``notifications/tools/list_changed``), so a slow or endless
+    listing holds only that upstream's tools. ``on_report`` gets a line as the listing starts,
+    then the report and a line when every upstream has been listed."""
+    names = ", ".join(f"'{s.name}'" for s in gateway.servers)
+    say = on_report or (lambda _lines: None)
+    say([f"listing the tools of MCP server(s) {names}; local tools are served meanwhile, "
+         "theirs as each listing ends"])
+    report = await gateway.attach(toolbox)
+    hub = gateway.relay.hub  # their resources and prompts are new too
+    if hub is not None:
+        await hub.resources_changed()
+        await hub.prompts_changed()
+    say([*report, f"MCP server(s) {names} listed: "
+                  f"{sum(1 for n in toolbox.names() if gateway.serves(n))} tool(s) served"])

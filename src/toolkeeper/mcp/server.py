@@ -23,7 +23,7 @@ import anyio
 
 from ..core.context import ToolContext
 from ..formats import WireExport, render_result
-from ..gateway.gateway import MCPGateway
+from ..gateway.gateway import MCPGateway, attach_upstreams
 from ..gateway.relay import calling_client
 from ..gateway.sources import RESOURCE_PREFIX
 from ..hooks import HookEvent, HookManager
@@ -233,6 +233,9 @@ class MCPFace(OfferHandlers):
 
         remember(self.server, ctx)
         exported = self.exported_for(params.name)
+        if self.gateway is not None and params.name not in exported.names:
+            await self.gateway.listed(params.name)  # an upstream's, named before it is listed
+            exported = self.exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
                                   "params": {"name": params.name,
                                              "arguments": params.arguments or {}}})
@@ -367,8 +370,9 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 alongside: Callable[[], Coroutine[Any, Any, None]] | None = None,
                 **options: Any) -> None:
     """Serve ``invoker``'s catalog over stdio until the client closes the connection; with a
-    ``gateway``, its upstream tools are attached first (``on_report`` gets its report).
-    ``alongside`` runs in the same event loop until then (the approval page)."""
+    ``gateway``, its upstream tools are attached meanwhile (``attach_upstreams``: the local
+    tools are served at once; ``on_report`` gets its report). ``alongside`` runs in the same
+    event loop until then (the approval page)."""
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
@@ -378,12 +382,11 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
         async with AsyncExitStack() as stack:
             if gateway is not None:
                 await stack.enter_async_context(gateway)
-                report = await gateway.attach(invoker.registry)
-                if on_report is not None:
-                    on_report(report)
             async with stdio_server() as (read_stream, write_stream), \
                     anyio.create_task_group() as group:
                 group.start_soon(announce_changes, server, invoker.registry)
+                if gateway is not None:
+                    group.start_soon(attach_upstreams, gateway, invoker.registry, on_report)
                 if alongside is not None:
                     group.start_soon(alongside)
                 await server.run(read_stream, write_stream, server.create_initialization_options(
