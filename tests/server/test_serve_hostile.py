@@ -3,13 +3,16 @@ an upstream written with the MCP SDK alone, the official MCP client.
 
 - An upstream whose listing stalls holds only its own tools: local tools are listed and called
   at once (over HTTP and stdio), the upstream's join when its listing ends and stdio clients are
-  told (``notifications/tools/list_changed``)."""
+  told (``notifications/tools/list_changed``).
+- A client that floods refused calls past ``[security] max_audit_rows`` has the rest counted in
+  one summary row naming the bound, not stored one by one."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -121,3 +124,29 @@ async def test_a_call_to_an_upstream_tool_made_while_it_is_listed_waits_for_the_
         proc.wait(timeout=20)
     assert waiting
     assert answers and answers[0].structured_content == {"sum": 5}  # ...then runs
+
+
+async def test_a_client_flooding_refused_calls_past_max_audit_rows_gets_one_summary_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text("[security]\nmax_audit_rows = 5\n")
+    proc, url = _start(tmp_path, "--config", str(config))
+    try:
+        async with _client(url) as client:
+            refused = [await client.call_tool("get_forecast", {"days": n}) for n in range(20)]
+            ran = await client.call_tool("get_forecast", {"city": "Faro"})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert all(r.is_error for r in refused) and not ran.is_error
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        rows = list(db.execute("SELECT tool, status, error_code, arguments FROM audit "
+                               "ORDER BY seq"))
+    stored = [r for r in rows if r[0] == "get_forecast"]
+    # five rows, then the refusals counted; the call that ran is stored all the same
+    assert [r[1] for r in stored] == ["error"] * 5 + ["ok"]
+    (summary,) = [r for r in rows if r[0] != "get_forecast"]
+    assert summary[1:3] == ("dropped", "audit_bound")
+    said = json.loads(summary[3])
+    assert said["bound"] == "max_audit_rows" and said["limit"] == 5 and said["dropped"] == 15

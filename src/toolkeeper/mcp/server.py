@@ -14,6 +14,7 @@ import base64
 import bisect
 import secrets
 import warnings
+import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from importlib.metadata import PackageNotFoundError, version
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "mcp_server", "serve_stdio"]
+__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
+           "serve_stdio"]
 
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
@@ -155,6 +157,7 @@ class MCPFace(OfferHandlers):
                 on_subscriptions_listen=ListenHandler(bus))
         self.server = server
         BUSES[server] = bus
+        _FACES[server] = self
         from mcp.server.request_state import RequestStateBoundary
 
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
@@ -365,6 +368,22 @@ def _decode_cursor(cursor: str) -> str | None:
         return None
 
 
+_FACES: weakref.WeakKeyDictionary[Any, MCPFace] = weakref.WeakKeyDictionary()
+
+
+async def close_sessions(server: Any) -> None:
+    """Close the client sessions of the MCP server ``server`` (as a server stops): each writes
+    its audit summary (refused calls counted past ``max_audit_rows``) and unpins its
+    artifacts."""
+    face = _FACES.get(server)
+    if face is None:
+        return
+    sessions, face.sessions = list(face.sessions.values()), {}
+    with anyio.CancelScope(shield=True):
+        for session in sessions:
+            await session.close()
+
+
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 on_report: Callable[[list[str]], None] | None = None,
                 alongside: Callable[[], Coroutine[Any, Any, None]] | None = None,
@@ -392,5 +411,6 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 await server.run(read_stream, write_stream, server.create_initialization_options(
                     NotificationOptions(tools_changed=True)))
                 group.cancel_scope.cancel()
+            await close_sessions(server)
 
     anyio.run(run)
