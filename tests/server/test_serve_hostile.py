@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -87,8 +87,7 @@ async def test_serve_stdio_tells_its_client_when_a_stalled_upstreams_tools_arriv
             told.set()
 
     with (tmp_path / "serve.log").open("w") as errlog:
-        errlog_io: TextIO = errlog
-        async with Client(stdio_client(_stdio(tmp_path), errlog=errlog_io), mode="legacy",
+        async with Client(stdio_client(_stdio(tmp_path), errlog=errlog), mode="legacy",
                           message_handler=heard) as client:
             first = {t.name for t in (await client.list_tools()).tools}
             forecast = await client.call_tool("get_forecast", {"city": "Porto"})
