@@ -152,7 +152,7 @@ def ping() -> str:
     return "pong"
 
 # 40 calls waiting for approval: 40 tasks of the server's uid besides its own
-waiting = [subprocess.Popen(["sleep", "60"]) for _ in range(40)]
+waiting = [subprocess.Popen(["sleep", "60"]) for _ in range(int(sys.argv[1]))]
 try:
     chain = ToolChainTool(ToolInvoker([ping]))
     runs = [asyncio.run(chain.run_chain("result = ping().text")) for _ in range(3)]
@@ -165,16 +165,19 @@ finally:
 
 def sandbox_nproc(tmp: Path) -> str:
     os.chmod(tmp, 0o777)
-    done = subprocess.run(_as_user([sys.executable, "-c", SANDBOX_RUNS]), capture_output=True,
-                          text=True, timeout=120, cwd=tmp, env={**_env(), "HOME": str(tmp)})
-    if done.returncode != 0:
-        errors = [ln.strip(" |") for ln in done.stderr.splitlines() if "Error" in ln]
-        return f"the runs raised: {(errors or ['?'])[-1][:120]}"
-    runs = json.loads(done.stdout.strip().splitlines()[-1])
-    started = sum(1 for status, value, _ in runs if status == "ok" and value == "pong")
-    why = next((out.strip().splitlines()[-1][:90] for s, _, out in runs if s != "ok" and out), "")
-    return f"{started}/3 code-mode runs started with 40 other tasks of the uid" + (
-        f" ({why})" if why else "")
+    said = []
+    for others in (40, 0):  # 0: the control, the same runs with no other task of the uid
+        done = subprocess.run(_as_user([sys.executable, "-c", SANDBOX_RUNS, str(others)]),
+                              capture_output=True, text=True, timeout=120, cwd=tmp,
+                              env={**_env(), "HOME": str(tmp)})
+        if done.returncode != 0:
+            errors = [ln.strip(" |") for ln in done.stderr.splitlines() if "Error" in ln]
+            said.append(f"{others} other tasks: the runs raised {(errors or ['?'])[-1][:80]}")
+            continue
+        runs = json.loads(done.stdout.strip().splitlines()[-1])
+        started = sum(1 for status, value, _ in runs if status == "ok" and value == "pong")
+        said.append(f"{others} other tasks: {started}/3 code-mode runs started")
+    return "; ".join(said)
 
 
 # -- 2. records --------------------------------------------------------------------------
