@@ -3,7 +3,8 @@ an upstream written with the MCP SDK alone, the official MCP client.
 
 - An upstream whose listing stalls holds only its own tools: local tools are listed and called
   at once (over HTTP and stdio), the upstream's join when its listing ends and stdio clients are
-  told (``notifications/tools/list_changed``).
+  told (``notifications/tools/list_changed``); a later, stale listing that stalls holds no
+  client's ``tools/list`` either.
 - A client that floods refused calls past ``[security] max_audit_rows`` has the rest counted in
   one summary row naming the bound, not stored one by one."""
 
@@ -30,10 +31,10 @@ pytestmark = pytest.mark.anyio
 UPSTREAM = str(Path(__file__).resolve().parents[1] / "gateway" / "upstream_server.py")
 
 
-def _config(tmp_path: Path, extra: str = "") -> Path:
+def _config(tmp_path: Path, extra: str = "", mcp: str = "") -> Path:
     config = tmp_path / "toolkeeper.toml"
     config.write_text(
-        f"{extra}[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\n"
+        f"{extra}[mcp]\nenabled = true\n{mcp}[[mcp.servers]]\nname = \"up\"\n"
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         "connect_timeout_s = 30\nrisk = \"safe\"\n")
     return config
@@ -64,6 +65,27 @@ async def test_serve_answers_local_tools_while_an_upstream_stalls_its_listing(
     assert proc.stderr is not None
     said = proc.stderr.read()
     assert "local tools are served meanwhile" in said and "listed:" in said, said
+
+
+async def test_a_stale_listing_of_a_stalled_upstream_holds_no_clients_tools_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    proc, url = _start(tmp_path, "--config", str(_config(tmp_path, mcp="refresh_s = 0.2\n")))
+    try:
+        async with _client(url) as client:
+            await _until_listed(client, "up-echo")
+            (tmp_path / "stall").write_text("20")  # its next listing stalls
+            await anyio.sleep(0.5)  # older than refresh_s: a tools/list lists it again
+            names = {t.name for t in (await client.list_tools()).tools}
+            forecast = await client.call_tool("get_forecast", {"city": "Braga"})
+            stalled = not (tmp_path / "listed").exists()
+            (tmp_path / "release").write_text("go")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert stalled, "a client's tools/list waited for the upstream's stalled listing"
+    assert {"up-echo", "get_forecast"} <= names  # what was listed before is still served
+    assert not forecast.is_error
 
 
 def _stdio(tmp_path: Path) -> StdioServerParameters:

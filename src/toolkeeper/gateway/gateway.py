@@ -45,7 +45,11 @@ from .remote import RemoteTool
 from .sources import UpstreamSources
 from .upstream import Upstream, UpstreamError
 
-__all__ = ["MCPGateway", "attach_upstreams", "remote_risk"]
+__all__ = ["STALE_WAIT_S", "MCPGateway", "attach_upstreams", "remote_risk"]
+
+STALE_WAIT_S = 2.0
+"""How long a client's ``tools/list`` waits for the stale upstreams it lists again (their
+listings go on in the background; what they change later is announced)."""
 
 
 def remote_risk(config: MCPServerConfig, remote: str, annotations: dict[str, Any] | None
@@ -199,22 +203,42 @@ class MCPGateway:
         finally:
             del self._relisting[key]
 
-    async def refresh_stale(self, max_age_s: float | None = None) -> None:
+    async def refresh_stale(self, max_age_s: float | None = None, *,
+                            wait_s: float | None = None) -> None:
         """Refresh every server last listed more than ``max_age_s`` (``refresh_s``) ago: a
         tool (prompt, template) trusted with ``toolkeeper tools trust`` meanwhile comes back, a
         removed one goes, a swapped one is disabled (held) — also for an upstream that never
-        says its lists changed."""
-        if self._toolbox is None:  # attach() has not begun: nothing is listed yet
+        says its lists changed. With ``wait_s``, the listings run in the gateway's background
+        and this returns after at most ``wait_s``: a slow upstream holds only its own refresh
+        (what it changes later is announced as the catalog's change). A server whose listing
+        is in flight is not listed again."""
+        if self._toolbox is None or self._group is None:  # attach() has not begun
             return
         max_age_s = self.refresh_s if max_age_s is None else max_age_s
         now = anyio.current_time()
         stale = [n for n in self._upstreams if n not in self._listing
                  and now - self._listed_at.get(n, -math.inf) > max_age_s]
-        async with anyio.create_task_group() as group:
-            for name in stale:
-                group.start_soon(self.refresh, name)
-                group.start_soon(self._relist_now, (name, "resources"))
-                group.start_soon(self._relist_now, (name, "prompts"))
+        if not stale:
+            return
+        for name in stale:  # in flight from now on: a concurrent caller does not list it too
+            self._listing.setdefault(name, anyio.Event())
+        done = anyio.Event()
+        if wait_s is None:
+            await self._refresh_all(stale, done)
+            return
+        self._group.start_soon(self._refresh_all, stale, done)
+        with anyio.move_on_after(wait_s):
+            await done.wait()
+
+    async def _refresh_all(self, names: list[str], done: anyio.Event) -> None:
+        try:
+            async with anyio.create_task_group() as group:
+                for name in names:
+                    group.start_soon(self.refresh, name)
+                    group.start_soon(self._relist_now, (name, "resources"))
+                    group.start_soon(self._relist_now, (name, "prompts"))
+        finally:
+            done.set()
 
     async def refresh(self, server: str) -> None:
         """List ``server`` again and bring its tools in the toolbox up to date."""

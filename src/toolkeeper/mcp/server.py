@@ -24,7 +24,7 @@ import anyio
 
 from ..core.context import ToolContext
 from ..formats import WireExport, render_result
-from ..gateway.gateway import MCPGateway, attach_upstreams
+from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
 from ..gateway.relay import calling_client
 from ..gateway.sources import RESOURCE_PREFIX
 from ..hooks import HookEvent, HookManager
@@ -211,7 +211,7 @@ class MCPFace(OfferHandlers):
 
         remember(self.server, ctx)
         if self.gateway is not None:
-            await self.gateway.refresh_stale()
+            await self.gateway.refresh_stale(wait_s=STALE_WAIT_S)  # a slow upstream: its own
         # an export of a large catalog takes a while: off the event loop, where other
         # clients' calls are answered
         declarations, names = await anyio.to_thread.run_sync(self.listing)
