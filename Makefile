@@ -86,6 +86,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_stores.py
 	$(BIN)/python benchmarks/bench_serve.py
 	$(BIN)/python benchmarks/bench_list.py
+	$(BIN)/python benchmarks/adversarial.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

@@ -34,6 +34,7 @@ from toolkeeper.invoke.audit import SqliteAuditLog
 from toolkeeper.toolbox import Toolbox
 
 from ..server.test_serve import TOKEN, _client, _start
+from ..server.test_serve_gateway import _until_listed
 
 pytestmark = pytest.mark.anyio
 UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
@@ -422,7 +423,7 @@ async def test_serve_tells_its_client_when_an_upstream_says_its_tools_and_prompt
 
     async with Client(stdio_client(_serve(tmp_path), errlog=errlog), mode="legacy",
                       message_handler=heard) as client:
-        before = {t.name for t in (await client.list_tools()).tools}
+        before = await _until_listed(client, "up-grow")  # listed while serving
         grown = await client.call_tool("up-grow", {})
         with anyio.fail_after(20):
             await told.wait()
@@ -439,7 +440,10 @@ async def test_serve_over_http_serves_the_upstreams_resources_and_prompts(
     proc, url = _start(tmp_path, "--config", str(tmp_path / "toolkeeper.toml"))
     try:
         async with _client(url) as client:
-            resources = await client.list_resources()
+            with anyio.fail_after(30):  # the upstream is listed while serve already serves
+                while not (resources := await client.list_resources()).resources or not (
+                        await client.list_prompts()).prompts:
+                    await anyio.sleep(0.1)
             read = await client.read_resource(README)
             prompts = await client.list_prompts()
             got = await client.get_prompt("up-greet", {"name": "Alan"})

@@ -10,7 +10,9 @@ fill a form, and ``grow`` adds a tool and a prompt and says its lists changed (t
 listed when STATE_DIR/relay exists). STATE_DIR/tools.json, when present, lists more tools first
 (``[{"name": ..., "description": ...}]``: a server that names its tools as it likes); calling
 the one named ``big`` answers ``size`` bytes. With STATE_DIR/endless, the tool list is a page
-chain that never ends (each page after the seconds that file holds)."""
+chain that never ends (each page after the seconds that file holds). With STATE_DIR/stall, the
+tool list is answered only once STATE_DIR/release exists or after the seconds the stall file
+holds, whichever comes first; STATE_DIR/listed is written as it is answered."""
 
 from __future__ import annotations
 
@@ -48,7 +50,16 @@ def _simple(name: str, description: str) -> types.Tool:
                       input_schema={"type": "object", "properties": {}})
 
 
+async def _stall() -> None:
+    with anyio.move_on_after(float((STATE / "stall").read_text() or 0)):
+        while not (STATE / "release").exists():
+            await anyio.sleep(0.05)
+    (STATE / "listed").write_text("yes")
+
+
 async def list_tools(_ctx: Any, params: Any) -> types.ListToolsResult:
+    if (STATE / "stall").exists():
+        await _stall()
     if (STATE / "endless").exists():  # a page chain that never ends, one new tool a page
         page = int(params.cursor) if params is not None and params.cursor else 0
         await anyio.sleep(float((STATE / "endless").read_text() or 0))

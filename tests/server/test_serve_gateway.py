@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
 from .test_serve import TOKEN, _approvals, _client, _start
 
@@ -24,6 +25,17 @@ def _tools(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                            "--state-dir", str(tmp_path / "state")],
                           capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, "COLUMNS": "300"})
+
+
+async def _until_listed(client: Client, name: str) -> set[str]:
+    """The tool names once ``name`` is among them: serve lists its upstreams while it already
+    serves its local tools (the test fails after 30 s)."""
+    with anyio.fail_after(30):
+        while True:
+            names = {t.name for t in (await client.list_tools()).tools}
+            if name in names:
+                return names
+            await anyio.sleep(0.1)
 
 
 def _upstream_calls(tmp_path: Path) -> list[str]:
@@ -42,7 +54,7 @@ async def test_serve_governs_the_tools_of_an_upstream_server_and_blocks_a_swappe
     proc, url = _start(tmp_path, "--config", str(config))
     try:
         async with _client(url) as client:
-            names = {t.name for t in (await client.list_tools()).tools}
+            names = await _until_listed(client, "up-add")
             assert {"up-add", "up-echo", "up-wipe", "broadcast_alert"} <= names
             added = await client.call_tool("up-add", {"a": 20, "b": 22})
             wiped = await client.call_tool("up-wipe", {})

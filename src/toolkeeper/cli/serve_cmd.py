@@ -33,14 +33,14 @@ from ..config import (
     policy_from,
 )
 from ..errors import ConfigError, ToolkeeperError
-from ..gateway.gateway import MCPGateway
+from ..gateway.gateway import MCPGateway, attach_upstreams
 from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent, HookManager
 from ..i18n import localized_tools
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
-from ..mcp.server import announce_changes, serve_stdio
+from ..mcp.server import announce_changes, close_sessions, serve_stdio
 from ..server.app import LOOPBACK, create_app, page_app
 from ..server.auth import WebSessions
 from ..server.clients import ANONYMOUS, ClientTokens
@@ -238,6 +238,8 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
         tools += localized_tools(default_tools(SecurityPolicy(workspace=workspace)),
                                  workspace=workspace)
     policy = policy.model_copy(update={"approval_ttl_s": approval_ttl})
+    if settings is not None:  # a client's session and a code-mode run alike
+        policy = policy.model_copy(update={"max_audit_rows": settings.security.max_audit_rows})
     shared = is_url(db)
     store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
@@ -364,9 +366,8 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
 
     async def run() -> None:
         async with AsyncExitStack() as stack:
-            if gateway is not None:  # its upstream tools are listed before the line below
+            if gateway is not None:
                 await stack.enter_async_context(gateway)
-                _report(await gateway.attach(invoker.registry))
             url = _announce(sock, start)
             invoker.approvals.page_url = url  # a waiting call's messages name its card
             stack.callback(_forget_server, start.state_dir)
@@ -374,8 +375,11 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
+                if gateway is not None:  # local tools are served meanwhile
+                    group.start_soon(attach_upstreams, gateway, invoker.registry, _report)
                 await server.serve(sockets=[sock])
                 group.cancel_scope.cancel()
+            await close_sessions(app.mcp_server)  # their audit summaries, before the flush
 
     anyio.run(run)
     for sig in reversed(caught):  # the usual end of a process stopped by a signal

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -76,6 +77,8 @@ class ToolChainTool(Tool):
         warm: How many sandboxes to keep started ahead of runs (each serves one run; taking
             one starts its replacement). 0 (the default) starts one per run.
         idle_s: How long a pre-started sandbox may wait before it is replaced.
+        trace_limit: The trace records a run keeps (the last ones; ``DEFAULT_TRACE_LIMIT``
+            unless given): ``ChainRunResult.trace_dropped`` counts those it let go.
     """
 
     runs_scripts = True
@@ -85,12 +88,14 @@ class ToolChainTool(Tool):
     _sandbox: Sandbox | None
     _shared: tuple[SharedPath, ...]
     _protection: Protection | None
+    _trace_limit: int | None
     _pool: WarmPool
 
     def __init__(self, invoker: ToolInvoker, *, tools: Sequence[str] | None = None,
                  policy: ChainPolicy | None = None, sandbox: Sandbox | None = None,
                  workspace: str | Path | None = None, writable: bool = False, warm: int = 0,
-                 idle_s: float = 300.0, security: SecurityPolicy | None = None) -> None:
+                 idle_s: float = 300.0, security: SecurityPolicy | None = None,
+                 trace_limit: int | None = None) -> None:
         if warm < 0 or idle_s <= 0:
             raise UsageError("warm must be 0 or more and idle_s more than 0")
         shared: tuple[SharedPath, ...] = ()
@@ -108,7 +113,7 @@ class ToolChainTool(Tool):
             protection = Protection(security, path)
         self.__dict__.update(_invoker=invoker, _allowed=tuple(tools) if tools else None,
                              _policy=policy or ChainPolicy(), _sandbox=sandbox, _shared=shared,
-                             _protection=protection)
+                             _protection=protection, _trace_limit=trace_limit)
         self.__dict__["_pool"] = WarmPool(warm, idle_s, self._start)
         super().__init__(name=NAME, description=self._describe(),
                          parameters={"type": "object", "properties": {"code": {
@@ -263,6 +268,7 @@ class ToolChainTool(Tool):
         try:
             async with self._invoker.open_session(
                     session_id=session_id, chain=True, policy=policy,  # its own limits
+                    trace_limit=self._trace_limit,
                     caller=(caller or LIBRARY).through("code_mode")) as session:
                 bridge = Bridge(self, run.host, run.secret, session, code, workspace)
                 async with anyio.create_task_group() as group:
@@ -273,11 +279,13 @@ class ToolChainTool(Tool):
                     group.cancel_scope.cancel()
                     bridge.stop()
                 trace = tuple(session.trace)
+            dropped = (session.trace_dropped, session.audit_dropped)  # counted to its close
         finally:
             run.discard()  # a cancelled run kills its sandbox too
         if run.failure is not None:
             raise run.failure
-        return _outcome(run, bridge, trace, started)
+        return replace(_outcome(run, bridge, trace, started), trace_dropped=dropped[0],
+                       audit_dropped=dropped[1])
 
 
 def _outcome(run: Started, bridge: Bridge, trace: tuple[ChainCallRecord, ...], started: float

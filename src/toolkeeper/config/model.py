@@ -34,6 +34,9 @@ class SecuritySection(_Section):
     max_output_bytes: int = 1 << 20
     max_memory_mb: int = Field(default=2048, gt=0)
     """Memory of one command (a cgroup limit where the host allows it, else address space)."""
+    max_audit_rows: int = Field(default=10_000, ge=1)
+    """Audit rows one session (a client's, a code-mode run's) writes before its refused calls
+    are counted instead (``ChainPolicy.max_audit_rows``)."""
 
 
 class ShellSection(_Section):

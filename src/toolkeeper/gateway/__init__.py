@@ -4,9 +4,9 @@ every declaration pinned (``pins.py``), and what an upstream says or asks during
 (logs, progress, sampling, elicitation) relayed to the client that made it (``relay.py``).
 Needs the ``mcp`` extra."""
 
-from .gateway import MCPGateway, remote_risk
+from .gateway import MCPGateway, attach_upstreams, remote_risk
 from .pins import Pin, SqlitePins, fingerprint
 from .upstream import Upstream, UpstreamError
 
-__all__ = ["MCPGateway", "Pin", "SqlitePins", "Upstream", "UpstreamError", "fingerprint",
-           "remote_risk"]
+__all__ = ["MCPGateway", "Pin", "SqlitePins", "Upstream", "UpstreamError", "attach_upstreams",
+           "fingerprint", "remote_risk"]

@@ -24,7 +24,7 @@ Usage::
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -45,7 +45,11 @@ from .remote import RemoteTool
 from .sources import UpstreamSources
 from .upstream import Upstream, UpstreamError
 
-__all__ = ["MCPGateway", "remote_risk"]
+__all__ = ["STALE_WAIT_S", "MCPGateway", "attach_upstreams", "remote_risk"]
+
+STALE_WAIT_S = 2.0
+"""How long a client's ``tools/list`` waits for the stale upstreams it lists again (their
+listings go on in the background; what they change later is announced)."""
 
 
 def remote_risk(config: MCPServerConfig, remote: str, annotations: dict[str, Any] | None
@@ -86,6 +90,9 @@ class MCPGateway:
         self._toolbox: Toolbox | None = None
         self._served: dict[str, tuple[str, str]] = {}
         self._listed_at: dict[str, float] = {}
+        self._listing: dict[str, anyio.Event] = {}
+        """Servers whose tools are being listed now → set when that listing ends (a stale
+        refresh does not wait for them; a call naming one of their tools does)."""
         self._relisting: dict[tuple[str, str], bool] = {}
         """(server, list) being listed again → whether to list it once more after."""
 
@@ -105,6 +112,19 @@ class MCPGateway:
     def upstream(self, name: str) -> Upstream:
         return self._upstreams[name]
 
+    def serves(self, tool: str) -> bool:
+        """Whether ``tool`` is one of the upstreams' tools in the toolbox."""
+        return tool in self._served
+
+    async def listed(self, tool: str) -> None:
+        """Wait for the listing in flight of the upstream whose namespace ``tool`` names, if
+        any (a call made while its tools are being listed, at start: bounded by the listing's
+        own ``list_timeout_s``); at once for any other name."""
+        server = tool.split("-", 1)[0] if "-" in tool else None
+        event = self._listing.get(server) if server is not None else None
+        if event is not None:
+            await event.wait()
+
     async def attach(self, toolbox: CatalogBase) -> list[str]:
         """Add every server's tools to ``toolbox`` (servers listed concurrently, each bounded
         by its connect and call timeouts). A server that cannot be reached keeps the tools it
@@ -114,6 +134,8 @@ class MCPGateway:
         if not isinstance(toolbox, Toolbox):
             raise UsageError(f"attach() adds tools, so it needs a Toolbox, not {toolbox!r}")
         self._toolbox = toolbox
+        for name in self._upstreams:  # in flight from now on (see ``listed``)
+            self._listing.setdefault(name, anyio.Event())
         async with anyio.create_task_group() as group:
             for name in self._upstreams:
                 group.start_soon(self.refresh, name)
@@ -181,25 +203,49 @@ class MCPGateway:
         finally:
             del self._relisting[key]
 
-    async def refresh_stale(self, max_age_s: float | None = None) -> None:
+    async def refresh_stale(self, max_age_s: float | None = None, *,
+                            wait_s: float | None = None) -> None:
         """Refresh every server last listed more than ``max_age_s`` (``refresh_s``) ago: a
         tool (prompt, template) trusted with ``toolkeeper tools trust`` meanwhile comes back, a
         removed one goes, a swapped one is disabled (held) — also for an upstream that never
-        says its lists changed."""
+        says its lists changed. With ``wait_s``, the listings run in the gateway's background
+        and this returns after at most ``wait_s``: a slow upstream holds only its own refresh
+        (what it changes later is announced as the catalog's change). A server whose listing
+        is in flight is not listed again."""
+        if self._toolbox is None or self._group is None:  # attach() has not begun
+            return
         max_age_s = self.refresh_s if max_age_s is None else max_age_s
         now = anyio.current_time()
-        stale = [n for n in self._upstreams if now - self._listed_at.get(n, -math.inf) > max_age_s]
-        async with anyio.create_task_group() as group:
-            for name in stale:
-                group.start_soon(self.refresh, name)
-                group.start_soon(self._relist_now, (name, "resources"))
-                group.start_soon(self._relist_now, (name, "prompts"))
+        stale = [n for n in self._upstreams if n not in self._listing
+                 and now - self._listed_at.get(n, -math.inf) > max_age_s]
+        if not stale:
+            return
+        for name in stale:  # in flight from now on: a concurrent caller does not list it too
+            self._listing.setdefault(name, anyio.Event())
+        done = anyio.Event()
+        if wait_s is None:
+            await self._refresh_all(stale, done)
+            return
+        self._group.start_soon(self._refresh_all, stale, done)
+        with anyio.move_on_after(wait_s):
+            await done.wait()
+
+    async def _refresh_all(self, names: list[str], done: anyio.Event) -> None:
+        try:
+            async with anyio.create_task_group() as group:
+                for name in names:
+                    group.start_soon(self.refresh, name)
+                    group.start_soon(self._relist_now, (name, "resources"))
+                    group.start_soon(self._relist_now, (name, "prompts"))
+        finally:
+            done.set()
 
     async def refresh(self, server: str) -> None:
         """List ``server`` again and bring its tools in the toolbox up to date."""
         toolbox, upstream = self._toolbox, self._upstreams[server]
         assert toolbox is not None, "attach() first"
         self._listed_at[server] = anyio.current_time()
+        self._listing.setdefault(server, anyio.Event())
         try:
             listed = [t.model_dump(by_alias=True, exclude_none=True)
                       for t in await upstream.list_tools()]
@@ -209,6 +255,11 @@ class MCPGateway:
             self._note(str(exc))
             listed = [p.declaration for p in self.pins.all(server)
                       if p.declaration is not None] if self.pins else []
+        finally:
+            done = self._listing.pop(server, None)
+            if done is not None:
+                done.set()
+            self._listed_at[server] = anyio.current_time()
         wanted: dict[str, tuple[Tool, str | None, str]] = {}
         for declaration in listed:
             made = self._tool(upstream, declaration)
@@ -273,3 +324,23 @@ class MCPGateway:
         if line not in self.report:
             self.report.append(line)
 
+
+
+async def attach_upstreams(gateway: MCPGateway, toolbox: CatalogBase,
+                           on_report: Callable[[list[str]], None] | None = None) -> None:
+    """``gateway.attach(toolbox)`` for a server that already serves its local tools: each
+    upstream's tools join the toolbox when its own listing ends (the toolbox announces the
+    change, which a server sends as ``notifications/tools/list_changed``), so a slow or endless
+    listing holds only that upstream's tools. ``on_report`` gets a line as the listing starts,
+    then the report and a line when every upstream has been listed."""
+    names = ", ".join(f"'{s.name}'" for s in gateway.servers)
+    say = on_report or (lambda _lines: None)
+    say([f"listing the tools of MCP server(s) {names}; local tools are served meanwhile, "
+         "theirs as each listing ends"])
+    report = await gateway.attach(toolbox)
+    hub = gateway.relay.hub  # their resources and prompts are new too
+    if hub is not None:
+        await hub.resources_changed()
+        await hub.prompts_changed()
+    say([*report, f"MCP server(s) {names} listed: "
+                  f"{sum(1 for n in toolbox.names() if gateway.serves(n))} tool(s) served"])

@@ -8,6 +8,7 @@ import json
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,8 +21,8 @@ from ..approval.sqlite import Database, number, text_or_none
 from ..errors import StoreError
 from ..guardrails.builtin import SecretRedactor
 
-__all__ = ["AuditEntry", "AuditLog", "PostgresAuditLog", "SqliteAuditLog", "WritesAsync",
-           "redact_arguments"]
+__all__ = ["AUDIT_BOUND", "AuditEntry", "AuditLog", "PostgresAuditLog", "SqliteAuditLog",
+           "WritesAsync", "redact_arguments", "write_summary"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -90,6 +91,29 @@ class WritesAsync(Protocol):
     """An audit log the door can await without blocking the event loop (a writer thread)."""
 
     async def record_async(self, entry: AuditEntry) -> None: ...
+
+
+AUDIT_BOUND = "audit_bound"
+"""The error code of a session's summary row: refused calls counted past ``max_audit_rows``."""
+
+
+async def write_summary(audit: AuditLog | None, session_id: str, dropped: int, limit: int
+                        ) -> None:
+    """One row for the ``dropped`` refused calls a session counted rather than stored: tool
+    ``$audit``, status ``dropped``, error code ``audit_bound``, and in its arguments the bound
+    that fired (``max_audit_rows``), its value and the count."""
+    if audit is None:
+        return
+    entry = AuditEntry(
+        ts=time.time(), call_id=f"{session_id}$audit", session_id=session_id, tool="$audit",
+        args_digest="", arguments={"bound": "max_audit_rows", "limit": limit,
+                                   "dropped": dropped},
+        status="dropped", error_code=AUDIT_BOUND, duration_ms=0.0,
+        decision=f"{dropped} refused call(s) past max_audit_rows ({limit}) counted, not stored")
+    if isinstance(audit, WritesAsync):
+        await audit.record_async(entry)
+    else:
+        audit.record(entry)
 
 
 _INSERT = (

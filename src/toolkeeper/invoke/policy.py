@@ -53,6 +53,11 @@ class ChainPolicy(BaseModel):
     max_argument_items: int = Field(default=100_000, ge=1)
     """How many values (objects, arrays and scalars) a call's arguments may hold; past it, the
     call is refused the same way."""
+    max_audit_rows: int = Field(default=10_000, ge=1)
+    """Audit rows one session (a client's, a code-mode run's) writes before it counts its
+    refused calls instead of storing each: past it, a call that did not run adds one to
+    ``session.audit_dropped`` and one summary row, written when the session closes, says how
+    many and names this bound. A call that runs is always stored."""
 
     def __init__(self, **data: object) -> None:
         try:

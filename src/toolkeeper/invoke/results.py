@@ -138,3 +138,9 @@ class ChainRunResult:
     duration_ms: float
     value: JsonValue = None
     files: tuple[ChainFile, ...] = ()
+    trace_dropped: int = 0
+    """Records that left ``call_trace`` to keep it within the session's ``trace_limit`` (the
+    oldest first): ``trace_dropped + len(call_trace)`` calls were made in all."""
+    audit_dropped: int = 0
+    """Refused calls counted rather than stored in the audit log past the policy's
+    ``max_audit_rows`` (one summary row, ``audit_bound``, says how many)."""

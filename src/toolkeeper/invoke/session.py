@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..core.context import LIBRARY, Caller
 from ..errors import BudgetExceededError, UsageError
+from .audit import write_summary
 from .results import ChainCallRecord
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class InvokerSession:
         ``DEFAULT_TRACE_LIMIT`` unless given. The audit log keeps everything."""
         self._trace: deque[ChainCallRecord] = deque(maxlen=self.trace_limit)
         self._dropped = 0
+        self._audit_rows = 0
+        self._audit_dropped = 0
         self._pinned: list[str] = []
         self._pin_owner = f"{self.id}#{secrets.token_urlsafe(9)}"
         """Whom the store records the pins for: private to this object, since two sessions
@@ -97,6 +100,22 @@ class InvokerSession:
         """How many records, oldest first, left the trace to keep it within ``trace_limit``
         (``trace_dropped + len(trace)`` calls were recorded in all)."""
         return self._dropped
+
+    @property
+    def audit_dropped(self) -> int:
+        """Refused calls not stored one by one in the audit log, past the policy's
+        ``max_audit_rows`` (one summary row says how many when the session closes)."""
+        return self._audit_dropped
+
+    def audit_admits(self, ran: bool) -> bool:
+        """Whether a call's audit row is stored: always when it ran; a refused one only while
+        the session has written fewer than ``max_audit_rows`` rows, else it is counted."""
+        with self._lock:
+            if not ran and self._audit_rows >= self.policy.max_audit_rows:
+                self._audit_dropped += 1
+                return False
+            self._audit_rows += 1
+            return True
 
     @property
     def pinned_refs(self) -> tuple[str, ...]:
@@ -152,14 +171,19 @@ class InvokerSession:
                 self._pinned.append(ref)
 
     async def close(self) -> None:
-        """Unpin every artifact this session pinned."""
+        """Unpin every artifact this session pinned; write the audit summary of the refused
+        calls it counted rather than stored (``audit_dropped``), if any."""
         store = self.store
         with self._lock:
             refs, self._pinned = self._pinned, []
-            self.closed = True
+            already, self.closed = self.closed, True
+            dropped = self._audit_dropped
         if store is not None:
             for ref in refs:
                 store.unpin(ref, self._pin_owner)
+        if dropped and not already:
+            await write_summary(self.invoker.audit, self.id, dropped,
+                                self.policy.max_audit_rows)
 
     async def __aenter__(self) -> InvokerSession:
         return self

@@ -14,6 +14,7 @@ import base64
 import bisect
 import secrets
 import warnings
+import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from importlib.metadata import PackageNotFoundError, version
@@ -23,7 +24,7 @@ import anyio
 
 from ..core.context import ToolContext
 from ..formats import WireExport, render_result
-from ..gateway.gateway import MCPGateway
+from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
 from ..gateway.relay import calling_client
 from ..gateway.sources import RESOURCE_PREFIX
 from ..hooks import HookEvent, HookManager
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "mcp_server", "serve_stdio"]
+__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
+           "serve_stdio"]
 
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
@@ -155,6 +157,7 @@ class MCPFace(OfferHandlers):
                 on_subscriptions_listen=ListenHandler(bus))
         self.server = server
         BUSES[server] = bus
+        _FACES[server] = self
         from mcp.server.request_state import RequestStateBoundary
 
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
@@ -208,7 +211,7 @@ class MCPFace(OfferHandlers):
 
         remember(self.server, ctx)
         if self.gateway is not None:
-            await self.gateway.refresh_stale()
+            await self.gateway.refresh_stale(wait_s=STALE_WAIT_S)  # a slow upstream: its own
         # an export of a large catalog takes a while: off the event loop, where other
         # clients' calls are answered
         declarations, names = await anyio.to_thread.run_sync(self.listing)
@@ -233,6 +236,9 @@ class MCPFace(OfferHandlers):
 
         remember(self.server, ctx)
         exported = self.exported_for(params.name)
+        if self.gateway is not None and params.name not in exported.names:
+            await self.gateway.listed(params.name)  # an upstream's, named before it is listed
+            exported = self.exported_for(params.name)
         (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
                                   "params": {"name": params.name,
                                              "arguments": params.arguments or {}}})
@@ -362,13 +368,30 @@ def _decode_cursor(cursor: str) -> str | None:
         return None
 
 
+_FACES: weakref.WeakKeyDictionary[Any, MCPFace] = weakref.WeakKeyDictionary()
+
+
+async def close_sessions(server: Any) -> None:
+    """Close the client sessions of the MCP server ``server`` (as a server stops): each writes
+    its audit summary (refused calls counted past ``max_audit_rows``) and unpins its
+    artifacts."""
+    face = _FACES.get(server)
+    if face is None:
+        return
+    sessions, face.sessions = list(face.sessions.values()), {}
+    with anyio.CancelScope(shield=True):
+        for session in sessions:
+            await session.close()
+
+
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 on_report: Callable[[list[str]], None] | None = None,
                 alongside: Callable[[], Coroutine[Any, Any, None]] | None = None,
                 **options: Any) -> None:
     """Serve ``invoker``'s catalog over stdio until the client closes the connection; with a
-    ``gateway``, its upstream tools are attached first (``on_report`` gets its report).
-    ``alongside`` runs in the same event loop until then (the approval page)."""
+    ``gateway``, its upstream tools are attached meanwhile (``attach_upstreams``: the local
+    tools are served at once; ``on_report`` gets its report). ``alongside`` runs in the same
+    event loop until then (the approval page)."""
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
@@ -378,16 +401,16 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
         async with AsyncExitStack() as stack:
             if gateway is not None:
                 await stack.enter_async_context(gateway)
-                report = await gateway.attach(invoker.registry)
-                if on_report is not None:
-                    on_report(report)
             async with stdio_server() as (read_stream, write_stream), \
                     anyio.create_task_group() as group:
                 group.start_soon(announce_changes, server, invoker.registry)
+                if gateway is not None:
+                    group.start_soon(attach_upstreams, gateway, invoker.registry, on_report)
                 if alongside is not None:
                     group.start_soon(alongside)
                 await server.run(read_stream, write_stream, server.create_initialization_options(
                     NotificationOptions(tools_changed=True)))
                 group.cancel_scope.cancel()
+            await close_sessions(server)
 
     anyio.run(run)

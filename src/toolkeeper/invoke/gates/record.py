@@ -79,7 +79,7 @@ class RecordGate(Gate):
                                  duration_ms=round(duration, 3), error_code=result.error_code,
                                  args_digest=digest, arguments=inv.call.arguments)
         inv.session.record(record)
-        if self.audit is not None:
+        if self.audit is not None and inv.session.audit_admits(result.ran):
             trail = inv.approval or ApprovalTrail()
             told_again = _told_again(result)
             entry = AuditEntry(

@@ -1,0 +1,173 @@
+"""``toolkeeper serve`` under a hostile upstream and a flooding client: real server processes,
+an upstream written with the MCP SDK alone, the official MCP client.
+
+- An upstream whose listing stalls holds only its own tools: local tools are listed and called
+  at once (over HTTP and stdio), the upstream's join when its listing ends and stdio clients are
+  told (``notifications/tools/list_changed``); a later, stale listing that stalls holds no
+  client's ``tools/list`` either.
+- A client that floods refused calls past ``[security] max_audit_rows`` has the rest counted in
+  one summary row naming the bound, not stored one by one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from .test_serve import TOKEN, _client, _start
+from .test_serve_gateway import _until_listed
+
+pytestmark = pytest.mark.anyio
+UPSTREAM = str(Path(__file__).resolve().parents[1] / "gateway" / "upstream_server.py")
+
+
+def _config(tmp_path: Path, extra: str = "", mcp: str = "") -> Path:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(
+        f"{extra}[mcp]\nenabled = true\n{mcp}[[mcp.servers]]\nname = \"up\"\n"
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
+        "connect_timeout_s = 30\nrisk = \"safe\"\n")
+    return config
+
+
+async def test_serve_answers_local_tools_while_an_upstream_stalls_its_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    (tmp_path / "stall").write_text("20")  # answers tools/list after 20 s, or when released
+    proc, url = _start(tmp_path, "--config", str(_config(tmp_path)))
+    try:
+        async with _client(url) as client:
+            first = {t.name for t in (await client.list_tools()).tools}
+            forecast = await client.call_tool("get_forecast", {"city": "Lisbon"})
+            stalled = not (tmp_path / "listed").exists()  # the upstream has not answered yet
+            (tmp_path / "release").write_text("go")
+            later = await _until_listed(client, "up-echo")
+            echoed = await client.call_tool("up-echo", {"text": "hi"})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert stalled, "serve waited for the upstream's listing before serving its local tools"
+    assert {"get_forecast", "broadcast_alert"} <= first
+    assert not any(n.startswith("up-") for n in first)
+    assert not forecast.is_error and "Lisbon" in forecast.content[0].text  # type: ignore[union-attr]
+    assert {"up-echo", "up-add", "get_forecast"} <= later
+    assert echoed.content[0].text == "hi"  # type: ignore[union-attr]
+    assert proc.stderr is not None
+    said = proc.stderr.read()
+    assert "local tools are served meanwhile" in said and "listed:" in said, said
+
+
+async def test_a_stale_listing_of_a_stalled_upstream_holds_no_clients_tools_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    proc, url = _start(tmp_path, "--config", str(_config(tmp_path, mcp="refresh_s = 0.2\n")))
+    try:
+        async with _client(url) as client:
+            await _until_listed(client, "up-echo")
+            (tmp_path / "stall").write_text("20")  # its next listing stalls
+            await anyio.sleep(0.5)  # older than refresh_s: a tools/list lists it again
+            names = {t.name for t in (await client.list_tools()).tools}
+            forecast = await client.call_tool("get_forecast", {"city": "Braga"})
+            stalled = not (tmp_path / "listed").exists()
+            (tmp_path / "release").write_text("go")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert stalled, "a client's tools/list waited for the upstream's stalled listing"
+    assert {"up-echo", "get_forecast"} <= names  # what was listed before is still served
+    assert not forecast.is_error
+
+
+def _stdio(tmp_path: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=[
+        "-m", "toolkeeper.cli", "serve", "--stdio", "--no-builtins", str(_weather()),
+        "--config", str(_config(tmp_path)), "--state-dir", str(tmp_path / "state")],
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}, cwd=str(tmp_path))
+
+
+def _weather() -> Path:
+    return Path(__file__).resolve().parents[2] / "examples" / "weather.py"
+
+
+async def test_serve_stdio_tells_its_client_when_a_stalled_upstreams_tools_arrive(
+        tmp_path: Path) -> None:
+    (tmp_path / "stall").write_text("20")
+    told = anyio.Event()
+
+    async def heard(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    with (tmp_path / "serve.log").open("w") as errlog:
+        async with Client(stdio_client(_stdio(tmp_path), errlog=errlog), mode="legacy",
+                          message_handler=heard) as client:
+            first = {t.name for t in (await client.list_tools()).tools}
+            forecast = await client.call_tool("get_forecast", {"city": "Porto"})
+            stalled = not (tmp_path / "listed").exists()
+            (tmp_path / "release").write_text("go")
+            with anyio.fail_after(30):
+                await told.wait()
+            later = {t.name for t in (await client.list_tools()).tools}
+    assert stalled, "serve --stdio waited for the upstream's listing before serving"
+    assert "get_forecast" in first and not any(n.startswith("up-") for n in first)
+    assert not forecast.is_error
+    assert {"up-echo", "up-add"} <= later
+
+
+async def test_a_call_to_an_upstream_tool_made_while_it_is_listed_waits_for_the_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    (tmp_path / "stall").write_text("20")
+    proc, url = _start(tmp_path, "--config", str(_config(tmp_path)))
+    try:
+        async with _client(url) as client, anyio.create_task_group() as group:
+            answers: list[Any] = []
+
+            async def call() -> None:
+                answers.append(await client.call_tool("up-add", {"a": 2, "b": 3}))
+
+            group.start_soon(call)
+            await anyio.sleep(0.5)
+            waiting = not answers  # the call waits for the upstream's listing...
+            (tmp_path / "release").write_text("go")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert waiting
+    assert answers and answers[0].structured_content == {"sum": 5}  # ...then runs
+
+
+async def test_a_client_flooding_refused_calls_past_max_audit_rows_gets_one_summary_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text("[security]\nmax_audit_rows = 5\n")
+    proc, url = _start(tmp_path, "--config", str(config))
+    try:
+        async with _client(url) as client:
+            refused = [await client.call_tool("get_forecast", {"days": n}) for n in range(20)]
+            ran = await client.call_tool("get_forecast", {"city": "Faro"})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert all(r.is_error for r in refused) and not ran.is_error
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        rows = list(db.execute("SELECT tool, status, error_code, arguments FROM audit "
+                               "ORDER BY seq"))
+    stored = [r for r in rows if r[0] == "get_forecast"]
+    # five rows, then the refusals counted; the call that ran is stored all the same
+    assert [r[1] for r in stored] == ["error"] * 5 + ["ok"]
+    (summary,) = [r for r in rows if r[0] != "get_forecast"]
+    assert summary[1:3] == ("dropped", "audit_bound")
+    said = json.loads(summary[3])
+    assert said["bound"] == "max_audit_rows" and said["limit"] == 5 and said["dropped"] == 15
