@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..core.results import ToolResult
+from ..core.spec import DeclaresCallTypes
 from ..errors import UsageError, WireFormatError
 from .names import WireNames
 from .problems import Problem
@@ -99,6 +100,8 @@ def export(
         wire = names.wire(tool.name)
         if provider_tool:
             provider.append(declaration)
+            for call_type in tool.call_types if isinstance(tool, DeclaresCallTypes) else ():
+                names.route(call_type, tool.name)
         else:
             declaration = _renamed(declaration, fmt.name, wire)
             functions.append(declaration)
