@@ -72,8 +72,8 @@ class _Annotations:
         if name in self.classes or len(self.classes) >= _MAX_CLASSES:
             return name if name in self.classes else "dict"
         self.classes[name] = ""  # taken first: a recursive type refers to itself by name
-        required = set(schema.get("required") or []) if isinstance(
-            schema.get("required"), list) else set()
+        listed = schema.get("required")
+        required = {str(r) for r in listed} if isinstance(listed, list) else set()
         lines = [f"class {name}(TypedDict):"]
         for key, field in properties.items():
             kind = self.of(field, f"{name}_{key}")
