@@ -48,7 +48,12 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        return f"{shown(self.page)}:{self.line}"
+
+
+def shown(page: Path) -> str:
+    """A page as a failure names it: from the project root when it lies there."""
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
 
 
 def blocks(page: Path) -> list[Block]:
@@ -87,7 +92,7 @@ def run_block(block: Block, namespace: dict[str, object], loop: asyncio.Abstract
         frames = traceback.extract_tb(exc.__traceback__)
         line = next((f.lineno for f in reversed(frames) if f.filename == str(block.page)),
                     block.line)
-        pytest.fail(f"{block.page.relative_to(ROOT)}:{line}: the block starting at line "
+        pytest.fail(f"{shown(block.page)}:{line}: the block starting at line "
                     f"{block.line} fails: {type(exc).__name__}: {exc}\n"
                     + "".join(traceback.format_exception(exc)), pytrace=False)
 
@@ -121,14 +126,17 @@ def test_every_skipped_block_says_why() -> None:
 def test_a_failing_block_is_reported_with_its_page_and_line(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# A page\n\n```python\nx = 1\n\nraise ValueError('boom')\n```\n")
-    with pytest.raises(pytest.fail.Exception, match=r"page.md:6: the block starting at line 4"):
-        run_page_at(page, tmp_path)
-
-
-def run_page_at(page: Path, root: Path) -> None:
-    global ROOT
-    saved, ROOT = ROOT, root
-    try:
+    with pytest.raises(pytest.fail.Exception,
+                       match=r"page\.md:6: the block starting at line 4 fails: ValueError: boom"):
         run_page(page)
-    finally:
-        ROOT = saved
+
+
+def test_a_block_after_a_skip_marker_does_not_run_and_an_unknown_marker_fails(
+        tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- run: skip-reason it needs a GPU that tests do not have -->\n"
+                    "```python\nraise SystemExit('ran')\n```\n")
+    run_page(page)
+    page.write_text("<!-- run: maybe -->\n```python\nx = 1\n```\n")
+    with pytest.raises(pytest.fail.Exception, match=r"page\.md:2: unknown marker"):
+        run_page(page)
