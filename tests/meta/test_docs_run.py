@@ -138,5 +138,5 @@ def test_a_block_after_a_skip_marker_does_not_run_and_an_unknown_marker_fails(
                     "```python\nraise SystemExit('ran')\n```\n")
     run_page(page)
     page.write_text("<!-- run: maybe -->\n```python\nx = 1\n```\n")
-    with pytest.raises(pytest.fail.Exception, match=r"page\.md:2: unknown marker"):
+    with pytest.raises(pytest.fail.Exception, match=r"page\.md:3: unknown marker"):
         run_page(page)
