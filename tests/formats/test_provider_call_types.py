@@ -26,6 +26,7 @@ from toolkeeper import (
     AutoApprovalHandler,
     ImageBlock,
     ProviderDefinedTool,
+    Toolbox,
     ToolCall,
     ToolContext,
     ToolInvoker,
@@ -182,3 +183,12 @@ def test_two_tools_claiming_one_call_type_give_a_malformed_call() -> None:
     exported = export([ApplyPatchTool(), OtherPatcher()], "openai-responses")
     (call,) = exported.parse(response(patch_call()))
     assert call.problem is not None and "apply_patch, other_patch" in call.problem.message
+
+
+def test_the_catalogs_execute_tool_calls_answers_a_computer_call_too() -> None:
+    computer = ComputerTool()
+    box = Toolbox([computer, get_forecast])
+    items = box.execute_tool_calls(response(computer_call()), "openai-responses")
+    assert items == [{"type": "computer_call_output", "call_id": "call_cu1", "output": {
+        "type": "computer_screenshot", "image_url": f"data:image/png;base64,{PNG}"}}]
+    assert computer.handled[0].arguments["type"] == "computer_call"
