@@ -152,13 +152,13 @@ def signature(tool: Tool, function: str | None = None) -> str:
 
 
 def _docstring(description: str, fields: Mapping[str, object]) -> str:
-    lines = [line.rstrip() for line in description.strip().replace('"""', "'''").splitlines()]
-    args = [f"        {name}: {' '.join(str(f.get('description')).split())}".replace('"""', "'''")
+    """The description, then ``Args:`` with each described parameter, indented as a body."""
+    text = [line.rstrip() for line in description.strip().splitlines()]
+    args = [f"    {name}: {' '.join(str(f.get('description')).split())}"
             for name, f in fields.items() if isinstance(f, Mapping) and f.get("description")]
     if args:
-        lines += ["", "    Args:", *args] if lines else ["Args:", *args]
-    if not lines:
+        text += ["", "Args:", *args] if text else ["Args:", *args]
+    if not text:
         return ""
-    body = "\n".join(lines[:1] + [f"    {line}" if line and not line.startswith("    ") else
-                                   line for line in lines[1:]])
-    return f'\n    """{body}\n    """' if len(lines) > 1 else f'\n    """{body}"""'
+    body = "\n".join(f"    {line}" if line else "" for line in text).replace('"""', "'''")
+    return f'\n    """{body.lstrip()}"""' if len(text) == 1 else f'\n    """{body.lstrip()}\n    """'
