@@ -4,7 +4,9 @@ the fields of a nested object, as the tool's own schema says (seed 001's code-mo
 from __future__ import annotations
 
 import ast
+import importlib.util
 from enum import StrEnum
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -81,3 +83,13 @@ def test_a_raw_schema_with_inline_objects_and_no_defaults() -> None:
 @pytest.mark.parametrize("example", zoo(), ids=lambda t: t.name)
 def test_every_signature_is_python(example: Tool) -> None:
     ast.parse(signature(example))  # recursive models, enums, maps: still valid source
+
+
+def test_the_code_mode_page_shows_what_the_example_tools_give() -> None:
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("weather_example", root / "examples/weather.py")
+    assert spec is not None and spec.loader is not None
+    weather = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(weather)
+    page = (root / "docs/codemode.md").read_text(encoding="utf-8")
+    assert f"```\n{signature(weather.broadcast_alert)}\n```" in page
