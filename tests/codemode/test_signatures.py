@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -85,11 +86,13 @@ def test_every_signature_is_python(example: Tool) -> None:
     ast.parse(signature(example))  # recursive models, enums, maps: still valid source
 
 
-def test_the_code_mode_page_shows_what_the_example_tools_give() -> None:
+def test_the_code_mode_page_shows_what_the_example_tools_give(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("weather_example", root / "examples/weather.py")
     assert spec is not None and spec.loader is not None
     weather = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "weather_example", weather)  # its annotations resolve there
     spec.loader.exec_module(weather)
     page = (root / "docs/codemode.md").read_text(encoding="utf-8")
     assert f"```\n{signature(weather.broadcast_alert)}\n```" in page
