@@ -1,4 +1,4 @@
-"""Every Python block of README.md and docs/*.md runs as written.
+"""Every Python block of README.md and docs/ (every .md file under it) runs as written.
 
 The blocks of one page run in order in one namespace (a later block may use what an earlier one
 defined, as a reader going down the page would), as a module is imported (so the lines under
@@ -34,7 +34,7 @@ from . import doc_clients
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_FILES = {"docs/mcp.md": {"notes_server.py": ROOT / "tests/gateway/upstream_server.py"}}
 """Files a page's example says are there (mcp.md's gateway starts ``notes_server.py``)."""
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"^(?:<!-- run: (?P<marker>[^\n]*?) -->\n)?```python\n(?P<code>.*?)^```",
                    re.S | re.M)
 
