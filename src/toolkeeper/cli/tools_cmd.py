@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -116,9 +117,10 @@ def explain_cmd(
                                                "the one in the current directory by default.")
                       ] = None,
 ) -> None:
-    """Every known built-in tool, included or not, with the reason and the deciding key; then
-    what the gateway relays of each upstream MCP server (held prompts and templates: tools
-    pins)."""
+    """Every known built-in tool, included or not, with the reason and the deciding key (seed
+    004's tools toolkeeper does not provide among them, with the section asking for each);
+    then what the gateway relays of each upstream MCP server (held prompts and templates:
+    tools pins)."""
     try:
         settings = load_config(config)
         decisions = explain(settings)
@@ -126,8 +128,9 @@ def explain_cmd(
         raise fail(exc) from exc
     table = Table("tool", "status", "reason", "decided by")
     for d in decisions:
-        status = "[green]included[/]" if d.included else "[red]excluded[/]"
-        table.add_row(d.tool, status, d.reason, f"{d.key} ({d.source})")
+        status = "[green]included[/]" if d.included else (
+            "[yellow]not provided[/]" if d.cause == "not_provided" else "[red]excluded[/]")
+        table.add_row(escape(d.tool), status, escape(d.reason), escape(f"{d.key} ({d.source})"))
     _out.print(table)
     if settings.mcp.servers:
         relays = Table("mcp server", "served", "resources", "prompts", "logs", "sampling",

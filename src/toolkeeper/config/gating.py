@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..builtins import SecurityPolicy
+from ..builtins.browser import browser_tools
 from ..builtins.calculator import calculator_tool
 from ..builtins.code_search import code_search_tool
 from ..builtins.files import file_tools
@@ -22,10 +23,13 @@ from ..builtins.http import http_tools
 from ..builtins.policy import DEFAULT_COMMANDS, DEFAULT_FORBIDDEN
 from ..builtins.search import search_tools
 from ..builtins.shell import sandbox_blocker, shell_tool
+from ..builtins.text_browser import text_browser_tool
+from ..builtins.web_search import web_search_tool
 from ..invoke.policy import ChainPolicy
 from ..sandbox import probe
 from ..skills import load_skills, read_skill_tool
 from ..tools.tool import Tool
+from .absent import NOT_PROVIDED, NotProvided
 from .builtins_table import BUILTINS, Builtin, Family
 from .model import ToolkeeperConfig
 
@@ -35,8 +39,8 @@ __all__ = ["Cause", "Decision", "all_tools_with_runtime", "chain_policy", "expla
 log = logging.getLogger("toolkeeper.config")
 
 Cause = Literal["core", "enabled", "confined", "unconfined", "not_enabled",
-                "missing_credentials", "no_sandbox", "read_only"]
-_ASKED_FOR = ("missing_credentials", "no_sandbox")
+                "missing_credentials", "no_sandbox", "unavailable", "read_only", "not_provided"]
+_ASKED_FOR = ("missing_credentials", "no_sandbox", "unavailable")
 """Causes of tools that were asked for but left out: logged as warnings."""
 
 
@@ -94,6 +98,9 @@ def decide(config: ToolkeeperConfig, builtin: Builtin, blocker: str | None) -> D
     missing = _credential_missing(config, builtin.credentials)
     if missing:
         return out(False, "missing_credentials", f"enabled, but {missing}")
+    unavailable = builtin.needs(config) if builtin.needs is not None else None
+    if unavailable:
+        return out(False, "unavailable", f"enabled, but {unavailable}")
     if builtin.writes and config.security.autonomy == "read_only":
         return Decision(tool=builtin.name, included=False, cause="read_only",
                         key="security.autonomy", source=config.source("security.autonomy"),
@@ -111,10 +118,46 @@ def decide(config: ToolkeeperConfig, builtin: Builtin, blocker: str | None) -> D
     return out(True, "core", "always on (the minimal registry)")
 
 
-def explain(config: ToolkeeperConfig) -> list[Decision]:
-    """Every known built-in tool, included or excluded, with the cause and the deciding key."""
+def _builtin_decisions(config: ToolkeeperConfig) -> list[Decision]:
     blocker = sandbox_blocker(policy_from(config))
     return [decide(config, builtin, blocker) for builtin in BUILTINS]
+
+
+def _not_provided(config: ToolkeeperConfig, absent: NotProvided) -> Decision:
+    where = config.section_source(absent.section) if absent.section else None
+    return Decision(tool=absent.name, included=False, cause="not_provided", key=absent.key,
+                    reason=f"not provided by toolkeeper: {absent.reason}",
+                    source=where or ("always on in seed 004" if absent.section is None
+                                     else "not in the config"))
+
+
+def _autonomy_not_applied(config: ToolkeeperConfig) -> list[Decision]:
+    """Keys of seed 004's ``[autonomy]`` that have no counterpart in ``[security]``."""
+    return [Decision(tool=f"autonomy.{key}", included=False, cause="not_provided",
+                     key=f"autonomy.{key}", source=config.source(f"autonomy.{key}"),
+                     reason="not applied by toolkeeper: of [autonomy], only level, "
+                     "allowed_commands and forbidden_paths are read (into [security])")
+            for key in sorted(config.autonomy.model_extra or {})]
+
+
+def explain(config: ToolkeeperConfig) -> list[Decision]:
+    """Every known built-in tool, included or excluded, with the cause and the deciding key;
+    then every tool seed 004 documents that toolkeeper does not provide (with the section of
+    the config that asks for it, when it does), and any ``[autonomy]`` key not applied."""
+    return [*_builtin_decisions(config), *(_not_provided(config, a) for a in NOT_PROVIDED),
+            *_autonomy_not_applied(config)]
+
+
+def _changed(policy: SecurityPolicy, **changes: object) -> SecurityPolicy:
+    """``policy`` with some rules changed, validated like the original."""
+    return SecurityPolicy.model_validate({**policy.model_dump(), **changes})
+
+
+def _text_browser_policy(policy: SecurityPolicy, config: ToolkeeperConfig) -> SecurityPolicy:
+    """``[text_browser] allowed_domains`` when given, else the fetch tools' allowlist."""
+    own = config.text_browser.allowed_domains
+    return _changed(policy, allowed_domains=own, allowed_domains_key="text_browser.allowed_domains"
+                    ) if own else policy
 
 
 def _family(family: Family, policy: SecurityPolicy, config: ToolkeeperConfig) -> list[Tool]:
@@ -128,6 +171,17 @@ def _family(family: Family, policy: SecurityPolicy, config: ToolkeeperConfig) ->
         "http": lambda: http_tools(policy),
         "skills": lambda: [read_skill_tool(load_skills(config.skills.dir))]
         if config.skills.dir is not None else [],
+        "web_search": lambda: [web_search_tool(
+            api_key=config.web_search.api_key or os.environ.get("BRAVE_API_KEY", ""),
+            base_url=config.web_search.base_url, max_results=config.web_search.max_results,
+            timeout_s=config.web_search.timeout_secs)],
+        "text_browser": lambda: [text_browser_tool(_text_browser_policy(policy, config))],
+        "browser": lambda: browser_tools(
+            _changed(policy, allowed_domains=config.browser.allowed_domains,
+                     allowed_domains_key="browser.allowed_domains", hosts=config.browser.hosts,
+                     allow_loopback_http=config.browser.allow_loopback),
+            executable_path=config.browser.executable_path,
+            timeout_s=config.browser.timeout_secs),
     }
     return makers[family]()
 
@@ -142,7 +196,11 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
     policy.require_workspace(config.source("security.workspace"))
     made: dict[Family, dict[str, Tool]] = {}
     tools: list[Tool] = []
-    for builtin, decision in zip(BUILTINS, explain(config), strict=True):
+    for absent in NOT_PROVIDED:
+        if absent.section is not None and absent.section in config.present:
+            log.warning("tool %s not provided by toolkeeper: %s (%s)", absent.name,
+                        absent.reason, config.section_source(absent.section))
+    for builtin, decision in zip(BUILTINS, _builtin_decisions(config), strict=True):
         if not decision.included:
             if decision.cause in _ASKED_FOR:
                 log.warning("tool %s left out: %s (%s)", decision.tool, decision.reason,
@@ -152,8 +210,16 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
             made[builtin.family] = {t.name: t for t in _family(builtin.family, policy, config)}
         tool = made[builtin.family].get(builtin.made_as or builtin.name)
         if tool is not None:
-            tools.append(tool if builtin.made_as is None else tool.replace(name=builtin.name))
+            tools.append(tool if builtin.made_as is None else _renamed(tool, builtin))
     return tools
+
+
+def _renamed(tool: Tool, builtin: Builtin) -> Tool:
+    """The tool under its seed-004 name, its family's name kept as an alias
+    (``web_fetch``, also reached as ``http_fetch``)."""
+    aliases = (*tool.metadata.aliases, tool.name)
+    return tool.replace(name=builtin.name,
+                        metadata=tool.metadata.model_copy(update={"aliases": aliases}))
 
 
 def chain_policy(config: ToolkeeperConfig, base: ChainPolicy | None = None) -> ChainPolicy:

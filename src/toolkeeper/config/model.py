@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +43,60 @@ class ShellSection(_Section):
 class FetchSection(_Section):
     enabled: bool = False
     allowed_domains: list[str] = Field(default_factory=list)
+
+
+class WebSearchSection(_Section):
+    """``[web_search]``: ``web_search_tool`` through a search provider's API (Brave)."""
+
+    enabled: bool = False
+    provider: Literal["brave"] = "brave"
+    api_key: str | None = None
+    """The provider's key; else the ``BRAVE_API_KEY`` environment variable."""
+    base_url: str = Field(default="https://api.search.brave.com/res/v1", pattern=r"^https?://")
+    """The provider's API root (the operator's choice, so not held to the fetch rules)."""
+    max_results: int = Field(default=5, ge=1, le=20)
+    timeout_secs: float = Field(default=15.0, gt=0)
+
+
+class TextBrowserSection(_Section):
+    """``[text_browser]``: pages as readable text with numbered links, under the fetch rules."""
+
+    enabled: bool = False
+    allowed_domains: list[str] = Field(default_factory=list)
+
+
+class BrowserSection(_Section):
+    """``[browser]``: ``browser`` and ``browser_open``, a headless Chromium confined to
+    ``allowed_domains`` (every request, redirect and subresource)."""
+
+    enabled: bool = False
+    allowed_domains: list[str] = Field(default_factory=list)
+    executable_path: Path = Path("/usr/bin/chromium")
+    """The Chromium to drive (never downloaded)."""
+    hosts: dict[str, str] = Field(default_factory=dict)
+    """Names pinned to addresses, like ``/etc/hosts`` (the address rules still apply)."""
+    allow_loopback: bool = False
+    """Let pages on 127.0.0.1 / ::1 load (local services and tests only)."""
+    timeout_secs: float = Field(default=30.0, gt=0)
+
+
+class NotProvidedSection(BaseModel):
+    """A section seed 004 documents for tools toolkeeper does not ship: accepted as written
+    (any keys) and explained by ``toolkeeper tools explain``."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class AutonomySection(BaseModel):
+    """Seed 004's ``[autonomy]``: toolkeeper keeps these under ``[security]``. ``level``,
+    ``allowed_commands`` and ``forbidden_paths`` are read into ``[security]``; other keys are
+    accepted and shown by ``toolkeeper tools explain`` as not applied."""
+
+    model_config = ConfigDict(extra="allow")
+
+    level: Literal["read_only", "readonly", "supervised", "full"] | None = None
+    allowed_commands: list[str] | None = None
+    forbidden_paths: list[str] | None = None
 
 
 class SkillsSection(_Section):
@@ -166,6 +221,21 @@ class ToolkeeperConfig(_Section):
     web_fetch: FetchSection = Field(default_factory=FetchSection)
     http_request: FetchSection = Field(default_factory=FetchSection)
     skills: SkillsSection = Field(default_factory=SkillsSection)
+    web_search: WebSearchSection = Field(default_factory=WebSearchSection)
+    text_browser: TextBrowserSection = Field(default_factory=TextBrowserSection)
+    browser: BrowserSection = Field(default_factory=BrowserSection)
+    autonomy: AutonomySection = Field(default_factory=AutonomySection)
+    browser_delegate: NotProvidedSection = Field(default_factory=NotProvidedSection)
+    notion: NotProvidedSection = Field(default_factory=NotProvidedSection)
+    jira: NotProvidedSection = Field(default_factory=NotProvidedSection)
+    linkedin: NotProvidedSection = Field(default_factory=NotProvidedSection)
+    cloud_ops: NotProvidedSection = Field(default_factory=NotProvidedSection)
+    sop: NotProvidedSection = Field(default_factory=NotProvidedSection)
+    agents: dict[str, NotProvidedSection] = Field(default_factory=dict)
+    """``[agents.<name>]``: sub-agents for seed 004's ``delegate``, which toolkeeper does not
+    ship (it is a tool layer, not an agent runtime)."""
+    swarms: dict[str, NotProvidedSection] = Field(default_factory=dict)
+    """``[swarms.<name>]``: for seed 004's ``swarm``, likewise not shipped."""
     mcp: MCPSection = Field(default_factory=MCPSection)
     codemode: CodeModeSection = Field(default_factory=CodeModeSection)
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
@@ -180,6 +250,51 @@ class ToolkeeperConfig(_Section):
         line = _line_of(self.path.read_text(encoding="utf-8"), key)
         return f"{self.path}:{line}" if line else f"{self.path} (default)"
 
+    def section_source(self, section: str) -> str | None:
+        """Where a top-level section (``[agents.coder]`` counts for ``agents``) begins:
+        ``file:line``, or ``None`` when the file does not have it."""
+        if self.path is None or section not in self.present:
+            return None
+        line = _section_line(self.path.read_text(encoding="utf-8"), section)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+
+def _section_line(text: str, section: str) -> int | None:
+    top = True
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line.startswith("["):
+            top, name = False, line.strip("[]").strip()
+        elif top:
+            name = line.split("=", 1)[0].strip()
+        else:
+            continue
+        if name == section or name.startswith(section + "."):
+            return number
+    return None
+
+
+_AUTONOMY_KEYS = {"level": "autonomy", "allowed_commands": "allowed_commands",
+                  "forbidden_paths": "forbidden_paths"}
+
+
+def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file: Path,
+                            text: str) -> None:
+    """Seed 004's ``[autonomy]`` keys into ``[security]``, where toolkeeper keeps them; the
+    same setting given differently in both is an error naming both lines."""
+    given = data.get("autonomy", {})
+    security = data.get("security", {})
+    for key, target in _AUTONOMY_KEYS.items():
+        if key not in given:
+            continue
+        value = "read_only" if given[key] == "readonly" else given[key]
+        if target in security and security[target] != value:
+            raise ConfigError(
+                f"{file}:{_line_of(text, 'autonomy.' + key)}: autonomy.{key} = {given[key]!r} "
+                f"contradicts security.{target} = {security[target]!r} "
+                f"({file}:{_line_of(text, 'security.' + target)}); keep one of them")
+        setattr(config.security, target, value)
+
 
 def _line_of(text: str, key: str) -> int | None:
     section, _, leaf = key.rpartition(".")
@@ -187,13 +302,25 @@ def _line_of(text: str, key: str) -> int | None:
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line.startswith("["):
-            in_section = line.strip("[]").strip() == section
+            header = line.strip("[]").strip()
+            if not section and (header == leaf or header.startswith(leaf + ".")):
+                return number  # a top-level key written as a section
+            in_section = header == section
             if in_section and not leaf:
                 return number
             continue
         if in_section and line.split("=", 1)[0].strip() == leaf:
             return number
     return None
+
+
+def _did_you_mean(error: Any) -> str:
+    """For an unknown top-level section, the known one it is closest to."""
+    loc = error["loc"]
+    if error["type"] != "extra_forbidden" or len(loc) != 1:
+        return ""
+    close = difflib.get_close_matches(str(loc[0]), list(ToolkeeperConfig.model_fields), n=1)
+    return f"; did you mean [{close[0]}]?" if close else ""
 
 
 def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
@@ -220,9 +347,13 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
             key = ".".join(str(p) for p in error["loc"])
             line = _line_of(text, key)
             where = f"{file}:{line}" if line else str(file)
-            problems.append(f"{where}: {key}: {error['msg']}")
+            problems.append(f"{where}: {key}: {error['msg']}{_did_you_mean(error)}")
         raise ConfigError("invalid configuration:\n" + "\n".join(problems)) from exc
+    _autonomy_into_security(config, data, file, text)
     workspace = config.security.workspace
     if not workspace.is_absolute():
         config.security.workspace = (file.parent / workspace).resolve()
+    skills = config.skills.dir
+    if skills is not None and not skills.is_absolute():
+        config.skills.dir = (file.parent / skills).resolve()  # like the workspace
     return config.model_copy(update={"path": file.resolve(), "present": frozenset(data)})

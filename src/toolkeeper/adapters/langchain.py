@@ -1,0 +1,178 @@
+"""LangChain and LangGraph: a toolbox and its invoker as LangChain tools, approval as LangGraph's
+``interrupt``.
+
+```python
+governed = ToolkeeperTools(invoker, session_id="thread-1")
+agent = create_agent(model, governed.tools, checkpointer=checkpointer)
+```
+
+Every call the agent makes goes through ``ToolInvoker.invoke``. In LangChain's idiom:
+
+- a refused or failed call (invalid arguments, a denial, a tool that raised) is a
+  ``ToolMessage`` with ``status="error"`` whose text the model reads; never an exception in the
+  graph;
+- a call that waits for a person (the door answered ``pending``: ``PersistedApprovalHandler``)
+  calls LangGraph's ``interrupt`` with a request shaped like ``HumanInTheLoopMiddleware``'s
+  (``action_requests``, ``review_configs``) plus the stored request's ``approval_id``. Resume
+  the graph with ``Command(resume={"decisions": [{"type": "approve"}]})`` (or
+  ``{"type": "reject", "message": ...}``): the decision is recorded in the approval store and
+  the audit log, and an approved call runs once through the door. Needs a checkpointer (a
+  SQLite one carries a run across a restart; give the new objects the same ``session_id``);
+- ``await governed.resume_from_store(interrupts)`` turns the decisions made on toolkeeper's side
+  (the page, the API, ``toolkeeper approvals decide``) into that ``Command``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from ..invoke.invoker import ToolInvoker
+from ..invoke.results import InvocationResult
+from .calls import Declared, GovernedCalls
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool, ToolException
+    from langgraph.types import Command, Interrupt, interrupt
+except ImportError as exc:
+    raise ImportError("toolkeeper.adapters.langchain needs langchain-core and langgraph; install "
+                      "them with pip install 'toolkeeper[langchain]'") from exc
+
+__all__ = ["GovernedTool", "ToolkeeperTools", "decision_of"]
+
+FRAMEWORK = "langgraph"
+_CALL_ID: ContextVar[str] = ContextVar("toolkeeper_langchain_call_id", default="")
+
+
+class GovernedTool(BaseTool):
+    """One catalog tool as a LangChain tool; ``ToolkeeperTools`` makes them."""
+
+    calls: Any = None
+    """The ``GovernedCalls`` it goes through."""
+    handle_tool_error: bool = True
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
+                      **kwargs: Any) -> Any:
+        call_id = input.get("id") if isinstance(input, dict) and \
+            input.get("type") == "tool_call" else None
+        token = _CALL_ID.set(str(call_id or "lc_" + secrets.token_hex(8)))
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _CALL_ID.reset(token)
+
+    def _run(self, *args: Any, **kwargs: Any) -> str:
+        raise ToolException(f"'{self.name}' runs asynchronously through toolkeeper's door: "
+                            "use ainvoke / astream (agent.ainvoke(...))")
+
+    async def _arun(self, *args: Any, **kwargs: Any) -> str:
+        kwargs.pop("run_manager", None)
+        kwargs.pop("config", None)
+        calls: GovernedCalls = self.calls
+        call_id = _CALL_ID.get() or "lc_" + secrets.token_hex(8)
+        found = await calls.open_request(self.name, kwargs)
+        if found is not None and found.state == "pending":  # resumed: the graph's person
+            result = InvocationResult.failed(  # decides the stored request; no second ask
+                "pending", "waiting for approval", "pending", call_id=call_id, tool=self.name,
+                approval_id=found.request.id)
+        else:
+            result = await calls.call(self.name, kwargs, call_id)
+        if result.status == "pending":
+            try:
+                asked = interrupt(_request(self, kwargs, result))
+            except KeyError:  # called outside a graph run: nothing to stop and resume
+                raise ToolException(
+                    f"pending: '{self.name}' waits for a person's approval (request "
+                    f"{result.approval_id}); outside a LangGraph run nothing can stop for it. "
+                    "Run the tool in a graph with a checkpointer, or decide the request and "
+                    "call again") from None
+            approved, message = decision_of(asked)
+            result = await calls.decided(self.name, kwargs, call_id, approved=approved,
+                                         message=message)
+        return answer(result)
+
+
+class ToolkeeperTools:
+    """The catalog's tools for a LangChain agent or a LangGraph graph, every call through the
+    door.
+
+    Args:
+        invoker: The door (with ``PersistedApprovalHandler(store)`` a call that needs approval
+            interrupts the graph).
+        session_id: The conversation's id (the graph's thread); the same one for a run
+            resumed after a restart.
+        approver: How the graph's person is named in the store and the audit log
+            (``"langgraph:user"``).
+
+    Attributes:
+        tools: The ``BaseTool``s to give ``create_agent(model, tools)`` or a ``ToolNode``.
+    """
+
+    def __init__(self, invoker: ToolInvoker, *, session_id: str | None = None,
+                 approver: str | None = None) -> None:
+        self.calls = GovernedCalls(invoker, framework=FRAMEWORK, session_id=session_id,
+                                   approver=approver)
+        self.tools: list[BaseTool] = [self._tool(d) for d in self.calls.declared]
+
+    def _tool(self, declared: Declared) -> GovernedTool:
+        return GovernedTool(name=declared.name, description=declared.description,
+                            args_schema=dict(declared.parameters), calls=self.calls)
+
+    async def resume_from_store(self, interrupts: Iterable[Interrupt]) -> Command[Any] | None:
+        """The ``Command`` that resumes the graph with the decisions made on toolkeeper's side,
+        for the interrupts that are decided (``None`` when none is yet)."""
+        resume: dict[str, object] = {}
+        for pending in interrupts:
+            value = pending.value if isinstance(pending.value, Mapping) else {}
+            approval_id = value.get("approval_id")
+            if not isinstance(approval_id, str):
+                continue
+            decision = (await self.calls.decisions([approval_id])).get(approval_id)
+            if decision is None:
+                continue
+            resume[pending.id] = {"decisions": [
+                {"type": "approve"} if decision.approved else
+                {"type": "reject", "message": decision.message or
+                 f"denied by {decision.approver or 'a person'}"}]}
+        return Command(resume=resume) if resume else None
+
+
+def _request(tool: BaseTool, arguments: Mapping[str, object], result: InvocationResult
+             ) -> dict[str, object]:
+    """What the interrupt carries: HumanInTheLoopMiddleware's request shape, and the stored
+    request's id."""
+    return {"action_requests": [{"name": tool.name, "args": dict(arguments),
+                                 "description": f"'{tool.name}' needs a person's approval "
+                                 f"(request {result.approval_id}); nothing ran yet"}],
+            "review_configs": [{"action_name": tool.name,
+                                "allowed_decisions": ["approve", "reject"]}],
+            "approval_id": result.approval_id}
+
+
+def decision_of(resume: object) -> tuple[bool, str]:
+    """(approved, message) from what the graph was resumed with: ``{"decisions": [{"type":
+    "approve"}]}`` (HumanInTheLoopMiddleware's), ``{"type": "reject", "message": "…"}``,
+    ``"approve"``/``"reject"`` or a bool. Anything else is a denial that says what to send."""
+    if isinstance(resume, Mapping) and isinstance(resume.get("decisions"), list) \
+            and resume["decisions"]:
+        resume = resume["decisions"][0]
+    if isinstance(resume, bool):
+        return resume, ""
+    if isinstance(resume, str):
+        resume = {"type": resume}
+    if isinstance(resume, Mapping) and resume.get("type") in ("approve", "reject"):
+        return resume["type"] == "approve", str(resume.get("message") or "")
+    return False, (f"the graph was resumed with {resume!r}, which is not a decision; resume "
+                   "with {'decisions': [{'type': 'approve'}]} or {'type': 'reject', "
+                   "'message': '...'}")
+
+
+def answer(result: InvocationResult) -> str:
+    """A door's result as the tool's output; a refused or failed call raises ``ToolException``,
+    which LangChain turns into a ``ToolMessage`` with ``status="error"``."""
+    if result.status != "ok":
+        raise ToolException(f"{result.error_code or result.status}: {result.text}")
+    return result.text

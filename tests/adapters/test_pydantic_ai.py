@@ -1,0 +1,137 @@
+"""pydantic-ai drives the governed tools with its own FunctionModel through a full run: a safe
+call, invalid arguments (ModelRetry), a risky call approved and one denied through
+DeferredToolResults, the run resumed after a restart from its serialized message history, and
+decisions made on toolkeeper's side resuming the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from toolkeeper.adapters.pydantic_ai import ToolkeeperCapability, ToolkeeperToolset
+from toolkeeper.approval import ApprovalDecision
+
+from .world import DELETED, World
+
+pytestmark = pytest.mark.anyio
+
+SEEN: list[list[str]] = []
+
+
+def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The model: a bad call, then a safe one and two risky ones, then an answer; it notes
+    what each tool result told it."""
+    SEEN.append([f"{type(p).__name__}:{getattr(p, 'content', '')}" for p in messages[-1].parts])
+    turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+    if turn == 0:
+        return ModelResponse(parts=[ToolCallPart("add", {"a": "x", "b": 2}, tool_call_id="c1")])
+    if turn == 1:
+        return ModelResponse(parts=[
+            ToolCallPart("add", {"a": 1, "b": 2}, tool_call_id="c2"),
+            ToolCallPart("delete_file", {"path": "/keep"}, tool_call_id="c3"),
+            ToolCallPart("delete_file", {"path": "/tmp/x"}, tool_call_id="c4")])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+def agent(world: World) -> Agent[None, str | DeferredToolRequests]:
+    governed = ToolkeeperCapability(world.invoker, session_id="conversation-1")
+    return Agent(FunctionModel(script), capabilities=[governed],
+                 output_type=[str, DeferredToolRequests])
+
+
+async def test_a_full_run_approves_one_risky_call_and_denies_one_across_a_restart(
+        tmp_path: Path) -> None:
+    DELETED.clear()
+    SEEN.clear()
+    first = World(tmp_path / "state.db")
+    run = await agent(first).run("clean up")
+    requests = run.output
+    assert isinstance(requests, DeferredToolRequests)
+    assert [p.tool_call_id for p in requests.approvals] == ["c3", "c4"]
+    assert requests.metadata["c3"]["approval_id"].startswith("apr_")
+    assert DELETED == []  # nothing risky ran
+    retry = SEEN[1][0]  # the invalid arguments came back as ModelRetry's prompt
+    assert retry.startswith(("RetryPromptPart", "ToolReturnPart")) and \
+        "argument 'a' must be a valid integer" in retry
+    history = run.all_messages_json()
+
+    again = World(tmp_path / "state.db")  # a restart: new invoker and store objects
+    resumed = await agent(again).run(
+        message_history=ModelMessagesTypeAdapter.validate_json(history),
+        deferred_tool_results=DeferredToolResults(
+            approvals={"c3": True, "c4": ToolDenied("not that one")}))
+    assert resumed.output == "done"
+    assert DELETED == ["/keep"]  # approved: ran once; denied: never
+    assert "ToolReturnPart:deleted /keep" in SEEN[-1] and "ToolReturnPart:not that one" in SEEN[-1]
+    assert again.decisions() == {"/keep": ("done", "pydantic-ai:user"),
+                                 "/tmp/x": ("denied", "pydantic-ai:user")}
+    rows = again.rows("delete_file")
+    assert sorted((r.arguments["path"], r.status, r.approver or "") for r in rows) == [
+        ("/keep", "ok", "pydantic-ai:user"), ("/keep", "pending", ""),
+        ("/tmp/x", "denied", "pydantic-ai:user"), ("/tmp/x", "pending", "")]
+    assert [r.status for r in again.rows("add")] == ["error", "ok"]
+
+
+async def test_decisions_made_on_toolkeepers_side_resume_the_run(tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    run = await agent(world).run("clean up")
+    requests = run.output
+    assert isinstance(requests, DeferredToolRequests)
+    ids = {p.args_as_dict()["path"]: requests.metadata[p.tool_call_id]["approval_id"]
+           for p in requests.approvals}
+    world.store.decide(ApprovalDecision(request_id=ids["/keep"], outcome="approved",
+                                        approver="web:alice"))
+    governed = ToolkeeperToolset(world.invoker, session_id="conversation-1")
+    partial = await governed.results_from_store(requests)
+    assert list(partial.approvals) == ["c3"]  # the other still waits for a person
+    world.store.decide(ApprovalDecision(request_id=ids["/tmp/x"], outcome="denied",
+                                        approver="cli", message="no"))
+    results = await governed.results_from_store(requests)
+    resumed = await agent(world).run(message_history=run.all_messages(),
+                                     deferred_tool_results=results)
+    assert resumed.output == "done" and DELETED == ["/keep"]
+    assert world.decisions() == {"/keep": ("done", "web:alice"), "/tmp/x": ("denied", "cli")}
+    assert sorted((r.status, r.approver or "") for r in world.rows("delete_file")) == [
+        ("denied", "cli"), ("ok", "web:alice"), ("pending", ""), ("pending", "")]
+
+
+async def test_a_tool_that_fails_is_a_failed_result_and_the_run_goes_on(tmp_path: Path) -> None:
+    world = World(tmp_path / "state.db")
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("fetch", {"url": "http://x"},
+                                                     tool_call_id="c1")])
+        last = messages[-1].parts[0]
+        assert isinstance(last, ToolReturnPart) and last.outcome == "failed"  # ToolFailed
+        return ModelResponse(parts=[TextPart(str(last.content))])
+
+    result = await Agent(FunctionModel(model), toolsets=[ToolkeeperToolset(world.invoker)]).run("go")
+    assert "cannot reach http://x" in result.output
+    assert [r.status for r in world.rows("fetch")] == ["error"]
+
+
+async def test_an_approval_that_edits_the_arguments_is_asked_anew(tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    run = await agent(world).run("clean up")
+    edited = DeferredToolResults(approvals={
+        "c3": ToolApproved(override_args={"path": "/etc"}), "c4": False})
+    again = await agent(world).run(message_history=run.all_messages(),
+                                   deferred_tool_results=edited)
+    assert isinstance(again.output, DeferredToolRequests)  # the edited call waits for a person
+    assert DELETED == []
+    assert world.decisions()["/etc"] == ("pending", "")
+    assert world.decisions()["/keep"] == ("pending", "")  # the approval did not apply to it
