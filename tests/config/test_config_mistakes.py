@@ -1,6 +1,7 @@
-"""The mistakes a new user of seed 004's config meets first: a workspace that does not exist, a
-skills folder that does not exist, and ``chain_policy`` from the top package. Each is told in
-one line naming the file, the key and the line — never a traceback from deep inside a tool."""
+"""The mistakes a new user of seed 004's config meets first: a workspace that does not exist
+(told in one line naming the file, the key and the line — never a traceback from deep inside a
+tool) and ``chain_policy`` from the top package. A missing skills folder:
+test_seed004_sections.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from toolkeeper import (
     default_tools,
     load_config,
 )
-from toolkeeper.config import explain
 
 
 def test_a_missing_workspace_names_the_file_the_key_and_the_line(tmp_path: Path) -> None:
@@ -38,19 +38,6 @@ def test_a_workspace_that_is_a_file_is_refused_too(tmp_path: Path) -> None:
 def test_default_tools_of_a_missing_workspace_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^SecurityPolicy: security\.workspace: .*missing"):
         default_tools(SecurityPolicy(workspace=tmp_path / "missing", autonomy="supervised"))
-
-
-def test_read_skill_is_left_out_while_the_skills_folder_is_missing(tmp_path: Path) -> None:
-    (tmp_path / "ws").mkdir()
-    path = tmp_path / "toolkeeper.toml"
-    path.write_text(f'[security]\nworkspace = "ws"\n[skills]\ndir = "{tmp_path / "skills"}"\n'
-                    'prompt_injection_mode = "compact"\n')
-    (decision,) = [d for d in explain(load_config(path)) if d.tool == "read_skill"]
-    assert not decision.included and "is not a folder" in decision.reason
-    assert "read_skill" not in [t.name for t in all_tools_with_runtime(load_config(path))]
-    (tmp_path / "skills").mkdir()
-    (decision,) = [d for d in explain(load_config(path)) if d.tool == "read_skill"]
-    assert decision.included
 
 
 def test_chain_policy_comes_from_the_top_package(tmp_path: Path) -> None:

@@ -93,8 +93,6 @@ def decide(config: ToolkeeperConfig, builtin: Builtin, blocker: str | None) -> D
     source = config.source(builtin.key) if builtin.key != "(core)" else "built-in"
     if builtin.enabled is not None and not builtin.enabled(config):
         return out(False, "not_enabled", f"{builtin.key} is not set to enable it")
-    if builtin.family == "skills" and not (config.skills.dir and config.skills.dir.is_dir()):
-        return out(False, "not_enabled", f"skills.dir '{config.skills.dir}' is not a folder")
     missing = _credential_missing(config, builtin.credentials)
     if missing:
         return out(False, "missing_credentials", f"enabled, but {missing}")
