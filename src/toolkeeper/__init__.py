@@ -19,7 +19,7 @@ from .approval import (
 from .approval.service import ApprovalService
 from .artifacts import BlobStore, FileBlobStore, MemoryBlobStore
 from .builtins import SecurityPolicy, default_tools
-from .config import all_tools_with_runtime, load_config
+from .config import all_tools_with_runtime, chain_policy, load_config
 from .core.spec import ToolSpec
 from .errors import (
     ApprovalDeniedError,
@@ -202,6 +202,7 @@ __all__ = [
     "WireFormatError",
     "WireNames",
     "all_tools_with_runtime",
+    "chain_policy",
     "check",
     "default_sandbox",
     "default_tools",

@@ -103,3 +103,13 @@ def test_append_turn_wants_one_result_per_call() -> None:
     response = CASES["anthropic"]([("c1", "get_forecast", {"city": "Lisbon"})])
     with pytest.raises(UsageError, match="2 calls but 1 results"):
         exported.append_turn([], response, exported.parse(response) * 2, [object()])  # type: ignore[list-item]
+
+
+def test_render_takes_the_invokers_results_as_append_turn_does() -> None:
+    exported = export([get_forecast], "anthropic")
+    response = CASES["anthropic"]([("c1", "get_forecast", {"city": "Lisbon"})])
+    calls = exported.parse(response)
+    results = [ToolInvoker([get_forecast]).invoke_sync(call) for call in calls]
+    (message,) = exported.render(zip(calls, results, strict=True))
+    assert message == exported.render([(calls[0], results[0].to_tool_result())])[0]
+    assert message["content"][0]["tool_use_id"] == "c1"

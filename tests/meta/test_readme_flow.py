@@ -23,7 +23,7 @@ def _message(content: list[dict[str, Any]], stop: str) -> Message:
 
 
 class FakeAnthropic:
-    """``anthropic.Anthropic`` for one conversation: it asks for two forecasts (one call
+    """``anthropic.AsyncAnthropic`` for one conversation: it asks for two forecasts (one call
     malformed), then answers; every request is kept."""
 
     requests: ClassVar[list[dict[str, Any]]] = []
@@ -31,7 +31,7 @@ class FakeAnthropic:
     def __init__(self) -> None:
         self.messages = types.SimpleNamespace(create=self._create)
 
-    def _create(self, **request: Any) -> Message:
+    async def _create(self, **request: Any) -> Message:
         FakeAnthropic.requests.append({**request, "messages": list(request["messages"])})
         if len(FakeAnthropic.requests) == 1:
             return _message([{"type": "text", "text": "Checking."},
@@ -46,7 +46,7 @@ def test_the_readme_example_runs_as_written(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     (code,) = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)[:1]
     fake = types.ModuleType("anthropic")
-    fake.Anthropic = FakeAnthropic  # type: ignore[attr-defined]
+    fake.AsyncAnthropic = FakeAnthropic  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "anthropic", fake)
     FakeAnthropic.requests = []
     exec(compile(code, str(README), "exec"), {"__name__": "readme"})

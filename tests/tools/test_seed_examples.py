@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from toolkeeper import BaseTool, HitlMode, Tool, ToolResult, ToolRisk
+from toolkeeper import (
+    AutoApprovalHandler,
+    BaseTool,
+    HitlMode,
+    Tool,
+    ToolCall,
+    ToolInvoker,
+    ToolResult,
+    ToolRisk,
+)
+from toolkeeper.errors import UsageError
 
 
 def test_seed_002_basic_tool_creation() -> None:
@@ -165,10 +175,62 @@ class SendEmailTool(BaseTool):
 def test_seed_000_base_tool_subclass() -> None:
     t = SendEmailTool()
     assert (t.name, t.risk, t.hitl_mode) == ("send_email", ToolRisk.CRITICAL, HitlMode.BLOCKING)
-    result = t.run_raw({"to": "a@b.c", "subject": "hi", "body": "yo"})
-    assert isinstance(result, ToolResult)
-    assert result.text == "Email sent to a@b.c"
-    assert result.app_data == {"recipients": ["a@b.c"]}
-    assert email_service.sent[-1]["to"] == "a@b.c"
     assert t.get_openai_schema()["function"]["parameters"]["required"] == ["to", "subject", "body"]
     assert t.get_mcp_schema()["inputSchema"]["properties"]["to"]["description"] == "Recipient email"
+
+
+EMAIL = {"to": "a@b.c", "subject": "hi", "body": "yo"}
+
+
+@pytest.mark.parametrize("method", ["run", "run_raw"])
+def test_seed_000_send_email_run_directly_refuses_and_sends_nothing(method: str) -> None:
+    sent = len(email_service.sent)
+    with pytest.raises(UsageError, match=r"needs approval.*ToolInvoker") as refused:
+        getattr(SendEmailTool(), method)(dict(EMAIL))
+    assert "send_email" in str(refused.value) and "\n" not in str(refused.value)
+    assert len(email_service.sent) == sent
+
+
+@pytest.mark.parametrize("method", ["arun", "arun_raw"])
+def test_seed_000_send_email_arun_directly_refuses_and_sends_nothing(method: str) -> None:
+    sent = len(email_service.sent)
+    with pytest.raises(UsageError, match="ToolInvoker"):
+        asyncio.run(getattr(SendEmailTool(), method)(dict(EMAIL)))
+    assert len(email_service.sent) == sent
+
+
+@pytest.mark.parametrize("bad", [{"to": "a@b.c", "subject": "hi"}, {**EMAIL, "to": 7}])
+def test_seed_000_invalid_input_raises_value_error_before_anything_else(
+        bad: dict[str, object]) -> None:
+    # ① validate input schema -> invalid -> ValueError (seed 000's lifecycle), from run() too
+    with pytest.raises(ValueError, match="to"):
+        SendEmailTool().run(bad)
+
+
+def test_seed_000_send_email_runs_once_a_person_approves_through_the_invoker() -> None:
+    sent = len(email_service.sent)
+    call = ToolCall(id="c1", name="send_email", arguments=dict(EMAIL))
+    nobody = ToolInvoker([SendEmailTool()]).invoke_sync(call)  # no handler that can say yes
+    assert nobody.status == "denied" and len(email_service.sent) == sent
+    refused = ToolInvoker([SendEmailTool()], approval_handler=AutoApprovalHandler(approve=False))
+    assert refused.invoke_sync(call).status == "denied" and len(email_service.sent) == sent
+    approver = ToolInvoker([SendEmailTool()], approval_handler=AutoApprovalHandler())
+    result = approver.invoke_sync(call)
+    assert result.status == "ok" and result.text == "Email sent to a@b.c"
+    assert email_service.sent[sent:] == [EMAIL]
+
+
+def test_seed_000_a_safe_base_tool_still_runs_directly() -> None:
+    class WordCountTool(BaseTool):
+        risk = ToolRisk.SAFE
+
+        async def execute(self, *, text: str) -> int:
+            """Count the words of a text."""
+            return len(text.split())
+
+    counter = WordCountTool()
+    assert counter.run({"text": "one two three"}) == 3
+    assert asyncio.run(counter.arun_raw({"text": "a b"})) == 2
+    asks = WordCountTool(hitl_mode=HitlMode.BLOCKING)  # a HITL mode of its own asks
+    with pytest.raises(UsageError, match="ToolInvoker"):
+        asks.run({"text": "x"})

@@ -19,6 +19,7 @@ __all__ = ["SandboxReport", "SecurityPolicy", "calculator_tool", "default_tools"
 
 
 def default_tools(policy: SecurityPolicy) -> list[Tool]:
-    """The seven minimal tools, each bound to ``policy``."""
+    """The seven minimal tools, each bound to ``policy`` (whose workspace must exist)."""
+    policy.require_workspace()
     return [shell_tool(policy), *file_tools(policy), *search_tools(policy),
             code_search_tool(policy)]

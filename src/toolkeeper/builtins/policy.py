@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import PolicyViolationError
+from ..errors import ConfigError, PolicyViolationError
 
 __all__ = ["DEFAULT_FORBIDDEN", "SecurityPolicy"]
 
@@ -90,6 +90,14 @@ class SecurityPolicy(BaseModel):
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
+
+    def require_workspace(self, where: str = "SecurityPolicy") -> None:
+        """Raise ``ConfigError`` unless the workspace is a directory; ``where`` names the
+        setting (``toolkeeper.toml:3`` for a file)."""
+        if not self.workspace.is_dir():
+            state = "is not a directory" if self.workspace.exists() else "does not exist"
+            raise ConfigError(f"{where}: security.workspace: {str(self.workspace)!r} {state}; "
+                              "create it, or set workspace to a directory that exists")
 
     def protected_paths(self) -> tuple[str, ...]:
         """Workspace-root paths the sandbox must not change: the forbidden paths without

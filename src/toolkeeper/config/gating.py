@@ -191,6 +191,7 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
     as warnings naming what is missing.
     """
     policy = policy_from(config)
+    policy.require_workspace(config.source("security.workspace"))
     made: dict[Family, dict[str, Tool]] = {}
     tools: list[Tool] = []
     for absent in NOT_PROVIDED:

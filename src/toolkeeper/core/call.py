@@ -27,6 +27,9 @@ class ToolCall:
         raw_arguments: The arguments as received, when they came as a JSON string.
         problem: Set when the call is malformed; the invoker answers it with an error result.
         api_format: The wire format the call came from, if any.
+        call_type: For a provider-defined tool's call, the provider's item type it came as
+            (``computer_call``, ``apply_patch_call``…; its result goes back as the matching
+            ``…_output`` item); ``None`` for a function call.
     """
 
     id: str
@@ -36,6 +39,7 @@ class ToolCall:
     raw_arguments: str | None = None
     problem: CallProblem | None = None
     api_format: str | None = None
+    call_type: str | None = None
 
     @property
     def is_malformed(self) -> bool:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .context import ToolContext
     from .results import ToolResult
 
-__all__ = ["HandlesCalls", "ToolKind", "ToolLike", "ToolSpec"]
+__all__ = ["DeclaresCallTypes", "HandlesCalls", "ToolKind", "ToolLike", "ToolSpec"]
 
 ToolKind = Literal["function", "hosted", "provider"]
 """``function``: toolkeeper runs it; ``hosted``: the provider declares and runs it;
@@ -117,3 +117,12 @@ class HandlesCalls(ToolLike, Protocol):
     executor hands it the call as it came."""
 
     async def handle_call(self, call: ToolCall, ctx: ToolContext | None) -> ToolResult: ...
+
+
+@runtime_checkable
+class DeclaresCallTypes(Protocol):
+    """A provider-defined tool's ``call_types``: the provider's item types that are calls of it
+    (``computer_call``, ``apply_patch_call``…), which a response is parsed for."""
+
+    @property
+    def call_types(self) -> tuple[str, ...]: ...

@@ -165,7 +165,7 @@ class WireFormat:
         """Every tool call in a provider response (dict or SDK object), in order."""
         data = as_data(payload)
         try:
-            raw_calls = self.extract(data)
+            return self.calls(data, names)
         except WireFormatError:
             raise
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
@@ -173,7 +173,10 @@ class WireFormat:
                 f"{self.name}: part of the payload has the wrong type ({type(exc).__name__}: "
                 f"{exc}); pass the provider's response object or its JSON form"
             ) from exc
-        return [self._call(item, names) for item in raw_calls]
+
+    def calls(self, data: object, names: WireNames | None) -> list[ToolCall]:
+        """The calls in a payload already turned into plain data (``extract``'s, named)."""
+        return [self._call(item, names) for item in self.extract(data)]
 
     def extract(self, data: object) -> list[tuple[str, str, Any]]:
         """(id, wire name, raw arguments) for each call in the payload (format-specific)."""

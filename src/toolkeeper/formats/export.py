@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..core.results import ToolResult
+from ..core.spec import DeclaresCallTypes
 from ..errors import UsageError, WireFormatError
 from .names import WireNames
 from .problems import Problem
@@ -45,9 +46,12 @@ class WireExport:
         """The calls in a provider response, named by tool name (not wire name)."""
         return parse_tool_calls(response, self.api_format, names=self.names)
 
-    def render(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[JsonObject]:
-        """The messages carrying a batch of results back to the provider."""
-        return render_results(pairs, self.api_format)
+    def render(self, pairs: Iterable[tuple[ToolCall, ToolResult | HasToolResult]]
+               ) -> list[JsonObject]:
+        """The messages carrying a batch of results back to the provider; each result is an
+        ``InvocationResult`` from the invoker or a ``ToolResult``."""
+        return render_results(((call, _shaped(result)) for call, result in pairs),
+                              self.api_format)
 
     def append_turn(self, messages: list[object], response: object, calls: Sequence[ToolCall],
                     results: Sequence[ToolResult | HasToolResult]) -> list[Any]:
@@ -62,9 +66,13 @@ class WireExport:
                              "pass one result per call, in order")
         fmt = get_format(self.api_format)
         messages.extend(fmt.assistant_turn(response))
-        shaped = [r if isinstance(r, ToolResult) else r.to_tool_result() for r in results]
+        shaped = [_shaped(r) for r in results]
         messages.extend(fmt.render_batch(zip(calls, shaped, strict=True)))
         return messages
+
+
+def _shaped(result: ToolResult | HasToolResult) -> ToolResult:
+    return result if isinstance(result, ToolResult) else result.to_tool_result()
 
 
 def export(
@@ -99,6 +107,8 @@ def export(
         wire = names.wire(tool.name)
         if provider_tool:
             provider.append(declaration)
+            for call_type in tool.call_types if isinstance(tool, DeclaresCallTypes) else ():
+                names.route(call_type, tool.name)
         else:
             declaration = _renamed(declaration, fmt.name, wire)
             functions.append(declaration)

@@ -61,14 +61,23 @@ def wire_name(name: str, api_format: str, *, hash_len: int = 8) -> str:
 
 
 class WireNames:
-    """The two-way table of one set of tools in one wire format."""
+    """The two-way table of one set of tools in one wire format, and which provider item types
+    (``computer_call``…) are calls of which provider-defined tool."""
 
     def __init__(self, names: Iterable[str], api_format: str) -> None:
         self.api_format = api_format
         self._to_wire: dict[str, str] = {}
         self._to_name: dict[str, str] = {}
+        self.call_types: dict[str, tuple[str, ...]] = {}
+        """Item type → the names of the tools that declared it (in ``call_types``)."""
         for name in names:
             self.add(name)
+
+    def route(self, call_type: str, name: str) -> None:
+        """Items of ``call_type`` in a response are calls of the tool ``name``."""
+        known = self.call_types.get(call_type, ())
+        if name not in known:
+            self.call_types[call_type] = (*known, name)
 
     def add(self, name: str) -> str:
         """Register a tool name; returns its wire name."""

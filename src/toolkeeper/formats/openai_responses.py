@@ -1,4 +1,5 @@
-"""OpenAI Responses API: ``function`` tools, ``function_call`` items, ``function_call_output``."""
+"""OpenAI Responses API: ``function`` tools, ``function_call`` items, ``function_call_output``;
+the items of provider-defined tools (``computer_call``…) in ``provider_items``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..core.results import FileBlock, ImageBlock, ToolResult
 from .base import WireFormat, as_data, block_text, data_url
+from .names import WireNames
 from .openai_chat import OPENAI_STRICT_KEYWORDS
+from .provider_items import provider_call, provider_output
 from .transform import Profile
 
 __all__ = ["OpenAIResponsesFormat"]
@@ -29,22 +32,29 @@ class OpenAIResponsesFormat(WireFormat):
             out["defer_loading"] = True
         return out
 
-    def extract(self, data: object) -> list[tuple[str, str, Any]]:
-        if isinstance(data, dict) and "output" in data:
-            items = data.get("output") or []
-        elif isinstance(data, list):
-            items = data
-        elif isinstance(data, dict) and data.get("type") == "function_call":
-            items = [data]
-        else:
-            raise self.shape_error(data, "a Response, a list of output items or a function_call")
+    def calls(self, data: object, names: WireNames | None) -> list[ToolCall]:
+        """``function_call`` items, and the items of the types a provider-defined tool declared
+        in ``call_types`` (in ``names``, from ``export``), in response order."""
         out = []
-        for item in items:
-            if not isinstance(item, dict) or item.get("type") != "function_call":
+        for item in self._items(data):
+            if not isinstance(item, dict):
                 continue
-            call_id = item.get("call_id") or item.get("id") or ""
-            out.append((str(call_id), item.get("name", ""), item.get("arguments")))
+            if item.get("type") == "function_call":
+                call_id = item.get("call_id") or item.get("id") or ""
+                out.append(self._call((str(call_id), item.get("name", ""),
+                                       item.get("arguments")), names))
+            elif (routed := provider_call(item, names, self.name)) is not None:
+                out.append(routed)
         return out
+
+    def _items(self, data: object) -> list[object]:
+        if isinstance(data, dict) and "output" in data:
+            return list(data.get("output") or [])
+        if isinstance(data, list):
+            return data
+        if isinstance(data, dict) and isinstance(data.get("type"), str):
+            return [data]
+        raise self.shape_error(data, "a Response, a list of output items or a function_call")
 
     def assistant_turn(self, response: object) -> list[JsonObject]:
         data = as_data(response)
@@ -53,6 +63,8 @@ class OpenAIResponsesFormat(WireFormat):
         return [item for item in data.get("output") or [] if isinstance(item, dict)]
 
     def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
+        if call.call_type is not None and call.call_type != "function_call":
+            return provider_output(call, result)
         has_media = any(isinstance(b, ImageBlock | FileBlock) and b.data for b in result.content)
         output: Any = [self._part(b) for b in result.content] if has_media else result.text
         return {"type": "function_call_output", "call_id": call.id, "output": output}

@@ -12,6 +12,7 @@ from typing import Literal
 
 from ..core.spec import ToolLike
 from ..errors import UnknownToolError, UsageError
+from ..tools.protocol import ProtocolTool, SeedTool
 from ..tools.tool import Tool
 from .catalog import CatalogBase
 from .categories import CategoryTree
@@ -28,10 +29,13 @@ Listener = Callable[[ChangeEvent], None]
 def _as_tool(obj: object) -> ToolLike:
     if isinstance(obj, Tool | ToolLike):
         return obj
+    if isinstance(obj, SeedTool):  # seed 001's Tool protocol, duck-typed
+        return ProtocolTool(obj)
     if callable(obj) and not isinstance(obj, type):
         return Tool.from_function(obj)
     raise UsageError(f"cannot add {obj!r} to a toolbox: pass a Tool, a BaseTool instance, a "
-                     "HostedTool/ProviderDefinedTool or a function")
+                     "HostedTool/ProviderDefinedTool, an object with name, description, "
+                     "input_schema and async execute(ctx, **kwargs), or a function")
 
 
 def _key(tool: ToolLike) -> str:

@@ -22,7 +22,13 @@ class BaseTool(Tool):
 
     ``execute`` takes the arguments as keyword-only parameters (plus an optional ``ctx``) and
     returns a ``ToolResult`` or any value ``to_tool_result`` accepts. Without an ``input_schema``,
-    the schema comes from ``execute``'s signature and docstring::
+    the schema comes from ``execute``'s signature and docstring.
+
+    ``run``/``arun`` (and ``run_raw``/``arun_raw``) follow seed 000's lifecycle: the input is
+    validated first (invalid input raises ``InvalidArgumentsError``, a ``ValueError``); a tool
+    that needs a person's approval (risk above SENSITIVE, or a HITL mode of its own) is then
+    refused with a ``UsageError`` that says to call it through ``ToolInvoker``, where guardrails
+    and approval apply — a direct call never runs it unapproved::
 
         class SendEmailTool(BaseTool):
             risk = ToolRisk.CRITICAL
@@ -73,6 +79,61 @@ class BaseTool(Tool):
 
     def _ctx_param(self) -> str | None:
         return self.__dict__.get("_ctx_name")
+
+    # -- direct runs: validate, then refuse what needs a person (seed 000's lifecycle) ----
+
+    def _direct_arguments(self, parameters: Mapping[str, object]) -> dict[str, Any]:
+        arguments = self.validate_arguments(parameters)
+        refuse_unapproved(self)
+        return arguments
+
+    def run_raw(self, parameters: Mapping[str, object]) -> Any:
+        """Validate and run synchronously, returning ``execute``'s value; exceptions propagate.
+
+        Raises:
+            InvalidArgumentsError: the input does not match the schema (a ``ValueError``).
+            UsageError: the tool needs approval; call it through ``ToolInvoker``.
+        """
+        return self.call_sync(self._direct_arguments(parameters))
+
+    async def arun_raw(self, parameters: Mapping[str, object]) -> Any:
+        """The async ``run_raw``."""
+        return await self.call_async(self._direct_arguments(parameters))
+
+    def run(self, parameters: Mapping[str, object]) -> Any:
+        """Like ``run_raw``, but a failure of ``execute`` itself returns
+        ``"Error executing <name>: <reason>"`` (deprecated, as ``Tool.run``). Invalid input and
+        a tool that needs approval raise, as in ``run_raw``."""
+        arguments = self._direct_arguments(parameters)
+        try:
+            return self.call_sync(arguments)
+        except Exception as exc:
+            return self._swallowed(exc, "run_raw")
+
+    async def arun(self, parameters: Mapping[str, object]) -> Any:
+        """The async ``run``."""
+        arguments = self._direct_arguments(parameters)
+        try:
+            return await self.call_async(arguments)
+        except Exception as exc:
+            return self._swallowed(exc, "arun_raw")
+
+
+def needs_a_person(tool: Tool) -> bool:
+    """Whether an invoker with the default policy would ask a person before running ``tool``:
+    its risk is above SENSITIVE, or it chose a HITL mode other than NONE."""
+    asks = tool.hitl_explicit and tool.hitl_mode is not HitlMode.NONE
+    return tool.risk > ToolRisk.SENSITIVE or asks
+
+
+def refuse_unapproved(tool: Tool) -> None:
+    """Raise ``UsageError`` when a direct run of ``tool`` would skip a person's approval."""
+    if needs_a_person(tool):
+        raise UsageError(
+            f"tool '{tool.name}' (risk {tool.risk.value}, HITL {tool.hitl_mode.value}) needs "
+            "approval, so it does not run directly: call it through ToolInvoker, where "
+            "guardrails and approval apply (ToolInvoker([tool], approval_handler=...)"
+            f".invoke_sync(ToolCall(id=..., name='{tool.name}', arguments=...))); nothing ran")
 
 
 def _ctx_name(method: Any) -> str | None:

@@ -1,0 +1,53 @@
+"""Seed 001's ``Tool`` protocol: any object with ``name``, ``description``, ``input_schema``
+and ``async execute(ctx, **kwargs)``, made a toolkeeper tool without subclassing anything."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.context import ToolContext
+from ..core.risk import HitlMode, ToolRisk
+from .base import BaseTool
+
+__all__ = ["DeclaresHitlMode", "DeclaresRisk", "ProtocolTool", "SeedTool"]
+
+
+@runtime_checkable
+class SeedTool(Protocol):
+    """What seed 001 asks of a local tool."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+    async def execute(self, ctx: Any, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class DeclaresRisk(Protocol):
+    """A protocol tool that also says how risky it is."""
+
+    risk: ToolRisk | str
+
+
+@runtime_checkable
+class DeclaresHitlMode(Protocol):
+    """A protocol tool that also says how a person is asked."""
+
+    hitl_mode: HitlMode | str
+
+
+class ProtocolTool(BaseTool):
+    """A ``SeedTool`` object as a ``BaseTool``: its schema, its risk (and HITL mode) if it
+    declares one, and every call handed to its own ``execute(ctx, **arguments)``."""
+
+    def __init__(self, wrapped: SeedTool) -> None:
+        self.__dict__["wrapped"] = wrapped
+        super().__init__(
+            name=wrapped.name, description=wrapped.description, input_schema=wrapped.input_schema,
+            risk=wrapped.risk if isinstance(wrapped, DeclaresRisk) else None,
+            hitl_mode=wrapped.hitl_mode if isinstance(wrapped, DeclaresHitlMode) else None)
+
+    async def execute(self, ctx: ToolContext | None = None, **kwargs: Any) -> Any:
+        return await self.__dict__["wrapped"].execute(ctx, **kwargs)
