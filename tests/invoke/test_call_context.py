@@ -131,3 +131,19 @@ async def test_a_script_may_not_call_the_tool_that_runs_scripts() -> None:
         nested = await invoker.invoke(call("tool_chain", code="result = 1"), session=session)
     assert nested.status == "error" and not nested.ran
     assert "cannot be called from a chain" in nested.text
+
+
+async def test_a_caller_limited_to_some_tools_calls_only_those_through_any_session() -> None:
+    invoker = ToolInvoker([long_text, slow])
+    scoped = Caller(client="oauth:agent", channel="mcp", tools=("long_*",))
+    async with invoker.open_session(caller=scoped) as session:
+        allowed = await invoker.invoke(call("long_text", n=3), session=session)
+        refused = await invoker.invoke(call("slow", seconds=0), session=session)
+    async with invoker.open_session() as unscoped:  # the request's caller decides, not the session's
+        by_ctx = await invoker.invoke(call("slow", seconds=0), session=unscoped,
+                                      ctx=ToolContext(caller=scoped))
+    assert allowed.ok and scoped.through("code_mode").tools == ("long_*",)
+    for result in (refused, by_ctx):
+        assert (result.status, result.error_code) == ("denied", "policy_violation")
+        assert "not among the tools client 'oauth:agent' may call" in result.text
+    assert LIBRARY.may_use("slow") and not scoped.may_use("slow")

@@ -212,6 +212,11 @@ class MCPFace(OfferHandlers):
         # an export of a large catalog takes a while: off the event loop, where other
         # clients' calls are answered
         declarations, names = await anyio.to_thread.run_sync(self.listing)
+        caller = caller_of(ctx) if self.fixed_session is None else self.fixed_session.caller
+        if caller.tools is not None:  # an access token's scopes: only the tools they cover
+            table = self.current.names
+            shown = [i for i, wire in enumerate(names) if caller.may_use(table.name(wire))]
+            declarations, names = [declarations[i] for i in shown], [names[i] for i in shown]
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
@@ -245,7 +250,8 @@ class MCPFace(OfferHandlers):
         # Progress goes back on this request (the SDK drops it when the client gave no token).
         tool_ctx = ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
-            state=in_session.state, caller=in_session.caller, client=link,
+            state=in_session.state, client=link,  # this request's caller (its token's scopes)
+            caller=in_session.caller if self.fixed_session is not None else caller_of(ctx),
             progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
         self.calling[call.id] = link
         self.hub.remember(ctx, client_of(ctx))

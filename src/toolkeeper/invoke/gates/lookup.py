@@ -1,5 +1,6 @@
 """Lookup: the call names a tool the catalog offers (else the closest names are suggested) and
-the session may call (``session.tools``).
+the session may call (``session.tools``), and so may its caller (``Caller.tools``: an access
+token's scopes).
 
 The invoker looks the tool up once, before the chain; this gate turns a miss into the
 catalog's error.
@@ -49,5 +50,11 @@ class LookupGate(Gate):
                     f"{', '.join(listed[:20]) or 'none'}"
                     + (f" and {len(listed) - 20} more" if len(listed) > 20 else "") + ")",
                     tool_name=name)
+            caller = inv.ctx.caller if inv.ctx is not None else inv.session.caller
+            if not caller.may_use(name) and self.catalog.get(name):
+                raise PolicyViolationError(
+                    f"tool '{name}' is not among the tools client {caller.client!r} may call "
+                    "(its access token's scopes do not cover it); ask for a token with a scope "
+                    "that does", tool_name=name)
             raise self.catalog.unknown(name)
         return await call_next(inv)
