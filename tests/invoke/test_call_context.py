@@ -147,3 +147,16 @@ async def test_a_caller_limited_to_some_tools_calls_only_those_through_any_sessi
         assert (result.status, result.error_code) == ("denied", "policy_violation")
         assert "not among the tools client 'oauth:agent' may call" in result.text
     assert LIBRARY.may_use("slow") and not scoped.may_use("slow")
+
+
+async def test_a_limited_caller_misnaming_a_tool_hears_no_name_it_may_not_see() -> None:
+    invoker = ToolInvoker([long_text, slow])
+    exported = invoker.registry.export("mcp")
+    scoped = Caller(client="oauth:agent", tools=("long_*",))
+    async with invoker.open_session(caller=scoped) as session:
+        for name in ("slo", "slow_"):  # one near the hidden tool's name, one past it
+            (misnamed,) = exported.parse({"method": "tools/call", "id": name, "params": {
+                "name": name, "arguments": {}}})
+            result = await invoker.invoke(misnamed, session=session)
+            assert result.error_code == "policy_violation" and "slow'" not in result.text
+            assert f"tool '{name}' is not among the tools" in result.text

@@ -38,6 +38,10 @@ class LookupGate(Gate):
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         problem = inv.call.problem
+        caller = inv.ctx.caller if inv.ctx is not None else inv.session.caller
+        if caller.tools is not None and inv.tool is None and (
+                problem is None or problem.code == "unknown_tool"):
+            raise _not_granted(inv.call.name, caller.client)  # never a hidden tool's name
         if problem is not None:
             raise _PROBLEMS.get(problem.code, MalformedCallError)(
                 problem.message, tool_name=inv.call.name or None)
@@ -50,11 +54,14 @@ class LookupGate(Gate):
                     f"{', '.join(listed[:20]) or 'none'}"
                     + (f" and {len(listed) - 20} more" if len(listed) > 20 else "") + ")",
                     tool_name=name)
-            caller = inv.ctx.caller if inv.ctx is not None else inv.session.caller
-            if not caller.may_use(name) and self.catalog.get(name):
-                raise PolicyViolationError(
-                    f"tool '{name}' is not among the tools client {caller.client!r} may call "
-                    "(its access token's scopes do not cover it); ask for a token with a scope "
-                    "that does", tool_name=name)
             raise self.catalog.unknown(name)
         return await call_next(inv)
+
+
+def _not_granted(name: str, client: str) -> PolicyViolationError:
+    """A call of a tool a limited caller may not use — or that does not exist: the answer is
+    the same, so it tells nothing of the tools the caller cannot see."""
+    return PolicyViolationError(
+        f"tool '{name}' is not among the tools client {client!r} may call (its access "
+        "token's scopes cover only some; tools/list shows them): ask for a token with a "
+        "scope that covers it", tool_name=name)
