@@ -316,3 +316,32 @@ def test_a_rotated_key_is_fetched_and_unknown_kids_do_not_flood_the_issuer(
     finally:
         del issuer.keys["rsa-2"]
         _stop(server)
+
+
+def test_the_docs_config_loads_and_the_flags_need_an_issuer_and_a_resource(
+        tmp_path: Path) -> None:
+    from toolkeeper.config import load_config
+    from toolkeeper.errors import ConfigError
+    from toolkeeper.server.oauth import OAuthResource, oauth_settings
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "oauth.md").read_text()
+    block = page.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "toolkeeper.toml").write_text(block)
+    section = load_config(tmp_path / "toolkeeper.toml").server.oauth
+    assert section is not None and section.scopes["tools:github"] == ["github-*"]
+    merged = oauth_settings(section, issuer=None, resource=None, jwks_url=None, audience=[])
+    assert merged is not None
+    resource = OAuthResource(merged)
+    assert resource.metadata_url == ("https://tools.example.com/.well-known/"
+                                     "oauth-protected-resource/mcp")
+    assert resource.covering("github-create_issue") == ["tools:all", "tools:github"]
+    with pytest.raises(ConfigError, match="needs both an issuer and a resource"):
+        oauth_settings(None, issuer="https://login.example.com", resource=None, jwks_url=None,
+                       audience=[])
+    with pytest.raises(ConfigError, match="must be an https:// URL"):
+        oauth_settings(section, issuer="http://login.example.com", resource=None,
+                       jwks_url=None, audience=[])
+    (tmp_path / "hs.toml").write_text('[server.oauth]\nalgorithms = ["HS256"]\n')
+    with pytest.raises(ConfigError, match="HS256 refused: access tokens are checked with "
+                                          "public keys only"):
+        load_config(tmp_path / "hs.toml")
