@@ -115,18 +115,25 @@ class Served:
     proc: subprocess.Popen[str]
 
 
-def _serve(tmp_path: Path, issuer: Issuer, **oauth: Any) -> Served:
+def _serve(tmp_path: Path, issuer: Issuer, *, flags: bool = False, **oauth: Any) -> Served:
     """A ``toolkeeper serve`` whose ``[server.oauth]`` trusts ``issuer`` (scopes ``SCOPES``,
-    operator scope ``weather:operator``), its issuer found through its metadata."""
+    operator scope ``weather:operator``), its keys found through the issuer's metadata — or,
+    with ``flags``, the issuer, resource and key set named on the command line."""
     port = _free_port()
     resource = f"http://127.0.0.1:{port}/mcp"
-    lines = ["[server.oauth]", f'issuer = "{issuer.url}"', f'resource = "{resource}"',
-             'operator_scope = "weather:operator"',
+    named = [f'issuer = "{issuer.url}"', f'resource = "{resource}"'] if not flags else []
+    lines = ["[server.oauth]", *named, 'operator_scope = "weather:operator"',
              *(f"{k} = {json.dumps(v)}" for k, v in oauth.items()),
              "[server.oauth.scopes]", *(f'"{s}" = {json.dumps(p)}' for s, p in SCOPES.items())]
     config = tmp_path / "toolkeeper.toml"
     config.write_text("\n".join(lines) + "\n")
-    proc, url = _start(tmp_path, "--config", str(config), "--port", str(port))
+    given = ["--oauth-issuer", issuer.url, "--oauth-resource", resource,
+             "--oauth-jwks-url", f"{issuer.url}/jwks"] if flags else []
+    proc, url = _start(tmp_path, "--config", str(config), "--port", str(port), *given)
+    assert proc.stdout is not None
+    started = [proc.stdout.readline() for _ in range(4)]  # link, config, state, oauth
+    assert started[3].startswith(f"oauth: access tokens from {issuer.url} for {resource} "
+                                 f"(metadata: http://127.0.0.1:{port}/.well-known/")
     return Served(url=url, resource=resource, proc=proc)
 
 
@@ -299,7 +306,7 @@ def test_the_static_tokens_keep_working_beside_oauth(served: Served) -> None:
 
 def test_a_rotated_key_is_fetched_and_unknown_kids_do_not_flood_the_issuer(
         tmp_path: Path, issuer: Issuer) -> None:
-    server = _serve(tmp_path, issuer, jwks_min_refresh_s=3600)
+    server = _serve(tmp_path, issuer, flags=True, jwks_min_refresh_s=3600)
     try:
         before = issuer.fetches
         assert _post(server.url, issuer.sign(**_claims(server, issuer))).status_code == 200
