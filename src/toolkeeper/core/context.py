@@ -35,6 +35,8 @@ class Caller:
         tools: The tools it may see and call, as name patterns (``fnmatch`` globs:
             ``get_forecast``, ``github-*``); ``None``: every tool. An OAuth access token's
             scopes decide it (``[server.oauth.scopes]``); a client token grants every tool.
+        subject: Who stands behind the credential when it says (an access token's client
+            and ``sub``, as ``oauth:CLIENT:SUB``), for the record of what they decided.
     """
 
     client: str = ""
@@ -42,6 +44,7 @@ class Caller:
     via: Literal["bearer", "cookie", "none"] = "none"
     page_secret: str = field(default="", repr=False)
     tools: tuple[str, ...] | None = None
+    subject: str = ""
 
     @property
     def is_operator(self) -> bool:
@@ -54,7 +57,8 @@ class Caller:
     def through(self, channel: Channel) -> Caller:
         """The same caller, through another door (a code-mode script's calls: the same
         tools, never more)."""
-        return Caller(client=self.client, channel=channel, via=self.via, tools=self.tools)
+        return Caller(client=self.client, channel=channel, via=self.via, tools=self.tools,
+                      subject=self.subject)
 
 
 LIBRARY = Caller()

@@ -132,7 +132,8 @@ class TokenGate:
             channel: Channel = "mcp" if mcp else "api" if path.startswith("/api") else "page"
             scope.setdefault("state", {})[CALLER_KEY] = Caller(
                 client=client, channel=channel, via=via, page_secret=secret,
-                tools=grant.tools if grant is not None else None)
+                tools=grant.tools if grant is not None else None,
+                subject=grant.subject if grant is not None else "")
         await self.app(scope, receive, send)
 
     async def _unauthorized(self, send: Send, *, mcp: bool,

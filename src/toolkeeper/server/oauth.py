@@ -86,6 +86,9 @@ class Grant:
     scopes: frozenset[str]
     tools: tuple[str, ...] | None
     """The tool-name patterns its scopes cover (``None``: the operator, who calls none)."""
+    subject: str = ""
+    """Who the token names (``oauth:CLIENT:SUB``): for the operator, the person recorded as
+    deciding."""
 
 
 class OAuthResource:
@@ -185,11 +188,12 @@ class OAuthResource:
 
     def _grant(self, claims: dict[str, Any]) -> Grant:
         scopes = _scopes(claims)
+        subject = _client(claims)
         if self.settings.operator_scope in scopes:
-            return Grant(client=OPERATOR, scopes=scopes, tools=None)
+            return Grant(client=OPERATOR, scopes=scopes, tools=None, subject=subject)
         tools = tuple(dict.fromkeys(p for s in sorted(scopes)
                                     for p in self.settings.scopes.get(s, ())))
-        return Grant(client=_client(claims), scopes=scopes, tools=tools)
+        return Grant(client=subject, scopes=scopes, tools=tools, subject=subject)
 
     def covering(self, tool: str) -> list[str]:
         """The scopes that let a client call ``tool``."""
