@@ -121,13 +121,10 @@ class TokenGate:
                           f"{client!r}; slow down and retry")
             return
         if grant is not None and grant.tools is not None and mcp and scope["method"] == "POST":
-            receive, tool = await self._called_tool(receive)
-            if tool is not None and self.oauth is not None and not Caller(
-                    tools=grant.tools).may_use(tool):
-                await _refuse(send, 403, "insufficient_scope", (
-                    b"www-authenticate", self.oauth.scope_challenge(tool)),
-                    not_covered_message(self.oauth, tool))
+            within = await self._within_scope(grant.tools, receive, send)
+            if within is None:
                 return
+            receive = within
         if client is not None:
             channel: Channel = "mcp" if mcp else "api" if path.startswith("/api") else "page"
             scope.setdefault("state", {})[CALLER_KEY] = Caller(
@@ -166,6 +163,18 @@ class TokenGate:
             return await self.oauth.check(presented), None
         except TokenRejected as exc:
             return None, exc
+
+    async def _within_scope(self, tools: tuple[str, ...], receive: Receive, send: Send
+                            ) -> Receive | None:
+        """The request's ``receive`` (replaying the body read) when it is not a ``tools/call``
+        of a tool outside ``tools``; else ``None``, once refused 403 ``insufficient_scope``."""
+        receive, tool = await self._called_tool(receive)
+        if tool is None or self.oauth is None or Caller(tools=tools).may_use(tool):
+            return receive
+        await _refuse(send, 403, "insufficient_scope", (
+            b"www-authenticate", self.oauth.scope_challenge(tool)),
+            not_covered_message(self.oauth, tool))
+        return None
 
     async def _called_tool(self, receive: Receive) -> tuple[Receive, str | None]:
         """The tool a ``tools/call`` names (by tool name), and a ``receive`` that replays the
