@@ -195,7 +195,8 @@ def test_a_request_without_a_token_is_told_where_the_metadata_is(served: Served)
     refused = _post(served.url, None)
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"] == (
-        f'Bearer resource_metadata="{served.url}/.well-known/oauth-protected-resource/mcp"')
+        f'Bearer resource_metadata="{served.url}/.well-known/oauth-protected-resource/mcp", '
+        'scope="weather:all weather:read"')  # what to ask for: never the operator scope
 
 
 @pytest.mark.parametrize("kid", ["rsa-1", "ec-1"])
@@ -248,8 +249,8 @@ def test_a_bad_token_is_refused_with_invalid_token_and_why(
     assert refused.status_code == 401, refused.text
     challenge = refused.headers["www-authenticate"]
     assert challenge.startswith(f'Bearer resource_metadata="{served.url}/.well-known/'
-                                'oauth-protected-resource/mcp", error="invalid_token", '
-                                'error_description="')
+                                'oauth-protected-resource/mcp", scope="weather:all '
+                                'weather:read", error="invalid_token", error_description="')
     assert why in challenge and why in refused.json()["message"]
     assert "get_forecast" not in refused.text
 
@@ -343,6 +344,10 @@ def test_the_docs_config_loads_and_the_flags_need_an_issuer_and_a_resource(
     assert resource.metadata_url == ("https://tools.example.com/.well-known/"
                                      "oauth-protected-resource/mcp")
     assert resource.covering("github-create_issue") == ["tools:all", "tools:github"]
+    assert b'scope="tools:read"' in resource.challenge()  # challenge_scopes: fewer
+    with pytest.raises(ConfigError, match="challenge_scopes names tools:write, which"):
+        oauth_settings(section.model_copy(update={"challenge_scopes": ["tools:write"]}),
+                       issuer=None, resource=None, jwks_url=None, audience=[])
     with pytest.raises(ConfigError, match="needs both an issuer and a resource"):
         oauth_settings(None, issuer="https://login.example.com", resource=None, jwks_url=None,
                        audience=[])

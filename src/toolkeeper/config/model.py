@@ -184,6 +184,9 @@ class OAuthSection(_Section):
     """scope → the tools it lets a client see and call, as name patterns (``file_*``,
     ``github-*``); a token's tools are those of all its scopes."""
     operator_scope: str = "toolkeeper:operator"
+    challenge_scopes: list[str] = Field(default_factory=list)
+    """The scopes a 401 asks a client to request (``WWW-Authenticate``'s ``scope``): by
+    default every tools scope; name fewer for least privilege. Never the operator scope."""
     algorithms: list[str] = Field(default_factory=lambda: list(ASYMMETRIC_ALGORITHMS))
     leeway_s: float = Field(default=30.0, ge=0, le=300)
     """Clock skew allowed on ``exp`` and ``nbf``."""
@@ -215,6 +218,10 @@ class OAuthSection(_Section):
         if self.operator_scope in self.scopes:
             raise ValueError(f"operator_scope {self.operator_scope!r} is also a tools scope: "
                              "the scope that decides approvals must never call tools")
+        unknown = [s for s in self.challenge_scopes if s not in self.scopes]
+        if unknown:
+            raise ValueError(f"challenge_scopes names {', '.join(unknown)}, which "
+                             "[server.oauth.scopes] does not define")
         return self
 
 

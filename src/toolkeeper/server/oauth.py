@@ -203,9 +203,10 @@ class OAuthResource:
     # -- challenges ---------------------------------------------------------------------
 
     def challenge(self, description: str | None = None) -> bytes:
-        """``WWW-Authenticate`` of a 401: where the metadata is, and why a token sent was
-        refused."""
-        parts = [f'resource_metadata="{self.metadata_url}"']
+        """``WWW-Authenticate`` of a 401: where the metadata is, the scopes to ask for, and
+        why a token sent was refused."""
+        asked = self.settings.challenge_scopes or sorted(self.settings.scopes)
+        parts = [f'resource_metadata="{self.metadata_url}"', f'scope="{" ".join(asked)}"']
         if description is not None:
             parts += ['error="invalid_token"', f'error_description="{_quoted(description)}"']
         return ("Bearer " + ", ".join(parts)).encode("latin-1", "replace")
