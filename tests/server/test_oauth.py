@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
 import httpx2
@@ -49,6 +50,7 @@ class Issuer:
     url: str = ""
     keys: dict[str, Any] = field(default_factory=dict)
     fetches: int = 0
+    issued: list[dict[str, list[str]]] = field(default_factory=list)
 
     def jwks(self) -> dict[str, Any]:
         found = []
@@ -72,13 +74,34 @@ def issuer() -> Iterator[Issuer]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/.well-known/oauth-authorization-server":
-                body = {"issuer": found.url, "jwks_uri": f"{found.url}/jwks"}
+                body = {"issuer": found.url, "jwks_uri": f"{found.url}/jwks",
+                        "authorization_endpoint": f"{found.url}/authorize",
+                        "token_endpoint": f"{found.url}/token",
+                        "response_types_supported": ["code"],
+                        "grant_types_supported": ["client_credentials"],
+                        "token_endpoint_auth_methods_supported": ["client_secret_basic"]}
             elif self.path == "/jwks":
                 found.fetches += 1
                 body = found.jwks()
             else:
                 self.send_error(404)
                 return
+            self._answer(body)
+
+        def do_POST(self) -> None:  # the client-credentials grant, RFC 8707's resource as aud
+            form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
+            basic = base64.b64decode(self.headers["authorization"].split()[1]).decode()
+            if self.path != "/token" or basic != "agent-7:s3cret" or "resource" not in form:
+                self.send_error(400)
+                return
+            now = int(time.time())
+            token = found.sign(iss=found.url, aud=form["resource"][0], sub="agent-7",
+                               client_id="agent-7", scope=form.get("scope", [""])[0],
+                               iat=now, exp=now + 300)
+            found.issued.append(form)
+            self._answer({"access_token": token, "token_type": "Bearer", "expires_in": 300})
+
+        def _answer(self, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -208,6 +231,42 @@ async def test_a_valid_token_lists_and_calls_with_the_official_client(
         forecast = await client.call_tool("get_forecast", {"city": "Lisbon"})
     assert names == ["broadcast_alert", "get_forecast"]
     assert not forecast.is_error and forecast.structured_content["city"] == "Lisbon"
+
+
+class _Memory:
+    """The official client's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client = client_info
+
+
+async def test_the_official_client_discovers_the_issuer_gets_a_token_and_calls(
+        served: Served, issuer: Issuer) -> None:
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
+    auth = ClientCredentialsOAuthProvider(f"{served.url}/mcp", _Memory(), "agent-7", "s3cret",
+                                          issuer=issuer.url)
+    http = httpx2.AsyncClient(auth=auth, timeout=60)
+    async with Client(streamable_http_client(f"{served.url}/mcp", http_client=http)) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        forecast = await client.call_tool("get_forecast", {"city": "Faro"})
+    assert names == ["broadcast_alert", "get_forecast"] and not forecast.is_error
+    (asked,) = issuer.issued  # the scopes the 401 named, for this resource
+    assert asked["resource"] == [served.resource]
+    assert asked["scope"] == ["weather:all weather:read"]
 
 
 def _refusals(served: Served, issuer: Issuer) -> dict[str, tuple[str, str]]:
