@@ -329,6 +329,11 @@ async def test_a_scope_that_does_not_cover_a_tool_hides_it_and_refuses_its_call(
     assert challenge.startswith('Bearer error="insufficient_scope", scope="weather:all", '
                                 f'resource_metadata="{served.url}/.well-known/')
     assert "ask the authorization server for a token with scope weather:all" in refused.text
+    made_up = _post(served.url, token, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                        "params": {"name": "broadcast_alerts", "arguments": {}}})
+    assert made_up.status_code == 403  # the same answer whether or not such a tool exists
+    assert made_up.headers["www-authenticate"].startswith(
+        'Bearer error="insufficient_scope", scope="weather:all", ')
     nothing = issuer.sign(**_claims(served, issuer, scope="openid"))
     assert json.loads(_post(served.url, nothing).text)["result"]["tools"] == []
 

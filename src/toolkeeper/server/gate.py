@@ -200,7 +200,9 @@ class TokenGate:
             request.get("method") == "tools/call" else None  # type: ignore[union-attr]
         if not isinstance(wire, str):
             return replay, None
-        return replay, self.tool_name(wire) if self.tool_name is not None else wire
+        # a name no tool has is judged by the name itself: the answer never tells whether a
+        # tool the token cannot see exists
+        return replay, (self.tool_name(wire) if self.tool_name is not None else None) or wire
 
     def _foreign(self, scope: Scope, headers: dict[bytes, bytes], *, bearer: bool
                  ) -> str | None:
