@@ -67,7 +67,11 @@ class KeySet:
         if now - self.fetched_at > self.max_age_s and now - self._asked_at >= self.min_refresh_s:
             await self._refresh(now)
         found = self._find(kid)
-        if found is None and time.monotonic() - self._asked_at >= self.min_refresh_s:
+        if found is None and self._lock.locked():  # a fetch under way may bring it
+            async with self._lock:
+                pass
+            found = self._find(kid)
+        elif found is None and time.monotonic() - self._asked_at >= self.min_refresh_s:
             self._asked_at = time.monotonic()
             await self._refresh(time.monotonic())
             found = self._find(kid)
