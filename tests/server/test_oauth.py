@@ -13,6 +13,7 @@ import json
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from .test_serve import CLIENT_TOKENS, TOKEN, _start
+from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _start
 
 pytestmark = pytest.mark.anyio
 
@@ -425,3 +426,38 @@ def test_the_docs_config_loads_and_the_flags_need_an_issuer_and_a_resource(
     with pytest.raises(ConfigError, match="HS256 refused: access tokens are checked with "
                                           "public keys only"):
         load_config(tmp_path / "hs.toml")
+
+
+def test_an_unreachable_issuer_is_a_503_to_retry_not_a_bad_token(
+        tmp_path: Path, issuer: Issuer) -> None:
+    dead, port = f"http://127.0.0.1:{_free_port()}", _free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    proc, url = _start(tmp_path, "--port", str(port), "--oauth-issuer", dead,
+                       "--oauth-resource", resource)
+    try:
+        now = int(time.time())
+        token = issuer.sign(iss=dead, aud=resource, sub="a", scope="toolkeeper:tools",
+                            exp=now + 60)
+        answer = _post(url, token)
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "30"
+        assert f"the signing keys of {dead} could not be fetched" in answer.json()["message"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--oauth-issuer", "https://login.example.com"], "OAuth needs both an issuer and a resource"),
+    (["--oauth-issuer", "http://login.example.com", "--oauth-resource",
+      "https://tools.example.com/mcp"], "must be an https:// URL"),
+    (["--oauth-issuer", "https://login.example.com", "--oauth-resource",
+      "https://tools.example.com/mcp", "--auth", "none"], "drop --stdio and --auth none"),
+])
+def test_wrong_oauth_options_are_one_line_saying_what_to_do(
+        tmp_path: Path, args: list[str], says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE, "--no-builtins", "--port", "0",
+         "--state-dir", str(tmp_path / "state"), *args],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and says in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
