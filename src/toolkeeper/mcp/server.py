@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core.context import ToolContext
+from ..codemode.chain import ToolChainTool
+from ..core.context import Caller, ToolContext
 from ..formats import WireExport, render_result
 from ..gateway.gateway import MCPGateway
 from ..gateway.relay import calling_client
@@ -216,7 +217,9 @@ class MCPFace(OfferHandlers):
         if caller.tools is not None:  # an access token's scopes: only the tools they cover
             table = self.current.names
             shown = [i for i, wire in enumerate(names) if caller.may_use(table.name(wire))]
-            declarations, names = [declarations[i] for i in shown], [names[i] for i in shown]
+            declarations = [self._as_seen(declarations[i], table.name(names[i]), caller)
+                            for i in shown]
+            names = [names[i] for i in shown]
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
@@ -230,6 +233,15 @@ class MCPFace(OfferHandlers):
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(d) for d in page],
             next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
+
+    def _as_seen(self, declaration: dict[str, Any], name: str, caller: Caller
+                 ) -> dict[str, Any]:
+        """A declaration as a caller limited to some tools reads it: code mode's lists only
+        the tools that caller may call."""
+        tool = self.catalog.get(name)
+        if isinstance(tool, ToolChainTool):
+            return {**declaration, "description": tool.description_for(caller)}
+        return declaration
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
