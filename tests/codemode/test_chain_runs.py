@@ -367,3 +367,18 @@ async def test_a_refused_call_from_a_script_is_in_the_audit_log(tmp_path: Path) 
     assert run.value == 1
     rows = sorted((e.tool, e.status, e.error_code) for e in audit.query(limit=10))
     assert rows == [("screenshot", "denied", "policy_violation"), ("word_count", "ok", None)]
+
+
+async def test_a_script_of_a_caller_limited_to_some_tools_sees_and_calls_only_those() -> None:
+    from toolkeeper.core.context import Caller
+
+    invoker = ToolInvoker([screenshot, word_count])
+    run = await ToolChainTool(invoker).run_chain(
+        "found = [s for s in search_tools('screen picture count words', limit=10)]\n"
+        "refused = call_tool('screenshot', {'width': 3})\n"
+        "result = [found, 'screenshot' in globals(), refused.status, word_count(text='a b').ok]",
+        caller=Caller(client="oauth:agent", channel="mcp", tools=("word_*",)))
+    assert run.status == "ok", run.output_text
+    found, stub, refused, counted = run.value
+    assert "screenshot" not in str(found) and not stub
+    assert (refused, counted) == ("denied", True)

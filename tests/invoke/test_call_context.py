@@ -131,3 +131,32 @@ async def test_a_script_may_not_call_the_tool_that_runs_scripts() -> None:
         nested = await invoker.invoke(call("tool_chain", code="result = 1"), session=session)
     assert nested.status == "error" and not nested.ran
     assert "cannot be called from a chain" in nested.text
+
+
+async def test_a_caller_limited_to_some_tools_calls_only_those_through_any_session() -> None:
+    invoker = ToolInvoker([long_text, slow])
+    scoped = Caller(client="oauth:agent", channel="mcp", tools=("long_*",))
+    async with invoker.open_session(caller=scoped) as session:
+        allowed = await invoker.invoke(call("long_text", n=3), session=session)
+        refused = await invoker.invoke(call("slow", seconds=0), session=session)
+    async with invoker.open_session() as unscoped:  # the request's caller decides, not the session's
+        by_ctx = await invoker.invoke(call("slow", seconds=0), session=unscoped,
+                                      ctx=ToolContext(caller=scoped))
+    assert allowed.ok and scoped.through("code_mode").tools == ("long_*",)
+    for result in (refused, by_ctx):
+        assert (result.status, result.error_code) == ("denied", "policy_violation")
+        assert "not among the tools client 'oauth:agent' may call" in result.text
+    assert LIBRARY.may_use("slow") and not scoped.may_use("slow")
+
+
+async def test_a_limited_caller_misnaming_a_tool_hears_no_name_it_may_not_see() -> None:
+    invoker = ToolInvoker([long_text, slow])
+    exported = invoker.registry.export("mcp")
+    scoped = Caller(client="oauth:agent", tools=("long_*",))
+    async with invoker.open_session(caller=scoped) as session:
+        for name in ("slo", "slow_"):  # one near the hidden tool's name, one past it
+            (misnamed,) = exported.parse({"method": "tools/call", "id": name, "params": {
+                "name": name, "arguments": {}}})
+            result = await invoker.invoke(misnamed, session=session)
+            assert result.error_code == "policy_violation" and "slow'" not in result.text
+            assert f"tool '{name}' is not among the tools" in result.text

@@ -306,3 +306,23 @@ async def test_a_skill_with_arguments_is_a_prompt_to_fill_and_its_file_a_resourc
         ("ticket", True), ("team", True)]
     assert "Read ticket T-7 and hand it to billing." in filled.messages[0].content.text  # type: ignore[union-attr]
     assert read.text == file.read_text()  # type: ignore[union-attr]
+
+
+async def test_a_caller_limited_to_some_tools_lists_and_calls_only_those_code_mode_included(
+        ) -> None:
+    from toolkeeper.codemode import ToolChainTool
+    from toolkeeper.core.context import Caller
+
+    invoker = ToolInvoker([wipe, forecast])
+    invoker.registry.add(ToolChainTool(invoker))
+    everything = ToolChainTool(invoker).description
+    limited = Caller(client="oauth:agent", channel="mcp", tools=("forecast", "tool_chain"))
+    session = invoker.open_session(caller=limited)
+    async with Client(mcp_server(invoker, session=session)) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        refused = await client.call_tool("wipe", {"path": "/"})
+    assert sorted(listed) == ["forecast", "tool_chain"]
+    described = listed["tool_chain"].description or ""
+    assert "def forecast(" in described and "wipe" not in described and "wipe" in everything
+    assert refused.is_error and "not among the tools client 'oauth:agent' may call" in \
+        refused.content[0].text

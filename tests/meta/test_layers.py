@@ -46,6 +46,7 @@ LAZY = {
     "openai": "toolkeeper.testing's scripted models: the SDK of the provider a user tests",
     "anthropic": "toolkeeper.testing's scripted models (see openai)",
     "google": "toolkeeper.testing's scripted models (see openai): google-genai",
+    "jwt": "the oauth extra (PyJWT): loaded when `serve` checks an OAuth access token",
 }
 # Upward imports made inside a method, when it is called: the one way a name the seeds put on a
 # lower room reaches the room above it (DESIGN.md §3 names them; issue 19 allows exactly this).

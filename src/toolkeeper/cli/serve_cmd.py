@@ -44,6 +44,7 @@ from ..mcp.server import announce_changes, close_sessions, serve_stdio
 from ..server.app import LOOPBACK, create_app, page_app
 from ..server.auth import WebSessions
 from ..server.clients import ANONYMOUS, ClientTokens
+from ..server.oauth import OAuthResource, oauth_settings
 from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
@@ -98,6 +99,17 @@ def serve(
                            "its client (sampling, elicitation) on the 2025-11-25 wire and a "
                            "broken stream resumes; one process only (replicas cannot share "
                            "sessions).")] = False,
+    oauth_issuer: Annotated[str | None, typer.Option(
+        help="Accept OAuth access tokens (JWTs) from this authorization server too (its "
+             "'iss'); needs --oauth-resource. Wins over [server.oauth] issuer.")] = None,
+    oauth_resource: Annotated[str | None, typer.Option(
+        help="This server's MCP endpoint as clients reach it (https://tools.example.com/mcp): "
+             "the audience every access token must name.")] = None,
+    oauth_audience: Annotated[list[str] | None, typer.Option(
+        help="Another audience to accept besides --oauth-resource (an API identifier). "
+             "Repeatable.")] = None,
+    oauth_jwks_url: Annotated[str | None, typer.Option(
+        help="The issuer's key set (default: found through the issuer's metadata).")] = None,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -127,8 +139,17 @@ def serve(
                            approval_wait=approval_wait, approval_ttl=approval_ttl)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
         offers = [offer for target in targets or [] for offer in load_offers(target)]
+        section = oauth_settings(settings.server.oauth if settings else None,
+                                 issuer=oauth_issuer, resource=oauth_resource,
+                                 jwks_url=oauth_jwks_url, audience=oauth_audience or [])
     except ToolkeeperError as exc:
         raise fail(exc) from exc
+    if section is not None and (stdio or auth == "none"):
+        raise fail("OAuth access tokens are for HTTP clients that authenticate: drop --stdio "
+                   "and --auth none, or the OAuth settings")
+    if section is not None and importlib.util.find_spec("jwt") is None:
+        raise fail("OAuth access tokens need the oauth extra: pip install 'toolkeeper[oauth]'")
+    oauth = OAuthResource(section) if section is not None else None
     gateway = _gateway(settings, db, invoker)
     token, source = operator_token(state)
     if stdio:
@@ -144,13 +165,14 @@ def serve(
     stopping = threading.Event()
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
-                     stopping=stopping, public_hosts=public_host or (),
+                     stopping=stopping, public_hosts=[*(public_host or ()),
+                                                      *([oauth.host] if oauth else [])],
                      anonymous=ANONYMOUS if auth == "none" else None,
                      ask_client=bool(settings and "client" in settings.approval.channels),
-                     offers=offers, keep_sessions=keep_sessions)
+                     offers=offers, keep_sessions=keep_sessions, oauth=oauth)
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
-                  token_source=source)
+                  token_source=source, oauth=oauth)
     _listen(app, port, start, gateway, invoker, stopping)
 
 
@@ -307,6 +329,7 @@ class Start:
     client_token: str | None
     login: str
     token_source: str
+    oauth: OAuthResource | None = None
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -433,6 +456,9 @@ def _announce(sock: socket.socket, start: Start) -> str:
         start.token_source]
     lines.append(f"state: {start.state_dir} (operator token {operator}: for the page, the API "
                  "and the CLI only, never for a client)")
+    if start.oauth is not None:
+        lines.append(f"oauth: access tokens from {start.oauth.issuer} for "
+                     f"{start.oauth.resource} (metadata: {start.oauth.metadata_url})")
     if start.auth == "none":
         lines.append("auth none: any local process may call tools on /mcp as client "
                      f"'{ANONYMOUS}'; deciding still needs the operator")

@@ -56,7 +56,8 @@ class Bridge:
                  session: InvokerSession, code: str, workspace: str | None = None) -> None:
         self.chain, self.sock, self.secret = chain, sock, secret
         self.session, self.code, self.workspace = session, code, workspace
-        self.allowed = {t.name: t for t in chain.callable_tools()}
+        self.allowed = {t.name: t for t in chain.callable_tools()  # and the caller's only
+                        if session.caller.may_use(t.name)}
         self.functions = function_names(self.allowed)
         session.tools = frozenset(self.allowed)  # never tool_chain itself nor a hosted tool
         self.value: Any = None

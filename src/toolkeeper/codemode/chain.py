@@ -138,8 +138,13 @@ class ToolChainTool(Tool):
             found.append(tool)
         return found
 
-    def _describe(self) -> str:
-        tools = self.callable_tools()
+    def description_for(self, caller: Caller) -> str:
+        """The description as ``caller`` reads it: only the tools it may call are listed (a
+        client whose access token covers some tools never reads the others' names)."""
+        return self._describe(caller)
+
+    def _describe(self, caller: Caller = LIBRARY) -> str:
+        tools = [t for t in self.callable_tools() if caller.may_use(t.name)]
         functions = function_names(t.name for t in tools)
         listed = "\n\n".join(signature(t, functions[t.name]) for t in tools[:LISTED])
         if len(tools) > LISTED:

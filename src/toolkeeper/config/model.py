@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
 
-__all__ = ["ApprovalSection", "CodeModeSection", "MCPSection", "MCPServerConfig",
-           "ToolkeeperConfig", "load_config"]
+__all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
+           "MCPServerConfig", "OAuthSection", "ServerSection", "ToolkeeperConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -213,6 +213,90 @@ class ApprovalSection(_Section):
         return value
 
 
+ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+                         "ES512", "EdDSA")
+"""The signature algorithms an access token may use: public-key ones only (never ``none``,
+never an HMAC one, whose "key" would be the issuer's public key anyone can read)."""
+
+
+class OAuthSection(_Section):
+    """``[server.oauth]``: ``toolkeeper serve`` as an OAuth 2.1 protected resource. Access
+    tokens are JWTs from ``issuer``, checked against its published keys; their scopes decide
+    which tools a client sees and calls (``scopes``), and one scope (``operator_scope``) makes
+    the holder the operator, who decides approvals and is refused on ``/mcp``. ``issuer`` and
+    ``resource`` may come from ``serve``'s ``--oauth-issuer`` and ``--oauth-resource``
+    instead."""
+
+    issuer: str | None = None
+    """The authorization server (its ``iss``); its keys are found through its metadata unless
+    ``jwks_url`` names them."""
+    resource: str | None = None
+    """This server's MCP endpoint as clients reach it (``https://tools.example.com/mcp``): the
+    audience every token must name."""
+    jwks_url: str | None = None
+    audience: list[str] = Field(default_factory=list)
+    """Audiences accepted besides ``resource`` (an authorization server that names an API
+    identifier instead)."""
+    scopes: dict[str, list[str]] = Field(
+        default_factory=lambda: {"toolkeeper:tools": ["*"]})
+    """scope → the tools it lets a client see and call, as name patterns (``file_*``,
+    ``github-*``); a token's tools are those of all its scopes."""
+    operator_scope: str = "toolkeeper:operator"
+    challenge_scopes: list[str] = Field(default_factory=list)
+    """The scopes a 401 asks a client to request (``WWW-Authenticate``'s ``scope``): by
+    default every tools scope; name fewer for least privilege. Never the operator scope."""
+    algorithms: list[str] = Field(default_factory=lambda: list(ASYMMETRIC_ALGORITHMS))
+    leeway_s: float = Field(default=30.0, ge=0, le=300)
+    """Clock skew allowed on ``exp`` and ``nbf``."""
+    jwks_max_age_s: float = Field(default=3600.0, gt=0)
+    """The issuer's keys are fetched again when older than this."""
+    jwks_min_refresh_s: float = Field(default=30.0, ge=0)
+    """A token naming an unknown key fetches the keys again at most this often."""
+
+    @field_validator("issuer", "resource", "jwks_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not _https_or_loopback(value):
+            raise ValueError(f"{value!r} must be an https:// URL (http:// only on 127.0.0.1, "
+                             "localhost or [::1])")
+        return value
+
+    @field_validator("algorithms")
+    @classmethod
+    def _public_key_only(cls, value: list[str]) -> list[str]:
+        refused = [a for a in value if a not in ASYMMETRIC_ALGORITHMS]
+        if refused or not value:
+            raise ValueError(f"{', '.join(refused) or 'an empty list'} refused: access tokens "
+                             f"are checked with public keys only; use some of "
+                             f"{', '.join(ASYMMETRIC_ALGORITHMS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _operator_apart(self) -> OAuthSection:
+        if self.operator_scope in self.scopes:
+            raise ValueError(f"operator_scope {self.operator_scope!r} is also a tools scope: "
+                             "the scope that decides approvals must never call tools")
+        unknown = [s for s in self.challenge_scopes if s not in self.scopes]
+        if unknown:
+            raise ValueError(f"challenge_scopes names {', '.join(unknown)}, which "
+                             "[server.oauth.scopes] does not define")
+        return self
+
+
+def _https_or_loopback(url: str) -> bool:
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    host = host[1:host.find("]")] if host.startswith("[") else host.split(":", 1)[0]
+    return bool(host) and (scheme == "https" or (
+        scheme == "http" and host in ("127.0.0.1", "localhost", "::1")))
+
+
+class ServerSection(_Section):
+    """``[server]``: ``toolkeeper serve``'s HTTP face."""
+
+    oauth: OAuthSection | None = None
+
+
 class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
 
@@ -242,6 +326,7 @@ class ToolkeeperConfig(_Section):
     mcp: MCPSection = Field(default_factory=MCPSection)
     codemode: CodeModeSection = Field(default_factory=CodeModeSection)
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
+    server: ServerSection = Field(default_factory=ServerSection)
     path: Path | None = Field(default=None, exclude=True)
     present: frozenset[str] = Field(default=frozenset(), exclude=True)
     """Top-level sections the file actually contains (for presence-based gates)."""

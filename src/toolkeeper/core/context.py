@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Literal, Protocol
 
 from ..errors import CallCancelledError, UsageError
@@ -31,20 +32,33 @@ class Caller:
         via: How it proved who it is (``bearer``, ``cookie``, ``none``).
         page_secret: The approval page's session secret (its forms' CSRF token derives from
             it); never shown.
+        tools: The tools it may see and call, as name patterns (``fnmatch`` globs:
+            ``get_forecast``, ``github-*``); ``None``: every tool. An OAuth access token's
+            scopes decide it (``[server.oauth.scopes]``); a client token grants every tool.
+        subject: Who stands behind the credential when it says (an access token's client
+            and ``sub``, as ``oauth:CLIENT:SUB``), for the record of what they decided.
     """
 
     client: str = ""
     channel: Channel = "library"
     via: Literal["bearer", "cookie", "none"] = "none"
     page_secret: str = field(default="", repr=False)
+    tools: tuple[str, ...] | None = None
+    subject: str = ""
 
     @property
     def is_operator(self) -> bool:
         return self.client == OPERATOR
 
+    def may_use(self, name: str) -> bool:
+        """Whether this caller may see and call the tool ``name``."""
+        return self.tools is None or any(fnmatchcase(name, p) for p in self.tools)
+
     def through(self, channel: Channel) -> Caller:
-        """The same caller, through another door (a code-mode script's calls)."""
-        return Caller(client=self.client, channel=channel, via=self.via)
+        """The same caller, through another door (a code-mode script's calls: the same
+        tools, never more)."""
+        return Caller(client=self.client, channel=channel, via=self.via, tools=self.tools,
+                      subject=self.subject)
 
 
 LIBRARY = Caller()

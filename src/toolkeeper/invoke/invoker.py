@@ -146,8 +146,9 @@ class ToolInvoker:
         # audit log) takes the chain that ends at the lookup, which reports its problem.
         call = bounded_call(call, session.policy)
         tool = self.registry.get(call.name) if call.name and call.problem is None else None
-        if tool is not None and session.tools is not None and call.name not in session.tools:
-            tool = None  # known, but not this session's: the lookup gate refuses it
+        if tool is not None and ((session.tools is not None and call.name not in session.tools)
+                                 or not (ctx.caller if ctx else session.caller).may_use(call.name)):
+            tool = None  # known, but not this session's or caller's: the lookup gate refuses it
         trail = _pre_approved or ApprovalTrail()
         inv = Invocation(call, session, session.policy, tool, call.arguments, ctx,
                          progress_sink, pre_approved=trail.id, approval=trail)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core.context import ToolContext
+from ..codemode.chain import ToolChainTool
+from ..core.context import Caller, ToolContext
 from ..formats import WireExport, render_result
 from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
 from ..gateway.relay import calling_client
@@ -215,6 +216,13 @@ class MCPFace(OfferHandlers):
         # an export of a large catalog takes a while: off the event loop, where other
         # clients' calls are answered
         declarations, names = await anyio.to_thread.run_sync(self.listing)
+        caller = caller_of(ctx) if self.fixed_session is None else self.fixed_session.caller
+        if caller.tools is not None:  # an access token's scopes: only the tools they cover
+            table = self.current.names
+            shown = [i for i, wire in enumerate(names) if caller.may_use(table.name(wire))]
+            declarations = [self._as_seen(declarations[i], table.name(names[i]), caller)
+                            for i in shown]
+            names = [names[i] for i in shown]
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
@@ -228,6 +236,15 @@ class MCPFace(OfferHandlers):
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(d) for d in page],
             next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
+
+    def _as_seen(self, declaration: dict[str, Any], name: str, caller: Caller
+                 ) -> dict[str, Any]:
+        """A declaration as a caller limited to some tools reads it: code mode's lists only
+        the tools that caller may call."""
+        tool = self.catalog.get(name)
+        if isinstance(tool, ToolChainTool):
+            return {**declaration, "description": tool.description_for(caller)}
+        return declaration
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
@@ -251,7 +268,8 @@ class MCPFace(OfferHandlers):
         # Progress goes back on this request (the SDK drops it when the client gave no token).
         tool_ctx = ToolContext(
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
-            state=in_session.state, caller=in_session.caller, client=link,
+            state=in_session.state, client=link,  # this request's caller (its token's scopes)
+            caller=in_session.caller if self.fixed_session is not None else caller_of(ctx),
             progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
         self.calling[call.id] = link
         self.hub.remember(ctx, client_of(ctx))

@@ -89,7 +89,8 @@ class ApprovalAPI:
                                   request.path_params["id"], choice,
                                   message=str(body.get("message", ""))[:MAX_MESSAGE],
                                   digest=body.get("args_digest"),
-                                  approver=f"api:{caller.client}")
+                                  approver=f"api:{caller.client}" + (
+                                      f" ({caller.subject})" if caller.subject else ""))
         except DecisionError as exc:
             return _error(exc.status, exc.code, str(exc))
         return _json(approval_json(stored))

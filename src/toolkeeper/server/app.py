@@ -9,15 +9,17 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ..approval.store import SqliteApprovalStore
+from ..errors import ToolkeeperError
 from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
-from ..mcp.server import mcp_server
+from ..mcp.server import PAGE_SIZE, MCPFace
 from ..mcp.streams import MemoryEventStore
 from ..skills.skill import Skill
 from .auth import WebSessions
 from .clients import ClientTokens
 from .exchange import SingleExchange, input_schemas
 from .gate import LOOPBACK, TokenGate
+from .oauth import OAuthResource
 from .web import web_routes
 
 __all__ = ["LOOPBACK", "TokenGate", "create_app", "page_app"]
@@ -29,7 +31,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                stopping: threading.Event | None = None,
                public_hosts: Sequence[str] = (), anonymous: str | None = None,
                ask_client: bool = False, offers: Sequence[Any] = (),
-               keep_sessions: bool = False) -> TokenGate:
+               keep_sessions: bool = False, oauth: OAuthResource | None = None) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     ``rate_limit``: requests per second per client (0: no limit). ``public_hosts``: names
@@ -42,7 +44,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     upstream servers when their listing is older than its ``refresh_s``. ``offers``: the
     resources and prompts declared with ``@resource`` and ``@prompt``. ``keep_sessions``: an
     MCP session per client connection (server-to-client requests on the 2025-11-25 wire,
-    resumable streams) instead of stateless answers; one process only."""
+    resumable streams) instead of stateless answers; one process only. ``oauth``: accept
+    OAuth access tokens too (``[server.oauth]``), their scopes deciding each client's tools."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -65,9 +68,16 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     if ask_client and token is None:
         raise ValueError("asking the client needs the operator token (its key seals the "
                          "request state every replica shares)")
-    server = mcp_server(invoker, skills=skills, gateway=gateway,
-                        ask_client=token if ask_client else None, offers=offers,
-                        state_secret=token)
+    face = MCPFace(invoker, session=None, skills=skills, gateway=gateway, page_size=PAGE_SIZE,
+                   ask_client=token if ask_client else None, offers=offers, state_secret=token)
+    server = face.build("toolkeeper", None)
+
+    def tool_name(wire: str) -> str | None:
+        try:
+            return face.exported_for(wire).names.name(wire)
+        except ToolkeeperError:
+            return None
+
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=not keep_sessions, host=host,
         event_store=cast(Any, MemoryEventStore()) if keep_sessions else None,
@@ -80,7 +90,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes)
     gate = TokenGate(lean, token, clients=clients, rate=rate_limit,
                      burst=max(1, int(rate_limit * 2)), sessions=sessions, hosts=tuple(names),
-                     anonymous=anonymous)
+                     anonymous=anonymous, oauth=oauth, tool_name=tool_name,
+                     max_body_bytes=max_body_bytes)
     gate.mcp_server = server  # for announce_changes (tools/list_changed to listeners)
     return gate
 

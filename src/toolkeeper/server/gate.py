@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ..core.context import CALLER_KEY, Caller, Channel
 from .auth import COOKIE, WebSessions
 from .clients import OPERATOR, ClientTokens
+from .oauth import Grant, OAuthResource, TokenRejected, not_covered_message
 
 __all__ = ["CSP", "LOOPBACK", "OPERATOR_ON_MCP", "TokenGate"]
 
@@ -49,14 +50,23 @@ class TokenGate:
       not exactly this server's is refused, and every answer carries a strict
       Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff`` and ``Referrer-Policy: same-origin``.
     - A token bucket of ``rate`` requests per second per client (``rate`` 0: no limit).
+    - With ``oauth``, an OAuth 2.1 protected resource too (``oauth.py``): its metadata is
+      public, a bearer that is no token of ours is checked as a JWT access token (its scopes
+      decide the client's tools: a ``tools/call`` of another is refused 403
+      ``insufficient_scope``, ``tool_name`` mapping the wire name back), and a 401 names where
+      the metadata is.
     """
 
     def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
                  rate: float = 50.0, burst: int = 100,
                  protected: tuple[str, ...] = ("/mcp", "/api"),
                  sessions: WebSessions | None = None,
-                 hosts: Sequence[str] = LOOPBACK, anonymous: str | None = None) -> None:
+                 hosts: Sequence[str] = LOOPBACK, anonymous: str | None = None,
+                 oauth: OAuthResource | None = None,
+                 tool_name: Callable[[str], str | None] | None = None,
+                 max_body_bytes: int = 8 << 20) -> None:
         self.app = app
+        self.oauth, self.tool_name, self.max_body_bytes = oauth, tool_name, max_body_bytes
         self.anonymous = anonymous
         self.token = token.encode() if token is not None else None
         self.clients = clients
@@ -75,8 +85,20 @@ class TokenGate:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
+        if self.oauth is not None and self.oauth.serves(path):
+            await _metadata(send, self.oauth)
+            return
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
         client, via, secret = self._who(headers)
+        grant, rejected = None, None
+        if client is None and via == "bearer" and self.oauth is not None \
+                and path.startswith(self.protected):
+            grant, rejected = await self._checked(headers)
+            client = grant.client if grant is not None else None
+        if rejected is not None and rejected.status != 401:
+            await _refuse(send, rejected.status, "unavailable", (b"retry-after", b"30"),
+                          str(rejected))
+            return
         mcp = path.startswith("/mcp")
         if mcp and client == OPERATOR:
             await _refuse(send, 403, "operator_on_mcp", (b"vary", b"authorization"),
@@ -91,24 +113,96 @@ class TokenGate:
                 return
             send = _secured(send)
         if client is None and path.startswith(self.protected):
-            await _refuse(send, 401, "unauthorized", (b"www-authenticate", b"Bearer"),
-                          "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
-                          "with a client token (the one in the config toolkeeper serve printed, "
-                          "or toolkeeper tokens add NAME)" if mcp else
-                          "missing or wrong credential: log in with the link toolkeeper serve "
-                          "printed (toolkeeper approvals login-url makes a new one), or send "
-                          "the operator token as 'Authorization: Bearer <token>'")
+            await self._unauthorized(send, mcp=mcp, rejected=rejected)
             return
         if client is not None and self.rate > 0 and not self._admit(client):
             await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"),
                           f"more than {self.rate:g} requests per second from client "
                           f"{client!r}; slow down and retry")
             return
+        if grant is not None and grant.tools is not None and mcp and scope["method"] == "POST":
+            within = await self._within_scope(grant.tools, receive, send)
+            if within is None:
+                return
+            receive = within
         if client is not None:
             channel: Channel = "mcp" if mcp else "api" if path.startswith("/api") else "page"
             scope.setdefault("state", {})[CALLER_KEY] = Caller(
-                client=client, channel=channel, via=via, page_secret=secret)
+                client=client, channel=channel, via=via, page_secret=secret,
+                tools=grant.tools if grant is not None else None,
+                subject=grant.subject if grant is not None else "")
         await self.app(scope, receive, send)
+
+    async def _unauthorized(self, send: Send, *, mcp: bool,
+                            rejected: TokenRejected | None) -> None:
+        """401: what to send (and, with OAuth, where its metadata is and why a token sent
+        was refused)."""
+        message = ("missing or wrong bearer token: send 'Authorization: Bearer <token>' with a "
+                   "client token (the one in the config toolkeeper serve printed, or "
+                   "toolkeeper tokens add NAME)" if mcp else
+                   "missing or wrong credential: log in with the link toolkeeper serve printed "
+                   "(toolkeeper approvals login-url makes a new one), or send the operator "
+                   "token as 'Authorization: Bearer <token>'")
+        challenge = b"Bearer"
+        if self.oauth is not None:
+            challenge = self.oauth.challenge(str(rejected) if rejected is not None else None)
+            message = (f"access token refused: {rejected}. " if rejected is not None else ""
+                       ) + message + (f", or an access token from {self.oauth.issuer} (see "
+                                      f"{self.oauth.metadata_url})")
+        await _refuse(send, 401, "unauthorized", (b"www-authenticate", challenge), message)
+
+    async def _checked(self, headers: dict[bytes, bytes]
+                       ) -> tuple[Grant | None, TokenRejected | None]:
+        """The grant of the bearer as an OAuth access token, or why it was refused."""
+        assert self.oauth is not None
+        presented = headers.get(b"authorization", b"")[7:].strip().decode("latin-1")
+        if not self.oauth.looks_like_jwt(presented):
+            return None, TokenRejected("neither a client token of this server nor a JWT "
+                                       "access token")
+        try:
+            return await self.oauth.check(presented), None
+        except TokenRejected as exc:
+            return None, exc
+
+    async def _within_scope(self, tools: tuple[str, ...], receive: Receive, send: Send
+                            ) -> Receive | None:
+        """The request's ``receive`` (replaying the body read) when it is not a ``tools/call``
+        of a tool outside ``tools``; else ``None``, once refused 403 ``insufficient_scope``."""
+        receive, tool = await self._called_tool(receive)
+        if tool is None or self.oauth is None or Caller(tools=tools).may_use(tool):
+            return receive
+        await _refuse(send, 403, "insufficient_scope", (
+            b"www-authenticate", self.oauth.scope_challenge(tool)),
+            not_covered_message(self.oauth, tool))
+        return None
+
+    async def _called_tool(self, receive: Receive) -> tuple[Receive, str | None]:
+        """The tool a ``tools/call`` names (by tool name), and a ``receive`` that replays the
+        body read to find it."""
+        body, more, messages = b"", True, []
+        while more and len(body) <= self.max_body_bytes:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+
+        async def replay() -> MutableMapping[str, Any]:
+            return messages.pop(0) if messages else await receive()
+
+        try:
+            request = json.loads(body) if not more else None
+        except ValueError:
+            request = None
+        params = request.get("params") if isinstance(request, dict) else None
+        wire = params.get("name") if isinstance(params, dict) and \
+            request.get("method") == "tools/call" else None  # type: ignore[union-attr]
+        if not isinstance(wire, str):
+            return replay, None
+        # a name no tool has is judged by the name itself: the answer never tells whether a
+        # tool the token cannot see exists
+        return replay, (self.tool_name(wire) if self.tool_name is not None else None) or wire
 
     def _foreign(self, scope: Scope, headers: dict[bytes, bytes], *, bearer: bool
                  ) -> str | None:
@@ -184,6 +278,16 @@ def _cookie(header: bytes, name: str) -> str:
         if key == name:
             return value
     return ""
+
+
+async def _metadata(send: Send, oauth: OAuthResource) -> None:
+    """The protected resource's metadata: public, readable from any origin (a browser-based
+    client discovers the authorization server with it)."""
+    body = oauth.metadata_body()
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/json"), (b"access-control-allow-origin", b"*"),
+        (b"cache-control", b"max-age=3600"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _refuse(send: Send, status: int, error: str, header: tuple[bytes, bytes],
