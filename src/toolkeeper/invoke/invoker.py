@@ -8,6 +8,7 @@ from functools import partial
 
 import anyio
 import anyio.to_thread
+from opentelemetry.trace import TracerProvider
 
 from ..approval.handlers import ApprovalHandler
 from ..approval.models import args_digest
@@ -62,6 +63,8 @@ class ToolInvoker:
             arguments above (the order is ``builder.GATE_ORDER``, pinned by a test).
         extra_gates: Gates added to that pipeline, each where it says (its ``after`` or
             ``before``: ``class Redact(Gate): name = "redact"; after = "validate"``).
+        tracer_provider: Where each call's OpenTelemetry span goes (``execute_tool {tool}``);
+            by default the global provider, and no span at all while none is set up.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class ToolInvoker:
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
@@ -84,7 +88,8 @@ class ToolInvoker:
                 hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
         pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
-            artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit)
+            artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit,
+            tracer_provider=tracer_provider)
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[ToolLike, Next]] = {}

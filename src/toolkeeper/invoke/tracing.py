@@ -1,0 +1,102 @@
+"""OpenTelemetry for the door: the names of OpenTelemetry's GenAI conventions for a tool's
+execution, the span a call gets (``execute_tool {tool}``), and a trace context carried in from
+outside (an HTTP request's ``traceparent``, an MCP request's ``_meta``).
+
+Only ``opentelemetry-api`` is used: without an SDK (no tracer provider set) nothing is
+recorded, and the door checks that once per call before making any span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.propagate import extract
+from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Tracer, TracerProvider
+
+from ..core.spec import ToolLike
+
+__all__ = ["ERROR_TYPE", "EXECUTE_TOOL", "OPERATION_NAME", "REFUSED_BY", "TOOL_CALL_ID",
+           "TOOL_DESCRIPTION", "TOOL_NAME", "TOOL_TYPE", "TRACER_NAME", "TracerSource",
+           "continued", "tool_type"]
+
+TRACER_NAME = "toolkeeper"
+OPERATION_NAME = "gen_ai.operation.name"
+EXECUTE_TOOL = "execute_tool"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+ERROR_TYPE = "error.type"
+
+REFUSED_BY = {
+    "budget_exceeded": "budget", "unknown_tool": "lookup", "malformed_call": "lookup",
+    "policy_violation": "lookup", "not_callable": "kind", "invalid_arguments": "validate",
+    "denied": "approval", "pending": "approval", "cancelled": "cancellation",
+    "timeout": "timeout", "guardrail_tripped": "guardrails",
+}
+"""Which gate answers a call with each error code (``guardrails``: a guardrail on the arguments
+or on the result): the span's ``toolkeeper.gate``."""
+
+_CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
+
+try:
+    _VERSION = version("toolkeeper")
+except PackageNotFoundError:  # a source tree that was never installed
+    _VERSION = "0"
+
+
+def tool_type(tool: ToolLike | None) -> str:
+    """``gen_ai.tool.type``: ``extension`` for a tool that runs elsewhere (another MCP server's
+    through the gateway, a provider-defined tool the application answers), else ``function``."""
+    if tool is None:
+        return "function"
+    if tool.kind == "provider" or "mcp" in tool.metadata.tags:
+        return "extension"
+    return "function"
+
+
+class TracerSource:
+    """The tracer a call's span comes from: the given provider's, else the global one's — or
+    ``None`` while no SDK is set up (the global provider is still OpenTelemetry's proxy or its
+    no-op), so an untraced door makes no span at all."""
+
+    __slots__ = ("_provider", "_seen", "_tracer")
+
+    def __init__(self, provider: TracerProvider | None = None) -> None:
+        self._provider = provider
+        self._seen: TracerProvider | None = None
+        self._tracer: Tracer | None = None
+
+    def tracer(self) -> Tracer | None:
+        provider = self._provider or trace.get_tracer_provider()
+        if provider is self._seen:
+            return self._tracer
+        off = isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+        self._seen = provider
+        self._tracer = None if off else provider.get_tracer(TRACER_NAME, _VERSION)
+        return self._tracer
+
+
+@contextmanager
+def continued(carrier: Mapping[str, object] | None) -> Iterator[None]:
+    """Continue the trace ``carrier`` names (W3C ``traceparent``, ``tracestate``, ``baggage``:
+    an HTTP request's headers, an MCP request's ``_meta``) while the block runs; a carrier
+    without one, or with one that does not parse, leaves the current context as it is."""
+    found = {k: v for k in _CARRIER_KEYS
+             if carrier is not None and isinstance(v := carrier.get(k), str)}
+    if "traceparent" not in found:
+        yield
+        return
+    parent = extract(found)
+    if not trace.get_current_span(parent).get_span_context().is_valid:
+        yield
+        return
+    token = otel_context.attach(parent)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
