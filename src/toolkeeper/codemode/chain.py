@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+from opentelemetry.trace import Status, StatusCode
 
 from ..builtins.policy import SecurityPolicy
 from ..builtins.protected import Protection, removed_note
@@ -32,6 +33,7 @@ from ..errors import UsageError
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
+from ..invoke.tracing import ERROR_TYPE
 from ..sandbox.base import Sandbox, SharedPath
 from ..sandbox.detect import default_sandbox
 from ..tools.tool import Tool
@@ -250,7 +252,31 @@ class ToolChainTool(Tool):
                 ``MAX_CODE_BYTES``.
             PolicyViolationError: the sandbox cannot hide the mount's protected paths
                 (Landlock) and one exists.
+
+        With tracing set up, the run is a span (``code_mode run``) and each call the script
+        makes is an ``execute_tool`` span inside it.
         """
+        tracer = self._invoker.tracing.tracer()
+        if tracer is None:
+            return await self._run_chain(code, session_id, caller)
+        with tracer.start_as_current_span(
+                "code_mode run", record_exception=False, set_status_on_exception=False,
+                attributes={"toolkeeper.code_mode.tool": self.name}) as span:
+            try:
+                run = await self._run_chain(code, session_id, caller)
+            except BaseException as exc:
+                span.set_attribute(ERROR_TYPE, type(exc).__name__)
+                span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+                raise
+            span.set_attributes({"toolkeeper.code_mode.status": run.status,
+                                 "toolkeeper.code_mode.calls": len(run.call_trace)})
+            if run.status != "ok":
+                span.set_attribute(ERROR_TYPE, run.status)
+                span.set_status(Status(StatusCode.ERROR, run.status))
+            return run
+
+    async def _run_chain(self, code: str, session_id: str | None, caller: Caller | None
+                         ) -> ChainRunResult:
         if not isinstance(code, str) or len(code.encode("utf-8", "surrogatepass")
                                              ) > MAX_CODE_BYTES:
             raise UsageError(f"code must be a Python script of at most {MAX_CODE_BYTES} bytes; "

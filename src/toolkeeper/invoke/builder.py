@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from opentelemetry.trace import TracerProvider
-
 from ..approval.service import ApprovalService
 from ..artifacts.store import BlobStore
 from ..errors import UsageError
@@ -33,6 +31,7 @@ from .gates import (
     ValidateGate,
 )
 from .state import Gate
+from .tracing import TracerSource
 
 __all__ = ["GATE_ORDER", "default_gates", "with_extra_gates"]
 
@@ -46,11 +45,11 @@ result passes progress (TOOL_RESULT), then guardrails out, then shaping."""
 def default_gates(*, catalog: CatalogBase, approvals: ApprovalService,
                   artifact_store: BlobStore | None = None, hooks: HookManager | None = None,
                   guardrails: Iterable[Guardrail] = (), audit: AuditLog | None = None,
-                  tracer_provider: TracerProvider | None = None) -> tuple[Gate, ...]:
+                  tracing: TracerSource | None = None) -> tuple[Gate, ...]:
     """The pipeline of ``GATE_ORDER``, each gate holding what it needs."""
     rails = tuple(guardrails)
     gates: tuple[Gate, ...] = (
-        TraceGate(tracer_provider), RecordGate(audit, hooks), ErrorGate(), BudgetGate(),
+        TraceGate(tracing), RecordGate(audit, hooks), ErrorGate(), BudgetGate(),
         LookupGate(catalog), KindGate(), ValidateGate(artifact_store),
         GuardrailInGate(rails, hooks), ApprovalGate(approvals),
         ArtifactRefGate(artifact_store), CancellationGate(),

@@ -33,6 +33,7 @@ from .policy import ChainPolicy
 from .results import Envelope, InvocationResult
 from .session import InvokerSession
 from .state import ApprovalTrail, Gate, Invocation, Next, ProgressSink
+from .tracing import TracerSource
 
 __all__ = ["ASYNCIO_ONLY", "ToolInvoker"]
 
@@ -86,10 +87,12 @@ class ToolInvoker:
                 approval_timeout_s=self.policy.approval_timeout_s,
                 approval_ttl_s=self.policy.approval_ttl_s,
                 hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
+        self.tracing = TracerSource(tracer_provider)
+        """Where the calls' spans (and a code-mode run's) come from."""
         pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit,
-            tracer_provider=tracer_provider)
+            tracing=self.tracing)
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[ToolLike, Next]] = {}

@@ -8,7 +8,7 @@ spans) is its child. Arguments and results are never put on a span.
 
 from __future__ import annotations
 
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -29,13 +29,13 @@ __all__ = ["TraceGate"]
 
 
 class TraceGate(Gate):
-    """``tracer_provider``: where spans go; by default the global one (``trace.
-    set_tracer_provider``), looked at on each call, so one set up later is used from then on."""
+    """``source``: where spans go (``TracerSource``: a given provider, else the global one,
+    looked at on each call, so one set up later is used from then on)."""
 
     name = "trace"
 
-    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
-        self.source = TracerSource(tracer_provider)
+    def __init__(self, source: TracerSource | None = None) -> None:
+        self.source = source or TracerSource()
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         tracer = self.source.tracer()
