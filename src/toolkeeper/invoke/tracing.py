@@ -8,6 +8,7 @@ recorded, and the door checks that once per call before making any span.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -42,6 +43,8 @@ REFUSED_BY = {
 or on the result): the span's ``toolkeeper.gate``."""
 
 _CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
+_ASK = object()
+_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 try:
     _VERSION = version("toolkeeper")
@@ -72,7 +75,15 @@ class TracerSource:
         self._tracer: Tracer | None = None
 
     def tracer(self) -> Tracer | None:
-        provider = self._provider or trace.get_tracer_provider()
+        provider = self._provider
+        if provider is None:
+            # OpenTelemetry's own get_tracer_provider() reads os.environ on every call while
+            # none is set (about 1 µs): the global is read first, the API asked only once set
+            # up, or when the environment names a provider.
+            current: object = getattr(trace, "_TRACER_PROVIDER", _ASK)
+            if current is None and not _FROM_ENVIRONMENT:
+                return None
+            provider = trace.get_tracer_provider()
         if provider is self._seen:
             return self._tracer
         off = isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
