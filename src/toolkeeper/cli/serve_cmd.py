@@ -41,9 +41,10 @@ from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..mcp.server import announce_changes, serve_stdio
-from ..server.app import LOOPBACK, create_app, page_app
+from ..server.app import LOOPBACK, create_app, metrics_app, page_app
 from ..server.auth import WebSessions
 from ..server.clients import ANONYMOUS, ClientTokens
+from ..server.metrics import ServerMetrics
 from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
@@ -98,6 +99,10 @@ def serve(
                            "its client (sampling, elicitation) on the 2025-11-25 wire and a "
                            "broken stream resumes; one process only (replicas cannot share "
                            "sessions).")] = False,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Also serve /metrics without a credential on 127.0.0.1 at this port (0 takes a "
+             "free one), for a Prometheus on this machine; on the main port /metrics needs "
+             "the operator token.")] = None,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -114,6 +119,9 @@ def serve(
         raise fail("--auth must be 'token' or 'none'")
     if auth == "none" and host not in LOOPBACK:
         raise fail(f"--auth none is refused on {host}: without a token, listen on 127.0.0.1 only")
+    if metrics_port is not None and (stdio or not 0 <= metrics_port <= 65535):
+        raise fail("--metrics-port must be a port from 0 to 65535, and serving over HTTP "
+                   "(not with --stdio)")
     try:
         settings = load_config(config) if config is not None else None
         settings, ws, ws_from = _workspace(settings, workspace)
@@ -142,16 +150,32 @@ def serve(
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     stopping = threading.Event()
+    metrics = _metrics(invoker, gateway, metrics_port)
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
                      stopping=stopping, public_hosts=public_host or (),
                      anonymous=ANONYMOUS if auth == "none" else None,
                      ask_client=bool(settings and "client" in settings.approval.channels),
-                     offers=offers, keep_sessions=keep_sessions)
+                     offers=offers, keep_sessions=keep_sessions, metrics=metrics)
+    side = None
+    if metrics is not None and metrics_port is not None:
+        side = (metrics_app(metrics), _bind("127.0.0.1", metrics_port))
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
-                  token_source=source)
-    _listen(app, port, start, gateway, invoker, stopping)
+                  token_source=source, metrics=metrics is not None,
+                  metrics_port=side[1].getsockname()[1] if side else None)
+    _listen(app, port, start, gateway, invoker, stopping, side)
+
+
+def _metrics(invoker: ToolInvoker, gateway: MCPGateway | None, port: int | None
+             ) -> ServerMetrics | None:
+    """The server's figures for /metrics, when prometheus-client is installed (the mcp extra
+    brings it)."""
+    if importlib.util.find_spec("prometheus_client") is None:
+        if port is not None:
+            raise fail("--metrics-port needs prometheus-client: pip install 'toolkeeper[mcp]'")
+        return None
+    return ServerMetrics(invoker, gateway=gateway)
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
@@ -305,6 +329,8 @@ class Start:
     client_token: str | None
     login: str
     token_source: str
+    metrics: bool = False
+    metrics_port: int | None = None
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -330,7 +356,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
-            invoker: ToolInvoker, stopping: threading.Event) -> None:
+            invoker: ToolInvoker, stopping: threading.Event,
+            side: tuple[Any, socket.socket] | None = None) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
     from uvicorn.server import HANDLED_SIGNALS
 
@@ -359,6 +386,13 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
                 for sig, handler in original.items():
                     signal.signal(sig, handler)
 
+    class Quiet(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:  # the main server's are the process's
+            yield
+
+    quiet = Quiet(uvicorn.Config(side[0], log_level="warning", lifespan="off")) if side else None
+
     server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
                                    timeout_graceful_shutdown=10))
 
@@ -374,12 +408,28 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
+                ended = anyio.Event()
+                if quiet is not None and side is not None:  # /metrics on its own port
+                    group.start_soon(_serve_then_set, quiet, side[1], ended)
+                else:
+                    ended.set()
                 await server.serve(sockets=[sock])
+                if quiet is not None:
+                    quiet.should_exit = True  # stopped with the main server, not cut off
+                with anyio.move_on_after(5):
+                    await ended.wait()
                 group.cancel_scope.cancel()
 
     anyio.run(run)
     for sig in reversed(caught):  # the usual end of a process stopped by a signal
         signal.raise_signal(sig)
+
+
+async def _serve_then_set(server: Any, sock: socket.socket, ended: anyio.Event) -> None:
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        ended.set()
 
 
 def _flush(invoker: ToolInvoker) -> None:
@@ -429,6 +479,10 @@ def _announce(sock: socket.socket, start: Start) -> str:
         start.token_source]
     lines.append(f"state: {start.state_dir} (operator token {operator}: for the page, the API "
                  "and the CLI only, never for a client)")
+    if start.metrics:
+        lines.append(f"metrics: {url}/metrics (operator token)" + (
+            f" and http://127.0.0.1:{start.metrics_port}/metrics (loopback, no credential)"
+            if start.metrics_port is not None else ""))
     if start.auth == "none":
         lines.append("auth none: any local process may call tools on /mcp as client "
                      f"'{ANONYMOUS}'; deciding still needs the operator")
