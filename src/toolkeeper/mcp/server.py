@@ -29,7 +29,6 @@ from ..gateway.sources import RESOURCE_PREFIX
 from ..hooks import HookEvent, HookManager
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
-from ..invoke.tracing import continued
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
 from .changes import BUSES, announce_changes, remember
@@ -251,8 +250,9 @@ class MCPFace(OfferHandlers):
         self.calling[call.id] = link
         self.hub.remember(ctx, client_of(ctx))
         try:
-            # a client's trace (SEP-414: _meta.traceparent) goes on through the call's span
-            with calling_client(SdkClientLink(ctx, client_of(ctx))), continued(params.meta):
+            # (a client's _meta.traceparent, SEP-414: the SDK's tools/call span continues it,
+            # and the call's execute_tool span is that span's child)
+            with calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
                 if self.channel is not None and \
                         str(getattr(ctx, "protocol_version", "")) >= "2026":
                     await self.channel.answer(params, in_session, client_of(ctx))

@@ -1,6 +1,7 @@
 """A client's trace, continued: an HTTP request that carries W3C trace context (``traceparent``,
-``tracestate``, ``baggage`` headers) makes the calls it causes spans of that trace. An MCP
-request's ``_meta.traceparent`` (SEP-414), read by the MCP server, wins over the header."""
+``tracestate``, ``baggage`` headers) makes the spans it causes part of that trace. An MCP
+request's ``_meta.traceparent`` (SEP-414), which the MCP SDK's own ``tools/call`` span
+continues, wins over the header."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ class ContinuedTrace:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        carrier = {key.decode("latin-1"): value.decode("latin-1")
+        carrier = {key.lower().decode("latin-1"): value.decode("latin-1")
                    for key, value in scope.get("headers", ()) if key.lower() in _HEADERS}
         if scope["type"] != "http" or not carrier:
             await self.app(scope, receive, send)
             return
-        with continued({k.lower(): v for k, v in carrier.items()}):
+        with continued(carrier):
             await self.app(scope, receive, send)
