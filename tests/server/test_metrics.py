@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -151,3 +152,49 @@ def test_a_bad_metrics_port_is_one_clear_error(tmp_path: Path, args: list[str]) 
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--metrics-port must be a port from 0 to 65535" in lines[0]
+
+
+async def test_on_postgresql_an_expired_request_is_counted_and_leaves_pending(
+        tmp_path: Path, postgres_url: str) -> None:
+    proc, url = _start(tmp_path, "--store", postgres_url, "--approval-ttl", "1")
+    try:
+        alert = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
+        async with _client(url) as client:
+            assert (await client.call_tool("broadcast_alert", alert)).is_error
+        assert _scrape(url)[("toolkeeper_approvals_pending", ())] == 1
+        await anyio.sleep(1.5)  # past the request's time to live
+        samples = _scrape(url)
+        assert samples[("toolkeeper_approvals_pending", ())] == 0
+        assert samples[("toolkeeper_approvals_expired_total", ())] == 1
+        assert ("toolkeeper_approvals_decided_total", (("outcome", "approved"),)) not in samples
+        assert samples[("toolkeeper_tool_calls_total",
+                        (("status", "pending"), ("tool", "broadcast_alert")))] == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) in (0, 130)
+        assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+def test_past_the_label_cap_further_tools_share_one_series(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkeeper import HookManager, ToolInvoker, tool
+    from toolkeeper.hooks import HookEvent
+    from toolkeeper.server import metrics as metrics_module
+
+    tools = []
+    for n in range(3):
+        @tool(name=f"t{n}")
+        def one() -> str:
+            """A tool."""
+            return "x"
+        tools.append(one)
+    monkeypatch.setattr(metrics_module, "MAX_TOOL_LABELS", 2)
+    invoker = ToolInvoker(tools, hooks=HookManager())
+    served = metrics_module.ServerMetrics(invoker)
+    for name in ("t0", "t1", "t2", "t2", "nope"):
+        served._ended(HookEvent.TOOL_END, {"tool": name, "status": "ok", "duration_ms": 1.0})
+    calls = {labels: v for (name, labels), v in _samples(served.render().decode()).items()
+             if name == "toolkeeper_tool_calls_total"}
+    assert calls == {(("status", "ok"), ("tool", "t0")): 1, (("status", "ok"), ("tool", "t1")): 1,
+                     (("status", "ok"), ("tool", "_other")): 2,
+                     (("status", "ok"), ("tool", "_unknown")): 1}
