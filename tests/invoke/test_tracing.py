@@ -224,3 +224,27 @@ def test_without_an_sdk_there_is_no_tracer_and_one_set_later_is_used() -> None:
 def test_an_untraced_process_has_no_tracer() -> None:
     assert not isinstance(trace.get_tracer_provider(), TracerProvider)
     assert TracerSource().tracer() is None
+
+
+def test_a_process_that_does_not_use_opentelemetry_never_imports_it() -> None:
+    script = textwrap.dedent("""
+        import asyncio, sys
+        from toolkeeper import ToolCall, ToolInvoker, tool
+
+        @tool
+        def add(a: int, b: int) -> int:
+            "Add."
+            return a + b
+
+        async def once():
+            invoker = ToolInvoker([add])
+            async with invoker.open_session() as session:
+                return await invoker.invoke(ToolCall(id="c", name="add",
+                                                     arguments={"a": 1, "b": 2}), session=session)
+
+        assert asyncio.run(once()).text == "3"
+        print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]"

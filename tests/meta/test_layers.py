@@ -42,6 +42,8 @@ LAZY = {
     "jinja2": "the approval page's templates: loaded when `serve` builds the page",
     "psycopg": "the postgres extra: loaded when a store is opened by a postgresql:// URL",
     "psycopg_pool": "the postgres extra (see psycopg)",
+    "opentelemetry": "imported only once the application uses OpenTelemetry itself (it is in "
+                     "sys.modules): a process without it pays nothing at import",
     "prometheus_client": "serve's /metrics (the mcp extra): loaded when `serve` builds it",
 }
 # Upward imports made inside a method, when it is called: the one way a name the seeds put on a

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-from opentelemetry.trace import Status, StatusCode
 
 from ..builtins.policy import SecurityPolicy
 from ..builtins.protected import Protection, removed_note
@@ -33,7 +32,7 @@ from ..errors import UsageError
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
-from ..invoke.tracing import ERROR_TYPE
+from ..invoke.tracing import failed, span
 from ..sandbox.base import Sandbox, SharedPath
 from ..sandbox.detect import default_sandbox
 from ..tools.tool import Tool
@@ -259,20 +258,16 @@ class ToolChainTool(Tool):
         tracer = self._invoker.tracing.tracer()
         if tracer is None:
             return await self._run_chain(code, session_id, caller)
-        with tracer.start_as_current_span(
-                "code_mode run", record_exception=False, set_status_on_exception=False,
-                attributes={"toolkeeper.code_mode.tool": self.name}) as span:
+        with span(tracer, "code_mode run", {"toolkeeper.code_mode.tool": self.name}) as current:
             try:
                 run = await self._run_chain(code, session_id, caller)
             except BaseException as exc:
-                span.set_attribute(ERROR_TYPE, type(exc).__name__)
-                span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+                failed(current, type(exc).__name__, str(exc))
                 raise
-            span.set_attributes({"toolkeeper.code_mode.status": run.status,
-                                 "toolkeeper.code_mode.calls": len(run.call_trace)})
+            current.set_attributes({"toolkeeper.code_mode.status": run.status,
+                                    "toolkeeper.code_mode.calls": len(run.call_trace)})
             if run.status != "ok":
-                span.set_attribute(ERROR_TYPE, run.status)
-                span.set_status(Status(StatusCode.ERROR, run.status))
+                failed(current, run.status, run.status)
             return run
 
     async def _run_chain(self, code: str, session_id: str | None, caller: Caller | None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
-from opentelemetry.trace import TracerProvider
 
 from ..approval.handlers import ApprovalHandler
 from ..approval.models import args_digest
@@ -34,6 +34,9 @@ from .results import Envelope, InvocationResult
 from .session import InvokerSession
 from .state import ApprovalTrail, Gate, Invocation, Next, ProgressSink
 from .tracing import TracerSource
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["ASYNCIO_ONLY", "ToolInvoker"]
 

@@ -2,27 +2,30 @@
 execution, the span a call gets (``execute_tool {tool}``), and a trace context carried in from
 outside (an HTTP request's ``traceparent``, an MCP request's ``_meta``).
 
-Only ``opentelemetry-api`` is used: without an SDK (no tracer provider set) nothing is
-recorded, and the door checks that once per call before making any span.
+Only ``opentelemetry-api`` is used, and only once the application uses OpenTelemetry itself:
+until something has imported ``opentelemetry.trace`` (an SDK set up, an instrumentation, a
+provider given to the invoker) nothing of it is imported, and without a tracer provider set up
+no span is made — the door checks that once per call.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from importlib.metadata import PackageNotFoundError, version
-
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.propagate import extract
-from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Tracer, TracerProvider
+from typing import TYPE_CHECKING
 
 from ..core.spec import ToolLike
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.util.types import AttributeValue
+
 __all__ = ["ERROR_TYPE", "EXECUTE_TOOL", "OPERATION_NAME", "REFUSED_BY", "TOOL_CALL_ID",
            "TOOL_DESCRIPTION", "TOOL_NAME", "TOOL_TYPE", "TRACER_NAME", "TracerSource",
-           "continued", "tool_type"]
+           "continued", "failed", "span", "tool_type"]
 
 TRACER_NAME = "toolkeeper"
 OPERATION_NAME = "gen_ai.operation.name"
@@ -42,6 +45,7 @@ REFUSED_BY = {
 """Which gate answers a call with each error code (``guardrails``: a guardrail on the arguments
 or on the result): the span's ``toolkeeper.gate``."""
 
+_API = "opentelemetry.trace"
 _CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _ASK = object()
 _FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
@@ -64,8 +68,8 @@ def tool_type(tool: ToolLike | None) -> str:
 
 class TracerSource:
     """The tracer a call's span comes from: the given provider's, else the global one's — or
-    ``None`` while no SDK is set up (the global provider is still OpenTelemetry's proxy or its
-    no-op), so an untraced door makes no span at all."""
+    ``None`` while no SDK is set up (OpenTelemetry not imported at all, or its global provider
+    still the API's proxy or no-op), so an untraced door makes no span."""
 
     __slots__ = ("_provider", "_seen", "_tracer")
 
@@ -77,19 +81,43 @@ class TracerSource:
     def tracer(self) -> Tracer | None:
         provider = self._provider
         if provider is None:
-            # OpenTelemetry's own get_tracer_provider() reads os.environ on every call while
-            # none is set (about 1 µs): the global is read first, the API asked only once set
-            # up, or when the environment names a provider.
-            current: object = getattr(trace, "_TRACER_PROVIDER", _ASK)
+            api = sys.modules.get(_API)
+            if api is None and not _FROM_ENVIRONMENT:
+                return None  # nothing in this process uses OpenTelemetry
+            # Its own get_tracer_provider() reads os.environ on every call while none is set
+            # (about 1 µs): the global is read first, the API asked only once one is set.
+            current: object = getattr(api, "_TRACER_PROVIDER", _ASK)
             if current is None and not _FROM_ENVIRONMENT:
                 return None
+            from opentelemetry import trace
+
             provider = trace.get_tracer_provider()
         if provider is self._seen:
             return self._tracer
+        from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+
         off = isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
         self._seen = provider
         self._tracer = None if off else provider.get_tracer(TRACER_NAME, _VERSION)
         return self._tracer
+
+
+def span(tracer: Tracer, name: str, attributes: Mapping[str, AttributeValue]
+         ) -> AbstractContextManager[Span]:
+    """An ``INTERNAL`` span, current while the block runs; exceptions are the caller's to
+    record (``failed``)."""
+    from opentelemetry.trace import SpanKind
+
+    return tracer.start_as_current_span(name, kind=SpanKind.INTERNAL, attributes=attributes,
+                                        record_exception=False, set_status_on_exception=False)
+
+
+def failed(span: Span, error_type: str, message: str) -> None:
+    """Mark ``span`` as failed: ``error.type`` and the status ``ERROR``."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute(ERROR_TYPE, error_type)
+    span.set_status(Status(StatusCode.ERROR, message[:200]))
 
 
 @contextmanager
@@ -102,12 +130,15 @@ def continued(carrier: Mapping[str, object] | None) -> Iterator[None]:
     if "traceparent" not in found:
         yield
         return
+    from opentelemetry import context, trace
+    from opentelemetry.propagate import extract
+
     parent = extract(found)
     if not trace.get_current_span(parent).get_span_context().is_valid:
         yield
         return
-    token = otel_context.attach(parent)
+    token = context.attach(parent)
     try:
         yield
     finally:
-        otel_context.detach(token)
+        context.detach(token)

@@ -8,7 +8,7 @@ spans) is its child. Arguments and results are never put on a span.
 
 from __future__ import annotations
 
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from typing import TYPE_CHECKING
 
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
@@ -22,8 +22,13 @@ from ..tracing import (
     TOOL_NAME,
     TOOL_TYPE,
     TracerSource,
+    failed,
+    span,
     tool_type,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 __all__ = ["TraceGate"]
 
@@ -50,24 +55,21 @@ class TraceGate(Gate):
         client = inv.session.caller.client
         if client:
             attributes["toolkeeper.client"] = client
-        with tracer.start_as_current_span(
-                f"{EXECUTE_TOOL} {call.name}", kind=SpanKind.INTERNAL, attributes=attributes,
-                record_exception=False, set_status_on_exception=False) as span:
+        with span(tracer, f"{EXECUTE_TOOL} {call.name}", attributes) as current:
             try:
                 result = await call_next(inv)
             except BaseException as exc:  # the caller's cancellation: recorded, then raised
-                span.set_attribute(ERROR_TYPE, "cancelled")
-                span.set_attribute("toolkeeper.status", "cancelled")
-                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                current.set_attribute("toolkeeper.status", "cancelled")
+                failed(current, "cancelled", type(exc).__name__)
                 raise
-            _outcome(span, inv, result)
+            _outcome(current, inv, result)
             return result
 
 
-def _outcome(span: Span, inv: Invocation, result: InvocationResult) -> None:
+def _outcome(current: Span, inv: Invocation, result: InvocationResult) -> None:
     """What the gates made of the call, on its span."""
-    span.set_attribute("toolkeeper.status", result.status)
-    span.set_attribute("toolkeeper.ran", result.ran)
+    current.set_attribute("toolkeeper.status", result.status)
+    current.set_attribute("toolkeeper.ran", result.ran)
     trail = inv.approval
     if trail is not None and trail.id is not None:
         approval: dict[str, str | float] = {"toolkeeper.approval.id": trail.id}
@@ -77,21 +79,20 @@ def _outcome(span: Span, inv: Invocation, result: InvocationResult) -> None:
             approval["toolkeeper.approval.decided_by"] = trail.approver
         if trail.waited_s is not None:
             approval["toolkeeper.approval.wait_s"] = round(trail.waited_s, 6)
-        span.set_attributes(approval)
-        span.add_event("toolkeeper.approval", approval)
+        current.set_attributes(approval)
+        current.add_event("toolkeeper.approval", approval)
     if result.artifact_ref is not None:
-        span.set_attribute("toolkeeper.artifact.ref", result.artifact_ref)
-        span.add_event("toolkeeper.artifact.offloaded",
-                       {"toolkeeper.artifact.ref": result.artifact_ref})
+        current.set_attribute("toolkeeper.artifact.ref", result.artifact_ref)
+        current.add_event("toolkeeper.artifact.offloaded",
+                          {"toolkeeper.artifact.ref": result.artifact_ref})
     code = result.error_code
     if result.status == "ok" or code is None:
         return
     if result.status == "pending":
-        span.set_attribute("toolkeeper.gate", "approval")
+        current.set_attribute("toolkeeper.gate", "approval")
         return
-    span.set_attribute(ERROR_TYPE, code)
-    span.set_status(Status(StatusCode.ERROR, result.text[:200]))
+    failed(current, code, result.text)
     gate = REFUSED_BY.get(code)
     if gate is not None:
-        span.set_attribute("toolkeeper.gate", gate)
-        span.add_event("toolkeeper.refused", {"toolkeeper.gate": gate, ERROR_TYPE: code})
+        current.set_attribute("toolkeeper.gate", gate)
+        current.add_event("toolkeeper.refused", {"toolkeeper.gate": gate, ERROR_TYPE: code})
