@@ -4,12 +4,13 @@ outside (an HTTP request's ``traceparent``, an MCP request's ``_meta``).
 
 Only ``opentelemetry-api`` is used, and only once the application uses OpenTelemetry itself:
 until something has imported ``opentelemetry.trace`` (an SDK set up, an instrumentation, a
-provider given to the invoker) nothing of it is imported, and without a tracer provider set up
-no span is made — the door checks that once per call.
+provider given to the invoker) nothing of it is imported — toolkeeper does not depend on it —
+and without a tracer provider set up no span is made; the door checks that once per call.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -48,7 +49,8 @@ or on the result): the span's ``toolkeeper.gate``."""
 _API = "opentelemetry.trace"
 _CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _ASK = object()
-_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_FROM_ENVIRONMENT = ("OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+                     and importlib.util.find_spec("opentelemetry") is not None)
 
 try:
     _VERSION = version("toolkeeper")
