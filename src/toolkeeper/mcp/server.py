@@ -250,8 +250,6 @@ class MCPFace(OfferHandlers):
         self.calling[call.id] = link
         self.hub.remember(ctx, client_of(ctx))
         try:
-            # (a client's _meta.traceparent, SEP-414: the SDK's tools/call span continues it,
-            # and the call's execute_tool span is that span's child)
             with calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
                 if self.channel is not None and \
                         str(getattr(ctx, "protocol_version", "")) >= "2026":
