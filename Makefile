@@ -80,6 +80,7 @@ bench: $(VENV)/.bench
 	@scripts/system-packages $(BENCH_PACKAGES)
 	$(BIN)/python benchmarks/bench_definitions.py
 	$(BIN)/python benchmarks/bench_invoke.py
+	$(BIN)/python benchmarks/bench_tracing.py
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_gateway.py
 	$(BIN)/python benchmarks/bench_approval.py

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 
 
 def test_the_default_gate_order_is_pinned() -> None:
-    expected = ["record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
+    expected = ["trace", "record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
                 "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
                 "progress", "timeout"]
     assert list(GATE_ORDER) == expected
@@ -272,12 +272,12 @@ def test_each_tool_gets_a_chain_without_the_gates_it_cannot_need() -> None:
         return _gate_names(invoker._chain(name, invoker.registry.get(name)))
 
     # shaping stays: a session's own limits (a code-mode run's) may cap any tool's result
-    assert chain(inv, "add") == ["record", "errors", "budget", "validate", "cancellation",
-                                 "shaping", "progress", "timeout"]
+    assert chain(inv, "add") == ["trace", "record", "errors", "budget", "validate",
+                                 "cancellation", "shaping", "progress", "timeout"]
     assert "approval" in chain(inv, "delete_file")  # HIGH risk
     assert "kind" in chain(inv, "web_search")
     unknown = chain(inv, "no_such_tool")
-    assert "lookup" in unknown and unknown[:3] == ["record", "errors", "budget"]
+    assert "lookup" in unknown and unknown[:4] == ["trace", "record", "errors", "budget"]
     stored = ToolInvoker(toolbox(), artifact_store=MemoryBlobStore())
     assert "shaping" in chain(stored, "add")
 

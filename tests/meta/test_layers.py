@@ -47,6 +47,9 @@ LAZY = {
     "anthropic": "toolkeeper.testing's scripted models (see openai)",
     "google": "toolkeeper.testing's scripted models (see openai): google-genai",
     "jwt": "the oauth extra (PyJWT): loaded when `serve` checks an OAuth access token",
+    "opentelemetry": "imported only once the application uses OpenTelemetry itself (it is in "
+                     "sys.modules): a process without it pays nothing at import",
+    "prometheus_client": "serve's /metrics (the mcp extra): loaded when `serve` builds it",
 }
 # Upward imports made inside a method, when it is called: the one way a name the seeds put on a
 # lower room reaches the room above it (DESIGN.md §3 names them; issue 19 allows exactly this).

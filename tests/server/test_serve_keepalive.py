@@ -18,7 +18,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from toolkeeper.cli.serve_cmd import _bind
+from toolkeeper.cli.serve_listen import bind_socket as _bind
 
 from .test_serve import CLIENT_TOKENS, _start
 

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import errno
 import importlib.util
-import json
-import os
-import signal
-import socket
-import sys
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import typer
 
 from ..approval.persisted import PersistedApprovalHandler
@@ -33,24 +22,26 @@ from ..config import (
     policy_from,
 )
 from ..errors import ConfigError, ToolkeeperError
-from ..gateway.gateway import MCPGateway, attach_upstreams
+from ..gateway.gateway import MCPGateway
 from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent, HookManager
 from ..i18n import localized_tools
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
-from ..mcp.server import announce_changes, close_sessions, serve_stdio
-from ..server.app import LOOPBACK, create_app, page_app
+from ..mcp.server import serve_stdio
+from ..server.app import LOOPBACK, create_app, metrics_app, page_app
 from ..server.auth import WebSessions
 from ..server.clients import ANONYMOUS, ClientTokens
+from ..server.metrics import ServerMetrics
 from ..server.oauth import OAuthResource, oauth_settings
 from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
 from .loader import load_offers, load_tools
-from .report import fail, out, store_target
-from .state import SERVER_FILE, default_state_dir, out_of_reach, secure_state_dir
+from .report import fail, store_target
+from .serve_listen import Start, bind_socket, flush_audit, forget_server, listen, record_server, report_lines
+from .state import default_state_dir, out_of_reach, secure_state_dir
 
 __all__ = ["serve"]
 
@@ -110,6 +101,10 @@ def serve(
              "Repeatable.")] = None,
     oauth_jwks_url: Annotated[str | None, typer.Option(
         help="The issuer's key set (default: found through the issuer's metadata).")] = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Also serve /metrics without a credential on 127.0.0.1 at this port (0 takes a "
+             "free one), for a Prometheus on this machine; on the main port /metrics needs "
+             "the operator token.")] = None,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -126,6 +121,9 @@ def serve(
         raise fail("--auth must be 'token' or 'none'")
     if auth == "none" and host not in LOOPBACK:
         raise fail(f"--auth none is refused on {host}: without a token, listen on 127.0.0.1 only")
+    if metrics_port is not None and (stdio or not 0 <= metrics_port <= 65535):
+        raise fail("--metrics-port must be a port from 0 to 65535, and serving over HTTP "
+                   "(not with --stdio)")
     try:
         settings = load_config(config) if config is not None else None
         settings, ws, ws_from = _workspace(settings, workspace)
@@ -163,17 +161,34 @@ def serve(
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     stopping = threading.Event()
+    metrics = _metrics(invoker, gateway, metrics_port)
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
                      stopping=stopping, public_hosts=[*(public_host or ()),
                                                       *([oauth.host] if oauth else [])],
                      anonymous=ANONYMOUS if auth == "none" else None,
                      ask_client=bool(settings and "client" in settings.approval.channels),
-                     offers=offers, keep_sessions=keep_sessions, oauth=oauth)
+                     offers=offers, keep_sessions=keep_sessions, oauth=oauth,
+                     metrics=metrics)
+    side = None
+    if metrics is not None and metrics_port is not None:
+        side = (metrics_app(metrics), bind_socket("127.0.0.1", metrics_port))
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
-                  token_source=source, oauth=oauth)
-    _listen(app, port, start, gateway, invoker, stopping)
+                  token_source=source, oauth=oauth, metrics=metrics is not None,
+                  metrics_port=side[1].getsockname()[1] if side else None)
+    listen(app, port, start, gateway, invoker, stopping, side)
+
+
+def _metrics(invoker: ToolInvoker, gateway: MCPGateway | None, port: int | None
+             ) -> ServerMetrics | None:
+    """The server's figures for /metrics, when prometheus-client is installed (the mcp extra
+    brings it)."""
+    if importlib.util.find_spec("prometheus_client") is None:
+        if port is not None:
+            raise fail("--metrics-port needs prometheus-client: pip install 'toolkeeper[mcp]'")
+        return None
+    return ServerMetrics(invoker, gateway=gateway)
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
@@ -189,7 +204,7 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     stopping = threading.Event()
-    sock = _bind("127.0.0.1", 0)
+    sock = bind_socket("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     invoker.approvals.page_url = url
     page = uvicorn.Server(uvicorn.Config(page_app(invoker, token=token, sessions=sessions,
@@ -202,24 +217,24 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
         finally:
             stopping.set()
 
-    _record_server(state, url)
-    _report([f"approval page: {url}/login?code={sessions.login_code()} (this link logs a "
+    record_server(state, url)
+    report_lines([f"approval page: {url}/login?code={sessions.login_code()} (this link logs a "
              "browser in once)", f"state: {state}"])
     hooks = invoker.approvals.hooks
     if hooks is not None:
         hooks.register(HookEvent.APPROVAL_REQUESTED, _tell_operator(invoker))
     try:
-        serve_stdio(invoker, skills=skills, gateway=gateway, on_report=_report,
+        serve_stdio(invoker, skills=skills, gateway=gateway, on_report=report_lines,
                     alongside=run_page, offers=offers)
     finally:
-        _flush(invoker)
-        _forget_server(state)
+        flush_audit(invoker)
+        forget_server(state)
 
 
 def _tell_operator(invoker: ToolInvoker) -> Any:
     async def tell(_event: HookEvent, payload: dict[str, Any]) -> None:
         request = payload.get("request", {})
-        _report([f"'{request.get('tool')}' waits for a person's approval (request "
+        report_lines([f"'{request.get('tool')}' waits for a person's approval (request "
                  f"{request.get('id')}): {invoker.approvals.where(str(request.get('id')))}"])
     return tell
 
@@ -231,18 +246,13 @@ def _gateway(settings: ToolkeeperConfig | None, db: str | Path, invoker: ToolInv
     if settings is None or not settings.mcp.servers:
         return None
     if not settings.mcp.enabled:
-        _report([f"{len(settings.mcp.servers)} MCP server(s) configured but not served: set "
+        report_lines([f"{len(settings.mcp.servers)} MCP server(s) configured but not served: set "
                  "enabled = true under [mcp]"])
         return None
     return MCPGateway(settings.mcp.servers, pins=SqlitePins(db),
                       refresh_s=settings.mcp.refresh_s, audit=invoker.audit)
 
 
-def _report(lines: list[str]) -> None:
-    """Gateway events for the operator, one line each, on stderr (stdout may be the MCP
-    stream)."""
-    for line in lines:
-        print(f"toolkeeper: {line}", file=sys.stderr, flush=True)
 
 
 def _invoker(targets: list[str], db: str | Path, workspace: Path,
@@ -316,153 +326,3 @@ def _out_of_reach(state: Path, settings: ToolkeeperConfig | None, ws: Path, *,
 
 def _inside(path: Path, folder: Path) -> bool:
     return folder.expanduser().resolve() in path.parents
-
-
-@dataclass(frozen=True, kw_only=True)
-class Start:
-    """What the start lines tell the operator."""
-
-    host: str
-    state_dir: Path
-    workspace: tuple[Path, str] | None
-    auth: str
-    client_token: str | None
-    login: str
-    token_source: str
-    oauth: OAuthResource | None = None
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket whose connections send small writes at once (``TCP_NODELAY``).
-    An answer goes out in pieces (the status line and headers, then the body, then the end of
-    a chunked body): with Nagle's algorithm on, the last piece waited for the client's delayed
-    ACK, 40 ms on every request after the first on a kept-alive connection. asyncio turns
-    Nagle off only on sockets made with ``IPPROTO_TCP`` (a plain ``socket()`` has protocol 0),
-    and Linux copies the option from the listening socket to each accepted one: both are set."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise fail(f"port {port} is in use; pass --port N or --port 0") from exc
-        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    sock.listen(128)  # connections queue from here on, before the server loop starts
-    return sock
-
-
-def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
-            invoker: ToolInvoker, stopping: threading.Event) -> None:
-    import uvicorn  # the HTTP server: only when serving over HTTP
-    from uvicorn.server import HANDLED_SIGNALS
-
-    sock = _bind(start.host, port)
-
-    caught: list[int] = []
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            stopping.set()  # the page's event streams end, so requests in flight can finish
-            caught.append(sig)
-            super().handle_exit(sig, frame)
-
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            """uvicorn's, without raising the signal again as ``serve`` returns (SIGTERM's
-            default action then ended the process before the audit flush and the cleanup
-            below); it is raised again once those are done."""
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            original = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
-            try:
-                yield
-            finally:
-                for sig, handler in original.items():
-                    signal.signal(sig, handler)
-
-    server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                   timeout_graceful_shutdown=10))
-
-    async def run() -> None:
-        async with AsyncExitStack() as stack:
-            if gateway is not None:
-                await stack.enter_async_context(gateway)
-            url = _announce(sock, start)
-            invoker.approvals.page_url = url  # a waiting call's messages name its card
-            stack.callback(_forget_server, start.state_dir)
-            stack.callback(_flush, invoker)  # last: after every request in flight has ended
-            _record_server(start.state_dir, url)
-            async with anyio.create_task_group() as group:
-                group.start_soon(announce_changes, app.mcp_server, invoker.registry)
-                if gateway is not None:  # local tools are served meanwhile
-                    group.start_soon(attach_upstreams, gateway, invoker.registry, _report)
-                await server.serve(sockets=[sock])
-                group.cancel_scope.cancel()
-            await close_sessions(app.mcp_server)  # their audit summaries, before the flush
-
-    anyio.run(run)
-    for sig in reversed(caught):  # the usual end of a process stopped by a signal
-        signal.raise_signal(sig)
-
-
-def _flush(invoker: ToolInvoker) -> None:
-    """Write every audit row still queued (Ctrl-C, SIGTERM) and stop the writer thread."""
-    close = getattr(invoker.audit, "close", None)
-    if close is not None:
-        close()
-
-
-def _record_server(state_dir: Path, url: str) -> None:
-    """``server.json`` in the state dir: which server runs on it (for ``approvals
-    login-url``); owner-only, replaced atomically."""
-    path = state_dir / SERVER_FILE
-    temp = path.with_name(f".{SERVER_FILE}.{os.getpid()}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    with os.fdopen(fd, "w") as file:
-        json.dump({"url": url, "pid": os.getpid(), "started_at": time.time()}, file)
-    os.replace(temp, path)
-
-
-def _forget_server(state_dir: Path) -> None:
-    path = state_dir / SERVER_FILE
-    try:
-        if json.loads(path.read_text()).get("pid") == os.getpid():
-            path.unlink()
-    except (OSError, ValueError):
-        pass
-
-
-def _announce(sock: socket.socket, start: Start) -> str:
-    """The start lines: where it serves, the page's login link, the client config (with a
-    client token, never the operator's), the workspace and state dir in use. Returns the URL."""
-    host = start.host
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{sock.getsockname()[1]}"
-    lines = [f"toolkeeper serving on {url} (MCP at /mcp)",
-             f"approval page: {url}/login?code={start.login} (this link logs a browser in once)"]
-    entry: dict[str, Any] = {"type": "http", "url": f"{url}/mcp"}
-    if start.auth == "token":
-        token = start.client_token or "<a client token: toolkeeper tokens add NAME>"
-        entry["headers"] = {"Authorization": f"Bearer {token}"}
-    lines.append("client config: " + json.dumps({"mcpServers": {"toolkeeper": entry}}))
-    if start.workspace is not None:
-        lines.append(f"workspace: {start.workspace[0]} (from {start.workspace[1]})")
-    operator = {"env": "from TOOLKEEPER_TOKEN", "new": "new", "stored": "stored"}[
-        start.token_source]
-    lines.append(f"state: {start.state_dir} (operator token {operator}: for the page, the API "
-                 "and the CLI only, never for a client)")
-    if start.oauth is not None:
-        lines.append(f"oauth: access tokens from {start.oauth.issuer} for "
-                     f"{start.oauth.resource} (metadata: {start.oauth.metadata_url})")
-    if start.auth == "none":
-        lines.append("auth none: any local process may call tools on /mcp as client "
-                     f"'{ANONYMOUS}'; deciding still needs the operator")
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
-    sys.stdout.flush()
-    return url

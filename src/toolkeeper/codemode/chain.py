@@ -33,6 +33,7 @@ from ..errors import UsageError
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
+from ..invoke.tracing import failed, span
 from ..sandbox.base import Sandbox, SharedPath
 from ..sandbox.detect import default_sandbox
 from ..tools.tool import Tool
@@ -260,7 +261,27 @@ class ToolChainTool(Tool):
                 ``MAX_CODE_BYTES``.
             PolicyViolationError: the sandbox cannot hide the mount's protected paths
                 (Landlock) and one exists.
+
+        With tracing set up, the run is a span (``code_mode run``) and each call the script
+        makes is an ``execute_tool`` span inside it.
         """
+        tracer = self._invoker.tracing.tracer()
+        if tracer is None:
+            return await self._run_chain(code, session_id, caller)
+        with span(tracer, "code_mode run", {"toolkeeper.code_mode.tool": self.name}) as current:
+            try:
+                run = await self._run_chain(code, session_id, caller)
+            except BaseException as exc:
+                failed(current, type(exc).__name__, str(exc))
+                raise
+            current.set_attributes({"toolkeeper.code_mode.status": run.status,
+                                    "toolkeeper.code_mode.calls": len(run.call_trace)})
+            if run.status != "ok":
+                failed(current, run.status, run.status)
+            return run
+
+    async def _run_chain(self, code: str, session_id: str | None, caller: Caller | None
+                         ) -> ChainRunResult:
         if not isinstance(code, str) or len(code.encode("utf-8", "surrogatepass")
                                              ) > MAX_CODE_BYTES:
             raise UsageError(f"code must be a Python script of at most {MAX_CODE_BYTES} bytes; "

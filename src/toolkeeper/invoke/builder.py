@@ -27,13 +27,15 @@ from .gates import (
     RecordGate,
     ShapingGate,
     TimeoutGate,
+    TraceGate,
     ValidateGate,
 )
 from .state import Gate
+from .tracing import TracerSource
 
 __all__ = ["GATE_ORDER", "default_gates", "with_extra_gates"]
 
-GATE_ORDER = ("record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
+GATE_ORDER = ("trace", "record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
               "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
               "progress", "timeout")
 """Gates after the cancellation check do their work on the way back out, so the executor's
@@ -43,12 +45,13 @@ result passes progress (TOOL_RESULT), then guardrails out, then shaping."""
 def default_gates(*, catalog: CatalogBase, approvals: ApprovalService,
                   artifact_store: BlobStore | None = None, hooks: HookManager | None = None,
                   guardrails: Iterable[Guardrail] = (), audit: AuditLog | None = None,
-                  ) -> tuple[Gate, ...]:
+                  tracing: TracerSource | None = None) -> tuple[Gate, ...]:
     """The pipeline of ``GATE_ORDER``, each gate holding what it needs."""
     rails = tuple(guardrails)
     gates: tuple[Gate, ...] = (
-        RecordGate(audit, hooks), ErrorGate(), BudgetGate(), LookupGate(catalog), KindGate(),
-        ValidateGate(artifact_store), GuardrailInGate(rails, hooks), ApprovalGate(approvals),
+        TraceGate(tracing), RecordGate(audit, hooks), ErrorGate(), BudgetGate(),
+        LookupGate(catalog), KindGate(), ValidateGate(artifact_store),
+        GuardrailInGate(rails, hooks), ApprovalGate(approvals),
         ArtifactRefGate(artifact_store), CancellationGate(),
         ShapingGate(artifact_store, hooks), GuardrailOutGate(rails, hooks),
         ProgressGate(), TimeoutGate(),

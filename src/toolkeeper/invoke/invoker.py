@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -32,6 +33,10 @@ from .policy import ChainPolicy
 from .results import Envelope, InvocationResult
 from .session import InvokerSession
 from .state import ApprovalTrail, Gate, Invocation, Next, ProgressSink
+from .tracing import TracerSource
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["ASYNCIO_ONLY", "ToolInvoker"]
 
@@ -62,6 +67,8 @@ class ToolInvoker:
             arguments above (the order is ``builder.GATE_ORDER``, pinned by a test).
         extra_gates: Gates added to that pipeline, each where it says (its ``after`` or
             ``before``: ``class Redact(Gate): name = "redact"; after = "validate"``).
+        tracer_provider: Where each call's OpenTelemetry span goes (``execute_tool {tool}``);
+            by default the global provider, and no span at all while none is set up.
     """
 
     def __init__(
@@ -70,6 +77,7 @@ class ToolInvoker:
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
@@ -82,9 +90,12 @@ class ToolInvoker:
                 approval_timeout_s=self.policy.approval_timeout_s,
                 approval_ttl_s=self.policy.approval_ttl_s,
                 hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
+        self.tracing = TracerSource(tracer_provider)
+        """Where the calls' spans (and a code-mode run's) come from."""
         pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
-            artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit)
+            artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit,
+            tracing=self.tracing)
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[ToolLike, Next]] = {}

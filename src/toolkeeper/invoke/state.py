@@ -32,6 +32,8 @@ class ApprovalTrail:
     id: str | None = None
     outcome: str | None = None
     approver: str | None = None
+    waited_s: float | None = None
+    """How long the call waited for the decision (``None``: it did not wait)."""
 
     def decided(self, outcome: str, approver: str) -> None:
         """Record a final decision (``approver`` empty when nobody said who)."""

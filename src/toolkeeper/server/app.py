@@ -19,10 +19,12 @@ from .auth import WebSessions
 from .clients import ClientTokens
 from .exchange import SingleExchange, input_schemas
 from .gate import LOOPBACK, TokenGate
+from .metrics import ServerMetrics
 from .oauth import OAuthResource
+from .tracecontext import ContinuedTrace
 from .web import web_routes
 
-__all__ = ["LOOPBACK", "TokenGate", "create_app", "page_app"]
+__all__ = ["LOOPBACK", "TokenGate", "create_app", "metrics_app", "page_app"]
 
 def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.1",
                clients: ClientTokens | None = None, skills: Sequence[Skill] = (),
@@ -31,7 +33,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                stopping: threading.Event | None = None,
                public_hosts: Sequence[str] = (), anonymous: str | None = None,
                ask_client: bool = False, offers: Sequence[Any] = (),
-               keep_sessions: bool = False, oauth: OAuthResource | None = None) -> TokenGate:
+               keep_sessions: bool = False, oauth: OAuthResource | None = None,
+               metrics: ServerMetrics | None = None) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     ``rate_limit``: requests per second per client (0: no limit). ``public_hosts``: names
@@ -45,7 +48,9 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     resources and prompts declared with ``@resource`` and ``@prompt``. ``keep_sessions``: an
     MCP session per client connection (server-to-client requests on the 2025-11-25 wire,
     resumable streams) instead of stateless answers; one process only. ``oauth``: accept
-    OAuth access tokens too (``[server.oauth]``), their scopes deciding each client's tools."""
+    OAuth access tokens too (``[server.oauth]``), their scopes deciding each client's tools.
+    ``metrics``: serve them at ``/metrics``, to the operator only. A request carrying a W3C
+    ``traceparent`` makes its calls' spans part of that trace."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -61,6 +66,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
     routes: list[BaseRoute] = [Route("/healthz", healthz)]
+    if metrics is not None:
+        routes.append(Route("/metrics", metrics.endpoint))
     store = invoker.approvals.store
     if sessions is not None and isinstance(store, SqliteApprovalStore):
         routes += web_routes(store, invoker.audit, sessions, stopping=stopping,
@@ -88,7 +95,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     # answered with one JSON body (an event stream only when the call sends notifications).
     server.get_tool_input_schema = input_schemas(invoker.registry)
     lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes)
-    gate = TokenGate(lean, token, clients=clients, rate=rate_limit,
+    gate = TokenGate(ContinuedTrace(lean), token, clients=clients, rate=rate_limit,
                      burst=max(1, int(rate_limit * 2)), sessions=sessions, hosts=tuple(names),
                      anonymous=anonymous, oauth=oauth, tool_name=tool_name,
                      max_body_bytes=max_body_bytes)
@@ -108,3 +115,13 @@ def page_app(invoker: ToolInvoker, *, token: str, sessions: WebSessions,
     inner = Starlette(routes=web_routes(store, invoker.audit, sessions, stopping=stopping,
                                         catalog=invoker.registry))
     return TokenGate(inner, token, sessions=sessions, hosts=LOOPBACK, protected=("/api",))
+
+
+def metrics_app(metrics: ServerMetrics) -> TokenGate:
+    """``/metrics`` alone, without a credential, for a port of its own on loopback
+    (``toolkeeper serve --metrics-port``): a request naming another Host is refused."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    inner = Starlette(routes=[Route("/metrics", metrics.open_endpoint)])
+    return TokenGate(inner, None, hosts=LOOPBACK, protected=(), rate=0)

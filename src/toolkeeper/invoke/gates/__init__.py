@@ -13,8 +13,9 @@ from .progress import ProgressGate
 from .record import RecordGate
 from .shaping import ShapingGate
 from .timeout import TimeoutGate
+from .trace import TraceGate
 from .validate import ValidateGate
 
 __all__ = ["ApprovalGate", "ArtifactRefGate", "BudgetGate", "CancellationGate", "ErrorGate",
            "GuardrailInGate", "GuardrailOutGate", "KindGate", "LookupGate", "ProgressGate",
-           "RecordGate", "ShapingGate", "TimeoutGate", "ValidateGate", "execute", "result_for"]
+           "RecordGate", "ShapingGate", "TimeoutGate", "TraceGate", "ValidateGate", "execute", "result_for"]

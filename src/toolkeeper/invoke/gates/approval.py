@@ -80,7 +80,10 @@ class ApprovalGate(Gate):
             request, decision = found.request, found.decision
         else:
             request = found.request if found is not None else request
+            asked = time.monotonic()
             decision = await self._decide(inv, request, mode, rejoin=found is not None)
+            if trail is not None:
+                trail.waited_s = time.monotonic() - asked
         if decision.outcome != "pending" and trail is not None:
             trail.decided(decision.outcome, decision.approver)
         if decision.outcome == "pending":

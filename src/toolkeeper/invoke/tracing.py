@@ -1,0 +1,146 @@
+"""OpenTelemetry for the door: the names of OpenTelemetry's GenAI conventions for a tool's
+execution, the span a call gets (``execute_tool {tool}``), and a trace context carried in from
+outside (an HTTP request's ``traceparent``, an MCP request's ``_meta``).
+
+Only ``opentelemetry-api`` is used, and only once the application uses OpenTelemetry itself:
+until something has imported ``opentelemetry.trace`` (an SDK set up, an instrumentation, a
+provider given to the invoker) nothing of it is imported — toolkeeper does not depend on it —
+and without a tracer provider set up no span is made; the door checks that once per call.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
+
+from ..core.spec import ToolLike
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.util.types import AttributeValue
+
+__all__ = ["ERROR_TYPE", "EXECUTE_TOOL", "OPERATION_NAME", "REFUSED_BY", "TOOL_CALL_ID",
+           "TOOL_DESCRIPTION", "TOOL_NAME", "TOOL_TYPE", "TRACER_NAME", "TracerSource",
+           "continued", "failed", "span", "tool_type"]
+
+TRACER_NAME = "toolkeeper"
+OPERATION_NAME = "gen_ai.operation.name"
+EXECUTE_TOOL = "execute_tool"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+ERROR_TYPE = "error.type"
+
+REFUSED_BY = {
+    "budget_exceeded": "budget", "unknown_tool": "lookup", "malformed_call": "lookup",
+    "policy_violation": "lookup", "not_callable": "kind", "invalid_arguments": "validate",
+    "denied": "approval", "pending": "approval", "cancelled": "cancellation",
+    "timeout": "timeout", "guardrail_tripped": "guardrails",
+}
+"""Which gate answers a call with each error code (``guardrails``: a guardrail on the arguments
+or on the result): the span's ``toolkeeper.gate``."""
+
+_API = "opentelemetry.trace"
+_CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
+_ASK = object()
+_FROM_ENVIRONMENT = ("OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+                     and importlib.util.find_spec("opentelemetry") is not None)
+
+try:
+    _VERSION = version("toolkeeper")
+except PackageNotFoundError:  # a source tree that was never installed
+    _VERSION = "0"
+
+
+def tool_type(tool: ToolLike | None) -> str:
+    """``gen_ai.tool.type``: ``extension`` for a tool that runs elsewhere (another MCP server's
+    through the gateway, a provider-defined tool the application answers), else ``function``."""
+    if tool is None:
+        return "function"
+    if tool.kind == "provider" or "mcp" in tool.metadata.tags:
+        return "extension"
+    return "function"
+
+
+class TracerSource:
+    """The tracer a call's span comes from: the given provider's, else the global one's — or
+    ``None`` while no SDK is set up (OpenTelemetry not imported at all, or its global provider
+    still the API's proxy or no-op), so an untraced door makes no span."""
+
+    __slots__ = ("_provider", "_seen", "_tracer")
+
+    def __init__(self, provider: TracerProvider | None = None) -> None:
+        self._provider = provider
+        self._seen: TracerProvider | None = None
+        self._tracer: Tracer | None = None
+
+    def tracer(self) -> Tracer | None:
+        provider = self._provider
+        if provider is None:
+            api = sys.modules.get(_API)
+            if api is None and not _FROM_ENVIRONMENT:
+                return None  # nothing in this process uses OpenTelemetry
+            # Its own get_tracer_provider() reads os.environ on every call while none is set
+            # (about 1 µs): the global is read first, the API asked only once one is set.
+            current: object = getattr(api, "_TRACER_PROVIDER", _ASK)
+            if current is None and not _FROM_ENVIRONMENT:
+                return None
+            from opentelemetry import trace
+
+            provider = trace.get_tracer_provider()
+        if provider is self._seen:
+            return self._tracer
+        from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+
+        off = isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+        self._seen = provider
+        self._tracer = None if off else provider.get_tracer(TRACER_NAME, _VERSION)
+        return self._tracer
+
+
+def span(tracer: Tracer, name: str, attributes: Mapping[str, AttributeValue]
+         ) -> AbstractContextManager[Span]:
+    """An ``INTERNAL`` span, current while the block runs; exceptions are the caller's to
+    record (``failed``)."""
+    from opentelemetry.trace import SpanKind
+
+    return tracer.start_as_current_span(name, kind=SpanKind.INTERNAL, attributes=attributes,
+                                        record_exception=False, set_status_on_exception=False)
+
+
+def failed(span: Span, error_type: str, message: str) -> None:
+    """Mark ``span`` as failed: ``error.type`` and the status ``ERROR``."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute(ERROR_TYPE, error_type)
+    span.set_status(Status(StatusCode.ERROR, message[:200]))
+
+
+@contextmanager
+def continued(carrier: Mapping[str, object] | None) -> Iterator[None]:
+    """Continue the trace ``carrier`` names (W3C ``traceparent``, ``tracestate``, ``baggage``:
+    an HTTP request's headers, an MCP request's ``_meta``) while the block runs; a carrier
+    without one, or with one that does not parse, leaves the current context as it is."""
+    found = {k: v for k in _CARRIER_KEYS
+             if carrier is not None and isinstance(v := carrier.get(k), str)}
+    if "traceparent" not in found:
+        yield
+        return
+    from opentelemetry import context, trace
+    from opentelemetry.propagate import extract
+
+    parent = extract(found)
+    if not trace.get_current_span(parent).get_span_context().is_valid:
+        yield
+        return
+    token = context.attach(parent)
+    try:
+        yield
+    finally:
+        context.detach(token)

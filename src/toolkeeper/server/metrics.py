@@ -1,0 +1,187 @@
+"""``/metrics``: what ``toolkeeper serve`` is doing, in Prometheus' text format.
+
+- ``toolkeeper_tool_calls_total{tool,status}`` and ``toolkeeper_tool_call_duration_seconds{tool}``:
+  every call through the door (the invoker's TOOL_END hook);
+- ``toolkeeper_approvals_pending``, ``toolkeeper_approvals_decided_total{outcome}``,
+  ``toolkeeper_approvals_expired_total`` and ``toolkeeper_approval_wait_seconds{outcome}``:
+  read from the approval store's changes (so a decision made on the page, the CLI or another
+  replica counts too);
+- ``toolkeeper_upstream_up{upstream}``: 1 while the gateway holds a live connection to that
+  MCP server, else 0.
+
+Only the operator reads it (the operator token, or the page's login), or anyone on loopback
+when ``toolkeeper serve --metrics-port`` serves it on a port of its own. The registry is this
+server's own, never prometheus_client's global one.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from ..approval.store import SqliteApprovalStore
+from ..gateway.gateway import MCPGateway
+from ..hooks import HookEvent
+from ..invoke.invoker import ToolInvoker
+from .clients import OPERATOR
+from .requests import caller_of
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["MAX_TOOL_LABELS", "OTHER_TOOL", "UNKNOWN_TOOL", "ServerMetrics"]
+
+UNKNOWN_TOOL = "_unknown"
+"""The ``tool`` label of a call naming no tool of the catalog: a client cannot make a series
+per name it invents."""
+OTHER_TOOL = "_other"
+"""The ``tool`` label once ``MAX_TOOL_LABELS`` tools have one (a catalog that keeps growing)."""
+MAX_TOOL_LABELS = 2000
+CALL_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0)
+WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+DECIDED = ("approved", "denied", "skipped")
+_EVENTS = ("SELECT seq, request_id, state, ts FROM approval_events WHERE seq > ? "
+           "ORDER BY seq LIMIT 500")
+
+
+class ServerMetrics:
+    """The figures of one server: counted as calls end and approvals change, rendered per
+    scrape. ``invoker``'s hooks (a ``HookManager``) feed the call figures; without hooks
+    there are none."""
+
+    def __init__(self, invoker: ToolInvoker, *, gateway: MCPGateway | None = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.invoker, self.gateway = invoker, gateway
+        self.registry = CollectorRegistry()
+        self.calls = Counter("toolkeeper_tool_calls", "Tool calls through the door, by tool and "
+                             "how they ended.", ["tool", "status"], registry=self.registry)
+        self.latency = Histogram("toolkeeper_tool_call_duration_seconds", "How long a call "
+                                 "took, every gate included.", ["tool"], buckets=CALL_BUCKETS,
+                                 registry=self.registry)
+        self.decided = Counter("toolkeeper_approvals_decided", "Approval requests decided, by "
+                               "outcome.", ["outcome"], registry=self.registry)
+        self.expired = Counter("toolkeeper_approvals_expired", "Approval requests that ended "
+                               "without an answer.", registry=self.registry)
+        self.waited = Histogram("toolkeeper_approval_wait_seconds", "From a request to its "
+                                "decision.", ["outcome"], buckets=WAIT_BUCKETS,
+                                registry=self.registry)
+        self.registry.register(_Live(self))
+        store = invoker.approvals.store
+        self.store = store if isinstance(store, SqliteApprovalStore) else None
+        self._cursor = self.store.last_event() if self.store is not None else 0
+        self._tools: set[str] = set()
+        self._counting = threading.Lock()  # two scrapes at once count each change once
+        hooks = invoker.approvals.hooks
+        if hooks is not None:
+            hooks.register(HookEvent.TOOL_END, self._ended)
+
+    def _ended(self, _event: HookEvent, payload: dict[str, Any]) -> None:
+        tool = self._label(str(payload.get("tool", "")))
+        self.calls.labels(tool, str(payload.get("status", ""))).inc()
+        self.latency.labels(tool).observe(float(payload.get("duration_ms", 0.0)) / 1000)
+
+    def _label(self, name: str) -> str:
+        if name in self._tools:
+            return name
+        if self.invoker.registry.get(name) is None:
+            return UNKNOWN_TOOL
+        if len(self._tools) >= MAX_TOOL_LABELS:
+            return OTHER_TOOL
+        self._tools.add(name)
+        return name
+
+    def catch_up(self) -> None:
+        """Count the approval store's changes since the last scrape (blocking: a thread)."""
+        store = self.store
+        if store is None:
+            return
+        with self._counting:
+            self._count(store)
+
+    def _count(self, store: SqliteApprovalStore) -> None:
+        store.settle()  # requests past their time expire now, not at the next page view
+        while rows := store.db.query(_EVENTS, (self._cursor,)):
+            for seq, request_id, state, ts in rows:
+                self._cursor = int(str(seq))
+                if state == "timeout":
+                    self.expired.inc()
+                elif state in DECIDED:
+                    self.decided.labels(str(state)).inc()
+                    stored = store.get(str(request_id))
+                    if stored is not None:
+                        wait = float(str(ts)) - stored.request.created_at
+                        self.waited.labels(str(state)).observe(max(0.0, wait))
+
+    def render(self) -> bytes:
+        """The text a scrape gets (blocking: a thread)."""
+        from prometheus_client import generate_latest
+
+        self.catch_up()
+        return generate_latest(self.registry)
+
+    def pending(self) -> int:
+        if self.store is None:
+            return 0
+        rows = self.store.db.query("SELECT COUNT(*) FROM approvals WHERE state = 'pending'")
+        return int(str(rows[0][0]))
+
+    def upstreams(self) -> dict[str, bool]:
+        gateway = self.gateway
+        if gateway is None:
+            return {}
+        up = {}
+        for server in gateway.servers:
+            try:
+                up[server.name] = gateway.upstream(server.name).connected() is not None
+            except KeyError:  # the gateway is not running (yet)
+                up[server.name] = False
+        return up
+
+    async def endpoint(self, request: Request) -> Response:
+        """``GET /metrics`` for the operator only: no credential 401, a client's 403."""
+        from starlette.responses import JSONResponse
+
+        caller = caller_of(request)
+        if caller.client != OPERATOR:
+            status = 403 if caller.client else 401
+            return JSONResponse({"error": "forbidden" if caller.client else "unauthorized",
+                                 "message": "/metrics is the operator's: send the operator token "
+                                 "as 'Authorization: Bearer <token>', or serve it on loopback "
+                                 "with toolkeeper serve --metrics-port"}, status_code=status,
+                                headers={"www-authenticate": "Bearer"} if status == 401 else None)
+        return await self.open_endpoint(request)
+
+    async def open_endpoint(self, _request: Request) -> Response:
+        """``GET /metrics`` for whoever reaches it (``--metrics-port``: loopback only)."""
+        from prometheus_client import CONTENT_TYPE_LATEST
+        from starlette.responses import Response
+
+        body = await anyio.to_thread.run_sync(self.render)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+class _Live:
+    """The figures read at scrape time: approvals pending now, upstreams up now."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        pending = GaugeMetricFamily("toolkeeper_approvals_pending",
+                                    "Approval requests waiting for a person now.")
+        pending.add_metric([], self.metrics.pending())
+        yield pending
+        up = GaugeMetricFamily("toolkeeper_upstream_up", "1 while the gateway is connected to "
+                               "the upstream MCP server, else 0.", labels=["upstream"])
+        for name, live in sorted(self.metrics.upstreams().items()):
+            up.add_metric([name], 1.0 if live else 0.0)
+        yield up
