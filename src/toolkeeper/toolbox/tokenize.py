@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache, lru_cache
 from itertools import pairwise
-
-import Stemmer
 
 __all__ = ["tokenize"]
 
@@ -20,7 +19,15 @@ STOPWORDS = frozenset(
 )
 
 
-_STEMMER = Stemmer.Stemmer("english")
+@cache
+def _stemmer() -> Callable[[str], str] | None:
+    """The Snowball English stemmer (PyStemmer, the ``search`` extra); ``None`` without it."""
+    try:
+        import Stemmer
+    except ImportError:
+        return None
+    stem: Callable[[str], str] = Stemmer.Stemmer("english").stemWord
+    return stem
 
 
 @lru_cache(maxsize=16384)
@@ -35,7 +42,8 @@ def _word_tokens(piece: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=16384)
 def _stem(token: str) -> str:
-    return str(_STEMMER.stemWord(token)) if token.isascii() and token.isalpha() else token
+    stem = _stemmer()
+    return str(stem(token)) if stem is not None and token.isascii() and token.isalpha() else token
 
 
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
@@ -44,7 +52,7 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     ``get_weather``, ``getWeather``, ``weather.get`` and ``get-weather`` all give ``get weather``;
     ``HTTPRequest`` gives ``http request``; CJK runs give their characters and character bigrams
     (``天气预报`` → ``天 气 预 报 天气 气预 预报``). English words are stemmed (``calculating`` →
-    ``calcul``) and common English stopwords dropped.
+    ``calcul``; with the ``search`` extra) and common English stopwords dropped.
     """
     tokens: list[str] = []
     for piece in _PIECES.findall(text):
