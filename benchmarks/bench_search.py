@@ -112,6 +112,28 @@ class PurePython:
         search._tantivy, search._rapidfuzz = self.saved
 
 
+def compare_encoders(queries: list[dict[str, Any]]) -> None:
+    """One query embedding each way, taking turns query by query (the machine's load falls on
+    both alike): the numpy encoder against sentence-transformers on torch."""
+    from toolkeeper.toolbox.encoder import SentenceEncoder
+
+    mine, torch = SentenceEncoder(), TorchEncoder()
+    times: dict[str, list[float]] = {"numpy": [], "torch": []}
+    for q in queries:
+        for label, encoder in (("numpy", mine), ("torch", torch)):
+            start = time.perf_counter()
+            encoder.encode([q["query"]])
+            times[label].append((time.perf_counter() - start) * 1e3)
+        mine._cache.clear()
+    print("\nOne query embedding (the same queries, taking turns):\n")
+    print("| encoder | median ms | p95 ms |")
+    print("|---|---:|---:|")
+    for label, values in times.items():
+        values.sort()
+        print(f"| {label} | {statistics.median(values):.2f} | "
+              f"{values[int(0.95 * (len(values) - 1))]:.2f} |")
+
+
 def configurations(torch: bool) -> dict[str, SearchOptions]:
     configs = {"BM25 only": SearchOptions.bm25_only(), "BM25 + fuzzy + boosts": SearchOptions(),
                "BM25 + fuzzy + boosts, without the search extra": SearchOptions()}
@@ -151,6 +173,8 @@ def main() -> None:
             m = evaluate(toolbox, queries)
         print(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr']:.3f} | "
               f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} | {built:.1f} |", flush=True)
+    if args.torch:
+        compare_encoders(queries)
     typos = with_typos(queries)
     print("\nThe same queries with one typo each (two letters of one long word swapped):\n")
     print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms |")
