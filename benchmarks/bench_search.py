@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import random
 import statistics
@@ -28,6 +29,7 @@ from toolkeeper.toolbox import Toolbox, search
 from toolkeeper.toolbox.search import SearchOptions
 
 HERE = Path(__file__).resolve().parent / "search_eval"
+tokenize = importlib.import_module("toolkeeper.toolbox.tokenize")  # the package's name is the function
 
 
 def load() -> tuple[list[Tool], list[dict[str, Any]]]:
@@ -102,14 +104,17 @@ class TorchEncoder:
 
 
 class PurePython:
-    """Search as installed without the ``search`` extra (pure-Python BM25, difflib)."""
+    """Search as installed without the ``search`` extra: pure-Python BM25, difflib for typos,
+    no stemming."""
 
     def __enter__(self) -> None:
-        self.saved = search._tantivy, search._rapidfuzz
-        search._tantivy = search._rapidfuzz = lambda: None  # type: ignore[assignment]
+        self.saved = search._tantivy, search._rapidfuzz, tokenize._stemmer
+        search._tantivy = search._rapidfuzz = tokenize._stemmer = lambda: None  # type: ignore
+        tokenize._stem.cache_clear()
 
     def __exit__(self, *exc: object) -> None:
-        search._tantivy, search._rapidfuzz = self.saved
+        search._tantivy, search._rapidfuzz, tokenize._stemmer = self.saved  # type: ignore
+        tokenize._stem.cache_clear()
 
 
 def compare_encoders(queries: list[dict[str, Any]]) -> None:

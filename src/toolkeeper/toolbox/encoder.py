@@ -5,7 +5,7 @@ read by ``tokenizers`` and the weights by ``safetensors.numpy``; the forward pas
 in numpy — a 6-layer BERT (embeddings, self-attention with the padding mask, exact erf GELU,
 LayerNorm), then the mean of the token vectors under the attention mask and an L2 normalisation,
 as the model's ``modules.json`` and ``1_Pooling/config.json`` say. Its vectors match
-sentence-transformers' to a cosine of 0.99999 (a test holds them to stored reference vectors).
+sentence-transformers' to a cosine of 0.9999 (a test holds them to stored reference vectors).
 
 Nothing is downloaded at run time. Texts are encoded in batches of similar length (little
 padding), and each text's vector is kept, so a text is encoded once per process.
