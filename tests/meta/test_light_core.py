@@ -167,12 +167,15 @@ def test_extras_py_and_pyproject_name_the_same_packages() -> None:
     assert set(EXTRAS) <= everything, "[all] leaves out an extra"
 
 
-def _core_site(tmp_path: Path) -> Path:
-    """A directory holding only toolkeeper and the core distributions (links to this env's)."""
+def _core_site(tmp_path: Path, extras: tuple[str, ...] = ()) -> Path:
+    """A directory holding only toolkeeper and the core distributions, and those of
+    ``extras`` (links to this environment's files)."""
     site = tmp_path / "site"
-    site.mkdir()
+    site.mkdir(parents=True)
     (site / "toolkeeper").symlink_to(SRC / "toolkeeper")
-    for dist in CORE_DISTS.values():
+    wanted = PYPROJECT["project"]["dependencies"] + [
+        r for extra in extras for r in PYPROJECT["project"]["optional-dependencies"][extra]]
+    for dist in _closure(wanted).values():
         for name in _top_level(dist):
             for candidate in (Path(str(dist.locate_file(name))),
                               Path(str(dist.locate_file(name + ".py")))):
@@ -184,10 +187,11 @@ def _core_site(tmp_path: Path) -> Path:
     return site
 
 
-def _core_python(tmp_path: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _core_python(tmp_path: Path, code: str, *args: str,
+                 extras: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in an isolated interpreter (-I: no user site, no PYTHON* variables, no
     current directory) whose path is the standard library and the core site only."""
-    site = _core_site(tmp_path)
+    site = _core_site(tmp_path, extras)
     boot = (f"import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p] "
             f"+ [{str(site)!r}]; sys.argv[1:] = {list(args)!r}\n")
     return subprocess.run([sys.executable, "-I", "-S", "-c", boot + code], capture_output=True,
@@ -269,6 +273,20 @@ def test_a_core_only_interpreter_names_the_extra_a_part_needs(
     assert last.endswith(f"needs the [{extra}] extra: pip install 'toolkeeper[{extra}]'"), last
     if extra == "cli":
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_with_the_cli_extra_alone_check_runs_and_serve_names_the_server_extra(
+        tmp_path: Path) -> None:
+    command = "from toolkeeper.cli.entry import main; sys.argv[0] = 'toolkeeper'; main()"
+    example = str(ROOT / "examples" / "weather.py")
+    checked = _core_python(tmp_path, "import sys; " + command, "check", example, extras=("cli",))
+    assert checked.returncode == 0, checked.stderr
+    assert "0 error(s)" in checked.stdout
+    served = _core_python(tmp_path / "b", "import sys; " + command, "serve", example,
+                          "--state-dir", str(tmp_path / "state"), extras=("cli",))
+    assert served.returncode == 2
+    assert served.stderr.strip() == ("error: toolkeeper serve needs the [server] extra: "
+                                     "pip install 'toolkeeper[server]'"), served.stderr
 
 
 def test_the_entry_point_is_the_one_that_says_which_extra() -> None:
