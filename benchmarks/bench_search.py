@@ -105,15 +105,15 @@ class TorchEncoder:
 
 class PurePython:
     """Search as installed without the ``search`` extra: pure-Python BM25, difflib for typos,
-    no stemming."""
+    the light suffix stemmer."""
 
     def __enter__(self) -> None:
-        self.saved = search._tantivy, search._rapidfuzz, tokenize._stemmer
-        search._tantivy = search._rapidfuzz = tokenize._stemmer = lambda: None  # type: ignore
+        self.saved = search._tantivy, search._rapidfuzz, tokenize._snowball
+        search._tantivy = search._rapidfuzz = tokenize._snowball = lambda: None  # type: ignore
         tokenize._stem.cache_clear()
 
     def __exit__(self, *exc: object) -> None:
-        search._tantivy, search._rapidfuzz, tokenize._stemmer = self.saved  # type: ignore
+        search._tantivy, search._rapidfuzz, tokenize._snowball = self.saved  # type: ignore
         tokenize._stem.cache_clear()
 
 

@@ -13,6 +13,7 @@ import pytest
 from toolkeeper import Tool
 from toolkeeper.toolbox import Toolbox, search
 from toolkeeper.toolbox.bm25 import FieldBM25
+from toolkeeper.toolbox.tokenize import _suffixes
 
 EVAL = Path(__file__).resolve().parents[2] / "benchmarks" / "search_eval"
 
@@ -70,6 +71,17 @@ def test_without_the_extra_search_ranks_like_tantivy(no_search_extra: None,
     theirs = [[h.name for h in tantivy.search(q, limit=3)] for q in queries]
     assert [m[0] for m in mine] == [t[0] for t in theirs]
     assert sum(len(set(m) & set(t)) for m, t in zip(mine, theirs, strict=True)) >= 0.9 * 3 * len(queries)
+
+
+@pytest.mark.parametrize(("words", "stem"), [
+    (["calculating", "calculated", "calculates", "calculate"], "calculat"),
+    (["queries", "query"], "query"), (["emails", "email"], "email"),
+    (["class"], "class"), (["status"], "status"), (["addresses"], "address"),
+    (["get", "set", "red"], None),
+])
+def test_without_the_extra_a_light_stemmer_joins_word_forms(words: list[str],
+                                                            stem: str | None) -> None:
+    assert {_suffixes(w) for w in words} == ({stem} if stem else set(words))
 
 
 def test_without_the_extra_a_typo_still_finds_the_tool(no_search_extra: None) -> None:
