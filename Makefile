@@ -8,9 +8,6 @@ PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 ARGS ?= examples/weather.py
 PORT ?= 8765
 STATE ?= .toolkeeper
-# The semantic extra is tested too; torch is pinned to the CPU build this machine kind provides
-# (a plain "torch" would fetch a CUDA build of several GB). Override on other machines.
-TORCH ?= torch==2.13.0
 # Debian packages the suite needs, as package:command.
 SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium \
   postgresql:pg_ctlcluster nodejs:node npm:npm
@@ -22,20 +19,22 @@ BENCH_PACKAGES := wrk:wrk util-linux:taskset
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The core library plus the command (check, schema); serving adds the server, the built-in tools
+# and skills; the suite installs every extra (dev = all + test tools; no torch anywhere).
 $(VENV)/.core: pyproject.toml | $(BIN)/python
-	$(PIP) install -e .
+	$(PIP) install -e ".[cli]"
 	touch $@
 
 $(VENV)/.serve: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[mcp]"
+	$(PIP) install -e ".[cli,server,builtins,skills]"
 	touch $@ $(VENV)/.core
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
-	$(PIP) install "$(TORCH)" -e ".[dev,semantic]"
+	$(PIP) install -e ".[dev]"
 	touch $@ $(VENV)/.core $(VENV)/.serve
 
 $(VENV)/.bench: pyproject.toml | $(BIN)/python
-	$(PIP) install "$(TORCH)" -e ".[dev,semantic,bench]"
+	$(PIP) install -e ".[dev,bench]"
 	touch $@ $(VENV)/.dev $(VENV)/.core $(VENV)/.serve
 
 # The main job: the example tools and the built-ins over a scratch workspace, served to MCP
@@ -88,6 +87,8 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_serve.py
 	$(BIN)/python benchmarks/bench_list.py
 	$(BIN)/python benchmarks/adversarial.py
+	$(BIN)/python benchmarks/bench_search.py
+	$(BIN)/python benchmarks/bench_install.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

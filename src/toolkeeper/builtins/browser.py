@@ -22,10 +22,9 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-import httpx
 from pydantic import BaseModel, ConfigDict
 
 from ..core.metadata import ToolMetadata
@@ -33,8 +32,11 @@ from ..core.results import ImageBlock, TextBlock, ToolResult
 from ..core.risk import ToolRisk
 from ..errors import PolicyViolationError, ToolRaisedError
 from ..tools.tool import Tool
-from .http import check_url, exchange
+from .http import check_url, exchange, load_httpx
 from .policy import SecurityPolicy
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["BROWSER_ARGS", "BrowserAction", "browser_tools", "playwright_missing"]
 
@@ -80,6 +82,7 @@ class _Traffic:
 
     async def handle(self, route: Any) -> None:
         request = route.request
+        httpx = load_httpx("the browser tools")
         try:
             headers = {k: v for k, v in (await request.all_headers()).items()
                        if k.lower() not in _DROPPED and not k.startswith(":")}
@@ -113,6 +116,7 @@ async def _run(policy: SecurityPolicy, executable: Path, timeout_s: float, url: 
     except ImportError as exc:
         raise ToolRaisedError(f"the browser tools {playwright_missing()}",
                               tool_name="browser") from exc
+    httpx = load_httpx("the browser tools")
     async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
                                  timeout=timeout_s) as client, async_playwright() as driver:
         traffic = _Traffic(policy, client)

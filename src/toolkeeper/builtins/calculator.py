@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
-from simpleeval import EvalWithCompoundTypes, InvalidExpression, NumberTooHigh
-
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
 from ..errors import InvalidArgumentsError
+from ..extras import missing
 from ..tools.tool import Tool
 
 __all__ = ["calculator_tool"]
@@ -33,6 +32,10 @@ def calculator_tool() -> Tool:
         if len(expression) > 1000:
             raise InvalidArgumentsError("the expression is longer than 1000 characters",
                                         tool_name="calculator")
+        try:
+            from simpleeval import EvalWithCompoundTypes, InvalidExpression, NumberTooHigh
+        except ImportError as exc:
+            raise missing("builtins", "the calculator tool") from exc
         evaluator = EvalWithCompoundTypes(functions=_FUNCTIONS, names=_NAMES)
         try:
             value = evaluator.eval(expression)

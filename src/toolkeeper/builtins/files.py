@@ -7,7 +7,8 @@ import io
 
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
-from ..errors import InvalidArgumentsError, UsageError
+from ..errors import InvalidArgumentsError
+from ..extras import missing
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy
@@ -26,8 +27,8 @@ def _text_of(data: bytes, rel: str) -> str | None:
 def _pdf_text(data: bytes, rel: str) -> str:
     try:
         from pypdf import PdfReader
-    except ImportError as exc:  # pragma: no cover - pypdf is a core dependency
-        raise UsageError("reading PDFs needs pypdf") from exc
+    except ImportError as exc:
+        raise missing("builtins", "reading a PDF") from exc
     try:
         reader = PdfReader(io.BytesIO(data))
         return "\n".join(page.extract_text() or "" for page in reader.pages)

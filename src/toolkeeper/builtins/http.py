@@ -14,23 +14,36 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
-import html2text
-import httpx
 
 from ..core.json import JsonObject
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
 from ..errors import PolicyViolationError, ToolRaisedError
+from ..extras import missing
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
 
-__all__ = ["Exchange", "check_url", "exchange", "http_tools"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["Exchange", "check_url", "exchange", "http_tools", "load_httpx"]
 
 MAX_REDIRECTS = 5
 _LOOPBACK = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
+
+
+def load_httpx(what: str = "the http_fetch and http_request tools") -> ModuleType:
+    """httpx, imported when a request is made (the ``builtins`` extra)."""
+    try:
+        import httpx
+    except ImportError as exc:
+        raise missing("builtins", what) from exc
+    return httpx
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,7 @@ def check_url(url: str, policy: SecurityPolicy) -> Target:
     Raises:
         PolicyViolationError: naming the rule (scheme, credentials, domain, address).
     """
+    httpx = load_httpx()
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as exc:
@@ -164,6 +178,7 @@ async def exchange(client: httpx.AsyncClient, method: str, url: str, policy: Sec
 async def _exchange(method: str, url: str, policy: SecurityPolicy,
                     headers: dict[str, str] | None, body: str | None, timeout_s: float
                     ) -> tuple[httpx.Response, bytes, bool]:
+    httpx = load_httpx()
     async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
                                  timeout=timeout_s) as client:
         done = await exchange(client, method, url, policy, headers=headers,
@@ -186,6 +201,10 @@ def _as_text(response: httpx.Response, data: bytes) -> str:
     kind = response.headers.get("content-type", "")
     text = data.decode(response.encoding or "utf-8", errors="replace")
     if "html" in kind:
+        try:
+            import html2text
+        except ImportError as exc:
+            raise missing("builtins", "http_fetch's HTML to text") from exc
         converter = html2text.HTML2Text()
         converter.ignore_images = True
         converter.body_width = 0
@@ -202,6 +221,7 @@ def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]
         Args:
             url: An http or https URL on the public internet.
         """
+        httpx = load_httpx()
         try:
             response, data, truncated = await _fetch("GET", url, policy, None, None, timeout_s)
         except httpx.HTTPError as exc:
@@ -223,6 +243,7 @@ def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]
         verb = method.upper()
         if verb not in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"):
             raise _refuse(f"method {method!r} is refused", "http.method")
+        httpx = load_httpx()
         try:
             response, data, truncated = await _fetch(verb, url, policy, headers, body, timeout_s)
         except httpx.HTTPError as exc:

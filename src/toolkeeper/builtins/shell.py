@@ -14,6 +14,7 @@ from ..errors import (
     SandboxLimitError,
     SandboxUnavailableError,
 )
+from ..extras import missing
 from ..sandbox import (
     UNPRIVILEGED_UID,
     Limits,
@@ -43,7 +44,10 @@ def command_words(command: str) -> tuple[list[list[str]], list[str]]:
     Raises:
         PolicyViolationError: the line cannot be analysed — refused rather than guessed.
     """
-    import bashlex  # builds its parser tables on import (~170 ms): only when a shell runs
+    try:
+        import bashlex  # builds its parser tables on import (~170 ms): only when a shell runs
+    except ImportError as exc:  # no parser, no analysis: the command does not run
+        raise missing("builtins", "the shell tool's command analysis") from exc
 
     try:
         trees = bashlex.parse(command)

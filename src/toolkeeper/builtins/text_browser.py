@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import html
 from html.parser import HTMLParser
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 import anyio
-import html2text
-import httpx
 
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
 from ..errors import ToolRaisedError
+from ..extras import missing
 from ..tools.tool import Tool
-from .http import exchange
+from .http import exchange, load_httpx
 from .policy import SecurityPolicy
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["numbered_links", "text_browser_tool"]
 
@@ -80,6 +83,10 @@ def numbered_links(page: str, base_url: str) -> tuple[str, list[str]]:
     parser = _Links(base_url)
     parser.feed(page)
     parser.close()
+    try:
+        import html2text
+    except ImportError as exc:
+        raise missing("builtins", "the text_browser tool") from exc
     converter = html2text.HTML2Text()
     converter.ignore_images = True
     converter.ignore_links = True
@@ -96,6 +103,7 @@ def text_browser_tool(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> Too
         Args:
             url: An http or https URL on the public internet.
         """
+        httpx = load_httpx("the text_browser tool")
         try:
             with anyio.fail_after(timeout_s):
                 async with httpx.AsyncClient(trust_env=False, follow_redirects=False,

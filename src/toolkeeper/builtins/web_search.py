@@ -15,13 +15,13 @@ import re
 from typing import Any
 
 import anyio
-import httpx
 
 from ..core.json import JsonObject
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
 from ..errors import ToolRaisedError
 from ..tools.tool import Tool
+from .http import load_httpx
 
 __all__ = ["BRAVE_API", "web_search_tool"]
 
@@ -51,6 +51,7 @@ def _results(payload: Any, limit: int) -> list[JsonObject]:
 
 async def _get(url: str, params: dict[str, str | int], key: str, timeout_s: float) -> Any:
     headers = {"Accept": "application/json", "X-Subscription-Token": key}
+    httpx = load_httpx("the web_search_tool")
     async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
                                  timeout=timeout_s) as client, \
             client.stream("GET", url, params=params, headers=headers) as response:
@@ -84,6 +85,7 @@ def web_search_tool(*, api_key: str, base_url: str = BRAVE_API, max_results: int
             raise ToolRaisedError("the query is empty; say what to search for",
                                   tool_name="web_search_tool")
         wanted = max(1, min(count, 20))
+        httpx = load_httpx("the web_search_tool")
         try:
             with anyio.fail_after(timeout_s):
                 payload = await _get(endpoint, {"q": query, "count": wanted}, api_key, timeout_s)

@@ -22,6 +22,7 @@ from ..config import (
     policy_from,
 )
 from ..errors import ConfigError, ToolkeeperError
+from ..extras import MissingExtraError, require
 from ..gateway.gateway import MCPGateway
 from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent, HookManager
@@ -108,8 +109,12 @@ def serve(
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
-    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("uvicorn") is None:
-        raise fail("toolkeeper serve needs the mcp extra: pip install 'toolkeeper[mcp]'")
+    try:
+        require("server", "toolkeeper serve")
+        if not no_builtins:
+            require("builtins", "toolkeeper serve's built-in tools (--no-builtins serves without)")
+    except MissingExtraError as exc:
+        raise fail(exc) from None
     if not 0 <= approval_wait < SERVER_POLICY.approval_timeout_s:
         raise fail(f"--approval-wait must be between 0 and "
                    f"{SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)")

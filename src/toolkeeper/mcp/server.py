@@ -24,6 +24,7 @@ import anyio
 
 from ..codemode.chain import ToolChainTool
 from ..core.context import Caller, ToolContext
+from ..extras import require
 from ..formats import WireExport, render_result
 from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
 from ..gateway.relay import calling_client
@@ -95,6 +96,7 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     and asks the client with ``ctx.sample`` and ``ctx.elicit``; a client that cancels its
     request cancels the call (recorded as cancelled in the trace and audit log).
     """
+    require("server", "an MCP server")
     return MCPFace(invoker, session=session, skills=skills, gateway=gateway,
                    page_size=page_size, ask_client=ask_client, offers=offers,
                    state_secret=state_secret).build(name, instructions)

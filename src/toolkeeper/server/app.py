@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from ..approval.store import SqliteApprovalStore
 from ..errors import ToolkeeperError
+from ..extras import require
 from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import PAGE_SIZE, MCPFace
@@ -51,6 +52,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     OAuth access tokens too (``[server.oauth]``), their scopes deciding each client's tools.
     ``metrics``: serve them at ``/metrics``, to the operator only. A request carrying a W3C
     ``traceparent`` makes its calls' spans part of that trace."""
+    require("server", "the toolkeeper serve app")
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -107,6 +109,7 @@ def page_app(invoker: ToolInvoker, *, token: str, sessions: WebSessions,
              stopping: threading.Event | None = None) -> TokenGate:
     """The approval page and its API alone, for loopback (``toolkeeper serve --stdio``: the
     client speaks MCP over stdio, a person decides in a browser)."""
+    require("server", "the approval page")
     from starlette.applications import Starlette
 
     store = invoker.approvals.store

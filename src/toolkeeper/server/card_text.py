@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import httpx
+from ..extras import missing
 
 __all__ = ["Block", "Flag", "Line", "Part", "diff_block", "plain", "rows_block", "text_block",
            "url_block"]
@@ -319,6 +319,10 @@ def url_block(title: str, url: str, method: str, *, anchor: str, note: str = "")
     """A request as ``httpx`` (what the HTTP tools use) parses it: the method and the URL it
     will reach with the host emphasised, then its parts — credentials, the host in ASCII,
     the port, the decoded path and each query parameter — each flagged like text."""
+    try:
+        import httpx
+    except ImportError as exc:
+        raise missing("server", "an approval card's URL") from exc
     marker = _Marker()
     verb = html.escape(plain(method.upper())) if method else ""
     try:

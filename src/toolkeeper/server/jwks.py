@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpx
 
 __all__ = ["MAX_JWKS_BYTES", "KeySet", "KeysUnavailable", "metadata_urls"]
 
@@ -85,6 +84,8 @@ class KeySet:
         return self.keys.get(kid)
 
     async def _refresh(self, asked: float) -> None:
+        import httpx  # the server extra
+
         async with self._lock:
             if self.fetched_at >= asked:
                 return  # fetched while this one waited
@@ -97,6 +98,8 @@ class KeySet:
                 self.last_error = f"{type(exc).__name__}: {exc}"
 
     async def _discover(self) -> str:
+        import httpx  # the server extra
+
         problems = []
         for url in metadata_urls(self.issuer):
             try:
@@ -117,6 +120,8 @@ class KeySet:
 
 async def _get_json(url: str) -> dict[str, Any]:
     """A JSON object from ``url`` (no redirects, at most ``MAX_JWKS_BYTES``, one deadline)."""
+    import httpx  # the server extra
+
     with anyio.fail_after(FETCH_TIMEOUT_S):
         async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
                                      timeout=FETCH_TIMEOUT_S) as http, \

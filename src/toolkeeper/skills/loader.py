@@ -6,9 +6,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
-
 from ..errors import ConfigError
+from ..extras import missing
 from .skill import Skill
 
 __all__ = ["SkillError", "load_skill", "load_skills"]
@@ -48,6 +47,10 @@ def load_skill(path: str | Path) -> Skill:
     if match is None:
         raise SkillError(f"{file}:1: no front matter; start the file with '---', the YAML "
                          "fields (name, description, allowed-tools, version) and '---'")
+    try:
+        import yaml
+    except ImportError as exc:
+        raise missing("skills", "loading a SKILL.md") from exc
     try:
         meta = yaml.safe_load(match.group(1)) or {}
     except yaml.YAMLError as exc:

@@ -3,19 +3,23 @@
 The index is built on the first search and then kept up to date incrementally: an added or
 changed tool is written to the index and a removed one deleted; the next search commits the
 pending writes. Disabled and hidden tools are filtered at query time.
+
+Without the ``search`` extra the same signals come from the standard library: BM25 from
+:mod:`toolkeeper.toolbox.bm25`, typo matching from ``difflib``, and no stemming.
 """
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cache
+from types import ModuleType
 from typing import Any, Literal
 
-import tantivy
-from rapidfuzz import fuzz, process
-
 from ..core.spec import ToolLike
+from .bm25 import FieldBM25
 from .tokenize import tokenize
 
 __all__ = ["SearchDoc", "SearchHit", "SearchIndex", "SearchOptions"]
@@ -90,6 +94,37 @@ class SearchHit:
         return self.tool.description
 
 
+@cache
+def _tantivy() -> ModuleType | None:
+    """tantivy when the ``search`` extra is installed; ``None`` selects the pure-Python BM25."""
+    try:
+        import tantivy
+    except ImportError:
+        return None
+    return tantivy
+
+
+@cache
+def _rapidfuzz() -> ModuleType | None:
+    """rapidfuzz when the ``search`` extra is installed; ``None`` selects ``difflib``."""
+    try:
+        import rapidfuzz
+    except ImportError:
+        return None
+    return rapidfuzz
+
+
+def _closest(term: str, vocabulary: list[str]) -> str | None:
+    """The indexed word closest to ``term`` (similarity ≥ 85 of 100), or ``None``."""
+    rapidfuzz = _rapidfuzz()
+    if rapidfuzz is None:
+        close = difflib.get_close_matches(term, vocabulary, n=1, cutoff=0.85)
+        return close[0] if close else None
+    match = rapidfuzz.process.extractOne(term, vocabulary, scorer=rapidfuzz.fuzz.ratio,
+                                         score_cutoff=85)
+    return None if match is None else str(match[0])
+
+
 class SearchIndex:
     """A BM25 + fuzzy index of tool documents keyed by tool name."""
 
@@ -105,6 +140,13 @@ class SearchIndex:
         self._lock = threading.RLock()
         self._vocabulary: list[str] | None = None
         self._known: set[str] = set()
+        self._python: FieldBM25 | None = None  # the BM25 without the search extra
+        self._engine: Any = None  # the tantivy module, once the index is built
+
+    @property
+    def backend(self) -> Literal["tantivy", "python"]:
+        """Which BM25 runs: tantivy (the ``search`` extra) or the pure-Python one."""
+        return "python" if _tantivy() is None else "tantivy"
 
     # -- updates -------------------------------------------------------------------------
 
@@ -115,6 +157,8 @@ class SearchIndex:
             self._vocabulary = None
             if self.options.semantic is not None:
                 self.options.semantic.add(key, doc)
+            if self._python is not None:
+                self._python.add(key, self._tokens[key])
             if self._writer is not None:
                 self._delete(key)
                 self._write(key)
@@ -127,19 +171,22 @@ class SearchIndex:
             self._vocabulary = None
             if self.options.semantic is not None:
                 self.options.semantic.remove(key)
+            if self._python is not None:
+                self._python.remove(key)
             if self._writer is not None:
                 self._delete(key)
 
     def _write(self, key: str) -> None:
         fields = {name: " ".join(tokens) for name, tokens in self._tokens[key].items()}
-        self._writer.add_document(tantivy.Document(key=key, **fields))
+        self._writer.add_document(self._engine.Document(key=key, **fields))
         self._dirty = True
 
     def _delete(self, key: str) -> None:
         self._writer.delete_documents_by_term("key", key)
         self._dirty = True
 
-    def _build(self) -> None:
+    def _build(self, tantivy: ModuleType) -> None:
+        self._engine = tantivy
         builder = tantivy.SchemaBuilder()
         builder.add_text_field("key", stored=True, tokenizer_name="raw")
         for name in self.options.field_boosts:
@@ -150,9 +197,9 @@ class SearchIndex:
         for key in self._docs:
             self._write(key)
 
-    def _ready_searcher(self) -> Any:
+    def _ready_searcher(self, tantivy: ModuleType) -> Any:
         if self._writer is None:
-            self._build()
+            self._build(tantivy)
         if self._dirty or self._searcher is None:
             self._writer.commit()
             self._index.reload()
@@ -185,10 +232,17 @@ class SearchIndex:
         return scored[:limit]
 
     def _bm25(self, terms: list[str], corrected: dict[str, str]) -> dict[str, float]:
-        searcher = self._ready_searcher()
-        query_cls, occur = tantivy.Query, tantivy.Occur
         weighted = [(t, 1.0) for t in terms if t not in corrected]
         weighted += [(c, self.options.fuzzy_weight) for c in corrected.values()]
+        tantivy = _tantivy()
+        if tantivy is None:
+            if self._python is None:
+                self._python = FieldBM25()
+                for key, fields in self._tokens.items():
+                    self._python.add(key, fields)
+            return self._python.search(weighted, self.options.field_boosts, _CANDIDATES)
+        searcher = self._ready_searcher(tantivy)
+        query_cls, occur = tantivy.Query, tantivy.Occur
         clauses = [
             (occur.Should, query_cls.boost_query(
                 query_cls.term_query(self._schema, field_name, term), boost * weight))
@@ -210,9 +264,9 @@ class SearchIndex:
         for term in terms:
             if term in self._known or len(term) < 4 or not term.isalpha():
                 continue
-            match = process.extractOne(term, self._vocabulary, scorer=fuzz.ratio, score_cutoff=85)
+            match = _closest(term, self._vocabulary)
             if match is not None:
-                out[term] = match[0]
+                out[term] = match
         return out
 
     def _fuzzy_hits(self, corrected: dict[str, str]) -> dict[str, float]:

