@@ -127,7 +127,11 @@ class FileBlobStore:
         ref = content_ref(data)
         blob_path, meta_path = self._paths(ref)
         if blob_path.exists():
-            return ref
+            try:
+                os.utime(meta_path)  # stored again: its TTL starts again
+                return ref
+            except FileNotFoundError:
+                pass  # removed meanwhile: written again below
         blob_path.parent.mkdir(parents=True, exist_ok=True)
         for path, payload in ((blob_path, bytes(data)), (meta_path, json.dumps(
                 {"media_type": media_type, "name": name, "created_at": time.time()}).encode())):

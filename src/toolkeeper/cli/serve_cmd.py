@@ -23,6 +23,7 @@ import typer
 from ..approval.persisted import PersistedApprovalHandler
 from ..approval.pg import is_url
 from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
+from ..artifacts.store import BlobStore
 from ..builtins import SecurityPolicy, default_tools
 from ..codemode import ToolChainTool
 from ..config import (
@@ -47,6 +48,7 @@ from ..server.clients import ANONYMOUS, ClientTokens
 from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
+from .artifact_store import ArtifactKeeper, artifact_keeper
 from .loader import load_offers, load_tools
 from .report import fail, out, store_target
 from .state import SERVER_FILE, default_state_dir, out_of_reach, secure_state_dir
@@ -98,6 +100,10 @@ def serve(
                            "its client (sampling, elicitation) on the 2025-11-25 wire and a "
                            "broken stream resumes; one process only (replicas cannot share "
                            "sessions).")] = False,
+    artifacts: Annotated[str | None, typer.Option(
+        help="Where results above max_inline_result_bytes are offloaded (a directory), or "
+             "'off' to send them inline. Default: the config's [server] artifact_dir, else "
+             "artifacts/ in --state-dir.")] = None,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -123,8 +129,11 @@ def serve(
         _out_of_reach(state, settings, ws, served=served)
         secure_state_dir(state, traversable=served and _inside(ws, state))
         db = store_target(store or (settings.store if settings else None), state)
+        keeper = artifact_keeper(settings, state, given=artifacts,
+                                 workspace=ws if served else None)
         invoker = _invoker(targets or [], db, ws, settings, builtins=not no_builtins,
-                           approval_wait=approval_wait, approval_ttl=approval_ttl)
+                           approval_wait=approval_wait, approval_ttl=approval_ttl,
+                           artifacts=keeper.store if keeper else None)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
         offers = [offer for target in targets or [] for offer in load_offers(target)]
     except ToolkeeperError as exc:
@@ -132,7 +141,7 @@ def serve(
     gateway = _gateway(settings, db, invoker)
     token, source = operator_token(state)
     if stdio:
-        _serve_stdio(invoker, skills, gateway, state, db, token, offers)
+        _serve_stdio(invoker, skills, gateway, state, db, token, offers, keeper)
         return
     try:
         check_shared_token(db, token)
@@ -151,11 +160,12 @@ def serve(
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
                   token_source=source)
-    _listen(app, port, start, gateway, invoker, stopping)
+    _listen(app, port, start, gateway, invoker, stopping, keeper)
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
-                 state: Path, db: str | Path, token: str, offers: list[Any]) -> None:
+                 state: Path, db: str | Path, token: str, offers: list[Any],
+                 keeper: ArtifactKeeper | None = None) -> None:
     """MCP on stdin/stdout (what a desktop client launches), and the approval page on a free
     loopback port: its login link, and a line for each call that waits, go to stderr (the
     client's server log)."""
@@ -176,7 +186,11 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
 
     async def run_page() -> None:
         try:
-            await page.serve(sockets=[sock])
+            async with anyio.create_task_group() as group:
+                if keeper is not None:
+                    group.start_soon(keeper.run)
+                await page.serve(sockets=[sock])
+                group.cancel_scope.cancel()
         finally:
             stopping.set()
 
@@ -225,7 +239,7 @@ def _report(lines: list[str]) -> None:
 
 def _invoker(targets: list[str], db: str | Path, workspace: Path,
              settings: ToolkeeperConfig | None, *, builtins: bool, approval_wait: float,
-             approval_ttl: float) -> ToolInvoker:
+             approval_ttl: float, artifacts: BlobStore | None = None) -> ToolInvoker:
     """The served tools and the door: with a config, its built-ins (gated, explained) and its
     autonomy; without one, the minimal built-ins over ``workspace``, supervised."""
     tools: list[Any] = [t for target in targets for t in load_tools(target)]
@@ -245,7 +259,8 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
     handler = PersistedApprovalHandler(store, wait_s=approval_wait, poll_s=0.05)
     box = Toolbox(tools)
-    invoker = ToolInvoker(box, handler, policy=policy, audit=audit, hooks=HookManager())
+    invoker = ToolInvoker(box, handler, policy=policy, audit=audit, hooks=HookManager(),
+                          artifact_store=artifacts)
     if settings is not None and settings.codemode.enabled:
         box.add(_code_mode(invoker, settings))
     return invoker
@@ -332,7 +347,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
-            invoker: ToolInvoker, stopping: threading.Event) -> None:
+            invoker: ToolInvoker, stopping: threading.Event,
+            keeper: ArtifactKeeper | None = None) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
     from uvicorn.server import HANDLED_SIGNALS
 
@@ -375,6 +391,8 @@ def _listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             _record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
+                if keeper is not None:
+                    group.start_soon(keeper.run, app.mcp_server)
                 if gateway is not None:  # local tools are served meanwhile
                     group.start_soon(attach_upstreams, gateway, invoker.registry, _report)
                 await server.serve(sockets=[sock])

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.store import BlobStore
+from ..artifacts.store import BlobStore, UnknownArtifactError
 from ..errors import UsageError
 from ..skills.skill import Skill
 
 __all__ = ["ARTIFACT_PREFIX", "Completions", "Resource", "ResourceNotFound", "Resources",
-           "complete_from", "resource"]
+           "artifact_link", "complete_from", "resource"]
 
 ARTIFACT_PREFIX = "toolkeeper://artifact/"
 SKILL_PREFIX = "toolkeeper://skill/"
@@ -124,8 +124,11 @@ class Resources:
             ref = uri.removeprefix(ARTIFACT_PREFIX)
             if ref not in artifacts or self.store is None:  # another client's is not there
                 raise ResourceNotFound(uri)
-            blob = self.store.resolve(ref)
-            return _content(uri, blob.data, blob.media_type)
+            try:
+                blob = self.store.resolve(ref)
+            except UnknownArtifactError as exc:  # removed by the store's gc meanwhile
+                raise ResourceNotFound(uri) from exc
+            return _content(uri, _text_if_text(blob.data, blob.media_type), blob.media_type)
         if uri.startswith(SKILL_PREFIX) and uri.removeprefix(SKILL_PREFIX) in self.skills:
             skill = self.skills[uri.removeprefix(SKILL_PREFIX)]
             text = Path(skill.path).read_text() if skill.path else skill.instructions
@@ -144,6 +147,24 @@ class Resources:
             if template.uri == uri_template:
                 return complete_from(template.completions, argument, typed)
         return []
+
+
+def artifact_link(tool: str, ref: str, size: int | None) -> dict[str, Any]:
+    """The MCP ``resource_link`` to a call's offloaded result: ``resources/read`` of its URI
+    gives the whole text to the client whose call stored it."""
+    link = {"type": "resource_link", "uri": ARTIFACT_PREFIX + ref, "name": f"{tool} result",
+            "mimeType": "text/plain", "size": size}
+    return {k: v for k, v in link.items() if v is not None}
+
+
+def _text_if_text(data: bytes, media_type: str) -> str | bytes:
+    """A ``text/*`` artifact as text (what the tool returned), anything else as bytes."""
+    if media_type.startswith("text/"):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data
+    return data
 
 
 def _content(uri: str, value: Any, mime_type: str | None) -> dict[str, Any]:
