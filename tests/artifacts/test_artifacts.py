@@ -46,6 +46,41 @@ def test_store_put_resolve_pin_and_gc(store: object) -> None:
     assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]
 
 
+def _age(store: object, seconds: float) -> None:
+    """Every blob of ``store`` made ``seconds`` old."""
+    then = time.time() - seconds
+    if isinstance(store, FileBlobStore):
+        for meta in store.root.glob("??/*.json"):
+            os.utime(meta, (then, then))
+    else:
+        store._blobs = {k: v.__class__(**{**v.__dict__, "created_at": then})  # type: ignore[attr-defined]
+                        for k, v in store._blobs.items()}  # type: ignore[attr-defined]
+
+
+def test_a_blob_stored_again_starts_its_ttl_again(store: object) -> None:
+    ref = store.put(b"the same report", "text/plain")  # type: ignore[attr-defined]
+    gone = store.put(b"stored once", "text/plain")  # type: ignore[attr-defined]
+    _age(store, 100)
+    assert store.put(b"the same report", "text/plain") == ref  # type: ignore[attr-defined]
+    assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]
+    assert store.stat(ref) is not None and store.stat(gone) is None  # type: ignore[attr-defined]
+
+
+async def test_a_session_releases_what_it_pinned_longer_ago_than_asked(store: object) -> None:
+    inv = invoker(store)
+    async with inv.open_session() as session:
+        first = await inv.invoke(call("report", rows=500), session=session)
+        again = await inv.invoke(call("report", rows=500), session=session)
+        assert session.artifacts == (first.artifact_ref,)  # pinned once
+        assert session.release(older_than_s=3600) == 0
+        assert session.artifacts == (again.artifact_ref,)
+        assert session.release(older_than_s=0) == 1
+        assert session.artifacts == ()
+        _age(store, 100)
+        assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]  # no longer pinned
+        assert store.stat(first.artifact_ref) is None  # type: ignore[attr-defined]
+
+
 @tool
 def report(rows: int) -> str:
     """A long report."""

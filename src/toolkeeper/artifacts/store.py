@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -66,8 +66,9 @@ class MemoryBlobStore:
     def put(self, data: bytes, media_type: str, *, name: str | None = None) -> str:
         ref = content_ref(data)
         with self._lock:
-            self._blobs.setdefault(ref, Blob(ref=ref, data=bytes(data), media_type=media_type,
-                                             name=name))
+            found = self._blobs.get(ref)  # stored again: its TTL starts again
+            self._blobs[ref] = replace(found, created_at=time.time()) if found else Blob(
+                ref=ref, data=bytes(data), media_type=media_type, name=name)
         return ref
 
     def resolve(self, ref: str) -> Blob:
