@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -127,3 +128,15 @@ async def test_old_artifacts_are_removed_at_start_and_the_store_can_be_turned_of
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=20)
     assert store.stat(old) is None and store.stat(kept) is not None
+
+
+def test_the_server_pages_store_settings_load_as_written(tmp_path: Path) -> None:
+    from toolkeeper.config import load_config
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    section = page.split("## Large results", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```toml\n(.*?)```", section, flags=re.S)
+    (tmp_path / "toolkeeper.toml").write_text(block)
+    server = load_config(tmp_path / "toolkeeper.toml").server
+    assert server.artifacts and server.artifact_ttl_s == 86400
+    assert server.artifact_dir == Path("/var/lib/toolkeeper/artifacts")
