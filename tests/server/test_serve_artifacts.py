@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -140,3 +141,18 @@ def test_the_server_pages_store_settings_load_as_written(tmp_path: Path) -> None
     server = load_config(tmp_path / "toolkeeper.toml").server
     assert server.artifacts and server.artifact_ttl_s == 86400
     assert server.artifact_dir == Path("/var/lib/toolkeeper/artifacts")
+
+
+def test_a_store_inside_the_workspace_is_refused_in_one_line(tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    refused = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", "0", "--workspace",
+         str(workspace), "--state-dir", str(tmp_path / "state"), "--artifacts",
+         str(workspace / "results")],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "TOOLKEEPER_TOKEN": "test-operator-token-0123456789"})
+    assert refused.returncode == 2, refused.stdout
+    (line,) = refused.stderr.strip().splitlines()
+    assert f"the artifact dir {workspace / 'results'} and the workspace" in line
+    assert "--artifacts DIR outside" in line and not (workspace / "results").exists()
