@@ -66,6 +66,21 @@ def test_a_blob_stored_again_starts_its_ttl_again(store: object) -> None:
     assert store.stat(ref) is not None and store.stat(gone) is None  # type: ignore[attr-defined]
 
 
+def test_pins_a_killed_process_left_are_dropped_once_older_than_asked(tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path / "blobs")
+    left = store.put(b"pinned by a process that was killed", "text/plain")
+    live = store.put(b"pinned by a live session", "text/plain")
+    store.pin(left, "client-a#gone")
+    store.pin(live, "client-b#here")
+    _age(store, 7200)
+    for pin in store.root.glob(f"pins/{left.removeprefix('sha256:')}/*"):
+        os.utime(pin, (time.time() - 7200, time.time() - 7200))
+    assert store.gc(ttl_s=60) == 0  # both pinned
+    assert store.drop_pins(older_than_s=3600) == 1
+    assert store.gc(ttl_s=60) == 1
+    assert store.stat(left) is None and store.stat(live) is not None
+
+
 async def test_a_session_releases_what_it_pinned_longer_ago_than_asked(store: object) -> None:
     inv = invoker(store)
     async with inv.open_session() as session:

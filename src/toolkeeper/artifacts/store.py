@@ -6,6 +6,7 @@ A ref is ``sha256:<hex>`` of the bytes. ``pin`` keeps a blob alive for an owner 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -170,6 +171,22 @@ class FileBlobStore:
         (directory / hashlib.sha256(owner.encode()).hexdigest()[:32]).unlink(missing_ok=True)
         if directory.is_dir() and not any(directory.iterdir()):
             directory.rmdir()
+
+    def drop_pins(self, older_than_s: float) -> int:
+        """Remove pins made (or renewed) more than ``older_than_s`` seconds ago: those a
+        process left when it ended without unpinning (killed), which would keep their blobs
+        from ``gc`` for ever. Only for a store whose owners renew or release their pins within
+        that time. Returns how many."""
+        cutoff = time.time() - older_than_s
+        dropped = 0
+        for pin in self.root.glob("pins/*/*"):
+            with contextlib.suppress(OSError):
+                if pin.stat().st_mtime >= cutoff:
+                    continue
+                pin.unlink()
+                dropped += 1
+                pin.parent.rmdir()  # only when it was the ref's last pin
+        return dropped
 
     def gc(self, ttl_s: float) -> int:
         cutoff = time.time() - ttl_s

@@ -38,9 +38,12 @@ class ArtifactKeeper:
     ttl_s: float
 
     def sweep(self, server: Any = None) -> int:
-        """Release the clients' artifacts stored more than ``ttl_s`` ago; remove the unpinned
-        blobs older than that. Returns how many blobs were removed."""
+        """Release the clients' artifacts stored more than ``ttl_s`` ago; drop the pins a
+        killed process left (a live one renews or releases its pins within ``ttl_s`` and a
+        sweep); remove the unpinned blobs older than ``ttl_s``. Returns how many blobs were
+        removed."""
         release_artifacts(self.ttl_s, server)
+        self.store.drop_pins(2 * self.ttl_s + SWEEP_EVERY_S)
         return self.store.gc(self.ttl_s)
 
     async def run(self, server: Any = None) -> None:
