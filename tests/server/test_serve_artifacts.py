@@ -83,6 +83,7 @@ async def test_a_large_result_is_a_preview_and_a_link_only_its_client_can_read(
             relayed = await client.call_tool("up-big", {"size": 300_000})
             relayed_link = _link(relayed)
             relayed_full = (await client.read_resource(relayed_link.uri)).contents[0]
+            mine = {str(r.uri): r for r in (await client.list_resources()).resources}
         async with _client(url, token=alice) as other:
             theirs = await _refusal(other, link.uri)
             unknown = await _refusal(other, "toolkeeper://artifact/sha256:" + "0" * 64)
@@ -101,6 +102,8 @@ async def test_a_large_result_is_a_preview_and_a_link_only_its_client_can_read(
     assert (tmp_path / "state" / "artifacts").is_dir()
     assert len(relayed.content[0].text) < 4096  # type: ignore[union-attr]
     assert relayed_link.size == 300_000 and relayed_full.text == "x" * 300_000  # type: ignore[union-attr]
+    assert mine[link.uri].size == link.size and mine[link.uri].mime_type == "text/plain"
+    assert mine[link.uri].name == "report result" and relayed_link.uri in mine
     assert theirs == unknown and theirs[0] == -32002  # another client's is as if not there
     assert link.uri not in listed
 

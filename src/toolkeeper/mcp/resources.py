@@ -25,6 +25,8 @@ ARTIFACT_PREFIX = "toolkeeper://artifact/"
 SKILL_PREFIX = "toolkeeper://skill/"
 Completions = Mapping[str, Sequence[str] | Callable[[str], Iterable[str]]]
 """Argument name → its values, or a function of what was typed so far giving them."""
+KNOWN_ARTIFACTS = 10_000
+"""Listing entries of artifacts kept (the oldest forgotten first: then read from the store)."""
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -101,6 +103,26 @@ class Resources:
         self.templates = [r for r in declared if r.parameters]
         self.skills = {s.name: s for s in skills}
         self.store = store
+        self._known: dict[str, dict[str, Any]] = {}
+        """Artifacts' listing entries by ref (name, mimeType, size): a listing reads no blob
+        twice, and none a call of this server stored (``remember``)."""
+
+    def remember(self, ref: str, *, name: str, mime_type: str, size: int | None) -> None:
+        """What a call stored, as ``resources/list`` shows it (without reading it back)."""
+        self._known.pop(ref, None)
+        self._known[ref] = {"name": name, "mimeType": mime_type, "size": size}
+        if len(self._known) > KNOWN_ARTIFACTS:
+            del self._known[next(iter(self._known))]  # the oldest
+
+    def _described(self, ref: str) -> dict[str, Any] | None:
+        known = self._known.get(ref)
+        if known is None and self.store is not None:
+            blob = self.store.stat(ref)
+            if blob is not None:
+                self.remember(ref, name=blob.name or ref, mime_type=blob.media_type,
+                              size=blob.size)
+                known = self._known[ref]
+        return known
 
     def listing(self, artifacts: Sequence[str]) -> list[dict[str, Any]]:
         """``resources/list``: the declared resources, the skills, this client's artifacts."""
@@ -109,10 +131,9 @@ class Resources:
                  "description": s.description or None, "mimeType": "text/markdown"}
                 for s in self.skills.values()]
         for ref in artifacts:
-            blob = self.store.stat(ref) if self.store is not None else None
-            if blob is not None:
-                out.append({"uri": ARTIFACT_PREFIX + ref, "name": blob.name or ref,
-                            "mimeType": blob.media_type, "size": blob.size})
+            known = self._described(ref)
+            if known is not None:
+                out.append({"uri": ARTIFACT_PREFIX + ref, **known})
         return [{k: v for k, v in entry.items() if v is not None} for entry in out]
 
     def template_listing(self) -> list[dict[str, Any]]:

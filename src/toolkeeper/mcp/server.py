@@ -278,7 +278,12 @@ class MCPFace(OfferHandlers):
             await _quietly(link.log("warning", f"{call.name}: {result.to_tool_result().text}",
                                     "toolkeeper.approval"))
         rendered = render_result(call, result.to_tool_result(), "mcp")
+        for stored in result.files:
+            self.resources.remember(stored.artifact_ref, name=stored.path,
+                                    mime_type=stored.media_type, size=stored.size)
         if result.artifact_ref is not None and self.resources.store is not None:
+            self.resources.remember(result.artifact_ref, name=f"{call.name} result",
+                                    mime_type="text/plain", size=result.artifact_size)
             rendered = {**rendered, "content": [*cast(list[Any], rendered["content"]),
                                                 artifact_link(call.name, result.artifact_ref,
                                                               result.artifact_size)]}
