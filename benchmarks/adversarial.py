@@ -377,6 +377,25 @@ def big_result(tmp: Path) -> str:
             f"), answer {size / 1048576:.1f} MiB in {took:.1f} s")
 
 
+def offloaded(tmp: Path) -> str:
+    """An 8 MiB upstream result (between the inline threshold and the read cap): what serve's
+    memory peaks at, and what the client is sent (offloaded: a preview and a link)."""
+    (tmp / "tools.json").write_text(json.dumps([{"name": "big"}]))
+    with serve(tmp, config=_upstream(tmp, "call_timeout_s = 120\n")) as server:
+        assert server is not None
+        _wait_listed(server, "up-big")
+        before = server.peak_kib()
+        answer = server.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "up-big", "arguments": {"size": 8 * 1024 * 1024}}}, timeout=180)
+        peak = server.peak_kib()
+    links = [c for c in json.loads(answer.text or "{}").get("result", {}).get("content", [])
+             if c.get("type") == "resource_link"] if answer.headers.get(
+                 "content-type", "").startswith("application/json") else []
+    return (f"8 MiB upstream result: serve peak {peak / 1024:.0f} MiB (+{(peak - before) / 1024:.0f}"
+            f"), answer {len(answer.content) / 1024:.0f} KiB"
+            f"{', offloaded to ' + links[0]['uri'][:40] + '…' if links else ', inline'}")
+
+
 def _wait_listed(server: Served, name: str) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -497,6 +516,7 @@ ITEMS: dict[str, Callable[[Path], str]] = {
     "3 64 MiB result": big_result,
     "3 shadowing": shadowing,
     "3 tools/list 10k": lambda tmp: big_catalog(tmp, 10_000),
+    "3 upstream 8 MiB": offloaded,
     "3 tools/list 20k": lambda tmp: big_catalog(tmp, 20_000),
     "4 envelope": envelope,
     "4 invalid id": invalid_id,

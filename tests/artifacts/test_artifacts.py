@@ -46,6 +46,56 @@ def test_store_put_resolve_pin_and_gc(store: object) -> None:
     assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]
 
 
+def _age(store: object, seconds: float) -> None:
+    """Every blob of ``store`` made ``seconds`` old."""
+    then = time.time() - seconds
+    if isinstance(store, FileBlobStore):
+        for meta in store.root.glob("??/*.json"):
+            os.utime(meta, (then, then))
+    else:
+        store._blobs = {k: v.__class__(**{**v.__dict__, "created_at": then})  # type: ignore[attr-defined]
+                        for k, v in store._blobs.items()}  # type: ignore[attr-defined]
+
+
+def test_a_blob_stored_again_starts_its_ttl_again(store: object) -> None:
+    ref = store.put(b"the same report", "text/plain")  # type: ignore[attr-defined]
+    gone = store.put(b"stored once", "text/plain")  # type: ignore[attr-defined]
+    _age(store, 100)
+    assert store.put(b"the same report", "text/plain") == ref  # type: ignore[attr-defined]
+    assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]
+    assert store.stat(ref) is not None and store.stat(gone) is None  # type: ignore[attr-defined]
+
+
+def test_pins_a_killed_process_left_are_dropped_once_older_than_asked(tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path / "blobs")
+    left = store.put(b"pinned by a process that was killed", "text/plain")
+    live = store.put(b"pinned by a live session", "text/plain")
+    store.pin(left, "client-a#gone")
+    store.pin(live, "client-b#here")
+    _age(store, 7200)
+    for pin in store.root.glob(f"pins/{left.removeprefix('sha256:')}/*"):
+        os.utime(pin, (time.time() - 7200, time.time() - 7200))
+    assert store.gc(ttl_s=60) == 0  # both pinned
+    assert store.drop_pins(older_than_s=3600) == 1
+    assert store.gc(ttl_s=60) == 1
+    assert store.stat(left) is None and store.stat(live) is not None
+
+
+async def test_a_session_releases_what_it_pinned_longer_ago_than_asked(store: object) -> None:
+    inv = invoker(store)
+    async with inv.open_session() as session:
+        first = await inv.invoke(call("report", rows=500), session=session)
+        again = await inv.invoke(call("report", rows=500), session=session)
+        assert session.artifacts == (first.artifact_ref,)  # pinned once
+        assert session.release(older_than_s=3600) == 0
+        assert session.artifacts == (again.artifact_ref,)
+        assert session.release(older_than_s=0) == 1
+        assert session.artifacts == ()
+        _age(store, 100)
+        assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]  # no longer pinned
+        assert store.stat(first.artifact_ref) is None  # type: ignore[attr-defined]
+
+
 @tool
 def report(rows: int) -> str:
     """A long report."""

@@ -6,12 +6,13 @@ A ref is ``sha256:<hex>`` of the bytes. ``pin`` keeps a blob alive for an owner 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -66,8 +67,9 @@ class MemoryBlobStore:
     def put(self, data: bytes, media_type: str, *, name: str | None = None) -> str:
         ref = content_ref(data)
         with self._lock:
-            self._blobs.setdefault(ref, Blob(ref=ref, data=bytes(data), media_type=media_type,
-                                             name=name))
+            found = self._blobs.get(ref)  # stored again: its TTL starts again
+            self._blobs[ref] = replace(found, created_at=time.time()) if found else Blob(
+                ref=ref, data=bytes(data), media_type=media_type, name=name)
         return ref
 
     def resolve(self, ref: str) -> Blob:
@@ -127,7 +129,11 @@ class FileBlobStore:
         ref = content_ref(data)
         blob_path, meta_path = self._paths(ref)
         if blob_path.exists():
-            return ref
+            try:
+                os.utime(meta_path)  # stored again: its TTL starts again
+                return ref
+            except FileNotFoundError:
+                pass  # removed meanwhile: written again below
         blob_path.parent.mkdir(parents=True, exist_ok=True)
         for path, payload in ((blob_path, bytes(data)), (meta_path, json.dumps(
                 {"media_type": media_type, "name": name, "created_at": time.time()}).encode())):
@@ -165,6 +171,22 @@ class FileBlobStore:
         (directory / hashlib.sha256(owner.encode()).hexdigest()[:32]).unlink(missing_ok=True)
         if directory.is_dir() and not any(directory.iterdir()):
             directory.rmdir()
+
+    def drop_pins(self, older_than_s: float) -> int:
+        """Remove pins made (or renewed) more than ``older_than_s`` seconds ago: those a
+        process left when it ended without unpinning (killed), which would keep their blobs
+        from ``gc`` for ever. Only for a store whose owners renew or release their pins within
+        that time. Returns how many."""
+        cutoff = time.time() - older_than_s
+        dropped = 0
+        for pin in self.root.glob("pins/*/*"):
+            with contextlib.suppress(OSError):
+                if pin.stat().st_mtime >= cutoff:
+                    continue
+                pin.unlink()
+                dropped += 1
+                pin.parent.rmdir()  # only when it was the ref's last pin
+        return dropped
 
     def gc(self, ttl_s: float) -> int:
         cutoff = time.time() - ttl_s

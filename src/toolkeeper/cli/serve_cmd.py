@@ -7,11 +7,13 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import typer
 
 from ..approval.persisted import PersistedApprovalHandler
 from ..approval.pg import is_url
 from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
+from ..artifacts.store import BlobStore
 from ..builtins import SecurityPolicy, default_tools
 from ..codemode import ToolChainTool
 from ..config import (
@@ -39,6 +41,7 @@ from ..server.oauth import OAuthResource, oauth_settings
 from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
+from .artifact_store import ArtifactKeeper, artifact_keeper
 from .loader import load_offers, load_tools
 from .report import fail, store_target
 from .serve_listen import Start, bind_socket, flush_audit, forget_server, listen, record_server, report_lines
@@ -106,6 +109,10 @@ def serve(
         help="Also serve /metrics without a credential on 127.0.0.1 at this port (0 takes a "
              "free one), for a Prometheus on this machine; on the main port /metrics needs "
              "the operator token.")] = None,
+    artifacts: Annotated[str | None, typer.Option(
+        help="Where results above max_inline_result_bytes are offloaded (a directory), or "
+             "'off' to send them inline. Default: the config's [server] artifact_dir, else "
+             "artifacts/ in --state-dir.")] = None,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
@@ -138,8 +145,11 @@ def serve(
         _out_of_reach(state, settings, ws, served=served)
         secure_state_dir(state, traversable=served and _inside(ws, state))
         db = store_target(store or (settings.store if settings else None), state)
+        keeper = artifact_keeper(settings, state, given=artifacts,
+                                 workspace=ws if served else None)
         invoker = _invoker(targets or [], db, ws, settings, builtins=not no_builtins,
-                           approval_wait=approval_wait, approval_ttl=approval_ttl)
+                           approval_wait=approval_wait, approval_ttl=approval_ttl,
+                           artifacts=keeper.store if keeper else None)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
         offers = [offer for target in targets or [] for offer in load_offers(target)]
         section = oauth_settings(settings.server.oauth if settings else None,
@@ -156,7 +166,7 @@ def serve(
     gateway = _gateway(settings, db, invoker)
     token, source = operator_token(state)
     if stdio:
-        _serve_stdio(invoker, skills, gateway, state, db, token, offers)
+        _serve_stdio(invoker, skills, gateway, state, db, token, offers, keeper)
         return
     try:
         check_shared_token(db, token)
@@ -182,7 +192,7 @@ def serve(
                   auth=auth, client_token=client_token, login=sessions.login_code(),
                   token_source=source, oauth=oauth, metrics=metrics is not None,
                   metrics_port=side[1].getsockname()[1] if side else None)
-    listen(app, port, start, gateway, invoker, stopping, side)
+    listen(app, port, start, gateway, invoker, stopping, side, keeper)
 
 
 def _metrics(invoker: ToolInvoker, gateway: MCPGateway | None, port: int | None
@@ -191,13 +201,14 @@ def _metrics(invoker: ToolInvoker, gateway: MCPGateway | None, port: int | None
     brings it)."""
     if importlib.util.find_spec("prometheus_client") is None:
         if port is not None:
-            raise fail("--metrics-port needs prometheus-client: pip install 'toolkeeper[mcp]'")
+            raise fail("--metrics-port needs prometheus-client: pip install 'toolkeeper[server]'")
         return None
     return ServerMetrics(invoker, gateway=gateway)
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
-                 state: Path, db: str | Path, token: str, offers: list[Any]) -> None:
+                 state: Path, db: str | Path, token: str, offers: list[Any],
+                 keeper: ArtifactKeeper | None = None) -> None:
     """MCP on stdin/stdout (what a desktop client launches), and the approval page on a free
     loopback port: its login link, and a line for each call that waits, go to stderr (the
     client's server log)."""
@@ -218,7 +229,11 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
 
     async def run_page() -> None:
         try:
-            await page.serve(sockets=[sock])
+            async with anyio.create_task_group() as group:
+                if keeper is not None:
+                    group.start_soon(keeper.run)
+                await page.serve(sockets=[sock])
+                group.cancel_scope.cancel()
         finally:
             stopping.set()
 
@@ -262,7 +277,7 @@ def _gateway(settings: ToolkeeperConfig | None, db: str | Path, invoker: ToolInv
 
 def _invoker(targets: list[str], db: str | Path, workspace: Path,
              settings: ToolkeeperConfig | None, *, builtins: bool, approval_wait: float,
-             approval_ttl: float) -> ToolInvoker:
+             approval_ttl: float, artifacts: BlobStore | None = None) -> ToolInvoker:
     """The served tools and the door: with a config, its built-ins (gated, explained) and its
     autonomy; without one, the minimal built-ins over ``workspace``, supervised."""
     tools: list[Any] = [t for target in targets for t in load_tools(target)]
@@ -282,7 +297,8 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
     handler = PersistedApprovalHandler(store, wait_s=approval_wait, poll_s=0.05)
     box = Toolbox(tools)
-    invoker = ToolInvoker(box, handler, policy=policy, audit=audit, hooks=HookManager())
+    invoker = ToolInvoker(box, handler, policy=policy, audit=audit, hooks=HookManager(),
+                          artifact_store=artifacts)
     if settings is not None and settings.codemode.enabled:
         box.add(_code_mode(invoker, settings))
     return invoker

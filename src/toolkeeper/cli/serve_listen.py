@@ -24,6 +24,7 @@ from ..invoke.invoker import ToolInvoker
 from ..mcp.server import announce_changes, close_sessions
 from ..server.clients import ANONYMOUS
 from ..server.oauth import OAuthResource
+from .artifact_store import ArtifactKeeper
 from .report import fail, out
 from .state import SERVER_FILE
 
@@ -76,7 +77,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             invoker: ToolInvoker, stopping: threading.Event,
-            side: tuple[Any, socket.socket] | None = None) -> None:
+            side: tuple[Any, socket.socket] | None = None,
+            keeper: ArtifactKeeper | None = None) -> None:
     import uvicorn  # the HTTP server: only when serving over HTTP
     from uvicorn.server import HANDLED_SIGNALS
 
@@ -126,6 +128,8 @@ def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
+                if keeper is not None:  # the artifact store's sweep
+                    group.start_soon(keeper.run, app.mcp_server)
                 ended = anyio.Event()
                 if quiet is not None and side is not None:  # /metrics on its own port
                     group.start_soon(_serve_then_set, quiet, side[1], ended)

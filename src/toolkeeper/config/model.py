@@ -296,6 +296,16 @@ class ServerSection(_Section):
 
     oauth: OAuthSection | None = None
 
+    artifacts: bool = True
+    """Offload results above ``max_inline_result_bytes`` to the artifact store (a preview and a
+    ``resource_link`` reach the client); ``false`` sends them inline."""
+    artifact_dir: Path | None = None
+    """Where the store keeps its files (relative to this file's directory); by default
+    ``artifacts/`` in the state dir. Never inside a directory a tool reaches."""
+    artifact_ttl_s: float = Field(default=86400.0, gt=0)
+    """How long a client may read an artifact after its call stored it; then it is released
+    and removed (at start and every ``min(ttl / 2, 10 min)``)."""
+
 
 class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
@@ -444,4 +454,7 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
     skills = config.skills.dir
     if skills is not None and not skills.is_absolute():
         config.skills.dir = (file.parent / skills).resolve()  # like the workspace
+    artifacts = config.server.artifact_dir
+    if artifacts is not None and not artifacts.is_absolute():
+        config.server.artifact_dir = (file.parent / artifacts).resolve()
     return config.model_copy(update={"path": file.resolve(), "present": frozenset(data)})

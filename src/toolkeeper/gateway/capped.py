@@ -6,6 +6,7 @@ an error naming the cap and how to raise it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -28,10 +29,12 @@ async def capped_stdio(command: str, args: list[str], env: dict[str, str], cwd: 
     reads_in, reads = anyio.create_memory_object_stream[Any](0)
     writes, writes_out = anyio.create_memory_object_stream[Any](0)
 
-    def parse(line: bytes) -> Any:
+    def parse(text: str) -> Any:
+        # loaded as plain JSON, then validated as Python data: the SDK's validate_json kept
+        # several copies of a large answer at once (an 8 MiB result peaked at +40 MiB)
         try:
-            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line,
-                                                                              by_name=False))
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(
+                json.loads(text), by_name=False))
         except ValueError as exc:
             return exc
 
@@ -43,13 +46,20 @@ async def capped_stdio(command: str, args: list[str], env: dict[str, str], cwd: 
                 async for chunk in process.stdout:
                     buffer += chunk
                     while (end := buffer.find(b"\n")) >= 0:
-                        line = bytes(buffer[:end])
-                        del buffer[:end + 1]
-                        if len(line) > limit:
+                        if end > limit:
                             over()
                             return
-                        if line.strip():
-                            await reads_in.send(parse(line))
+                        line, buffer = buffer, buffer[end + 1:]
+                        del line[end:]
+                        # the bytes let go of before the text is parsed, the text before the
+                        # message is passed on: a large answer is held once at a time
+                        message = None if line.isspace() or not line else _decoded(line)
+                        del line
+                        if isinstance(message, str):
+                            message = parse(message)
+                        if message is not None:
+                            await reads_in.send(message)
+                            del message
                     if len(buffer) > limit:
                         over()  # a message still growing past the cap: read no more of it
                         return
@@ -77,6 +87,17 @@ async def capped_stdio(command: str, args: list[str], env: dict[str, str], cwd: 
                 for stream in (reads, writes, reads_in, writes_out):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+def _decoded(line: bytearray) -> str | ValueError:
+    """``line`` as text, emptied as it is decoded (a large answer is not held twice)."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc
+    finally:
+        line.clear()
+    return text
 
 
 async def _stop(process: anyio.abc.Process) -> None:

@@ -50,6 +50,7 @@ class InvocationResult:
             run or failed).
         ran: Whether the tool's code ran (``result`` came from the tool).
         artifact_ref: Where the full result is, when it was too large to inline.
+        artifact_size: Its size in bytes (UTF-8 text), then.
         files: Media results stored as files.
         call_id, tool: The call this answers.
         approval_id: The approval that let the call through, or the pending request.
@@ -59,6 +60,7 @@ class InvocationResult:
     result: ToolResult
     ran: bool = False
     artifact_ref: str | None = None
+    artifact_size: int | None = None
     files: tuple[ChainFile, ...] = ()
     call_id: str = ""
     tool: str = ""

@@ -64,7 +64,8 @@ class InvokerSession:
         self._dropped = 0
         self._audit_rows = 0
         self._audit_dropped = 0
-        self._pinned: list[str] = []
+        self._pinned: dict[str, float] = {}
+        """The refs this session pinned, each with when (``time.monotonic``) it last did."""
         self._pin_owner = f"{self.id}#{secrets.token_urlsafe(9)}"
         """Whom the store records the pins for: private to this object, since two sessions
         may share an id (a code-mode run records its calls under its client's session id)
@@ -166,16 +167,30 @@ class InvokerSession:
     def pin(self, ref: str) -> None:
         store = self.store
         if store is not None:
-            store.pin(ref, self._pin_owner)
-            with self._lock:
-                self._pinned.append(ref)
+            with self._lock:  # with the store's pin: a release meanwhile cannot undo it
+                store.pin(ref, self._pin_owner)
+                self._pinned.pop(ref, None)  # pinned again: the newest last
+                self._pinned[ref] = time.monotonic()
+
+    def release(self, older_than_s: float) -> int:
+        """Unpin the artifacts this session last pinned more than ``older_than_s`` seconds ago
+        (a session that lives as long as a server keeps each for a while, not for ever); they
+        are no longer among its ``artifacts``. Returns how many."""
+        cutoff = time.monotonic() - older_than_s
+        with self._lock:
+            old = [ref for ref, at in self._pinned.items() if at < cutoff]
+            for ref in old:
+                del self._pinned[ref]
+                if self.store is not None:
+                    self.store.unpin(ref, self._pin_owner)
+        return len(old)
 
     async def close(self) -> None:
         """Unpin every artifact this session pinned; write the audit summary of the refused
         calls it counted rather than stored (``audit_dropped``), if any."""
         store = self.store
         with self._lock:
-            refs, self._pinned = self._pinned, []
+            refs, self._pinned = list(self._pinned), {}
             already, self.closed = self.closed, True
             dropped = self._audit_dropped
         if store is not None:

@@ -14,17 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.store import BlobStore
+from ..artifacts.store import BlobStore, UnknownArtifactError
 from ..errors import UsageError
 from ..skills.skill import Skill
 
 __all__ = ["ARTIFACT_PREFIX", "Completions", "Resource", "ResourceNotFound", "Resources",
-           "complete_from", "resource"]
+           "artifact_link", "complete_from", "resource"]
 
 ARTIFACT_PREFIX = "toolkeeper://artifact/"
 SKILL_PREFIX = "toolkeeper://skill/"
 Completions = Mapping[str, Sequence[str] | Callable[[str], Iterable[str]]]
 """Argument name → its values, or a function of what was typed so far giving them."""
+KNOWN_ARTIFACTS = 10_000
+"""Listing entries of artifacts kept (the oldest forgotten first: then read from the store)."""
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -101,6 +103,26 @@ class Resources:
         self.templates = [r for r in declared if r.parameters]
         self.skills = {s.name: s for s in skills}
         self.store = store
+        self._known: dict[str, dict[str, Any]] = {}
+        """Artifacts' listing entries by ref (name, mimeType, size): a listing reads no blob
+        twice, and none a call of this server stored (``remember``)."""
+
+    def remember(self, ref: str, *, name: str, mime_type: str, size: int | None) -> None:
+        """What a call stored, as ``resources/list`` shows it (without reading it back)."""
+        self._known.pop(ref, None)
+        self._known[ref] = {"name": name, "mimeType": mime_type, "size": size}
+        if len(self._known) > KNOWN_ARTIFACTS:
+            del self._known[next(iter(self._known))]  # the oldest
+
+    def _described(self, ref: str) -> dict[str, Any] | None:
+        known = self._known.get(ref)
+        if known is None and self.store is not None:
+            blob = self.store.stat(ref)
+            if blob is not None:
+                self.remember(ref, name=blob.name or ref, mime_type=blob.media_type,
+                              size=blob.size)
+                known = self._known[ref]
+        return known
 
     def listing(self, artifacts: Sequence[str]) -> list[dict[str, Any]]:
         """``resources/list``: the declared resources, the skills, this client's artifacts."""
@@ -109,10 +131,9 @@ class Resources:
                  "description": s.description or None, "mimeType": "text/markdown"}
                 for s in self.skills.values()]
         for ref in artifacts:
-            blob = self.store.stat(ref) if self.store is not None else None
-            if blob is not None:
-                out.append({"uri": ARTIFACT_PREFIX + ref, "name": blob.name or ref,
-                            "mimeType": blob.media_type, "size": blob.size})
+            known = self._described(ref)
+            if known is not None:
+                out.append({"uri": ARTIFACT_PREFIX + ref, **known})
         return [{k: v for k, v in entry.items() if v is not None} for entry in out]
 
     def template_listing(self) -> list[dict[str, Any]]:
@@ -124,8 +145,11 @@ class Resources:
             ref = uri.removeprefix(ARTIFACT_PREFIX)
             if ref not in artifacts or self.store is None:  # another client's is not there
                 raise ResourceNotFound(uri)
-            blob = self.store.resolve(ref)
-            return _content(uri, blob.data, blob.media_type)
+            try:
+                blob = self.store.resolve(ref)
+            except UnknownArtifactError as exc:  # removed by the store's gc meanwhile
+                raise ResourceNotFound(uri) from exc
+            return _content(uri, _text_if_text(blob.data, blob.media_type), blob.media_type)
         if uri.startswith(SKILL_PREFIX) and uri.removeprefix(SKILL_PREFIX) in self.skills:
             skill = self.skills[uri.removeprefix(SKILL_PREFIX)]
             text = Path(skill.path).read_text() if skill.path else skill.instructions
@@ -144,6 +168,24 @@ class Resources:
             if template.uri == uri_template:
                 return complete_from(template.completions, argument, typed)
         return []
+
+
+def artifact_link(tool: str, ref: str, size: int | None) -> dict[str, Any]:
+    """The MCP ``resource_link`` to a call's offloaded result: ``resources/read`` of its URI
+    gives the whole text to the client whose call stored it."""
+    link = {"type": "resource_link", "uri": ARTIFACT_PREFIX + ref, "name": f"{tool} result",
+            "mimeType": "text/plain", "size": size}
+    return {k: v for k, v in link.items() if v is not None}
+
+
+def _text_if_text(data: bytes, media_type: str) -> str | bytes:
+    """A ``text/*`` artifact as text (what the tool returned), anything else as bytes."""
+    if media_type.startswith("text/"):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data
+    return data
 
 
 def _content(uri: str, value: Any, mime_type: str | None) -> dict[str, Any]:

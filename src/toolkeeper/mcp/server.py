@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -46,14 +46,14 @@ from .offer_handlers import (
 from .prompts import Prompt, Prompts
 from .relay_link import SdkClientLink, SessionHub
 from .relayed import RelayedHandlers
-from .resources import Resource, Resources
+from .resources import Resource, Resources, artifact_link
 
 if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
 __all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
-           "serve_stdio"]
+           "release_artifacts", "serve_stdio"]
 
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
@@ -298,6 +298,15 @@ class MCPFace(OfferHandlers):
             await _quietly(link.log("warning", f"{call.name}: {result.to_tool_result().text}",
                                     "toolkeeper.approval"))
         rendered = render_result(call, result.to_tool_result(), "mcp")
+        for stored in result.files:
+            self.resources.remember(stored.artifact_ref, name=stored.path,
+                                    mime_type=stored.media_type, size=stored.size)
+        if result.artifact_ref is not None and self.resources.store is not None:
+            self.resources.remember(result.artifact_ref, name=f"{call.name} result",
+                                    mime_type="text/plain", size=result.artifact_size)
+            rendered = {**rendered, "content": [*cast(list[Any], rendered["content"]),
+                                                artifact_link(call.name, result.artifact_ref,
+                                                              result.artifact_size)]}
         return types.CallToolResult.model_validate(rendered)
 
     # -- the gateway's upstream resources and prompts, beside this server's own ------------
@@ -402,6 +411,17 @@ async def close_sessions(server: Any) -> None:
     with anyio.CancelScope(shield=True):
         for session in sessions:
             await session.close()
+
+
+def release_artifacts(older_than_s: float, server: Any = None) -> int:
+    """Unpin the artifacts the client sessions of the MCP server ``server`` (by default, of
+    every one in this process) stored more than ``older_than_s`` seconds ago — a client's
+    session lives as long as its server: their clients read them no more, and the store's gc
+    may remove them. Returns how many."""
+    faces = [_FACES[server]] if server in _FACES else [] if server is not None else \
+        list(_FACES.values())
+    return sum(session.release(older_than_s)
+               for face in faces for session in list(face.sessions.values()))
 
 
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,

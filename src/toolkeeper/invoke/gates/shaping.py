@@ -50,10 +50,12 @@ class ShapingGate(Gate):
         tool_result = result.result
         files = await self._files(inv, tool_result.content) if self.store is not None else ()
         text = tool_result.text
-        ref = None
+        ref: str | None = None
+        size: int | None = None
         inline = inv.policy.max_inline_result_bytes
-        if self.store is not None and len(text.encode("utf-8")) > inline:
-            ref = await self._store(inv, text.encode("utf-8"), "text/plain", inv.call.name)
+        encoded = text.encode("utf-8") if self.store is not None else b""
+        if self.store is not None and len(encoded) > inline:
+            ref, size = await self._store(inv, encoded, "text/plain", inv.call.name), len(encoded)
             text = (f"{text[: inline // 2]}\n[... the full result ({len(text)} characters) is "
                     f"stored as artifact {ref}; pass {{\"$artifact\": \"{ref}\"}} to another tool "
                     "to use it]")
@@ -65,7 +67,7 @@ class ShapingGate(Gate):
         if tool_result is result.result and not files:
             return result
         return InvocationResult(status=result.status, result=tool_result, ran=True,
-                                artifact_ref=ref, files=files, **inv.envelope())
+                                artifact_ref=ref, artifact_size=size, files=files, **inv.envelope())
 
     async def _files(self, inv: Invocation, blocks: Iterable[ContentBlock]
                      ) -> tuple[ChainFile, ...]:

@@ -1,0 +1,161 @@
+"""``toolkeeper serve`` offloads large results to its artifact store: real server processes, an
+upstream written with the MCP SDK alone, the official MCP client with two clients' tokens.
+
+- A result above ``max_inline_result_bytes`` (a local tool's or an upstream's) reaches the client
+  as a preview and a ``resource_link`` to ``toolkeeper://artifact/sha256:…``; reading it gives
+  the whole result to the client that made the call, and to no other (refused as an unknown
+  URI is).
+- The store lives under the state dir; blobs older than ``[server] artifact_ttl_s`` are removed
+  as serve starts; ``[server] artifacts = false`` turns the store off (results inline)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from toolkeeper import FileBlobStore
+
+from .test_serve import _client, _start, _tokens
+from .test_serve_gateway import _until_listed
+
+pytestmark = pytest.mark.anyio
+UPSTREAM = str(Path(__file__).resolve().parents[1] / "gateway" / "upstream_server.py")
+TOOLS = '''
+from toolkeeper import tool
+
+
+@tool
+def report(lines: int) -> str:
+    """A report of as many numbered lines as asked."""
+    return "".join(f"line {i}: all is well\\n" for i in range(lines))
+'''
+
+
+def _config(tmp_path: Path, server: str = "") -> Path:
+    (tmp_path / "tools.json").write_text(json.dumps([{"name": "big"}]))
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(
+        f"{'[server]' if server else ''}\n{server}\n[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\n"
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
+        "connect_timeout_s = 30\nrisk = \"safe\"\n")
+    return config
+
+
+def _serve(tmp_path: Path, server: str = "") -> tuple[Any, str]:
+    tools = tmp_path / "reports.py"
+    tools.write_text(TOOLS)
+    return _start(tmp_path, "--config", str(_config(tmp_path, server)), tools=str(tools))
+
+
+def _link(result: Any) -> Any:
+    links = [b for b in result.content if b.type == "resource_link"]
+    assert len(links) == 1, result.content
+    return links[0]
+
+
+async def _refusal(client: Any, uri: str) -> tuple[int, str]:
+    with pytest.raises(MCPError) as refused:
+        await client.read_resource(uri)
+    return refused.value.error.code, refused.value.error.message.replace(uri, "URI")
+
+
+async def test_a_large_result_is_a_preview_and_a_link_only_its_client_can_read(
+        tmp_path: Path) -> None:
+    alice = _tokens(tmp_path, "add", "alice").stdout.strip()
+    proc, url = _serve(tmp_path)
+    try:
+        async with _client(url) as client:
+            small = await client.call_tool("report", {"lines": 3})
+            large = await client.call_tool("report", {"lines": 2000})
+            link = _link(large)
+            full = (await client.read_resource(link.uri)).contents[0]
+            await _until_listed(client, "up-big")
+            relayed = await client.call_tool("up-big", {"size": 300_000})
+            relayed_link = _link(relayed)
+            relayed_full = (await client.read_resource(relayed_link.uri)).contents[0]
+            mine = {str(r.uri): r for r in (await client.list_resources()).resources}
+        async with _client(url, token=alice) as other:
+            theirs = await _refusal(other, link.uri)
+            unknown = await _refusal(other, "toolkeeper://artifact/sha256:" + "0" * 64)
+            listed = [str(r.uri) for r in (await other.list_resources()).resources]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    expected = "".join(f"line {i}: all is well\n" for i in range(2000))
+    assert [b.type for b in small.content] == ["text"]
+    assert small.content[0].text.startswith("line 0: all is well")  # type: ignore[union-attr]
+    preview = large.content[0].text  # type: ignore[union-attr]
+    assert len(preview) < 4096 and "artifact sha256:" in preview
+    assert link.uri.startswith("toolkeeper://artifact/sha256:")
+    assert link.mime_type == "text/plain" and link.size == len(expected.encode())
+    assert full.text == expected  # type: ignore[union-attr]
+    assert (tmp_path / "state" / "artifacts").is_dir()
+    assert len(relayed.content[0].text) < 4096  # type: ignore[union-attr]
+    assert relayed_link.size == 300_000 and relayed_full.text == "x" * 300_000  # type: ignore[union-attr]
+    assert mine[link.uri].size == link.size and mine[link.uri].mime_type == "text/plain"
+    assert mine[link.uri].name == "report result" and relayed_link.uri in mine
+    assert theirs == unknown and theirs[0] == -32002  # another client's is as if not there
+    assert link.uri not in listed
+
+
+async def test_old_artifacts_are_removed_at_start_and_the_store_can_be_turned_off(
+        tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path / "state" / "artifacts")
+    old = store.put(b"from last week", "text/plain")
+    kept = store.put(b"from a minute ago", "text/plain")
+    week_ago = time.time() - 7 * 86400
+    for meta in (tmp_path / "state" / "artifacts").glob("??/*.json"):
+        if old.removeprefix("sha256:").endswith(meta.stem):
+            os.utime(meta, (week_ago, week_ago))
+    proc, url = _serve(tmp_path, "artifact_ttl_s = 86400\nartifacts = false\n")
+    try:
+        async with _client(url) as client:
+            large = await client.call_tool("report", {"lines": 2000})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert [b.type for b in large.content] == ["text"]  # no store: inline, as before
+    assert large.content[0].text.endswith("line 1999: all is well\n")  # type: ignore[union-attr]
+    assert store.stat(kept) is not None and store.stat(old) is not None  # off: not touched
+
+    proc, url = _serve(tmp_path, "artifact_ttl_s = 86400\n")
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=20)
+    assert store.stat(old) is None and store.stat(kept) is not None
+
+
+def test_the_server_pages_store_settings_load_as_written(tmp_path: Path) -> None:
+    from toolkeeper.config import load_config
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    section = page.split("## Large results", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```toml\n(.*?)```", section, flags=re.S)
+    (tmp_path / "toolkeeper.toml").write_text(block)
+    server = load_config(tmp_path / "toolkeeper.toml").server
+    assert server.artifacts and server.artifact_ttl_s == 86400
+    assert server.artifact_dir == Path("/var/lib/toolkeeper/artifacts")
+
+
+def test_a_store_inside_the_workspace_is_refused_in_one_line(tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    refused = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", "0", "--workspace",
+         str(workspace), "--state-dir", str(tmp_path / "state"), "--artifacts",
+         str(workspace / "results")],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "TOOLKEEPER_TOKEN": "test-operator-token-0123456789"})
+    assert refused.returncode == 2, refused.stdout
+    (line,) = refused.stderr.strip().splitlines()
+    assert f"the artifact dir {workspace / 'results'} and the workspace" in line
+    assert "--artifacts DIR outside" in line and not (workspace / "results").exists()
