@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -160,8 +159,11 @@ def serve(
     if section is not None and (stdio or auth == "none"):
         raise fail("OAuth access tokens are for HTTP clients that authenticate: drop --stdio "
                    "and --auth none, or the OAuth settings")
-    if section is not None and importlib.util.find_spec("jwt") is None:
-        raise fail("OAuth access tokens need the oauth extra: pip install 'toolkeeper[oauth]'")
+    if section is not None:
+        try:
+            require("oauth", "OAuth access tokens")
+        except MissingExtraError as exc:
+            raise fail(exc) from None
     oauth = OAuthResource(section) if section is not None else None
     gateway = _gateway(settings, db, invoker)
     token, source = operator_token(state)
@@ -176,7 +178,7 @@ def serve(
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     stopping = threading.Event()
-    metrics = _metrics(invoker, gateway, metrics_port)
+    metrics = ServerMetrics(invoker, gateway=gateway)  # the server extra brings its package
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
                      stopping=stopping, public_hosts=[*(public_host or ()),
@@ -186,24 +188,13 @@ def serve(
                      offers=offers, keep_sessions=keep_sessions, oauth=oauth,
                      metrics=metrics)
     side = None
-    if metrics is not None and metrics_port is not None:
+    if metrics_port is not None:
         side = (metrics_app(metrics), bind_socket("127.0.0.1", metrics_port))
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
-                  token_source=source, oauth=oauth, metrics=metrics is not None,
+                  token_source=source, oauth=oauth, metrics=True,
                   metrics_port=side[1].getsockname()[1] if side else None)
     listen(app, port, start, gateway, invoker, stopping, side, keeper)
-
-
-def _metrics(invoker: ToolInvoker, gateway: MCPGateway | None, port: int | None
-             ) -> ServerMetrics | None:
-    """The server's figures for /metrics, when prometheus-client is installed (the mcp extra
-    brings it)."""
-    if importlib.util.find_spec("prometheus_client") is None:
-        if port is not None:
-            raise fail("--metrics-port needs prometheus-client: pip install 'toolkeeper[server]'")
-        return None
-    return ServerMetrics(invoker, gateway=gateway)
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
