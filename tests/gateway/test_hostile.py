@@ -117,7 +117,7 @@ def counted_http() -> Iterator[tuple[str, list[str]]]:
     asked: list[str] = []
 
     class Schema(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def do_GET(self) -> None:  # the standard library names it
             asked.append(self.path)
             body = b'{"type": "string"}'
             self.send_response(200)
