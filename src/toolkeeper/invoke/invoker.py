@@ -29,6 +29,7 @@ from .audit import AuditEntry, AuditLog
 from .bounds import bounded_call
 from .builder import default_gates, with_extra_gates
 from .gates import execute
+from .holdings import Holdings
 from .policy import ChainPolicy
 from .results import Envelope, InvocationResult
 from .session import InvokerSession
@@ -82,6 +83,9 @@ class ToolInvoker:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
         self.artifact_store = artifact_store
+        self.holdings = Holdings()
+        """Which artifacts each owner's sessions hold: a ``{"$artifact": ref}`` resolves only
+        for its owner (``InvokerSession.holds``)."""
         self.audit = audit
         self.approvals = ApprovalService(approval_handler, store=approval_store, hooks=hooks)
         self.tracing = TracerSource(tracer_provider)
