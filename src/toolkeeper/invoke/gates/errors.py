@@ -10,7 +10,6 @@ from ...errors import (
     GuardrailTrippedError,
     PolicyViolationError,
     ToolCallError,
-    ToolFailedError,
 )
 from ..results import InvocationResult, Status
 from ..state import Gate, Invocation, Next
@@ -29,8 +28,8 @@ def result_for(inv: Invocation, exc: Exception) -> InvocationResult:
         return InvocationResult.failed("pending", str(exc), exc.code, **envelope)
     if isinstance(exc, ToolCallError):
         status: Status = "denied" if isinstance(exc, _DENIED) else "error"
-        return InvocationResult.failed(status, exc.message, exc.code,  # ran, then failed:
-                                       ran=isinstance(exc, ToolFailedError), **envelope)
+        return InvocationResult.failed(status, exc.message, exc.code, ran=exc.did_run,
+                                       **envelope)  # ran and failed: raised, timed out
     log.exception("invoker error while calling %s", inv.call.name)
     return InvocationResult.failed(
         "error", f"the tool call could not be completed ({type(exc).__name__}: {exc})",
