@@ -27,7 +27,7 @@ from toolkeeper.approval import (
     SqliteApprovalStore,
     StoredApproval,
 )
-from toolkeeper.approval.service import ApprovalService
+from toolkeeper.approval.service import ApprovalService, WaitPolicy
 from toolkeeper.approval.sqlite import SqliteFile
 from toolkeeper.core.context import ToolContext
 from toolkeeper.core.risk import HitlMode, ToolRisk
@@ -285,7 +285,7 @@ async def test_the_cli_prompt_shows_its_choices_as_written(monkeypatch: pytest.M
 async def test_the_service_alone_denies_without_a_handler_and_claims_nothing_without_a_store(
 ) -> None:
     service = ApprovalService()
-    decision = await service.decide(_request(), HitlMode.BLOCKING)
+    decision = await service.decide(_request(), HitlMode.BLOCKING, policy=WaitPolicy())
     assert (decision.outcome, decision.message) == ("denied", "no approval handler is configured")
     claim = await service.claim("apr_x")
     assert (claim.request, claim.refusal, claim.message) == (None, "unknown", "no approval store")

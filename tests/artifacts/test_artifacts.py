@@ -10,7 +10,9 @@ import pytest
 
 from toolkeeper import ImageBlock, ToolResult, tool
 from toolkeeper.artifacts import FileBlobStore, MemoryBlobStore, UnknownArtifactError
-from toolkeeper.invoke import ChainPolicy, ToolInvoker
+from toolkeeper.core.context import Caller
+from toolkeeper.invoke import ChainPolicy, InvocationResult, ToolInvoker
+from toolkeeper.invoke.session import InvokerSession
 from toolkeeper.toolbox import Toolbox
 
 from ..invoke.helpers import call
@@ -142,6 +144,55 @@ async def test_inbound_artifact_refs_are_resolved_before_execution(store: object
                                    session=session)
     assert counted.text == "300"
     assert unknown.status == "error" and "unknown artifact" in unknown.text
+
+
+async def test_a_ref_resolves_only_for_its_owner_and_its_runs_and_while_they_hold_it(
+        store: object) -> None:
+    inv = invoker(store)
+    alice, bob = Caller(client="alice", channel="mcp"), Caller(client="bob", channel="mcp")
+    never = {"$artifact": "sha256:" + "0" * 64}
+
+    async def count(session: InvokerSession, text: object) -> InvocationResult:
+        return await inv.invoke(call("count_lines", text=text), session=session)
+
+    async with inv.open_session(session_id="client-alice", caller=alice) as mine:
+        big = await inv.invoke(call("report", rows=300), session=mine)
+        ref = {"$artifact": big.artifact_ref}
+        async with inv.open_session(session_id="client-alice", chain=True,
+                                    caller=alice.through("code_mode")) as run:
+            in_run = await count(run, ref)  # a script of the same client
+        async with inv.open_session(session_id="client-bob", caller=bob) as theirs:
+            refused, unknown = await count(theirs, ref), await count(theirs, never)
+        async with inv.open_session(session_id="client-alice", caller=bob) as spoofed:
+            by_name = await count(spoofed, ref)  # the session's id alone is not the owner
+        own = await count(mine, ref)
+    async with inv.open_session(session_id="client-alice", caller=alice) as later:
+        released = await count(later, ref)  # no session of its owner holds it any more
+    assert own.text == in_run.text == "300"
+    for result in (refused, by_name, released):
+        assert (result.status, result.error_code) == ("error", "invalid_arguments")
+        assert result.text.replace(str(big.artifact_ref), "REF") == unknown.text.replace(
+            str(never["$artifact"]), "REF")  # told as a ref that never existed
+        assert "row 1:" not in result.text
+    assert store.stat(str(big.artifact_ref)) is not None  # type: ignore[attr-defined]
+
+
+async def test_a_refused_ref_argument_names_its_artifact_and_never_quotes_it(
+        store: object) -> None:
+    @tool
+    def repeat(times: int, sep: str = " ") -> str:
+        """Say ok as many times as asked."""
+        return sep.join(["ok"] * times)
+
+    inv = ToolInvoker(Toolbox([report, repeat]), artifact_store=store)  # type: ignore[arg-type]
+    async with inv.open_session() as session:
+        big = await inv.invoke(call("report", rows=300), session=session)
+        refused = await inv.invoke(call("repeat", times={"$artifact": big.artifact_ref},
+                                        sep=7), session=session)
+    assert refused.error_code == "invalid_arguments" and "row " not in refused.text
+    assert (f"argument 'times' refers to artifact {big.artifact_ref}, whose content does not "
+            "fit it (it takes an integer)") in refused.text
+    assert "argument 'sep'" in refused.text  # the other arguments' problems as ever
 
 
 async def test_media_blocks_become_files_at_workspace_paths(store: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolkeeper import HostedTool, ProviderDefinedTool, Tool, Toolbox, ToolResult, tool
-from toolkeeper.approval.service import ApprovalService
+from toolkeeper.approval.service import ApprovalService, WaitPolicy
 from toolkeeper.approval.states import stored
 from toolkeeper.core.call import ToolCall
 from toolkeeper.core.context import ToolContext
@@ -57,8 +57,10 @@ def test_hitl_explicit_tells_a_chosen_mode_from_an_inherited_one() -> None:
     chosen = plain.replace(hitl_mode=HitlMode.BLOCKING)
     assert (plain.hitl_explicit, chosen.hitl_explicit) == (False, True)
     service = ApprovalService()  # the default ceiling is above nothing the chain may not do
-    assert service.needs_approval(chosen.replace(risk=ToolRisk.SAFE), chain=False)
-    assert not service.needs_approval(plain.replace(risk=ToolRisk.SAFE), chain=False)
+    policy = WaitPolicy()
+    assert service.needs_approval(chosen.replace(risk=ToolRisk.SAFE), policy=policy, chain=False)
+    assert not service.needs_approval(plain.replace(risk=ToolRisk.SAFE), policy=policy,
+                                      chain=False)
 
 
 def test_a_state_read_back_is_checked() -> None:

@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,58 @@ async def test_an_upstream_result_over_the_cap_is_refused_and_a_large_one_offloa
         assert large.status == "ok"  # type: ignore[attr-defined]
         assert large.artifact_ref and len(large.text) < 20_000  # type: ignore[attr-defined]
         assert (await _invoke(invoker, "up-echo", text="fine")).text == "fine"  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def counted_http() -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server that serves a schema to any GET and counts the requests: (its
+    base URL, the paths asked)."""
+    asked: list[str] = []
+
+    class Schema(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the standard library names it
+            asked.append(self.path)
+            body = b'{"type": "string"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Schema)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+async def test_a_schema_reference_outside_the_schema_is_never_fetched_and_refuses_its_tool(
+        tmp_path: Path, counted_http: tuple[str, list[str]]) -> None:
+    base, asked = counted_http
+    local = tmp_path / "query.json"
+    local.write_text('{"type": "string"}')
+    (tmp_path / "tools.json").write_text(json.dumps([
+        {"name": name, "input_schema": {"type": "object", "properties": {"q": {"$ref": ref}}}}
+        for name, ref in (("fetches", f"{base}/query.json"), ("reads", local.as_uri()),
+                          ("fetches_later", f"{base}/deep.json#/$defs/q"))]))
+    toolbox = Toolbox()
+    async with MCPGateway([_stdio(tmp_path)], pins=_pins(tmp_path)) as gateway:
+        report = await gateway.attach(toolbox)
+        echoed = await _invoke(ToolInvoker(toolbox), "up-echo", text="hi")
+    assert asked == []  # listing the upstream made no request
+    names = set(toolbox.names())
+    assert {"up-echo", "up-add", "up-wipe", "up-sleep"} <= names  # its other tools work
+    assert not names & {"up-fetches", "up-reads", "up-fetches_later"}
+    assert echoed.text == "hi"  # type: ignore[attr-defined]
+    for name, ref in (("up-fetches", f"{base}/query.json"), ("up-reads", local.as_uri())):
+        (line,) = [ln for ln in report if f"'{name}'" in ln]
+        assert f"mcp tool '{name}' is not served" in line, report
+        assert f"refer to {ref!r} ($ref), outside the schema" in line
+        assert "never fetches" in line and "'#/$defs/NAME'" in line
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ description of the tool ``echo``, of the prompt ``greet`` and of the resource te
 with arguments and completions; its tools log, report progress, ask the client to sample or to
 fill a form, and ``grow`` adds a tool and a prompt and says its lists changed (those tools are
 listed when STATE_DIR/relay exists). STATE_DIR/tools.json, when present, lists more tools first
-(``[{"name": ..., "description": ...}]``: a server that names its tools as it likes); calling
+(``[{"name": ..., "description": ..., "input_schema": ...}]``: a server that names its tools
+and writes their schemas as it likes); calling
 the one named ``big`` answers ``size`` bytes. With STATE_DIR/endless, the tool list is a page
 chain that never ends (each page after the seconds that file holds). With STATE_DIR/stall, the
 tool list is answered only once STATE_DIR/release exists or after the seconds the stall file
@@ -77,7 +78,8 @@ async def list_tools(_ctx: Any, params: Any) -> types.ListToolsResult:
         extra.append(_simple("grown", "A tool added later."))
     if (STATE / "tools.json").exists():
         extra = [types.Tool(name=t["name"], description=t.get("description", ""),
-                            input_schema={"type": "object", "properties": {
+                            input_schema=t.get("input_schema") or {"type": "object",
+                                                                   "properties": {
                                 "size": {"type": "integer"}}})
                  for t in json.loads((STATE / "tools.json").read_text())] + extra
     return types.ListToolsResult(tools=[*extra,

@@ -19,7 +19,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from toolkeeper import MemoryBlobStore, ToolInvoker, tool
 from toolkeeper.approval.handlers import CallbackApprovalHandler
+from toolkeeper.core.results import ToolResult
+from toolkeeper.core.spec import ToolLike
 from toolkeeper.guardrails import ArgumentDenyPatterns
+from toolkeeper.guardrails.base import GuardrailOutcome, passed, trip
 from toolkeeper.invoke import ChainPolicy
 from toolkeeper.invoke.tracing import (
     ERROR_TYPE,
@@ -248,3 +251,72 @@ def test_a_process_that_does_not_use_opentelemetry_never_imports_it() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+CARD = "4111-1111-1111-1111"
+SECRET_PATH = "/home/alice/.ssh/id_ed25519"
+
+
+class _Echoing:
+    """A guardrail whose reason repeats the value it refused (as a careless one would)."""
+
+    name = "no_cards"
+
+    async def check_input(self, tool: ToolLike, arguments: dict[str, object]
+                          ) -> GuardrailOutcome:
+        text = str(arguments)
+        return trip(f"a card number in {text}") if CARD in text else passed()
+
+    async def check_output(self, tool: ToolLike, result: ToolResult) -> GuardrailOutcome:
+        return passed()
+
+
+@tool
+def read_key(path: str) -> str:
+    """Read a key file."""
+    raise FileNotFoundError(f"[Errno 2] No such file or directory: '{path}'")
+
+
+@tool
+def lookup_card(number: str) -> str:
+    """Look a card up."""
+    return number
+
+
+def _everything_on(span: ReadableSpan) -> str:
+    """Every text a span carries out of the process: its name, attributes, status
+    description, events and their attributes, links."""
+    parts = [span.name, span.status.description or ""]
+    parts += [f"{k}={v}" for k, v in (span.attributes or {}).items()]
+    for event in span.events:
+        parts.append(event.name)
+        parts += [f"{k}={v}" for k, v in (event.attributes or {}).items()]
+    for link in span.links:
+        parts += [f"{k}={v}" for k, v in (link.attributes or {}).items()]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize(("name", "arguments", "code", "gate", "ran"), [
+    ("add", {"a": CARD, "b": 1}, "invalid_arguments", "validate", False),
+    ("read_key", {"path": SECRET_PATH}, "tool_raised", None, True),
+    ("lookup_card", {"number": CARD}, "guardrail_tripped", "guardrails", False),
+])
+async def test_nothing_a_call_carries_reaches_its_span(
+        name: str, arguments: dict[str, object], code: str, gate: str | None,
+        ran: bool) -> None:
+    invoker, exporter, _ = traced(guardrails=[_Echoing()])
+    invoker.registry.add(read_key)
+    invoker.registry.add(lookup_card)
+    async with invoker.open_session() as session:
+        result = await invoker.invoke(call(name, **arguments), session=session)
+    secret = str(next(iter(arguments.values())))
+    assert secret in result.text  # the model is told; telemetry is not
+    (span,) = exporter.get_finished_spans()
+    carried = _everything_on(span)
+    assert secret not in carried and "1111" not in carried and "alice" not in carried
+    attributes = dict(span.attributes or {})
+    assert (attributes[ERROR_TYPE], attributes.get("toolkeeper.gate")) == (code, gate)
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == code  # the code, never the message
+    assert attributes["toolkeeper.ran"] is ran
+    assert [e.name for e in span.events if e.name == "exception"] == []

@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 
 from toolkeeper import FileBlobStore
 
-from .test_serve import _client, _start, _tokens
+from .test_serve import _client, _start, _started, _tokens
 from .test_serve_gateway import _until_listed
 
 pytestmark = pytest.mark.anyio
@@ -159,3 +159,84 @@ def test_a_store_inside_the_workspace_is_refused_in_one_line(tmp_path: Path) -> 
     (line,) = refused.stderr.strip().splitlines()
     assert f"the artifact dir {workspace / 'results'} and the workspace" in line
     assert "--artifacts DIR outside" in line and not (workspace / "results").exists()
+
+
+OWNED = '''
+from toolkeeper import tool
+
+
+@tool
+def report(lines: int) -> str:
+    """A report of as many numbered lines as asked."""
+    return "".join(f"line {i}: all is well\\n" for i in range(lines))
+
+
+@tool
+def count_lines(text: str) -> int:
+    """Count the lines of a text."""
+    return text.count("\\n")
+
+
+@tool
+def repeat(times: int) -> str:
+    """Say ok as many times as asked."""
+    return "ok" * times
+'''
+
+
+def _serve_with_builtins(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
+    """serve with the built-in tools (file_read among them) over a workspace of its own, the
+    tools above, and code mode for ``count_lines``."""
+    tools = tmp_path / "owned_tools.py"
+    tools.write_text(OWNED)
+    (tmp_path / "ws").mkdir()
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[codemode]\nenabled = true\ntools = ["count_lines"]\n')
+    env = {**os.environ, "TOOLKEEPER_TOKEN": "test-operator-token-0123456789"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", str(tools), "--port", "0",
+         "--workspace", str(tmp_path / "ws"), "--state-dir", str(tmp_path / "state"),
+         "--config", str(config), "--approval-wait", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    return proc, _started(proc, tmp_path / "state")
+
+
+def _said(result: Any) -> str:
+    return "\n".join(getattr(b, "text", "") for b in result.content)
+
+
+async def test_an_artifact_ref_resolves_only_for_the_client_it_was_made_for(
+        tmp_path: Path) -> None:
+    alice = _tokens(tmp_path, "add", "alice").stdout.strip()
+    never = "sha256:" + "0" * 64
+    proc, url = _serve_with_builtins(tmp_path)
+    try:
+        async with _client(url) as owner:
+            ref = _link(await owner.call_tool("report", {"lines": 2000})).uri.removeprefix(
+                "toolkeeper://artifact/")
+            counted = await owner.call_tool("count_lines", {"text": {"$artifact": ref}})
+            scripted = await owner.call_tool("tool_chain", {"code": (
+                f"c = count_lines(text={{'$artifact': {ref!r}}})\nresult = c.text")})
+            misfit = await owner.call_tool("repeat", {"times": {"$artifact": ref}})
+        answers: dict[str, list[str]] = {}
+        async with _client(url, token=alice) as other:
+            for tried in (ref, never):
+                answers[tried] = [_said(await other.call_tool(name, arguments)) for name,
+                                  arguments in (("count_lines", {"text": {"$artifact": tried}}),
+                                                ("file_read", {"path": {"$artifact": tried}}),
+                                                ("repeat", {"times": {"$artifact": tried}}))]
+                answers[tried].append(_said(await other.call_tool("tool_chain", {"code": (
+                    f"c = count_lines(text={{'$artifact': {tried!r}}})\n"
+                    "print(c.status, c.text)")})))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    theirs = [text.replace(ref, "REF") for text in answers[ref]]
+    for text in theirs:
+        assert "unknown artifact 'REF'" in text and "all is well" not in text, text
+    assert theirs == [text.replace(never, "REF") for text in answers[never]]  # as if none
+    assert _said(counted) == "2000"  # its own client, and that client's script, read it
+    assert scripted.structured_content is not None
+    assert scripted.structured_content["value"] == "2000", _said(scripted)
+    assert misfit.is_error and f"refers to artifact {ref}, whose content does not fit" in \
+        _said(misfit) and "all is well" not in _said(misfit)  # not even to its owner

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
 
-from toolkeeper import InvalidArgumentsError, Tool, ToolMetadata
+from toolkeeper import InvalidArgumentsError, SchemaError, Tool, ToolMetadata
 
 
 class Item(BaseModel):
@@ -181,3 +182,21 @@ def test_the_optional_null_pass_is_skipped_only_where_it_cannot_matter() -> None
     assert Tool.from_function(plain).validate_arguments({"a": 1, "b": 2}) == {"a": 1, "b": 2}
     tool = Tool.from_function(optional)
     assert tool.validate_arguments({"a": 1, "n": None})["n"] == 5  # null means "not given"
+
+
+def test_a_raw_schema_refers_only_inside_itself(tmp_path: Path) -> None:
+    """A ``$ref`` is resolved in the schema's own ``$defs``; one that points elsewhere (a URL, a
+    file) is a definition error naming it — never fetched."""
+    inside = Tool(name="inside", callable=lambda q: q, parameters={
+        "type": "object", "properties": {"q": {"$ref": "#/$defs/query"}},
+        "$defs": {"query": {"type": "string"}}})
+    assert inside.validate_arguments({"q": "x"}) == {"q": "x"}
+    secret = tmp_path / "query.json"
+    secret.write_text('{"type": "string"}')
+    for ref in (secret.as_uri(), "http://127.0.0.1:9/query.json", "query.json"):
+        with pytest.raises(SchemaError) as refused:
+            Tool(name="outside", callable=lambda q: q, parameters={
+                "type": "object", "properties": {"q": {"$ref": ref}}})
+        message = str(refused.value)
+        assert f"tool 'outside': its parameters refer to {ref!r} ($ref)" in message
+        assert "never fetches" in message and "\n" not in message

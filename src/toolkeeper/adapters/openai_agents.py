@@ -68,7 +68,8 @@ class ToolkeeperTools:
 
     def _function_tool(self, declared: Declared) -> FunctionTool:
         tool = self.calls.invoker.registry.get(declared.tool)
-        asks = tool is not None and self.calls.invoker.approvals.needs_approval(tool, chain=False)
+        asks = tool is not None and self.calls.invoker.approvals.needs_approval(
+            tool, policy=self.calls.session.policy, chain=False)  # its session's policy
         name = declared.name
 
         async def invoke(ctx: ToolContext[Any], raw: str) -> str:

@@ -38,8 +38,10 @@ class ApprovalHandler(Protocol):
 
 @runtime_checkable
 class Rejoins(Protocol):
-    """A handler that keeps its requests in a store and can wait for one again: a call made
-    again rejoins its open request, and CONTINUE_ON_TIMEOUT waits past the handler's own
+    """A handler that keeps its requests in a store and can wait for one again: the service
+    stores each request there and waits through ``wait`` (up to ``wait_s``, and never longer
+    than the call's policy lets it: ``math.inf`` leaves the whole wait to the policy), a call
+    made again rejoins its open request, and CONTINUE_ON_TIMEOUT waits past the handler's own
     wait. ``PersistedApprovalHandler`` (and so ``WebApprovalHandler``) declare it."""
 
     store: ApprovalStore

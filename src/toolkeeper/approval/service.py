@@ -1,8 +1,9 @@
 """``ApprovalService``: request, wait (bounded), decide and resume exactly once — the one place
 the approval gate, the CLI, a web page and MCP all go through.
 
-It holds the handler that answers, the store that keeps requests across restarts, the policy
-that says who needs approval and how long to wait, and the hooks to tell about it. It does not
+It holds the handler that answers, the store that keeps requests across restarts and the hooks to
+tell about it; who needs approval and how long to wait come with each call, from the policy in
+force for it (``ChainPolicy``, an ``ApprovalPolicy``). It does not
 run tools: ``claim`` hands an approved call back to the invoker, the one door, which runs it and
 reports with ``complete``.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -24,13 +25,30 @@ from .handlers import ApprovalHandler, Expires, Rejoins
 from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision
 from .store import ApprovalStore, FindsOpen, Replays, StoredApproval
 
-__all__ = ["ApprovalService", "Claim", "WaitPolicy"]
+__all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "ceiling", "may_ask",
+           "request_ttl"]
+
+
+class ApprovalPolicy(Protocol):
+    """What approval reads of the policy in force for a call: ``ChainPolicy`` is one (the
+    invoker passes each call's own, ``Invocation.policy``: a session's over the invoker's)."""
+
+    @property
+    def max_risk_unapproved(self) -> ToolRisk | None: ...
+    @property
+    def unapproved_tools(self) -> frozenset[str]: ...
+    @property
+    def approval_timeout_s(self) -> float: ...
+    @property
+    def approval_ttl_s(self) -> float | None: ...
+    @property
+    def hitl_timeout_seconds(self) -> float: ...
 
 
 @dataclass(frozen=True, kw_only=True)
 class WaitPolicy:
-    """Who needs approval, how long a call waits for it and how long a request lasts (from
-    ``ChainPolicy``)."""
+    """An ``ApprovalPolicy`` of its own, for the service used without an invoker (the values
+    are ``ChainPolicy``'s defaults)."""
 
     max_risk_unapproved: ToolRisk | None = None
     unapproved_tools: frozenset[str] = frozenset()
@@ -38,22 +56,37 @@ class WaitPolicy:
     approval_ttl_s: float | None = None
     hitl_timeout_seconds: float = 30.0
 
-    def ceiling(self, *, chain: bool) -> ToolRisk:
-        """The highest risk that runs without asking: the policy's, else SENSITIVE in an
-        ordinary session and SAFE in a code-mode chain."""
-        if self.max_risk_unapproved is not None:
-            return ToolRisk(self.max_risk_unapproved)
-        return ToolRisk.SAFE if chain else ToolRisk.SENSITIVE
 
-    def ttl(self, mode: HitlMode, wait_s: float) -> float:
-        """How long a request asked in ``mode`` stays approvable, for a call that waits
-        ``wait_s``: CONTINUE_ON_TIMEOUT's ends at ``hitl_timeout_seconds`` (then it is
-        approved), BLOCKING's at ``approval_ttl_s`` (a server's call answers 'pending' and is
-        made again; a call still waiting stops then too) or, without one, when the call stops
-        waiting."""
-        if mode is HitlMode.CONTINUE_ON_TIMEOUT:
-            return self.hitl_timeout_seconds
-        return self.approval_ttl_s if self.approval_ttl_s is not None else wait_s
+def ceiling(policy: ApprovalPolicy, *, chain: bool) -> ToolRisk:
+    """The highest risk that runs without asking: the policy's, else SENSITIVE in an ordinary
+    session and SAFE in a code-mode chain."""
+    if policy.max_risk_unapproved is not None:
+        return ToolRisk(policy.max_risk_unapproved)
+    return ToolRisk.SAFE if chain else ToolRisk.SENSITIVE
+
+
+def request_ttl(policy: ApprovalPolicy, mode: HitlMode) -> float:
+    """How long a request asked in ``mode`` stays approvable: CONTINUE_ON_TIMEOUT's ends at
+    ``hitl_timeout_seconds`` (then it is approved), BLOCKING's at ``approval_ttl_s`` (a
+    server's call answers 'pending' and is made again) or, without one, when the call stops
+    waiting (``approval_timeout_s``)."""
+    if mode is HitlMode.CONTINUE_ON_TIMEOUT:
+        return policy.hitl_timeout_seconds
+    ttl = policy.approval_ttl_s
+    return ttl if ttl is not None else policy.approval_timeout_s
+
+
+def may_ask(tool: ToolLike) -> bool:
+    """Whether some policy could make calls of ``tool`` ask: its risk is above SAFE (the
+    lowest ceiling there is) or it asks itself. A tool for which this is false never needs
+    the approval gate, whatever the session."""
+    return tool.risk > ToolRisk.SAFE or _asks(tool)
+
+
+def _asks(tool: ToolLike) -> bool:
+    """The tool itself asks: an explicit HITL mode other than NONE (one only inherited from
+    the risk says *how* to ask, not *whether*)."""
+    return tool.hitl_explicit and tool.hitl_mode is not HitlMode.NONE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,29 +101,31 @@ class Claim:
 
 
 class ApprovalService:
-    """Approval requests from asking to the single execution of an approved call."""
+    """Approval requests from asking to the single execution of an approved call.
+
+    It holds no policy of its own: who needs approval and how long a call waits are read from
+    the policy each call passes (``Invocation.policy``, a session's own over the invoker's).
+    """
 
     def __init__(self, handler: ApprovalHandler | None = None, *,
-                 store: ApprovalStore | None = None, policy: WaitPolicy | None = None,
-                 hooks: HookManager | None = None) -> None:
+                 store: ApprovalStore | None = None, hooks: HookManager | None = None) -> None:
         self.handler = handler
         self.store = store if store is not None else (
             handler.store if isinstance(handler, Rejoins) else None)
-        self.policy = policy or WaitPolicy()
         self.hooks = hooks
         self.page_url: str | None = None
         """Where a person decides (the approval page's URL), when there is one: the messages
         of a waiting call name it."""
 
-    def needs_approval(self, tool: ToolLike, *, chain: bool = True) -> bool:
-        """Above the ceiling of the session (``chain``: a code-mode run's; the default, the
-        stricter, answers whether the tool *can* need approval), or the tool itself asks (an
-        explicit HITL mode other than NONE). A HITL mode only inherited from the risk says
-        *how* to ask, not *whether*."""
-        if tool.name in self.policy.unapproved_tools:
+    @staticmethod
+    def needs_approval(tool: ToolLike, *, policy: ApprovalPolicy, chain: bool) -> bool:
+        """Whether a call of ``tool`` under ``policy`` asks: the tool is not among the
+        policy's ``unapproved_tools``, and its risk is above the ceiling of the session
+        (``chain``: a code-mode run's) or the tool itself asks (an explicit HITL mode other
+        than NONE)."""
+        if tool.name in policy.unapproved_tools:
             return False
-        asks = tool.hitl_explicit and tool.hitl_mode is not HitlMode.NONE
-        return tool.risk > self.policy.ceiling(chain=chain) or asks
+        return tool.risk > ceiling(policy, chain=chain) or _asks(tool)
 
     def where(self, request_id: str) -> str:
         """Where a person decides ``request_id``: its page, or the command."""
@@ -110,43 +145,45 @@ class ApprovalService:
                                               request.args_digest)
 
     async def decide(self, request: ApprovalRequest, mode: HitlMode, *,
-                     rejoin: bool = False) -> ApprovalDecision:
-        """Ask the handler and wait as ``mode`` says: BLOCKING up to ``approval_timeout_s``
-        (then ``timeout``), CONTINUE_ON_TIMEOUT up to ``hitl_timeout_seconds`` (then approved,
-        and recorded as such), FIRE_AND_CONTINUE not at all. With ``rejoin`` the request is
-        already stored (``find_open``) and only waited for."""
+                     policy: ApprovalPolicy, rejoin: bool = False) -> ApprovalDecision:
+        """Ask the handler and wait as ``mode`` and the call's ``policy`` say: BLOCKING up to
+        ``approval_timeout_s`` (then ``timeout``), CONTINUE_ON_TIMEOUT up to
+        ``hitl_timeout_seconds`` (then approved, and recorded as such), FIRE_AND_CONTINUE not
+        at all. A stored request that outlives the call's wait (``approval_ttl_s``) is left
+        open instead: the call answers ``pending`` and is made again. With ``rejoin`` the
+        request is already stored (``find_open``) and only waited for."""
         if not rejoin:
             await self._event(HookEvent.APPROVAL_REQUESTED, request.tool, request.session_id,
                               {"request": request.model_dump()})
-        decision = await self._wait(request, mode, rejoin)
+        decision = await self._wait(request, mode, policy.approval_timeout_s, rejoin)
         await self._event(HookEvent.APPROVAL_DECIDED, request.tool, request.session_id,
                           {"decision": decision.model_dump()})
         return decision
 
-    async def _wait(self, request: ApprovalRequest, mode: HitlMode, rejoin: bool
-                    ) -> ApprovalDecision:
+    async def _wait(self, request: ApprovalRequest, mode: HitlMode, timeout_s: float,
+                    rejoin: bool) -> ApprovalDecision:
         if mode is HitlMode.FIRE_AND_CONTINUE:
             return await self._announce(request, rejoin)
         handler = self.handler
         if handler is None:
             return ApprovalDecision(request_id=request.id, outcome="denied",
                                     message="no approval handler is configured")
-        limit = wait = self.policy.approval_timeout_s
-        if request.expires_at is not None:  # the request's own end (a session's shorter
-            # limit, CONTINUE_ON_TIMEOUT's hitl_timeout_seconds), counted from now
-            limit = min(limit, round(request.expires_at - request.created_at, 3))
-            wait = min(wait, max(0.0, request.expires_at - time.time()))
-        keep_waiting = handler.wait if isinstance(handler, Rejoins) else None
-        with anyio.move_on_after(wait):
-            if rejoin and isinstance(handler, Rejoins):
-                decided: ApprovalDecision = await handler.wait(request.id, handler.wait_s)
-            else:
-                decided = as_decision(await handler.request(request), request)
-            # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
-            while (decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT
-                   and keep_waiting is not None):
-                decided = await keep_waiting(request.id, wait)
-            return decided
+        wait, limit, outlives = _bounds(request, timeout_s)
+        if isinstance(handler, Rejoins):
+            if not rejoin:  # stored before any wait: a call that does not wait leaves it open
+                await anyio.to_thread.run_sync(handler.store.create, request)
+            with anyio.move_on_after(wait):
+                decided = await handler.wait(request.id, handler.wait_s)
+                # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
+                while decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT:
+                    decided = await handler.wait(request.id, wait)
+                return decided
+            if outlives:  # the call stops waiting, the stored request does not
+                return ApprovalDecision(request_id=request.id, outcome="pending",
+                                        message=f"no decision within {wait:g} s")
+        else:
+            with anyio.move_on_after(wait):
+                return as_decision(await handler.request(request), request)
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
             decision = ApprovalDecision(request_id=request.id, outcome="approved",
                                         approver="timeout", message=f"approved automatically "
@@ -243,3 +280,15 @@ class ApprovalService:
                      payload: dict[str, object]) -> None:
         if self.hooks is not None and self.hooks.has(event):
             await self.hooks.dispatch(event, {"tool": tool, "session": session, **payload})
+
+
+def _bounds(request: ApprovalRequest, timeout_s: float) -> tuple[float, float, bool]:
+    """(how long a call waits from now, the limit its messages name, whether the request
+    outlives that wait): at most the policy's ``approval_timeout_s``, and never past the
+    request's own end (its ``expires_at``: ``approval_ttl_s``, or CONTINUE_ON_TIMEOUT's
+    ``hitl_timeout_seconds``)."""
+    if request.expires_at is None:
+        return timeout_s, timeout_s, False
+    remaining = max(0.0, request.expires_at - time.time())
+    lifetime = round(request.expires_at - request.created_at, 3)
+    return min(timeout_s, remaining), min(timeout_s, lifetime), remaining > timeout_s

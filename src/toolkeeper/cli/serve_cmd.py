@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -280,13 +281,16 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     elif builtins:
         tools += localized_tools(default_tools(SecurityPolicy(workspace=workspace)),
                                  workspace=workspace)
-    policy = policy.model_copy(update={"approval_ttl_s": approval_ttl})
+    # --approval-wait is the policy's wait (a session's and a code-mode run's too); the
+    # handler keeps no wait of its own
+    policy = policy.model_copy(update={"approval_ttl_s": approval_ttl,
+                                       "approval_timeout_s": approval_wait})
     if settings is not None:  # a client's session and a code-mode run alike
         policy = policy.model_copy(update={"max_audit_rows": settings.security.max_audit_rows})
     shared = is_url(db)
     store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
-    handler = PersistedApprovalHandler(store, wait_s=approval_wait, poll_s=0.05)
+    handler = PersistedApprovalHandler(store, wait_s=math.inf, poll_s=0.05)
     box = Toolbox(tools)
     invoker = ToolInvoker(box, handler, policy=policy, audit=audit, hooks=HookManager(),
                           artifact_store=artifacts)

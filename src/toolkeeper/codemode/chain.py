@@ -272,12 +272,12 @@ class ToolChainTool(Tool):
             try:
                 run = await self._run_chain(code, session_id, caller)
             except BaseException as exc:
-                failed(current, type(exc).__name__, str(exc))
+                failed(current, type(exc).__name__)
                 raise
             current.set_attributes({"toolkeeper.code_mode.status": run.status,
                                     "toolkeeper.code_mode.calls": len(run.call_trace)})
             if run.status != "ok":
-                failed(current, run.status, run.status)
+                failed(current, run.status)
             return run
 
     async def _run_chain(self, code: str, session_id: str | None, caller: Caller | None

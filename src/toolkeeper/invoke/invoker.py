@@ -12,7 +12,7 @@ import anyio.to_thread
 
 from ..approval.handlers import ApprovalHandler
 from ..approval.models import args_digest
-from ..approval.service import ApprovalService, WaitPolicy
+from ..approval.service import ApprovalService
 from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
 from ..core.call import ToolCall
@@ -29,6 +29,7 @@ from .audit import AuditEntry, AuditLog
 from .bounds import bounded_call
 from .builder import default_gates, with_extra_gates
 from .gates import execute
+from .holdings import Holdings
 from .policy import ChainPolicy
 from .results import Envelope, InvocationResult
 from .session import InvokerSession
@@ -82,14 +83,11 @@ class ToolInvoker:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
         self.artifact_store = artifact_store
+        self.holdings = Holdings()
+        """Which artifacts each owner's sessions hold: a ``{"$artifact": ref}`` resolves only
+        for its owner (``InvokerSession.holds``)."""
         self.audit = audit
-        self.approvals = ApprovalService(
-            approval_handler, store=approval_store, hooks=hooks, policy=WaitPolicy(
-                max_risk_unapproved=self.policy.max_risk_unapproved,
-                unapproved_tools=self.policy.unapproved_tools,
-                approval_timeout_s=self.policy.approval_timeout_s,
-                approval_ttl_s=self.policy.approval_ttl_s,
-                hitl_timeout_seconds=self.policy.hitl_timeout_seconds))
+        self.approvals = ApprovalService(approval_handler, store=approval_store, hooks=hooks)
         self.tracing = TracerSource(tracer_provider)
         """Where the calls' spans (and a code-mode run's) come from."""
         pipeline = tuple(gates) if gates is not None else default_gates(

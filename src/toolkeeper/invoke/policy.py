@@ -15,6 +15,9 @@ __all__ = ["ChainPolicy"]
 class ChainPolicy(BaseModel):
     """Timeouts, budgets, the inline-result threshold and the unapproved-risk ceiling.
 
+    A session's own policy (``open_session(policy=...)``, a code-mode run's) is the one in
+    force for its calls, in every gate — approval included — instead of the invoker's.
+
     ``approval_timeout_s`` must stay below ``call_timeout_s``: a slow human yields ``denied``,
     never a call that times out while it waits.
     """
@@ -25,7 +28,11 @@ class ChainPolicy(BaseModel):
     call_timeout_s: float = Field(default=60.0, gt=0)
     total_timeout_s: float = Field(default=300.0, gt=0)
     max_inline_result_bytes: int = Field(default=4096, ge=0)
-    approval_timeout_s: float = Field(default=55.0, gt=0)
+    approval_timeout_s: float = Field(default=55.0, ge=0)
+    """How long a call that needs approval waits for the decision (0: not at all). Then it is
+    denied (``timeout``) — or, when its stored request lives on (``approval_ttl_s``, a
+    handler with a store), it answers ``pending`` and is made again once a person decided
+    (``toolkeeper serve --approval-wait``)."""
     hitl_timeout_seconds: float = Field(default=30.0, gt=0)
     """How long CONTINUE_ON_TIMEOUT waits before approving on its own."""
     max_risk_unapproved: ToolRisk | None = None

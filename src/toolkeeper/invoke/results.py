@@ -48,7 +48,8 @@ class InvocationResult:
             refused) or ``pending`` (waiting for a human; resume with ``approval_id``).
         result: The ``ToolResult`` the model is shown (an error result when the call did not
             run or failed).
-        ran: Whether the tool's code ran (``result`` came from the tool).
+        ran: Whether the tool's code ran: ``result`` came from the tool, or it ran and failed
+            (raised, timed out).
         artifact_ref: Where the full result is, when it was too large to inline.
         artifact_size: Its size in bytes (UTF-8 text), then.
         files: Media results stored as files.
@@ -67,10 +68,12 @@ class InvocationResult:
     approval_id: str | None = None
 
     @classmethod
-    def failed(cls, status: Status, text: str, error_code: str, **envelope: Unpack[Envelope]
-               ) -> InvocationResult:
-        """A call that did not run or did not finish: an error result for the model."""
-        return cls(status=status, result=ToolResult.error(text, code=error_code), **envelope)
+    def failed(cls, status: Status, text: str, error_code: str, *, ran: bool = False,
+               **envelope: Unpack[Envelope]) -> InvocationResult:
+        """A call that did not run (or, with ``ran``, ran and did not finish: it raised, it
+        timed out): an error result for the model."""
+        return cls(status=status, result=ToolResult.error(text, code=error_code), ran=ran,
+                   **envelope)
 
     @property
     def ok(self) -> bool:

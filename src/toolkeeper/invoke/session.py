@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..core.context import LIBRARY, Caller
 from ..errors import BudgetExceededError, UsageError
 from .audit import write_summary
+from .holdings import Owner
 from .results import ChainCallRecord
 
 if TYPE_CHECKING:
@@ -164,12 +165,24 @@ class InvokerSession:
         with self._lock:
             return tuple(self._pinned)
 
+    @property
+    def owner(self) -> Owner:
+        """Whose artifacts this session's calls may pass on: its id with its client's name (a
+        client's session and its code-mode runs are one owner)."""
+        return (self.id, self.caller.client)
+
+    def holds(self, ref: str) -> bool:
+        """Whether ``{"$artifact": ref}`` resolves for this session's calls: a session of the
+        same owner (this one, its client's, a run of its client's) keeps it pinned."""
+        return self.invoker.holdings.holds(self.owner, ref)
+
     def pin(self, ref: str) -> None:
         store = self.store
         if store is not None:
             with self._lock:  # with the store's pin: a release meanwhile cannot undo it
                 store.pin(ref, self._pin_owner)
-                self._pinned.pop(ref, None)  # pinned again: the newest last
+                if self._pinned.pop(ref, None) is None:  # pinned again: the newest last
+                    self.invoker.holdings.hold(self.owner, ref)
                 self._pinned[ref] = time.monotonic()
 
     def release(self, older_than_s: float) -> int:
@@ -181,6 +194,7 @@ class InvokerSession:
             old = [ref for ref, at in self._pinned.items() if at < cutoff]
             for ref in old:
                 del self._pinned[ref]
+                self.invoker.holdings.let_go(self.owner, ref)
                 if self.store is not None:
                     self.store.unpin(ref, self._pin_owner)
         return len(old)
@@ -193,8 +207,9 @@ class InvokerSession:
             refs, self._pinned = list(self._pinned), {}
             already, self.closed = self.closed, True
             dropped = self._audit_dropped
-        if store is not None:
-            for ref in refs:
+        for ref in refs:
+            self.invoker.holdings.let_go(self.owner, ref)
+            if store is not None:
                 store.unpin(ref, self._pin_owner)
         if dropped and not already:
             await write_summary(self.invoker.audit, self.id, dropped,

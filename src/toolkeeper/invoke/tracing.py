@@ -114,12 +114,14 @@ def span(tracer: Tracer, name: str, attributes: Mapping[str, AttributeValue]
                                         record_exception=False, set_status_on_exception=False)
 
 
-def failed(span: Span, error_type: str, message: str) -> None:
-    """Mark ``span`` as failed: ``error.type`` and the status ``ERROR``."""
+def failed(span: Span, error_type: str) -> None:
+    """Mark ``span`` as failed: ``error.type`` and the status ``ERROR``, described by that
+    type alone. Never a message: an error's text may repeat what the call carried (a value
+    a validator echoes, a path in a tool's exception), and a span leaves the process."""
     from opentelemetry.trace import Status, StatusCode
 
     span.set_attribute(ERROR_TYPE, error_type)
-    span.set_status(Status(StatusCode.ERROR, message[:200]))
+    span.set_status(Status(StatusCode.ERROR, error_type))
 
 
 @contextmanager

@@ -148,6 +148,22 @@ class FunctionArgumentValidator:
         return {"path": path, "message": message, "received": _short(error.get("input"))}
 
 
+def _outside_refs(schema: object) -> list[str]:
+    """The ``$ref``s of ``schema`` that do not point inside it (``#…``), in document order."""
+    found: list[str] = []
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not ref.startswith("#"):
+                found.append(ref)
+            stack.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+    return found
+
+
 class SchemaArgumentValidator:
     """Validates against a raw JSON Schema with jsonschema-rs, after lax coercion."""
 
@@ -160,9 +176,16 @@ class SchemaArgumentValidator:
         self._open = extra is True or isinstance(extra, dict)
         self._unknown = unknown
         self._known = set((schema.get("properties") or {}).keys())
-        try:
-            self._validator = jsonschema_rs.validator_for(self._schema)
+        try:  # offline: a $ref is resolved inside the schema, never fetched (network, files)
+            self._validator = jsonschema_rs.validator_for(self._schema, offline=True)
         except Exception as exc:
+            outside = _outside_refs(self._schema)
+            if outside:
+                raise SchemaError(
+                    f"tool '{tool_name}': its parameters refer to {outside[0]!r} ($ref), "
+                    "outside the schema; toolkeeper never fetches a schema reference (network "
+                    "or files): put the definition in the schema's $defs and refer to it as "
+                    "'#/$defs/NAME'") from None
             raise SchemaError(f"tool '{tool_name}': parameters are not a valid JSON Schema: {exc}") from exc
 
     def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]:

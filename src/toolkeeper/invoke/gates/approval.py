@@ -1,9 +1,10 @@
 """Risk and approval: calls above the unapproved-risk ceiling (or whose tool asks) need a yes.
 
-The gate asks the ``ApprovalService`` it holds: BLOCKING waits up to ``approval_timeout_s`` then
-denies; CONTINUE_ON_TIMEOUT waits ``hitl_timeout_seconds`` then approves and records that it
-did; FIRE_AND_CONTINUE announces the request and proceeds. Without a handler every call that
-needs approval is denied.
+The gate asks the ``ApprovalService`` it holds, under the call's own policy (``inv.policy``: a
+session's over the invoker's — the ceiling, ``unapproved_tools`` and every wait come from it):
+BLOCKING waits up to ``approval_timeout_s`` then denies; CONTINUE_ON_TIMEOUT waits
+``hitl_timeout_seconds`` then approves and records that it did; FIRE_AND_CONTINUE announces the
+request and proceeds. Without a handler every call that needs approval is denied.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 import anyio
 
 from ...approval.models import SESSION_GRANT_S, ApprovalDecision, ApprovalRequest
-from ...approval.service import ApprovalService
+from ...approval.service import ApprovalService, ceiling, may_ask, request_ttl
 from ...core.context import ToolContext
 from ...core.results import ToolResult
 from ...core.risk import HitlMode
@@ -40,12 +41,12 @@ class ApprovalGate(Gate):
         self.service = service
 
     def needed(self, tool: ToolLike) -> bool:
-        return self.service.needs_approval(tool)
+        return may_ask(tool)  # whether it asks depends on each call's policy
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
-        tool, service = inv.known_tool, self.service
+        tool, service, policy, chain = inv.known_tool, self.service, inv.policy, inv.session.chain
         if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
-                not service.needs_approval(tool, chain=inv.session.chain):
+                not service.needs_approval(tool, policy=policy, chain=chain):
             return await call_next(inv)
         mode = tool.hitl_mode if tool.hitl_mode is not HitlMode.NONE else HitlMode.BLOCKING
         if service.handler is None and mode is not HitlMode.FIRE_AND_CONTINUE:
@@ -53,14 +54,12 @@ class ApprovalGate(Gate):
                 f"tool '{tool.name}' (risk {tool.risk.value}) needs approval and no approval "
                 "handler is configured; configure one (e.g. AutoApprovalHandler) or raise "
                 "policy.max_risk_unapproved", tool_name=tool.name)
-        ceiling = service.policy.ceiling(chain=inv.session.chain)
-        # a session's own policy (a code-mode run's) can only shorten the wait
-        wait = min(service.policy.approval_timeout_s, inv.policy.approval_timeout_s)
+        top = ceiling(policy, chain=chain)
         request = ApprovalRequest.for_call(
             call_id=inv.call.id, tool=inv.call.name, risk=tool.risk, hitl_mode=mode,
             arguments=inv.arguments, session_id=inv.session.id,
-            reason=f"risk {tool.risk.value} is above {ceiling.value}" if tool.risk > ceiling
-            else f"the tool asks ({mode.value})", timeout_s=service.policy.ttl(mode, wait))
+            reason=f"risk {tool.risk.value} is above {top.value}" if tool.risk > top
+            else f"the tool asks ({mode.value})", timeout_s=request_ttl(policy, mode))
         found = await service.find_open(request)
         if found is not None and found.state == "executing":
             raise ApprovalDeniedError(
@@ -129,13 +128,14 @@ class ApprovalGate(Gate):
         """The service's decision; while it waits, the caller hears about it (below)."""
         ctx = inv.ctx
         if mode is HitlMode.FIRE_AND_CONTINUE or ctx is None or ctx.progress_sink is None:
-            return await self.service.decide(request, mode, rejoin=rejoin)
+            return await self.service.decide(request, mode, policy=inv.policy, rejoin=rejoin)
         decision: ApprovalDecision | None = None
         failure: Exception | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(self._tell_waiting, ctx, request)
             try:
-                decision = await self.service.decide(request, mode, rejoin=rejoin)
+                decision = await self.service.decide(request, mode, policy=inv.policy,
+                                                     rejoin=rejoin)
             except Exception as exc:  # raised as itself below, not inside a group
                 failure = exc
             group.cancel_scope.cancel()

@@ -28,7 +28,8 @@ def result_for(inv: Invocation, exc: Exception) -> InvocationResult:
         return InvocationResult.failed("pending", str(exc), exc.code, **envelope)
     if isinstance(exc, ToolCallError):
         status: Status = "denied" if isinstance(exc, _DENIED) else "error"
-        return InvocationResult.failed(status, exc.message, exc.code, **envelope)
+        return InvocationResult.failed(status, exc.message, exc.code, ran=exc.did_run,
+                                       **envelope)  # ran and failed: raised, timed out
     log.exception("invoker error while calling %s", inv.call.name)
     return InvocationResult.failed(
         "error", f"the tool call could not be completed ({type(exc).__name__}: {exc})",

@@ -3,7 +3,8 @@ OpenTelemetry's GenAI conventions name a tool's execution, with what the gates d
 
 Without a tracer provider set up (no SDK) the gate passes the call on and makes no span.
 Inside the span the call's own work (an upstream request, a code-mode run, the tool's own
-spans) is its child. Arguments and results are never put on a span.
+spans) is its child. Arguments and results are never put on a span — nor any error's text,
+which may repeat them: a failed call's span carries its code and the gate that refused it.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ class TraceGate(Gate):
         with span(tracer, f"{EXECUTE_TOOL} {call.name}", attributes) as current:
             try:
                 result = await call_next(inv)
-            except BaseException as exc:  # the caller's cancellation: recorded, then raised
+            except BaseException:  # the caller's cancellation: recorded, then raised
                 current.set_attribute("toolkeeper.status", "cancelled")
-                failed(current, "cancelled", type(exc).__name__)
+                failed(current, "cancelled")
                 raise
             _outcome(current, inv, result)
             return result
@@ -91,7 +92,7 @@ def _outcome(current: Span, inv: Invocation, result: InvocationResult) -> None:
     if result.status == "pending":
         current.set_attribute("toolkeeper.gate", "approval")
         return
-    failed(current, code, result.text)
+    failed(current, code)  # the code: the result's text is the model's, not telemetry's
     gate = REFUSED_BY.get(code)
     if gate is not None:
         current.set_attribute("toolkeeper.gate", gate)

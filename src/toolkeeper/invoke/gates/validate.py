@@ -3,6 +3,8 @@ for validation, but stay refs for guardrails and approval until the artifact gat
 
 from __future__ import annotations
 
+import re
+
 from ...artifacts.store import Blob, BlobStore, UnknownArtifactError
 from ...errors import InvalidArgumentsError
 from ...tools.tool import Tool
@@ -38,7 +40,10 @@ class ValidateGate(Gate):
         if not refs:
             return await call_next(inv.evolve(arguments=tool.validate_arguments(raw)))
         resolved = self._resolve(inv, raw, refs)
-        validated = tool.validate_arguments(resolved)
+        try:
+            validated = tool.validate_arguments(resolved)
+        except InvalidArgumentsError as exc:  # told without the content of the artifacts
+            raise _unechoed(exc, refs, tool) from None
         shown = {**validated, **{k: raw[k] for k in refs}}
         return await call_next(inv.evolve(arguments=shown, resolved=validated))
 
@@ -52,9 +57,47 @@ class ValidateGate(Gate):
                     f"argument '{key}' refers to artifact {ref!r} but no artifact store is "
                     "configured", tool_name=inv.call.name)
             try:
+                if not inv.session.holds(ref):  # another owner's is as if it did not exist
+                    raise UnknownArtifactError(ref)
                 out[key] = _content(store.resolve(ref))
             except UnknownArtifactError:
                 raise InvalidArgumentsError(
                     f"argument '{key}' refers to unknown artifact {ref!r}; pass a ref returned by "
                     "an earlier call of this session", tool_name=inv.call.name) from None
         return out
+
+
+def _unechoed(exc: InvalidArgumentsError, refs: dict[str, str], tool: Tool
+              ) -> InvalidArgumentsError:
+    """The refusal of arguments some of which came from artifacts, without what those hold: a
+    problem of such an argument names its artifact and what the argument takes (a
+    validator's message quotes the value it got, and that value is the artifact's content)."""
+    problems = exc.details.get("problems")
+    told: list[str] = []
+    kept: list[dict[str, object]] = []
+    for problem in problems if isinstance(problems, list) else []:
+        root = re.split(r"[.\[]", str(problem.get("path", "")), maxsplit=1)[0]
+        if root not in refs:
+            told.append(str(problem.get("message", "")))
+            kept.append(problem)
+            continue
+        line = (f"argument '{root}' refers to artifact {refs[root]}, whose content does not fit "
+                f"it{_takes(tool, root)}")
+        if line not in told:
+            told.append(line)
+            kept.append({"path": root, "message": line, "artifact": refs[root]})
+    if not told:  # a validator that says no more than that: every ref named, nothing quoted
+        told = [f"the arguments (with artifact(s) {', '.join(refs.values())}) do not fit the "
+                "tool's schema"]
+    return InvalidArgumentsError(
+        f"invalid arguments for tool '{tool.name}': {'; '.join(told)}. Fix the arguments and "
+        "call the tool again.", tool_name=exc.tool_name, details={"problems": kept})
+
+
+def _takes(tool: Tool, name: str) -> str:
+    """`` (it takes an integer)`` from the tool's schema, when it says so simply."""
+    prop = (tool.parameters.get("properties") or {}).get(name)
+    kind = prop.get("type") if isinstance(prop, dict) else None
+    if not isinstance(kind, str):
+        return ""
+    return f" (it takes {'an' if kind[:1] in 'aeiou' else 'a'} {kind})"
