@@ -27,7 +27,8 @@ DEADLINE_S = 2
 @dataclass
 class Flaky(Issuer):
     """An issuer whose key set endpoint behaves as ``mode`` says: ``ok``, ``hang`` (answers
-    nothing until released), ``dribble`` (a byte a second) or ``error`` (500). It counts the
+    nothing until released), ``dribble`` (a byte a second), ``error`` (500), ``nonsense`` (JSON
+    that is no key set) or ``deep`` (JSON nested past any parser's stack). It counts the
     fetches and the most that were under way at once."""
 
     mode: str = "ok"
@@ -60,8 +61,10 @@ def flaky() -> Iterator[Flaky]:
                 self.send_error(404)
                 return
             found.started()
+            data = {"nonsense": b'{"keys": 5}', "deep": b"[" * 200_000}.get(
+                found.mode, json.dumps(found.jwks()).encode())
             try:
-                self._answer(found.mode, json.dumps(found.jwks()).encode())
+                self._answer(found.mode, data)
             except OSError:
                 return  # the client gave up
             finally:
@@ -76,7 +79,7 @@ def flaky() -> Iterator[Flaky]:
                 return
             head = (f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                     f"content-length: {len(data)}\r\n\r\n").encode()
-            if mode == "ok":
+            if mode in ("ok", "nonsense", "deep"):
                 self.wfile.write(head + data)
                 return
             for byte in head + data:  # dribble: every read gets a byte well within any timeout
@@ -117,13 +120,13 @@ def _stopped(served: Served) -> list[str]:
     return served.proc.stderr.read().splitlines()
 
 
-@pytest.mark.parametrize("mode", ["hang", "dribble", "error"])
+@pytest.mark.parametrize("mode", ["hang", "dribble", "error", "nonsense", "deep"])
 def test_with_no_key_known_a_failing_key_set_is_one_bounded_fetch_and_a_503_to_retry(
         tmp_path: Path, flaky: Flaky, mode: str) -> None:
-    """Four requests at once while the key set hangs, dribbles or errors: one fetch, stopped by
-    its one deadline (a byte a second never trips a per-read timeout); every request gets 503
-    with Retry-After, none 500; the failure is not fetched again before jwks_min_refresh_s,
-    and the operator reads one line, no traceback."""
+    """Four requests at once while the key set hangs, dribbles, errors or answers what is no key
+    set: one fetch, stopped by its one deadline (a byte a second never trips a per-read
+    timeout); every request gets 503 with Retry-After, none 500; the failure is not fetched
+    again before jwks_min_refresh_s, and the operator reads one line, no traceback."""
     flaky.mode = mode
     served = _serve(tmp_path, flaky, flags=True, jwks_timeout_s=DEADLINE_S,
                     jwks_min_refresh_s=3600)
