@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +21,47 @@ from toolkeeper.builtins import browser
 from toolkeeper.config import all_tools_with_runtime, explain, load_config
 
 CHROMIUM = Path("/usr/bin/chromium")
+WEBRTC = r"""<title>WebRTC</title><h1>Trying UDP</h1>
+<script>
+const udp = new URLSearchParams(location.search).get("udp");
+const report = text => { const p = document.createElement("p"); p.id = "done";
+                         p.textContent = text; document.body.appendChild(p); };
+async function quic() {
+  if (!window.WebTransport) return "no WebTransport";
+  const link = new WebTransport(`https://127.0.0.1:${udp}/`);
+  return link.ready.then(() => "WebTransport open", () => "WebTransport refused");
+}
+async function attempt() {
+  let Peer = window.RTCPeerConnection;
+  if (!Peer) {  // a fresh frame's own copy
+    const frame = document.createElement("iframe");
+    document.body.appendChild(frame);
+    Peer = frame.contentWindow.RTCPeerConnection;
+  }
+  if (!Peer) return "no RTCPeerConnection; " + await quic();
+  const pc = new Peer({iceServers: [
+    {urls: [`stun:127.0.0.1:${udp}`, "stun:169.254.169.254:3478"]},
+    {urls: `turn:127.0.0.1:${udp}?transport=udp`, username: "u", credential: "p"}]});
+  pc.createDataChannel("probe");
+  const found = [];
+  pc.onicecandidate = e => { if (e.candidate && e.candidate.candidate) found.push(e.candidate); };
+  const gathered = new Promise(done => { pc.onicegatheringstatechange = () => {
+    if (pc.iceGatheringState === "complete") done("complete"); }; });
+  await pc.setLocalDescription(await pc.createOffer());
+  // a peer that says it is at 127.0.0.1:udp: every local candidate would check it
+  const answer = pc.localDescription.sdp.replace("a=setup:actpass", "a=setup:active")
+    .replace(/a=ice-ufrag:.*\r\n/, "a=ice-ufrag:peer\r\n")
+    .replace(/a=ice-pwd:.*\r\n/, "a=ice-pwd:abcdefghijklmnopqrstuvwx\r\n")
+    .replace(/a=candidate:.*\r\n/g, "").replace(/a=end-of-candidates\r\n/g, "");
+  await pc.setRemoteDescription({type: "answer", sdp: answer});
+  await pc.addIceCandidate({candidate: `candidate:1 1 udp 2122260223 127.0.0.1 ${udp} typ host`,
+                           sdpMid: "0", sdpMLineIndex: 0});
+  const state = await Promise.race([gathered, new Promise(
+    done => setTimeout(() => done("still running after 5 s"), 5000))]);
+  return `gathering ${state}, ${found.length} candidate(s); ` + await quic();
+}
+attempt().then(report, e => report("error: " + e));
+</script>"""
 
 
 class Site(BaseHTTPRequestHandler):
@@ -54,6 +96,7 @@ Promise.all(tries).then(r => {{ const p = document.createElement("p"); p.id = "d
                                  p.textContent = "results: " + r.join(", ");
                                  document.body.appendChild(p); }});
 </script>""",
+            "/webrtc": WEBRTC,
         }
         body = pages.get(self.path.split("?")[0], f"<title>Other</title><p>{self.path}</p>")
         data = body.encode()
@@ -148,6 +191,59 @@ async def test_nothing_the_page_tries_reaches_a_host_another_way(
     assert f"- http://evil.test:{port}/frame:" in result.text
     assert f"- http://127.0.0.1:{port}/direct: '127.0.0.1' is not in browser.allowed_domains" \
         in result.text
+
+
+@pytest.fixture
+def udp() -> Iterator[socket.socket]:
+    """A UDP port on loopback that a page will aim STUN, TURN, ICE checks and QUIC at."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.setblocking(False)
+        yield sock
+
+
+def _arrived(sock: socket.socket) -> list[tuple[Any, bytes]]:
+    """The datagrams waiting on ``sock``: on loopback a datagram is queued when it is sent, and
+    everything the browser sent was sent before the call returned (the browser is closed)."""
+    found = []
+    while True:
+        try:
+            data, sender = sock.recvfrom(65536)
+        except BlockingIOError:
+            return found
+        found.append((sender, data[:24]))
+
+
+async def test_webrtc_is_gone_from_every_frame_and_sends_nothing(
+        tmp_path: Path, port: int, udp: socket.socket) -> None:
+    """WebRTC's UDP is outside request interception: a page asked a STUN server on loopback
+    (and at the metadata address) and checked a made-up peer there, and the datagrams arrived.
+    Now the page finds no RTCPeerConnection, in its window or in a fresh frame's."""
+    result = await call(tmp_path, "browser",
+                        url=f"http://allowed.test:{port}/webrtc?udp={udp.getsockname()[1]}",
+                        actions=[{"action": "wait_for", "selector": "#done"}], screenshot=False)
+    assert result.status == "ok", result.text
+    assert _arrived(udp) == []
+    assert "no RTCPeerConnection; no WebTransport" in result.text
+
+
+async def test_a_frame_that_kept_webrtc_still_sends_no_udp(
+        tmp_path: Path, port: int, udp: socket.socket,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second layer on its own, as if a frame escaped the script that removes WebRTC:
+    Chromium sends WebRTC only through the proxy, which does not exist, so ICE gathers nothing
+    and checks no peer. The page is a secure context here (WebTransport's QUIC is UDP too) and
+    Chromium's own local network checks are off: what stops the datagrams is toolkeeper's."""
+    monkeypatch.setattr(browser, "NO_WEBRTC", "", raising=False)
+    monkeypatch.setattr(browser, "BROWSER_ARGS", (
+        *browser.BROWSER_ARGS, "--disable-features=LocalNetworkAccessChecks",
+        f"--unsafely-treat-insecure-origin-as-secure=http://allowed.test:{port}"))
+    result = await call(tmp_path, "browser",
+                        url=f"http://allowed.test:{port}/webrtc?udp={udp.getsockname()[1]}",
+                        actions=[{"action": "wait_for", "selector": "#done"}], screenshot=False)
+    assert result.status == "ok", result.text
+    assert _arrived(udp) == []
+    assert "gathering complete, 0 candidate(s); WebTransport refused" in result.text
 
 
 async def test_browser_acts_on_the_page(tmp_path: Path, port: int) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper import PolicyViolationError, Tool
-from toolkeeper.builtins.http import check_url, http_tools
+from toolkeeper.builtins.http import check_url, http_tools, public_address
 from toolkeeper.builtins.policy import SecurityPolicy
 
 
@@ -87,6 +87,39 @@ def test_loopback_is_refused_unless_explicitly_allowed(server: str, tmp_path: Pa
 def test_addresses_inside_the_network_are_refused_however_written(url: str, tmp_path: Path) -> None:
     with pytest.raises(PolicyViolationError):
         check_url(url, SecurityPolicy(workspace=tmp_path))
+
+
+@pytest.mark.parametrize(("address", "public"), [
+    ("8.8.8.8", True), ("2606:4700::1111", True), ("2001:4860:4860::8888", True),
+    ("::ffff:8.8.8.8", True), ("64:ff9b::8.8.8.8", True), ("2002:808:808::1", True),
+    ("::ffff:127.0.0.1", False), ("::ffff:169.254.169.254", False),
+    ("64:ff9b::127.0.0.1", False), ("64:ff9b::169.254.169.254", False),
+    ("64:ff9b::10.0.0.1", False),  # NAT64 (well-known prefix): judged by the IPv4 it carries
+    ("64:ff9b:1::a9fe:a9fe", False), ("64:ff9b:1:ffff::8.8.8.8", False),  # local-use NAT64
+    ("::127.0.0.1", False), ("::169.254.169.254", False), ("::8.8.8.8", False),  # compatible
+    ("::ffff:0:127.0.0.1", False), ("::ffff:0:8.8.8.8", False),  # IPv4-translated
+    ("2002:7f00:1::1", False), ("2002:a9fe:a9fe::", False), ("2002:c0a8:101::1", False),  # 6to4
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", False),  # Teredo
+    ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", False),  # Teredo, whatever it carries
+    ("::1", False), ("::", False), ("fe80::1%eth0", False), ("fd00::1", False),
+    ("ff0e::1", False), ("224.0.0.1", False), ("100.64.0.1", False),
+])
+def test_the_address_rule_judges_ipv4_inside_ipv6_by_what_it_reaches(
+        address: str, public: bool) -> None:
+    """An IPv6 address that carries an IPv4 one reaches that IPv4 host (a translator or tunnel
+    takes it there): NAT64, 6to4 and IPv4-mapped forms are judged by the IPv4 address; the
+    forms a tunnel or translator inside the network takes anywhere are refused outright."""
+    assert public_address(address) is public
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::a9fe:a9fe", "::7f00:1", "2002:7f00:1::1"])
+def test_a_name_pinned_to_ipv4_inside_ipv6_is_refused_by_http_fetch(
+        address: str, tmp_path: Path) -> None:
+    tool = fetch(tmp_path, hosts={"metadata.test": address})
+    with pytest.raises(PolicyViolationError, match=f"'metadata.test' resolves to {address}, "
+                                                    "which is not a public address") as refused:
+        tool.run_raw({"url": "http://metadata.test/latest/meta-data/"})
+    assert refused.value.details["rule"] == "http.non_global_address"
 
 
 @pytest.mark.parametrize(("url", "rule"), [

@@ -7,8 +7,13 @@ only (unless loopback is allowed), the connection pinned to the checked address,
 checked again. A request that fails the rules is aborted and reported. The browser itself
 cannot reach anything: it resolves no name (``--host-resolver-rules=MAP * ~NOTFOUND``) and
 anything that escapes interception (a WebSocket, a redirect the browser would follow itself, a
-prefetch) goes to a proxy that does not exist. Service workers and downloads are off. Each call
-starts a fresh browser (no cookies or storage carried between calls) under one deadline.
+prefetch) goes to a proxy that does not exist. WebRTC, which no interception sees and which
+sends UDP (STUN to any address a page names, connectivity checks to any candidate), is turned
+off twice: the constructors are removed from every frame before its scripts run (``NO_WEBRTC``),
+and Chromium may send WebRTC traffic only through the proxy (``--webrtc-ip-handling-policy=
+disable_non_proxied_udp``), which leaves no UDP at all — so a frame that got hold of a
+constructor anyway still sends nothing. Service workers and downloads are off. Each call starts a
+fresh browser (no cookies or storage carried between calls) under one deadline.
 
 Chromium is the system's (``executable_path``; Playwright never downloads one), driven through
 Playwright, an optional dependency: ``pip install 'toolkeeper[browser]'``.
@@ -38,12 +43,21 @@ from .policy import SecurityPolicy
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["BROWSER_ARGS", "BrowserAction", "browser_tools", "playwright_missing"]
+__all__ = ["BROWSER_ARGS", "NO_WEBRTC", "BrowserAction", "browser_tools", "playwright_missing"]
 
 BROWSER_ARGS = ("--host-resolver-rules=MAP * ~NOTFOUND",
                 "--proxy-server=socks5://unreachable.invalid:1", "--proxy-bypass-list=<-loopback>",
+                "--webrtc-ip-handling-policy=disable_non_proxied_udp",
                 "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--disable-extensions", "--no-first-run", "--mute-audio")
+NO_WEBRTC = """(() => {
+  for (const name of ["RTCPeerConnection", "webkitRTCPeerConnection", "RTCIceTransport",
+                      "WebTransport"]) {
+    try { delete globalThis[name]; } catch (_) {}
+  }
+})();"""
+"""Run in every frame before the page's scripts: the interfaces that open peer-to-peer or
+QUIC connections are gone."""
 MAX_RESOURCE_BYTES = 10 << 20
 MAX_TEXT_CHARS = 20_000
 _DROPPED = {"host", "content-length", "content-encoding", "transfer-encoding", "connection",
@@ -125,6 +139,7 @@ async def _run(policy: SecurityPolicy, executable: Path, timeout_s: float, url: 
             chromium_sandbox=os.geteuid() != 0, env={"PATH": os.environ.get("PATH", "")})
         try:
             context = await browser.new_context(service_workers="block", accept_downloads=False)
+            await context.add_init_script(script=NO_WEBRTC)
             await context.route("**/*", traffic.handle)
             page = await context.new_page()
             page.set_default_timeout(timeout_s * 1000)

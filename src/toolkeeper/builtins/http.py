@@ -1,8 +1,9 @@
 """``http_fetch`` and ``http_request``: the web, without reaching inside the network.
 
 http(s) only; no credentials in URLs; the host is resolved once and every address must be
-globally routable (loopback, private, link-local — cloud metadata at 169.254.169.254 —, ULA,
-IPv4-mapped and unspecified addresses are refused); the connection goes to the validated address
+globally routable (loopback, private, link-local — cloud metadata at 169.254.169.254 —, ULA and
+unspecified addresses are refused; an IPv6 address that carries an IPv4 one is judged by it, or
+refused outright — ``public_address``); the connection goes to the validated address
 (the Host header and TLS SNI carry the name), so DNS cannot change between check and use; every
 redirect is validated again (at most 5); the body is capped after decompression and the whole
 exchange by one absolute deadline; proxy variables in the environment are ignored; an allowlist
@@ -31,10 +32,19 @@ from .policy import SecurityPolicy
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["Exchange", "check_url", "exchange", "http_tools", "load_httpx"]
+__all__ = ["Exchange", "check_url", "exchange", "http_tools", "load_httpx", "public_address"]
 
 MAX_REDIRECTS = 5
 _LOOPBACK = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
+_CARRIERS = (ipaddress.ip_network("::ffff:0:0/96"),  # IPv4-mapped
+             ipaddress.ip_network("64:ff9b::/96"))  # NAT64's well-known prefix
+"""IPv6 forms whose last 32 bits are the IPv4 address the packet ends up at: judged by it."""
+_REFUSED_V6 = (ipaddress.ip_network("::/96"),  # IPv4-compatible (deprecated), ::1 and ::
+               ipaddress.ip_network("::ffff:0:0:0/96"),  # IPv4-translated
+               ipaddress.ip_network("64:ff9b:1::/48"),  # local-use NAT64: this network's own
+               ipaddress.ip_network("2001::/32"))  # Teredo
+"""IPv6 forms that a tunnel or translator inside the network takes to IPv4, wherever the IPv4
+address sits in them: refused whatever they carry."""
 
 
 def load_httpx(what: str = "the http_fetch and http_request tools") -> ModuleType:
@@ -63,13 +73,26 @@ def _domain_allowed(host: str, allowed: tuple[str, ...]) -> bool:
                for d in allowed)
 
 
-def _address_ok(address: str, policy: SecurityPolicy) -> bool:
+def public_address(address: str) -> bool:
+    """Whether ``address`` is on the public internet: globally routable, not multicast. An IPv6
+    address that carries an IPv4 one is judged by the IPv4 address (IPv4-mapped, NAT64's
+    ``64:ff9b::/96``, 6to4's ``2002::/16``), or refused whatever it carries where a tunnel or
+    translator inside the network would take it (IPv4-compatible ``::a.b.c.d``, IPv4-translated,
+    local-use NAT64 ``64:ff9b:1::/48``, Teredo ``2001::/32``)."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_global and not ip.is_multicast:
-        return True
-    return policy.allow_loopback_http and ip in _LOOPBACK
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in net for net in _REFUSED_V6):
+            return False
+        if any(ip in net for net in _CARRIERS):
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        elif ip.sixtofour is not None:
+            ip = ip.sixtofour
+    return ip.is_global and not ip.is_multicast
+
+
+def _address_ok(address: str, policy: SecurityPolicy) -> bool:
+    return public_address(address) or (
+        policy.allow_loopback_http and ipaddress.ip_address(address.split("%", 1)[0]) in _LOOPBACK)
 
 
 def check_url(url: str, policy: SecurityPolicy) -> Target:

@@ -251,7 +251,10 @@ class OAuthSection(_Section):
     jwks_max_age_s: float = Field(default=3600.0, gt=0)
     """The issuer's keys are fetched again when older than this."""
     jwks_min_refresh_s: float = Field(default=30.0, ge=0)
-    """A token naming an unknown key fetches the keys again at most this often."""
+    """A token naming an unknown key fetches the keys again at most this often, and a fetch
+    that failed is not tried again sooner."""
+    jwks_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    """One deadline over a whole fetch of the keys (metadata and key set, every byte)."""
 
     @field_validator("issuer", "resource", "jwks_url")
     @classmethod

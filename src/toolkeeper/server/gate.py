@@ -96,7 +96,8 @@ class TokenGate:
             grant, rejected = await self._checked(headers)
             client = grant.client if grant is not None else None
         if rejected is not None and rejected.status != 401:
-            await _refuse(send, rejected.status, "unavailable", (b"retry-after", b"30"),
+            await _refuse(send, rejected.status, "unavailable",
+                          (b"retry-after", str(max(1, rejected.retry_after)).encode()),
                           str(rejected))
             return
         mcp = path.startswith("/mcp")

@@ -6,13 +6,21 @@ Where the keys are: ``jwks_url`` when given, else the ``jwks_uri`` of the issuer
 fetched on first need and again when older than ``max_age_s``; a token naming a key the set
 does not hold (the issuer rotated its keys) fetches it again — at most once every
 ``min_refresh_s``, so tokens with made-up key ids cannot turn this server into a flood of
-requests at the issuer. A fetch that fails keeps the keys held; with none held, tokens cannot
-be checked (``KeysUnavailable``).
+requests at the issuer.
+
+The issuer is a dependency that can fail, and it must fail alone. A fetch — discovery and the
+key set together — has one wall-clock deadline (``timeout_s``): an endpoint that hangs or sends
+a byte a second cannot hold it longer. One fetch runs at a time: a request that needs the fetch
+under way waits for it, one whose key is held goes on with it. A fetch that fails (an error, the
+deadline, a set with no key this server can use) keeps the keys held, is said on the operator's
+log in one line, and is not tried again for ``min_refresh_s``. Only with no key held at all
+can tokens not be checked (``KeysUnavailable``, with when to try again).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from typing import Any
@@ -23,11 +31,16 @@ import anyio
 __all__ = ["MAX_JWKS_BYTES", "KeySet", "KeysUnavailable", "metadata_urls"]
 
 MAX_JWKS_BYTES = 1 << 20
-FETCH_TIMEOUT_S = 10.0
+logger = logging.getLogger(__name__)
 
 
 class KeysUnavailable(Exception):
-    """The issuer's keys could not be fetched (and none are held)."""
+    """The issuer's keys could not be fetched and none are held; ``retry_after``: seconds
+    until the next fetch may be tried."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def metadata_urls(issuer: str) -> list[str]:
@@ -44,58 +57,90 @@ class KeySet:
     """The issuer's public keys by key id (``kid``)."""
 
     def __init__(self, issuer: str, *, jwks_url: str | None = None, max_age_s: float = 3600.0,
-                 min_refresh_s: float = 30.0) -> None:
+                 min_refresh_s: float = 30.0, timeout_s: float = 10.0) -> None:
         self.issuer, self.jwks_url = issuer, jwks_url
-        self.max_age_s, self.min_refresh_s = max_age_s, min_refresh_s
+        self.max_age_s, self.min_refresh_s, self.timeout_s = max_age_s, min_refresh_s, timeout_s
         self.keys: dict[str | None, tuple[Any, str | None]] = {}
-        """kid → (``jwt.PyJWK``, the algorithm the key declares, if it does)."""
+        """kid → (``jwt.PyJWK``, the algorithm the key declares, if it does): the last good
+        set."""
         self.fetched_at = -math.inf
-        self._asked_at = -math.inf  # the last fetch for an unknown kid (or a failed fetch)
-        self._lock = anyio.Lock()
+        self._asked_at = -math.inf  # the last fetch for an unknown kid
+        self._failed_at = -math.inf  # the last fetch that failed
+        self._fetching: anyio.Event | None = None  # set when the fetch under way ends
         self.last_error = ""
-        """Why the last fetch failed (for the operator's log), if it did."""
+        """Why the last fetch failed, if it did (for the operator: the log says it)."""
 
     async def key(self, kid: str | None) -> tuple[Any, str | None] | None:
         """The key ``kid`` names (a token without ``kid``: the one key of a set of one) and
         the algorithm it declares, or ``None``.
 
         Raises:
-            KeysUnavailable: no keys are held and the issuer's cannot be fetched.
+            KeysUnavailable: no keys are held and the issuer's could not be fetched.
         """
-        now = time.monotonic()
-        if now - self.fetched_at > self.max_age_s and now - self._asked_at >= self.min_refresh_s:
-            await self._refresh(now)
         found = self._find(kid)
-        if found is None and self._lock.locked():  # a fetch under way may bring it
-            async with self._lock:
-                pass
+        if self._due(found):
+            await self._refresh()
             found = self._find(kid)
-        elif found is None and time.monotonic() - self._asked_at >= self.min_refresh_s:
-            self._asked_at = time.monotonic()
-            await self._refresh(time.monotonic())
+        elif found is None and self._fetching is not None:  # the fetch under way may bring it
+            with anyio.move_on_after(self.timeout_s):
+                await self._fetching.wait()
             found = self._find(kid)
-        if not self.keys and self.fetched_at == -math.inf:
-            raise KeysUnavailable(f"the signing keys of {self.issuer} could not be fetched")
+        if not self.keys:
+            raise KeysUnavailable(f"the signing keys of {self.issuer} could not be fetched",
+                                  retry_after=self.retry_after())
         return found
+
+    def retry_after(self) -> int:
+        """Seconds until a fetch may be tried again (at least 1)."""
+        return max(1, math.ceil(self._failed_at + self.min_refresh_s - time.monotonic()))
+
+    def _due(self, found: tuple[Any, str | None] | None) -> bool:
+        """Whether this request starts a fetch: none is under way, none failed in the last
+        ``min_refresh_s``, and the set is older than ``max_age_s`` or (at most once per
+        ``min_refresh_s``) the key is unknown."""
+        now = time.monotonic()
+        if self._fetching is not None or now - self._failed_at < self.min_refresh_s:
+            return False
+        if now - self.fetched_at > self.max_age_s:
+            return True
+        if found is None and now - self._asked_at >= self.min_refresh_s:
+            self._asked_at = now
+            return True
+        return False
 
     def _find(self, kid: str | None) -> tuple[Any, str | None] | None:
         if kid is None:
             return next(iter(self.keys.values())) if len(self.keys) == 1 else None
         return self.keys.get(kid)
 
-    async def _refresh(self, asked: float) -> None:
+    async def _refresh(self) -> None:
+        """One fetch under one deadline; the keys replaced only by a set that has one."""
         import httpx  # the server extra
 
-        async with self._lock:
-            if self.fetched_at >= asked:
-                return  # fetched while this one waited
-            try:
-                url = self.jwks_url or await self._discover()
-                self.keys = _parse(await _get_json(url))
-                self.fetched_at = time.monotonic()
-            except (httpx.HTTPError, ValueError) as exc:
-                self._asked_at = time.monotonic()  # failures are rate-limited too
-                self.last_error = f"{type(exc).__name__}: {exc}"
+        self._fetching = done = anyio.Event()
+        try:
+            with anyio.fail_after(self.timeout_s):
+                keys = _parse(await _get_json(self.jwks_url or await self._discover()))
+            if not keys:
+                raise ValueError("the key set has no signing key this server can use")
+            self.keys, self.fetched_at, self.last_error = keys, time.monotonic(), ""
+        except TimeoutError:
+            self._failed(f"no whole answer within {self.timeout_s:g} s")
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, RecursionError) as exc:
+            self._failed(" ".join(f"{type(exc).__name__}: {exc}".split()))
+        finally:
+            self._fetching = None
+            done.set()
+
+    def _failed(self, why: str) -> None:
+        self._failed_at = time.monotonic()
+        self.last_error = why
+        held = (f"the {len(self.keys)} key(s) fetched "
+                f"{time.monotonic() - self.fetched_at:.0f} s ago stay in use" if self.keys
+                else "no key is held: requests with access tokens get 503")
+        logger.warning("toolkeeper: the signing keys of %s could not be fetched (%s); %s; "
+                       "next try in %g s at the earliest", self.issuer, why, held,
+                       self.min_refresh_s)
 
     async def _discover(self) -> str:
         import httpx  # the server extra
@@ -119,20 +164,19 @@ class KeySet:
 
 
 async def _get_json(url: str) -> dict[str, Any]:
-    """A JSON object from ``url`` (no redirects, at most ``MAX_JWKS_BYTES``, one deadline)."""
+    """A JSON object from ``url`` (no redirects, at most ``MAX_JWKS_BYTES``); the caller holds
+    the deadline."""
     import httpx  # the server extra
 
-    with anyio.fail_after(FETCH_TIMEOUT_S):
-        async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
-                                     timeout=FETCH_TIMEOUT_S) as http, \
-                http.stream("GET", url, headers={"accept": "application/json"}) as response:
-            if response.status_code != 200:
-                raise ValueError(f"{url} answered {response.status_code}")
-            body = b""
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_JWKS_BYTES:
-                    raise ValueError(f"{url} answered more than {MAX_JWKS_BYTES} bytes")
+    async with httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=None) as http, \
+            http.stream("GET", url, headers={"accept": "application/json"}) as response:
+        if response.status_code != 200:
+            raise ValueError(f"{url} answered {response.status_code}")
+        body = b""
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_JWKS_BYTES:
+                raise ValueError(f"{url} answered more than {MAX_JWKS_BYTES} bytes")
     found = json.loads(body)
     if not isinstance(found, dict):
         raise ValueError(f"{url} did not answer a JSON object")
@@ -145,8 +189,11 @@ def _parse(jwks: dict[str, Any]) -> dict[str | None, tuple[Any, str | None]]:
     from jwt import PyJWK
     from jwt.exceptions import PyJWKError
 
+    entries = jwks.get("keys")
+    if not isinstance(entries, list):
+        raise ValueError("the key set has no 'keys' list")
     keys: dict[str | None, tuple[Any, str | None]] = {}
-    for entry in jwks.get("keys") or []:
+    for entry in entries:
         if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" \
                 or entry.get("kty") == "oct":
             continue

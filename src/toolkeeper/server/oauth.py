@@ -70,11 +70,12 @@ def oauth_settings(section: OAuthSection | None, *, issuer: str | None, resource
 
 class TokenRejected(Exception):
     """Why an access token was refused (its ``error_description``), with the HTTP status:
-    401 for a token that is not good, 503 when the issuer's keys cannot be fetched."""
+    401 for a token that is not good, 503 when the issuer's keys cannot be fetched and none
+    are held (``retry_after``: seconds until they may be fetched again)."""
 
-    def __init__(self, description: str, status: int = 401) -> None:
+    def __init__(self, description: str, status: int = 401, *, retry_after: int = 0) -> None:
         super().__init__(description)
-        self.status = status
+        self.status, self.retry_after = status, retry_after
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +103,8 @@ class OAuthResource:
         self.issuer, self.resource = settings.issuer, settings.resource
         self.keys = KeySet(settings.issuer, jwks_url=settings.jwks_url,
                            max_age_s=settings.jwks_max_age_s,
-                           min_refresh_s=settings.jwks_min_refresh_s)
+                           min_refresh_s=settings.jwks_min_refresh_s,
+                           timeout_s=settings.jwks_timeout_s)
         parts = urlsplit(settings.resource)
         self.host = parts.hostname or ""
         """The resource's host name (clients reach this server by it)."""
@@ -150,7 +152,8 @@ class OAuthResource:
         try:
             found = await self.keys.key(kid)
         except KeysUnavailable as exc:
-            raise TokenRejected(f"{exc}; try again later", status=503) from exc
+            raise TokenRejected(f"{exc}; try again in {exc.retry_after} s", status=503,
+                                retry_after=exc.retry_after) from exc
         if found is None:
             raise TokenRejected(f"unknown key id {kid!r}: not among the issuer's keys"
                                 if kid is not None else "token has no kid and the issuer "
