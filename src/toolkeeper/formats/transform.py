@@ -193,7 +193,7 @@ class SchemaTransformer:
             return
         if key == "additionalProperties":
             if self.strict:
-                raise StrictImpossible(f"open map at {path} cannot be closed")
+                _refuse_open_object({"additionalProperties": value}, path)
             notes.append(f"Keys map to values of schema {_short_json(value)}.")
             self.note("warning", path, "map values ('additionalProperties') cannot be declared; "
                       "described in words instead")
@@ -206,9 +206,7 @@ class SchemaTransformer:
         if not out or ("type" not in out and not any(k in out for k in ("anyOf", "enum", "const"))):
             raise StrictImpossible(f"{path} accepts any value, which strict mode cannot express")
         if out.get("type") == "object" or "properties" in out:
-            extra = out.get("additionalProperties")
-            if extra not in (None, False):
-                raise StrictImpossible(f"open map at {path} cannot be closed")
+            _refuse_open_object(out, path)
             out["additionalProperties"] = False
             props = out.setdefault("properties", {})
             if self.profile.strict_all_required:
@@ -274,6 +272,25 @@ class SchemaTransformer:
         self.note("info", path, f"enum of {original or 'mixed'} values shown as strings; "
                   "string answers are converted back when the call comes back")
         return node
+
+
+_HOW_TO_FIX = ("declare its keys (a pydantic model, a dataclass or a TypedDict), or export "
+               "this tool without strict")
+
+
+def _refuse_open_object(out: dict[str, Any], path: str) -> None:
+    """Strict mode can only close an object: refuse one whose meaning is to take other keys —
+    a map, or a free-form object (no declared keys), which closed would take nothing but
+    ``{}``. The top level without properties is a tool without arguments, closed as it means."""
+    extra = out.get("additionalProperties")
+    if isinstance(extra, dict):
+        raise StrictImpossible(f"{path} is a map (keys → {_short_json(extra)}), which strict "
+                               f"mode cannot declare; {_HOW_TO_FIX}")
+    free_form = extra is True or (extra is None and not out.get("properties")
+                                  and path != "parameters")
+    if free_form:
+        raise StrictImpossible(f"{path} is a free-form object (any keys), which strict mode "
+                               f"would close to accept only {{}}; {_HOW_TO_FIX}")
 
 
 def _nullable(sub: dict[str, Any]) -> dict[str, Any]:
