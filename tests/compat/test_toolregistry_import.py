@@ -72,6 +72,16 @@ def test_the_provider_sdks_own_call_objects_are_read_as_they_come() -> None:
     assert [str(r) for r in results] == ["2", "4", "6", "8"]
 
 
+def test_gemini_calls_without_an_id_are_numbered_by_their_place_in_the_batch() -> None:
+    registry = registry_with(add)
+    results = registry.execute_tool_calls([
+        {"functionCall": {"name": "add", "args": {"a": 1, "b": 1}}},
+        {"functionCall": {"id": "call_kept", "name": "add", "args": {"a": 1, "b": 2}}},
+        {"functionCall": {"name": "add", "args": {"a": 1, "b": 3}}}])
+    assert [(r.id, str(r)) for r in results] == [("call_0", "2"), ("call_kept", "3"),
+                                                 ("call_2", "4")]
+
+
 def test_a_call_in_no_known_shape_is_toolregistrys_type_error() -> None:
     with pytest.raises(TypeError, match="Unsupported tool call format"):
         registry_with(add).execute_tool_calls([{"tool": "add"}])

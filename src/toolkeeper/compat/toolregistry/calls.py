@@ -79,7 +79,8 @@ def read_call(call: object, names: Callable[[str], WireNames], index: int) -> To
         return ToolCall(id=str(data["id"]), name=str(data.get("name", "")),
                         arguments=arguments, raw_arguments=raw, problem=problem)
     (parsed,) = get_format(fmt).parse([data], names(fmt))
-    if fmt == "gemini" and parsed.id.startswith("call_"):
+    part = data.get("functionCall") or data.get("function_call") or data
+    if fmt == "gemini" and not part.get("id"):  # numbered in the batch, not within one part
         parsed = ToolCall(id=f"call_{index}", name=parsed.name, arguments=parsed.arguments,
                           wire_name=parsed.wire_name, raw_arguments=parsed.raw_arguments,
                           problem=parsed.problem, api_format=parsed.api_format)
