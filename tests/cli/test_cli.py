@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,25 @@ def test_check_fails_when_a_format_loses_meaning(tmp_path: Path) -> None:
                                  "--fail-on", "error"])
     assert strict.exit_code == 1
     assert "strict mode is not possible" in strict.stdout
+
+
+def test_check_strict_names_a_free_form_argument_and_the_fix(tmp_path: Path) -> None:
+    source = tmp_path / "devices.py"
+    source.write_text(
+        "from toolkeeper import Tool\n\n"
+        "configure = Tool(name='configure', description='Configure a device.',\n"
+        "    callable=lambda name, options=None: name,\n"
+        "    parameters={'type': 'object', 'required': ['name'], 'properties': {\n"
+        "        'name': {'type': 'string'}, 'options': {'type': 'object'}}})\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "check", f"{source}:configure", "-f",
+         "openai-chat", "--strict", "--fail-on", "error"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = " ".join(result.stdout.split())
+    assert "parameters.options is a free-form object" in line
+    assert "declare its keys" in line
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ FLOORS = {
     "builtins": 4, "config": 4, "sandbox": 4,
     "mcp": 5, "codemode": 5, "gateway": 5,
     "cli": 6, "server": 6, "testing": 6, "adapters": 6,
+    "compat": 6,  # other tool layers' APIs over the catalog, the formats and the door
     "": 7, "__main__": 7,  # the package itself: the public surface, above everything
 }
 

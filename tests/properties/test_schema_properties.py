@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionToolParam
 from pydantic import TypeAdapter
 
-from toolkeeper import Tool, WireNames
+from toolkeeper import Tool, WireNames, export
 from toolkeeper.formats.names import name_rule, wire_name
 from toolkeeper.tools.signature import fast_schema, strip_titles
 
@@ -129,3 +129,38 @@ def test_exports_never_change_the_tool_schema(sig_call: Any) -> None:
         tool.get_schema(api_format)
         tool.get_schema(api_format, strict=True, think_augment=True)
     assert tool.parameters == before
+
+
+_KEYS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
+                max_size=12)
+_ARGUMENT_RULES = {"gemini": r"[A-Za-z_][A-Za-z0-9_]{0,63}", "anthropic": r"[a-zA-Z0-9_.-]{1,64}"}
+
+
+def _declared_keys(schema: Any) -> list[str]:
+    if isinstance(schema, list):
+        return [k for item in schema for k in _declared_keys(item)]
+    if not isinstance(schema, dict):
+        return []
+    own = list(schema["properties"]) if isinstance(schema.get("properties"), dict) else []
+    return own + [k for value in schema.values() for k in _declared_keys(value)]
+
+
+@SETTINGS
+@given(st.dictionaries(_KEYS, st.dictionaries(_KEYS, st.text(max_size=4), max_size=3),
+                       min_size=1, max_size=4))
+def test_any_argument_names_fit_the_provider_and_come_back_as_they_were(
+        args: dict[str, dict[str, str]]) -> None:
+    properties = {name: {"type": "object", "properties": {k: {"type": "string"} for k in inner}}
+                  for name, inner in args.items()}
+    tool = Tool(name="t", description="T.", callable=lambda **kw: kw,
+                parameters={"type": "object", "properties": properties})
+    for api_format, rule in _ARGUMENT_RULES.items():
+        exported = export([tool], api_format)
+        declaration = exported.declarations[0]
+        keys = _declared_keys(declaration.get("parameters") or declaration["input_schema"])
+        assert all(re.fullmatch(rule, k) for k in keys), (api_format, keys)
+        renamed = exported.names.arguments.get("t")
+        to_wire = renamed.to_wire if renamed is not None else {}
+        wire_args = {to_wire.get(n, n): {to_wire.get(k, k): v for k, v in inner.items()}
+                     for n, inner in args.items()}
+        assert exported.names.decode("t", wire_args) == args

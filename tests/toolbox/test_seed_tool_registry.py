@@ -10,7 +10,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from toolkeeper import Tool, Toolbox, ToolCall, ToolMetadata, ToolRegistry, export
+from toolkeeper import Tool, Toolbox, ToolCall, ToolMetadata, ToolRegistry, UsageError, export
 
 REASON = "toolcall_reason"
 
@@ -125,3 +125,29 @@ def test_metadata_locality_and_source_detail_take_the_seeds_values() -> None:
     assert meta.source_detail == "stdio:weather-server"
     with pytest.raises(ValidationError, match="locality"):
         ToolMetadata(locality="elsewhere")  # type: ignore[arg-type]
+
+
+def test_call_dicts_without_api_format_are_one_clear_error_naming_the_fix() -> None:
+    registry = ToolRegistry([area_tool()])
+    openai_call = {"id": "call_1", "type": "function", "function": {
+        "name": "calculate_area", "arguments": '{"length": 2, "width": 5}'}}
+    with pytest.raises(UsageError) as raised:
+        registry.execute_tool_calls([openai_call])
+    message = str(raised.value)
+    assert "item 0 is a dict" in message and "api_format" in message
+    assert "toolkeeper.compat.toolregistry" in message  # where toolregistry's behaviour lives
+    assert registry.execute_tool_calls([openai_call], "openai-chat")[0]["content"] == "10"  # type: ignore[index]
+
+
+def test_without_a_handler_sensitive_calls_run_and_high_ones_are_denied_as_documented() -> None:
+    def lookup(q: str) -> str:
+        """Look up."""
+        return q
+
+    box = Toolbox([Tool.from_function(lookup, risk="sensitive"),
+                   Tool.from_function(lookup, name="wipe", risk="high")])
+    ran, denied = box.execute_tool_calls([ToolCall(id="1", name="lookup", arguments={"q": "a"}),
+                                          ToolCall(id="2", name="wipe", arguments={"q": "b"})])
+    assert (ran.is_error, denied.is_error) == (False, True)  # type: ignore[union-attr]
+    doc = " ".join((Toolbox.execute_tool_calls.__doc__ or "").split())
+    assert "SENSITIVE calls run" in doc and "HIGH and CRITICAL ones are denied" in doc

@@ -60,6 +60,9 @@ class ToolSpec:
         default_factory=dict, repr=False)
     """The formats' cache of this spec's declarations (format key → (declaration,
     problems)): filled by the formats, it lives and dies with the spec."""
+    wire_arguments: dict[str, object] = field(default_factory=dict, repr=False)
+    """Format → how the arguments a provider could not take by name were renamed (filled by
+    the formats when they declare the spec; read to map a call's arguments back)."""
 
     @cached_property
     def output_schema(self) -> Mapping[str, object] | None:
@@ -70,7 +73,7 @@ class ToolSpec:
         """A spec from values a ``Tool`` has already checked, without the frozen dataclass's
         field-by-field ``__init__`` (it runs once per tool, on its first export)."""
         spec = object.__new__(cls)
-        spec.__dict__.update(values, declared={})
+        spec.__dict__.update(values, declared={}, wire_arguments={})
         return spec
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject, JsonValue
 from ..core.results import FileBlock, ImageBlock, ToolResult
+from .argnames import ArgumentRule
 from .base import WireFormat, as_data, block_text
 from .transform import Profile
 
@@ -19,11 +21,18 @@ _STRICT = frozenset(
 )
 
 
+PROPERTY_KEYS = ArgumentRule(
+    pattern=re.compile(r"[a-zA-Z0-9_.-]{1,64}"), invalid=re.compile(r"[^a-zA-Z0-9_.-]"),
+    max_len=64, summary="Anthropic takes [a-zA-Z0-9_.-], at most 64",
+)
+"""The keys Anthropic's API takes in ``input_schema.properties``."""
+
+
 class AnthropicFormat(WireFormat):
     """Declarations, ``tool_use`` parsing and ``tool_result`` rendering for Claude."""
 
     name = "anthropic"
-    profile = Profile(name="anthropic", strict_keep=_STRICT)
+    profile = Profile(name="anthropic", strict_keep=_STRICT, argument_names=PROPERTY_KEYS)
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool

@@ -11,6 +11,7 @@ from ..core.json import JsonObject
 from ..core.results import AudioBlock, FileBlock, ImageBlock, ToolResult, block_text
 from ..core.spec import ToolSpec
 from ..errors import UnknownToolError, UsageError, WireFormatError
+from .argnames import ArgumentNames, rename_table
 from .names import WireNames, name_rule, wire_name
 from .problems import Problem
 from .transform import Profile, SchemaTransformer, StrictImpossible
@@ -99,14 +100,27 @@ class WireFormat:
         if think:
             schema = _with_think(schema)
         rule = name_rule(self.name)
-        if (not strict and self.profile.keep is None and tool.description
+        renames = self._renames(tool, schema)
+        if (not strict and self.profile.keep is None and tool.description and not renames
                 and (rule is None or rule.pattern.fullmatch(name))
                 and _needs_no_projection(schema, self.profile)):
             return self.declaration(tool, name, schema, False), ()  # the common, quick case
-        return self._declare_projected(tool, schema, strict)
+        return self._declare_projected(tool, schema, strict, renames)
+
+    def _renames(self, tool: ToolSpec, schema: dict[str, object]) -> dict[str, str]:
+        """The argument names this provider does not take, renamed; the table to map a call's
+        arguments back is kept on the spec (``ToolSpec.wire_arguments``)."""
+        rule = self.profile.argument_names
+        if rule is None:
+            return {}
+        table = rename_table(schema, rule)
+        if table:
+            tool.wire_arguments[self.name] = ArgumentNames(table, schema)
+        return table
 
     def _declare_projected(
-        self, tool: ToolSpec, schema: dict[str, object], strict: bool
+        self, tool: ToolSpec, schema: dict[str, object], strict: bool,
+        renames: dict[str, str] | None = None,
     ) -> tuple[dict[str, Any], list[Problem]]:
         problems: list[Problem] = []
         name = wire_name(tool.name, self.name)
@@ -116,20 +130,23 @@ class WireFormat:
         if not tool.description.strip():
             problems.append(self._problem("warning", tool.name, "description",
                                           "no description; models choose tools by it"))
-        params, strict_applied = self._parameters(tool.name, schema, strict, problems)
+        params, strict_applied = self._parameters(tool.name, schema, strict, problems,
+                                                  renames or {})
         return self.declaration(tool, name, params, strict_applied), problems
 
     def _parameters(
-        self, tool: str, schema: dict[str, object], strict: bool, problems: list[Problem]
+        self, tool: str, schema: dict[str, object], strict: bool, problems: list[Problem],
+        renames: dict[str, str],
     ) -> tuple[dict[str, Any], bool]:
-        if not strict and self.profile.keep is None and _needs_no_projection(schema, self.profile):
+        if not strict and self.profile.keep is None and not renames \
+                and _needs_no_projection(schema, self.profile):
             return schema, False
         if strict and self.profile.strict_keep is None:
             problems.append(self._problem("error", tool, "strict",
                                           f"{self.name} has no strict mode; declared without it"))
             strict = False
         if strict:
-            transformer = SchemaTransformer(self.profile, tool, strict=True)
+            transformer = SchemaTransformer(self.profile, tool, strict=True, renames=renames)
             try:
                 out = transformer.transform(schema)
             except StrictImpossible as exc:
@@ -138,7 +155,7 @@ class WireFormat:
             else:
                 problems.extend(transformer.problems)
                 return out, True
-        transformer = SchemaTransformer(self.profile, tool)
+        transformer = SchemaTransformer(self.profile, tool, renames=renames)
         out = transformer.transform(schema)
         problems.extend(transformer.problems)
         return out, False
@@ -195,6 +212,8 @@ class WireFormat:
                 name = names.name(wire)
             except UnknownToolError as exc:
                 problem = problem or CallProblem(code=exc.code, message=exc.message)
+            else:
+                arguments = names.decode(name, arguments)
         return ToolCall(id=str(call_id), name=name, arguments=arguments, wire_name=wire,
                         raw_arguments=raw, problem=problem, api_format=self.name)
 

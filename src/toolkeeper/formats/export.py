@@ -11,6 +11,7 @@ from ..core.json import JsonObject
 from ..core.results import ToolResult
 from ..core.spec import DeclaresCallTypes
 from ..errors import UsageError, WireFormatError
+from .argnames import ArgumentNames
 from .names import WireNames
 from .problems import Problem
 from .registry import declared, get_format, parse_tool_calls, render_results
@@ -105,6 +106,9 @@ def export(
                                     path="provider_specs", message=f"left out: {exc}"))
             continue
         wire = names.wire(tool.name)
+        renamed = tool.spec.wire_arguments.get(fmt.name) if not provider_tool else None
+        if isinstance(renamed, ArgumentNames):
+            names.arguments[tool.name] = renamed
         if provider_tool:
             provider.append(declaration)
             for call_type in tool.call_types if isinstance(tool, DeclaresCallTypes) else ():

@@ -3,16 +3,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject, JsonValue
 from ..core.results import ImageBlock, ToolResult
+from .argnames import ArgumentRule
 from .base import WireFormat, as_data
 from .transform import Profile
 
 __all__ = ["GeminiFormat"]
+
+PARAMETER_NAMES = ArgumentRule(
+    pattern=re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}"), invalid=re.compile(r"[^A-Za-z0-9_]"),
+    max_len=64, must_start=re.compile(r"[A-Za-z_]"),
+    summary="Gemini takes ASCII letters, digits and underscores, starting with a letter or an "
+            "underscore, at most 64",
+)
+"""Gemini's rule for parameter names, as the google-genai SDK documents it."""
 
 _KEEP = frozenset(
     {"type", "format", "description", "nullable", "enum", "properties", "required", "items",
@@ -25,7 +35,8 @@ class GeminiFormat(WireFormat):
     """Gemini API (REST JSON, camelCase; the ``google-genai`` SDK accepts the same dicts)."""
 
     name = "gemini"
-    profile = Profile(name="gemini", keep=_KEEP, openapi_subset=True, refs=False)
+    profile = Profile(name="gemini", keep=_KEEP, openapi_subset=True, refs=False,
+                      argument_names=PARAMETER_NAMES)
 
     def declaration(
         self, tool: Any, name: str, parameters: dict[str, Any], strict: bool

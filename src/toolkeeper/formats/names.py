@@ -2,7 +2,8 @@
 
 A name that already fits a provider's rules is sent unchanged. Any other name is sanitized and
 suffixed with a short hash of the original, so two different names never meet on the wire; the
-``WireNames`` table maps calls back. Names are never recovered by splitting strings.
+``WireNames`` table maps calls back — and, for the tools whose argument names a provider does not
+take (``argnames.py``), their arguments too. Names are never recovered by splitting strings.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import UnknownToolError, WireFormatError
+from .argnames import ArgumentNames
 
 __all__ = ["NameRule", "WireNames", "name_rule", "wire_name"]
 
@@ -70,6 +72,9 @@ class WireNames:
         self._to_name: dict[str, str] = {}
         self.call_types: dict[str, tuple[str, ...]] = {}
         """Item type → the names of the tools that declared it (in ``call_types``)."""
+        self.arguments: dict[str, ArgumentNames] = {}
+        """Tool name → how its arguments were renamed, for the tools that had names this
+        format does not take."""
         for name in names:
             self.add(name)
 
@@ -114,6 +119,11 @@ class WireNames:
         raise UnknownToolError(
             f"unknown tool '{wire}'{hint} Available tools: {offered}.", tool_name=wire
         )
+
+    def decode(self, name: str, arguments: dict[str, object]) -> dict[str, object]:
+        """A call's arguments under the tool's own names."""
+        renamed = self.arguments.get(name)
+        return renamed.decode(arguments) if renamed is not None else arguments
 
     def __contains__(self, wire: object) -> bool:
         return wire in self._to_name

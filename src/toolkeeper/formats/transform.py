@@ -11,10 +11,12 @@ form the provider accepts.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..core.results import dump_json
+from .argnames import ArgumentRule
 from .problems import Problem
 
 __all__ = ["Profile", "SchemaTransformer", "StrictImpossible", "inline_refs"]
@@ -52,6 +54,7 @@ class Profile:
     openapi_subset: bool = False
     refs: bool = True
     as_is: bool = False
+    argument_names: ArgumentRule | None = None
 
 
 _CONSTRAINTS = frozenset(
@@ -113,6 +116,8 @@ class SchemaTransformer:
     profile: Profile
     tool: str
     strict: bool = False
+    renames: Mapping[str, str] = field(default_factory=dict)
+    """Property names the provider does not take → the names it is shown instead."""
     problems: list[Problem] = field(default_factory=list)
 
     def note(self, severity: Severity, path: str, message: str) -> None:
@@ -148,7 +153,10 @@ class SchemaTransformer:
             if key == "$schema":
                 continue  # the dialect is the provider's; no provider wants the meta key
             if key == "properties" and isinstance(value, dict):
-                out[key] = {n: self._node(s, f"{path}.{n}") for n, s in value.items()}
+                out[key] = self._properties(value, path)
+            elif key in ("required", "propertyOrdering") and isinstance(value, list) \
+                    and self.renames and self._kept(key, keep):
+                out[key] = [self.renames.get(n, n) if isinstance(n, str) else n for n in value]
             elif key in _CHILD_LISTS and isinstance(value, list) and self._kept(key, keep):
                 out[key] = [self._node(s, f"{path}.{key}[{i}]") for i, s in enumerate(value)]
             elif key in ("items", "additionalProperties") and isinstance(value, dict):
@@ -165,6 +173,20 @@ class SchemaTransformer:
         if notes:
             out["description"] = " ".join([out.get("description", ""), *notes]).strip()
         return out
+
+    def _properties(self, properties: dict[str, Any], path: str) -> dict[str, Any]:
+        shown: dict[str, Any] = {}
+        for name, sub in properties.items():
+            node = self._node(sub, f"{path}.{name}")
+            wire = self.renames.get(name)
+            if wire is not None:
+                node["description"] = f"{node.get('description', '')} Argument '{name}'.".strip()
+                rule = self.profile.argument_names
+                takes = f" ({rule.summary})" if rule is not None else ""
+                self.note("warning", f"{path}.{name}", f"argument name '{name}' is not accepted"
+                          f"{takes}; sent as '{wire}' and mapped back when the call comes back")
+            shown[wire or name] = node
+        return shown
 
     def _keep(self) -> frozenset[str] | None:
         return self.profile.strict_keep if self.strict else self.profile.keep
@@ -193,7 +215,7 @@ class SchemaTransformer:
             return
         if key == "additionalProperties":
             if self.strict:
-                raise StrictImpossible(f"open map at {path} cannot be closed")
+                _refuse_open_object({"additionalProperties": value}, path)
             notes.append(f"Keys map to values of schema {_short_json(value)}.")
             self.note("warning", path, "map values ('additionalProperties') cannot be declared; "
                       "described in words instead")
@@ -206,9 +228,7 @@ class SchemaTransformer:
         if not out or ("type" not in out and not any(k in out for k in ("anyOf", "enum", "const"))):
             raise StrictImpossible(f"{path} accepts any value, which strict mode cannot express")
         if out.get("type") == "object" or "properties" in out:
-            extra = out.get("additionalProperties")
-            if extra not in (None, False):
-                raise StrictImpossible(f"open map at {path} cannot be closed")
+            _refuse_open_object(out, path)
             out["additionalProperties"] = False
             props = out.setdefault("properties", {})
             if self.profile.strict_all_required:
@@ -274,6 +294,25 @@ class SchemaTransformer:
         self.note("info", path, f"enum of {original or 'mixed'} values shown as strings; "
                   "string answers are converted back when the call comes back")
         return node
+
+
+_HOW_TO_FIX = ("declare its keys (a pydantic model, a dataclass or a TypedDict), or export "
+               "this tool without strict")
+
+
+def _refuse_open_object(out: dict[str, Any], path: str) -> None:
+    """Strict mode can only close an object: refuse one whose meaning is to take other keys —
+    a map, or a free-form object (no declared keys), which closed would take nothing but
+    ``{}``. The top level without properties is a tool without arguments, closed as it means."""
+    extra = out.get("additionalProperties")
+    if isinstance(extra, dict):
+        raise StrictImpossible(f"{path} is a map (keys → {_short_json(extra)}), which strict "
+                               f"mode cannot declare; {_HOW_TO_FIX}")
+    free_form = extra is True or (extra is None and not out.get("properties")
+                                  and path != "parameters")
+    if free_form:
+        raise StrictImpossible(f"{path} is a free-form object (any keys), which strict mode "
+                               f"would close to accept only {{}}; {_HOW_TO_FIX}")
 
 
 def _nullable(sub: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def execute_tool_calls(
     if api_format is not None:
         parsed = catalog.export(api_format).parse(calls)
     elif isinstance(calls, Iterable) and not isinstance(calls, str | bytes | Mapping):
-        parsed = list(calls)
+        parsed = _tool_calls(list(calls))
     else:
         raise UsageError(f"execute_tool_calls got a {type(calls).__name__} without api_format: "
                          "pass ToolCalls, or a provider response with its api_format")
@@ -40,3 +40,18 @@ def execute_tool_calls(
     return get_format(api_format).render_batch(zip(parsed, tool_results, strict=True))
 
 
+
+
+def _tool_calls(items: list[object]) -> list[ToolCall]:
+    """``items`` when every one is a ``ToolCall``; else the error that says what to pass."""
+    calls: list[ToolCall] = []
+    for index, item in enumerate(items):
+        if isinstance(item, ToolCall):
+            calls.append(item)
+        else:
+            raise UsageError(
+                f"execute_tool_calls without api_format takes ToolCalls, but item {index} is a "
+                f"{type(item).__name__}: pass the format the calls came in (e.g. "
+                "api_format='openai-chat') to parse them, or build ToolCalls; a program written "
+                "for toolregistry gets its format detection from toolkeeper.compat.toolregistry")
+    return calls

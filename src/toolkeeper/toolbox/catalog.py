@@ -167,11 +167,16 @@ class CatalogBase:
     ) -> list[ToolResult] | list[JsonObject]:
         """Run model-originated calls through the invoker (the one door) and return the results.
 
-        Given ``ToolCall``s, returns ``ToolResult``s in call order. Given a provider response and
-        its ``api_format``, parses it with this catalog's names and returns the provider's
-        tool-result messages, ready to append to the conversation. Concurrency-safe tools run at
-        once, others one after another. Without ``invoker``, a default one is used: no approval
-        handler, so every call above SAFE is denied.
+        Given ``ToolCall``s, returns ``ToolResult``s in call order. Given a provider response (or
+        its list of call dicts) and its ``api_format``, parses it with this catalog's names and
+        returns the provider's tool-result messages, ready to append to the conversation.
+        Concurrency-safe tools run at once, others one after another. Without ``invoker``, a
+        default one is used with no approval handler: SAFE and SENSITIVE calls run, HIGH and
+        CRITICAL ones are denied.
+
+        Raises:
+            UsageError: provider call dicts (or anything else but ``ToolCall``s) without
+                ``api_format``; the message names the item and the fix.
         """
         # The call side (parse, invoke, render) is the door, a floor above the catalog: the one
         # import a catalog makes when called, listed in tests/meta/test_layers.py (CALL_TIME).
