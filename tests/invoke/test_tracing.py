@@ -331,9 +331,9 @@ async def test_inside_another_calls_execute_tool_span_a_call_keeps_its_own_execu
                 OPERATION_NAME: EXECUTE_TOOL, TOOL_NAME: "run_script",
                 TOOL_CALL_ID: "outer"}):
             await invoker.invoke(call("add", a=1, b=2), session=session)
-        with tracer.start_as_current_span("execute_tool add", attributes={
-                OPERATION_NAME: EXECUTE_TOOL, TOOL_NAME: "add"}):  # no call id: by name
+        with tracer.start_as_current_span("tools/call add", attributes={
+                OPERATION_NAME: EXECUTE_TOOL, TOOL_NAME: "add"}):  # the request: no call id
             await invoker.invoke(call("add", a=1, b=2), session=session)
     names = [s.name for s in exporter.get_finished_spans()]
-    assert names == ["execute_tool add", "execute_tool run_script", "toolkeeper.invoke add",
-                     "execute_tool add"]
+    assert names == ["execute_tool add", "execute_tool run_script", "execute_tool add",
+                     "tools/call add"]

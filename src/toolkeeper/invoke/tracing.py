@@ -115,23 +115,19 @@ class _Readable(Protocol):
     def attributes(self) -> Mapping[str, object] | None: ...
 
 
-def inside_execute_tool(call_id: str, names: tuple[str, ...]) -> bool:
+def inside_execute_tool(call_id: str) -> bool:
     """Whether the current span is already an ``execute_tool`` span of this call: a framework's
-    own instrumentation (pydantic-ai's) made it around the tool it runs through the door. The
-    same call id when it has one, else the same tool name (``names``: the catalog's and the
-    wire's)."""
+    own instrumentation (pydantic-ai's) made it, with the same ``gen_ai.tool.call.id``, around
+    the tool it runs through the door. A span without a call id (the MCP SDK's ``tools/call``,
+    the request) or with another (a code-mode run's) is a parent like any other."""
     from opentelemetry import trace
 
     current = trace.get_current_span()
-    if not current.is_recording() or not isinstance(current, _Readable):
+    if not call_id or not current.is_recording() or not isinstance(current, _Readable):
         return False
     attributes = current.attributes or {}
-    if attributes.get(OPERATION_NAME) != EXECUTE_TOOL:
-        return False
-    theirs = attributes.get(TOOL_CALL_ID)
-    if theirs and call_id:
-        return theirs == call_id
-    return attributes.get(TOOL_NAME) in names
+    return attributes.get(OPERATION_NAME) == EXECUTE_TOOL and \
+        attributes.get(TOOL_CALL_ID) == call_id
 
 
 def span(tracer: Tracer, name: str, attributes: Mapping[str, AttributeValue]

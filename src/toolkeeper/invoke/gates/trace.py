@@ -2,7 +2,8 @@
 OpenTelemetry's GenAI conventions name a tool's execution, with what the gates decided.
 
 When a framework's instrumentation already made the call's ``execute_tool`` span (pydantic-ai's
-wraps the tool it runs through the door), the gate's span is its child named
+wraps the tool it runs through the door: the current span, with the same call id), the gate's
+span is its child named
 ``toolkeeper.invoke {tool}``, without the GenAI operation name: one ``execute_tool`` per call,
 with the gates' outcome under it.
 
@@ -55,7 +56,7 @@ class TraceGate(Gate):
         if tracer is None:
             return await call_next(inv)
         call = inv.call
-        nested = inside_execute_tool(call.id, (call.name, call.wire_name or call.name))
+        nested = inside_execute_tool(call.id)
         name = f"{INVOKE if nested else EXECUTE_TOOL} {call.name}"
         with span(tracer, name, _attributes(inv, nested=nested)) as current:
             try:
