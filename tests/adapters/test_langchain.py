@@ -13,6 +13,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
@@ -128,10 +129,54 @@ async def test_a_failing_tool_is_an_error_tool_message(tmp_path: Path) -> None:
     assert told.tool_call_id == "c1" and "cannot reach http://x" in str(told.content)
 
 
-def test_a_synchronous_call_is_told_to_use_ainvoke(tmp_path: Path) -> None:
-    governed = ToolkeeperTools(World(tmp_path / "state.db").invoker)
+def test_a_graph_run_with_invoke_interrupts_for_two_risky_calls_and_resumes_by_their_ids(
+        tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    governed = ToolkeeperTools(world.invoker, session_id="conversation-1")
+    graph = create_agent(script(), governed.tools, checkpointer=InMemorySaver())
+    run = graph.invoke({"messages": [{"role": "user", "content": "clean up"}]}, THREAD)
+    asked = run.get("__interrupt__", [])
+    assert len(asked) == 2, tool_messages(run["messages"])  # one interrupt per risky call
+    where = f"toolkeeper approvals decide {asked[0].value['approval_id']} approve --db"
+    assert where in asked[0].value["action_requests"][0]["description"]
+    resume = {i.id: {"decisions": [{"type": "approve"}]}
+              if i.value["action_requests"][0]["args"]["path"] == "/keep"
+              else {"decisions": [{"type": "reject", "message": "not that one"}]}
+              for i in asked}
+    done = graph.invoke(Command(resume=resume), THREAD)
+    assert done["messages"][-1].content == "done" and DELETED == ["/keep"]
+    told = tool_messages(done["messages"])
+    assert told["c2"] == ("success", "3") and told["c3"] == ("success", "deleted /keep")
+    assert told["c4"][0] == "error" and "not that one" in told["c4"][1]
+    assert world.decisions() == {"/keep": ("done", "langgraph:user"),
+                                 "/tmp/x": ("denied", "langgraph:user")}
+    assert sorted(r.call_id for r in world.rows("delete_file")) == ["c3", "c3", "c4", "c4"]
+
+
+def test_decisions_made_on_toolkeepers_side_resume_a_graph_run_with_invoke(
+        tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    governed = ToolkeeperTools(world.invoker, session_id="conversation-1")
+    graph = create_agent(script(), governed.tools, checkpointer=InMemorySaver())
+    run = graph.invoke({"messages": [{"role": "user", "content": "clean up"}]}, THREAD)
+    for request in world.store.pending("conversation-1"):
+        world.store.decide(ApprovalDecision(request_id=request.id, approver="web:alice",
+                                            outcome="approved"))
+    command = governed.resume_from_store_sync(run["__interrupt__"])
+    assert command is not None
+    done = graph.invoke(command, THREAD)
+    assert done["messages"][-1].content == "done" and sorted(DELETED) == ["/keep", "/tmp/x"]
+
+
+def test_a_tool_called_with_invoke_runs_through_the_door(tmp_path: Path) -> None:
+    world = World(tmp_path / "state.db")
+    governed = ToolkeeperTools(world.invoker)
     add = next(t for t in governed.tools if t.name == "add")
-    assert "use ainvoke / astream" in str(add.invoke({"a": 1, "b": 2}))
+    told = add.invoke({"type": "tool_call", "id": "c9", "name": "add", "args": {"a": 1, "b": 2}})
+    assert isinstance(told, ToolMessage) and told.content == "3"
+    assert [(r.call_id, r.status) for r in world.rows("add")] == [("c9", "ok")]
 
 
 async def test_a_call_waiting_for_approval_outside_a_graph_says_what_to_do(

@@ -8,7 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -18,11 +22,13 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
 
+from toolkeeper import ToolInvoker
 from toolkeeper.adapters.pydantic_ai import ToolkeeperCapability, ToolkeeperToolset
 from toolkeeper.approval import ApprovalDecision
 
-from .world import DELETED, World
+from .world import DELETED, World, add
 
 pytestmark = pytest.mark.anyio
 
@@ -135,3 +141,28 @@ async def test_an_approval_that_edits_the_arguments_is_asked_anew(tmp_path: Path
     assert DELETED == []
     assert world.decisions()["/etc"] == ("pending", "")
     assert world.decisions()["/keep"] == ("pending", "")  # the approval did not apply to it
+
+
+async def test_with_pydantic_ais_instrumentation_a_call_has_one_execute_tool_span_ours_inside(
+) -> None:
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("add", {"a": 1, "b": 2},
+                                                     tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("3")])
+
+    governed = ToolkeeperCapability(ToolInvoker([add], tracer_provider=provider))
+    instrumented = Instrumentation(settings=InstrumentationSettings(tracer_provider=provider))
+    agent = Agent(FunctionModel(model), capabilities=[instrumented, governed])
+    assert (await agent.run("add 1 and 2")).output == "3"
+    spans = exporter.get_finished_spans()
+    tools = [s for s in spans if (s.attributes or {}).get("gen_ai.operation.name")
+             == "execute_tool"]
+    assert [s.name for s in tools] == ["execute_tool add"]  # pydantic-ai's, and only it
+    [ours] = [s for s in spans if s.name == "toolkeeper.invoke add"]
+    assert ours.parent is not None and ours.parent.span_id == tools[0].context.span_id
+    attributes = dict(ours.attributes or {})
+    assert attributes["gen_ai.tool.call.id"] == "c1" and attributes["toolkeeper.status"] == "ok"

@@ -320,3 +320,20 @@ async def test_nothing_a_call_carries_reaches_its_span(
     assert span.status.description == code  # the code, never the message
     assert attributes["toolkeeper.ran"] is ran
     assert [e.name for e in span.events if e.name == "exception"] == []
+
+
+async def test_inside_another_calls_execute_tool_span_a_call_keeps_its_own_execute_tool_span(
+) -> None:
+    invoker, exporter, provider = traced()
+    tracer = provider.get_tracer("framework")
+    async with invoker.open_session() as session:
+        with tracer.start_as_current_span("execute_tool run_script", attributes={
+                OPERATION_NAME: EXECUTE_TOOL, TOOL_NAME: "run_script",
+                TOOL_CALL_ID: "outer"}):
+            await invoker.invoke(call("add", a=1, b=2), session=session)
+        with tracer.start_as_current_span("tools/call add", attributes={
+                OPERATION_NAME: EXECUTE_TOOL, TOOL_NAME: "add"}):  # the request: no call id
+            await invoker.invoke(call("add", a=1, b=2), session=session)
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names == ["execute_tool add", "execute_tool run_script", "execute_tool add",
+                     "tools/call add"]

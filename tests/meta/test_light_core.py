@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from toolkeeper.extras import EXTRAS
+from toolkeeper.extras import DEVELOPMENT, EXTRAS
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
@@ -164,7 +164,8 @@ def test_extras_py_and_pyproject_name_the_same_packages() -> None:
                      for name in _top_level(dist)}
         assert set(modules) <= installed, f"[{extra}] does not install {set(modules) - installed}"
     everything = set(re.findall(r"[\w-]+", extras["all"][0].partition("[")[2]))
-    assert set(EXTRAS) <= everything, "[all] leaves out an extra"
+    assert set(EXTRAS) - DEVELOPMENT <= everything, "[all] leaves out an extra"
+    assert not DEVELOPMENT & everything, "[all] brings a test suite's packages"
 
 
 def _core_site(tmp_path: Path, extras: tuple[str, ...] = ()) -> Path:
@@ -181,9 +182,14 @@ def _core_site(tmp_path: Path, extras: tuple[str, ...] = ()) -> Path:
                               Path(str(dist.locate_file(name + ".py")))):
                 if candidate.exists() and not (site / candidate.name).exists():
                     (site / candidate.name).symlink_to(candidate)
+        for info in {f.parts[0] for f in dist.files or () if f.parts[0].endswith(".dist-info")}:
+            found = Path(str(dist.locate_file(info)))  # its metadata: version() reads it
+            if found.exists() and not (site / info).exists():
+                (site / info).symlink_to(found)
         for lib in Path(str(dist.locate_file(""))).glob(f"{dist.metadata['Name'].replace('-', '_')}"
                                                          ".libs"):
-            (site / lib.name).symlink_to(lib)
+            if not (site / lib.name).exists():
+                (site / lib.name).symlink_to(lib)
     return site
 
 
@@ -292,3 +298,32 @@ def test_with_the_cli_extra_alone_check_runs_and_serve_names_the_server_extra(
 def test_the_entry_point_is_the_one_that_says_which_extra() -> None:
     assert PYPROJECT["project"]["scripts"]["toolkeeper"] == "toolkeeper.cli.entry:main"
     assert os.path.exists(SRC / "toolkeeper" / "cli" / "entry.py")
+
+
+TESTING_DOUBLES = """
+import importlib.util, json
+from toolkeeper.testing import AuditLogConformance, ScriptedOpenAIChat, call, say
+
+client = ScriptedOpenAIChat(call("get_forecast", city="Lisbon"), say("Sunny."))
+answer = client.chat.completions.create(model="m", messages=[])
+try:
+    from toolkeeper.testing import ApprovalStoreConformance
+    refused = ""
+except ImportError as exc:
+    refused = str(exc)
+print(json.dumps({"absent": [m for m in ("pytest", "hypothesis") if not importlib.util.find_spec(m)],
+                  "called": answer.choices[0].message.tool_calls[0].function.name,
+                  "suite": AuditLogConformance.__name__, "refused": refused}))
+"""
+
+
+def test_with_every_extra_but_testing_the_shipped_doubles_import_and_answer(
+        tmp_path: Path) -> None:
+    done = _core_python(tmp_path, TESTING_DOUBLES,
+                        extras=tuple(sorted(set(EXTRAS) - DEVELOPMENT)))
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["absent"] == ["pytest", "hypothesis"]
+    assert (seen["called"], seen["suite"]) == ("get_forecast", "AuditLogConformance")
+    assert seen["refused"] == ("ApprovalStoreConformance (toolkeeper.testing) needs the [testing] "
+                               "extra: pip install 'toolkeeper[testing]'")

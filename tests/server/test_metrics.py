@@ -108,6 +108,11 @@ async def test_calls_approvals_and_upstreams_are_counted_as_they_happen(
         (("status", "ok"), ("tool", "up-add")): 1,
         (("status", "pending"), ("tool", "broadcast_alert")): 1,
     }
+    by_client = {labels: v for (name, labels), v in after.items()
+                 if name == "toolkeeper_client_calls_total"}
+    assert by_client == {(("client", "default"), ("status", "ok")): 3,
+                         (("client", "default"), ("status", "error")): 3,
+                         (("client", "default"), ("status", "pending")): 1}
     assert after[("toolkeeper_tool_call_duration_seconds_count",
                   (("tool", "get_forecast"),))] == 3
     assert after[("toolkeeper_tool_call_duration_seconds_bucket",
@@ -209,3 +214,18 @@ def test_past_the_label_cap_further_tools_share_one_series(
     assert calls == {(("status", "ok"), ("tool", "t0")): 1, (("status", "ok"), ("tool", "t1")): 1,
                      (("status", "ok"), ("tool", "_other")): 2,
                      (("status", "ok"), ("tool", "_unknown")): 1}
+
+
+def test_past_the_client_cap_further_clients_share_one_series(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkeeper import HookManager, ToolInvoker
+    from toolkeeper.hooks import HookEvent
+    from toolkeeper.server import metrics as metrics_module
+
+    monkeypatch.setattr(metrics_module, "MAX_CLIENT_LABELS", 3)
+    served = metrics_module.ServerMetrics(ToolInvoker([], hooks=HookManager()))
+    for client in ("alice", "oauth:app:u1", "oauth:app:u2", "", "bob", "carol", "alice"):
+        served._ended(HookEvent.TOOL_END, {"tool": "t", "client": client, "status": "ok"})
+    calls = {dict(labels)["client"]: v for (name, labels), v in
+             _samples(served.render().decode()).items() if name == "toolkeeper_client_calls_total"}
+    assert calls == {"alice": 2, "oauth:app": 2, "_none": 1, "_other": 2}

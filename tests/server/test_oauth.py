@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _start
 
@@ -362,6 +363,31 @@ async def test_only_the_operator_scope_decides_and_it_is_refused_on_mcp(
     assert approved.status_code == 200 and approved.json()["state"] == "approved"
     assert approved.json()["client"] == "oauth:agent-1:alice"
     assert approved.json()["decision"]["approver"] == "api:operator (oauth:console:olga)"
+
+
+async def test_a_token_with_the_operator_scope_scrapes_metrics_as_prometheus_oauth2_does(
+        served: Served, issuer: Issuer) -> None:
+    async with _client(served.url, issuer.sign(**_claims(served, issuer, sub="bob"))) as client:
+        assert not (await client.call_tool("get_forecast", {"city": "Lisbon"})).is_error
+    # Prometheus' oauth2 scrape config: the client-credentials grant at the token URL (with
+    # the resource as an endpoint parameter), then the access token as the scrape's bearer
+    grant = httpx.post(f"{issuer.url}/token", auth=("agent-7", "s3cret"), timeout=10, data={
+        "grant_type": "client_credentials", "scope": "weather:operator",
+        "resource": served.resource})
+    scraped = httpx.get(f"{served.url}/metrics", timeout=10, headers={
+        "Authorization": f"Bearer {grant.json()['access_token']}"})
+    assert scraped.status_code == 200, scraped.text
+    by_client = {s.labels["client"]: s.value for f in text_string_to_metric_families(scraped.text)
+                 for s in f.samples if s.name == "toolkeeper_client_calls_total"
+                 and s.labels["status"] == "ok"}
+    assert by_client.get("oauth:agent-1", 0) >= 1  # one series per OAuth client, not per user
+    assert not any(label.endswith(":bob") for label in by_client)
+    client_scope = issuer.sign(**_claims(served, issuer, scope="weather:all"))
+    for token, status in ((client_scope, 403), (_forged(_claims(served, issuer), "HS256"), 401)):
+        refused = httpx.get(f"{served.url}/metrics", timeout=10,
+                            headers={"Authorization": f"Bearer {token}"})
+        assert refused.status_code == status and "toolkeeper_" not in refused.text
+        assert "operator scope" in refused.json()["message"]
 
 
 def test_the_static_tokens_keep_working_beside_oauth(served: Served) -> None:

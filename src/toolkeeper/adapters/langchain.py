@@ -17,7 +17,12 @@ Every call the agent makes goes through ``ToolInvoker.invoke``. In LangChain's i
   the graph with ``Command(resume={"decisions": [{"type": "approve"}]})`` (or
   ``{"type": "reject", "message": ...}``): the decision is recorded in the approval store and
   the audit log, and an approved call runs once through the door. Needs a checkpointer (a
-  SQLite one carries a run across a restart; give the new objects the same ``session_id``);
+  SQLite one carries a run across a restart; give the new objects the same ``session_id``).
+  Several risky calls in one turn are several interrupts: resume with a map of interrupt id to
+  decision, ``Command(resume={i.id: {"decisions": [...]} for i in run["__interrupt__"]})``, as
+  LangGraph does for multiple interrupts;
+- the graph may be run either way: ``ainvoke`` / ``astream`` await the door, ``invoke`` /
+  ``stream`` run each call to completion in the graph's worker thread;
 - ``await governed.resume_from_store(interrupts)`` turns the decisions made on toolkeeper's side
   (the page, the API, ``toolkeeper approvals decide``) into that ``Command``.
 """
@@ -25,12 +30,14 @@ Every call the agent makes goes through ``ToolInvoker.invoke``. In LangChain's i
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
+from ..tools.runner import run_coroutine_sync
 from .calls import Declared, GovernedCalls
 
 try:
@@ -48,51 +55,66 @@ _CALL_ID: ContextVar[str] = ContextVar("toolkeeper_langchain_call_id", default="
 
 
 class GovernedTool(BaseTool):
-    """One catalog tool as a LangChain tool; ``ToolkeeperTools`` makes them."""
+    """One catalog tool as a LangChain tool; ``ToolkeeperTools`` makes them. It runs in a graph
+    called either way: ``ainvoke`` / ``astream`` await the door, ``invoke`` / ``stream`` run it
+    to completion from the graph's worker thread (an ``interrupt`` stops either)."""
 
     calls: Any = None
     """The ``GovernedCalls`` it goes through."""
     handle_tool_error: bool = True
 
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        with _call_id_of(input):
+            return super().invoke(input, config, **kwargs)
+
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
                       **kwargs: Any) -> Any:
-        call_id = input.get("id") if isinstance(input, dict) and \
-            input.get("type") == "tool_call" else None
-        token = _CALL_ID.set(str(call_id or "lc_" + secrets.token_hex(8)))
-        try:
+        with _call_id_of(input):
             return await super().ainvoke(input, config, **kwargs)
-        finally:
-            _CALL_ID.reset(token)
 
     def _run(self, *args: Any, **kwargs: Any) -> str:
-        raise ToolException(f"'{self.name}' runs asynchronously through toolkeeper's door: "
-                            "use ainvoke / astream (agent.ainvoke(...))")
+        arguments, call_id = _arguments(kwargs), _CALL_ID.get() or _new_call_id()
+        result: InvocationResult = run_coroutine_sync(self._first(arguments, call_id))
+        if result.status == "pending":
+            approved, message = self._interrupt(arguments, result)
+            result = run_coroutine_sync(self.calls.decided(
+                self.name, arguments, call_id, approved=approved, message=message))
+        return answer(result)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
-        kwargs.pop("run_manager", None)
-        kwargs.pop("config", None)
+        arguments, call_id = _arguments(kwargs), _CALL_ID.get() or _new_call_id()
+        result = await self._first(arguments, call_id)
+        if result.status == "pending":
+            approved, message = self._interrupt(arguments, result)
+            result = await self.calls.decided(self.name, arguments, call_id,
+                                              approved=approved, message=message)
+        return answer(result)
+
+    async def _first(self, arguments: dict[str, Any], call_id: str) -> InvocationResult:
+        """The door's answer to the call; on a resumed run, the stored request it already
+        made (pending: the graph's person decides it, nothing is asked twice)."""
         calls: GovernedCalls = self.calls
-        call_id = _CALL_ID.get() or "lc_" + secrets.token_hex(8)
-        found = await calls.open_request(self.name, kwargs)
-        if found is not None and found.state == "pending":  # resumed: the graph's person
-            result = InvocationResult.failed(  # decides the stored request; no second ask
+        found = await calls.open_request(self.name, arguments)
+        if found is not None and found.state == "pending":
+            return InvocationResult.failed(
                 "pending", "waiting for approval", "pending", call_id=call_id, tool=self.name,
                 approval_id=found.request.id)
-        else:
-            result = await calls.call(self.name, kwargs, call_id)
-        if result.status == "pending":
-            try:
-                asked = interrupt(_request(self, kwargs, result))
-            except KeyError:  # called outside a graph run: nothing to stop and resume
-                raise ToolException(
-                    f"pending: '{self.name}' waits for a person's approval (request "
-                    f"{result.approval_id}); outside a LangGraph run nothing can stop for it. "
-                    "Run the tool in a graph with a checkpointer, or decide the request and "
-                    "call again") from None
-            approved, message = decision_of(asked)
-            result = await calls.decided(self.name, kwargs, call_id, approved=approved,
-                                         message=message)
-        return answer(result)
+        return await calls.call(self.name, arguments, call_id)
+
+    def _interrupt(self, arguments: dict[str, Any], result: InvocationResult
+                   ) -> tuple[bool, str]:
+        """Stop the graph for the graph's person (LangGraph's ``interrupt``); resumed, their
+        decision."""
+        try:
+            asked = interrupt(_request(self, arguments, result, self.calls))
+        except KeyError:  # called outside a graph run: nothing to stop and resume
+            raise ToolException(
+                f"pending: '{self.name}' waits for a person's approval (request "
+                f"{result.approval_id}); outside a LangGraph run nothing can stop for it. "
+                "Run the tool in a graph with a checkpointer, or decide the request "
+                f"({self.calls.invoker.approvals.where(result.approval_id or '')}) and call "
+                "again") from None
+        return decision_of(asked)
 
 
 class ToolkeeperTools:
@@ -139,14 +161,44 @@ class ToolkeeperTools:
                  f"denied by {decision.approver or 'a person'}"}]}
         return Command(resume=resume) if resume else None
 
+    def resume_from_store_sync(self, interrupts: Iterable[Interrupt]) -> Command[Any] | None:
+        """``resume_from_store`` from synchronous code (a graph run with ``invoke``)."""
+        command: Command[Any] | None = run_coroutine_sync(self.resume_from_store(interrupts))
+        return command
 
-def _request(tool: BaseTool, arguments: Mapping[str, object], result: InvocationResult
-             ) -> dict[str, object]:
+
+@contextmanager
+def _call_id_of(input: Any) -> Iterator[None]:
+    """The tool call's id (LangGraph's ``ToolNode`` passes the call itself) for the door's
+    call and audit row while the tool runs."""
+    call_id = input.get("id") if isinstance(input, dict) and \
+        input.get("type") == "tool_call" else None
+    token = _CALL_ID.set(str(call_id or _new_call_id()))
+    try:
+        yield
+    finally:
+        _CALL_ID.reset(token)
+
+
+def _new_call_id() -> str:
+    return "lc_" + secrets.token_hex(8)
+
+
+def _arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments: what LangChain passes the tool, less its own run manager and
+    config."""
+    return {k: v for k, v in kwargs.items() if k not in ("run_manager", "config")}
+
+
+def _request(tool: BaseTool, arguments: Mapping[str, object], result: InvocationResult,
+             calls: GovernedCalls) -> dict[str, object]:
     """What the interrupt carries: HumanInTheLoopMiddleware's request shape, and the stored
     request's id."""
+    where = calls.invoker.approvals.where(result.approval_id or "")
     return {"action_requests": [{"name": tool.name, "args": dict(arguments),
                                  "description": f"'{tool.name}' needs a person's approval "
-                                 f"(request {result.approval_id}); nothing ran yet"}],
+                                 f"(request {result.approval_id}, also decided by {where}); "
+                                 "nothing ran yet"}],
             "review_configs": [{"action_name": tool.name,
                                 "allowed_decisions": ["approve", "reject"]}],
             "approval_id": result.approval_id}

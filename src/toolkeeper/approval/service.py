@@ -23,7 +23,8 @@ from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler, Expires, Rejoins
 from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision
-from .store import ApprovalStore, FindsOpen, Replays, StoredApproval
+from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, StoredApproval
+from .where import decide_command
 
 __all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "ceiling", "may_ask",
            "request_ttl"]
@@ -128,10 +129,13 @@ class ApprovalService:
         return tool.risk > ceiling(policy, chain=chain) or _asks(tool)
 
     def where(self, request_id: str) -> str:
-        """Where a person decides ``request_id``: its page, or the command."""
+        """Where a person decides ``request_id``: its page, or the command that reaches this
+        store (``--state-dir DIR`` when the store is not in the default state dir)."""
         if self.page_url:
             return f"{self.page_url.rstrip('/')}/approvals/{request_id}"
-        return f"toolkeeper approvals decide {request_id} approve"
+        store = self.store
+        return decide_command(request_id,
+                              store.db if isinstance(store, SqliteApprovalStore) else None)
 
     async def find_open(self, request: ApprovalRequest) -> StoredApproval | None:
         """The stored request of the same session, tool and arguments that is still pending,

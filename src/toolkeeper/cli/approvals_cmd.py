@@ -26,7 +26,7 @@ from ..server.auth import WebSessions
 from ..server.clients import OPERATOR
 from ..server.decide import DecisionError, decide
 from ..server.views import approval_json, client_of, shown_json
-from .report import StateDir, Store, err, fail, out, state_dir_of, store_target
+from .report import Db, StateDir, Store, err, fail, out, state_dir_of, store_target
 from .state import SERVER_FILE
 
 __all__ = ["approvals_app"]
@@ -43,10 +43,11 @@ RequestId = Annotated[str, typer.Argument(
     help="The request's id, or a unique prefix of it (the 'apr_' may be left out).")]
 
 
-def _store(state_dir: Path | None, store: str | None) -> SqliteApprovalStore:
-    db = store_target(store, state_dir_of(state_dir), create=False)
+def _store(state_dir: Path | None, store: str | None, db: Path | None) -> SqliteApprovalStore:
+    target = store_target(store, state_dir_of(state_dir), create=False, db=db)
     try:
-        return PostgresApprovalStore(str(db)) if is_url(db) else SqliteApprovalStore(db)
+        return PostgresApprovalStore(str(target)) if is_url(target) else \
+            SqliteApprovalStore(target)
     except ToolkeeperError as exc:
         raise fail(exc) from exc
 
@@ -58,11 +59,12 @@ def list_pending(
     as_json: Annotated[bool, typer.Option("--json", help="JSON, as the HTTP API gives it.")
                        ] = False,
     state: Annotated[str, typer.Option(help=f"{', '.join(STATES)}, or 'all'.")] = "pending",
+    db: Db = None,
 ) -> None:
     """The requests (pending by default), with the exact arguments that would run."""
     if state != "all" and state not in STATES:
         raise fail(f"unknown state {state!r}: use one of {', '.join(STATES)}, or all")
-    listed = _store(state_dir, store).requests(state=None if state == "all" else state)
+    listed = _store(state_dir, store, db).requests(state=None if state == "all" else state)
     if as_json:
         print(json.dumps({"approvals": [approval_json(s) for s in listed]}, indent=1))
         return
@@ -121,10 +123,10 @@ def _not_found(approvals: SqliteApprovalStore, given: str, state: str | None) ->
 
 
 @approvals_app.command("show")
-def show(request_id: RequestId, state_dir: StateDir = None, store: Store = None
-         ) -> None:
+def show(request_id: RequestId, state_dir: StateDir = None, store: Store = None,
+         db: Db = None) -> None:
     """One request in full: its arguments, decision and result, as JSON."""
-    approvals = _store(state_dir, store)
+    approvals = _store(state_dir, store, db)
     stored = approvals.get(resolve(approvals, request_id, state=None))
     if stored is None:
         raise fail(f"no approval request {request_id!r}; see toolkeeper approvals list")
@@ -132,8 +134,8 @@ def show(request_id: RequestId, state_dir: StateDir = None, store: Store = None
 
 
 def _decide(request_id: str, choice: str, message: str, state_dir: Path | None,
-            store: str | None) -> None:
-    approvals = _store(state_dir, store)
+            store: str | None, db: Path | None) -> None:
+    approvals = _store(state_dir, store, db)
     request_id = resolve(approvals, request_id, state="pending")
     audit = SqliteAuditLog(approvals.db)
     try:
@@ -151,16 +153,17 @@ Message = Annotated[str, typer.Option(help="Shown to the model (with a denial)."
 def approve(request_id: RequestId, message: Message = "",
             session: Annotated[bool, typer.Option(
                 "--session", help="Approve this tool for the rest of the session.")] = False,
-            state_dir: StateDir = None, store: Store = None) -> None:
+            state_dir: StateDir = None, store: Store = None, db: Db = None) -> None:
     """Approve one request (the first decision wins); the waiting call runs it once."""
-    _decide(request_id, "approve_session" if session else "approve", message, state_dir, store)
+    _decide(request_id, "approve_session" if session else "approve", message, state_dir, store,
+            db)
 
 
 @approvals_app.command("deny")
 def deny(request_id: RequestId, message: Message = "",
-         state_dir: StateDir = None, store: Store = None) -> None:
+         state_dir: StateDir = None, store: Store = None, db: Db = None) -> None:
     """Deny one request (the first decision wins); the model gets the message."""
-    _decide(request_id, "deny", message, state_dir, store)
+    _decide(request_id, "deny", message, state_dir, store, db)
 
 
 @approvals_app.command("decide")
@@ -170,11 +173,12 @@ def decide_cmd(
     message: Message = "",
     state_dir: StateDir = None,
     store: Store = None,
+    db: Db = None,
 ) -> None:
     """Approve or deny one request (the same as approve / deny)."""
     if decision not in ("approve", "deny"):
         raise fail("the decision is 'approve' or 'deny'")
-    _decide(request_id, decision, message, state_dir, store)
+    _decide(request_id, decision, message, state_dir, store, db)
 
 
 @approvals_app.command("login-url")

@@ -15,7 +15,7 @@ from ..builtins.fs import visible
 from ..errors import StoreError
 from ..invoke.audit import AuditEntry, PostgresAuditLog, SqliteAuditLog
 from ..invoke.results import RecordStatus
-from .report import StateDir, Store, fail, out, state_dir_of, store_target
+from .report import Db, StateDir, Store, fail, out, state_dir_of, store_target
 
 __all__ = ["STATUSES", "audit"]
 
@@ -25,8 +25,7 @@ STATUSES: tuple[str, ...] = get_args(RecordStatus)
 
 def audit(
     state_dir: StateDir = None,
-    db: Annotated[Path | None, typer.Option(
-        "--db", help="A SQLite file to read instead of STATE_DIR/toolkeeper.db.")] = None,
+    db: Db = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     status: Annotated[str | None, typer.Option(
         help=f"Only this status: {', '.join(STATUSES)}.")] = None,

@@ -13,10 +13,15 @@ from rich.markup import escape
 
 from .state import default_state_dir
 
-__all__ = ["StateDir", "Store", "err", "fail", "out", "set_debug", "state_dir_of", "store_target"]
+__all__ = ["Db", "StateDir", "Store", "err", "fail", "out", "set_debug", "state_dir_of",
+           "store_target"]
 
 Store = Annotated[str | None, typer.Option(
     "--store", help="The server's shared store (postgresql://…); default: SQLite in --state-dir.")]
+
+Db = Annotated[Path | None, typer.Option(
+    "--db", help="A SQLite file to use instead of STATE_DIR/toolkeeper.db (an agent's own "
+    "store: its waiting message names it).", show_default=False)]
 
 StateDir = Annotated[Path | None, typer.Option(
     help="The state directory of toolkeeper serve; default: serve's, $XDG_STATE_HOME/toolkeeper "
@@ -49,9 +54,16 @@ def state_dir_of(given: Path | None) -> Path:
     return given if given is not None else default_state_dir()
 
 
-def store_target(store: str | None, state_dir: Path, *, create: bool = True) -> str | Path:
-    """Where the state lives: a ``postgresql://`` URL, else ``toolkeeper.db`` in ``state_dir``
-    (made, owner-only, when missing and ``create``; else a missing file is an error)."""
+def store_target(store: str | None, state_dir: Path, *, create: bool = True,
+                 db: Path | None = None) -> str | Path:
+    """Where the state lives: a ``postgresql://`` URL, else the SQLite file ``db`` (which must
+    exist), else ``toolkeeper.db`` in ``state_dir`` (made, owner-only, when missing and
+    ``create``; else a missing file is an error)."""
+    if db is not None and not store:
+        if not db.is_file():
+            raise fail(f"no database at {db}; pass the --db file, or the --state-dir (or "
+                       "--store) toolkeeper serve uses")
+        return db
     if store:
         if not store.startswith(("postgresql://", "postgres://")):
             raise fail(f"--store must be a postgresql:// URL, got {store!r} (SQLite lives in "

@@ -20,6 +20,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..approval.where import default_state_dir
 from ..errors import ConfigError
 
 __all__ = ["default_state_dir", "out_of_reach", "secure_state_dir"]
@@ -27,13 +28,6 @@ __all__ = ["default_state_dir", "out_of_reach", "secure_state_dir"]
 SERVER_FILE = "server.json"
 """What a running ``toolkeeper serve`` writes in its state dir (url, pid, started_at), for the
 commands that need to name it (``toolkeeper approvals login-url``)."""
-
-
-def default_state_dir() -> Path:
-    """``$XDG_STATE_HOME/toolkeeper``, else ``~/.local/state/toolkeeper``."""
-    base = os.environ.get("XDG_STATE_HOME", "").strip()
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
-    return root / "toolkeeper"
 
 
 def out_of_reach(state_dir: Path, reaches: Iterable[tuple[str, Path]]) -> None:

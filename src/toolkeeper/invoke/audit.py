@@ -18,11 +18,13 @@ import anyio.to_thread
 
 from ..approval.pg import is_url, open_database
 from ..approval.sqlite import Database, number, text_or_none
+from ..approval.store import ApprovalStore, SqliteApprovalStore
+from ..approval.where import store_options
 from ..errors import StoreError
 from ..guardrails.builtin import SecretRedactor
 
 __all__ = ["AUDIT_BOUND", "AuditEntry", "AuditLog", "PostgresAuditLog", "SqliteAuditLog",
-           "WritesAsync", "redact_arguments", "write_summary"]
+           "WritesAsync", "beside", "redact_arguments", "write_summary"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -314,3 +316,13 @@ class PostgresAuditLog(SqliteAuditLog):
         if not is_url(url):
             raise StoreError(f"PostgresAuditLog needs a postgresql:// URL, got {url!r}")
         super().__init__(url)
+
+
+def beside(store: ApprovalStore | None) -> SqliteAuditLog | None:
+    """The audit log a persisted approval store keeps beside it: the same database (a SQLite
+    file, as ``toolkeeper serve`` keeps both, or PostgreSQL), so ``toolkeeper audit`` with the
+    options that reach the store shows the calls. ``None`` for a store in memory or one of
+    another kind."""
+    if not isinstance(store, SqliteApprovalStore) or store_options(store.db) is None:
+        return None
+    return SqliteAuditLog(store.db)

@@ -18,6 +18,7 @@ from ..artifacts.store import BlobStore
 from ..core.call import ToolCall
 from ..core.context import LIBRARY, Caller, ToolContext
 from ..core.spec import ToolLike
+from ..core.unset import UNSET, Unset
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
@@ -25,7 +26,7 @@ from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
 from ..tools.threads import on_asyncio
-from .audit import AuditEntry, AuditLog
+from .audit import AuditEntry, AuditLog, beside
 from .bounds import bounded_call
 from .builder import default_gates, with_extra_gates
 from .gates import execute
@@ -62,7 +63,10 @@ class ToolInvoker:
         policy: Limits (``ChainPolicy`` defaults: 50 calls, 60 s per call, 300 s in total…).
         hooks: Lifecycle hooks (TOOL_START, TOOL_END, APPROVAL_*, ARTIFACT_STORED…).
         guardrails: Checks before and after execution.
-        audit: Where every invocation is recorded.
+        audit: Where every invocation is recorded. Left unset: beside a persisted approval
+            store (a SQLite file's or PostgreSQL's, the handler's or ``approval_store``), in
+            the same database, so ``toolkeeper audit`` with the options that reach the store
+            lists the calls; no audit log with a store in memory or none. ``None``: none.
         approval_store: The store ``resume`` reads approved requests from.
         gates: The pipeline, outer → inner; by default ``builder.default_gates`` built from the
             arguments above (the order is ``builder.GATE_ORDER``, pinned by a test).
@@ -76,7 +80,7 @@ class ToolInvoker:
         self, registry: CatalogBase | Iterable[object], approval_handler: ApprovalHandler | None = None,
         artifact_store: BlobStore | None = None, policy: ChainPolicy | None = None,
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
-        audit: AuditLog | None = None, approval_store: ApprovalStore | None = None,
+        audit: AuditLog | Unset | None = UNSET, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
         tracer_provider: TracerProvider | None = None,
     ) -> None:
@@ -86,13 +90,13 @@ class ToolInvoker:
         self.holdings = Holdings()
         """Which artifacts each owner's sessions hold: a ``{"$artifact": ref}`` resolves only
         for its owner (``InvokerSession.holds``)."""
-        self.audit = audit
         self.approvals = ApprovalService(approval_handler, store=approval_store, hooks=hooks)
+        self.audit = beside(self.approvals.store) if audit is UNSET else audit
         self.tracing = TracerSource(tracer_provider)
         """Where the calls' spans (and a code-mode run's) come from."""
         pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
-            artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=audit,
+            artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=self.audit,
             tracing=self.tracing)
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)

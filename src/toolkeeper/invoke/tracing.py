@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..core.spec import ToolLike
 
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
-__all__ = ["ERROR_TYPE", "EXECUTE_TOOL", "OPERATION_NAME", "REFUSED_BY", "TOOL_CALL_ID",
+__all__ = ["ERROR_TYPE", "EXECUTE_TOOL", "INVOKE", "OPERATION_NAME", "REFUSED_BY", "TOOL_CALL_ID",
            "TOOL_DESCRIPTION", "TOOL_NAME", "TOOL_TYPE", "TRACER_NAME", "TracerSource",
-           "continued", "failed", "span", "tool_type"]
+           "continued", "failed", "inside_execute_tool", "span", "tool_type"]
 
 TRACER_NAME = "toolkeeper"
 OPERATION_NAME = "gen_ai.operation.name"
@@ -36,6 +36,9 @@ TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
 TOOL_DESCRIPTION = "gen_ai.tool.description"
 ERROR_TYPE = "error.type"
+INVOKE = "toolkeeper.invoke"
+"""The span's name (``toolkeeper.invoke {tool}``) when a framework already made the call's
+``execute_tool`` span (pydantic-ai's instrumentation): ours is its child, not a second one."""
 
 REFUSED_BY = {
     "budget_exceeded": "budget", "unknown_tool": "lookup", "malformed_call": "lookup",
@@ -102,6 +105,29 @@ class TracerSource:
         self._seen = provider
         self._tracer = None if off else provider.get_tracer(TRACER_NAME, _VERSION)
         return self._tracer
+
+
+@runtime_checkable
+class _Readable(Protocol):
+    """A span whose attributes can be read back (the SDK's spans are)."""
+
+    @property
+    def attributes(self) -> Mapping[str, object] | None: ...
+
+
+def inside_execute_tool(call_id: str) -> bool:
+    """Whether the current span is already an ``execute_tool`` span of this call: a framework's
+    own instrumentation (pydantic-ai's) made it, with the same ``gen_ai.tool.call.id``, around
+    the tool it runs through the door. A span without a call id (the MCP SDK's ``tools/call``,
+    the request) or with another (a code-mode run's) is a parent like any other."""
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    if not call_id or not current.is_recording() or not isinstance(current, _Readable):
+        return False
+    attributes = current.attributes or {}
+    return attributes.get(OPERATION_NAME) == EXECUTE_TOOL and \
+        attributes.get(TOOL_CALL_ID) == call_id
 
 
 def span(tracer: Tracer, name: str, attributes: Mapping[str, AttributeValue]

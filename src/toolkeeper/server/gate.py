@@ -21,13 +21,17 @@ from .auth import COOKIE, WebSessions
 from .clients import OPERATOR, ClientTokens
 from .oauth import Grant, OAuthResource, TokenRejected, not_covered_message
 
-__all__ = ["CSP", "LOOPBACK", "OPERATOR_ON_MCP", "TokenGate"]
+__all__ = ["CSP", "LOOPBACK", "OPERATOR_ON_MCP", "OPERATOR_PATHS", "TokenGate"]
 
 OPERATOR_ON_MCP = ("the operator credential decides approvals and is refused on /mcp: an agent "
                    "must never hold it. Give the agent a client token (toolkeeper tokens add "
                    "NAME) and keep the operator token for the page, the API and the CLI")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+OPERATOR_PATHS = ("/metrics",)
+"""Paths that answer for themselves who may read them (the operator): not refused here without
+a credential, but an OAuth access token sent there is checked like on ``/api``, so one with the
+operator scope reads them as the operator token does."""
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -54,7 +58,8 @@ class TokenGate:
       public, a bearer that is no token of ours is checked as a JWT access token (its scopes
       decide the client's tools: a ``tools/call`` of another is refused 403
       ``insufficient_scope``, ``tool_name`` mapping the wire name back), and a 401 names where
-      the metadata is.
+      the metadata is. It is checked on ``OPERATOR_PATHS`` too (``/metrics``: the operator scope
+      reads it).
     """
 
     def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
@@ -92,7 +97,7 @@ class TokenGate:
         client, via, secret = self._who(headers)
         grant, rejected = None, None
         if client is None and via == "bearer" and self.oauth is not None \
-                and path.startswith(self.protected):
+                and (path.startswith(self.protected) or path in OPERATOR_PATHS):
             grant, rejected = await self._checked(headers)
             client = grant.client if grant is not None else None
         if rejected is not None and rejected.status != 401:

@@ -2,6 +2,9 @@
 
 - ``toolkeeper_tool_calls_total{tool,status}`` and ``toolkeeper_tool_call_duration_seconds{tool}``:
   every call through the door (the invoker's TOOL_END hook);
+- ``toolkeeper_client_calls_total{client,status}``: the same calls by who made them — a client
+  token's name, or ``oauth:CLIENT_ID`` for an OAuth client (its users share the series); the
+  first ``MAX_CLIENT_LABELS`` clients seen get a series each, later ones share ``_other``;
 - ``toolkeeper_approvals_pending``, ``toolkeeper_approvals_decided_total{outcome}``,
   ``toolkeeper_approvals_expired_total`` and ``toolkeeper_approval_wait_seconds{outcome}``:
   read from the approval store's changes (so a decision made on the page, the CLI or another
@@ -9,7 +12,8 @@
 - ``toolkeeper_upstream_up{upstream}``: 1 while the gateway holds a live connection to that
   MCP server, else 0.
 
-Only the operator reads it (the operator token, or the page's login), or anyone on loopback
+Only the operator reads it (the operator token, an OAuth access token with the operator scope,
+or the page's login), or anyone on loopback
 when ``toolkeeper serve --metrics-port`` serves it on a port of its own. The registry is this
 server's own, never prometheus_client's global one.
 """
@@ -32,7 +36,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["MAX_TOOL_LABELS", "OTHER_TOOL", "UNKNOWN_TOOL", "ServerMetrics"]
+__all__ = ["MAX_CLIENT_LABELS", "MAX_TOOL_LABELS", "NO_CLIENT", "OTHER_TOOL", "UNKNOWN_TOOL",
+           "ServerMetrics", "client_label"]
 
 UNKNOWN_TOOL = "_unknown"
 """The ``tool`` label of a call naming no tool of the catalog: a client cannot make a series
@@ -40,6 +45,11 @@ per name it invents."""
 OTHER_TOOL = "_other"
 """The ``tool`` label once ``MAX_TOOL_LABELS`` tools have one (a catalog that keeps growing)."""
 MAX_TOOL_LABELS = 2000
+MAX_CLIENT_LABELS = 100
+"""Clients with a series of their own in ``toolkeeper_client_calls_total``; later ones share
+``_other`` (``OTHER_TOOL``), so a server with many clients keeps a bounded number of series."""
+NO_CLIENT = "_none"
+"""The ``client`` label of a call no client made (the library's own session)."""
 CALL_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0)
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 DECIDED = ("approved", "denied", "skipped")
@@ -59,6 +69,9 @@ class ServerMetrics:
         self.registry = CollectorRegistry()
         self.calls = Counter("toolkeeper_tool_calls", "Tool calls through the door, by tool and "
                              "how they ended.", ["tool", "status"], registry=self.registry)
+        self.by_client = Counter("toolkeeper_client_calls", "Tool calls through the door, by "
+                                 "client and how they ended.", ["client", "status"],
+                                 registry=self.registry)
         self.latency = Histogram("toolkeeper_tool_call_duration_seconds", "How long a call "
                                  "took, every gate included.", ["tool"], buckets=CALL_BUCKETS,
                                  registry=self.registry)
@@ -74,15 +87,26 @@ class ServerMetrics:
         self.store = store if isinstance(store, SqliteApprovalStore) else None
         self._cursor = self.store.last_event() if self.store is not None else 0
         self._tools: set[str] = set()
+        self._clients: set[str] = set()
         self._counting = threading.Lock()  # two scrapes at once count each change once
         hooks = invoker.approvals.hooks
         if hooks is not None:
             hooks.register(HookEvent.TOOL_END, self._ended)
 
     def _ended(self, _event: HookEvent, payload: dict[str, Any]) -> None:
-        tool = self._label(str(payload.get("tool", "")))
-        self.calls.labels(tool, str(payload.get("status", ""))).inc()
+        tool, status = self._label(str(payload.get("tool", ""))), str(payload.get("status", ""))
+        self.calls.labels(tool, status).inc()
+        self.by_client.labels(self._client(str(payload.get("client") or "")), status).inc()
         self.latency.labels(tool).observe(float(payload.get("duration_ms", 0.0)) / 1000)
+
+    def _client(self, client: str) -> str:
+        label = client_label(client)
+        if label in self._clients:
+            return label
+        if len(self._clients) >= MAX_CLIENT_LABELS:
+            return OTHER_TOOL
+        self._clients.add(label)
+        return label
 
     def _label(self, name: str) -> str:
         if name in self._tools:
@@ -150,7 +174,8 @@ class ServerMetrics:
             status = 403 if caller.client else 401
             return JSONResponse({"error": "forbidden" if caller.client else "unauthorized",
                                  "message": "/metrics is the operator's: send the operator token "
-                                 "as 'Authorization: Bearer <token>', or serve it on loopback "
+                                 "(or an OAuth access token with the operator scope) as "
+                                 "'Authorization: Bearer <token>', or serve it on loopback "
                                  "with toolkeeper serve --metrics-port"}, status_code=status,
                                 headers={"www-authenticate": "Bearer"} if status == 401 else None)
         return await self.open_endpoint(request)
@@ -162,6 +187,17 @@ class ServerMetrics:
 
         body = await anyio.to_thread.run_sync(self.render)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+def client_label(client: str) -> str:
+    """The ``client`` label of a caller: its name, an OAuth client's ``oauth:CLIENT_ID``
+    without the user (``oauth:CLIENT_ID:SUB`` would make a series per person), ``_none`` for
+    none."""
+    if not client:
+        return NO_CLIENT
+    if client.startswith("oauth:"):
+        return ":".join(client.split(":")[:2])
+    return client
 
 
 class _Live:

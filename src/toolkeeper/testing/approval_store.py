@@ -6,7 +6,8 @@ Subclass it in a pytest module and provide ``make_store``::
         def make_store(self, tmp_path):
             return MyStore(...)
 
-It needs pytest and Hypothesis: ``ApprovalWalk`` applies random sequences of operations to one
+It needs pytest and Hypothesis (``toolkeeper[testing]``; without them importing it says so in
+one line): ``ApprovalWalk`` applies random sequences of operations to one
 or more stores and holds every step to the state table (``toolkeeper.approval.states``).
 """
 
@@ -20,20 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import (
-    Bundle,
-    RuleBasedStateMachine,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
-
 from ..approval import states
 from ..approval.models import ApprovalDecision, ApprovalRequest, Outcome, args_digest
 from ..approval.store import Replays, Settles
 from ..core.risk import HitlMode, ToolRisk
+from ..extras import missing
+
+try:
+    from hypothesis import HealthCheck, settings
+    from hypothesis import strategies as st
+    from hypothesis.stateful import (
+        Bundle,
+        RuleBasedStateMachine,
+        precondition,
+        rule,
+        run_state_machine_as_test,
+    )
+except ImportError as exc:
+    raise missing("testing", "ApprovalStoreConformance (toolkeeper.testing)") from exc
 
 __all__ = ["ApprovalStoreConformance", "ApprovalWalk"]
 

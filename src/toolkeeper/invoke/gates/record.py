@@ -96,4 +96,5 @@ class RecordGate(Gate):
         if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
             await self.hooks.dispatch(HookEvent.TOOL_END, {
                 "tool": inv.call.name, "call_id": inv.call.id, "session": inv.session.id,
-                "status": status, "duration_ms": duration, "error_code": result.error_code})
+                "client": inv.session.caller.client, "status": status, "duration_ms": duration,
+                "error_code": result.error_code})

@@ -1,6 +1,12 @@
 """Trace: the outermost gate — each call is an OpenTelemetry span, ``execute_tool {tool}``, as
 OpenTelemetry's GenAI conventions name a tool's execution, with what the gates decided.
 
+When a framework's instrumentation already made the call's ``execute_tool`` span (pydantic-ai's
+wraps the tool it runs through the door: the current span, with the same call id), the gate's
+span is its child named
+``toolkeeper.invoke {tool}``, without the GenAI operation name: one ``execute_tool`` per call,
+with the gates' outcome under it.
+
 Without a tracer provider set up (no SDK) the gate passes the call on and makes no span.
 Inside the span the call's own work (an upstream request, a code-mode run, the tool's own
 spans) is its child. Arguments and results are never put on a span — nor any error's text,
@@ -16,6 +22,7 @@ from ..state import Gate, Invocation, Next
 from ..tracing import (
     ERROR_TYPE,
     EXECUTE_TOOL,
+    INVOKE,
     OPERATION_NAME,
     REFUSED_BY,
     TOOL_CALL_ID,
@@ -24,6 +31,7 @@ from ..tracing import (
     TOOL_TYPE,
     TracerSource,
     failed,
+    inside_execute_tool,
     span,
     tool_type,
 )
@@ -47,16 +55,10 @@ class TraceGate(Gate):
         tracer = self.source.tracer()
         if tracer is None:
             return await call_next(inv)
-        call, tool = inv.call, inv.tool
-        attributes: dict[str, str] = {
-            OPERATION_NAME: EXECUTE_TOOL, TOOL_NAME: call.name, TOOL_CALL_ID: call.id,
-            TOOL_TYPE: tool_type(tool), "toolkeeper.session.id": inv.session.id}
-        if tool is not None and tool.description:
-            attributes[TOOL_DESCRIPTION] = tool.description[:1000]
-        client = inv.session.caller.client
-        if client:
-            attributes["toolkeeper.client"] = client
-        with span(tracer, f"{EXECUTE_TOOL} {call.name}", attributes) as current:
+        call = inv.call
+        nested = inside_execute_tool(call.id)
+        name = f"{INVOKE if nested else EXECUTE_TOOL} {call.name}"
+        with span(tracer, name, _attributes(inv, nested=nested)) as current:
             try:
                 result = await call_next(inv)
             except BaseException:  # the caller's cancellation: recorded, then raised
@@ -65,6 +67,22 @@ class TraceGate(Gate):
                 raise
             _outcome(current, inv, result)
             return result
+
+
+def _attributes(inv: Invocation, *, nested: bool) -> dict[str, str]:
+    """The span's attributes; nested in a framework's ``execute_tool`` span, the GenAI
+    operation is the framework's and ours names the call only."""
+    call, tool = inv.call, inv.tool
+    attributes = {TOOL_NAME: call.name, TOOL_CALL_ID: call.id,
+                  "toolkeeper.session.id": inv.session.id}
+    if not nested:
+        attributes |= {OPERATION_NAME: EXECUTE_TOOL, TOOL_TYPE: tool_type(tool)}
+        if tool is not None and tool.description:
+            attributes[TOOL_DESCRIPTION] = tool.description[:1000]
+    client = inv.session.caller.client
+    if client:
+        attributes["toolkeeper.client"] = client
+    return attributes
 
 
 def _outcome(current: Span, inv: Invocation, result: InvocationResult) -> None:
