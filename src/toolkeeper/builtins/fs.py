@@ -144,24 +144,43 @@ class Workspace:
 
     def check_location(self, fd: int, real: str, rel: str, tool: str) -> None:
         """Refuse the opened file or directory ``fd`` (asked for as ``rel``) unless ``real`` —
-        where it really is — is reached from the workspace through real directories, none of them a
-        toolkeeper state folder, and names this very file (same device and inode).
+        where it really is — is reached from the workspace through real directories, none of
+        them a toolkeeper state folder, and names this very entry (same device and inode).
 
         Raises:
-            PolicyViolationError: a directory on the way is a state folder, or the file is
-                not where ``real`` says (the workspace changed while reading).
+            PolicyViolationError: a directory on the way is a state folder, or the entry is
+                not where ``real`` says (the workspace changed while it was opened).
         """
-        folder, _, name = real.rpartition("/")
+        changed = _refuse(rel, "the workspace changed while it was opened; try again", tool)
         if real.startswith("/"):
-            raise _refuse(rel, "the workspace changed while it was opened; try again", tool)
+            raise changed
+        folder, _, name = real.rpartition("/")
         try:
-            dirfd = _open_parent(self.fd, [])
-        except OSError as exc:
-            raise _refuse(rel, exc.strerror or str(exc), tool) from None
+            dirfd = self.checked_dir(folder if real != "." else "", rel, tool)
+        except OSError:
+            raise changed from None
         try:
-            check_not_state(dirfd, "", rel, tool)
             if real == ".":
                 return
+            here, opened = os.stat(name, dir_fd=dirfd, follow_symlinks=False), os.fstat(fd)
+        except OSError:
+            raise changed from None
+        finally:
+            os.close(dirfd)
+        if (here.st_dev, here.st_ino) != (opened.st_dev, opened.st_ino):
+            raise changed
+
+    def checked_dir(self, folder: str, rel: str, tool: str) -> int:
+        """A directory fd of ``folder`` (``""``: the root) reached through no symlink, every
+        directory on the way — the root and ``folder`` included — checked not to be a
+        toolkeeper state folder (``rel`` is what the refusal names).
+
+        Raises:
+            PolicyViolationError: a directory on the way is a state folder or a symlink.
+        """
+        dirfd = _open_parent(self.fd, [])
+        try:
+            check_not_state(dirfd, "", rel, tool)
             walked: list[str] = []
             for part in [p for p in folder.split("/") if p]:
                 step = _openat_dir(dirfd, part, rel, tool)
@@ -169,14 +188,10 @@ class Workspace:
                 dirfd = step
                 walked.append(part)
                 check_not_state(dirfd, "/".join(walked), rel, tool)
-            here, opened = os.stat(name, dir_fd=dirfd, follow_symlinks=False), os.fstat(fd)
-        except OSError:
-            here = opened = None
-        finally:
+        except BaseException:
             os.close(dirfd)
-        if here is None or opened is None or (here.st_dev, here.st_ino) != (
-                opened.st_dev, opened.st_ino):
-            raise _refuse(rel, "the workspace changed while it was opened; try again", tool)
+            raise
+        return dirfd
 
     @staticmethod
     def read_fd(fd: int, max_bytes: int) -> tuple[bytes, int]:

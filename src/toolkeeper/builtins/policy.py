@@ -14,7 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ConfigError, PolicyViolationError
-from .state_dirs import STATE_MARKER
+from .state_dirs import RULE as STATE_RULE
+from .state_dirs import STATE_FILES, STATE_MARKER
 
 __all__ = ["DEFAULT_FORBIDDEN", "SecurityPolicy"]
 
@@ -137,6 +138,11 @@ class SecurityPolicy(BaseModel):
                 f"'{relative}' is protected by the forbidden-path rule {rule!r}; tools never "
                 f"touch it{hint}. To allow it, remove the rule from security.forbidden_paths",
                 tool_name=tool, details={"rule": "forbidden_paths", "pattern": rule})
+        if write and relative.rsplit("/", 1)[-1] in STATE_FILES:  # the file tools write files
+            raise PolicyViolationError(
+                f"writing '{relative}' is refused: a file of that name marks its folder as "
+                f"toolkeeper state, which no tool reads or writes (rule {STATE_RULE}); choose "
+                "another name", tool_name=tool, details={"rule": STATE_RULE})
         if write and (self.read_only or self.autonomy == "read_only"):
             raise PolicyViolationError(
                 f"writing '{relative}' is refused: the workspace is read-only (rule "

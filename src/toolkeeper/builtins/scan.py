@@ -17,14 +17,14 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, openat2
 from .policy import SecurityPolicy
 from .state_dirs import RULE as STATE_RULE
 from .state_dirs import state_in_names
 
-__all__ = ["MAX_DEPTH", "MAX_DIRS", "Found", "Scanner", "TreeScan"]
+__all__ = ["MAX_DEPTH", "MAX_DIRS", "Found", "Scanner", "TreeScan", "covering_rule"]
 
 MAX_DIRS = 100_000
 MAX_DEPTH = 128
@@ -42,6 +42,7 @@ class Found:
     """Its file type (``stat.S_IFDIR``, ``S_IFREG``, ``S_IFLNK``…), not following symlinks."""
     rule: str
     """The forbidden-path pattern, or ``toolkeeper_state``."""
+    inode: int = 0
 
     @property
     def directory(self) -> bool:
@@ -54,7 +55,7 @@ class TreeScan:
 
     found: tuple[Found, ...]
     complete: bool = True
-    dirs: int = 0
+    dirs: int = field(default=0, compare=False)
 
 
 class Scanner:
@@ -79,25 +80,24 @@ class Scanner:
         it, or one matching every entry below it (``.claude/*`` covers ``.claude``)."""
         if name not in self._exact and not (self._wild and self._wild.match(name)):
             return None
-        return (self.policy.forbidden_rule(rel)
-                or self.policy.forbidden_rule(f"{rel}/{_PLACEHOLDER}"))
+        return covering_rule(self.policy, rel)
 
     def scan(self, root_fd: int) -> TreeScan:
         """Walk the tree below ``root_fd``, depth first, holding one fd per level. The root
         itself being a state folder is found as ``"."``."""
         found: list[Found] = []
         root = os.dup(root_fd)
-        subdirs = self._entries(root, "", found)
+        subdirs = self._entries(root, "", os.fstat(root).st_ino, found)
         if subdirs is None:
             os.close(root)
             return TreeScan(tuple(found), True, 1)
-        stack: list[tuple[int, str, Iterator[str]]] = [(root, "", iter(subdirs))]
+        stack: list[tuple[int, str, Iterator[tuple[str, int]]]] = [(root, "", iter(subdirs))]
         dirs, complete = 1, True
         try:
             while stack:
                 fd, base, pending = stack[-1]
-                name = next(pending, None)
-                if name is None:
+                name, inode = next(pending, ("", 0))
+                if not name:
                     os.close(fd)
                     stack.pop()
                     continue
@@ -111,7 +111,7 @@ class Scanner:
                     continue  # gone or swapped since the listing: nothing there to cover
                 dirs += 1
                 rel = f"{base}/{name}" if base else name
-                inner = self._entries(child, rel, found)
+                inner = self._entries(child, rel, inode, found)
                 if inner is None:
                     os.close(child)
                 else:
@@ -121,26 +121,32 @@ class Scanner:
                 os.close(fd)
         return TreeScan(tuple(found), complete, dirs)
 
-    def _entries(self, fd: int, rel: str, found: list[Found]) -> list[str] | None:
-        """Record what one directory holds that is protected, and return its other
-        subdirectories; ``None`` (recorded) when the directory is a state folder."""
+    def _entries(self, fd: int, rel: str, inode: int, found: list[Found]
+                 ) -> list[tuple[str, int]] | None:
+        """Record what one directory (whose inode is ``inode``) holds that is protected, and
+        return its other subdirectories; ``None`` (recorded) when it is a state folder."""
         try:
             with os.scandir(fd) as listing:
-                entries = [(entry.name, _kind(entry)) for entry in listing]
+                entries = [(entry.name, _kind(entry), entry.inode()) for entry in listing]
         except OSError:
             return []
-        if state_in_names(name for name, kind in entries if kind == stat.S_IFREG):
-            found.append(Found(rel or ".", stat.S_IFDIR, STATE_RULE))
+        if state_in_names(name for name, kind, _ in entries if kind == stat.S_IFREG):
+            found.append(Found(rel or ".", stat.S_IFDIR, STATE_RULE, inode))
             return None
-        subdirs: list[str] = []
-        for name, kind in entries:
+        subdirs: list[tuple[str, int]] = []
+        for name, kind, number in entries:
             inner = f"{rel}/{name}" if rel else name
             rule = None if self.state_only else self.rule_for(inner, name)
             if rule is not None:
-                found.append(Found(inner, kind, rule))
+                found.append(Found(inner, kind, rule, number))
             elif kind == stat.S_IFDIR and not (self.state_only and name == ".git"):
-                subdirs.append(name)
+                subdirs.append((name, number))
         return subdirs
+
+
+def covering_rule(policy: SecurityPolicy, rel: str) -> str | None:
+    """The forbidden-path rule matching ``rel``, or matching every entry below it."""
+    return policy.forbidden_rule(rel) or policy.forbidden_rule(f"{rel}/{_PLACEHOLDER}")
 
 
 def _kind(entry: os.DirEntry[str]) -> int:
