@@ -7,6 +7,7 @@ never reaches the workspace — with the real sandbox, the same cases as
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,3 +217,48 @@ async def test_a_protected_file_the_host_saves_during_a_run_is_kept(project: Pat
     assert run.value == "saved", run.output_text
     assert (project / ".envrc").read_text() == "export A=2\n"
     assert "removed" not in run.output_text
+
+
+async def test_a_protected_path_a_script_writes_is_never_in_the_workspace_even_during_the_run(
+        project: Path) -> None:
+    """Refused when created, not removed after: while the script still runs, the host finds
+    none of what it wrote at a protected path (a tool the script calls looks)."""
+    _fill(project, {"notes.txt": "a\n"})
+    planted = [".mcp.json", ".vscode/settings.json", ".envrc", "lib/.git/config"]
+
+    @tool
+    def look() -> list[str]:
+        """What of the planted paths the host's workspace holds right now."""
+        return [rel for rel in planted if os.path.lexists(project / rel)]
+
+    chained = ToolChainTool(ToolInvoker([look]), workspace=project, writable=True)
+    run = await chained.run_chain(
+        ATTEMPT + f"wrote = [attempt(rel, 'EVIL') for rel in {planted!r}]\n"
+        "result = [wrote, look().structured]")
+    assert run.status == "ok", run.output_text
+    assert run.value[0] == ["wrote"] * 4  # the script's own view took the writes …
+    assert run.value[1] == {"result": []}  # … and the workspace never held them
+    assert not any(os.path.lexists(project / rel) for rel in planted)
+    for rel in (".mcp.json", ".vscode", ".envrc", "lib/.git"):
+        assert rel in run.output_text
+
+
+async def test_a_commondir_a_script_writes_never_makes_the_persons_git_run_a_program(
+        project: Path) -> None:
+    marker = project.parent / "a-program-ran"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    _fill(project, {"notes.txt": "a\n"})
+    config = f'[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch {marker}; false"\n'
+    run = await chain(project, writable=True).run_chain(
+        "import os, shutil\nos.chdir(WORKSPACE)\n"
+        "for part in ('objects', 'refs'):\n"
+        "    try:\n        shutil.copytree('.git/' + part, 'evil/' + part)\n"
+        "    except OSError:\n        os.makedirs('evil/' + part, exist_ok=True)\n"
+        f"open('evil/config', 'w').write({config!r})\n"
+        "try:\n    open('.git/commondir', 'w').write('../evil\\n')\n    result = 'planted'\n"
+        "except OSError as exc:\n    result = type(exc).__name__")
+    assert run.status == "ok", run.output_text
+    assert not (project / ".git" / "commondir").exists()
+    subprocess.run(["git", "-c", "safe.directory=*", "status"], cwd=project, capture_output=True,
+                   timeout=60, check=False)
+    assert not marker.exists(), "the person's git status ran the planted fsmonitor"

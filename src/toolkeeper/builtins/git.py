@@ -94,12 +94,21 @@ def judge(rel: str, directory: bool) -> str | None:
 
 
 def _check_repository(protection: Protection) -> None:
+    """Refuse a repository git would leave the workspace's ``.git`` for: ``.git`` a file or a
+    link (``gitdir:``), or a ``.git/commondir`` (git's ref store follows it whatever
+    ``GIT_COMMON_DIR`` says)."""
     found = lstat_beneath(protection.ws.fd, ".git")
     if found is not None and not (found[0] == ".git" and stat.S_ISDIR(found[1].st_mode)):
         raise PolicyViolationError(
             "the workspace's .git is not a directory (a gitdir file or a link, which would lead "
             "git to a repository and a configuration outside the workspace); git_operations "
             "works on a repository kept in the workspace's own .git directory",
+            tool_name="git_operations", details={"rule": "git.repository"})
+    if found is not None and lstat_beneath(protection.ws.fd, ".git/commondir") is not None:
+        raise PolicyViolationError(
+            "the repository has a .git/commondir, which points git at another repository's "
+            "data (a linked worktree's, or a planted one); git_operations works on a "
+            "repository without one — remove it if you did not make it",
             tool_name="git_operations", details={"rule": "git.repository"})
 
 

@@ -117,6 +117,8 @@ class _Applier:
             existing = None
         if existing is None:
             os.mkdir(name, stat.S_IMODE(info.st_mode), dir_fd=ws)
+            if os.geteuid() == 0:  # the sandbox's uid made it, and writes in it next time
+                os.chown(name, info.st_uid, info.st_gid, dir_fd=ws, follow_symlinks=False)
             self.done.changed += 1
         up_child, ws_child = _open_dir(up, name), _open_dir(ws, name)
         try:
