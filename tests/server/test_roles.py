@@ -311,13 +311,18 @@ def test_a_workspace_holding_any_state_folder_is_refused_in_one_line_naming_it(
     assert started.returncode == 0
     workspace = {"holds": project, "inside": neighbour / "workspace", "is": neighbour}[layout]
     workspace.mkdir(exist_ok=True)
-    result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "serve", "--port", "0",
-                             "--workspace", str(workspace), "--state-dir",
-                             str(tmp_path / "own-state")], capture_output=True, text=True,
-                            timeout=60, env=agent_env, cwd=tmp_path, check=False)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert str(neighbour) in result.stderr and "toolkeeper state" in result.stderr
+    proc = _serve(tmp_path, "--workspace", str(workspace), "--state-dir",
+                  str(tmp_path / "own-state"), env=agent_env)
+    assert proc.stdout is not None and proc.stderr is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    first = proc.stdout.readline() if ready else ""
+    if first.startswith("toolkeeper serving on "):
+        _stop(proc)
+        pytest.fail(f"serve started on a workspace holding state: {first!r}")
+    assert proc.wait(timeout=60) == 2
+    stderr = proc.stderr.read()
+    assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
+    assert str(neighbour) in stderr and "toolkeeper state" in stderr
 
 
 @pytest.mark.parametrize("layout", ["state in workspace", "state is workspace", "config's"])

@@ -5,9 +5,8 @@ a nested repository's ``.git``, a sub-project's ``.envrc`` — and every toolkee
 (``state_dirs``) is found, so the sandbox can cover them. The walk opens each directory from its
 parent's fd without following any symlink, never enters what it found, and stops (saying so) at
 ``max_dirs`` directories or ``MAX_DEPTH`` levels: a tree it could not finish is refused by the
-caller rather than half-checked.
-
-Measured on a tree of 10,000 directories and 50,000 files: about 0.1 s (docs/benchmarks.md).
+caller rather than half-checked. What a directory held is kept between walks (``Scanner``), so
+a walk of a tree that barely changed costs one ``lstat`` per directory (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Iterator
+import threading
+import time
 from dataclasses import dataclass, field
 
 from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, openat2
@@ -58,8 +58,29 @@ class TreeScan:
     dirs: int = field(default=0, compare=False)
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """What one directory held when it was listed: its protected entries (a state folder:
+    itself, never entered) and its other subdirectories (name, inode)."""
+
+    key: tuple[int, int, int] | None
+    """(inode, mtime, ctime) when listed; ``None``: changed too recently to trust later."""
+    found: tuple[Found, ...]
+    subdirs: tuple[tuple[str, int], ...]
+
+
 class Scanner:
-    """Finds the protected entries of trees under one policy (the rules are compiled once)."""
+    """Finds the protected entries of trees under one policy (the rules are compiled once).
+
+    A directory's listing is kept between walks, keyed by its inode, modification and change
+    times: adding, removing or renaming an entry changes both times (and a change time cannot
+    be set back), so a directory whose key is the same holds the same names, and the next walk
+    looks at it with one ``lstat`` instead of reading it again. One listed less than two
+    seconds after its last change is read again next time (a change within the clock's
+    granularity would not move the times). Directories are checked top-down, so a path is only
+    looked at once every directory above it is known to be unchanged."""
+
+    RACY_NS = 2_000_000_000
 
     def __init__(self, policy: SecurityPolicy, *, state_only: bool = False,
                  max_dirs: int = MAX_DIRS) -> None:
@@ -74,6 +95,9 @@ class Scanner:
                 exact.add(last)
         self._exact = frozenset(exact)
         self._wild = re.compile("|".join(wild)) if wild else None
+        self._lock = threading.Lock()
+        self._cache: dict[str, _Listing] = {}
+        self._root: tuple[int, int] | None = None
 
     def rule_for(self, rel: str, name: str) -> str | None:
         """The forbidden-path rule covering the entry ``rel`` (named ``name``): one matching
@@ -83,65 +107,81 @@ class Scanner:
         return covering_rule(self.policy, rel)
 
     def scan(self, root_fd: int) -> TreeScan:
-        """Walk the tree below ``root_fd``, depth first, holding one fd per level. The root
-        itself being a state folder is found as ``"."``."""
-        found: list[Found] = []
-        root = os.dup(root_fd)
-        subdirs = self._entries(root, "", os.fstat(root).st_ino, found)
-        if subdirs is None:
-            os.close(root)
-            return TreeScan(tuple(found), True, 1)
-        stack: list[tuple[int, str, Iterator[tuple[str, int]]]] = [(root, "", iter(subdirs))]
-        dirs, complete = 1, True
-        try:
-            while stack:
-                fd, base, pending = stack[-1]
-                name, inode = next(pending, ("", 0))
-                if not name:
-                    os.close(fd)
-                    stack.pop()
-                    continue
-                if dirs >= self.max_dirs or len(stack) >= MAX_DEPTH:
-                    complete = False
-                    break
-                try:
-                    child = openat2(fd, name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                    resolve=_NO_LINKS)
-                except OSError:
-                    continue  # gone or swapped since the listing: nothing there to cover
-                dirs += 1
-                rel = f"{base}/{name}" if base else name
-                inner = self._entries(child, rel, inode, found)
-                if inner is None:
-                    os.close(child)
-                else:
-                    stack.append((child, rel, iter(inner)))
-        finally:
-            for fd, _, _ in stack:
-                os.close(fd)
-        return TreeScan(tuple(found), complete, dirs)
+        """Walk the tree below ``root_fd``, depth first. The root itself being a state folder
+        is found as ``"."``."""
+        with self._lock:
+            return self._scan(root_fd)
 
-    def _entries(self, fd: int, rel: str, inode: int, found: list[Found]
-                 ) -> list[tuple[str, int]] | None:
-        """Record what one directory (whose inode is ``inode``) holds that is protected, and
-        return its other subdirectories; ``None`` (recorded) when it is a state folder."""
+    def _scan(self, root_fd: int) -> TreeScan:
+        info = os.fstat(root_fd)
+        if self._root != (info.st_dev, info.st_ino):  # another directory: start afresh
+            self._root, self._cache = (info.st_dev, info.st_ino), {}
+        path = os.readlink(f"/proc/self/fd/{root_fd}")
+        seen: dict[str, _Listing] = {}
+        found: list[Found] = []
+        stack: list[tuple[str, int]] = [("", info.st_ino)]
+        complete = True
+        while stack:
+            rel, inode = stack.pop()
+            if len(seen) >= self.max_dirs or rel.count("/") + 1 >= MAX_DEPTH:
+                complete = False
+                break
+            listing = self._listing(root_fd, path, rel, inode)
+            if listing is None:
+                continue  # gone or swapped since its parent was read: nothing to cover there
+            seen[rel] = listing
+            found += listing.found
+            stack += [(f"{rel}/{name}" if rel else name, number)
+                      for name, number in reversed(listing.subdirs)]
+        self._cache = seen if complete else {}
+        return TreeScan(tuple(found), complete, len(seen))
+
+    def _listing(self, root_fd: int, path: str, rel: str, inode: int) -> _Listing | None:
+        """The directory ``rel``'s listing: the one kept, if its key has not changed, else
+        read again through directory fds."""
+        try:
+            info = os.fstat(root_fd) if not rel else os.lstat(f"{path}/{rel}")
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return None  # swapped since its parent was read: its parent is read again next
+        kept = self._cache.get(rel)
+        if info.st_ino == inode and kept is not None and kept.key == (
+                info.st_ino, info.st_mtime_ns, info.st_ctime_ns):
+            return kept
+        try:
+            fd = root_fd if not rel else openat2(root_fd, rel, os.O_RDONLY | os.O_DIRECTORY
+                                                 | os.O_NOFOLLOW, resolve=_NO_LINKS)
+        except OSError:
+            return None
+        try:
+            return self._read(fd, rel)
+        finally:
+            if fd != root_fd:
+                os.close(fd)
+
+    def _read(self, fd: int, rel: str) -> _Listing:
+        """List one directory: its protected entries and other subdirectories."""
+        info = os.fstat(fd)
+        racy = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < self.RACY_NS
+        key = None if racy else (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
         try:
             with os.scandir(fd) as listing:
                 entries = [(entry.name, _kind(entry), entry.inode()) for entry in listing]
         except OSError:
-            return []
+            return _Listing(None, (), ())
         if state_in_names(name for name, kind, _ in entries if kind == stat.S_IFREG):
-            found.append(Found(rel or ".", stat.S_IFDIR, STATE_RULE, inode))
-            return None
+            return _Listing(key, (Found(rel or ".", stat.S_IFDIR, STATE_RULE, info.st_ino),), ())
+        found: list[Found] = []
         subdirs: list[tuple[str, int]] = []
-        for name, kind, number in entries:
+        for name, kind, number in sorted(entries):
             inner = f"{rel}/{name}" if rel else name
             rule = None if self.state_only else self.rule_for(inner, name)
             if rule is not None:
                 found.append(Found(inner, kind, rule, number))
             elif kind == stat.S_IFDIR and not (self.state_only and name == ".git"):
                 subdirs.append((name, number))
-        return subdirs
+        return _Listing(key, tuple(found), tuple(subdirs))
 
 
 def covering_rule(policy: SecurityPolicy, rel: str) -> str | None:
