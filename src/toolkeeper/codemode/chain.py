@@ -71,10 +71,13 @@ class ToolChainTool(Tool):
         workspace: A host directory the script may read (at its own path; the script's
             global ``WORKSPACE`` names it). None by default: the script sees no host files.
         writable: Whether the script may also change ``workspace`` (never under a policy
-            whose ``autonomy`` or ``read_only`` says no writes).
+            whose ``autonomy`` or ``read_only`` says no writes). Where the sandbox can make a
+            copy-on-write view (bubblewrap), the script's writes reach the workspace when the
+            run ends: the tools it calls see the workspace as it was before the run.
         security: The rules of the file tools and ``shell`` that the mount follows too: its
-            forbidden paths are hidden from the script (reading and writing them fails) and
-            whatever a script creates at one is removed after the run. By default a
+            forbidden paths (at any depth) and every toolkeeper state folder are hidden from
+            the script, and what a script writes at one is never applied to the workspace
+            (under Landlock, which has no view, it is removed after the run). By default a
             ``SecurityPolicy`` for ``workspace`` with the default forbidden paths; its
             workspace must be ``workspace``.
         warm: How many sandboxes to keep started ahead of runs (each serves one run; taking

@@ -11,8 +11,8 @@ in the workspace, not even while the command runs.
 
 The private directory of a view is made by the host: ``0711`` (the sandbox's unprivileged uid
 passes through when the host is root), its four directories the sandbox uid's own, ``0700``.
-The workspace is bound below it first (``--rbind``: a path with a ``,`` or ``:`` cannot go into
-overlayfs's options), so only names chosen here reach the mount options.
+A workspace whose path has a character overlayfs's options cannot carry (``,``, ``:``, a space…)
+is bound below it first (``--rbind``), so only plain paths reach the mount options.
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from .base import SYSTEM_PATH, UNPRIVILEGED_UID, Overlay
 __all__ = ["launcher", "new_overlay", "probe_overlay", "remove_overlay", "sandbox_ids"]
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-")
-# Mounts each (directory, private root) pair named after the count, then becomes the rest.
-_MOUNT = ('n=$1; shift; while [ "$n" -gt 0 ]; do '
-          'mount --rbind "$1" "$2/lower" && '
-          'mount -t overlay overlay -o "lowerdir=$2/lower,upperdir=$2/upper,workdir=$2/work,'
-          'userxattr" "$2/view" || exit 125; shift 2; n=$((n - 1)); done; exec "$@"')
+# Mounts each (how, directory, private root) triple named after the count, then becomes the rest:
+# "bind" binds the directory below the private root first (its path cannot go into overlayfs's
+# options), "direct" names it in them.
+_MOUNT = ('n=$1; shift; while [ "$n" -gt 0 ]; do low=$2; '
+          'if [ "$1" = bind ]; then mount --rbind "$2" "$3/lower" || exit 125; low="$3/lower"; '
+          'fi; mount -t overlay overlay -o "lowerdir=$low,upperdir=$3/upper,workdir=$3/work,'
+          'userxattr" "$3/view" || exit 125; shift 3; n=$((n - 1)); done; exec "$@"')
 
 
 def sandbox_ids() -> tuple[int, int]:
@@ -88,7 +90,8 @@ def launcher(views: Sequence[tuple[Path, Overlay]]) -> list[str]:
     argv = [unshare, "--user", "--map-root-user", "--mount", "--", "/bin/sh", "-c", _MOUNT, "sh",
             str(len(views))]
     for directory, overlay in views:
-        argv += [str(directory), str(overlay.root)]
+        how = "direct" if set(str(directory)) <= _SAFE else "bind"
+        argv += [how, str(directory), str(overlay.root)]
     return argv
 
 
