@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper import Tool
+from toolkeeper.builtins.overlay import apply_upper
 from toolkeeper.builtins.policy import DEFAULT_COMMANDS, SecurityPolicy
 from toolkeeper.builtins.protected import Protection
 from toolkeeper.builtins.shell import shell_tool
@@ -107,3 +108,29 @@ def test_a_removal_of_a_directory_holding_a_protected_entry_keeps_that_entry(ws:
     assert not (ws / "lib" / "code.py").exists() and not (ws / "tree").exists()
     assert "lib/.git (rule security.forbidden_paths '.git')" in note
     assert not overlay.root.exists()  # the view's private directory is gone
+
+
+def test_across_filesystems_each_entry_is_copied_with_its_mode_and_kind(ws: Path,
+                                                                        tmp_path: Path) -> None:
+    upper = tmp_path / "upper"
+    (upper / "new" / "deeper").mkdir(parents=True)
+    (upper / "new" / "deeper" / "f.txt").write_text("copied\n")
+    (upper / "new" / "deeper" / "f.txt").chmod(0o640)
+    (upper / "edit.txt").write_text("changed\n")
+    (upper / "ln").symlink_to("edit.txt")
+    os.mkfifo(upper / "pipe")
+    (upper / ".envrc").write_text("EVIL\n")
+    up, into = (os.open(p, os.O_RDONLY | os.O_DIRECTORY) for p in (upper, ws))
+    try:
+        done = apply_upper(up, into, Protection(SecurityPolicy(workspace=ws)).judge,
+                           same_fs=False)
+    finally:
+        os.close(up)
+        os.close(into)
+    assert (ws / "new" / "deeper" / "f.txt").read_text() == "copied\n"
+    assert (ws / "new" / "deeper" / "f.txt").stat().st_mode & 0o777 == 0o640
+    assert (ws / "edit.txt").read_text() == "changed\n"
+    assert os.readlink(ws / "ln") == "edit.txt" and (ws / "pipe").is_fifo()
+    assert (upper / "edit.txt").exists()  # copied, not moved
+    assert not (ws / ".envrc").exists() and [rel for rel, _ in done.refused] == [".envrc"]
+    assert not [p.name for p in ws.iterdir() if p.name.endswith(".tmp")]

@@ -84,17 +84,23 @@ def test_no_tool_reads_another_servers_state_folder_in_the_workspace(
                                                             pattern="canary")
 
 
+def _names(folder: Path) -> list[str]:
+    """What a state folder holds, but SQLite's own journal files (they come and go with its
+    connections)."""
+    return sorted(n for n in os.listdir(folder) if not n.startswith("toolkeeper.db-"))
+
+
 def test_no_tool_writes_into_a_state_folder(ws: Path) -> None:
     _state(ws / ".toolkeeper")
     hand_over(ws)
     found = tools(ws)
-    before = sorted(os.listdir(ws / ".toolkeeper"))
+    before = _names(ws / ".toolkeeper")
     write = _said(found["file_write"], path=".toolkeeper/approve.txt", content="x")
     edit = _said(found["file_edit"], path=".toolkeeper/server.json", old="1", new="2")
     shell = _said(found["shell"], command="echo x > .toolkeeper/evil; echo ok > fine.txt")
     assert write.startswith("refused") and "toolkeeper_state" in write
     assert edit.startswith("refused")
-    assert sorted(os.listdir(ws / ".toolkeeper")) == before
+    assert _names(ws / ".toolkeeper") == before
     assert (ws / "fine.txt").read_text() == "ok\n"
     assert "[exit code" in shell
 

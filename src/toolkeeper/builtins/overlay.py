@@ -212,11 +212,15 @@ def _copy(up: int, ws: int, name: str, temp: str, info: os.stat_result) -> None:
         os.close(source)
 
 
-def apply_upper(upper_fd: int, workspace_fd: int, judge: Judge) -> Applied:
+def apply_upper(upper_fd: int, workspace_fd: int, judge: Judge, *,
+                same_fs: bool | None = None) -> Applied:
     """Apply the upper layer below ``upper_fd`` to the workspace below ``workspace_fd``, each
     change judged by ``judge`` (and none inside a toolkeeper state folder). Call it only once
-    every process of the run is gone."""
-    applier = _Applier(judge, os.fstat(upper_fd).st_dev == os.fstat(workspace_fd).st_dev)
+    every process of the run is gone. ``same_fs``: whether entries can be renamed into place
+    (by default: whether both are on one filesystem); else they are copied."""
+    if same_fs is None:
+        same_fs = os.fstat(upper_fd).st_dev == os.fstat(workspace_fd).st_dev
+    applier = _Applier(judge, same_fs)
     try:
         applier.directory(upper_fd, workspace_fd, "")
     except OSError as exc:
