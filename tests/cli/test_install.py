@@ -128,14 +128,24 @@ def test_a_file_whose_servers_are_not_an_object_is_refused(here: Path) -> None:
     assert path.read_text() == '{"mcpServers": ["x"]}'
 
 
-def test_a_symlinked_config_is_written_through_not_replaced(here: Path) -> None:
-    real = here / "dotfiles" / "mcp.json"
-    real.parent.mkdir()
-    real.write_text("{}")
-    (here / "link.json").symlink_to(real)
-    assert _install("cursor", "--config-path", "link.json").exit_code == 0
-    assert (here / "link.json").is_symlink()
-    assert "toolkeeper" in json.loads(real.read_text())["mcpServers"]
+def test_a_config_reached_through_a_symlink_is_refused_and_left_alone(here: Path) -> None:
+    """A cloned repository's ``.vscode`` (or its ``mcp.json``) may be a symlink to the user's
+    global settings or to another program's JSON: a project install never writes through it."""
+    other = here.parent / "other-program"
+    other.mkdir()
+    (other / "settings.json").write_text('{"theirs": 1}')
+    (here / ".vscode").symlink_to(other)
+    result = _install("vscode", "tools/weather.py")
+    _one_line_error(result, str(here / ".vscode"), "symbolic link")
+    assert json.loads((other / "settings.json").read_text()) == {"theirs": 1}
+    assert not (other / "mcp.json").exists()
+    (here / ".vscode").unlink()
+    (here / ".vscode").mkdir()
+    (here / ".vscode" / "mcp.json").symlink_to(other / "settings.json")
+    _one_line_error(_install("vscode", "tools/weather.py"), "mcp.json", "symbolic link")
+    (here / "link.json").symlink_to(other / "settings.json")
+    _one_line_error(_install("cursor", "--config-path", "link.json"), "symbolic link")
+    assert json.loads((other / "settings.json").read_text()) == {"theirs": 1}
 
 
 def _server_store(tmp_path: Path, *, name: str = "state") -> tuple[Path, str]:
@@ -283,6 +293,22 @@ def test_a_workspace_holding_the_servers_state_dir_is_refused_at_install(
     elsewhere = here.parent / "elsewhere"
     assert _install("cursor", "tools/weather.py", "--state-dir", str(elsewhere),
                     "--config-path", "mcp.json").exit_code == 0
+
+
+def test_a_workspace_holding_another_servers_state_is_refused_at_install_naming_it(
+        here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The project folder holds another server's state (make run kept it in .toolkeeper/):
+    the desktop entry's tools would read its operator token."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))  # serve's own: elsewhere
+    _server_store(here, name=".toolkeeper")
+    claude = tmp_path / "claude" / "claude_desktop_config.json"
+    result = _install("claude-desktop", "tools/weather.py", "--config-path", str(claude))
+    _one_line_error(result, str(here / ".toolkeeper"), "toolkeeper state")
+    assert not claude.exists()
+    inside = here / ".toolkeeper" / "ws"
+    inside.mkdir()
+    _one_line_error(_install("claude-desktop", "tools/weather.py", "--workspace", str(inside),
+                             "--config-path", str(claude)), str(here / ".toolkeeper"))
 
 
 def test_http_makes_the_token_in_serves_own_default_state_dir(

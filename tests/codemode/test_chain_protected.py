@@ -1,11 +1,13 @@
 """Code mode's workspace mount follows the file tools' rules: protected and forbidden paths
-(``.git/config``, hooks, ``.envrc``, ``.mcp.json``, toolkeeper's own files, ``toolkeeper.db-*``)
-are hidden from a script, read-only or writable, and what a script creates at one is removed
-after the run — with the real sandbox, the same cases as ``tests/builtins/test_files.py``."""
+(``.git`` at any depth, ``.envrc``, ``.mcp.json``, toolkeeper's own files, ``toolkeeper.db-*``,
+state folders) are hidden from a script, read-only or writable, and what a script writes at one
+never reaches the workspace — with the real sandbox, the same cases as
+``tests/builtins/test_files.py``."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +25,10 @@ pytestmark = pytest.mark.anyio
 
 SECRETS = {".git/config": "[core]\n\tfsmonitor = GIT-CONFIG-SECRET\n",
            ".git/hooks/pre-commit": "#!/bin/sh\necho HOOK-SECRET\n",
-           "toolkeeper.db": "DB-SECRET", "toolkeeper.db-wal": "WAL-SECRET",
-           "toolkeeper.toml": "TOML-SECRET", ".envrc": "ENVRC-SECRET",
+           ".git/HEAD": "ref: HEAD-SECRET\n", "lib/.git/config": "NESTED-GIT-SECRET",
+           "state/toolkeeper.db": "DB-SECRET", "state/notes.txt": "STATE-SIBLING-SECRET",
+           "toolkeeper.db-wal": "WAL-SECRET", "toolkeeper.toml": "TOML-SECRET",
+           ".envrc": "ENVRC-SECRET", "sub/.envrc": "NESTED-ENVRC-SECRET",
            ".mcp.json": "MCP-SECRET", ".claude/settings.json": "CLAUDE-SECRET"}
 ATTEMPT = """
 import os
@@ -73,15 +77,15 @@ def chain(project: Path, **options: object) -> ToolChainTool:
 @pytest.mark.parametrize("writable", [False, True], ids=["read-only", "writable"])
 async def test_a_script_cannot_read_a_protected_file_of_its_workspace(project: Path,
                                                                      writable: bool) -> None:
-    _fill(project, {**SECRETS, "notes.txt": "ordinary notes", ".git/HEAD": "ref: main\n"})
+    _fill(project, {**SECRETS, "notes.txt": "ordinary notes", "sub/code.py": "pass\n"})
     run = await chain(project, writable=writable).run_chain(
         ATTEMPT + f"result = {{rel: attempt(rel) for rel in {sorted(SECRETS)!r}}}\n"
-        "result['notes.txt'] = attempt('notes.txt')\nresult['.git/HEAD'] = attempt('.git/HEAD')\n"
-        "result['hooks'] = sorted(os.listdir(os.path.join(WORKSPACE, '.git/hooks')))")
+        "result['notes.txt'] = attempt('notes.txt')\nresult['sub'] = attempt('sub/code.py')\n"
+        "result['.git'] = sorted(os.listdir(os.path.join(WORKSPACE, '.git')))")
     assert run.status == "ok", run.output_text
     assert "SECRET" not in str(run.value), run.value
-    assert run.value["notes.txt"] == "ordinary notes" and run.value[".git/HEAD"] == "ref: main\n"
-    assert run.value["hooks"] == []
+    assert run.value["notes.txt"] == "ordinary notes" and run.value["sub"] == "pass\n"
+    assert run.value[".git"] == []
     # a covered file cannot be opened; a covered directory is empty
     assert all(run.value[rel] in ("PermissionError", "FileNotFoundError") for rel in SECRETS)
 
@@ -103,7 +107,7 @@ async def test_a_script_cannot_change_an_existing_protected_file(project: Path, 
 
 
 @pytest.mark.parametrize("target", TARGETS)
-async def test_what_a_script_creates_at_a_protected_path_is_removed_and_said(
+async def test_what_a_script_writes_at_a_protected_path_never_reaches_the_workspace(
         project: Path, target: str) -> None:
     _fill(project, {"notes.txt": "a\n"})
     run = await chain(project, writable=True).run_chain(
@@ -111,9 +115,8 @@ async def test_what_a_script_creates_at_a_protected_path_is_removed_and_said(
     assert run.status == "ok", run.output_text
     assert run.value[1] == "wrote"
     assert not (project / target).exists()
-    assert "they were removed (rule security.forbidden_paths)" in run.output_text
-    assert (target.split("/hooks")[0] if target.startswith(".git/hooks") else target
-            ) in run.output_text
+    assert "these changes were not applied to the workspace" in run.output_text
+    assert (target.split("/")[0] if target.startswith(".git/") else target) in run.output_text
     assert (project / "notes.txt").read_text() == "a\nb\n"
 
 
@@ -158,7 +161,7 @@ async def test_a_warm_sandbox_started_before_a_protected_file_existed_is_not_use
         run = await warm.run_chain(ATTEMPT + "result = attempt('.git/config')")
     finally:
         warm.close()
-    assert run.value == "PermissionError", run.value
+    assert run.value == "FileNotFoundError", run.value  # all of .git is covered
     assert (project / ".git" / "config").read_text() == "LATE-SECRET"  # the host's stays
 
 
@@ -169,7 +172,7 @@ async def test_under_landlock_a_mount_with_protected_files_is_refused_in_one_lin
         await chain(project, sandbox=LandlockSandbox()).run_chain(
             ATTEMPT + "result = attempt('.git/config')")
     message = str(refused.value)
-    assert "\n" not in message and ".git/config" in message
+    assert "\n" not in message and ".git in " in message
     assert "security.forbidden_paths" in message and "bubblewrap" in message
 
 
@@ -183,16 +186,18 @@ async def test_under_landlock_what_a_script_creates_at_a_protected_path_is_remov
     assert (project / "notes.txt").read_text() == "a\nb\n"
 
 
-async def test_a_git_file_planted_to_point_git_elsewhere_is_removed(project: Path) -> None:
-    """``.git`` as a file (``gitdir: evil``) would make git read ``evil/config``: it stands on
-    the way to ``.git/config``, did not exist before, and goes."""
+async def test_a_git_file_planted_to_point_git_elsewhere_never_reaches_the_workspace(
+        project: Path) -> None:
+    """``.git`` as a file (``gitdir: evil``) would make git read ``evil/config``: ``.git`` is
+    protected at any depth, as a directory or a file."""
     _fill(project, {})
     run = await chain(project, writable=True).run_chain(
         "import os\nos.chdir(WORKSPACE)\nos.makedirs('evil/hooks')\n"
         "open('evil/config', 'w').write('[core]\\n\\tfsmonitor = touch /tmp/pwned\\n')\n"
         "open('.git', 'w').write('gitdir: evil\\n')\nresult = 1")
     assert run.value == 1, run.output_text
-    assert not (project / ".git").exists() and "(.git)" in run.output_text
+    assert not (project / ".git").exists()
+    assert ".git (rule security.forbidden_paths '.git')" in run.output_text
 
 
 async def test_a_protected_file_the_host_saves_during_a_run_is_kept(project: Path) -> None:
@@ -212,3 +217,48 @@ async def test_a_protected_file_the_host_saves_during_a_run_is_kept(project: Pat
     assert run.value == "saved", run.output_text
     assert (project / ".envrc").read_text() == "export A=2\n"
     assert "removed" not in run.output_text
+
+
+async def test_a_protected_path_a_script_writes_is_never_in_the_workspace_even_during_the_run(
+        project: Path) -> None:
+    """Refused when created, not removed after: while the script still runs, the host finds
+    none of what it wrote at a protected path (a tool the script calls looks)."""
+    _fill(project, {"notes.txt": "a\n"})
+    planted = [".mcp.json", ".vscode/settings.json", ".envrc", "lib/.git/config"]
+
+    @tool
+    def look() -> list[str]:
+        """What of the planted paths the host's workspace holds right now."""
+        return [rel for rel in planted if os.path.lexists(project / rel)]
+
+    chained = ToolChainTool(ToolInvoker([look]), workspace=project, writable=True)
+    run = await chained.run_chain(
+        ATTEMPT + f"wrote = [attempt(rel, 'EVIL') for rel in {planted!r}]\n"
+        "result = [wrote, look().structured]")
+    assert run.status == "ok", run.output_text
+    assert run.value[0] == ["wrote"] * 4  # the script's own view took the writes …
+    assert run.value[1] == {"result": []}  # … and the workspace never held them
+    assert not any(os.path.lexists(project / rel) for rel in planted)
+    for rel in (".mcp.json", ".vscode", ".envrc", "lib/.git"):
+        assert rel in run.output_text
+
+
+async def test_a_commondir_a_script_writes_never_makes_the_persons_git_run_a_program(
+        project: Path) -> None:
+    marker = project.parent / "a-program-ran"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    _fill(project, {"notes.txt": "a\n"})
+    config = f'[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch {marker}; false"\n'
+    run = await chain(project, writable=True).run_chain(
+        "import os, shutil\nos.chdir(WORKSPACE)\n"
+        "for part in ('objects', 'refs'):\n"
+        "    try:\n        shutil.copytree('.git/' + part, 'evil/' + part)\n"
+        "    except OSError:\n        os.makedirs('evil/' + part, exist_ok=True)\n"
+        f"open('evil/config', 'w').write({config!r})\n"
+        "try:\n    open('.git/commondir', 'w').write('../evil\\n')\n    result = 'planted'\n"
+        "except OSError as exc:\n    result = type(exc).__name__")
+    assert run.status == "ok", run.output_text
+    assert not (project / ".git" / "commondir").exists()
+    subprocess.run(["git", "-c", "safe.directory=*", "status"], cwd=project, capture_output=True,
+                   timeout=60, check=False)
+    assert not marker.exists(), "the person's git status ran the planted fsmonitor"

@@ -30,7 +30,8 @@ def test_make_run_serves_the_example_tools_and_the_built_ins(tmp_path: Path) -> 
     env = {**os.environ, "TOOLKEEPER_TOKEN": "make-run-test-token"}
     proc = subprocess.Popen(
         ["make", "-s", "-C", str(ROOT), "-o", f"{VENV}/.serve", "run", f"VENV={VENV}", "PORT=0",
-         f"STATE={tmp_path / 'state'}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+         f"STATE={tmp_path / 'state'}", f"WORKSPACE={tmp_path / 'workspace'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env, start_new_session=True)
     try:
         assert proc.stdout is not None
@@ -40,10 +41,26 @@ def test_make_run_serves_the_example_tools_and_the_built_ins(tmp_path: Path) -> 
         url = line.split()[3]
         health = httpx.get(f"{url}/healthz", timeout=10).json()
         assert health["status"] == "ok" and health["tools"] >= 9  # 2 examples + 7 built-ins
-        assert (tmp_path / "state" / "workspace").is_dir()
+        assert (tmp_path / "workspace").is_dir()
+        assert (tmp_path / "state" / ".toolkeeper-state").is_file()  # marked as state
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=30)
+
+
+def test_make_run_keeps_its_state_out_of_the_project_folder(tmp_path: Path) -> None:
+    """A desktop client's entry installed in this folder makes it a workspace: make run's
+    tokens must not be in it."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"}
+    result = subprocess.run(["make", "-n", "-s", "-C", str(ROOT), "-o", f"{VENV}/.serve", "run",
+                             f"VENV={VENV}"], capture_output=True, text=True, check=True,
+                            env={**env, "HOME": str(tmp_path)}, timeout=60)
+    serve = next(line for line in result.stdout.splitlines() if " serve " in line).split()
+    state = Path(serve[serve.index("--state-dir") + 1].strip('"'))
+    workspace = (ROOT / serve[serve.index("--workspace") + 1]).resolve()
+    assert state.is_absolute() and ROOT not in state.parents, state
+    assert tmp_path in state.parents  # the user's own state directory
+    assert state not in workspace.parents and workspace != state
 
 
 def test_make_check_prints_the_declarations_when_the_lint_warns(tmp_path: Path) -> None:

@@ -120,5 +120,5 @@ def test_commands_are_refused_while_a_protected_path_exists_landlock_cannot_hide
     with pytest.raises(PolicyViolationError) as refused:
         run(tool(ws), "cat .git/config; echo '[alias]' >> .git/config")
     message = str(refused.value)
-    assert "\n" not in message and ".git/config" in message and "bubblewrap" in message
+    assert "\n" not in message and ".git in " in message and "bubblewrap" in message
     assert (ws / ".git" / "config").read_text() == "[core]\n\tfsmonitor = CONFIG-SECRET\n"

@@ -107,6 +107,8 @@ def test_a_sandbox_that_cannot_start_is_an_error_result_not_output(reachable: Pa
     assert found["status"] == "error"
     assert found["code"] == "sandbox_unavailable"
     text = str(found["text"])
-    assert "the sandbox could not start (bwrap: " in text and "did not run" in text
+    # the launcher's own line: bwrap's, or the shell's that mounts the workspace's view first
+    assert "the sandbox could not start (" in text and "did not run" in text
+    assert "fork" in text.lower() or "bwrap: " in text
     assert "[exit code" not in text  # never shown as if the command had printed it
     assert found["warm"] == "warm\n\n[exit code 0]"  # the same tool ran before the host's limit

@@ -216,19 +216,113 @@ async def test_no_tool_reads_a_credential_with_the_readmes_commands(
 
 async def test_no_tool_reads_a_credential_with_make_runs_layout(
         reachable: Path, agent_env: dict[str, str]) -> None:  # noqa: F811
-    state = reachable / ".toolkeeper"  # make run: --state-dir .toolkeeper --workspace …/workspace
-    (state / "workspace").mkdir(parents=True)
-    (state / "workspace" / "canary.txt").write_text("canary-7f3\n")
-    hand_over(state / "workspace")
-    proc = _serve(reachable, "--state-dir", str(state), "--workspace", str(state / "workspace"),
+    # make run: --state-dir in the user's state directory, --workspace .workspace here
+    state = Path(agent_env["HOME"]) / ".local" / "state" / "toolkeeper-make-run"
+    project = reachable / "project"
+    (project / ".workspace").mkdir(parents=True)
+    (project / ".workspace" / "canary.txt").write_text("canary-7f3\n")
+    hand_over(reachable)
+    proc = _serve(project, "--state-dir", str(state), "--workspace", ".workspace",
                   env=agent_env)
     try:
         url = _started(proc)[0].split()[3]
         _remember(url, state)
         assert await _try_to_read_credentials(url, state) == []
-        assert state.stat().st_mode & 0o777 == (0o711 if os.geteuid() == 0 else 0o700)
+        assert state.stat().st_mode & 0o777 == 0o700
+        assert (state / ".toolkeeper-state").is_file()
+        assert not (project / ".toolkeeper").exists()
     finally:
         _stop(proc)
+
+
+async def test_no_tool_reads_another_servers_state_kept_in_the_workspace(
+        reachable: Path, agent_env: dict[str, str]) -> None:  # noqa: F811
+    """A desktop entry's workspace is a project folder; another server keeps its state in that
+    folder (as make run did, in .toolkeeper/). The agent tries every tool on that state: the
+    operator token would let it approve its own calls there."""
+    project = reachable / "project"
+    project.mkdir()
+    (project / "canary.txt").write_text("canary-7f3\n")
+    (project / "toolkeeper.toml").write_text("[codemode]\nenabled = true\nworkspace = \"read\"\n")
+    hand_over(reachable)
+    proc = _serve(project, "--config", str(project / "toolkeeper.toml"), "--workspace",
+                  str(project), env=agent_env)
+    neighbour = project / ".toolkeeper"  # the other server starts later, its state here
+    other = _serve(reachable, "--no-builtins", "--state-dir", str(neighbour), env=agent_env)
+    try:
+        url = _started(proc)[0].split()[3]
+        _started(other)
+        state = Path(agent_env["HOME"]) / ".local" / "state" / "toolkeeper"
+        _remember(url, state)
+        secrets = [(neighbour / n).read_text().strip() for n in ("token", "client-token")]
+        attempts: list[tuple[str, dict[str, object]]] = [
+            ("file_read", {"path": f".toolkeeper/{n}"})
+            for n in ("token", "client-token", "server.json", "toolkeeper.db")]
+        attempts += [("glob_search", {"pattern": "**/*token*"}),
+                     ("glob_search", {"pattern": "*", "path": ".toolkeeper"}),
+                     ("content_search", {"pattern": "tkc_"}),
+                     ("content_search", {"pattern": secrets[0][:12]}),
+                     ("shell", {"command": "cat .toolkeeper/token .toolkeeper/client-token"}),
+                     ("tool_chain", {"code": "import os\nd = os.path.join(WORKSPACE, "
+                                     "'.toolkeeper')\nprint([open(os.path.join(d, n)).read() "
+                                     "for n in os.listdir(d)])"})]
+        said = await _answers(url, (state / "token").read_text().strip(), attempts)
+        leaked = [f"{tool} {arguments}: {text[:200]}" for (tool, arguments), text
+                  in zip(attempts, said, strict=True) if any(s in text for s in secrets)]
+        listed = [text for (tool, _), text in zip(attempts, said, strict=True)
+                  if tool == "glob_search" and ".toolkeeper/" in text]
+        assert leaked == [] and listed == []
+        assert "toolkeeper_state" in said[0]  # the refusal names the rule
+    finally:
+        _stop(other)
+        _stop(proc)
+
+
+async def _answers(url: str, operator: str, attempts: list[tuple[str, dict[str, object]]]
+                   ) -> list[str]:
+    """Each call's text, approved by the operator when it asks (as a person would)."""
+    said = []
+    async with _client(url) as client:
+        for tool, arguments in attempts:
+            for _ in range(2):
+                result = await client.call_tool(tool, arguments)
+                text = " ".join(getattr(c, "text", "") for c in result.content)
+                if "waiting for approval (request " not in text:
+                    break
+                request_id = text.split("(request ")[1].split(")")[0]
+                assert _decide(url, request_id, {"Authorization": f"Bearer {operator}"}
+                               ).status_code == 200
+            said.append(text)
+    return said
+
+
+@pytest.mark.parametrize("layout", ["holds", "inside", "is"])
+def test_a_workspace_holding_any_state_folder_is_refused_in_one_line_naming_it(
+        tmp_path: Path, agent_env: dict[str, str], layout: str) -> None:
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    neighbour = project / "sub" / ".toolkeeper"  # another server's, made as serve makes it
+    started = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from toolkeeper.cli.state import secure_state_dir; "
+         "from toolkeeper.server.tokens import operator_token; "
+         "secure_state_dir(Path(sys.argv[1])); operator_token(Path(sys.argv[1]))",
+         str(neighbour)], capture_output=True, text=True, timeout=60, env=agent_env, check=True)
+    assert started.returncode == 0
+    workspace = {"holds": project, "inside": neighbour / "workspace", "is": neighbour}[layout]
+    workspace.mkdir(exist_ok=True)
+    proc = _serve(tmp_path, "--workspace", str(workspace), "--state-dir",
+                  str(tmp_path / "own-state"), env=agent_env)
+    assert proc.stdout is not None and proc.stderr is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    first = proc.stdout.readline() if ready else ""
+    if first.startswith("toolkeeper serving on "):
+        _stop(proc)
+        pytest.fail(f"serve started on a workspace holding state: {first!r}")
+    assert proc.wait(timeout=60) == 2
+    stderr = proc.stderr.read()
+    assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
+    assert str(neighbour) in stderr and "toolkeeper state" in stderr
 
 
 @pytest.mark.parametrize("layout", ["state in workspace", "state is workspace", "config's"])

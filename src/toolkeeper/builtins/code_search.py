@@ -29,13 +29,13 @@ MAX_FILES = 5000
 
 def _chunks(ws: Workspace, policy: SecurityPolicy) -> dict[str, tuple[str, str]]:
     """chunk id → (location "path:start-end", text)."""
-    dirfd = _open_dir(ws, ".", "semantic_code_search")
+    dirfd = _open_dir(ws, ".", "semantic_code_search", policy)
     out: dict[str, tuple[str, str]] = {}
     files = 0
     try:
-        for base, fd, name, regular in _walk(dirfd):
+        for base, fd, name, regular in _walk(dirfd, policy):
             rel = f"{base}/{name}" if base else name
-            if not regular or not name.endswith(CODE_SUFFIXES) or base.startswith(".git"):
+            if not regular or not name.endswith(CODE_SUFFIXES):
                 continue
             files += 1
             if files > MAX_FILES:

@@ -3,7 +3,9 @@ directory fd through ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)``.
 
 Writes also refuse symlinks anywhere in the path (``RESOLVE_NO_SYMLINKS``) and go through an
 ``O_EXCL`` temporary file in the opened parent directory, renamed into place with ``renameat``.
-Non-regular files (FIFOs, devices, sockets) and hard-linked files are refused.
+Non-regular files (FIFOs, devices, sockets) and hard-linked files are refused, and so is
+every path through a toolkeeper state folder (``state_dirs``): each directory on the way is
+checked, on its fd.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..errors import PolicyViolationError, ToolRaisedError
+from .state_dirs import RULE as STATE_RULE
+from .state_dirs import state_file_in, state_reason
 
-__all__ = ["Workspace", "lstat_beneath", "open_readable", "openat2", "remove_beneath", "visible"]
+__all__ = ["Workspace", "check_not_state", "lstat_beneath", "open_readable", "openat2",
+           "remove_beneath", "visible"]
 
 SYS_OPENAT2 = 437
 RESOLVE_NO_MAGICLINKS = 0x02
@@ -137,6 +142,57 @@ class Workspace:
         root = str(self.root)
         return target[len(root):].lstrip("/") or "." if target.startswith(root) else target
 
+    def check_location(self, fd: int, real: str, rel: str, tool: str) -> None:
+        """Refuse the opened file or directory ``fd`` (asked for as ``rel``) unless ``real`` —
+        where it really is — is reached from the workspace through real directories, none of
+        them a toolkeeper state folder, and names this very entry (same device and inode).
+
+        Raises:
+            PolicyViolationError: a directory on the way is a state folder, or the entry is
+                not where ``real`` says (the workspace changed while it was opened).
+        """
+        changed = _refuse(rel, "the workspace changed while it was opened; try again", tool)
+        if real.startswith("/"):
+            raise changed
+        folder, _, name = real.rpartition("/")
+        try:
+            dirfd = self.checked_dir(folder if real != "." else "", rel, tool)
+        except OSError:
+            raise changed from None
+        try:
+            if real == ".":
+                return
+            here, opened = os.stat(name, dir_fd=dirfd, follow_symlinks=False), os.fstat(fd)
+        except OSError:
+            raise changed from None
+        finally:
+            os.close(dirfd)
+        if (here.st_dev, here.st_ino) != (opened.st_dev, opened.st_ino):
+            raise changed
+
+    def checked_dir(self, folder: str, rel: str, tool: str) -> int:
+        """A directory fd of ``folder`` (``""``: the root) reached through no symlink, every
+        directory on the way — the root and ``folder`` included — checked not to be a
+        toolkeeper state folder (``rel`` is what the refusal names).
+
+        Raises:
+            PolicyViolationError: a directory on the way is a state folder or a symlink.
+        """
+        dirfd = _open_parent(self.fd, [])
+        try:
+            check_not_state(dirfd, "", rel, tool)
+            walked: list[str] = []
+            for part in [p for p in folder.split("/") if p]:
+                step = _openat_dir(dirfd, part, rel, tool)
+                os.close(dirfd)
+                dirfd = step
+                walked.append(part)
+                check_not_state(dirfd, "/".join(walked), rel, tool)
+        except BaseException:
+            os.close(dirfd)
+            raise
+        return dirfd
+
     @staticmethod
     def read_fd(fd: int, max_bytes: int) -> tuple[bytes, int]:
         """Up to ``max_bytes`` of an open file and its full size."""
@@ -158,6 +214,8 @@ class Workspace:
             raise _refuse(rel, "it does not name a file", tool)
         fd = os.dup(self.fd)
         try:
+            check_not_state(fd, "", rel, tool)
+            walked: list[str] = []
             for part in [p for p in parent.split("/") if p]:
                 if part == "..":
                     raise _refuse(rel, "it leaves its directory with '..'", tool)
@@ -167,6 +225,8 @@ class Workspace:
                 next_fd = _openat_dir(fd, part, rel, tool)
                 os.close(fd)
                 fd = next_fd
+                walked.append(part)
+                check_not_state(fd, "/".join(walked), rel, tool)
             yield fd, name
         finally:
             os.close(fd)
@@ -191,6 +251,14 @@ class Workspace:
                     f"writing '{visible(rel)}' failed: {exc.strerror or exc}; the workspace "
                     "changed while writing — check the path and try again", tool_name=tool
                 ) from exc
+
+
+def check_not_state(dirfd: int, where: str, rel: str, tool: str) -> None:
+    """Refuse ``rel`` when the directory ``dirfd`` (at ``where`` in the workspace, ``""`` for
+    the root) is a toolkeeper state folder."""
+    found = state_file_in(dirfd)
+    if found is not None:
+        raise _refuse(rel, state_reason(visible(where), found), tool, rule=STATE_RULE)
 
 
 def _write_then_rename(dirfd: int, temp: str, name: str, data: bytes) -> None:

@@ -14,17 +14,21 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ConfigError, PolicyViolationError
+from .state_dirs import RULE as STATE_RULE
+from .state_dirs import STATE_FILES, STATE_MARKER
 
 __all__ = ["DEFAULT_FORBIDDEN", "SecurityPolicy"]
 
-# Files other programs execute or trust, and toolkeeper's own state: never written by a tool,
-# whether they exist yet or not.
+# Files other programs execute or trust, and toolkeeper's own state: never read or written by a
+# tool, at any depth, whether they exist yet or not. ``.git`` anywhere (a repository's directory
+# or a ``gitdir:`` file) decides which configuration git reads (``commondir``, ``config.worktree``,
+# ``info/attributes``, hooks): a repository is reached only through ``git_operations``.
 DEFAULT_FORBIDDEN: tuple[str, ...] = (
-    ".git/config", ".git/hooks", ".git/hooks/*", ".gitmodules", ".gitconfig",
+    ".git", ".git/config", ".git/hooks", ".git/hooks/*", ".gitmodules", ".gitconfig",
     ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile", ".zshenv",
     ".bash_logout", ".inputrc", ".ripgreprc", ".mcp.json", ".vscode", ".vscode/*", ".idea",
     ".idea/*", ".claude/*", ".envrc", "toolkeeper.toml", "toolkeeper.db", "toolkeeper.db-*",
-    "tool_descriptions/*",
+    "tool_descriptions/*", STATE_MARKER,
 )
 DEFAULT_ENV = ("PATH", "HOME", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 DEFAULT_COMMANDS = ("ls", "cat", "head", "tail", "wc", "grep", "rg", "sort", "uniq", "cut", "tr",
@@ -128,10 +132,17 @@ class SecurityPolicy(BaseModel):
         """Refuse a forbidden path, or any write under a read-only policy."""
         rule = self.forbidden_rule(relative)
         if rule is not None:
+            hint = (" (a repository is reached through git_operations)"
+                    if rule.split("/")[0] == ".git" else "")
             raise PolicyViolationError(
                 f"'{relative}' is protected by the forbidden-path rule {rule!r}; tools never "
-                "touch it. To allow it, remove the rule from security.forbidden_paths",
+                f"touch it{hint}. To allow it, remove the rule from security.forbidden_paths",
                 tool_name=tool, details={"rule": "forbidden_paths", "pattern": rule})
+        if write and relative.rsplit("/", 1)[-1] in STATE_FILES:  # the file tools write files
+            raise PolicyViolationError(
+                f"writing '{relative}' is refused: a file of that name marks its folder as "
+                f"toolkeeper state, which no tool reads or writes (rule {STATE_RULE}); choose "
+                "another name", tool_name=tool, details={"rule": STATE_RULE})
         if write and (self.read_only or self.autonomy == "read_only"):
             raise PolicyViolationError(
                 f"writing '{relative}' is refused: the workspace is read-only (rule "

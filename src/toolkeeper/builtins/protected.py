@@ -1,51 +1,59 @@
-"""Protected paths inside a sandbox: the one rule set that ``shell`` and code mode's workspace
-mount share with the file tools (``SecurityPolicy.forbidden_paths``).
+"""Protected paths inside a sandbox: the one rule set that ``shell``, ``git_operations`` and code
+mode's workspace mount share with the file tools (``SecurityPolicy.forbidden_paths`` and the
+toolkeeper state folders).
 
-Before a run, the protected entries of the mounted directory are found through directory fds:
-the policy's paths without wildcards (``.git/config``, ``.git/hooks``, ``.envrc``, …) and the
-root entries a wildcard rule matches (``toolkeeper.db-wal``), from one listing of the root. A
-backend that can hide entries (bubblewrap) covers each existing one reached through real
-directories — never a symlink — so the command can neither read nor change it. After the run,
-whatever now stands for a protected path and did not before (the path itself, a symlink or a
-file planted on the way to it) is removed, unlinked and never followed: a rule holds for files
-that did not exist yet too. A backend that cannot hide (Landlock) runs only while no protected
-entry exists; the clean-up after the run is the same.
+Before a run, one walk of the mounted directory through directory fds (``scan.Scanner``) finds
+every protected entry at any depth — ``.git`` of the repository and of any nested one, a
+sub-project's ``.envrc``, any toolkeeper state folder — and a backend that can hide entries
+(bubblewrap) covers each, so the command can neither read nor change it.
+
+Writes go through a copy-on-write view where the backend can make one (``overlays``): the
+command's changes land in a private upper layer outside the directory, and the host applies
+them after the run, refusing every protected path (``overlay.apply_upper``) — a protected path
+the command creates is never in the directory, not even while the command runs.
+
+Where there is no such view (Landlock, or running unconfined), the command writes the directory
+itself: the run is refused while a protected entry exists (Landlock cannot hide one), and after
+it whatever now stands at a protected path and did not before is removed — unlinked, never
+followed.
 
 Everything here works through directory fds: after an untrusted command has run, the
-workspace is hostile.
+directory is hostile.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PolicyViolationError
-from ..sandbox.base import HiddenPath, Sandbox
-from .fs import Workspace, lstat_beneath, remove_beneath
+from ..sandbox.base import HiddenPath, Overlay, Sandbox
+from ..sandbox.overlay import remove_overlay
+from .fs import Workspace, remove_beneath
+from .overlay import Applied, Judge, applied_note, apply_upper
 from .policy import SecurityPolicy
+from .scan import MAX_DEPTH, Scanner, TreeScan, covering_rule
+from .state_dirs import RULE as STATE_RULE
+from .state_dirs import STATE_FILES
 
-__all__ = ["ProtectedState", "Protection", "removed_note"]
-
-Seen = tuple[str, int, int, int]
-"""The entry that stands for a protected path (itself, or the first symlink or file on the way)
-with its device, inode and file type."""
-ProtectedState = Mapping[str, Seen | None]
-"""Each protected path of a mounted directory, and what stands for it (``None``: absent)."""
+__all__ = ["Protection", "removed_note"]
 
 
 class Protection:
-    """The protected paths of one directory (``root``, the policy's workspace by default)
-    under one policy, for the sandboxes that mount it.
+    """The protected entries of one directory (``root``, the policy's workspace by default)
+    under one policy, for the sandboxes that mount it. ``state_only``: only toolkeeper state
+    folders are hidden (``git_operations``, which must see the repository as it is).
 
     The directory is opened once, here; paths below it are only ever reached through fds.
     """
 
-    def __init__(self, policy: SecurityPolicy, root: Path | None = None) -> None:
+    def __init__(self, policy: SecurityPolicy, root: Path | None = None, *,
+                 state_only: bool = False) -> None:
         self.policy = policy
         self.ws = Workspace(root if root is not None else policy.workspace)
+        self.scanner = Scanner(policy, state_only=state_only)
 
     @property
     def root(self) -> Path:
@@ -54,91 +62,113 @@ class Protection:
     def close(self) -> None:
         self.ws.close()
 
-    def _paths(self) -> list[str]:
-        """The policy's protected paths, then the root entries a forbidden rule matches
-        (wildcard rules such as ``toolkeeper.db-*``): one listing of the root, by fd."""
-        paths = list(self.policy.protected_paths())
-        try:
-            names = sorted(os.listdir(self.ws.fd))
-        except OSError:
-            names = []
-        paths += [name for name in names
-                  if name not in paths and self.policy.forbidden_rule(name) is not None]
-        return paths
-
-    def state(self) -> ProtectedState:
-        """What stands for each protected path now (``None`` when it is absent)."""
-        state: dict[str, Seen | None] = {}
-        for rel in self._paths():
-            found = lstat_beneath(self.ws.fd, rel)
-            state[rel] = None if found is None else (
-                found[0], found[1].st_dev, found[1].st_ino, stat.S_IFMT(found[1].st_mode))
-        return state
+    def state(self) -> TreeScan:
+        """Every protected entry of the directory now."""
+        return self.scanner.scan(self.ws.fd)
 
     @staticmethod
-    def hidden(state: ProtectedState) -> tuple[HiddenPath, ...]:
-        """The existing protected entries a sandbox can hide: reached through real
-        directories and not symlinks themselves (a bind follows a symlink, and must never
-        bring in a path from outside)."""
-        return tuple(HiddenPath(rel, directory=seen[3] == stat.S_IFDIR)
-                     for rel, seen in state.items()
-                     if seen is not None and seen[0] == rel and seen[3] != stat.S_IFLNK)
+    def hidden(scan: TreeScan) -> tuple[HiddenPath, ...]:
+        """The protected entries a sandbox can hide: all but symlinks (a bind follows a
+        symlink, and must never bring in a path from outside; a symlink's target is judged
+        where it points)."""
+        return tuple(HiddenPath(found.rel, directory=found.directory) for found in scan.found
+                     if found.kind != stat.S_IFLNK and found.rel != ".")
 
-    @staticmethod
-    def reachable(state: ProtectedState) -> list[str]:
-        """The protected paths a command could open now: existing, or behind a symlink."""
-        return [rel for rel, seen in state.items()
-                if seen is not None and (seen[0] == rel or seen[3] == stat.S_IFLNK)]
-
-    def prepare(self, sandbox: Sandbox, state: ProtectedState, *, tool: str
+    def prepare(self, sandbox: Sandbox, scan: TreeScan, *, tool: str
                 ) -> tuple[HiddenPath, ...]:
-        """What ``sandbox`` must hide for a run that starts from ``state``.
+        """What ``sandbox`` must hide for a run that starts from ``scan``.
 
         Raises:
-            PolicyViolationError: ``sandbox`` cannot hide paths (Landlock) and a protected
-                path exists (or a symlink stands on the way to one).
+            PolicyViolationError: the directory is itself a toolkeeper state folder; it is too
+                large or too deep to check; or ``sandbox`` cannot hide paths (Landlock) and a
+                protected entry exists.
         """
-        if sandbox.protects_paths:
-            return self.hidden(state)
-        reachable = self.reachable(state)
-        if reachable:
-            shown = ", ".join(reachable[:5]) + (" …" if len(reachable) > 5 else "")
+        if any(found.rel == "." for found in scan.found):
             raise PolicyViolationError(
-                f"{shown} in {self.root} {'is' if len(reachable) == 1 else 'are'} protected "
-                f"(rule security.forbidden_paths) and the {sandbox.name} sandbox cannot hide "
-                "them from a command; install bubblewrap (Debian: apt-get install bubblewrap) "
-                "with unprivileged user namespaces allowed, or remove the rule from "
-                "security.forbidden_paths", tool_name=tool,
-                details={"rule": "forbidden_paths", "paths": reachable})
+                f"{self.root} holds toolkeeper state (tokens, approvals, audit), which no tool "
+                f"reads or writes (rule {STATE_RULE}); move the state out of it, or use "
+                "another directory", tool_name=tool, details={"rule": STATE_RULE})
+        if not scan.complete:
+            raise PolicyViolationError(
+                f"{self.root} has more than {self.scanner.max_dirs} directories or is deeper "
+                f"than {MAX_DEPTH} levels: too large to check for protected paths before a "
+                "command runs (rule workspace.size); use a smaller workspace", tool_name=tool,
+                details={"rule": "workspace.size"})
+        if sandbox.protects_paths:
+            return self.hidden(scan)
+        if scan.found:
+            shown = ", ".join(f.rel for f in scan.found[:5]) + (
+                " …" if len(scan.found) > 5 else "")
+            raise PolicyViolationError(
+                f"{shown} in {self.root} {'is' if len(scan.found) == 1 else 'are'} protected "
+                f"(rule security.forbidden_paths, or toolkeeper state) and the {sandbox.name} "
+                "sandbox cannot hide them from a command; install bubblewrap (Debian: apt-get "
+                "install bubblewrap) with unprivileged user namespaces allowed, or remove the "
+                "rule from security.forbidden_paths", tool_name=tool,
+                details={"rule": "forbidden_paths", "paths": [f.rel for f in scan.found]})
         return ()
 
-    def remove_created(self, before: ProtectedState) -> list[str]:
-        """Remove whatever stands for a protected path now and did not in ``before`` (the
-        state the run started from): the path itself, or the symlink or file planted on the
-        way to it — unlinked, never followed. A path that existed as itself is left alone: a
-        sandbox that hides kept the run away from it, so a change is the host's own (an
-        editor saving ``.envrc``). Call it only once every process of the run is gone.
-        Returns the entries removed (or why one could not be)."""
+    def judge(self, rel: str, directory: bool = False) -> str | None:
+        """Why a run may not change ``rel``: a forbidden-path rule, a file named like
+        toolkeeper state, or a read-only policy."""
+        rule = covering_rule(self.policy, rel) if directory else self.policy.forbidden_rule(rel)
+        if rule is not None:
+            return f"rule security.forbidden_paths {rule!r}"
+        if not directory and rel.rsplit("/", 1)[-1] in STATE_FILES:
+            return f"a file of that name marks toolkeeper state, rule {STATE_RULE}"
+        if self.policy.read_only or self.policy.autonomy == "read_only":
+            return "the workspace is read-only, rule security.autonomy"
+        return None
+
+    def apply(self, overlay: Overlay, judge: Judge | None = None) -> Applied:
+        """Apply a run's writes (``overlay``'s upper layer) to the directory, each change
+        judged by ``judge`` (default: ``self.judge``). Call it only once every process of the
+        run is gone."""
+        upper = os.open(overlay.upper, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                        | os.O_CLOEXEC)
+        try:
+            return apply_upper(upper, self.ws.fd, judge or self.judge)
+        finally:
+            os.close(upper)
+
+    def remove_created(self, before: TreeScan) -> list[str]:
+        """Remove whatever stands at a protected path now and did not in ``before`` (the scan
+        the run started from) — a run that wrote the directory itself — unlinked, never
+        followed. An entry that was there before (the same inode) is left alone: a change to
+        it is the host's own. Call it only once every process of the run is gone. Returns the
+        entries removed (or why one could not be)."""
+        was = {(found.rel, found.inode) for found in before.found}
         removed: list[str] = []
-        done: set[str] = set()
-        for rel, now in self.state().items():
-            was = before.get(rel)
-            if now is None or now == was or now[0] in done or (
-                    was is not None and was[0] == rel and was[3] != stat.S_IFLNK):
-                continue
-            entry = now[0]
-            done.add(entry)
+        for found in self.state().found:
+            if (found.rel, found.inode) in was or found.rule == STATE_RULE:
+                continue  # a folder holding a file named like a token is no state to remove
             try:
-                aside = remove_beneath(self.ws.fd, entry)
+                aside = remove_beneath(self.ws.fd, found.rel)
             except OSError as exc:
-                removed.append(f"{entry} (could not be removed: {exc.strerror}; remove it by "
-                               "hand)")
+                removed.append(f"{found.rel} (could not be removed: {exc.strerror}; remove it "
+                               "by hand)")
                 continue
-            removed.append(entry if aside is None else f"{entry} (moved to {aside})")
+            removed.append(found.rel if aside is None else f"{found.rel} (moved to {aside})")
         return removed
 
 
+    def settle(self, before: TreeScan, overlay: Overlay | None, who: str,
+               judge: Judge | None = None) -> str:
+        """After a run (every process gone): apply its writes from ``overlay`` and remove the
+        view, or — a run that wrote the directory itself — remove the protected entries it
+        created. Returns the line the answer carries about what was refused ("" if nothing
+        was)."""
+        if overlay is None:
+            removed = self.remove_created(before)
+            return removed_note(who, removed) if removed else ""
+        try:
+            return applied_note(who, self.apply(overlay, judge))
+        finally:
+            remove_overlay(overlay)
+
+
 def removed_note(who: str, removed: Sequence[str]) -> str:
-    """The line a tool's answer carries when a run created protected paths."""
+    """The line a tool's answer carries when a run that wrote the directory itself created
+    protected paths."""
     return (f"[refused: {who} created protected paths ({', '.join(removed)}); they were "
             "removed (rule security.forbidden_paths)]")

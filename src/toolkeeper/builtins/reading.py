@@ -2,8 +2,8 @@
 
 ``file_read``, ``file_edit``, ``content_search`` and ``semantic_code_search`` all read through
 ``read_checked``, so they cannot disagree: a file is read only if ``open_readable`` accepts it
-(inside the workspace, not a symlink, regular, single-linked) and its real location is not a
-forbidden path.
+(inside the workspace, not a symlink, regular, single-linked), its real location is not a
+forbidden path, and no directory on the way to it is a toolkeeper state folder.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def read_checked(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str, *,
     """
     fd = open_readable(ws.fd if dirfd is None else dirfd, rel, tool)
     try:
-        policy.check_path(ws.real_relative(fd), write=False, tool=tool)
+        real = ws.real_relative(fd)
+        policy.check_path(real, write=False, tool=tool)
+        ws.check_location(fd, real, rel, tool)
         return ws.read_fd(fd, max_bytes)
     finally:
         os.close(fd)

@@ -1,6 +1,7 @@
 """``glob_search`` and ``content_search``: find files and lines without leaving the workspace.
 
-Both start from a directory fd opened with ``openat2`` and never follow symlinks. Content search
+Both start from a directory fd opened with ``openat2`` and never follow symlinks, nor enter a
+forbidden directory (``.git`` at any depth) or a toolkeeper state folder. Content search
 asks ripgrep (``--no-config``, ``-e PATTERN``, ``--``, no ``--follow``, no ``--pre``, a clean
 environment, a timeout, its output streamed under the cap), else ``grep -r``, which files match;
 else it walks every file. The lines it shows are always read again through the one rule set for
@@ -21,9 +22,18 @@ from ..core.risk import ToolRisk
 from ..errors import InvalidArgumentsError
 from ..sandbox import run_helper
 from ..tools.tool import Tool
-from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, Workspace, _refuse, openat2, visible
+from .fs import (
+    RESOLVE_BENEATH,
+    RESOLVE_NO_MAGICLINKS,
+    Workspace,
+    _refuse,
+    check_not_state,
+    openat2,
+    visible,
+)
 from .policy import SecurityPolicy
 from .reading import read_text_or_none
+from .state_dirs import state_file_in, state_in_names
 
 __all__ = ["glob_to_regex", "search_tools"]
 
@@ -53,21 +63,41 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z")
 
 
-def _open_dir(ws: Workspace, rel: str, tool: str) -> int:
+def _open_dir(ws: Workspace, rel: str, tool: str, policy: SecurityPolicy) -> int:
+    """The directory to search, refused when it is, or is inside, a forbidden path or a
+    toolkeeper state folder."""
     try:
-        return openat2(ws.fd, rel, os.O_RDONLY | os.O_DIRECTORY,
-                       resolve=RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+        fd = openat2(ws.fd, rel, os.O_RDONLY | os.O_DIRECTORY,
+                     resolve=RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
     except OSError as exc:
         raise _refuse(rel, f"it is not a directory inside the workspace ({exc.strerror})",
                       tool) from None
+    try:
+        real = ws.real_relative(fd)
+        if real != ".":
+            policy.check_path(real, write=False, tool=tool)
+        ws.check_location(fd, real, rel, tool)
+        check_not_state(fd, real if real != "." else "", rel, tool)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
-def _walk(dirfd: int) -> Iterator[tuple[str, int, str, bool]]:
-    """(relative dir, its fd, entry name, is a regular file) without following symlinks."""
+def _walk(dirfd: int, policy: SecurityPolicy, prefix: str = ".") -> Iterator[
+        tuple[str, int, str, bool]]:
+    """(relative dir, its fd, entry name, is a regular file) without following symlinks, never
+    entering a forbidden directory (``.git`` at any depth) or a toolkeeper state folder;
+    ``prefix`` is where ``dirfd`` is in the workspace."""
     walked = 0
     for top, dirs, files, fd in os.fwalk(".", dir_fd=dirfd, follow_symlinks=False):
         base = top[2:] if top.startswith("./") else ("" if top == "." else top)
-        dirs.sort()
+        if state_in_names(files) and state_file_in(fd):
+            dirs.clear()
+            continue
+        inside = base if prefix == "." else (f"{prefix}/{base}" if base else prefix)
+        dirs[:] = sorted(d for d in dirs
+                         if policy.forbidden_rule(f"{inside}/{d}" if inside else d) is None)
         for name in sorted(files):
             walked += 1
             if walked > MAX_WALK:
@@ -93,10 +123,10 @@ def search_tools(policy: SecurityPolicy) -> list[Tool]:
         """
         rel = ws.relative(path, "glob_search")
         regex = glob_to_regex(pattern)
-        dirfd = _open_dir(ws, rel, "glob_search")
+        dirfd = _open_dir(ws, rel, "glob_search", policy)
         found: list[str] = []
         try:
-            for base, _, name, _ in _walk(dirfd):
+            for base, _, name, _ in _walk(dirfd, policy, rel):
                 inner = f"{base}/{name}" if base else name
                 full = inner if rel == "." else f"{rel}/{inner}"
                 if (regex.match(inner) or regex.match(full)) and not policy.forbidden_rule(full):
@@ -125,9 +155,9 @@ def search_tools(policy: SecurityPolicy) -> list[Tool]:
         except re.error as exc:
             raise InvalidArgumentsError(f"pattern is not a valid regular expression: {exc}",
                                         tool_name="content_search") from exc
-        dirfd = _open_dir(ws, rel, "content_search")
+        dirfd = _open_dir(ws, rel, "content_search", policy)
         try:
-            found = _candidates(dirfd, pattern, glob, ignore_case, policy)
+            found = _candidates(dirfd, pattern, glob, ignore_case, policy, rel)
             shown, budget = [], policy.max_output_bytes
             for name in found.names:
                 full = name if rel == "." else f"{rel}/{name}"
@@ -162,7 +192,7 @@ class _Found:
 
 
 def _candidates(dirfd: int, pattern: str, glob: str | None, ignore_case: bool,
-                policy: SecurityPolicy) -> _Found:
+                policy: SecurityPolicy, prefix: str) -> _Found:
     """Files that may match, relative to ``dirfd``: ripgrep's or grep's list of matching files
     (they only choose files; every line shown is read again through the one rule set for
     reading, so a hard link or a swapped file never shows), else every regular file."""
@@ -180,9 +210,9 @@ def _candidates(dirfd: int, pattern: str, glob: str | None, ignore_case: bool,
                 "glob]" if result.truncated or result.timed_out else "")
         return _Found(sorted(n for n in complete if n), note)
     name_filter = glob_to_regex(glob) if glob else None
-    return _Found(f"{base}/{name}" if base else name for base, _, name, regular in _walk(dirfd)
-                  if regular and not (name_filter and not name_filter.match(name))
-                  and base.split("/")[0] != ".git")
+    return _Found(f"{base}/{name}" if base else name
+                  for base, _, name, regular in _walk(dirfd, policy, prefix)
+                  if regular and not (name_filter and not name_filter.match(name)))
 
 
 def _matching_lines(ws: Workspace, dirfd: int, name: str, regex: re.Pattern[str],

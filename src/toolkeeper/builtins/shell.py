@@ -18,16 +18,18 @@ from ..extras import missing
 from ..sandbox import (
     UNPRIVILEGED_UID,
     Limits,
+    Overlay,
     RunOptions,
     Sandbox,
     SandboxResult,
     UnconfinedSandbox,
     default_sandbox,
+    new_overlay,
     probe,
 )
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
-from .protected import Protection, removed_note
+from .protected import Protection
 
 __all__ = ["command_words", "sandbox_blocker", "shell_tool"]
 
@@ -172,10 +174,12 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
         hidden = protection.prepare(runner, before, tool="shell") if runner.confined else ()
         limits = Limits(cpu_s=max(1, int(policy.shell_timeout_s) + 1),
                         memory=policy.max_memory_bytes)
+        overlay = _new_overlay() if runner.overlays else None
         try:
             result = runner.run(policy.workspace, ["/bin/sh", "-c", command], RunOptions(
                 timeout_s=policy.shell_timeout_s, output_cap=policy.max_output_bytes,
-                network=policy.network, env=env, limits=limits, hidden=hidden))
+                network=policy.network, env=env, limits=limits, hidden=hidden,
+                overlay=overlay))
         except OSError as exc:
             if exc.errno == errno.E2BIG:
                 raise InvalidArgumentsError(
@@ -186,8 +190,8 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
                 f"the sandbox could not start ({exc.strerror or exc}); nothing ran",
                 tool_name="shell") from exc
         finally:
-            created = protection.remove_created(before)
-        return _report(result, policy, created)
+            refused = protection.settle(before, overlay, "the command")
+        return _report(result, policy, refused)
 
     metadata = ToolMetadata(
         category="development/execution", tags=frozenset({"shell", "file_system"}),
@@ -204,7 +208,16 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
                     "available, so every call needs a human's approval.")
 
 
-def _report(result: SandboxResult, policy: SecurityPolicy, created: list[str]) -> str:
+def _new_overlay() -> Overlay:
+    try:
+        return new_overlay()
+    except OSError as exc:
+        raise SandboxUnavailableError(f"the sandbox could not start (its private directory: "
+                                      f"{exc.strerror or exc}); nothing ran",
+                                      tool_name="shell") from exc
+
+
+def _report(result: SandboxResult, policy: SecurityPolicy, refused: str) -> str:
     if result.start_error:
         raise SandboxUnavailableError(
             f"the sandbox could not start ({result.start_error}); the command did not run. "
@@ -221,7 +234,7 @@ def _report(result: SandboxResult, policy: SecurityPolicy, created: list[str]) -
     if result.oom_killed:
         text += (f"\n[killed: the command went over its memory limit of "
                  f"{policy.max_memory_bytes >> 20} MiB (rule security.max_memory_mb)]")
-    if created:
-        text += "\n" + removed_note("the command", created)
+    if refused:
+        text += "\n" + refused
     code = f"[exit code {result.exit_code}]"
     return f"{text}\n{code}" if text else code

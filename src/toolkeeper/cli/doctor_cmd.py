@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..builtins.fs import openat2
-from ..sandbox import exec_helpers, landlock_abi, probe, probe_bwrap
+from ..sandbox import exec_helpers, landlock_abi, probe, probe_bwrap, probe_overlay
 from ..sandbox.cgroups import probe as cgroup_probe
 
 _out = Console()
@@ -33,6 +33,12 @@ def doctor() -> None:
     table.add_row("sandbox used", _MARKS["ok"] if chosen.available else _MARKS["none"],
                   f"{chosen.backend}: {chosen.detail}" if chosen.available else
                   "shell, git and code mode are refused (unless security.allow_unconfined)")
+    if bwrap.available:
+        view = probe_overlay()
+        table.add_row("copy-on-write view", _MARKS["ok" if view is None else "warn"],
+                      "a command's writes are applied after it, none at a protected path"
+                      if view is None else f"{view}: commands write the workspace directly, and "
+                      "what they create at a protected path is removed after the run")
     helpers = exec_helpers()
     table.add_row("prlimit + setpriv", _MARKS["ok" if helpers is not None else "missing"],
                   " ".join(helpers) if helpers is not None else "util-linux is missing: every "

@@ -9,8 +9,10 @@ minted for this client in that server's store — never the operator token, whic
 approvals.
 
 The client's file is merged, not replaced: other servers stay, only our entry (``--name``) is
-replaced. A file that is not valid JSON is refused rather than overwritten. The new file is
-written beside the old one and renamed over it, owner-only (0600) when it carries a token.
+replaced. A file that is not valid JSON is refused rather than overwritten, and so is a file
+reached through a symlink (``client_config``). The new file is written beside the old one and
+renamed over it, owner-only (0600) when it carries a token. A workspace that holds a toolkeeper
+state folder (any server's), or is inside one, is refused, naming it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -31,10 +32,11 @@ import typer
 
 from ..errors import ToolkeeperError
 from ..server.clients import ClientTokens
+from .client_config import ConfigTarget
 from .report import Store, fail, out, store_target
-from .state import default_state_dir, out_of_reach
+from .state import default_state_dir, no_state_in, out_of_reach
 
-__all__ = ["CLIENTS", "ClientFile", "ClientKind", "install", "launcher"]
+__all__ = ["CLIENTS", "ClientFile", "ClientKind", "config_target", "install", "launcher"]
 
 
 class ClientKind(StrEnum):
@@ -86,6 +88,19 @@ def config_file(kind: ClientKind, project: Path | None) -> Path:
         folder = (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
                   ) / "Claude"
     return folder / "claude_desktop_config.json"
+
+
+def config_target(kind: ClientKind, project: Path | None, given: Path | None) -> ConfigTarget:
+    """The file to write, and from where no symlink is followed: a relative ``--config-path``
+    from the current directory down, a project's file (VS Code, Cursor with ``--project``)
+    from the project down, any other file at its own name."""
+    if given is not None:
+        path = given.expanduser()
+        return ConfigTarget(Path.cwd(), path.as_posix()) if not path.is_absolute() and \
+            ".." not in path.parts else ConfigTarget.at(path.absolute())
+    path = config_file(kind, project).absolute()
+    folder = (project or Path.cwd()) if kind is ClientKind.VSCODE else project
+    return ConfigTarget.at(path, folder.absolute() if folder is not None else None)
 
 
 def launcher() -> list[str]:
@@ -167,15 +182,20 @@ def http_entry(client: ClientFile, url: str, token: str) -> dict[str, Any]:
     return entry
 
 
-def merged(path: Path, client: ClientFile, name: str, entry: dict[str, object]) -> dict[str, Any]:
+def merged(target: ConfigTarget, client: ClientFile, name: str, entry: dict[str, object]
+           ) -> dict[str, Any]:
     """The client's file with ``entry`` as server ``name``, every other server and key kept.
 
     Refuses (one line, exit 2) a file that is not a JSON object holding a ``client.key``
-    object: a person's broken file is theirs to fix, never ours to overwrite."""
+    object: a person's broken file is theirs to fix, never ours to overwrite — and a file
+    reached through a symlink."""
+    path = target.path
     try:
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        text, _ = target.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(f"cannot read {path}: {exc}") from exc
+    except ToolkeeperError as exc:
+        raise fail(exc) from exc
     try:
         data = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
@@ -188,24 +208,13 @@ def merged(path: Path, client: ClientFile, name: str, entry: dict[str, object]) 
     return {**data, client.key: {**servers, name: entry}}
 
 
-def write_atomic(path: Path, data: dict[str, object], *, secret: bool) -> None:
-    """Write ``data`` to ``path`` through a temporary file renamed over it (a reader sees the
-    old file or the new one, never half); 0600 when it carries a credential, else the old
-    file's mode (0644 for a new one). A symlink is followed, not replaced."""
-    target = path.expanduser().resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o600 if secret else (target.stat().st_mode & 0o777 if target.exists() else 0o644)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        os.fchmod(handle, mode)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+def write_config(target: ConfigTarget, data: dict[str, object], *, secret: bool) -> None:
+    """Write ``data`` through a temporary file renamed over the old one (a reader sees the old
+    file or the new one, never half); 0600 when it carries a credential, else the old file's
+    mode (0644 for a new one). Never through a symlink (``ConfigTarget``)."""
+    _, mode = target.read_text()
+    target.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n",
+                 mode=0o600 if secret else (mode if mode is not None else 0o644))
 
 
 def _serve_args(targets: list[str], *, config: str | None, workspace: str | None,
@@ -271,7 +280,10 @@ def install(
         raise fail("--project is for cursor and vscode; Claude Desktop has one config per user")
     if not name.strip() or not name.isprintable():
         raise fail(f"--name must be a printable, non-empty name, got {name!r}")
-    path = (config_path or config_file(client, project)).expanduser().absolute()
+    try:
+        path = config_target(client, project, config_path)
+    except ToolkeeperError as exc:
+        raise fail(exc) from exc
     if http is not None:
         if not spec.remote:
             raise fail(f"{spec.label}'s config file takes stdio servers only: drop --http to "
@@ -305,14 +317,17 @@ def _local(spec: ClientFile, targets: list[str], *, config: Path | None,
 
 def _check_reach(state: Path, workspace: Path) -> None:
     """Refuse now what serve would refuse at every launch, where only the client's log shows
-    it: a state dir (tokens) inside the workspace the built-in tools reach."""
+    it: a workspace the built-in tools reach that holds, or is inside, a state folder (tokens)
+    — this server's or any other's, named."""
     try:
         out_of_reach(state, [("workspace", workspace)])
+        no_state_in(workspace)
     except ToolkeeperError as exc:
         raise fail(exc) from exc
 
 
-def _install_remote(spec: ClientFile, url: str, *, name: str, path: Path, print_only: bool,
+def _install_remote(spec: ClientFile, url: str, *, name: str, path: ConfigTarget,
+                    print_only: bool,
                     client_name: str, state_dir: Path, store: str | None) -> None:
     mcp_url = _mcp_url(url)
     if not print_only:
@@ -326,16 +341,18 @@ def _install_remote(spec: ClientFile, url: str, *, name: str, path: Path, print_
         raise
 
 
-def _emit(spec: ClientFile, name: str, entry: dict[str, object], path: Path, *, print_only: bool,
-          secret: bool, note: str = "") -> None:
+def _emit(spec: ClientFile, name: str, entry: dict[str, object], path: ConfigTarget, *,
+          print_only: bool, secret: bool, note: str = "") -> None:
     """Print the entry (``--print``) or merge it into the client's file."""
     if print_only:
         sys.stdout.write(json.dumps({spec.key: {name: entry}}, indent=2, ensure_ascii=False)
                          + "\n")
         return
     try:
-        write_atomic(path, merged(path, spec, name, entry), secret=secret)
+        write_config(path, merged(path, spec, name, entry), secret=secret)
     except OSError as exc:
-        raise fail(f"cannot write {path}: {exc.strerror or exc}") from exc
-    out.print(f"wrote server {name!r} to {path}{note}; restart {spec.label} (or reload its MCP "
-              "servers) to use it", markup=False, highlight=False, soft_wrap=True)
+        raise fail(f"cannot write {path.path}: {exc.strerror or exc}") from exc
+    except ToolkeeperError as exc:
+        raise fail(exc) from exc
+    out.print(f"wrote server {name!r} to {path.path}{note}; restart {spec.label} (or reload its "
+              "MCP servers) to use it", markup=False, highlight=False, soft_wrap=True)

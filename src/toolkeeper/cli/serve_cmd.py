@@ -45,7 +45,7 @@ from .artifact_store import ArtifactKeeper, artifact_keeper
 from .loader import load_offers, load_tools
 from .report import fail, store_target
 from .serve_listen import Start, bind_socket, flush_audit, forget_server, listen, record_server, report_lines
-from .state import default_state_dir, out_of_reach, secure_state_dir
+from .state import default_state_dir, no_state_in, out_of_reach, secure_state_dir
 
 __all__ = ["serve"]
 
@@ -143,7 +143,7 @@ def serve(
         served = not no_builtins or bool(settings and settings.codemode.enabled
                                          and settings.codemode.workspace != "none")
         _out_of_reach(state, settings, ws, served=served)
-        secure_state_dir(state, traversable=served and _inside(ws, state))
+        secure_state_dir(state)
         db = store_target(store or (settings.store if settings else None), state)
         keeper = artifact_keeper(settings, state, given=artifacts,
                                  workspace=ws if served else None)
@@ -330,15 +330,13 @@ def _workspace(settings: ToolkeeperConfig | None, given: Path | None
 def _out_of_reach(state: Path, settings: ToolkeeperConfig | None, ws: Path, *,
                   served: bool) -> None:
     """Nothing a tool reaches may hold a credential: not the workspace (the file tools, shell,
-    git, search and the code-mode mount all work in it), not the commands' environment."""
+    git, search and the code-mode mount all work in it) — neither this server's state dir nor
+    any other state folder — not the commands' environment."""
     if served:
         out_of_reach(state, [("workspace", ws)])
+        no_state_in(ws)
     passed = settings.security.shell_env_passthrough if settings is not None else []
     leaked = [name for name in passed if name.upper().startswith("TOOLKEEPER_")]
     if leaked:
         raise ConfigError(f"[security] shell_env_passthrough names {', '.join(leaked)}: "
                           "toolkeeper's own credentials never reach a command; remove them")
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return folder.expanduser().resolve() in path.parents

@@ -3,10 +3,11 @@ reach.
 
 The state directory holds the credentials (the operator token, the default client token, the
 page's sessions) and the stores (approvals, audit). A tool that could read it could approve its
-own calls, so it must not be, or be inside, any directory a tool reaches: the workspace, the
-read-only roots, the code-mode mount. (A workspace *inside* the state directory is fine: confined
-tools cannot climb out of their workspace.) It is made owner-only: the directory 0700 (0711 when
-a workspace lives inside it, so a sandbox's unprivileged uid can pass through), its files 0600.
+own calls — whichever server's it is — so no workspace holds a state directory, is one, or is
+inside one: the tools refuse every path through one they meet (``builtins.state_dirs``), and
+``serve`` and ``install`` refuse such a workspace outright, naming the folder. It is made
+owner-only (the directory 0700, its files 0600) and gets the marker every state folder carries,
+so it is recognised wherever it is.
 
 By default it is the per-user state directory (``$XDG_STATE_HOME/toolkeeper``, else
 ``~/.local/state/toolkeeper``), never the current directory: a desktop client starts servers from
@@ -21,9 +22,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..approval.where import default_state_dir
+from ..builtins.policy import SecurityPolicy
+from ..builtins.scan import Scanner
+from ..builtins.state_dirs import enclosing_state_dir, mark_state_dir
 from ..errors import ConfigError
 
-__all__ = ["default_state_dir", "out_of_reach", "secure_state_dir"]
+__all__ = ["default_state_dir", "no_state_in", "out_of_reach", "secure_state_dir"]
 
 SERVER_FILE = "server.json"
 """What a running ``toolkeeper serve`` writes in its state dir (url, pid, started_at), for the
@@ -31,7 +35,7 @@ commands that need to name it (``toolkeeper approvals login-url``)."""
 
 
 def out_of_reach(state_dir: Path, reaches: Iterable[tuple[str, Path]]) -> None:
-    """Refuse a state directory that a tool could read: the same as, or inside, one of
+    """Refuse a state directory that a tool could reach: the same as, inside, or around one of
     ``reaches`` (what each is, the directory).
 
     Raises:
@@ -40,19 +44,48 @@ def out_of_reach(state_dir: Path, reaches: Iterable[tuple[str, Path]]) -> None:
     state = state_dir.expanduser().resolve()
     for what, where in reaches:
         root = where.expanduser().resolve()
-        if state == root or root in state.parents:
+        if state == root or root in state.parents or state in root.parents:
+            place = "the same as" if state == root else (
+                "inside" if root in state.parents else "around")
             raise ConfigError(
-                f"the state dir {state} is inside the {what} {root}: tools could read its "
-                f"tokens and approve their own calls. Keep it outside (--state-dir "
-                f"{default_state_dir()} is the default), or put the {what} inside the state "
-                "dir instead")
+                f"the state dir {state} is {place} the {what} {root}: tools could read its "
+                f"tokens and approve their own calls. Keep the two apart (--state-dir "
+                f"{default_state_dir()} is the default)")
 
 
-def secure_state_dir(state_dir: Path, *, traversable: bool = False) -> None:
-    """Make ``state_dir`` (owner-only, 0700) and tighten what is already in it (files 0600):
-    an earlier version created the database 0644. ``traversable`` (a workspace lives inside
-    it, and commands run as another uid when toolkeeper runs as root) makes the directory 0711:
-    others may pass through to the workspace, never list it or read its files.
+def no_state_in(workspace: Path, what: str = "workspace") -> None:
+    """Refuse a directory tools reach that is, is inside, or holds a toolkeeper state folder
+    (any server's: recognised by what it holds), naming the folder.
+
+    Raises:
+        ConfigError: naming the state folder and what to do.
+    """
+    root = workspace.expanduser().resolve()
+    around = enclosing_state_dir(root)
+    if around is not None:
+        raise ConfigError(
+            f"the {what} {root} is {'' if around[0] == root else 'inside '}a toolkeeper state "
+            f"folder ({around[0]} holds {around[1]!r}): tools could read its tokens and "
+            f"approve their own calls. Use a {what} outside every state folder")
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return  # a workspace that does not exist is refused where it is used, with its reason
+    try:
+        found = Scanner(SecurityPolicy(workspace=root), state_only=True).scan(fd).found
+    finally:
+        os.close(fd)
+    if found:
+        names = ", ".join(str(root / f.rel) for f in found[:3]) + (" …" if len(found) > 3 else "")
+        raise ConfigError(
+            f"the {what} {root} holds toolkeeper state ({names}): tools could read its tokens "
+            f"and approve their own calls. Move that state folder out of the {what} (or stop "
+            f"the server using it and delete it), or use another {what}")
+
+
+def secure_state_dir(state_dir: Path) -> None:
+    """Make ``state_dir`` (owner-only, 0700, with the state marker) and tighten what is
+    already in it (files 0600): an earlier version created the database 0644.
 
     Raises:
         ConfigError: it is not a directory, or it belongs to another user.
@@ -66,7 +99,8 @@ def secure_state_dir(state_dir: Path, *, traversable: bool = False) -> None:
         if info.st_uid != os.geteuid():
             raise ConfigError(f"the state dir {state_dir} belongs to another user (uid "
                               f"{info.st_uid}); pass a --state-dir of your own")
-        os.chmod(state_dir, 0o711 if traversable else 0o700)
+        os.chmod(state_dir, 0o700)
+        mark_state_dir(state_dir)
         with os.scandir(state_dir) as entries:
             for entry in entries:
                 if entry.is_file(follow_symlinks=False):

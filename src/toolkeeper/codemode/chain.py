@@ -15,6 +15,7 @@ whatever happened, the result lists every call that ran.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Sequence
@@ -25,17 +26,18 @@ from typing import Literal
 import anyio
 
 from ..builtins.policy import SecurityPolicy
-from ..builtins.protected import Protection, removed_note
+from ..builtins.protected import Protection
 from ..core.context import LIBRARY, Caller, ToolContext
 from ..core.metadata import ToolMetadata
 from ..core.results import ToolResult
-from ..errors import UsageError
+from ..errors import SandboxUnavailableError, UsageError
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
 from ..invoke.tracing import failed, span
-from ..sandbox.base import Sandbox, SharedPath
+from ..sandbox.base import Overlay, Sandbox, SharedPath
 from ..sandbox.detect import default_sandbox
+from ..sandbox.overlay import new_overlay
 from ..tools.tool import Tool
 from .bridge import NAME, Bridge
 from .runner import Started, WarmPool
@@ -69,10 +71,13 @@ class ToolChainTool(Tool):
         workspace: A host directory the script may read (at its own path; the script's
             global ``WORKSPACE`` names it). None by default: the script sees no host files.
         writable: Whether the script may also change ``workspace`` (never under a policy
-            whose ``autonomy`` or ``read_only`` says no writes).
+            whose ``autonomy`` or ``read_only`` says no writes). Where the sandbox can make a
+            copy-on-write view (bubblewrap), the script's writes reach the workspace when the
+            run ends: the tools it calls see the workspace as it was before the run.
         security: The rules of the file tools and ``shell`` that the mount follows too: its
-            forbidden paths are hidden from the script (reading and writing them fails) and
-            whatever a script creates at one is removed after the run. By default a
+            forbidden paths (at any depth) and every toolkeeper state folder are hidden from
+            the script, and what a script writes at one is never applied to the workspace
+            (under Landlock, which has no view, it is removed after the run). By default a
             ``SecurityPolicy`` for ``workspace`` with the default forbidden paths; its
             workspace must be ``workspace``.
         warm: How many sandboxes to keep started ahead of runs (each serves one run; taking
@@ -156,8 +161,10 @@ class ToolChainTool(Tool):
             access = "read-write" if self._shared[0].writable else "read-only"
             where = (f"without network; the only host files are the workspace at "
                      f"{self._shared[0].path} ({access}; the global WORKSPACE names it; its "
-                     "protected paths such as .git/config, .git/hooks and .envrc cannot be "
-                     "read or written, and one the script creates is removed)")
+                     "protected paths such as .git, .envrc and .mcp.json cannot be read or "
+                     "written" + ("; the script's writes reach the workspace when the run "
+                                  "ends, and tools it calls see the workspace as it was"
+                                  if access == "read-write" else "") + ")")
         return ("Run a Python script that calls tools and combines their results, in a "
                 f"sandbox {where}. Call a tool as a function with keyword "
                 "arguments (or call_tool(name, {...})); it returns a result with .status, "
@@ -208,12 +215,14 @@ class ToolChainTool(Tool):
         if protection is not None:  # what the mount hides is decided now, from fds
             before = protection.state()
             hidden = protection.hidden(before) if sandbox.protects_paths else ()
-            shared = tuple(SharedPath(s.path, s.writable, hidden) for s in shared)
+            shared = tuple(SharedPath(s.path, s.writable, hidden, _view(s, sandbox))
+                           for s in shared)
         # the sandbox's own deadline is a backstop: the run's limit is kept by the host from
         # the moment a run takes the sandbox (a pre-started one may have waited idle_s)
         return Started(sandbox, timeout_s=self._pool.idle_s + policy.total_timeout_s + 5,
                        cpu_s=int(policy.total_timeout_s) + 1, shared=shared, before=before,
-                       clean=None if protection is None else protection.remove_created)
+                       settle=None if protection is None else functools.partial(
+                           protection.settle, who="the script"))
 
     def _take(self, sandbox: Sandbox) -> Started:
         """A sandbox for one run, claimed: a pre-started one if the mount's protected paths
@@ -314,6 +323,18 @@ class ToolChainTool(Tool):
                        audit_dropped=dropped[1])
 
 
+def _view(shared: SharedPath, sandbox: Sandbox) -> Overlay | None:
+    """A copy-on-write view for a writable mount, where the sandbox can make one."""
+    if not (shared.writable and sandbox.overlays):
+        return None
+    try:
+        return new_overlay()
+    except OSError as exc:
+        raise SandboxUnavailableError(f"the sandbox could not start (its private directory: "
+                                      f"{exc.strerror or exc}); the script did not run",
+                                      tool_name=NAME) from exc
+
+
 def _outcome(run: Started, bridge: Bridge, trace: tuple[ChainCallRecord, ...], started: float
              ) -> ChainRunResult:
     result = run.result
@@ -331,8 +352,8 @@ def _outcome(run: Started, bridge: Bridge, trace: tuple[ChainCallRecord, ...], s
     elif status != "ok" and stderr:
         text += ("\n" if text else "") + stderr[-2000:]
     text = text[-16_000:]
-    if run.removed:  # said after the cut: the model always reads it
-        text += ("\n" if text else "") + removed_note("the script", run.removed)
+    if run.refused:  # said after the cut: the model always reads it
+        text += ("\n" if text else "") + run.refused
     return ChainRunResult(status=status, output_text=text, call_trace=trace,
                           duration_ms=(time.monotonic() - started) * 1000,
                           value=bridge.value, files=tuple(bridge.files))

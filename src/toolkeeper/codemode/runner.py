@@ -25,9 +25,10 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from ..builtins.protected import ProtectedState
+from ..builtins.scan import TreeScan
 from ..errors import SandboxUnavailableError
-from ..sandbox.base import Limits, RunOptions, Sandbox, SandboxResult, SharedPath
+from ..sandbox.base import Limits, Overlay, RunOptions, Sandbox, SandboxResult, SharedPath
+from ..sandbox.overlay import remove_overlay
 from .prelude import PRELUDE
 
 __all__ = ["PYTHON", "Started", "WarmPool"]
@@ -35,23 +36,28 @@ __all__ = ["PYTHON", "Started", "WarmPool"]
 PYTHON = "/usr/bin/python3"
 
 
-Clean = Callable[[ProtectedState], list[str]]
+Settle = Callable[[TreeScan, Overlay | None], str]
+"""What happens to a run's writes once its sandbox is gone (``Protection.settle``): the line
+the answer carries about what was refused."""
 
 
 class Started:
     """A sandbox running the prelude in its own worker thread; ``host`` is the bridge's end.
 
-    ``before`` is the state of the mount's protected paths the sandbox was started from
-    (what it hides); once a run has claimed the sandbox, ``clean(before)`` runs in that
-    thread after every process of the sandbox is gone, and ``removed`` says what it removed.
+    ``before`` is the scan of the mount's protected paths the sandbox was started from (what
+    it hides); once a run has claimed the sandbox, ``settle(before, overlay)`` runs in that
+    thread after every process of the sandbox is gone — the writes the script made through
+    ``overlay`` are applied — and ``refused`` says what was not. A sandbox never claimed
+    has run nothing: its overlay is dropped unread.
     """
 
     def __init__(self, sandbox: Sandbox, *, timeout_s: float, cpu_s: int,
-                 shared: Sequence[SharedPath] = (), before: ProtectedState | None = None,
-                 clean: Clean | None = None) -> None:
-        self.before, self._clean = before, clean
+                 shared: Sequence[SharedPath] = (), before: TreeScan | None = None,
+                 settle: Settle | None = None) -> None:
+        self.before, self._settle = before, settle
+        self.overlay = next((s.overlay for s in shared if s.overlay is not None), None)
         self.claimed = False
-        self.removed: list[str] = []
+        self.refused = ""
         self.host, child = socket.socketpair()
         self.secret = secrets.token_hex(16)
         self.scratch = tempfile.TemporaryDirectory(prefix="toolkeeper-chain-")
@@ -84,11 +90,7 @@ class Started:
             self.failure = exc
         finally:
             child.close()
-            if self.claimed and self._clean is not None and self.before is not None:
-                try:
-                    self.removed = self._clean(self.before)
-                except Exception as exc:  # said in the answer; the thread must still finish
-                    self.removed = [f"(the clean-up failed: {exc}; check the workspace)"]
+            self._settle_writes()
             with contextlib.suppress(OSError):
                 self.scratch.cleanup()  # never read: whatever the script left there goes
             with self._wakers_lock:
@@ -96,6 +98,19 @@ class Started:
                 wakers, self._wakers = self._wakers, []
             for wake in wakers:
                 wake()
+
+    def _settle_writes(self) -> None:
+        if not (self.claimed and self._settle is not None and self.before is not None):
+            if self.overlay is not None:
+                remove_overlay(self.overlay)
+            return
+        try:
+            self.refused = self._settle(self.before, self.overlay)
+        except Exception as exc:  # said in the answer; the thread must still finish
+            self.refused = (f"[the script's writes could not all be applied ({exc}); check "
+                            "the workspace]")
+            if self.overlay is not None:
+                remove_overlay(self.overlay)
 
     @property
     def alive(self) -> bool:
@@ -139,8 +154,8 @@ class Started:
         return self.finished.is_set()
 
     def claim(self) -> None:
-        """Mark the sandbox as running a script: what it leaves at protected paths is
-        cleaned up after it (a pre-started one never claimed has run nothing)."""
+        """Mark the sandbox as running a script: its writes are settled after it (a
+        pre-started one never claimed has run nothing)."""
         self.claimed = True
 
     def discard(self) -> None:

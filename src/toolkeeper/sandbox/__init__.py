@@ -12,6 +12,7 @@ from .base import (
     UNPRIVILEGED_UID,
     HiddenPath,
     Limits,
+    Overlay,
     RunOptions,
     Sandbox,
     SandboxReport,
@@ -22,10 +23,12 @@ from .bubblewrap import BubblewrapSandbox, probe_bwrap
 from .detect import default_sandbox, probe
 from .landlock import LandlockSandbox, landlock_abi
 from .limits import exec_helpers
+from .overlay import new_overlay, probe_overlay, remove_overlay
 from .process import run_helper
 from .unconfined import UnconfinedSandbox
 
 __all__ = ["UNPRIVILEGED_UID", "BubblewrapSandbox", "HiddenPath", "LandlockSandbox", "Limits",
-           "RunOptions", "Sandbox",
-           "SandboxReport", "SandboxResult", "SharedPath", "UnconfinedSandbox", "default_sandbox",
-           "exec_helpers", "landlock_abi", "probe", "probe_bwrap", "run_helper"]
+           "Overlay", "RunOptions", "Sandbox", "SandboxReport", "SandboxResult", "SharedPath",
+           "UnconfinedSandbox", "default_sandbox", "exec_helpers", "landlock_abi",
+           "new_overlay", "probe", "probe_bwrap", "probe_overlay", "remove_overlay",
+           "run_helper"]

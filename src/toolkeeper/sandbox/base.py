@@ -16,6 +16,7 @@ __all__ = [
     "UNPRIVILEGED_UID",
     "HiddenPath",
     "Limits",
+    "Overlay",
     "RunOptions",
     "Sandbox",
     "SandboxReport",
@@ -75,6 +76,34 @@ class HiddenPath:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    """A copy-on-write view of a mounted directory: the command reads the directory as it is
+    and every change it makes — new files, edits, removals — lands in ``upper``, a private
+    directory outside it, for the host to apply after the run (or not). ``root`` is that
+    private directory (made by ``sandbox.overlay.new_overlay``); ``lower`` and ``view`` are
+    the mount points the backend uses inside its own mount namespace, ``work`` overlayfs's own
+    scratch space."""
+
+    root: Path
+
+    @property
+    def upper(self) -> Path:
+        return self.root / "upper"
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def lower(self) -> Path:
+        return self.root / "lower"
+
+    @property
+    def view(self) -> Path:
+        return self.root / "view"
+
+
+@dataclass(frozen=True)
 class SharedPath:
     """A host directory the command sees at the same path: read-only unless ``writable``,
     with ``hidden`` entries below it covered (a backend that cannot hide refuses).
@@ -85,6 +114,8 @@ class SharedPath:
     path: Path
     writable: bool = False
     hidden: tuple[HiddenPath, ...] = ()
+    overlay: Overlay | None = None
+    """Writable through this copy-on-write view instead of directly (``Overlay``)."""
 
 
 def check_shared(shared: Sequence[SharedPath]) -> None:
@@ -122,6 +153,8 @@ class RunOptions:
         pass_fds: Open file descriptors the command inherits (a private channel, such as code
             mode's bridge socket); a backend that cannot pass them refuses.
         shared: Host directories besides the workspace the command may see (``SharedPath``).
+        overlay: The workspace is writable through this copy-on-write view instead of
+            directly (``Overlay``); a backend that cannot make one refuses.
         cancel: Set it from another thread to stop the run early: the whole sandbox is killed
             (within ~0.1 s) and the result says ``timed_out``.
     """
@@ -134,6 +167,7 @@ class RunOptions:
     hidden: Sequence[HiddenPath] = ()
     pass_fds: Sequence[int] = ()
     shared: Sequence[SharedPath] = ()
+    overlay: Overlay | None = None
     cancel: threading.Event | None = None
 
 
@@ -158,6 +192,12 @@ class Sandbox(Protocol):
     protects_paths: ClassVar[bool]
     """Whether entries below a mounted directory can be hidden from the command
     (``RunOptions.hidden``, ``SharedPath.hidden``)."""
+
+    @property
+    def overlays(self) -> bool:
+        """Whether a mounted directory can be made writable through a copy-on-write view
+        (``RunOptions.overlay``, ``SharedPath.overlay``)."""
+        ...
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:

@@ -1,4 +1,4 @@
-"""One bubblewrap sandbox per call (SECURITY.md §4).
+"""One bubblewrap sandbox per call.
 
 All namespaces unshared (no network unless allowed), read-only system binds, the workspace the
 only writable bind, a private size-capped ``/tmp``, ``--die-with-parent``, ``--new-session``,
@@ -24,6 +24,7 @@ from .base import (
     SYSTEM_PATH,
     HiddenPath,
     Limits,
+    Overlay,
     RunOptions,
     SandboxReport,
     SandboxResult,
@@ -32,6 +33,7 @@ from .base import (
     check_shared,
 )
 from .limits import counted_inside
+from .overlay import launcher, probe_overlay, sandbox_ids
 from .process import run_process
 from .seccomp import bpf_fd
 
@@ -89,25 +91,40 @@ def _hiding(root: Path, inside: str, hidden: Sequence[HiddenPath], *, writable: 
     fds = _open_parents(root, parents)
     args = [arg for rel, fd in zip(parents, fds, strict=True)
             for arg in ("--bind-fd" if writable else "--ro-bind-fd", str(fd), f"{inside}/{rel}")]
+    return args + _covers(inside, entries), fds
+
+
+def _covers(inside: str, entries: Sequence[HiddenPath]) -> list[str]:
+    """A file covered by ``/dev/null`` (bound without devices: it cannot even be opened), a
+    directory by an empty read-only tmpfs."""
+    args: list[str] = []
     for item in entries:
         dest = f"{inside}/{item.rel}"
         args += (["--perms", "0555", "--size", "4096", "--tmpfs", dest, "--remount-ro", dest]
                  if item.directory else ["--ro-bind", "/dev/null", dest])
-    return args, fds
+    return args
 
 
-def _mounts(workspace: Path, hidden: Sequence[HiddenPath], shared: Sequence[SharedPath]
-            ) -> tuple[list[str], list[int]]:
+def _mounts(workspace: Path, hidden: Sequence[HiddenPath], shared: Sequence[SharedPath],
+            overlay: Overlay | None = None) -> tuple[list[str], list[int]]:
     """The workspace's hiding binds, then each shared host directory at its own path
-    (``--ro-bind`` unless writable) with its own; and the fds they pass."""
+    (``--ro-bind`` unless writable, its overlay's view if it has one) with its own; and the
+    fds they pass. In an overlay's view nothing the command does reaches the directory, so
+    its entries are covered where they are (no directory is pinned in place)."""
     check_shared(shared)
     args, fds = [], []
     try:
-        for root, inside, covered, writable in [
-                (workspace, "/workspace", hidden, True),
-                *[(item.path, str(item.path), item.hidden, item.writable) for item in shared]]:
+        for root, inside, covered, writable, view in [
+                (workspace, "/workspace", hidden, True, overlay),
+                *[(item.path, str(item.path), item.hidden, item.writable, item.overlay)
+                  for item in shared]]:
             if inside != "/workspace":
-                args += ["--bind" if writable else "--ro-bind", str(root), inside]
+                source = view.view if view is not None else root
+                args += ["--bind" if writable else "--ro-bind", str(source), inside]
+            if view is not None:
+                check_hidden(covered)
+                args += _covers(inside, _outermost(covered))
+                continue
             more, opened = _hiding(Path(root), inside, covered, writable=writable)
             args += more
             fds += opened
@@ -121,11 +138,14 @@ def _mounts(workspace: Path, hidden: Sequence[HiddenPath], shared: Sequence[Shar
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
                seccomp_fd: int | None = None, info_fd: int | None = None,
-               mounts: Sequence[str] = ()) -> list[str]:
+               mounts: Sequence[str] = (), ids: tuple[int, int] | None = None) -> list[str]:
     """The bwrap command line of the strict profile; ``mounts`` go after the workspace's bind
-    (``_mounts``: hidden entries and shared directories)."""
+    (``_mounts``: hidden entries and shared directories). ``ids``: the uid and gid the command
+    runs as, when bwrap starts inside a namespace of its own (``overlay.launcher``)."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
+    if ids is not None:
+        argv += ["--uid", str(ids[0]), "--gid", str(ids[1])]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
@@ -151,15 +171,18 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  timeout_s: float = 60.0, output_cap: int = 1 << 20, network: bool = False,
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
                  hidden: Sequence[HiddenPath] = (), pass_fds: Sequence[int] = (),
-                 shared: Sequence[SharedPath] = (),
+                 shared: Sequence[SharedPath] = (), overlay: Overlay | None = None,
                  cancel: threading.Event | None = None) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout.
 
-    ``hidden`` lists existing workspace entries the command may neither read nor change.
+    ``hidden`` lists existing workspace entries the command may neither read nor change;
+    ``overlay`` makes the workspace writable through a copy-on-write view.
     """
     check_shared(shared)  # refuse a bad shared path before any fd is open
     check_hidden(hidden)
-    mounts, mount_fds = _mounts(workspace, hidden, shared)
+    views = [(workspace, overlay)] if overlay is not None else []
+    views += [(item.path, item.overlay) for item in shared if item.overlay is not None]
+    mounts, mount_fds = _mounts(workspace, hidden, shared, overlay)
     try:
         filter_fd = bpf_fd(network)
         info_read, info_write = os.pipe()
@@ -169,8 +192,12 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
         raise
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     counted = counted_inside(list(command), limits)  # the sandbox's processes, not the uid's
-    argv = bwrap_argv(workspace, counted or command, cwd=cwd, network=network, env=env,
-                      seccomp_fd=filter_fd, info_fd=info_write, mounts=mounts)
+    argv = bwrap_argv(overlay.view if overlay is not None else workspace, counted or command,
+                      cwd=cwd, network=network, env=env, seccomp_fd=filter_fd,
+                      info_fd=info_write, mounts=mounts,
+                      ids=sandbox_ids() if views else None)
+    if views:
+        argv = [*launcher(views), *argv]
     passed = (info_write, *mount_fds) if filter_fd is None else (
         info_write, filter_fd, *mount_fds)
     try:
@@ -210,10 +237,15 @@ class BubblewrapSandbox:
     confined: ClassVar[bool] = True
     protects_paths: ClassVar[bool] = True
 
+    @property
+    def overlays(self) -> bool:
+        """Whether this host lets a user namespace mount overlayfs (probed once)."""
+        return probe_overlay() is None
+
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:
         return run_confined(workspace, command, timeout_s=options.timeout_s,
                             output_cap=options.output_cap, network=options.network,
                             env=options.env, limits=options.limits, hidden=options.hidden,
                             pass_fds=options.pass_fds, shared=options.shared,
-                            cancel=options.cancel)
+                            overlay=options.overlay, cancel=options.cancel)

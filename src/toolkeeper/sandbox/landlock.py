@@ -164,6 +164,7 @@ class LandlockSandbox:
     name: ClassVar[str] = "landlock"
     confined: ClassVar[bool] = True
     protects_paths: ClassVar[bool] = False
+    overlays: ClassVar[bool] = False
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:
@@ -172,6 +173,9 @@ class LandlockSandbox:
         if hidden:
             raise UsageError("the Landlock sandbox cannot hide paths inside an allowed tree "
                              f"({', '.join(hidden)}); check protects_paths first")
+        if options.overlay is not None or any(s.overlay is not None for s in options.shared):
+            raise UsageError("the Landlock sandbox cannot make a copy-on-write view; check "
+                             "overlays first")
         return run_landlocked(workspace, command, timeout_s=options.timeout_s,
                               output_cap=options.output_cap, network=options.network,
                               env=options.env, limits=options.limits,

@@ -32,6 +32,7 @@ class UnconfinedSandbox:
     name: ClassVar[str] = "unconfined"
     confined: ClassVar[bool] = False
     protects_paths: ClassVar[bool] = False
+    overlays: ClassVar[bool] = False
 
     def run(self, workspace: Path, command: Sequence[str], options: RunOptions
             ) -> SandboxResult:
@@ -40,6 +41,8 @@ class UnconfinedSandbox:
                              "bubblewrap")
         if options.hidden:
             raise UsageError("without a sandbox, workspace paths cannot be hidden")
+        if options.overlay is not None:
+            raise UsageError("without a sandbox there is no copy-on-write view of the workspace")
         if options.shared:
             raise UsageError("without a sandbox every host path is reachable; shared paths "
                              "cannot be limited")
