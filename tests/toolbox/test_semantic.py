@@ -76,7 +76,7 @@ def test_semantic_search_is_off_with_none_or_the_operators_switch(
 def test_a_tool_no_word_matches_is_a_hit_only_when_close_in_meaning() -> None:
     """Below the floor a weak similarity is noise: "nothing matches" stays true."""
     box = Toolbox(tools())
-    assert box.search("translate a paragraph into japanese") == []
+    assert box.search("the zebra has stripes") == []
     assert box.search("wire money abroad in another currency")[0].name == "convert_currency"
 
 
