@@ -2,12 +2,17 @@
 
 Loads ``search_eval/tools.jsonl`` (one tool per distinct function name, 1,000+ real function
 definitions) and ``search_eval/queries.jsonl`` (natural user requests labelled with the function
-that answers them), and reports recall@1, recall@5, MRR and median/p95 query latency for each
-search configuration. The semantic configuration needs the ``semantic`` extra; ``--torch``
-adds the same model run by sentence-transformers on torch (what the extra used before), and
-the configuration without the ``search`` extra runs the pure-Python BM25.
+that answers them), and reports recall@1, recall@5 and MRR for each search configuration, on
+the tuning half (queries at even positions of the file: every weight was chosen there), the
+held-out half (odd positions: never used to choose anything) and all. Latency is measured
+separately, the configurations taking turns query by query (a busy machine's load falls on
+all alike), as the median of the per-round medians of ``--rounds`` rounds. The semantic
+configuration needs the ``semantic`` extra and its model package; ``--torch`` adds the same
+model run by sentence-transformers on torch, and the configuration without the ``search``
+extra runs the pure-Python BM25. ``--first-search`` times building the index and embedding
+the catalog in a fresh process, with an empty and then a filled embedding cache.
 
-    python benchmarks/bench_search.py [--limit N] [--torch]
+    python benchmarks/bench_search.py [--limit N] [--rounds R] [--torch] [--first-search]
 """
 
 from __future__ import annotations
@@ -16,16 +21,21 @@ import argparse
 import contextlib
 import importlib
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
+from snowballstemmer.english_stemmer import EnglishStemmer
+
 from toolkeeper import Tool
-from toolkeeper.toolbox import Toolbox, search
+from toolkeeper.toolbox import Toolbox, search, semantic
 from toolkeeper.toolbox.search import SearchOptions
 
 HERE = Path(__file__).resolve().parent / "search_eval"
@@ -45,31 +55,56 @@ def load() -> tuple[list[Tool], list[dict[str, Any]]]:
     return list(seen.values()), queries
 
 
-def evaluate(toolbox: Toolbox, queries: list[dict[str, Any]]) -> dict[str, float]:
-    toolbox.search("warm up the index", limit=5)
-    hits1 = hits5 = 0
-    reciprocal = 0.0
-    latencies = []
-    by_split: dict[str, list[int]] = {}
+def ranks(toolbox: Toolbox, queries: list[dict[str, Any]]) -> list[int | None]:
+    """The rank of each query's labelled tool among the first 10 hits (None: not there)."""
+    out = []
     for q in queries:
-        start = time.perf_counter()
-        results = toolbox.search(q["query"], limit=10)
-        latencies.append(time.perf_counter() - start)
-        names = [r.name for r in results]
-        rank = names.index(q["tool"]) + 1 if q["tool"] in names else None
-        hits1 += rank == 1
-        hits5 += rank is not None and rank <= 5
-        reciprocal += 1.0 / rank if rank else 0.0
-        split = by_split.setdefault(q["id"].rsplit("_", 1)[0], [0, 0])
-        split[0] += rank is not None and rank <= 5
-        split[1] += 1
-    if "-v" in sys.argv:
-        print({k: round(h / n, 3) for k, (h, n) in by_split.items()}, file=sys.stderr)
-    n = len(queries)
-    latencies.sort()
-    return {"recall@1": hits1 / n, "recall@5": hits5 / n, "mrr": reciprocal / n,
-            "median_ms": statistics.median(latencies) * 1e3,
-            "p95_ms": latencies[int(0.95 * (n - 1))] * 1e3}
+        names = [r.name for r in toolbox.search(q["query"], limit=10)]
+        out.append(names.index(q["tool"]) + 1 if q["tool"] in names else None)
+    return out
+
+
+def quality(found: list[int | None]) -> dict[str, float]:
+    n = len(found) or 1
+    return {"recall@1": sum(r == 1 for r in found) / n,
+            "recall@5": sum(r is not None and r <= 5 for r in found) / n,
+            "mrr": sum(1.0 / r for r in found if r) / n}
+
+
+def halves(found: list[int | None]) -> dict[str, dict[str, float]]:
+    """Quality on the tuning half (even positions), the held-out half (odd) and all."""
+    return {"tuning": quality(found[0::2]), "held-out": quality(found[1::2]),
+            "all": quality(found)}
+
+
+def forget_queries() -> None:
+    """Empty the encoders' text caches, so every timed search embeds its query (the tools'
+    vectors are the scorer's own, not in these caches)."""
+    for encoder in semantic._ENCODERS.values():
+        encoder._cache.clear()
+
+
+def latencies(boxes: dict[str, Toolbox], queries: list[dict[str, Any]],
+              rounds: int) -> dict[str, tuple[float, float]]:
+    """(median, p95) ms per search of each configuration: the configurations take turns
+    query by query; the figure is the median over rounds of each round's median (and p95)."""
+    medians: dict[str, list[float]] = {label: [] for label in boxes}
+    p95s: dict[str, list[float]] = {label: [] for label in boxes}
+    for _ in range(rounds):
+        times: dict[str, list[float]] = {label: [] for label in boxes}
+        for q in queries:
+            for label, box in boxes.items():
+                forget_queries()
+                with PurePython() if "without" in label else contextlib.nullcontext():
+                    start = time.perf_counter()
+                    box.search(q["query"], limit=10)
+                    times[label].append((time.perf_counter() - start) * 1e3)
+        for label, values in times.items():
+            values.sort()
+            medians[label].append(statistics.median(values))
+            p95s[label].append(values[int(0.95 * (len(values) - 1))])
+    return {label: (statistics.median(medians[label]), statistics.median(p95s[label]))
+            for label in boxes}
 
 
 def with_typos(queries: list[dict[str, Any]], seed: int = 7) -> list[dict[str, Any]]:
@@ -105,15 +140,16 @@ class TorchEncoder:
 
 class PurePython:
     """Search as installed without the ``search`` extra: pure-Python BM25, difflib for typos,
-    the light suffix stemmer."""
+    and Snowball stemming from snowballstemmer's pure-Python stemmer instead of PyStemmer's."""
 
     def __enter__(self) -> None:
-        self.saved = search._tantivy, search._rapidfuzz, tokenize._snowball
-        search._tantivy = search._rapidfuzz = tokenize._snowball = lambda: None  # type: ignore
+        self.saved = search._tantivy, search._rapidfuzz, tokenize._stemmer
+        search._tantivy = search._rapidfuzz = lambda: None  # type: ignore
+        tokenize._stemmer = lambda: EnglishStemmer().stemWord  # type: ignore
         tokenize._stem.cache_clear()
 
     def __exit__(self, *exc: object) -> None:
-        search._tantivy, search._rapidfuzz, tokenize._snowball = self.saved  # type: ignore
+        search._tantivy, search._rapidfuzz, tokenize._stemmer = self.saved  # type: ignore
         tokenize._stem.cache_clear()
 
 
@@ -140,54 +176,93 @@ def compare_encoders(queries: list[dict[str, Any]]) -> None:
 
 
 def configurations(torch: bool) -> dict[str, SearchOptions]:
-    configs = {"BM25 only": SearchOptions.bm25_only(), "BM25 + fuzzy + boosts": SearchOptions(),
-               "BM25 + fuzzy + boosts, without the search extra": SearchOptions()}
+    words = SearchOptions(semantic=None)
+    configs = {"BM25 only": SearchOptions.bm25_only(),
+               "words: BM25 + fuzzy + boosts ([search])": words,
+               "words, without the search extra (core only)": words}
     try:
         from toolkeeper.toolbox.semantic import EmbeddingScorer
 
-        configs["BM25 + fuzzy + boosts + semantic (numpy)"] = SearchOptions(
+        configs["words + meaning (default with [search,semantic])"] = SearchOptions(
             semantic=EmbeddingScorer())
         if torch:
-            configs["BM25 + fuzzy + boosts + semantic (torch)"] = SearchOptions(
-                semantic=EmbeddingScorer(encoder=TorchEncoder()))
+            configs["words + meaning, the model on torch"] = SearchOptions(
+                semantic=EmbeddingScorer(encoder=TorchEncoder(), cache=False))
     except ImportError as exc:
         print(f"semantic configuration skipped: {exc}", file=sys.stderr)
     return configs
 
 
+def build(configs: dict[str, SearchOptions], tools: list[Tool]) -> dict[str, Toolbox]:
+    """A toolbox per configuration, its index built (and its catalog embedded)."""
+    boxes = {}
+    for label, options in configs.items():
+        with PurePython() if "without" in label else contextlib.nullcontext():
+            boxes[label] = Toolbox(tools, search=options)
+            boxes[label].search("build the index", limit=5)
+    return boxes
+
+
+def first_search() -> None:
+    """Time one fresh process's first search (index and embeddings) with an empty embedding
+    cache, then with the cache that run filled."""
+    here = str(Path(__file__).resolve().parent)
+    child = (f"import sys, time; sys.path.insert(0, {here!r}); from bench_search import load; "
+             "from toolkeeper.toolbox import Toolbox; tools, _ = load(); box = Toolbox(tools); "
+             "t = time.perf_counter(); hit = box.search('build the index'); "
+             "print(round(time.perf_counter() - t, 2), '|', ', '.join(sorted(hit[0].signals)))")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TOOLKEEPER_CACHE_DIR": cache}
+        for label in ("empty cache", "filled cache"):
+            done = subprocess.run([sys.executable, "-c", child], env=env, check=True,
+                                  capture_output=True, text=True)
+            seconds, signals = done.stdout.strip().split(" | ")
+            print(f"| first search of a fresh process, {label} | {seconds} s | {signals} |")
+
+
+def table(rows: dict[str, dict[str, dict[str, float]]], timing: dict[str, tuple[float, float]]
+          ) -> None:
+    timed = " median ms | p95 ms |" if timing else ""
+    print("| configuration | recall@5 tuning | recall@5 held-out | recall@5 all | recall@1 all "
+          f"| MRR all |{timed}")
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if timing else ""))
+    for label, m in rows.items():
+        times = " {:.3f} | {:.3f} |".format(*timing[label]) if label in timing else ""
+        print(f"| {label} | {m['tuning']['recall@5']:.3f} | {m['held-out']['recall@5']:.3f} | "
+              f"{m['all']['recall@5']:.3f} | {m['all']['recall@1']:.3f} | {m['all']['mrr']:.3f} "
+              f"|{times}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
-    parser.add_argument("-v", action="store_true", help="print recall@5 per BFCL category")
+    parser.add_argument("--rounds", type=int, default=3, help="latency rounds (interleaved)")
     parser.add_argument("--torch", action="store_true",
                         help="also run the model on torch (needs sentence-transformers)")
+    parser.add_argument("--first-search", action="store_true",
+                        help="time a fresh process's first search, cache empty and filled")
     args = parser.parse_args()
     tools, queries = load()
     if args.limit:
         queries = queries[: args.limit]
-    print(f"{len(tools)} tools, {len(queries)} queries\n")
-    print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms | first search s |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    configs = configurations(args.torch)
-    for label, options in configs.items():
+    print(f"{len(tools)} tools, {len(queries)} queries; load average {os.getloadavg()}\n")
+    if args.first_search:
+        first_search()
+        return
+    boxes = build(configurations(args.torch), tools)
+    rows = {}
+    for label, box in boxes.items():
         with PurePython() if "without" in label else contextlib.nullcontext():
-            toolbox = Toolbox(tools, search=options)
-            start = time.perf_counter()
-            toolbox.search("build the index", limit=5)
-            built = time.perf_counter() - start
-            m = evaluate(toolbox, queries)
-        print(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr']:.3f} | "
-              f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} | {built:.1f} |", flush=True)
+            rows[label] = halves(ranks(box, queries))
+    timing = latencies(boxes, queries, args.rounds)
+    table(rows, timing)
+    print(f"\nload average after: {os.getloadavg()}")
     if args.torch:
         compare_encoders(queries)
     typos = with_typos(queries)
     print("\nThe same queries with one typo each (two letters of one long word swapped):\n")
-    print("| configuration | recall@1 | recall@5 | MRR | median ms | p95 ms |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for label in ("BM25 only", "BM25 + fuzzy + boosts"):
-        m = evaluate(Toolbox(tools, search=configs[label]), typos)
-        print(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr']:.3f} | "
-              f"{m['median_ms']:.3f} | {m['p95_ms']:.3f} |")
+    words = {k: v for k, v in boxes.items() if k.startswith(("BM25", "words:"))}
+    table({label: halves(ranks(box, typos)) for label, box in words.items()}, {})
 
 
 if __name__ == "__main__":

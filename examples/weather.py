@@ -42,7 +42,7 @@ class Alert(BaseModel):
 
 @tool(risk=ToolRisk.CRITICAL, hitl_mode=HitlMode.BLOCKING)
 def broadcast_alert(alert: Alert, channels: list[str] | None = None) -> str:
-    """Broadcast a weather alert to subscribers.
+    """Broadcast a weather alert (a storm, flood or heat warning) to subscribers.
 
     Args:
         alert: The alert to send.

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import inspect
 import os
+import shutil
+import tempfile
 
 import pytest
+
+# The semantic search keeps tool vectors on disk: in a folder of this run's own (its
+# subprocesses included), never the user's cache.
+CACHE = os.environ.setdefault("TOOLKEEPER_CACHE_DIR", tempfile.mkdtemp(prefix="toolkeeper-cache-"))
 
 
 @pytest.fixture
@@ -26,6 +32,8 @@ def _skips_fail() -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.path.basename(CACHE).startswith("toolkeeper-cache-"):
+        shutil.rmtree(CACHE, ignore_errors=True)
     if not _skips_fail():
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -146,7 +146,27 @@ def test_an_error_raised_while_importing_names_the_users_line(tmp_path: Path) ->
     assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
 
 
-def test_tools_search_without_a_hit_says_so_and_names_the_semantic_extra() -> None:
+def test_tools_search_without_a_hit_says_so_and_why() -> None:
     result = runner.invoke(app, ["tools", "search", EXAMPLE, "zebra"], env={"COLUMNS": "300"})
     assert result.exit_code == 0
-    assert "no tool matches 'zebra'" in result.stdout and "toolkeeper[semantic]" in result.stdout
+    assert "no tool matches 'zebra'" in result.stdout
+    off = runner.invoke(app, ["tools", "search", EXAMPLE, "zebra"],
+                        env={"COLUMNS": "300", "TOOLKEEPER_SEMANTIC_SEARCH": "off"})
+    assert "ranked by words only: TOOLKEEPER_SEMANTIC_SEARCH turns semantic search off" in (
+        " ".join(off.stdout.split()))
+
+
+@pytest.mark.parametrize("semantic", ["on", "off"])
+def test_the_readme_search_for_a_storm_warning_finds_the_alert_tool(
+        semantic: str, tmp_path: Path) -> None:
+    """`toolkeeper tools search examples/weather.py "storm warning"`, as the README shows it:
+    the alert tool comes first, by meaning with the semantic extra, by words without it."""
+    env = {**os.environ, "TOOLKEEPER_CACHE_DIR": str(tmp_path), "COLUMNS": "200",
+           "TOOLKEEPER_SEMANTIC_SEARCH": semantic}
+    done = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "tools", "search", EXAMPLE,
+                           "storm warning"], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.lstrip("│ ").startswith("1 ")]
+    assert rows and "broadcast_alert" in rows[0], done.stdout
+    assert ("semantic" in rows[0]) == (semantic == "on"), done.stdout

