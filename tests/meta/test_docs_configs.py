@@ -6,9 +6,12 @@ file is TOML too). Each configuration is written to ``toolkeeper.toml`` in a fre
 holding the directories it names (``[security] workspace``, ``[skills] dir``), with every
 ``${NAME}`` it reads from the environment set, and served with the example tools the pages'
 configs name (``get_forecast``, ``broadcast_alert``) on a free port, until the server prints
-its URL; then it is stopped, and must stop cleanly. A configuration that names an upstream MCP
-server is served as written: its upstreams attach in the background (a temporary ``HOME`` with
-an offline npm keeps ``npx`` from downloading anything).
+its URL; then it is stopped, and must stop cleanly. A directory named by an absolute path (a
+deployment's ``/var/lib/…``) is replaced by one in the temporary directory through the flag
+that wins over it (``--workspace``, ``--artifacts``): the test writes nothing outside it. A
+configuration that names an upstream MCP server is served as written: its upstreams attach in
+the background (a temporary ``HOME`` with an offline npm keeps ``npx`` from downloading
+anything).
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"^(?:<!-- toml: (?P<marker>[^\n]*?) -->\n)?```toml\n(?P<code>.*?)^```",
                    re.S | re.M)
 NOT_A_CONFIG = "not-a-config "
-DIRECTORIES = (("security", "workspace"), ("skills", "dir"))
-"""The settings that name a directory that must exist before the server starts."""
+DIRECTORIES = {("security", "workspace"): "--workspace", ("skills", "dir"): None,
+               ("server", "artifact_dir"): "--artifacts"}
+"""The settings that name a directory, and the flag that wins over each (an absolute path)."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +84,22 @@ def _environment(block: Block, home: Path) -> dict[str, str]:
     return env
 
 
-def _directories(config: dict[str, Any], folder: Path) -> None:
-    """Make the directories the config names (relative to its own folder, as it reads them)."""
-    for section, key in DIRECTORIES:
+def _directories(config: dict[str, Any], folder: Path, elsewhere: Path) -> list[str]:
+    """Make the directories the config names (relative to its own folder, as it reads them);
+    the flags that put an absolute one in ``elsewhere`` instead (beside the folder, which is
+    the default workspace)."""
+    flags: list[str] = []
+    for (section, key), flag in DIRECTORIES.items():
         value = config.get(section, {}).get(key)
-        if isinstance(value, str):
-            assert not Path(value).is_absolute(), f"{section}.{key} = {value!r}: make it relative"
-            (folder / value).mkdir(parents=True, exist_ok=True)
+        if not isinstance(value, str):
+            continue
+        if Path(value).is_absolute():
+            assert flag is not None, f"{section}.{key} = {value!r}: make it relative"
+            (elsewhere / f"{section}-{key}").mkdir(parents=True)
+            flags += [flag, str(elsewhere / f"{section}-{key}")]
+            continue
+        (folder / value).mkdir(parents=True, exist_ok=True)
+    return flags
 
 
 @pytest.mark.parametrize("block", CONFIGS, ids=lambda b: b.where)
@@ -94,12 +107,12 @@ def test_every_documented_config_starts_a_real_server(block: Block, tmp_path: Pa
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "toolkeeper.toml").write_text(block.code)
-    _directories(tomllib.loads(block.code), folder)
+    flags = _directories(tomllib.loads(block.code), folder, tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     (home / ".npmrc").write_text("offline=true\n")  # an example's npx must not download
     command = [sys.executable, "-m", "toolkeeper.cli", "serve", str(EXAMPLE), "--config",
-               "toolkeeper.toml", "--port", "0", "--state-dir", str(tmp_path / "state")]
+               "toolkeeper.toml", "--port", "0", "--state-dir", str(tmp_path / "state"), *flags]
     proc = subprocess.Popen(command, cwd=folder, env=_environment(block, home), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
