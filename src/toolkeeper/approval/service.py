@@ -20,7 +20,7 @@ import anyio.to_thread
 from ..core.risk import HitlMode, ToolRisk
 from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
-from .handlers import ApprovalHandler, Expires, Rejoins
+from .handlers import ApprovalHandler, Expires, Rejoins, Releases
 from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision
 from .store import ApprovalStore, FindsOpen, Replays, StoredApproval
 
@@ -144,7 +144,8 @@ class ApprovalService:
                 decided = as_decision(await handler.request(request), request)
             # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
             while (decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT
-                   and keep_waiting is not None):
+                   and keep_waiting is not None
+                   and not (isinstance(handler, Releases) and handler.released)):
                 decided = await keep_waiting(request.id, wait)
             return decided
         if mode is HitlMode.CONTINUE_ON_TIMEOUT:
