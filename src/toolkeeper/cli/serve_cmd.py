@@ -132,11 +132,26 @@ def serve(
     life = Lifecycle()
     life.install()  # SIGTERM and SIGINT are serve's from here on, whatever it is doing
     try:
-        _serve(life, **options)
-    except* Stopped:  # a signal while starting: nothing serves yet, nothing to answer
-        pass
+        try:
+            _serve(life, **options)
+        except* Stopped:  # a signal while starting: nothing serves yet, nothing to answer
+            pass
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:  # a fault of ours or of a library: one line, not 100
+        unexpected = RuntimeError("toolkeeper serve stopped on an unexpected error: "
+                                  + _one_line(exc))
+        unexpected.__cause__ = exc  # --debug shows its traceback
+        raise fail(unexpected) from exc
     if life.stopping():
         life.end()  # the process ends here, as the signal asks
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and message (the first of a group's)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:600]
 
 
 def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, stdio: bool,

@@ -1,4 +1,5 @@
-"""``toolkeeper serve`` stops when asked (SIGTERM, SIGINT), whatever it is doing: starting,
+"""``toolkeeper serve`` starts or says in one line why not, and stops when asked (SIGTERM,
+SIGINT), whatever it is doing: starting,
 idle, a call running, a call waiting for a person — over HTTP and over stdio — within a bound,
 without a traceback, and answering every client that is waiting: a call waiting for a person is
 answered ``pending`` at once (its request stays stored, for the call made again), a call still
@@ -264,3 +265,25 @@ def test_a_stop_signal_at_any_moment_of_the_start_ends_serve_quietly(
                 moment, proc.returncode, err[-2000:])
         if moment != 0.0:
             assert not (run / "state" / "server.json").exists(), moment
+
+
+def test_an_unexpected_failure_at_start_is_one_line_and_debug_shows_the_traceback(
+        tmp_path: Path) -> None:
+    """A fault nobody foresaw (here: a return type pydantic has no schema for, found as the
+    catalog is exported) reaches the operator as one line, not a hundred."""
+    (tmp_path / "tools.py").write_text(
+        "import socket\n\nfrom toolkeeper import tool\n\n\n@tool\n"
+        "def connect(host: str) -> socket.socket:\n    \"\"\"Open a socket.\"\"\"\n"
+        "    return socket.create_connection((host, 80))\n")
+    command = [sys.executable, "-m", "toolkeeper.cli", "serve", str(tmp_path / "tools.py"),
+               "--no-builtins", "--port", "0", "--state-dir", str(tmp_path / "state")]
+    env = {**os.environ, "TOOLKEEPER_TOKEN": "start-test-operator-token-0123456789"}
+    plain = subprocess.run(command, capture_output=True, text=True, timeout=90, env=env)
+    debug = subprocess.run([*command[:3], "--debug", *command[3:]], capture_output=True,
+                           text=True, timeout=90, env=env)
+    assert plain.returncode == 2 and plain.stdout == ""
+    (line,) = plain.stderr.splitlines()
+    assert line.startswith("error: toolkeeper serve stopped on an unexpected error: "
+                           "PydanticSchemaGenerationError: Unable to generate")
+    assert line.endswith("(--debug shows the traceback)")
+    assert debug.returncode == 2 and "Traceback" in debug.stderr
