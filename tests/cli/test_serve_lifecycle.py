@@ -80,10 +80,27 @@ def _ended(proc: subprocess.Popen[str], sig: int) -> str:
         proc.kill()
         pytest.fail(f"serve did not end within {STOP_BOUND_S:g} s of {sig!r}: "
                     f"{proc.communicate()[1][-2000:]}")
-    err = proc.stderr.read() if proc.stderr is not None else ""
+    err = _rest(proc)
     assert proc.returncode == (-signal.SIGTERM if sig == signal.SIGTERM else 130), err
     assert "Traceback" not in err, err
     return err
+
+
+def _rest(proc: subprocess.Popen[str]) -> str:
+    """The rest of an ended ``proc``'s stderr, up to its end — which must come within the
+    bound: a child of serve still holding the pipe is a process serve left running."""
+    assert proc.stderr is not None
+    chunks: list[str] = []
+    deadline = time.monotonic() + STOP_BOUND_S
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.1)
+        if ready:
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            if not chunk:
+                return "".join(chunks)
+            chunks.append(chunk.decode(errors="replace"))
+    pytest.fail(f"serve ended, but a process it started still holds its stderr: "
+                f"{''.join(chunks)[-2000:]}")
 
 
 def _pending(state: Path) -> list[dict[str, Any]]:
@@ -287,3 +304,47 @@ def test_an_unexpected_failure_at_start_is_one_line_and_debug_shows_the_tracebac
                            "PydanticSchemaGenerationError: Unable to generate")
     assert line.endswith("(--debug shows the traceback)")
     assert debug.returncode == 2 and "Traceback" in debug.stderr
+
+
+STUBBORN = '''
+import os
+import signal
+import sys
+import time
+
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # and it never reads its stdin's end
+with open(sys.argv[1], "w") as pid:
+    pid.write(str(os.getpid()))
+while True:
+    time.sleep(1)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_a_stop_while_an_upstream_connects_ends_the_upstream_too(tmp_path: Path, sig: int) -> None:
+    """An upstream MCP server that ignores both the end of its stdin and SIGTERM is killed
+    within the stop's bound, never left running after serve."""
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    pid_file = tmp_path / "upstream.pid"
+    (tmp_path / "toolkeeper.toml").write_text(
+        f'[mcp]\nenabled = true\n[[mcp.servers]]\nname = "stubborn"\n'
+        f'command = {json.dumps(sys.executable)}\n'
+        f'args = {json.dumps([str(tmp_path / "stubborn.py"), str(pid_file)])}\n')
+    proc, _url = _start(tmp_path, "--config", str(tmp_path / "toolkeeper.toml"))
+    pid = int(_until(lambda: pid_file.exists() and pid_file.read_text(), "the upstream runs"))
+    try:
+        proc.send_signal(sig)
+        err = _ended(proc, sig)
+        assert "not stopped" not in err, err  # it ended by itself, not at the deadline
+        _until(lambda: not _alive(pid), "the upstream is gone", STOP_BOUND_S)
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
