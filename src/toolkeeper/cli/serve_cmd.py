@@ -297,15 +297,19 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
         life.serving(asyncio.get_running_loop(), begin)
         await signalled.wait()
 
-    record_server(state, url)
-    report_lines([f"approval page: {url}/login?code={sessions.login_code()} (this link logs a "
-             "browser in once)", f"state: {state}"])
+    def ready() -> None:  # the MCP server is built: say where a person decides
+        life.check()
+        record_server(state, url)
+        report_lines([f"approval page: {url}/login?code={sessions.login_code()} (this link "
+                      "logs a browser in once)", f"state: {state}"])
+
     hooks = invoker.approvals.hooks
     if hooks is not None:
         hooks.register(HookEvent.APPROVAL_REQUESTED, _tell_operator(invoker))
     try:
         serve_stdio(invoker, skills=skills, gateway=gateway, on_report=report_lines,
-                    alongside=run_page, until=until, drain_s=DRAIN_S, offers=offers)
+                    alongside=run_page, until=until, drain_s=DRAIN_S, offers=offers,
+                    on_ready=ready)
     finally:
         life.at("writing the audit log")
         flush_audit(invoker)

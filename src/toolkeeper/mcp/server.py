@@ -456,13 +456,15 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 on_report: Callable[[list[str]], None] | None = None,
                 alongside: Callable[[], Coroutine[Any, Any, None]] | None = None,
                 until: Callable[[], Coroutine[Any, Any, None]] | None = None,
-                drain_s: float = 1.0, **options: Any) -> None:
+                drain_s: float = 1.0, on_ready: Callable[[], None] | None = None,
+                **options: Any) -> None:
     """Serve ``invoker``'s catalog over stdio until the client closes the connection, or
     ``until`` returns (a stop signal): then what the client asked is answered (a call waiting
     for a person: ``pending``) and calls still running after ``drain_s`` seconds are cancelled
     and answered so (``stdio.py``). With a ``gateway``, its upstream tools are attached
     meanwhile (``attach_upstreams``: the local tools are served at once; ``on_report`` gets
-    its report). ``alongside`` runs in the same event loop until then (the approval page)."""
+    its report). ``alongside`` runs in the same event loop until then (the approval page).
+    ``on_ready`` is called once the server is built, just before it serves."""
     from mcp.server.lowlevel.server import NotificationOptions
 
     server = mcp_server(invoker, gateway=gateway, **options)
@@ -472,6 +474,8 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
         beside.append(partial(attach_upstreams, gateway, invoker.registry, on_report))
     if alongside is not None:
         beside.append(alongside)
+    if on_ready is not None:
+        on_ready()
 
     async def run() -> None:
         await run_stdio(server, server.create_initialization_options(

@@ -167,10 +167,12 @@ async def run_stdio(server: Any, options: Any, *,
 
     wires: list[StdioWire] = []
     served = anyio.Event()
+    stopping = anyio.Event()
 
     async def stop_when(scope: anyio.CancelScope) -> None:
         assert until is not None
         await until()
+        stopping.set()  # a wire claimed from now on is closed at once
         for wire in wires:
             wire.hold()
             with anyio.move_on_after(drain_s):
@@ -192,6 +194,8 @@ async def run_stdio(server: Any, options: Any, *,
             if context is not None:
                 await stack.enter_async_context(context)
             wires.append(stack.enter_context(claimed_stdio()))
+            if stopping.is_set():  # asked to stop before it served: nothing read, nothing owed
+                wires[0].close()
             read_stream, write_stream = await stack.enter_async_context(
                 stdio_server(stdin=cast(Any, wires[0]), stdout=cast(Any, wires[0])))
             for task in beside:
