@@ -134,9 +134,8 @@ def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
                     ended.set()
                 if gateway is not None:  # local tools are served meanwhile
                     group.start_soon(attach_upstreams, gateway, invoker.registry, report_lines)
-                life.at("serving")
-                await server.serve(sockets=[sock])
-                life.at("answering the calls in flight")
+                await server.serve(sockets=[sock])  # until the stop has answered every call
+                life.at("stopping the metrics port")
                 if quiet is not None:
                     quiet.should_exit = True  # stopped with the main server, not cut off
                 with anyio.move_on_after(DRAIN_S):
@@ -146,7 +145,6 @@ def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
             await close_sessions(app.mcp_server)  # their audit summaries, before the flush
 
     anyio.run(run)
-    life.end()
 
 
 def release_waits(invoker: ToolInvoker) -> None:
