@@ -203,3 +203,13 @@ async def test_a_result_cut_short_is_cut_short_in_its_structured_content_too(
     assert table.artifact_ref is not None and table.result.structured_content is None
     assert "characters truncated" in truncated.text
     assert truncated.result.structured_content == {"result": truncated.text}
+
+
+async def test_a_code_mode_scripts_call_keeps_its_structured_content_whole() -> None:
+    """What a script gets goes into its sandbox, not to the model: the data it works on."""
+    inv = ToolInvoker(Toolbox([tabled]), artifact_store=MemoryBlobStore())
+    async with inv.open_session(chain=True) as run:
+        result = await inv.invoke(call("tabled", rows=500), session=run)
+    assert result.artifact_ref is not None and len(result.text) < 4096
+    assert result.result.structured_content is not None
+    assert len(result.result.structured_content["rows"]) == 500  # type: ignore[arg-type]

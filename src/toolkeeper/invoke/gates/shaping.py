@@ -8,7 +8,9 @@ prefers structured content got the whole megabyte the preview was to spare it). 
 ``{"result": <the same preview>}`` when the tool's declared output schema admits that (a tool
 returning text, or an open object), is left out when the tool declares none, and is kept whole
 only when its schema would refuse the preview: a client checks structured content against the
-declared schema, and MCP requires it to conform.
+declared schema, and MCP requires it to conform. A code-mode script's call keeps its structured
+content whole: it goes into the sandbox (up to the bridge's own cap), where the script works on
+the data so that the model does not have to.
 """
 
 from __future__ import annotations
@@ -90,10 +92,12 @@ class ShapingGate(Gate):
             text = truncate(text, limit or len(text), inv.policy.truncation)
         if text != tool_result.text:
             media = tuple(b for b in tool_result.content if not isinstance(b, TextBlock | JsonBlock))
+            whole = tool_result.structured_content  # a script's call keeps it: it goes to
+            # the sandbox (the bridge caps it), not to a model or a client
             tool_result = tool_result.model_copy(update={
                 "content": (TextBlock(text=text), *media),
-                "structured_content": shaped_structure(inv.known_tool, text,
-                                                       tool_result.structured_content)})
+                "structured_content": whole if inv.session.chain else shaped_structure(
+                    inv.known_tool, text, whole)})
         if tool_result is result.result and not files:
             return result
         return InvocationResult(status=result.status, result=tool_result, ran=True,
