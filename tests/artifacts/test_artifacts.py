@@ -231,3 +231,36 @@ async def test_truncation_reaches_what_is_rendered_for_the_model() -> None:
     assert "characters truncated" in str(block["content"]) and len(str(block["content"])) < 400
     (batch,) = box.execute_tool_calls([call("report", rows=100)], invoker=inv)
     assert batch.text == result.text
+
+
+@tool
+def tabled(rows: int) -> ToolResult:
+    """A long report with its rows as structured content (and no declared output schema)."""
+    lines = [f"row {i}: " + "data " * 10 for i in range(rows)]
+    return ToolResult(content=[{"type": "text", "text": "\n".join(lines)}],
+                      structured_content={"rows": lines})
+
+
+async def test_a_result_cut_short_is_cut_short_in_its_structured_content_too(
+        store: object) -> None:
+    inv = ToolInvoker(Toolbox([report, tabled]), artifact_store=store)  # type: ignore[arg-type]
+    cut = ToolInvoker(Toolbox([report]), policy=ChainPolicy(max_result_size=300))
+    async with inv.open_session() as session, cut.open_session() as other:
+        text = await inv.invoke(call("report", rows=500), session=session)
+        table = await inv.invoke(call("tabled", rows=500), session=session)
+        truncated = await cut.invoke(call("report", rows=500), session=other)
+    assert text.artifact_ref is not None and len(text.text) < 4096
+    assert text.result.structured_content == {"result": text.text}  # its schema takes it
+    assert table.artifact_ref is not None and table.result.structured_content is None
+    assert "characters truncated" in truncated.text
+    assert truncated.result.structured_content == {"result": truncated.text}
+
+
+async def test_a_code_mode_scripts_call_keeps_its_structured_content_whole() -> None:
+    """What a script gets goes into its sandbox, not to the model: the data it works on."""
+    inv = ToolInvoker(Toolbox([tabled]), artifact_store=MemoryBlobStore())
+    async with inv.open_session(chain=True) as run:
+        result = await inv.invoke(call("tabled", rows=500), session=run)
+    assert result.artifact_ref is not None and len(result.text) < 4096
+    assert result.result.structured_content is not None
+    assert len(result.result.structured_content["rows"]) == 500  # type: ignore[arg-type]

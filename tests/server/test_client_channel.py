@@ -119,3 +119,18 @@ def test_a_config_without_the_page_channel_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"approval\.channels"):
         load_config(_config(tmp_path, '["client"]'))
+
+
+@pytest.mark.parametrize("channels", ['["page", "client"]', '["page"]'])
+def test_serve_says_at_start_when_a_client_may_approve_its_own_calls(
+        tmp_path: Path, channels: str) -> None:
+    proc, _url = _start(tmp_path, "--config", _config(tmp_path, channels))
+    proc.send_signal(signal.SIGTERM)
+    out, _err = proc.communicate(timeout=20)
+    said = [line for line in out.splitlines() if line.startswith("approval channels")]
+    if channels == '["page"]':
+        assert said == []
+        return
+    (line,) = said
+    assert "an MCP client is asked to approve its own calls too" in line
+    assert "whoever answers its form decides" in line and "[approval] channels" in line

@@ -251,6 +251,31 @@ def test_each_client_is_rate_limited_on_its_own(tmp_path: Path) -> None:
         proc.wait(timeout=20)
 
 
+def test_without_a_credential_one_connection_flooding_is_limited_and_another_is_not(
+        tmp_path: Path) -> None:
+    """``--auth none``: every local caller is the client ``anonymous``; the limit counts each
+    connection apart, so one caller flooding does not refuse the others (the official
+    conformance suite, run against a default serve, was refused 429 as one client)."""
+    proc, url = _start(tmp_path, "--auth", "none", "--rate-limit", "0.1")  # one, then 10 s
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        with httpx.Client(timeout=10, headers=accept) as flooder, \
+                httpx.Client(timeout=10, headers=accept) as other:  # a connection each
+            flooded = [flooder.post(f"{url}/mcp", json=body) for _ in range(5)]
+            answered = other.post(f"{url}/mcp", json=body)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert [r.status_code for r in flooded] == [200, 429, 429, 429, 429]
+    assert answered.status_code == 200 and "get_forecast" in answered.text
+    refusal = flooded[1].json()
+    assert refusal["error"] == "rate_limited" and flooded[1].headers["retry-after"] == "1"
+    said = refusal["message"]  # which limit, whose, and how to raise it
+    assert "more than 0.1 requests per second (bursts of 1)" in said and "on connection" in said
+    assert "toolkeeper serve --rate-limit N (0 turns it off)" in said
+
+
 async def test_a_call_waits_for_a_decision_made_from_another_terminal_and_runs_once(
         tmp_path: Path) -> None:
     import re

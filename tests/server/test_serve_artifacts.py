@@ -5,6 +5,9 @@ upstream written with the MCP SDK alone, the official MCP client with two client
   as a preview and a ``resource_link`` to ``toolkeeper://artifact/sha256:…``; reading it gives
   the whole result to the client that made the call, and to no other (refused as an unknown
   URI is).
+- An offloaded result is offloaded in every part of the answer: its ``structuredContent`` is
+  the same preview (``{"result": …}``) where the tool's output schema takes it, so a 1 MB result
+  is a few KiB on the wire; a closed schema keeps its object whole (it must conform).
 - The store lives under the state dir; blobs older than ``[server] artifact_ttl_s`` are removed
   as serve starts; ``[server] artifacts = false`` turns the store off (results inline)."""
 
@@ -20,17 +23,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from toolkeeper import FileBlobStore
 
-from .test_serve import _client, _start, _started, _tokens
+from .test_serve import CLIENT_TOKENS, _client, _start, _started, _tokens
 from .test_serve_gateway import _until_listed
 
 pytestmark = pytest.mark.anyio
 UPSTREAM = str(Path(__file__).resolve().parents[1] / "gateway" / "upstream_server.py")
 TOOLS = '''
+from pydantic import BaseModel
+
 from toolkeeper import tool
 
 
@@ -38,6 +44,28 @@ from toolkeeper import tool
 def report(lines: int) -> str:
     """A report of as many numbered lines as asked."""
     return "".join(f"line {i}: all is well\\n" for i in range(lines))
+
+
+@tool
+def megabyte() -> str:
+    """A megabyte of text."""
+    return "".join(f"{i:09d}\\n" for i in range(100_000)) + "x" * 48_576
+
+
+@tool
+def labels(n: int) -> dict[str, str]:
+    """As many labels as asked, by key (an open object)."""
+    return {f"key{i}": "label " * 10 for i in range(n)}
+
+
+class Inventory(BaseModel):
+    items: list[str]
+
+
+@tool
+def inventory(n: int) -> Inventory:
+    """As many items as asked (a closed object: its fields are required)."""
+    return Inventory(items=[f"item {i}" for i in range(n)])
 '''
 
 
@@ -106,6 +134,35 @@ async def test_a_large_result_is_a_preview_and_a_link_only_its_client_can_read(
     assert mine[link.uri].name == "report result" and relayed_link.uri in mine
     assert theirs == unknown and theirs[0] == -32002  # another client's is as if not there
     assert link.uri not in listed
+
+
+async def test_an_offloaded_result_is_offloaded_in_every_part_of_the_answer(
+        tmp_path: Path) -> None:
+    proc, url = _serve(tmp_path)
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "megabyte", "arguments": {}}})
+        raw = httpx.post(f"{url}/mcp", content=body, timeout=60, headers={
+            "Authorization": f"Bearer {CLIENT_TOKENS[url]}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
+        async with _client(url) as client:  # it checks each result against the tool's schema
+            large = await client.call_tool("megabyte", {})
+            whole = (await client.read_resource(_link(large).uri)).contents[0]
+            opened = await client.call_tool("labels", {"n": 200})
+            closed = await client.call_tool("inventory", {"n": 600})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert len(raw.content) < 12_000, len(raw.content)  # not 1 MB (twice, with the text)
+    preview = large.content[0].text  # type: ignore[union-attr]
+    assert not large.is_error and "artifact sha256:" in preview
+    assert large.structured_content == {"result": preview}
+    assert len(whole.text) == 1_048_576  # type: ignore[union-attr]
+    assert opened.structured_content == {"result": opened.content[0].text}  # type: ignore[union-attr]
+    assert len(opened.content[0].text) < 4096  # type: ignore[union-attr]
+    # a closed schema would refuse the preview: the object stays whole, as MCP requires
+    assert closed.structured_content is not None and len(closed.structured_content["items"]) == 600
+    assert len(closed.content[0].text) < 4096  # type: ignore[union-attr]
 
 
 async def test_old_artifacts_are_removed_at_start_and_the_store_can_be_turned_off(

@@ -1,11 +1,12 @@
 """What ``toolkeeper serve`` has recorded survives its end: every answered call has its audit
-row in the SQLite file after ``kill -9``, and calls in flight at SIGTERM finish and are
-recorded before the process exits."""
+row in the SQLite file after ``kill -9``, and calls in flight at SIGTERM finish (within the
+stop's drain) and are recorded before the process exits."""
 
 from __future__ import annotations
 
 import signal
 import sqlite3
+import time
 from pathlib import Path
 
 import anyio
@@ -20,6 +21,8 @@ from .test_serve import CLIENT_TOKENS, _start
 pytestmark = pytest.mark.anyio
 
 TOOLS = '''
+from pathlib import Path
+
 import anyio
 
 from toolkeeper import tool
@@ -32,8 +35,10 @@ def add(a: int, b: int) -> int:
 
 
 @tool
-async def linger(seconds: float) -> str:
-    """Wait, then answer."""
+async def linger(seconds: float, mark: str = "") -> str:
+    """Say it started (a file), wait, then answer."""
+    if mark:
+        Path(mark).write_text("started")
     await anyio.sleep(seconds)
     return "lingered"
 '''
@@ -88,13 +93,17 @@ async def test_calls_in_flight_at_sigterm_finish_and_are_recorded(tmp_path: Path
         async def one(n: int) -> None:
             response = await http.post(f"{url}/mcp", json={
                 "jsonrpc": "2.0", "id": n, "method": "tools/call",
-                "params": {"name": "linger", "arguments": {"seconds": 1.5}}})
+                "params": {"name": "linger", "arguments": {
+                    "seconds": 0.3, "mark": str(tmp_path / f"started-{n}")}}})
             answers.append(response.json()["result"]["content"][0]["text"])
 
         async with anyio.create_task_group() as group:
             for n in range(6):
                 group.start_soon(one, n)
-            await anyio.sleep(0.7)  # all six are running
+            deadline = time.monotonic() + 30
+            while len(list(tmp_path.glob("started-*"))) < 6:  # all six are running
+                assert time.monotonic() < deadline, list(tmp_path.glob("started-*"))
+                await anyio.sleep(0.01)
             proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == -signal.SIGTERM  # stopped by it, after cleaning up:
     assert not (tmp_path / "state" / "server.json").exists()  # the server file is gone

@@ -23,6 +23,7 @@ __all__ = [
     "CliApprovalHandler",
     "Expires",
     "Rejoins",
+    "Releases",
 ]
 
 
@@ -48,6 +49,16 @@ class Rejoins(Protocol):
     wait_s: float
 
     async def wait(self, request_id: str, wait_s: float) -> ApprovalDecision: ...
+
+
+@runtime_checkable
+class Releases(Protocol):
+    """A handler whose waits can all be ended at once (a server stopping): each answers
+    ``pending``, and so does every later one."""
+
+    released: bool
+
+    def release(self) -> None: ...
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ import anyio.to_thread
 from ..core.risk import HitlMode, ToolRisk
 from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
-from .handlers import ApprovalHandler, Expires, Rejoins
+from .handlers import ApprovalHandler, Expires, Rejoins, Releases
 from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision
 from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, StoredApproval
 from .where import decide_command
@@ -179,7 +179,9 @@ class ApprovalService:
             with anyio.move_on_after(wait):
                 decided = await handler.wait(request.id, handler.wait_s)
                 # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
-                while decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT:
+                # (unless the server is stopping: then a waiting call answers 'pending')
+                while (decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT
+                       and not (isinstance(handler, Releases) and handler.released)):
                     decided = await handler.wait(request.id, wait)
                 return decided
             if outlives:  # the call stops waiting, the stored request does not

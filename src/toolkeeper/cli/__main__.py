@@ -1,5 +1,5 @@
 """``python -m toolkeeper.cli``: the ``toolkeeper`` command."""
 
-from .main import main
+from .entry import main
 
 main()

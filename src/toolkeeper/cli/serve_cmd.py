@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,9 +45,19 @@ from ..server.tokens import check_shared_token, default_client_token, operator_t
 from ..skills import load_skills
 from ..toolbox.toolbox import Toolbox
 from .artifact_store import ArtifactKeeper, artifact_keeper
+from .lifecycle import DRAIN_S, Lifecycle, Stopped
 from .loader import load_offers, load_tools
 from .report import fail, store_target
-from .serve_listen import Start, bind_socket, flush_audit, forget_server, listen, record_server, report_lines
+from .serve_listen import (
+    Start,
+    bind_socket,
+    flush_audit,
+    forget_server,
+    listen,
+    record_server,
+    release_waits,
+    report_lines,
+)
 from .state import default_state_dir, no_state_in, out_of_reach, secure_state_dir
 
 __all__ = ["serve"]
@@ -116,6 +129,39 @@ def serve(
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
+    options = dict(locals())  # the command's options, as given
+    life = Lifecycle()
+    life.install()  # SIGTERM and SIGINT are serve's from here on, whatever it is doing
+    try:
+        try:
+            _serve(life, **options)
+        except* Stopped:  # a signal while starting: nothing serves yet, nothing to answer
+            pass
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:  # a fault of ours or of a library: one line, not 100
+        unexpected = RuntimeError("toolkeeper serve stopped on an unexpected error: "
+                                  + _one_line(exc))
+        unexpected.__cause__ = exc  # --debug shows its traceback
+        raise fail(unexpected) from exc
+    if life.stopping():
+        life.end()  # the process ends here, as the signal asks
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and message (the first of a group's)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:600]
+
+
+def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, stdio: bool,
+           host: str, port: int, state_dir: Path | None, workspace: Path | None,
+           no_builtins: bool, auth: str, rate_limit: float, public_host: list[str] | None,
+           store: str | None, approval_wait: float, approval_ttl: float, keep_sessions: bool,
+           oauth_issuer: str | None, oauth_resource: str | None,
+           oauth_audience: list[str] | None, oauth_jwks_url: str | None,
+           metrics_port: int | None, artifacts: str | None) -> None:
     try:
         require("server", "toolkeeper serve")
         if not no_builtins:
@@ -139,6 +185,7 @@ def serve(
     try:
         settings = load_config(config) if config is not None else None
         settings, ws, ws_from = _workspace(settings, workspace)
+        life.check()
         state = state_dir if state_dir is not None else default_state_dir()
         served = not no_builtins or bool(settings and settings.codemode.enabled
                                          and settings.codemode.workspace != "none")
@@ -150,6 +197,7 @@ def serve(
         invoker = _invoker(targets or [], db, ws, settings, builtins=not no_builtins,
                            approval_wait=approval_wait, approval_ttl=approval_ttl,
                            artifacts=keeper.store if keeper else None)
+        life.check()
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
         offers = [offer for target in targets or [] for offer in load_offers(target)]
         section = oauth_settings(settings.server.oauth if settings else None,
@@ -168,8 +216,9 @@ def serve(
     oauth = OAuthResource(section) if section is not None else None
     gateway = _gateway(settings, db, invoker)
     token, source = operator_token(state)
+    life.check()
     if stdio:
-        _serve_stdio(invoker, skills, gateway, state, db, token, offers, keeper)
+        _serve_stdio(invoker, skills, gateway, state, db, token, offers, life, keeper)
         return
     try:
         check_shared_token(db, token)
@@ -180,30 +229,33 @@ def serve(
         raise fail(exc) from exc
     stopping = threading.Event()
     metrics = ServerMetrics(invoker, gateway=gateway)  # the server extra brings its package
+    ask_client = bool(settings and "client" in settings.approval.channels)
     app = create_app(invoker, token=token, host=host, clients=clients, skills=skills,
                      rate_limit=rate_limit, gateway=gateway, sessions=sessions,
                      stopping=stopping, public_hosts=[*(public_host or ()),
                                                       *([oauth.host] if oauth else [])],
                      anonymous=ANONYMOUS if auth == "none" else None,
-                     ask_client=bool(settings and "client" in settings.approval.channels),
+                     ask_client=ask_client,
                      offers=offers, keep_sessions=keep_sessions, oauth=oauth,
                      metrics=metrics)
+    life.check()
     side = None
     if metrics_port is not None:
         side = (metrics_app(metrics), bind_socket("127.0.0.1", metrics_port))
     start = Start(host=host, state_dir=state, workspace=(ws, ws_from) if served else None,
                   auth=auth, client_token=client_token, login=sessions.login_code(),
                   token_source=source, oauth=oauth, metrics=True,
-                  metrics_port=side[1].getsockname()[1] if side else None)
-    listen(app, port, start, gateway, invoker, stopping, side, keeper)
+                  metrics_port=side[1].getsockname()[1] if side else None,
+                  client_approves=ask_client)
+    listen(app, port, start, gateway, invoker, life, stopping, side, keeper)
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
-                 state: Path, db: str | Path, token: str, offers: list[Any],
+                 state: Path, db: str | Path, token: str, offers: list[Any], life: Lifecycle,
                  keeper: ArtifactKeeper | None = None) -> None:
     """MCP on stdin/stdout (what a desktop client launches), and the approval page on a free
     loopback port: its login link, and a line for each call that waits, go to stderr (the
-    client's server log)."""
+    client's server log). It serves until the client closes stdin or a stop signal."""
     import uvicorn
 
     try:
@@ -215,9 +267,15 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
     sock = bind_socket("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     invoker.approvals.page_url = url
-    page = uvicorn.Server(uvicorn.Config(page_app(invoker, token=token, sessions=sessions,
-                                                  stopping=stopping),
-                                         log_level="warning", lifespan="off"))
+
+    class Page(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:  # the lifecycle holds the signals
+            yield
+
+    page = Page(uvicorn.Config(page_app(invoker, token=token, sessions=sessions,
+                                        stopping=stopping),
+                               log_level="warning", lifespan="off"))
 
     async def run_page() -> None:
         try:
@@ -229,16 +287,32 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
         finally:
             stopping.set()
 
-    record_server(state, url)
-    report_lines([f"approval page: {url}/login?code={sessions.login_code()} (this link logs a "
-             "browser in once)", f"state: {state}"])
+    async def until() -> None:  # a stop signal
+        signalled = anyio.Event()
+
+        def begin() -> None:
+            stopping.set()
+            release_waits(invoker)  # a call waiting for a person answers 'pending'
+            page.should_exit = True
+            signalled.set()
+        life.serving(asyncio.get_running_loop(), begin)
+        await signalled.wait()
+
+    def ready() -> None:  # the MCP server is built: say where a person decides
+        life.check()
+        record_server(state, url)
+        report_lines([f"approval page: {url}/login?code={sessions.login_code()} (this link "
+                      "logs a browser in once)", f"state: {state}"])
+
     hooks = invoker.approvals.hooks
     if hooks is not None:
         hooks.register(HookEvent.APPROVAL_REQUESTED, _tell_operator(invoker))
     try:
         serve_stdio(invoker, skills=skills, gateway=gateway, on_report=report_lines,
-                    alongside=run_page, offers=offers)
+                    alongside=run_page, until=until, drain_s=DRAIN_S, offers=offers,
+                    on_ready=ready)
     finally:
+        life.at("writing the audit log")
         flush_audit(invoker)
         forget_server(state)
 

@@ -3,10 +3,10 @@ the audit flush at the end, and ``/metrics`` on a port of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
-import signal
 import socket
 import sys
 import threading
@@ -19,16 +19,19 @@ from typing import Any
 
 import anyio
 
+from ..approval.handlers import Releases
 from ..gateway.gateway import MCPGateway, attach_upstreams
 from ..invoke.invoker import ToolInvoker
-from ..mcp.server import announce_changes, close_sessions
+from ..mcp.server import announce_changes, close_sessions, stop_calls
 from ..server.clients import ANONYMOUS
 from ..server.oauth import OAuthResource
 from .artifact_store import ArtifactKeeper
+from .lifecycle import DRAIN_S, Lifecycle
 from .report import fail, out
 from .state import SERVER_FILE
 
-__all__ = ["Start", "bind_socket", "flush_audit", "forget_server", "listen", "record_server", "report_lines"]
+__all__ = ["Start", "bind_socket", "flush_audit", "forget_server", "listen", "record_server",
+           "release_waits", "report_lines"]
 
 def report_lines(lines: list[str]) -> None:
     """Gateway events for the operator, one line each, on stderr (stdout may be the MCP
@@ -51,6 +54,8 @@ class Start:
     oauth: OAuthResource | None = None
     metrics: bool = False
     metrics_port: int | None = None
+    client_approves: bool = False
+    """``[approval] channels`` has ``client``: the agent's client may approve its own calls."""
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -76,55 +81,47 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
-            invoker: ToolInvoker, stopping: threading.Event,
-            side: tuple[Any, socket.socket] | None = None,
-            keeper: ArtifactKeeper | None = None) -> None:
+           invoker: ToolInvoker, life: Lifecycle, stopping: threading.Event,
+           side: tuple[Any, socket.socket] | None = None,
+           keeper: ArtifactKeeper | None = None) -> None:
+    """Serve ``app`` until a stop signal, then stop as ``lifecycle.py`` says: calls waiting for
+    a person answered ``pending``, calls in flight given ``DRAIN_S`` and then cancelled (each
+    answered), the sessions closed, the server file removed, the audit flushed."""
     import uvicorn  # the HTTP server: only when serving over HTTP
-    from uvicorn.server import HANDLED_SIGNALS
 
     sock = bind_socket(start.host, port)
 
-    caught: list[int] = []
-
     class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            stopping.set()  # the page's event streams end, so requests in flight can finish
-            caught.append(sig)
-            super().handle_exit(sig, frame)
-
         @contextmanager
         def capture_signals(self) -> Iterator[None]:
-            """uvicorn's, without raising the signal again as ``serve`` returns (SIGTERM's
-            default action then ended the process before the audit flush and the cleanup
-            below); it is raised again once those are done."""
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            original = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
-            try:
-                yield
-            finally:
-                for sig, handler in original.items():
-                    signal.signal(sig, handler)
-
-    class Quiet(uvicorn.Server):
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:  # the main server's are the process's
+            """None: the lifecycle holds the process's signals from its first line on."""
             yield
 
-    quiet = Quiet(uvicorn.Config(side[0], log_level="warning", lifespan="off")) if side else None
-
+    quiet = Server(uvicorn.Config(side[0], log_level="warning", lifespan="off")) if side else None
+    # uvicorn's limit is a backstop: the calls still running at DRAIN_S are cancelled, and
+    # answered, before it
     server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                   timeout_graceful_shutdown=10))
+                                   timeout_graceful_shutdown=DRAIN_S + 1))
+
+    def begin() -> None:  # in the event loop, at the first signal
+        stopping.set()  # the page's event streams end
+        release_waits(invoker)
+        server.should_exit = True
+        if quiet is not None:
+            quiet.should_exit = True
+        asyncio.get_running_loop().call_later(DRAIN_S, stop_calls, app.mcp_server)
 
     async def run() -> None:
+        life.serving(asyncio.get_running_loop(), begin)
         async with AsyncExitStack() as stack:
             if gateway is not None:
                 await stack.enter_async_context(gateway)
+                stack.callback(life.at, "closing the upstream MCP servers")
             url = _announce(sock, start)
             invoker.approvals.page_url = url  # a waiting call's messages name its card
             stack.callback(forget_server, start.state_dir)
             stack.callback(flush_audit, invoker)  # last: after every request in flight has ended
+            stack.callback(life.at, "writing the audit log")
             record_server(start.state_dir, url)
             async with anyio.create_task_group() as group:
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
@@ -137,17 +134,25 @@ def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
                     ended.set()
                 if gateway is not None:  # local tools are served meanwhile
                     group.start_soon(attach_upstreams, gateway, invoker.registry, report_lines)
-                await server.serve(sockets=[sock])
+                await server.serve(sockets=[sock])  # until the stop has answered every call
+                life.at("stopping the metrics port")
                 if quiet is not None:
                     quiet.should_exit = True  # stopped with the main server, not cut off
-                with anyio.move_on_after(5):
+                with anyio.move_on_after(DRAIN_S):
                     await ended.wait()
                 group.cancel_scope.cancel()
+            life.at("closing the client sessions")
             await close_sessions(app.mcp_server)  # their audit summaries, before the flush
 
     anyio.run(run)
-    for sig in reversed(caught):  # the usual end of a process stopped by a signal
-        signal.raise_signal(sig)
+
+
+def release_waits(invoker: ToolInvoker) -> None:
+    """Every call waiting for a person's decision answers ``pending`` now, as when its wait
+    ends (the request stays stored: the call made again takes its decision)."""
+    handler: object = invoker.approvals.handler
+    if isinstance(handler, Releases):
+        handler.release()
 
 
 async def _serve_then_set(server: Any, sock: socket.socket, ended: anyio.Event) -> None:
@@ -214,6 +219,11 @@ def _announce(sock: socket.socket, start: Start) -> str:
     if start.auth == "none":
         lines.append("auth none: any local process may call tools on /mcp as client "
                      f"'{ANONYMOUS}'; deciding still needs the operator")
+    if start.client_approves:
+        lines.append("approval channels page and client: an MCP client is asked to approve "
+                     "its own calls too, and whoever answers its form decides (the agent, if it "
+                     "answers it); keep 'client' only where the person at the client is the "
+                     "approver ([approval] channels in the config)")
     for line in lines:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()

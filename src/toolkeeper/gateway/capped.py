@@ -14,7 +14,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
-__all__ = ["capped_stdio"]
+__all__ = ["STOP_GRACE_S", "capped_stdio"]
+
+STOP_GRACE_S = 0.5
+"""Seconds an upstream has to exit after its stdin is closed, then after SIGTERM, before the
+next step: a server that stops does so within two seconds, its upstreams included."""
 
 
 @asynccontextmanager
@@ -101,15 +105,15 @@ def _decoded(line: bytearray) -> str | ValueError:
 
 
 async def _stop(process: anyio.abc.Process) -> None:
-    """Close its stdin and give it two seconds to exit, then terminate it, then kill it; then
-    release its pipes."""
+    """Close its stdin and give it ``STOP_GRACE_S`` to exit, then terminate it, then kill it;
+    then release its pipes."""
     if process.stdin is not None:
         await process.stdin.aclose()
     for signal_it in (None, process.terminate, process.kill):
         if signal_it is not None and process.returncode is None:
             with suppress(ProcessLookupError):
                 signal_it()
-        with anyio.move_on_after(2):
+        with anyio.move_on_after(STOP_GRACE_S):
             await process.wait()
             break
     await process.aclose()

@@ -16,7 +16,7 @@ import secrets
 import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
-from contextlib import AsyncExitStack
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, cast
 
@@ -47,13 +47,14 @@ from .prompts import Prompt, Prompts
 from .relay_link import SdkClientLink, SessionHub
 from .relayed import RelayedHandlers
 from .resources import Resource, Resources, artifact_link
+from .stdio import run_stdio
 
 if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
 __all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
-           "release_artifacts", "serve_stdio"]
+           "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
 
 PAGE_SIZE = 500
 TRACE_LIMIT = 10_000
@@ -130,6 +131,8 @@ class MCPFace(OfferHandlers):
         self.server: Any = None
         self.calling: dict[str, MCPClientLink] = {}
         """The calls in flight, by call id: a call that waits for approval tells its client."""
+        self.running: dict[str, anyio.CancelScope] = {}
+        """Their cancel scopes: ``stop_calls`` ends them (a server stopping)."""
         # The gateway's upstreams: their resources and prompts beside ours, and what they say
         # or ask during a relayed call passed on to the client that made it.
         self.hub = SessionHub()
@@ -274,9 +277,10 @@ class MCPFace(OfferHandlers):
             caller=in_session.caller if self.fixed_session is not None else caller_of(ctx),
             progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
         self.calling[call.id] = link
+        self.running[call.id] = scope = anyio.CancelScope()
         self.hub.remember(ctx, client_of(ctx))
         try:
-            with calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
+            with scope, calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
                 if self.channel is not None and \
                         str(getattr(ctx, "protocol_version", "")) >= "2026":
                     await self.channel.answer(params, in_session, client_of(ctx))
@@ -288,6 +292,10 @@ class MCPFace(OfferHandlers):
                     result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
         finally:
             self.calling.pop(call.id, None)
+            self.running.pop(call.id, None)
+        if scope.cancelled_caught:  # the server stopped it
+            return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
+                                        is_error=True)
         if link.missing:
             raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
                            f"client capabilities {sorted(link.missing)}; declare them",
@@ -308,6 +316,14 @@ class MCPFace(OfferHandlers):
                                                 artifact_link(call.name, result.artifact_ref,
                                                               result.artifact_size)]}
         return types.CallToolResult.model_validate(rendered)
+
+    def stop_calls(self) -> int:
+        """Cancel every call in flight (a server stopping, its drain over): each is recorded as
+        cancelled and answered with ``stopped_text``. Returns how many."""
+        scopes = list(self.running.values())
+        for scope in scopes:
+            scope.cancel()
+        return len(scopes)
 
     # -- the gateway's upstream resources and prompts, beside this server's own ------------
 
@@ -370,6 +386,12 @@ class MCPFace(OfferHandlers):
         return await super().complete(ctx, params)
 
 
+def stopped_text(tool: str) -> str:
+    """What a call the server cancelled as it stopped answers (after a moment to finish)."""
+    return (f"the server stopped before the call of {tool!r} finished: it was cancelled, and "
+            "may have partly run. Call it again when the server is back.")
+
+
 async def _quietly(told: Coroutine[Any, Any, None]) -> None:
     """Tell the client a line; a client that cannot hear it does not fail the call."""
     try:
@@ -413,6 +435,12 @@ async def close_sessions(server: Any) -> None:
             await session.close()
 
 
+def stop_calls(server: Any) -> int:
+    """Cancel the calls in flight of the MCP server ``server`` (``MCPFace.stop_calls``)."""
+    face = _FACES.get(server)
+    return face.stop_calls() if face is not None else 0
+
+
 def release_artifacts(older_than_s: float, server: Any = None) -> int:
     """Unpin the artifacts the client sessions of the MCP server ``server`` (by default, of
     every one in this process) stored more than ``older_than_s`` seconds ago — a client's
@@ -427,30 +455,32 @@ def release_artifacts(older_than_s: float, server: Any = None) -> int:
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
                 on_report: Callable[[list[str]], None] | None = None,
                 alongside: Callable[[], Coroutine[Any, Any, None]] | None = None,
+                until: Callable[[], Coroutine[Any, Any, None]] | None = None,
+                drain_s: float = 1.0, on_ready: Callable[[], None] | None = None,
                 **options: Any) -> None:
-    """Serve ``invoker``'s catalog over stdio until the client closes the connection; with a
-    ``gateway``, its upstream tools are attached meanwhile (``attach_upstreams``: the local
-    tools are served at once; ``on_report`` gets its report). ``alongside`` runs in the same
-    event loop until then (the approval page)."""
+    """Serve ``invoker``'s catalog over stdio until the client closes the connection, or
+    ``until`` returns (a stop signal): then what the client asked is answered (a call waiting
+    for a person: ``pending``) and calls still running after ``drain_s`` seconds are cancelled
+    and answered so (``stdio.py``). With a ``gateway``, its upstream tools are attached
+    meanwhile (``attach_upstreams``: the local tools are served at once; ``on_report`` gets
+    its report). ``alongside`` runs in the same event loop until then (the approval page).
+    ``on_ready`` is called once the server is built, just before it serves."""
     from mcp.server.lowlevel.server import NotificationOptions
-    from mcp.server.stdio import stdio_server
 
     server = mcp_server(invoker, gateway=gateway, **options)
+    beside: list[Callable[[], Coroutine[Any, Any, None]]] = [
+        partial(announce_changes, server, invoker.registry)]
+    if gateway is not None:
+        beside.append(partial(attach_upstreams, gateway, invoker.registry, on_report))
+    if alongside is not None:
+        beside.append(alongside)
+    if on_ready is not None:
+        on_ready()
 
     async def run() -> None:
-        async with AsyncExitStack() as stack:
-            if gateway is not None:
-                await stack.enter_async_context(gateway)
-            async with stdio_server() as (read_stream, write_stream), \
-                    anyio.create_task_group() as group:
-                group.start_soon(announce_changes, server, invoker.registry)
-                if gateway is not None:
-                    group.start_soon(attach_upstreams, gateway, invoker.registry, on_report)
-                if alongside is not None:
-                    group.start_soon(alongside)
-                await server.run(read_stream, write_stream, server.create_initialization_options(
-                    NotificationOptions(tools_changed=True)))
-                group.cancel_scope.cancel()
-            await close_sessions(server)
+        await run_stdio(server, server.create_initialization_options(
+            NotificationOptions(tools_changed=True)), beside=beside, until=until,
+            drain_s=drain_s, stop_calls=_FACES[server].stop_calls, context=gateway)
+        await close_sessions(server)
 
     anyio.run(run)

@@ -96,7 +96,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     # tools/call and tools/list on the 2025 wire: one request through the SDK's own kernel,
     # answered with one JSON body (an event stream only when the call sends notifications).
     server.get_tool_input_schema = input_schemas(invoker.registry)
-    lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes)
+    lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes,
+                          stopping=stopping)
     gate = TokenGate(ContinuedTrace(lean), token, clients=clients, rate=rate_limit,
                      burst=max(1, int(rate_limit * 2)), sessions=sessions, hosts=tuple(names),
                      anonymous=anonymous, oauth=oauth, tool_name=tool_name,

@@ -28,11 +28,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+
+from ..mcp.server import stopped_text
 
 __all__ = ["SingleExchange", "input_schemas"]
 
@@ -146,7 +149,7 @@ class SingleExchange:
     passed to ``app`` (the SDK's Streamable HTTP app, stateless)."""
 
     def __init__(self, app: Any, server: Any, *, security: Any, max_body_bytes: int,
-                 path: str = "/mcp") -> None:
+                 path: str = "/mcp", stopping: threading.Event | None = None) -> None:
         from mcp.server.transport_security import TransportSecurityMiddleware
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -156,6 +159,8 @@ class SingleExchange:
         self.security = TransportSecurityMiddleware(security)
         self.max_body_bytes = max_body_bytes
         self.versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+        self.stopping = stopping
+        """Set when the server stops: a call cancelled then is answered, not dropped."""
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST"
@@ -260,11 +265,27 @@ class SingleExchange:
         try:
             await run()
         except asyncio.CancelledError:
-            if not hung_up:
+            if hung_up:  # the client hung up and the call was cancelled: nothing to send
+                task.uncancel()
+            elif self.stopping is not None and self.stopping.is_set():
+                task.uncancel()  # the server stopped it: the client hears why
+                await answer.finish(_stopped(request))
+            else:
                 raise
-            task.uncancel()  # the client hung up and the call was cancelled: nothing to send
         finally:
             watcher.cancel()
+
+
+def _stopped(request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a request the server cancelled as it stopped (its calls in flight had a
+    moment to finish): for a tool call, an error result the model reads."""
+    params = request.get("params") or {}
+    if request["method"] != "tools/call":
+        return _refusal(-32603, "the server stopped before answering; send the request again",
+                        request["id"])
+    text = stopped_text(str(params.get("name")))
+    return {"jsonrpc": "2.0", "id": request["id"],
+            "result": {"content": [{"type": "text", "text": text}], "isError": True}}
 
 
 def input_schemas(catalog: Any) -> Any:

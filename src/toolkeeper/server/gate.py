@@ -32,6 +32,8 @@ OPERATOR_PATHS = ("/metrics",)
 """Paths that answer for themselves who may read them (the operator): not refused here without
 a credential, but an OAuth access token sent there is checked like on ``/api``, so one with the
 operator scope reads them as the operator token does."""
+MAX_BUCKETS = 10_000
+"""Rate-limit buckets kept before the full ones are forgotten."""
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -53,7 +55,9 @@ class TokenGate:
       rebinding; the SDK checks ``/mcp`` itself), a state-changing request whose ``Origin`` is
       not exactly this server's is refused, and every answer carries a strict
       Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff`` and ``Referrer-Policy: same-origin``.
-    - A token bucket of ``rate`` requests per second per client (``rate`` 0: no limit).
+    - A token bucket of ``rate`` requests per second per caller (``rate`` 0: no limit): per
+      client for a credential; without one (``--auth none``, where every local process is the
+      same client), per connection — one caller flooding is refused, the others are not.
     - With ``oauth``, an OAuth 2.1 protected resource too (``oauth.py``): its metadata is
       public, a bearer that is no token of ours is checked as a JWT access token (its scopes
       decide the client's tools: a ``tools/call`` of another is refused 403
@@ -121,10 +125,12 @@ class TokenGate:
         if client is None and path.startswith(self.protected):
             await self._unauthorized(send, mcp=mcp, rejected=rejected)
             return
-        if client is not None and self.rate > 0 and not self._admit(client):
-            await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"),
-                          f"more than {self.rate:g} requests per second from client "
-                          f"{client!r}; slow down and retry")
+        if client is not None and self.rate > 0 and not self._admit(
+                caller := _caller(client, via, scope)):
+            await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"), (
+                f"rate limit: more than {self.rate:g} requests per second (bursts of "
+                f"{self.burst}) from {caller}; slow down and retry after a second, or raise "
+                "the limit: toolkeeper serve --rate-limit N (0 turns it off)"))
             return
         if grant is not None and grant.tools is not None and mcp and scope["method"] == "POST":
             within = await self._within_scope(grant.tools, receive, send)
@@ -229,15 +235,23 @@ class TokenGate:
                         "own page (Origin must be " + allowed[0] + ")")
         return None
 
-    def _admit(self, client: str) -> bool:
+    def _admit(self, caller: str) -> bool:
         now = time.monotonic()
-        left, then = self._buckets.get(client, (float(self.burst), now))
+        if len(self._buckets) >= MAX_BUCKETS:
+            self._forget_full(now)
+        left, then = self._buckets.get(caller, (float(self.burst), now))
         left = min(float(self.burst), left + (now - then) * self.rate)
         if left < 1.0:
-            self._buckets[client] = (left, now)
+            self._buckets[caller] = (left, now)
             return False
-        self._buckets[client] = (left - 1.0, now)
+        self._buckets[caller] = (left - 1.0, now)
         return True
+
+    def _forget_full(self, now: float) -> None:
+        """Drop the buckets that have refilled (a caller gone quiet, a closed connection):
+        forgetting one changes nothing for its caller."""
+        full = self.burst / self.rate
+        self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < full}
 
     def _who(self, headers: dict[bytes, bytes]
              ) -> tuple[str | None, Literal["bearer", "cookie", "none"], str]:
@@ -254,6 +268,15 @@ class TokenGate:
         if secret and self.sessions is not None:
             return self.sessions.client_for(secret), "cookie", secret
         return None, "none", ""
+
+
+def _caller(client: str, via: str, scope: Scope) -> str:
+    """Whom a rate limit counts: the client of a credential; without one, the connection."""
+    if via != "none":
+        return f"client {client!r}"
+    host, port = scope.get("client") or ("?", 0)
+    return f"client {client!r} on connection {host}:{port} (no credential: each connection " \
+           "is counted apart)"
 
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "

@@ -3,6 +3,14 @@ stored and surfaced as files; without a store, long text truncated (head, or hea
 
 Whatever the gate shapes is put into the result's one ``ToolResult``, so every way out — the
 invoker's result, a rendered provider message, ``execute_tool_calls`` — shows the same text.
+That includes its structured content: a result cut short is cut short there too (a client that
+prefers structured content got the whole megabyte the preview was to spare it). It becomes
+``{"result": <the same preview>}`` when the tool's declared output schema admits that (a tool
+returning text, or an open object), is left out when the tool declares none, and is kept whole
+only when its schema would refuse the preview: a client checks structured content against the
+declared schema, and MCP requires it to conform. A code-mode script's call keeps its structured
+content whole: it goes into the sandbox (up to the bridge's own cap), where the script works on
+the data so that the model does not have to.
 """
 
 from __future__ import annotations
@@ -10,13 +18,16 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable
 
+import jsonschema_rs
+
 from ...artifacts.store import BlobStore
 from ...core.results import AudioBlock, ContentBlock, FileBlock, ImageBlock, JsonBlock, TextBlock
+from ...core.spec import ToolLike
 from ...hooks import HookEvent, HookManager
 from ..results import ChainFile, InvocationResult
 from ..state import Gate, Invocation, Next
 
-__all__ = ["ShapingGate", "truncate"]
+__all__ = ["ShapingGate", "shaped_structure", "truncate"]
 
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp",
         "audio/wav": "wav", "audio/mpeg": "mp3", "application/pdf": "pdf"}
@@ -32,6 +43,24 @@ def truncate(text: str, limit: int, mode: str) -> str:
         return text[:limit] + marker
     head = limit * 2 // 3
     return text[:head] + marker + text[len(text) - (limit - head):]
+
+
+def shaped_structure(tool: ToolLike, text: str, whole: dict[str, object] | None
+                     ) -> dict[str, object] | None:
+    """The structured content of a result whose text was cut to ``text``: the same text as
+    ``{"result": text}`` if the tool's declared output schema takes it, nothing if it declares
+    none, else ``whole`` (what its schema requires)."""
+    if whole is None:
+        return None
+    schema = tool.get_schema("mcp").get("outputSchema")
+    if not isinstance(schema, dict):
+        return None
+    shaped: dict[str, object] = {"result": text}
+    try:  # offline: a $ref is resolved inside the schema only, never fetched
+        fits = jsonschema_rs.validator_for(schema, offline=True).is_valid(shaped)
+    except Exception:  # a schema it cannot read: keep what the tool returned
+        fits = False
+    return shaped if fits else whole
 
 
 class ShapingGate(Gate):
@@ -63,7 +92,12 @@ class ShapingGate(Gate):
             text = truncate(text, limit or len(text), inv.policy.truncation)
         if text != tool_result.text:
             media = tuple(b for b in tool_result.content if not isinstance(b, TextBlock | JsonBlock))
-            tool_result = tool_result.model_copy(update={"content": (TextBlock(text=text), *media)})
+            whole = tool_result.structured_content  # a script's call keeps it: it goes to
+            # the sandbox (the bridge caps it), not to a model or a client
+            tool_result = tool_result.model_copy(update={
+                "content": (TextBlock(text=text), *media),
+                "structured_content": whole if inv.session.chain else shaped_structure(
+                    inv.known_tool, text, whole)})
         if tool_result is result.result and not files:
             return result
         return InvocationResult(status=result.status, result=tool_result, ran=True,
