@@ -81,7 +81,7 @@ def _as_tools(obj: object, label: str) -> list[object]:
     if callable(obj) and not isinstance(obj, type):
         return [Tool.from_function(obj)]
     if isinstance(obj, type) and issubclass(obj, Tool):
-        return [obj()]  # type: ignore[call-arg]  # a BaseTool subclass names itself
+        return [obj()]  # type: ignore[call-overload]  # a BaseTool subclass names itself
     raise UsageError(f"'{label}' is a {type(obj).__name__}, not a tool, function or list of tools")
 
 

@@ -39,20 +39,22 @@ _PY_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
+def normalize_schema(schema: object, *, where: str = "parameters", stacklevel: int = 3
+                     ) -> tuple[dict[str, Any], list[str]]:
     """Return a repaired copy of a tool's parameter schema and the problems left in it.
 
     Repaired (one clear meaning): non-standard type names (``dict``, ``float``, ``long``,
     ``String``...), ``any`` (dropped), draft-3 ``"required": true`` on properties, a missing
     top-level ``"type": "object"``. Reported with their JSON path: ``required`` naming a missing
     property, defaults of the wrong type, enum values that do not match the type, unknown type
-    names. Nothing raises; problems are also emitted as ``SchemaWarning``.
+    names. Nothing raises; problems are also emitted as ``SchemaWarning`` (pointing
+    ``stacklevel`` frames up: at the code that made the tool).
     """
     if schema is None:
         return {"type": "object", "properties": {}}, []
     if not isinstance(schema, dict):
         problem = f"{where}: schema must be a JSON object, got {type(schema).__name__}; using {{}}"
-        warnings.warn(problem, SchemaWarning, stacklevel=3)
+        warnings.warn(problem, SchemaWarning, stacklevel=stacklevel)
         return {"type": "object", "properties": {}}, [problem]
     fixed = copy.deepcopy(schema)
     problems: list[str] = []
@@ -64,7 +66,7 @@ def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict
         fixed.setdefault("properties", {})
     _walk(fixed, where, problems)
     for problem in problems:
-        warnings.warn(problem, SchemaWarning, stacklevel=3)
+        warnings.warn(problem, SchemaWarning, stacklevel=stacklevel)
     return fixed, problems
 
 
