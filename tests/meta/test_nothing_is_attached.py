@@ -126,8 +126,8 @@ def test_no_module_sets_an_attribute_on_something_it_imported() -> None:
 def test_no_module_calls_another_toolkeeper_module_for_its_side_effects_at_import() -> None:
     found = _import_time_calls()
     assert found - NOT_YET_REMOVED == set(), "an import-time registration: make it a method " \
-        "or a function the caller calls (see tests/meta/test_layers.py CALL_TIME for the one " \
-        "way a lower room may reach up)"
+        "or a function the caller calls (a lower room reaches a room above through an entry " \
+        "point the package declares: tests/meta/test_layers.py SEAMS)"
     assert NOT_YET_REMOVED - found == set(), "removed: take it out of NOT_YET_REMOVED too"
 
 

@@ -29,12 +29,12 @@ from ..i18n.catalog import DescriptionCatalog
 from ..tools.tool import Tool
 from .categories import BUILTIN_CATEGORIES, CategoryNode, CategoryTree
 from .deferred import ToolSearchLens
+from .door import Door, door_for
 from .entry import CatalogEntry, entry_doc
 from .search import SearchHit, SearchIndex
 from .views import FilterLens, Lens, LocaleLens, RenameLens, SkillLens
 
 if TYPE_CHECKING:
-    from ..invoke.invoker import ToolInvoker
     from ..invoke.session import InvokerSession
     from ..skills.skill import Skill
 
@@ -163,7 +163,7 @@ class CatalogBase:
 
     def execute_tool_calls(
         self, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
-        invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+        invoker: Door | None = None, session: InvokerSession | None = None,
     ) -> list[ToolResult] | list[JsonObject]:
         """Run model-originated calls through the invoker (the one door) and return the results.
 
@@ -172,17 +172,15 @@ class CatalogBase:
         returns the provider's tool-result messages, ready to append to the conversation.
         Concurrency-safe tools run at once, others one after another. Without ``invoker``, a
         default one is used with no approval handler: SAFE and SENSITIVE calls run, HIGH and
-        CRITICAL ones are denied.
+        CRITICAL ones are denied. (The same as ``ToolInvoker.execute_tool_calls``; the default
+        door is built through ``toolbox/door.py``: the catalog never imports the door.)
 
         Raises:
             UsageError: provider call dicts (or anything else but ``ToolCall``s) without
                 ``api_format``; the message names the item and the fix.
         """
-        # The call side (parse, invoke, render) is the door, a floor above the catalog: the one
-        # import a catalog makes when called, listed in tests/meta/test_layers.py (CALL_TIME).
-        from ..invoke.batch import execute_tool_calls
-
-        return execute_tool_calls(self, calls, api_format, invoker=invoker, session=session)
+        door = invoker if invoker is not None else door_for(self)
+        return door.execute_tool_calls(calls, api_format, session=session, catalog=self)
 
     # -- views ---------------------------------------------------------------------------
 
