@@ -14,7 +14,7 @@ from pathlib import Path
 from .test_layers import MODULES
 
 # Import-time calls into another toolkeeper module that are known and left for their room's owner
-# to remove (issue 19): each entry must still be there, so the list cannot go stale.
+# to remove: each entry must still be there, so the list cannot go stale.
 NOT_YET_REMOVED: set[str] = set()
 
 
@@ -132,7 +132,7 @@ def test_no_module_calls_another_toolkeeper_module_for_its_side_effects_at_impor
 
 
 def test_the_checks_see_a_patch_and_a_registration() -> None:
-    """The scans catch the shapes issue 19 found (a made-up module, not the tree)."""
+    """The scans catch a patch and a registration (a made-up module, not the tree)."""
     tree = ast.parse("from .catalog import CatalogBase, register_view\n"
                      "from ..tools.tool import Tool\n"
                      "import toolkeeper.toolbox.catalog as catalog\n"

@@ -1,4 +1,4 @@
-"""One bubblewrap sandbox per call (SECURITY.md §4).
+"""One bubblewrap sandbox per call: the default confinement on Linux.
 
 All namespaces unshared (no network unless allowed), read-only system binds, the workspace the
 only writable bind, a private size-capped ``/tmp``, ``--die-with-parent``, ``--new-session``,

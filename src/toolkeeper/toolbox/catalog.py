@@ -80,7 +80,7 @@ class CatalogBase:
         return entry.tool if entry is not None and entry.enabled else None
 
     def get_tool(self, name_or_alias: str) -> ToolLike | None:
-        """Seed 000's name for ``get``."""
+        """``get`` under the name a capability registry uses."""
         return self.get(name_or_alias)
 
     def lookup(self, name: str) -> ToolLike:

@@ -1,4 +1,4 @@
-"""``BaseTool``: define a tool by subclassing (seed 000)."""
+"""``BaseTool``: define a tool by subclassing, with the risk and HITL mode as class attributes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class BaseTool(Tool):
     returns a ``ToolResult`` or any value ``to_tool_result`` accepts. Without an ``input_schema``,
     the schema comes from ``execute``'s signature and docstring.
 
-    ``run``/``arun`` (and ``run_raw``/``arun_raw``) follow seed 000's lifecycle: the input is
+    ``run``/``arun`` (and ``run_raw``/``arun_raw``) follow the lifecycle a direct run has: the input is
     validated first (invalid input raises ``InvalidArgumentsError``, a ``ValueError``); a tool
     that needs a person's approval (risk above SENSITIVE, or a HITL mode of its own) is then
     refused with a ``UsageError`` that says to call it through ``ToolInvoker``, where guardrails
@@ -78,7 +78,7 @@ class BaseTool(Tool):
     def _ctx_param(self) -> str | None:
         return self._ctx_name
 
-    # -- direct runs: validate, then refuse what needs a person (seed 000's lifecycle) ----
+    # -- direct runs: validate, then refuse what needs a person (nobody can approve here) --
 
     def _direct_arguments(self, parameters: Mapping[str, object]) -> dict[str, object]:
         arguments = self.validate_arguments(parameters)

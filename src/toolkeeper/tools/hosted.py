@@ -1,4 +1,5 @@
-"""Tools the provider runs (``HostedTool``) or declares (``ProviderDefinedTool``) — seed 001."""
+"""Tools the provider runs (``HostedTool``) or declares (``ProviderDefinedTool``), and the
+plain declarations of a function (``FunctionSpec``) and of a provider's tool (``ProviderSpec``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ _FAMILY = {
 
 @dataclass(frozen=True, kw_only=True)
 class FunctionSpec:
-    """A local function's declaration: name, description, parameters (seed 001)."""
+    """A local function's declaration: name, description, parameters."""
 
     name: str
     description: str = ""
@@ -44,7 +45,7 @@ class FunctionSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ProviderSpec:
-    """A provider's own declaration of a tool, sent as-is (seed 001).
+    """A provider's own declaration of a tool, sent as-is.
 
     ``provider`` is an API format (``openai-responses``) or a provider family (``openai``,
     ``anthropic``, ``google``); ``spec`` is the exact dict that provider expects.

@@ -1,5 +1,6 @@
-"""Seed 001's ``Tool`` protocol: any object with ``name``, ``description``, ``input_schema``
-and ``async execute(ctx, **kwargs)``, made a toolkeeper tool without subclassing anything."""
+"""The ``Tool`` protocol agent code writes tools to: any object with ``name``, ``description``,
+``input_schema`` and ``async execute(ctx, **kwargs)``, made a toolkeeper tool without
+subclassing anything."""
 
 from __future__ import annotations
 
@@ -11,18 +12,22 @@ from ..core.results import ToolResult, to_tool_result
 from ..core.risk import HitlMode, ToolRisk
 from .base import BaseTool
 
-__all__ = ["DeclaresHitlMode", "DeclaresRisk", "ProtocolTool", "SeedTool"]
+__all__ = ["DeclaresHitlMode", "DeclaresRisk", "ProtocolTool", "SeedTool", "ToolProtocol"]
 
 
 @runtime_checkable
-class SeedTool(Protocol):
-    """What seed 001 asks of a local tool."""
+class ToolProtocol(Protocol):
+    """What a local tool written to the ``Tool`` protocol has, without subclassing anything."""
 
     name: str
     description: str
     input_schema: Mapping[str, object]
 
     async def execute(self, ctx: ToolContext | None, **kwargs: object) -> object: ...
+
+
+SeedTool = ToolProtocol
+"""The earlier name of ``ToolProtocol``."""
 
 
 @runtime_checkable
@@ -40,13 +45,13 @@ class DeclaresHitlMode(Protocol):
 
 
 class ProtocolTool(BaseTool):
-    """A ``SeedTool`` object as a ``BaseTool``: its schema, its risk (and HITL mode) if it
+    """A ``ToolProtocol`` object as a ``BaseTool``: its schema, its risk (and HITL mode) if it
     declares one, and every call handed to its own ``execute(ctx, **arguments)``."""
 
-    wrapped: SeedTool
+    wrapped: ToolProtocol
     """The object whose ``execute`` runs each call."""
 
-    def __init__(self, wrapped: SeedTool) -> None:
+    def __init__(self, wrapped: ToolProtocol) -> None:
         self.wrapped = wrapped
         super().__init__(
             name=wrapped.name, description=wrapped.description, input_schema=wrapped.input_schema,

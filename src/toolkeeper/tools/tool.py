@@ -220,7 +220,7 @@ class Tool:
     def update_namespace(
         self, namespace: str | None, force: bool = False, sep: NameSeparator = "-"
     ) -> Tool:
-        """Put the tool into a namespace, in place (seed 002), and return it.
+        """Put the tool into a namespace, in place, and return it (as the registry library does).
 
         A name that already carries a namespace (a ``namespace`` field, or ``-``/``.`` in the
         name) keeps it unless ``force``; the separator is rewritten to ``sep`` either way. This is
@@ -272,7 +272,7 @@ class Tool:
 
     @property
     def input_schema(self) -> JsonObject:
-        """Seed 000/001's name for ``parameters``."""
+        """``parameters`` under the name the ``Tool`` protocol and ``BaseTool`` use."""
         return self.parameters
 
     @property
@@ -356,7 +356,8 @@ class Tool:
         return to_tool_result(value)
 
     async def execute(self, ctx: ToolContext | None = None, /, **kwargs: object) -> ToolResult:
-        """Seed 001's protocol: run with already-validated arguments and return a ``ToolResult``."""
+        """The ``Tool`` protocol's call: run with already-validated arguments and return a
+        ``ToolResult``."""
         return self.to_result(await self.call_async(kwargs, ctx))
 
     def run_raw(self, parameters: Mapping[str, object]) -> object:
@@ -435,11 +436,11 @@ class Tool:
         return self.get_schema(api_format)
 
     def get_openai_schema(self, *, strict: bool = False) -> JsonObject:
-        """Seed 000's shortcut for ``get_schema("openai-chat")``."""
+        """``get_schema("openai-chat")`` under the name a capability registry uses."""
         return self.get_schema("openai-chat", strict=strict)
 
     def get_mcp_schema(self) -> JsonObject:
-        """Seed 000's shortcut for ``get_schema("mcp")``."""
+        """``get_schema("mcp")`` under the name a capability registry uses."""
         return self.get_schema("mcp")
 
     def check(self, api_format: str, *, strict: bool = False) -> list[Problem]:
