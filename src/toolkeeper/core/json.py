@@ -4,12 +4,19 @@ reads a JSON object takes ``Mapping[str, object]`` (any dict fits it)."""
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
-__all__ = ["JsonObject", "JsonValue"]
+__all__ = ["JsonObject", "JsonValue", "as_json"]
 
 JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None"
 """A value ``json.loads`` can return."""
 
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 """A JSON object."""
+
+
+def as_json(value: dict[str, object]) -> JsonObject:
+    """``value`` typed as the JSON object it travels as: a call's arguments and a result's
+    structured content are JSON by contract (decoded from JSON, or encoded with ``dump_json``
+    when sent), so a wire message may carry them as they are."""
+    return cast(JsonObject, value)

@@ -71,7 +71,7 @@ def read_call(call: object, names: Callable[[str], WireNames], index: int) -> To
         return call
     data = as_data(call)
     fmt = call_format(data)
-    if fmt is None:
+    if fmt is None or not isinstance(data, dict):
         raise TypeError(f"Unsupported tool call format: {type(call)}. Expected OpenAI, "
                         "Anthropic, Gemini, or Google Interactions tool call format.")
     if fmt == "google-interactions":
