@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from ..core.json import JsonObject
+from ..core.json import JsonObject, JsonValue
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
@@ -39,7 +39,7 @@ class FunctionSpec:
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: JsonObject = field(default_factory=dict)
     lazy_schema: bool = False
 
 
@@ -53,7 +53,7 @@ class ProviderSpec:
 
     name: str
     provider: str
-    spec: dict[str, Any]
+    spec: JsonObject
 
 
 class _ProviderTool:
@@ -67,7 +67,7 @@ class _ProviderTool:
         *,
         name: str,
         description: str = "",
-        provider_specs: Mapping[str, ProviderSpec | Mapping[str, Any]],
+        provider_specs: Mapping[str, ProviderSpec | Mapping[str, JsonValue]],
         risk: ToolRisk | str = ToolRisk.SAFE,
         hitl_mode: HitlMode | str | None = None,
         metadata: ToolMetadata | None = None,
