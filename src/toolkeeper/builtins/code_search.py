@@ -11,7 +11,7 @@ import os
 
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
-from ..toolbox.search import SearchDoc, SearchIndex, SearchOptions
+from ..toolbox.search import Scorer, SearchDoc, SearchIndex, SearchOptions
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy
@@ -55,7 +55,7 @@ def _chunks(ws: Workspace, policy: SecurityPolicy) -> dict[str, tuple[str, str]]
     return out
 
 
-def code_search_tool(policy: SecurityPolicy, *, semantic: object = None) -> Tool:
+def code_search_tool(policy: SecurityPolicy, *, semantic: Scorer | None = None) -> Tool:
     """The ``semantic_code_search`` tool; pass an ``EmbeddingScorer`` to add embeddings."""
     ws = Workspace(policy.workspace)
 

@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject
@@ -153,7 +153,7 @@ class CatalogBase:
 
     # -- direct execution (a developer's convenience, not the governed door) ------------
 
-    def execute_tool(self, name: str, **arguments: object) -> Any:
+    def execute_tool(self, name: str, **arguments: object) -> object:
         """Validate and call one tool directly; returns its raw value, raising on failure."""
         tool = self.lookup(name)
         if not isinstance(tool, Tool):

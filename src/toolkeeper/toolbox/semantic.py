@@ -15,17 +15,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .encoder import SentenceEncoder, _np, default_model_dir
 from .search import SearchDoc
+
+if TYPE_CHECKING:
+    from .encoder import Array
 
 __all__ = ["EmbeddingScorer", "Encoder"]
 
 class Encoder(Protocol):
     """Anything that turns texts into unit vectors (one row per text, a numpy array)."""
 
-    def encode(self, texts: Sequence[str]) -> Any: ...
+    def encode(self, texts: Sequence[str]) -> Array: ...
 
 
 _ENCODERS: dict[Path, SentenceEncoder] = {}
@@ -62,7 +65,7 @@ class EmbeddingScorer:
                       else None if encoder is not None else default_model_dir())
         self._pending: dict[str, str] = {}
         self._keys: list[str] = []
-        self._matrix: Any = None
+        self._matrix: Array | None = None
         self._lock = threading.Lock()
 
     def _encoder(self) -> Encoder:
