@@ -138,8 +138,8 @@ class ToolResult(BaseModel):
 
 
 ToolExecutionResult = ToolResult
-"""``ToolResult`` under the name agent code written for other tool layers uses; the same
-class."""
+"""``ToolResult`` under the name agent code written for other tool layers uses (the same
+class); a compatibility alias that goes away in 0.3.0."""
 
 
 def block_text(block: ContentBlock) -> str:

@@ -35,7 +35,9 @@ API_FORMATS: tuple[str, ...] = tuple(_FORMATS)
 
 
 def get_format(api_format: str) -> WireFormat:
-    """The wire format named ``api_format`` (aliases: openai, openai-response, claude, google)."""
+    """The wire format named ``api_format`` (also: openai, claude, google; and
+    ``openai-response``, the registry library's spelling of ``openai-responses``, a
+    compatibility alias that goes away in 0.3.0)."""
     key = _ALIASES.get(api_format, api_format)
     try:
         return _FORMATS[key]

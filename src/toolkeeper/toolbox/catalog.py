@@ -80,7 +80,8 @@ class CatalogBase:
         return entry.tool if entry is not None and entry.enabled else None
 
     def get_tool(self, name_or_alias: str) -> ToolLike | None:
-        """``get`` under the name a capability registry uses."""
+        """``get`` under the name a capability registry uses; a compatibility alias that goes
+        away in 0.3.0."""
         return self.get(name_or_alias)
 
     def lookup(self, name: str) -> ToolLike:
@@ -340,6 +341,8 @@ class RenamedView(View):
 
     @classmethod
     def with_prefix(cls, inner: CatalogBase, prefix: str, *, sep: str = "_") -> RenamedView:
+        """``RenamedView(inner, prefix=prefix, sep=sep)``, the earlier way to build one; a
+        compatibility alias that goes away in 0.3.0 (or use ``catalog.prefixed(prefix)``)."""
         return cls(inner, prefix=prefix, sep=sep)
 
 

@@ -140,7 +140,8 @@ class Toolbox(CatalogBase):
                 self._enabled.pop(name, None)
 
     def register(self, tool: object, namespace: str | None = None) -> ToolLike:
-        """``add`` under the name the registry library uses."""
+        """``add`` under the name the registry library uses; a compatibility alias that goes
+        away in 0.3.0."""
         return self.add(tool, namespace=namespace)
 
     def register_tool(
@@ -148,7 +149,7 @@ class Toolbox(CatalogBase):
         aliases: Iterable[str] | None = None,
     ) -> ToolLike:
         """``add`` with a category, tags and aliases, under the name a capability registry
-        uses."""
+        uses; a compatibility alias that goes away in 0.3.0."""
         return self.add(tool, category=category, tags=tags or (), aliases=aliases or ())
 
     def remove(self, name: str) -> ToolLike:
@@ -276,7 +277,8 @@ class Toolbox(CatalogBase):
 
 CapabilityRegistry = Toolbox
 """The catalog under the name ``CapabilityRegistry`` programs use: ``register_tool``,
-``get_tool``, ``search``, ``browse``, ``by_risk`` and ``category_tree`` are all ``Toolbox``'s."""
+``get_tool``, ``search``, ``browse``, ``by_risk`` and ``category_tree`` are all ``Toolbox``'s.
+A compatibility alias that goes away in 0.3.0 (use ``Toolbox``)."""
 
 
 def as_toolbox(tools: Toolbox | CatalogBase | Iterable[object]) -> CatalogBase:

@@ -27,7 +27,7 @@ class ToolProtocol(Protocol):
 
 
 SeedTool = ToolProtocol
-"""The earlier name of ``ToolProtocol``."""
+"""The earlier name of ``ToolProtocol``; a compatibility alias that goes away in 0.3.0."""
 
 
 @runtime_checkable

@@ -272,7 +272,8 @@ class Tool:
 
     @property
     def input_schema(self) -> JsonObject:
-        """``parameters`` under the name the ``Tool`` protocol and ``BaseTool`` use."""
+        """``parameters`` under the name the ``Tool`` protocol and ``BaseTool`` use; a
+        compatibility alias that goes away in 0.3.0 (use ``parameters``)."""
         return self.parameters
 
     @property
@@ -371,8 +372,8 @@ class Tool:
     def run(self, parameters: Mapping[str, object]) -> object:
         """Like ``run_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
 
-        .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
-           ``run_raw`` to get the exception.
+        .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; from 0.3.0
+           ``run`` raises as ``run_raw`` does (use ``run_raw`` to get the exception now).
         """
         try:
             return self.run_raw(parameters)
@@ -382,8 +383,8 @@ class Tool:
     async def arun(self, parameters: Mapping[str, object]) -> object:
         """Like ``arun_raw`` but a failure returns ``"Error executing <name>: <reason>"``.
 
-        .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; use
-           ``arun_raw`` to get the exception.
+        .. deprecated:: swallowing the exception emits a ``DeprecationWarning``; from 0.3.0
+           ``arun`` raises as ``arun_raw`` does (use ``arun_raw`` to get the exception now).
         """
         try:
             return await self.arun_raw(parameters)
@@ -392,8 +393,8 @@ class Tool:
 
     def _swallowed(self, exc: Exception, instead: str) -> str:
         warnings.warn(f"{instead.removesuffix('_raw')}() returned an error string for a failure of "
-                      f"tool '{self.name}'; this is deprecated and will raise in a future "
-                      f"version — call {instead}() to get the exception", DeprecationWarning,
+                      f"tool '{self.name}'; this is deprecated and raises from toolkeeper "
+                      f"0.3.0 — call {instead}() to get the exception", DeprecationWarning,
                       stacklevel=3)
         return f"Error executing {self.name}: {exc}"
 
@@ -410,9 +411,10 @@ class Tool:
         """The tool's declaration in a provider's wire format (default ``openai-chat``).
 
         Formats: ``openai-chat``, ``openai-responses`` (``openai-response`` too), ``anthropic``,
-        ``gemini``, ``mcp`` and ``native``. ``think_augment`` (also accepted under its older
-        name ``_think_augment``) adds the ``toolcall_reason`` argument; ``None`` falls back to
-        ``metadata.think_augment``. The result is cached and shared: copy it before changing it.
+        ``gemini``, ``mcp`` and ``native``. ``think_augment`` adds the ``toolcall_reason``
+        argument; ``None`` falls back to ``metadata.think_augment``. ``_think_augment`` is its
+        earlier spelling, a compatibility alias that goes away in 0.3.0. The result is cached
+        and shared: copy it before changing it.
         """
         if think_augment is None:
             think_augment = _think_augment
@@ -424,23 +426,27 @@ class Tool:
         return declare(self, api_format, strict=strict, think_augment=think_augment)
 
     def describe(self, api_format: str = "openai-chat") -> JsonObject:
-        """Deprecated alias of ``get_schema``."""
-        warnings.warn("Tool.describe() is deprecated; use get_schema()", DeprecationWarning,
+        """Deprecated alias of ``get_schema``; goes away in 0.3.0."""
+        warnings.warn("Tool.describe() is deprecated and goes away in 0.3.0; use get_schema()",
+                      DeprecationWarning,
                       stacklevel=2)
         return self.get_schema(api_format)
 
     def get_json_schema(self, api_format: str = "openai-chat") -> JsonObject:
-        """Deprecated alias of ``get_schema``."""
-        warnings.warn("Tool.get_json_schema() is deprecated; use get_schema()",
+        """Deprecated alias of ``get_schema``; goes away in 0.3.0."""
+        warnings.warn("Tool.get_json_schema() is deprecated and goes away in 0.3.0; use "
+                      "get_schema()",
                       DeprecationWarning, stacklevel=2)
         return self.get_schema(api_format)
 
     def get_openai_schema(self, *, strict: bool = False) -> JsonObject:
-        """``get_schema("openai-chat")`` under the name a capability registry uses."""
+        """``get_schema("openai-chat")`` under the name a capability registry uses; a
+        compatibility alias that goes away in 0.3.0."""
         return self.get_schema("openai-chat", strict=strict)
 
     def get_mcp_schema(self) -> JsonObject:
-        """``get_schema("mcp")`` under the name a capability registry uses."""
+        """``get_schema("mcp")`` under the name a capability registry uses; a compatibility
+        alias that goes away in 0.3.0."""
         return self.get_schema("mcp")
 
     def check(self, api_format: str, *, strict: bool = False) -> list[Problem]:
