@@ -350,7 +350,7 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     policy = SERVER_POLICY
     if builtins and settings is not None:
         tools += localized_tools(all_tools_with_runtime(settings), settings.locale,
-                                 workspace=workspace)  # seed 004's locale and search order
+                                 workspace=workspace)  # the config's locale, then the environment's
         policy = chain_policy(settings, SERVER_POLICY)
     elif builtins:
         tools += localized_tools(default_tools(SecurityPolicy(workspace=workspace)),

@@ -117,10 +117,10 @@ class ToolChainTool(Tool):
             writable = writable and not security.read_only and security.autonomy != "read_only"
             shared = (SharedPath(path, writable=writable),)
             protection = Protection(security, path)
-        self.__dict__.update(_invoker=invoker, _allowed=tuple(tools) if tools else None,
-                             _policy=policy or ChainPolicy(), _sandbox=sandbox, _shared=shared,
-                             _protection=protection, _trace_limit=trace_limit)
-        self.__dict__["_pool"] = WarmPool(warm, idle_s, self._start)
+        self._invoker, self._allowed = invoker, tuple(tools) if tools else None
+        self._policy, self._sandbox, self._shared = policy or ChainPolicy(), sandbox, shared
+        self._protection, self._trace_limit = protection, trace_limit
+        self._pool = WarmPool(warm, idle_s, self._start)
         super().__init__(name=NAME, description=self._describe(),
                          parameters={"type": "object", "properties": {"code": {
                              "type": "string", "description": "The Python script to run."}},

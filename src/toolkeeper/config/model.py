@@ -84,14 +84,14 @@ class BrowserSection(_Section):
 
 
 class NotProvidedSection(BaseModel):
-    """A section seed 004 documents for tools toolkeeper does not ship: accepted as written
+    """A section an agent runtime's config has for tools toolkeeper does not ship: accepted as written
     (any keys) and explained by ``toolkeeper tools explain``."""
 
     model_config = ConfigDict(extra="allow")
 
 
 class AutonomySection(BaseModel):
-    """Seed 004's ``[autonomy]``: toolkeeper keeps these under ``[security]``. ``level``,
+    """An agent runtime's ``[autonomy]``: toolkeeper keeps these under ``[security]``. ``level``,
     ``allowed_commands`` and ``forbidden_paths`` are read into ``[security]``; other keys are
     accepted and shown by ``toolkeeper tools explain`` as not applied."""
 
@@ -332,10 +332,10 @@ class ToolkeeperConfig(_Section):
     cloud_ops: NotProvidedSection = Field(default_factory=NotProvidedSection)
     sop: NotProvidedSection = Field(default_factory=NotProvidedSection)
     agents: dict[str, NotProvidedSection] = Field(default_factory=dict)
-    """``[agents.<name>]``: sub-agents for seed 004's ``delegate``, which toolkeeper does not
+    """``[agents.<name>]``: sub-agents for a runtime's ``delegate`` tool, which toolkeeper does not
     ship (it is a tool layer, not an agent runtime)."""
     swarms: dict[str, NotProvidedSection] = Field(default_factory=dict)
-    """``[swarms.<name>]``: for seed 004's ``swarm``, likewise not shipped."""
+    """``[swarms.<name>]``: for a runtime's ``swarm`` tool, likewise not shipped."""
     mcp: MCPSection = Field(default_factory=MCPSection)
     codemode: CodeModeSection = Field(default_factory=CodeModeSection)
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
@@ -381,7 +381,7 @@ _AUTONOMY_KEYS = {"level": "autonomy", "allowed_commands": "allowed_commands",
 
 def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file: Path,
                             text: str) -> None:
-    """Seed 004's ``[autonomy]`` keys into ``[security]``, where toolkeeper keeps them; the
+    """``[autonomy]`` keys into ``[security]``, where toolkeeper keeps them; the
     same setting given differently in both is an error naming both lines."""
     given = data.get("autonomy", {})
     security = data.get("security", {})

@@ -1,4 +1,6 @@
-"""What an invocation returns and what a session records (seed 001's chain types)."""
+"""What an invocation returns and what a session records: ``InvocationResult``,
+``ChainCallRecord``, ``ChainFile`` and ``ChainRunResult``, the names agent code built on code-mode
+chaining uses."""
 
 from __future__ import annotations
 
