@@ -80,7 +80,8 @@ class CatalogBase:
         return entry.tool if entry is not None and entry.enabled else None
 
     def get_tool(self, name_or_alias: str) -> ToolLike | None:
-        """``get`` under the name a capability registry uses; a second name, kept for good: a name of the public contract that programs written for it use."""
+        """``get`` under the name a capability registry uses; a second name, kept for good: a
+        name of the public contract that programs written for it use."""
         return self.get(name_or_alias)
 
     def lookup(self, name: str) -> ToolLike:
