@@ -32,7 +32,7 @@ __all__ = ["Tool"]
 _ASYNC_METADATA = ToolMetadata(is_async=True)
 _DEFINITION_FIELDS = frozenset(
     {"name", "description", "parameters", "callable", "metadata", "namespace", "method_name",
-     "risk", "hitl_mode"}
+     "risk", "hitl_mode", "preflight"}
 )
 
 
@@ -54,6 +54,9 @@ class Tool:
         method_name: The name before the namespace was added.
         risk: Position on the risk ladder.
         hitl_mode: How a human is asked before the tool runs.
+        preflight: The tool's pre-flight check, if it declares one: called with a call's
+            validated arguments (as keywords) before a person is asked, it raises what the
+            tool's own run would raise for them (sync or async; ``BaseTool``: a method).
     """
 
     name: str
@@ -77,6 +80,7 @@ class Tool:
     hitl_explicit: bool
     """Whether the HITL mode was chosen (argument, class attribute or ``replace``) rather than
     inherited from the risk."""
+    preflight: Callable[..., Any] | None = None
     kind: ClassVar[ToolKind] = "function"
     runs_scripts: ClassVar[bool] = False
     """Whether the tool runs code-mode scripts (``tool_chain``): a script may not call it."""
@@ -98,6 +102,7 @@ class Tool:
         output_schema: Mapping[str, Any] | None = None,
         parameters_model: object = None,
         input_schema: Mapping[str, Any] | None = None,
+        preflight: Callable[..., Any] | None = None,
         _info: FunctionInfo | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
@@ -115,6 +120,7 @@ class Tool:
             _validator=None,
             _spec=None,
             _explicit_output=dict(output_schema) if output_schema is not None else None,
+            **({"preflight": preflight} if preflight is not None else {}),
         )
         if _info is not None:
             self.__dict__["parameters"] = _info.parameters
@@ -143,8 +149,6 @@ class Tool:
             )
         object.__setattr__(self, key, value)
 
-    # -- construction -------------------------------------------------------------------
-
     @classmethod
     def from_function(
         cls,
@@ -157,6 +161,7 @@ class Tool:
         *,
         risk: ToolRisk | str | None = None,
         hitl_mode: HitlMode | str | None = None,
+        preflight: Callable[..., Any] | None = None,
     ) -> Tool:
         """Build a tool from a function or method, inspecting it once.
 
@@ -183,6 +188,7 @@ class Tool:
             method_name=method,
             risk=risk,
             hitl_mode=hitl_mode,
+            preflight=preflight,
             _info=info,
         )
 
@@ -221,8 +227,6 @@ class Tool:
                     props[name] = {**props[name], "description": text}
             clone.__dict__["parameters"] = {**self.parameters, "properties": props}
         return clone
-
-    # -- names --------------------------------------------------------------------------
 
     @property
     def qualified_name(self) -> str:
@@ -265,8 +269,6 @@ class Tool:
         if existing and not force:
             return existing, method
         return namespace, method
-
-    # -- metadata views -----------------------------------------------------------------
 
     @property
     def parameters_model(self) -> Any:
