@@ -38,6 +38,8 @@ def ws(reachable: Path) -> Path:
     os.link(root / "notes.txt", reachable / "linked.txt")  # notes.txt: two links
     (root / "plain.txt").write_text("plain\n")
     (root / "data").mkdir()
+    (root / "data" / "in.txt").write_text("in\n")
+    (root / "via").symlink_to("data")  # a link that stays inside: read through, never written
     (root / "out").symlink_to(reachable)
     (root / "kept").mkdir()
     (root / "kept" / STATE_MARKER).write_text("")
@@ -113,6 +115,8 @@ FILES = [
     ("file_edit", {"path": ".mcp.json", "old": "a", "new": "b"}),
     ("file_edit", {"path": "notes.txt", "old": "hello", "new": "bye"}),
     ("file_edit", {"path": "missing.txt", "old": "a", "new": "b"}),
+    ("file_edit", {"path": "via/in.txt", "old": "in", "new": "out"}),
+    ("file_edit", {"path": "via/in.txt", "old": "not there", "new": "x"}),
 ]
 
 

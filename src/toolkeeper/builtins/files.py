@@ -85,15 +85,23 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
                                         f"{policy.max_file_bytes}-byte limit", tool_name="file_write")
         return rel, data
 
-    def check_read(path: str, offset: int = 0, limit: int = 2000) -> None:
-        os.close(open_checked(ws, target(path, "file_read", write=False), policy, "file_read"))
+    # Each tool's pre-flight, which its run calls first: the refusals that do not depend on
+    # what the file holds, checked as the workspace is now, changing nothing.
+    def check_read(path: str, offset: int = 0, limit: int = 2000) -> str:
+        rel = target(path, "file_read", write=False)
+        os.close(open_checked(ws, rel, policy, "file_read"))
+        return rel
 
-    def check_write(path: str, content: str) -> None:
-        ws.check_write(written(path, content)[0], "file_write")
+    def check_write(path: str, content: str) -> tuple[str, bytes]:
+        rel, data = written(path, content)
+        ws.check_write(rel, "file_write")
+        return rel, data
 
-    def check_edit(path: str, old: str, new: str, unique: bool = False) -> None:
+    def check_edit(path: str, old: str, new: str, unique: bool = False) -> str:
         rel = target(path, "file_edit", write=True)
         os.close(open_checked(ws, rel, policy, "file_edit"))
+        ws.check_write(rel, "file_edit")
+        return rel
 
     def file_read(path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a text file (or a PDF's text) with line numbers.
@@ -103,7 +111,7 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
             offset: First line to show (0 = the beginning).
             limit: How many lines to show at most.
         """
-        text = read_text(target(path, "file_read", write=False), "file_read")
+        text = read_text(check_read(path), "file_read")
         return _numbered(text, max(0, offset), max(1, limit), policy.max_output_bytes)
 
     def file_write(path: str, content: str) -> str:
@@ -113,7 +121,7 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
             path: File path, relative to the workspace; missing directories are created.
             content: The complete new content.
         """
-        rel, data = written(path, content)
+        rel, data = check_write(path, content)
         ws.write_atomic(rel, data, "file_write")
         return f"wrote {len(data)} bytes to {rel}"
 
@@ -126,7 +134,7 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
             new: The replacement text.
             unique: Refuse when ``old`` occurs more than once.
         """
-        rel = target(path, "file_edit", write=True)
+        rel = check_edit(path, old, new, unique)
         text = read_text(rel, "file_edit")
         count = text.count(old) if old else 0
         if count == 0:
