@@ -126,15 +126,16 @@ def sandbox_blocker(policy: SecurityPolicy, sandbox: Sandbox | None = None
         return "the chosen sandbox does not confine commands"
     if os.geteuid() != 0:
         return None
-    view = sandbox.overlays  # writes go through a view whose upper layer that uid owns
     for path in [policy.workspace, *policy.workspace.parents]:
         info = path.stat()
         if info.st_uid != UNPRIVILEGED_UID and not info.st_mode & 0o001:
             return (f"commands run as uid {UNPRIVILEGED_UID} because toolkeeper runs as root, "
                     f"and {path} is not reachable by it; run toolkeeper as a non-root user, or "
                     "make the workspace's parents searchable (chmod o+x)" + (
-                        "" if view else f" and the workspace owned by {UNPRIVILEGED_UID}"))
-    if view or policy.autonomy == "read_only" or _writable(policy.workspace.stat()):
+                        "" if sandbox.overlays else
+                        f" and the workspace owned by {UNPRIVILEGED_UID}"))
+    # with a view, writes go through an upper layer that uid owns
+    if policy.autonomy == "read_only" or _writable(policy.workspace.stat()) or sandbox.overlays:
         return None
     return (f"the workspace {policy.workspace} is not writable by uid {UNPRIVILEGED_UID}, "
             f"which runs the commands because toolkeeper runs as root; chown it to "
