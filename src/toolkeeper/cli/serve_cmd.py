@@ -18,6 +18,7 @@ from ..approval.pg import is_url
 from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
 from ..artifacts.store import BlobStore
 from ..builtins import SecurityPolicy, default_tools
+from ..builtins.preflight import host_warnings
 from ..codemode import ToolChainTool
 from ..config import (
     ToolkeeperConfig,
@@ -205,6 +206,7 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
                                  jwks_url=oauth_jwks_url, audience=oauth_audience or [])
     except ToolkeeperError as exc:
         raise fail(exc) from exc
+    report_lines(host_warnings(invoker.registry.all()))  # one line per tool that cannot run
     if section is not None and (stdio or auth == "none"):
         raise fail("OAuth access tokens are for HTTP clients that authenticate: drop --stdio "
                    "and --auth none, or the OAuth settings")

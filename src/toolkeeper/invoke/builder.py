@@ -23,6 +23,7 @@ from .gates import (
     GuardrailOutGate,
     KindGate,
     LookupGate,
+    PreflightGate,
     ProgressGate,
     RecordGate,
     ShapingGate,
@@ -36,10 +37,11 @@ from .tracing import TracerSource
 __all__ = ["GATE_ORDER", "default_gates", "with_extra_gates"]
 
 GATE_ORDER = ("trace", "record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
-              "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
-              "progress", "timeout")
+              "preflight", "approval", "artifact_refs", "cancellation", "shaping",
+              "guardrails_out", "progress", "timeout")
 """Gates after the cancellation check do their work on the way back out, so the executor's
-result passes progress (TOOL_RESULT), then guardrails out, then shaping."""
+result passes progress (TOOL_RESULT), then guardrails out, then shaping. ``preflight`` runs the
+tool's own check right before ``approval``: a call its rules refuse never reaches a person."""
 
 
 def default_gates(*, catalog: CatalogBase, approvals: ApprovalService,
@@ -51,7 +53,7 @@ def default_gates(*, catalog: CatalogBase, approvals: ApprovalService,
     gates: tuple[Gate, ...] = (
         TraceGate(tracing), RecordGate(audit, hooks), ErrorGate(), BudgetGate(),
         LookupGate(catalog), KindGate(), ValidateGate(artifact_store),
-        GuardrailInGate(rails, hooks), ApprovalGate(approvals),
+        GuardrailInGate(rails, hooks), PreflightGate(), ApprovalGate(approvals),
         ArtifactRefGate(artifact_store), CancellationGate(),
         ShapingGate(artifact_store, hooks), GuardrailOutGate(rails, hooks),
         ProgressGate(), TimeoutGate(),
