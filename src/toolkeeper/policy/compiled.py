@@ -70,7 +70,7 @@ class CompiledSet:
         self._by_tool[name] = built
         return built
 
-    def evaluate(self, tool: ToolLike, caller: Caller, arguments: object, *,
+    def evaluate(self, tool: ToolLike, caller: Caller, arguments: object, *, code_mode: bool,
                  era: str = "", workspace: str = "") -> Verdict:
         """Cedar's answer for a call of ``tool`` by ``caller`` with ``arguments``."""
         name = tool.qualified_name
@@ -81,7 +81,7 @@ class CompiledSet:
 
         kind = self.args.get(name, {"type": "Record", "attributes": {}})
         context = request_context(cedar_args(arguments, kind) or {},
-                                  code_mode=caller.channel == "code_mode", era=era,
+                                  code_mode=code_mode, era=era,
                                   workspace=workspace)
         request = {"principal": {"type": "Client", "id": caller.client},
                    "action": {"type": "Action", "id": name},

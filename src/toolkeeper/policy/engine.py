@@ -2,10 +2,11 @@
 rules kept in the store — read at start, read again when a file or a rule changes, and asked
 once per call: allow, ask or deny.
 
-Forbid wins over everything; then a plain permit allows; then a permit marked ``@ask`` asks a
-person; and with no permit at all the call is denied (deny by default). The default set (today's
-``[security]`` settings, ``defaults.py``) always has a permit for a tool call, so with it a
-call is denied only by a forbid; ``[policy] defaults = false`` leaves it out.
+Forbid wins over everything. Then the operator's permits (files, stored rules), when any
+applies: a plain permit allows, permits that all carry ``@ask`` ask a person. When none
+applies, the default set (today's ``[security]`` settings, ``defaults.py``) decides the same way;
+it always has a permit for a tool call, so with it a call is denied only by a forbid.
+``[policy] defaults = false`` leaves it out: what nothing permits is denied.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ class Policies:
         compiled = self._current()
         if compiled is None or not compiled.policies:
             return combine(Verdict(), default)
-        verdict = compiled.evaluate(tool, caller, arguments, era=era, workspace=self.workspace)
+        verdict = compiled.evaluate(tool, caller, arguments, code_mode=chain, era=era,
+                                    workspace=self.workspace)
         if verdict.expired:
             self._expire()
             return self.decide(tool, caller, arguments, limits=limits, chain=chain, era=era)
@@ -233,12 +235,14 @@ class Policies:
 
 
 def combine(verdict: Verdict, default: Matched | None) -> PolicyDecision:
-    """The outcome: a forbid (or a forbid that failed to evaluate) denies; else a plain permit
-    allows; else an ``@ask`` permit asks; else deny."""
+    """The outcome: a forbid (or a forbid that failed to evaluate) denies; else the operator's
+    permits decide when any applies — a plain one allows, ``@ask`` ones ask — so a written
+    ``@ask`` makes even a safe call ask and a stored "allow similar" rule runs a risky one;
+    else the default set decides; with nothing that permits, deny."""
     if verdict.forbids or verdict.failed_forbids:
         return PolicyDecision(outcome="deny", policies=verdict.forbids,
                               errors=verdict.failed_forbids)
-    permits = (*verdict.permits, *((default,) if default is not None else ()))
+    permits = verdict.permits or ((default,) if default is not None else ())
     plain = tuple(p for p in permits if not p.ask)
     if plain:
         return PolicyDecision(outcome="allow", policies=plain)
