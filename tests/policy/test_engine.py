@@ -133,7 +133,7 @@ def test_files_are_read_from_the_directory_and_named_by_line(tmp_path: Path) -> 
     assert [(p.id, p.where) for p in decision.policies] == [
         ("ls-runs", f"{tmp_path / 'team.cedar'}:7")]
     (tmp_path / "team.cedar").write_text('permit (principal, action, resource == Tool::"x");')
-    with pytest.raises(ConfigError, match="team.cedar:1: no tool 'x'"):
+    with pytest.raises(ConfigError, match=r"team\.cedar:1: no tool 'x'"):
         policies.refresh()
     assert policies.decide(shell, Caller(client="ci"), {"command": "ls"},  # the last good set
                            limits=ChainPolicy(), chain=False).outcome == "allow"

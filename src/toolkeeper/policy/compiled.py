@@ -87,7 +87,7 @@ class CompiledSet:
                    "action": {"type": "Action", "id": name},
                    "resource": {"type": "Tool", "id": name}, "context": context}
         answer = cedarpy.is_authorized(request, chosen.policies,  # type: ignore[arg-type]
-                                       self._entities_for(caller, tool))
+                                       self._entities_for(caller, tool))  # type: ignore[arg-type]
         return _verdict(answer, chosen.written)
 
     def _entities_for(self, caller: Caller, tool: ToolLike) -> object:
@@ -143,10 +143,9 @@ def _names(scope: Mapping[str, object]) -> list[tuple[str, str]]:
 def _applies(est: Mapping[str, object], tool: str) -> bool:
     """Whether a policy's scope can match a call of ``tool`` (when unsure: yes)."""
     action, resource = est.get("action"), est.get("resource")
-    if isinstance(action, dict) and action.get("op") in ("==", "in"):
-        if not any(kind == "Action" and name in (tool, CALL_TOOL)
-                   for kind, name in _names(action)):
-            return False
+    if isinstance(action, dict) and action.get("op") in ("==", "in") and not any(
+            kind == "Action" and name in (tool, CALL_TOOL) for kind, name in _names(action)):
+        return False
     if isinstance(resource, dict) and resource.get("op") in ("==", "in", "is"):
         if resource.get("op") == "is" and resource.get("entity_type") != "Tool":
             return False

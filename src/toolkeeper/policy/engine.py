@@ -11,6 +11,7 @@ it always has a permit for a tool call, so with it a call is denied only by a fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -116,11 +117,13 @@ class Policies:
                        est=written.est, text=written.text, expires=rule.expires)
 
     def _build(self, files: list[Written], rules: list[Written]) -> None:
+        self._compiled = self._compile(files, rules)
+
+    def _compile(self, files: list[Written], rules: list[Written]) -> CompiledSet:
         now = time.time()
         policies = [*files, *(r for r in rules if r.expires is None or r.expires > now)]
         if not policies:
-            self._compiled = CompiledSet(policies=[], args={})
-            return
+            return CompiledSet(policies=[], args={})
         import cedarpy
 
         tools = self.catalog.all()
@@ -128,7 +131,21 @@ class Policies:
         _unique(policies)
         schema = cedarpy.Schema.from_json_str(json.dumps(cedar_schema(tools)))
         check(policies, schema, {name: frozenset(_attributes(kind)) for name, kind in args.items()})
-        self._compiled = CompiledSet(policies=policies, args=args)
+        return CompiledSet(policies=policies, args=args)
+
+    def check_with(self, rule: PolicyRule) -> None:
+        """Check the set with ``rule`` added, as a server would read it (nothing changes).
+
+        Raises:
+            ConfigError: ``rule`` names what does not exist, or repeats an id.
+        """
+        if self._compiled is None:
+            self.load()
+        self._compile(self._files, [*self._rules, self._rule(rule)])
+
+    def written(self) -> list[Written]:
+        """The policies read from files and text (after ``load``)."""
+        return list(self._files)
 
     def refresh(self) -> bool:
         """Read the policies again if a file, a stored rule or the catalog changed; whether
@@ -228,10 +245,8 @@ class Policies:
         if self._watcher is not None:
             self._watcher.join(timeout=5)
             self._watcher = None
-        try:
+        with contextlib.suppress(ToolkeeperError):
             self.flush()
-        except ToolkeeperError:
-            pass
 
 
 def combine(verdict: Verdict, default: Matched | None) -> PolicyDecision:

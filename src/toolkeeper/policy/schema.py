@@ -118,9 +118,9 @@ def _context_type(args: CedarType) -> CedarType:
                     "weekday": _LONG_T, "era": _STRING, "workspace": _STRING})
 
 
-def cedar_schema(tools: Iterable[ToolLike]) -> JsonObject:
+def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
     """The Cedar schema (JSON form) for a catalog: one action per tool, typed context."""
-    applies = {"principalTypes": ["Client"], "resourceTypes": ["Tool"]}
+    applies: dict[str, object] = {"principalTypes": ["Client"], "resourceTypes": ["Tool"]}
     actions: dict[str, object] = {
         CALL_TOOL: {},
         "read_resource": {"appliesTo": {"principalTypes": ["Client"],
@@ -136,14 +136,14 @@ def cedar_schema(tools: Iterable[ToolLike]) -> JsonObject:
         if name in ACTIONS:
             raise ConfigError(f"a tool named {name!r} cannot be governed by Cedar policies: the "
                               f"action of that name is reserved ({', '.join(ACTIONS)}); rename it")
-        actions[name] = {"memberOf": [{"id": CALL_TOOL}],
-                         "appliesTo": {**applies, "context": _context_type(args_type(tool))}}
+        applies_to: dict[str, object] = {**applies, "context": _context_type(args_type(tool))}
+        actions[name] = {"memberOf": [{"id": CALL_TOOL}], "appliesTo": applies_to}
     return {"": {"entityTypes": {
         "Client": {"shape": CLIENT_SHAPE}, "Tool": {"shape": TOOL_SHAPE},
         "Resource": {"shape": _record({"uri": _STRING})},
         "Prompt": {"shape": _record({"name": _STRING})},
         "Approval": {"shape": _record({"tool": _STRING, "risk": _STRING})},
-    }, "actions": actions}}  # type: ignore[dict-item]
+    }, "actions": actions}}
 
 
 def cedar_args(value: object, kind: CedarType) -> object:
@@ -176,14 +176,14 @@ def cedar_args(value: object, kind: CedarType) -> object:
     return None
 
 
-def client_entity(caller: Caller) -> JsonObject:
+def client_entity(caller: Caller) -> dict[str, object]:
     """The principal: ``Client::"NAME"`` and what the caller says of itself."""
     return {"uid": {"type": "Client", "id": caller.client}, "parents": [], "attrs": {
         "name": caller.client, "channel": caller.channel, "via": caller.via,
         "subject": caller.subject, "code_mode": caller.channel == "code_mode"}}
 
 
-def tool_entity(tool: ToolLike) -> JsonObject:
+def tool_entity(tool: ToolLike) -> dict[str, object]:
     """The resource: ``Tool::"NAME"`` with its attributes (a hint the tool does not give is
     false)."""
     meta = tool.metadata
