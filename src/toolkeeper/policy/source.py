@@ -116,7 +116,10 @@ def _written(est: dict[str, object], text: str, where: str, *, stored: bool,
 
 def nearest(name: str, known: Iterable[str]) -> str:
     """``; did you mean 'X'?`` for the closest of ``known``, or nothing."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
+    names = list(known)
+    prefixed = sorted((k for k in names if k and (name.startswith(k) or k.startswith(name))),
+                      key=len, reverse=True)  # 'env' for 'environment', 'path' for 'paths'
+    close = prefixed[:1] or difflib.get_close_matches(name, names, n=1, cutoff=0.4)
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
@@ -149,8 +152,9 @@ def _explained(error: str, tools: Mapping[str, frozenset[str]]) -> str:
     attribute = _ATTRIBUTE.search(error)
     if attribute is not None:
         arg, tool = attribute.groups()
+        known = sorted(tools.get(tool, ()))
         return (f"tool '{tool}' has no argument '{arg}' that a policy can read"
-                f"{nearest(arg, tools.get(tool, ()))} ({error})")
+                f"{nearest(arg, known)} (its arguments: {', '.join(known) or 'none'})")
     optional = _OPTIONAL.search(error)
     if optional is not None:
         arg = optional.group(1)
