@@ -186,3 +186,26 @@ async def test_no_tool_a_client_calls_reads_or_writes_a_policy(tmp_path: Path) -
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
+
+
+async def test_a_rule_stored_through_one_replica_decides_on_the_other(
+        tmp_path: Path, postgres_url: str) -> None:
+    config = _project(tmp_path)
+    started = [_start(tmp_path, "--config", str(config), "--store", postgres_url,
+                      tools=str(tmp_path / "tools.py"), state=f"r{i}") for i in range(2)]
+    (_, a), (_, b) = started
+    CLIENT_TOKENS[b] = CLIENT_TOKENS[a]  # one agent, two replicas
+    try:
+        assert (await _call(b, "deploy", service="web", env="staging")).startswith("pending")
+        added = _cli(tmp_path, "policy", "add", 'permit (principal == Client::"default", '
+                     'action == Action::"deploy", resource) when { context.args.env == '
+                     '"staging" };', str(tmp_path / "tools.py"), "--no-builtins", "--config",
+                     str(config), "--store", postgres_url, "--state-dir", str(tmp_path / "r0"))
+        assert added.returncode == 0, added.stderr
+        await _poll(b, "ok", service="web", env="staging")
+        await _poll(a, "ok", service="web", env="staging")
+        assert (await _call(b, "deploy", service="web", env="qa")).startswith("pending")
+    finally:
+        for proc, _ in started:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)

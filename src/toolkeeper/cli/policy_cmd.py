@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from ..config import load_config
 from ..core.context import Caller
@@ -95,15 +94,15 @@ def list_rules(targets: Targets = None, config: ConfigOpt = None,
         return
     for m in written:
         kind = "ask" if m.ask else m.effect
-        out.print(f"{escape(m.id)}  {kind}  {escape(m.where)}  {escape(m.reason)}",
-                  highlight=False)
+        out.print(f"{m.id}  {kind}  {m.where}  {m.reason}",
+                  markup=False, highlight=False)
     for rule in rules:
-        out.print(f"{rule.id}  by {escape(rule.author)}  {_when(rule.created)}  until "
+        out.print(f"{rule.id}  by {rule.author}  {_when(rule.created)}  until "
                   f"{_when(rule.expires) if rule.expires else 'revoked'}  uses {rule.uses}"
-                  f"{'  REVOKED' if rule.revoked else ''}  {escape(rule.reason)}",
-                  highlight=False)
+                  f"{'  REVOKED' if rule.revoked else ''}  {rule.reason}",
+                  markup=False, highlight=False)
     out.print(f"{len(written)} written polic{'y' if len(written) == 1 else 'ies'}, "
-              f"{len(rules)} stored rule(s)", highlight=False)
+              f"{len(rules)} stored rule(s)", markup=False, highlight=False)
 
 
 def _rule_json(rule: PolicyRule) -> dict[str, object]:
@@ -147,7 +146,7 @@ def try_call(call_json: CallJson, targets: Targets = None, config: ConfigOpt = N
     """Decide a call without running it: prints allow, ask or deny and the deciding policies
     (exit 0 allow, 1 ask, 3 deny)."""
     _, decision = _decide(_door(targets, config, no_builtins, state_dir, store), call_json)
-    out.print(escape(decision.summary()), highlight=False)
+    out.print(decision.summary(), markup=False, highlight=False)
     raise typer.Exit({"allow": 0, "ask": ASK_EXIT, "deny": DENIED_EXIT}[decision.outcome])
 
 
@@ -159,23 +158,23 @@ def explain(call_json: CallJson, targets: Targets = None, config: ConfigOpt = No
     invoker = _door(targets, config, no_builtins, state_dir, store)
     name, decision = _decide(invoker, call_json)
     assert invoker.policies is not None
-    out.print(f"{name}: {decision.outcome.upper()}", highlight=False)
+    out.print(f"{name}: {decision.outcome.upper()}", markup=False, highlight=False)
     for policy in decision.policies:
-        out.print(f"  decided by {escape(policy.describe())} [{escape(policy.where)}]",
-                  highlight=False)
+        out.print(f"  decided by {policy.describe()} [{policy.where}]",
+                  markup=False, highlight=False)
     for error in decision.errors:
-        out.print(f"  failed to evaluate: {escape(error)}", highlight=False)
+        out.print(f"  failed to evaluate: {error}", markup=False, highlight=False)
     if decision.outcome == "deny" and not decision.policies:
-        out.print(f"  {escape(decision.message(name))}", highlight=False)
+        out.print(f"  {decision.message(name)}", markup=False, highlight=False)
     tool = invoker.registry.get(name)
     assert tool is not None
     considered = invoker.policies.candidates(tool)
     out.print(f"  considered {len(considered)} written or stored polic"
               f"{'y' if len(considered) == 1 else 'ies'} whose scope can name {name}"
-              + (":" if considered else ""), highlight=False)
+              + (":" if considered else ""), markup=False, highlight=False)
     for policy in considered:
         mark = "ask" if policy.ask else policy.effect
-        out.print(f"    {escape(policy.id)} ({mark}) [{escape(policy.where)}]", highlight=False)
+        out.print(f"    {policy.id} ({mark}) [{policy.where}]", markup=False, highlight=False)
 
 
 @policy_app.command("add")
@@ -201,7 +200,7 @@ def add(cedar: Annotated[str, typer.Argument(help="One Cedar policy.")],
     except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
     policies.store.add(rule)
-    out.print(f"{rule.id} stored", highlight=False)
+    out.print(f"{rule.id} stored", markup=False, highlight=False)
 
 
 def _seconds(text: str) -> float:
@@ -223,5 +222,5 @@ def revoke(rule_id: Annotated[str, typer.Argument(help="The stored rule's id (ru
     if not done:
         raise fail(f"no stored rule {rule_id!r} in force; toolkeeper policy list --all shows "
                    "them")
-    out.print(f"{rule_id} revoked", highlight=False)
+    out.print(f"{rule_id} revoked", markup=False, highlight=False)
 
