@@ -21,6 +21,9 @@ __all__ = ["PolicyGate"]
 
 
 class PolicyGate(Gate):
+    """Asks the policies it holds of each call (before approval): deny refuses, allow and ask
+    go on with the decision for the approval gate."""
+
     name = "policy"
 
     def __init__(self, policies: Policies | None) -> None:
