@@ -7,6 +7,7 @@ policy."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -56,6 +57,12 @@ when { context.args.path like "secrets/*" };
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "toolkeeper.cli", *args], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
+
+
+def _env(home: Path) -> dict[str, str]:
+    """This environment without toolkeeper's or XDG settings, the operator's token set."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLKEEPER_", "XDG_"))}
+    return {**kept, "TOOLKEEPER_TOKEN": TOKEN, "HOME": str(home)}
 
 
 def _project(tmp_path: Path, policy: str = TEAM) -> Path:
@@ -148,8 +155,7 @@ def test_a_bad_policy_file_stops_serve_with_one_line(tmp_path: Path) -> None:
                            str(tmp_path / "tools.py"), "--no-builtins", "--port", "0",
                            "--state-dir", str(tmp_path / "state"), "--config", str(config)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={"TOOLKEEPER_TOKEN": TOKEN, "PATH": "/usr/bin:/bin",
-                               "HOME": str(tmp_path)})
+                          env=_env(tmp_path))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
@@ -166,7 +172,7 @@ async def test_no_tool_a_client_calls_reads_or_writes_a_policy(tmp_path: Path) -
          "0", "--state-dir", str(tmp_path / "state"), "--approval-wait", "0", "--config",
          str(config), "--workspace", str(project)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-        env={"TOOLKEEPER_TOKEN": TOKEN, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        env=_env(tmp_path))
     try:
         url = _started(proc, tmp_path / "state")
         async with _client(url) as client:
