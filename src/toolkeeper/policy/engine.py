@@ -67,6 +67,7 @@ class Policies:
         self._seen: tuple[object, ...] | None = None
         self._uses: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._counting = threading.Lock()
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._last_problem = ""
@@ -169,9 +170,10 @@ class Policies:
             self._expire()
             return self.decide(tool, caller, arguments, limits=limits, chain=chain, era=era)
         decision = combine(verdict, default)
-        for policy in decision.policies:
-            if policy.where == "store":
-                self._uses[policy.id] += 1
+        stored = [p.id for p in decision.policies if p.where == "store"]
+        if stored:
+            with self._counting:
+                self._uses.update(stored)
         return decision
 
     def _current(self) -> CompiledSet | None:
@@ -237,8 +239,14 @@ class Policies:
         """Write the counted uses of stored rules to the store."""
         if self.store is None or not self._uses:
             return
-        counted, self._uses = self._uses, Counter()
-        self.store.add_uses(dict(counted))
+        with self._counting:
+            counted, self._uses = self._uses, Counter()
+        try:
+            self.store.add_uses(dict(counted))
+        except ToolkeeperError:
+            with self._counting:  # counted again at the next flush
+                self._uses.update(counted)
+            raise
 
     def close(self) -> None:
         self._stop.set()

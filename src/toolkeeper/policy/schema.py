@@ -5,7 +5,8 @@ proved itself, its OAuth subject, whether it is a code-mode run). Action: one pe
 the tool, each a member of ``Action::"call_tool"``; ``read_resource``, ``get_prompt`` and
 ``decide`` (an approval; reserved for who may decide what). Resource: ``Tool::"NAME"`` with its
 attributes. Context: ``args`` typed from the tool's input schema, ``code_mode``, the time
-(``now``, ``hour``, ``weekday``, UTC), the protocol ``era`` and the ``workspace``.
+(``now``, ``hour``, ``weekday``, UTC), ``era`` (reserved for the MCP protocol era; empty until
+the MCP face passes it) and the ``workspace``.
 
 JSON Schema maps to Cedar as: string → String, integer → Long, boolean → Bool, array → Set,
 object with properties → Record (required properties required). What Cedar cannot hold (numbers
