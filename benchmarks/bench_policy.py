@@ -168,6 +168,7 @@ def main() -> None:
         ("check, 1,000 rules (indexed per tool)", lambda: check(1000, options.calls)),
         ("1,000 rules in one Cedar set, no index", lambda: unindexed(options.calls)),
         ("door, no policies", lambda: door(None, options.calls)),
+        ("door, policies given, none written", lambda: door(0, options.calls)),
         ("door, 10 rules", lambda: door(10, options.calls)),
         ("door, 1,000 rules", lambda: door(1000, options.calls)),
     ]:

@@ -175,3 +175,25 @@ def test_a_revoked_rule_stops_deciding_once_the_store_changes(tmp_path: Path) ->
     assert policies.refresh()
     assert policies.decide(lookup, caller, {"key": "k"}, limits=ChainPolicy(),
                            chain=False).outcome == "allow"
+
+
+def test_a_file_broken_while_watched_is_reported_once_and_the_last_good_set_decides(
+        tmp_path: Path) -> None:
+    (tmp_path / "team.cedar").write_text(TEAM)
+    lines: list[str] = []
+    policies = Policies(BOX, directory=tmp_path, report=lines.append)
+    policies.load()
+    policies.watch(interval=0.05)
+    try:
+        (tmp_path / "team.cedar").write_text(TEAM + "\npermit (principal, action, resource")
+        deadline = time.monotonic() + 30
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert lines, "the broken file was not reported within 30 s"
+        assert "the last good set still decides" in lines[0]
+        assert "team.cedar:15: not a Cedar policy" in lines[0]
+        assert policies.decide(shell, Caller(client="x"), {"command": "rm -rf /"},
+                               limits=ChainPolicy(), chain=False).outcome == "deny"
+    finally:
+        policies.close()
+    assert len(lines) == 1  # said once, not at every look

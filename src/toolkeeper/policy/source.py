@@ -83,7 +83,7 @@ def parse_text(text: str, origin: str, *, stored: bool = False) -> list[Written]
     try:
         import cedarpy
     except ImportError as exc:
-        raise missing("policy", "Cedar policies") from exc
+        raise missing("policy", "a Cedar policy") from exc
     found = []
     for line, statement in statements(text):
         where = origin if stored else f"{origin}:{line}"
