@@ -82,7 +82,7 @@ def _ceiling_condition(limits: Limits) -> str:
 def default_set_text(limits: Limits) -> str:
     """The default set for ``limits`` as Cedar text (``resource.level`` is the risk's place on
     the ladder, 0 for safe; ``resource.asks``: the tool has a HITL mode of its own)."""
-    parts = ["// The default set: [security] and the session's limits, as Cedar.",
+    parts = ["// The default set: [security] and the session's limits, as Cedar.\n"
              "// Forbid wins; a plain permit runs the call; an @ask permit asks a person."]
     names = sorted(limits.unapproved_tools)
     if names:
