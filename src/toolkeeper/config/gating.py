@@ -65,8 +65,7 @@ def policy_from(config: ToolkeeperConfig) -> SecurityPolicy:
     return SecurityPolicy(
         workspace=security.workspace, autonomy=security.autonomy,
         allowed_commands=tuple(security.allowed_commands or DEFAULT_COMMANDS),
-        forbidden_paths=(*forbidden, *security.extra_forbidden_paths,
-                         *_policy_dir_within(config)),
+        forbidden_paths=(*forbidden, *security.extra_forbidden_paths),
         env_passthrough=tuple(security.shell_env_passthrough),
         max_output_bytes=security.max_output_bytes, shell_timeout_s=config.shell_tool.timeout_secs,
         max_memory_bytes=security.max_memory_mb << 20,
@@ -74,20 +73,6 @@ def policy_from(config: ToolkeeperConfig) -> SecurityPolicy:
         allowed_domains=tuple(security.allowed_domains or config.web_fetch.allowed_domains
                               or config.http_request.allowed_domains),
         allow_unconfined=security.allow_unconfined)
-
-
-def _policy_dir_within(config: ToolkeeperConfig) -> tuple[str, ...]:
-    """The policy directory, when it lies in the workspace: never read or written by a tool
-    (its ``*.cedar`` files are forbidden anywhere already; this keeps the folder itself)."""
-    folder = config.policy_dir()
-    if folder is None:
-        return ()
-    try:
-        relative = folder.resolve().relative_to(config.security.workspace.resolve())
-    except ValueError:
-        return ()
-    name = relative.as_posix()
-    return (name, f"{name}/*") if name != "." else ()
 
 
 def _credential_missing(config: ToolkeeperConfig, pairs: Sequence[tuple[str, str]]) -> str | None:
