@@ -148,6 +148,16 @@ async def test_a_stored_rule_runs_the_similar_call_and_still_asks_for_another_ar
     await _poll(served, "pending", service="web", env="staging")
 
 
+async def test_a_stored_rule_stops_deciding_at_its_end(served: str, tmp_path: Path) -> None:
+    added = _cli(tmp_path, "policy", "add", 'permit (principal, action == Action::"deploy", '
+                 'resource) when { context.args.env == "qa" };', str(tmp_path / "tools.py"),
+                 "--no-builtins", "--config", str(tmp_path / "toolkeeper.toml"), "--state-dir",
+                 str(tmp_path / "state"), "--expires", "8s")
+    assert added.returncode == 0, added.stderr
+    await _poll(served, "ok", service="web", env="qa")  # while it lasts
+    await _poll(served, "pending", service="web", env="qa")  # then the default set asks
+
+
 def test_a_bad_policy_file_stops_serve_with_one_line(tmp_path: Path) -> None:
     config = _project(tmp_path, TEAM.replace('context.args.env == "prod"',
                                              'context.args.environment == "prod"'))
