@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -122,6 +123,7 @@ async def _poll(url: str, expect: str, **arguments: str) -> str:
         seen = await _call(url, "deploy", **arguments)
         if seen.startswith(expect):
             return seen
+        await anyio.sleep(0.25)  # a pace for the poll, well under the server's rate limit
     pytest.fail(f"deploy did not answer {expect!r} within 30 s; last: {seen!r}")
 
 
