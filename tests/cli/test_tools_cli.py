@@ -9,6 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from toolkeeper.cli.main import app
+from toolkeeper.gateway.pins import SqlitePins
+
+from .command import toolkeeper
 
 runner = CliRunner()
 MODULE = '''
@@ -127,3 +130,15 @@ def _rows(table: str) -> dict[str, str]:
         if len(cells) == 3:
             rows[cells[0]] = f"{cells[1]} {cells[2]}"
     return rows
+
+
+def test_pins_without_any_pin_says_so_and_how_a_tool_gets_pinned(tmp_path: Path) -> None:
+    SqlitePins(tmp_path / "toolkeeper.db")  # a server's state, no upstream listed yet
+    done = toolkeeper("tools", "pins", "--state-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert said.startswith("no pins yet: only the tools of upstream MCP servers are pinned")
+    assert "[mcp] servers" in said and "┃" not in done.stdout  # no empty table
+    fresh = toolkeeper("tools", "pins", "--state-dir", str(tmp_path / "never-served"))
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.startswith("no pins yet: ") and "[mcp] servers" in fresh.stdout

@@ -21,7 +21,7 @@ from ..toolbox.entry import CatalogEntry
 from ..toolbox.semantic import SWITCH, semantic_available, switched_off
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
-from .report import StateDir, Store, fail, state_dir_of, store_target
+from .report import StateDir, Store, fail, kept, state_dir_of, store_target
 
 tools_app = typer.Typer(help="Inspect a catalog: list, show, search and browse its tools.",
                         no_args_is_help=True)
@@ -168,8 +168,16 @@ def _relayed(server: MCPServerConfig) -> list[str]:
 def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
     """Remote (MCP gateway) tools, prompts and resource templates: whether each is trusted,
     changed since (held: not served), or untrusted, and what to run to serve it."""
+    state = state_dir_of(state_dir)
+    if store is None and not kept(state, nothing="no pins yet"):
+        _out.print(_HOW_PINNED, markup=False, highlight=False)
+        return
+    pins = SqlitePins(store_target(store, state, create=False)).all()
+    if not pins:
+        _out.print(f"no pins yet: {_HOW_PINNED}", markup=False, highlight=False)
+        return
     table = Table("name", "kind", "server", "state", "fingerprint", "held until")
-    for pin in SqlitePins(store_target(store, state_dir_of(state_dir), create=False)).all():
+    for pin in pins:
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
         until = "" if pin.state == "trusted" else f"toolkeeper tools trust {pin.tool}"
         if pin.held is not None:  # refused by the gateway, whatever its trust
@@ -177,6 +185,11 @@ def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
         table.add_row(pin.tool, pin.kind, pin.server, f"[{color}]{pin.state}[/]",
                       pin.seen_fingerprint[:16], until)
     _out.print(table)
+
+
+_HOW_PINNED = ("only the tools of upstream MCP servers are pinned: list one under [mcp] servers "
+               "in the --config of toolkeeper serve, and its tools are pinned when serve first "
+               "lists them; docs/mcp.md, the gateway")
 
 
 @tools_app.command("trust")
