@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from typer.models import DefaultPlaceholder
 from rich.table import Table
+from typer.models import DefaultPlaceholder
 
 from ..errors import ToolkeeperError
 from ..formats import API_FORMATS, check, export, get_format
@@ -164,6 +164,8 @@ def _summarize(group: typer.Typer) -> None:
         if command.short_help is None:
             command.short_help = summary(command.help or inspect.getdoc(command.callback) or "")
     for sub in group.registered_groups:
+        if sub.typer_instance is None:
+            continue
         given = sub.help if not isinstance(sub.help, DefaultPlaceholder) else None
         sub.short_help = summary(given or sub.typer_instance.info.help or "")
         _summarize(sub.typer_instance)
