@@ -201,8 +201,9 @@ def trust_cmd(name: str, state_dir: StateDir = None, store: Store = None
               ) -> None:
     """Trust what an MCP server now declares for tool NAME.
 
-    After reviewing it: the gateway serves it again at its next listing. A prompt is ``prompt:NAME``, a resource template
-    ``template:NAME`` (as ``toolkeeper tools pins`` lists them)."""
+    After reviewing it: the gateway serves it again at its next listing. A prompt is
+    ``prompt:NAME``, a resource template ``template:NAME`` (as ``toolkeeper tools pins`` lists
+    them)."""
     pins = SqlitePins(store_target(store, state_dir_of(state_dir), create=False))
     pin = pins.get(name)
     if pin is None:
