@@ -131,3 +131,24 @@ def test_the_readmes_read_only_commands_run_as_shown_on_a_machine_that_never_ser
     assert "Traceback" not in done.stderr and "error:" not in done.stderr, done.stderr
     if shown.words[1:3] == ["tools", "search"]:
         assert "broadcast_alert" in done.stdout, done.stdout
+
+
+CLIENT_TIMEOUTS = {  # a client we know → the setting docs/server.md must name for it
+    "Claude Desktop": "60 s", "Cursor": "mcp.json", "VS Code": "mcp.json",
+    "MCP Inspector, web UI": "MCP_SERVER_REQUEST_TIMEOUT", "MCP Inspector, CLI (`--cli`)": "requestTimeout",
+    "smolagents": "client_session_timeout_seconds", "pydantic-ai": "read_timeout",
+    "OpenAI Agents SDK": "client_session_timeout_seconds",
+    "langchain-mcp-adapters": "sse_read_timeout",
+    "the official Python client": "read_timeout_seconds",
+}
+
+
+def test_server_md_says_which_timeout_to_raise_in_each_client_we_know() -> None:
+    text = (ROOT / "docs" / "server.md").read_text()
+    section = text[text.index("## Clients that wait for a person"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| client")}
+    for client, setting in CLIENT_TIMEOUTS.items():
+        assert setting in rows.get(client, ""), f"{client}: {rows.get(client)}"
+        assert len(rows[client].split("|")) == 5, rows[client]  # what to expect, said too
