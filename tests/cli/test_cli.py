@@ -200,3 +200,11 @@ def test_help_lists_every_registered_command_with_its_one_line_summary() -> None
     assert all(name for name, _ in rows), f"a summary takes more than one line:\n{done.stdout}"
     assert rows == registered, done.stdout
     assert all(summary and summary.endswith(".") for _, summary in rows), rows
+
+
+def test_tokens_list_before_any_serve_says_so_and_makes_no_state(tmp_path: Path) -> None:
+    state = tmp_path / "never-served"
+    done = toolkeeper("tokens", "list", "--state-dir", str(state))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("no client tokens yet: ") and "┃" not in done.stdout
+    assert not state.exists()  # listing made nothing: a state dir is serve's to make
