@@ -188,3 +188,34 @@ async def test_the_card_shows_the_call_and_the_script_with_its_line_marked(
     assert page.count('class="row marked"') == 1
     assert "note: ok" in page and "flagged" not in page  # the calls it made before
     assert "the script this call came from" in inbox
+
+
+async def test_a_client_asked_about_a_paused_scripts_call_decides_it_and_gets_the_output(
+        tmp_path: Path) -> None:
+    from typing import Any
+
+    import mcp_types as types
+
+    from .test_client_channel import _asking_client
+
+    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "toolkeeper.toml").write_text('[approval]\nchannels = ["page", "client"]\n'
+                                              + CONFIG)
+    proc, url = _serve(tmp_path, None, wait="20")
+    asked: list[str] = []
+
+    async def answer(_params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+    try:
+        with anyio.fail_after(120):
+            async with _asking_client(url, answer, asked) as client:
+                result = await client.call_tool("tool_chain", {"code": SCRIPT})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    text = result.content[0].text  # type: ignore[union-attr]
+    # one form, about the script's call; then the model's one result: the script's output
+    assert len(asked) == 1 and "'deploy' (risk critical)" in asked[0], asked
+    assert not result.is_error and "deploy said: deployed v1" in text, text
+    assert _ledger(tmp_path) == ["note a", "note b", "deploy v1", "note c"]
