@@ -10,7 +10,6 @@ directory by the script's side, up to a per-run total.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -33,6 +32,7 @@ from ..errors import BudgetExceededError
 from ..invoke.audit import AuditEntry
 from ..invoke.results import ChainCallRecord, ChainFile, InvocationResult, RecordStatus
 from ..invoke.session import InvokerSession
+from .channel import Channel
 from .journal import RunLog, Stop
 from .prelude import MAX_FRAME
 from .signatures import function_names, signature
@@ -80,7 +80,7 @@ class Bridge:
         self.files: list[ChainFile] = []
         self._media_bytes = 0
         self._calls = 0
-        self._channel = _Channel(sock)
+        self._channel = Channel(sock)
         self._stopped = False
 
     def stop(self) -> None:
@@ -155,18 +155,28 @@ class Bridge:
             self._end_spent()
         answer = self._answer(result)
         if log is not None:
-            if result.status == "pending" and result.approval_id is not None:
-                if not log.unresumable:
-                    await log.paused(result.approval_id)
-                    self.ended = Stop(kind="paused", request_id=result.approval_id, seq=seq,
-                                      tool=name, line=line)
-                    return None
-                self.notes.append(f"[the run could not pause at call {seq} ('{name}'): "
-                                  f"{log.unresumable}; the call answered 'pending' to the "
-                                  "script instead]")
-            await log.answered(JournalEntry(seq=seq, tool=name, args_digest=digest, line=line,
-                                            answer=answer))
+            entry = JournalEntry(seq=seq, tool=name, args_digest=digest, line=line,
+                                 answer=answer)
+            if not await self._journal(log, entry, result.approval_id
+                                       if result.status == "pending" else None):
+                return None
         return self._framed(answer)
+
+    async def _journal(self, log: RunLog, entry: JournalEntry, pending: str | None) -> bool:
+        """Record a live call's answer; a call that waits for a person (``pending``: its
+        request) pauses the run instead, where the journal can resume it. Whether the run
+        goes on."""
+        if pending is not None:
+            if not log.unresumable:
+                await log.paused(pending)
+                self.ended = Stop(kind="paused", request_id=pending, seq=entry.seq,
+                                  tool=entry.tool, line=entry.line)
+                return False
+            self.notes.append(f"[the run could not pause at call {entry.seq} ('{entry.tool}'): "
+                              f"{log.unresumable}; the call answered 'pending' to the script "
+                              "instead]")
+        await log.answered(entry)
+        return True
 
     async def _journaled(self, log: RunLog, call: ToolCall, seq: int, digest: str,
                          line: int | None) -> dict[str, Any] | None:
@@ -374,85 +384,3 @@ def _too_big(value: Any, offloaded: bool) -> bool:
         return len(json.dumps(value, default=repr)) > STRUCTURED_BYTES
     except (TypeError, ValueError, RecursionError):
         return True
-
-
-class _Channel:
-    """Buffered reads from the bridge socket. On asyncio the socket stays registered with the
-    loop for the whole run (one wake-up per frame, no register/unregister per read: ~20 µs
-    less per call here); elsewhere it waits with anyio. Reading pauses while a frame and a
-    half is buffered, so a script flooding the socket cannot grow the host's memory."""
-
-    HIGH = 2 * MAX_FRAME
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = bytearray()
-        self.eof = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._reading = False
-        self._waiter: asyncio.Future[None] | None = None
-
-    def open(self) -> None:
-        try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None  # another anyio backend: wait per read
-
-    def _resume(self) -> None:
-        if self._loop is not None and not self._reading and not self.eof:
-            self._loop.add_reader(self.sock.fileno(), self._readable)
-            self._reading = True
-
-    def _pause(self) -> None:
-        if self._loop is not None and self._reading:
-            self._reading = False
-            with contextlib.suppress(ValueError, OSError, RuntimeError):
-                self._loop.remove_reader(self.sock.fileno())
-
-    def _readable(self) -> None:
-        try:
-            chunk = self.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        if chunk:
-            self.buffer += chunk
-            if len(self.buffer) > self.HIGH:
-                self._pause()
-        else:
-            self.eof = True
-            self._pause()
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def exact(self, size: int) -> bytes | None:
-        buffer = self.buffer
-        while len(buffer) < size:
-            if self.eof:
-                return None
-            if self._loop is not None:
-                self._resume()
-                self._waiter = self._loop.create_future()
-                try:
-                    await self._waiter
-                finally:
-                    self._waiter = None
-                continue
-            try:
-                chunk = self.sock.recv(max(65536, size - len(buffer)))
-            except BlockingIOError:
-                await anyio.wait_readable(self.sock)
-                continue
-            if not chunk:
-                self.eof = True
-                return None
-            buffer += chunk
-        data = bytes(buffer[:size])
-        del buffer[:size]
-        if len(buffer) <= self.HIGH:
-            self._resume()
-        return data
-
-    def close(self) -> None:
-        self._pause()
