@@ -356,7 +356,7 @@ class ToolChainTool(Tool):
         at = f"call {stop.seq} ('{stop.tool}'" + (f", line {stop.line}" if stop.line else "") + ")"
         journaled = "" if stop.seq == 1 else (
             ("the call before it is" if stop.seq == 2 else f"the {stop.seq - 1} calls before "
-             "it are") + " answered from the run's journal (they do not run again), ")
+             "it are") + " answered from the run's journal (not run again), ")
         if stop.kind == "paused":
             said = (f"The script paused at {at}: it waits for a person to approve request "
                     f"{stop.request_id} ({self._invoker.approvals.where(stop.request_id)}). "
