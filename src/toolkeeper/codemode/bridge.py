@@ -67,6 +67,8 @@ class Bridge:
         self.ended: Stop | None = None
         """Where the run stopped without answering a call: it paused, or what it paused on
         expired (``None``: it was not stopped so)."""
+        self.killed = False
+        """The bridge ended the sandbox itself (a run stopped at a call), not its limits."""
         self.notes: list[str] = []
         """Lines the run's output carries after the script's own (why it could not pause)."""
         self._lines = code.count("\n") + 1
@@ -114,6 +116,7 @@ class Bridge:
                 elif kind == "call":
                     reply = await self._call(frame)
                     if reply is None:  # the run stops here (paused, or refused to go on)
+                        self.killed = True
                         self._kill()
                         return
                     await self._send(reply)

@@ -302,7 +302,7 @@ class ToolChainTool(Tool):
                 raise
             current.set_attributes({"toolkeeper.code_mode.status": run.status,
                                     "toolkeeper.code_mode.calls": len(run.call_trace)})
-            if run.status != "ok":
+            if run.status not in ("ok", "pending"):  # a paused run waits; it did not fail
                 failed(current, run.status)
             return run
 
@@ -392,9 +392,9 @@ def _outcome(run: Started, bridge: Bridge, trace: tuple[ChainCallRecord, ...], s
         status: Literal["ok", "error", "timeout", "killed"] = "killed"
         stdout = stderr = ""
     else:
-        status = ("timeout" if result.timed_out else "killed" if result.oom_killed or (
-            result.exit_code is not None and result.exit_code < 0) else
-            "ok" if bridge.done and result.exit_code == 0 else "error")
+        status = ("error" if bridge.killed else "timeout" if result.timed_out else "killed"
+                  if result.oom_killed or (result.exit_code is not None and result.exit_code < 0)
+                  else "ok" if bridge.done and result.exit_code == 0 else "error")
         stdout, stderr = result.stdout, result.stderr
     text = stdout
     if bridge.error:
