@@ -24,6 +24,7 @@ from ..core.unset import UNSET, Unset
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
+from ..policy.engine import Policies
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
@@ -77,6 +78,10 @@ class ToolInvoker:
             ``before``: ``class Redact(Gate): name = "redact"; after = "validate"``).
         tracer_provider: Where each call's OpenTelemetry span goes (``execute_tool {tool}``);
             by default the global provider, and no span at all while none is set up.
+        policies: Cedar policies and stored rules over the default set (``Policies``): each
+            call is allowed, asked or denied by them before approval. Without them the default
+            set alone decides (``[security]``: the risk ceiling, ``unapproved_tools``, a tool's
+            own HITL mode).
     """
 
     def __init__(
@@ -85,7 +90,7 @@ class ToolInvoker:
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | Unset | None = UNSET, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
-        tracer_provider: TracerProvider | None = None,
+        tracer_provider: TracerProvider | None = None, policies: Policies | None = None,
     ) -> None:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
@@ -100,7 +105,9 @@ class ToolInvoker:
         pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=self.audit,
-            tracing=self.tracing)
+            tracing=self.tracing, policies=policies)
+        self.policies = policies
+        """The policies the door decides with (``None``: the default set alone)."""
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[ToolLike, Next]] = {}
