@@ -14,11 +14,17 @@ import anyio
 import pytest
 
 from toolkeeper import ToolInvoker, ToolRisk, tool
-from toolkeeper.approval import ApprovalDecision, PersistedApprovalHandler, SqliteApprovalStore
+from toolkeeper.approval import (
+    ApprovalDecision,
+    CallbackApprovalHandler,
+    PersistedApprovalHandler,
+    SqliteApprovalStore,
+)
 from toolkeeper.codemode import ToolChainTool
 from toolkeeper.core.call import ToolCall
 from toolkeeper.invoke import ChainPolicy
 from toolkeeper.invoke.results import InvocationResult
+from toolkeeper.policy import Policies
 from toolkeeper.toolbox import Toolbox
 
 pytestmark = pytest.mark.anyio
@@ -31,6 +37,9 @@ d = deploy(version='v1')
 note(text='c')
 print('deploy said', d.status, d.text)
 result = [d.status, d.text]
+"""
+ASK_C = """@id("note-c-asks") @ask
+permit (principal, action == Action::"note", resource) when { context.args.text == "c" };
 """
 
 
@@ -199,8 +208,6 @@ async def test_a_run_that_never_asks_writes_no_journal(tmp_path: Path,
 
 async def test_without_a_store_a_slow_person_is_still_a_denial_the_script_reads(
         ledger: list[str]) -> None:
-    from toolkeeper.approval import CallbackApprovalHandler
-
     async def never(_request: object) -> bool:
         await anyio.sleep(60)
         return True
@@ -210,3 +217,42 @@ async def test_without_a_store_a_slow_person_is_still_a_denial_the_script_reads(
     shown = await chain.run_chain(SCRIPT, session_id="client-alice")
     assert shown.status == "ok" and shown.value[0] == "denied"  # type: ignore[index]
     assert ledger == ["note a", "note b", "note c"]
+
+
+async def test_a_safe_call_an_ask_policy_holds_pauses_the_run_with_its_journal(
+        tmp_path: Path, ledger: list[str]) -> None:
+    store = SqliteApprovalStore(tmp_path / "approvals.db")
+    box = Toolbox([note, deploy, report])
+    invoker = ToolInvoker(box, approval_handler=PersistedApprovalHandler(store, wait_s=0),
+                          approval_store=store, policies=Policies(box, text={"team": ASK_C}))
+    box.add(ToolChainTool(invoker))
+    code = "note(text='a')\nnote(text='b')\nnote(text='c')\nresult = 'done'\n"
+    first = await run(invoker, code)
+    assert first.status == "pending" and first.approval_id is not None, first.text
+    assert "paused at call 3 ('note', line 3)" in first.text
+    assert ledger == ["note a", "note b"]
+    decide(store, first.approval_id, "approved")
+    second = await run(invoker, code)
+    assert second.status == "ok", second.text
+    assert ledger == ["note a", "note b", "note c"]  # the two before it ran once each
+
+
+async def test_under_policies_the_journal_is_stored_before_a_call_goes_to_be_asked(
+        tmp_path: Path, ledger: list[str]) -> None:
+    # a server killed while the call waits must find what the calls before it answered
+    seen: list[int] = []
+
+    def person(_request: object) -> bool:
+        with sqlite3.connect(tmp_path / "approvals.db") as db:
+            seen.append(int(db.execute("SELECT COUNT(*) FROM approval_journal").fetchone()[0]))
+        return True
+
+    store = SqliteApprovalStore(tmp_path / "approvals.db")
+    box = Toolbox([note, deploy, report])
+    invoker = ToolInvoker(box, approval_handler=CallbackApprovalHandler(person),
+                          approval_store=store, policies=Policies(box, text={"team": ASK_C}))
+    box.add(ToolChainTool(invoker))
+    shown = await run(invoker, "note(text='a')\nnote(text='b')\nresult = note(text='c').text")
+    assert shown.status == "ok", shown.text
+    assert seen == [2] and ledger == ["note a", "note b", "note c"]
+    assert journal_rows(tmp_path) == 0  # the run ended: its journal went

@@ -170,6 +170,8 @@ class Bridge:
         request) pauses the run instead, where the journal can resume it. Whether the run
         goes on."""
         if pending is not None:
+            if not log.stored:  # it asked though none was foreseen: keep what came before
+                await log.before_asking(entry.seq, entry.tool, entry.args_digest, entry.line)
             if not log.unresumable:
                 await log.paused(pending)
                 self.ended = Stop(kind="paused", request_id=pending, seq=entry.seq,
@@ -219,9 +221,13 @@ class Bridge:
 
     def _may_ask(self, name: str) -> bool:
         """Whether a call of ``name`` may ask a person in this run (then the journal is
-        stored before it goes to the door)."""
+        stored before it goes to the door). Under the operator's policies any call may: an
+        @ask permit can hold a safe tool's call, by its arguments as the door validates them."""
         tool = self.allowed.get(name)
-        return tool is not None and not self.session.granted(name) and \
+        if tool is None or self.session.granted(name):
+            return False
+        policies = self.chain._invoker.policies
+        return (policies is not None and policies.governs) or \
             ApprovalService.needs_approval(tool, policy=self.session.policy, chain=True)
 
     def _line(self, sent: object) -> int | None:

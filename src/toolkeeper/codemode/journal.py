@@ -72,6 +72,11 @@ class RunLog:
         self._size = sum(len(json.dumps(e.answer)) for e in found.entries)
 
     @property
+    def stored(self) -> bool:
+        """Whether the run has a journal in the store (answers are written as they come)."""
+        return self._stored
+
+    @property
     def replaying(self) -> int:
         """How many calls the journal answers."""
         return len(self.replay)
