@@ -16,12 +16,14 @@ runs again and its N calls are answered from the run's journal. Measured: a jour
 answered in the re-run and a live call of the first run (both timed inside the script, per
 call), the journal's write at the asking call and its load at the re-run's start (per entry),
 and the re-run's wall time against a run of the same N live calls (per call). The journal is
-in a SQLite file, or on PostgreSQL with ``--postgres`` (a throwaway server).
+in a SQLite file, or on PostgreSQL with ``--postgres`` (a throwaway server). With
+``--policies`` the door has an operator's policy (a plain permit of the tool): any call may then
+ask, so each live call of a run that may pause stores its journal entry before it goes on.
 
 Runs interleaved, random arguments, medians.
 
     python benchmarks/bench_codemode.py [--runs 20]
-    python benchmarks/bench_codemode.py --replay [--calls 50] [--postgres] [--runs 20]
+    python benchmarks/bench_codemode.py --replay [--calls 50] [--postgres] [--policies] [--runs 20]
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ from toolkeeper.approval.journal import JournalEntry, journals_of
 from toolkeeper.codemode import ToolChainTool
 from toolkeeper.core.call import ToolCall
 from toolkeeper.invoke import ChainPolicy
+from toolkeeper.policy import Policies
 from toolkeeper.sandbox.base import Limits
 from toolkeeper.sandbox.bubblewrap import run_confined
+from toolkeeper.toolbox import Toolbox
 
 CALLS = 100
 
@@ -163,11 +167,16 @@ def _store(target: str) -> SqliteApprovalStore:
         SqliteApprovalStore(target)
 
 
-async def replay_run(seed: int, calls: int, target: str) -> dict[str, float]:
+PERMIT = 'permit (principal, action == Action::"lookup", resource);'
+
+
+async def replay_run(seed: int, calls: int, target: str, governed: bool = False
+                     ) -> dict[str, float]:
     """One paused run and its resumption; the figures of ``--replay`` (seconds)."""
-    store = _store(target)
-    invoker = ToolInvoker([lookup, launch], PersistedApprovalHandler(store, wait_s=0),
-                          approval_store=store, policy=ChainPolicy(max_tool_calls=10**6))
+    store, box = _store(target), Toolbox([lookup, launch])
+    invoker = ToolInvoker(box, PersistedApprovalHandler(store, wait_s=0),
+                          approval_store=store, policy=ChainPolicy(max_tool_calls=10**6),
+                          policies=Policies(box, text={"team": PERMIT}) if governed else None)
     chain = ToolChainTool(invoker, policy=ChainPolicy(max_tool_calls=10**6))
     code, session = REPLAY.format(calls=calls, seed=seed), f"client-bench-{seed}"
     first = await chain.run_chain(code, session_id=session)
@@ -185,7 +194,8 @@ async def replay_run(seed: int, calls: int, target: str) -> dict[str, float]:
     assert plain.status == "ok", plain.output_text
     return {"replay: a journaled call, answered from the journal (inside the re-run)":
             float(again.output_text.split()[0]),
-            "replay: a live bridged call of the first run (journal kept in memory)":
+            "replay: a live bridged call of the first run (journal kept in memory; "
+            f"{'stored at each call' if governed else 'stored at the asking call'})":
             float(first.output_text.split()[0]),
             "replay: a live bridged call of a run with no session (no journal)":
             float(plain.value),  # type: ignore[arg-type]
@@ -215,7 +225,7 @@ def _journal_io(store: SqliteApprovalStore, calls: int, seed: int) -> dict[str, 
             "replay: journal loaded at the re-run's start, per entry": loaded / calls}
 
 
-def replay_main(runs: int, calls: int, postgres: bool) -> None:
+def replay_main(runs: int, calls: int, postgres: bool, governed: bool) -> None:
     from contextlib import ExitStack
 
     samples: dict[str, list[float]] = {}
@@ -227,10 +237,11 @@ def replay_main(runs: int, calls: int, postgres: bool) -> None:
             target = create_database(stack.enter_context(postgres_server()))
         for run in range(runs):
             seed = random.Random(run).randrange(10**6)
-            for name, value in anyio.run(replay_run, seed, calls, target).items():
+            for name, value in anyio.run(replay_run, seed, calls, target, governed).items():
                 samples.setdefault(name, []).append(value)
     print(f"Python {sys.version.split()[0]}, {runs} runs; {calls} journaled calls per run; "
-          f"journal on {'PostgreSQL' if postgres else 'SQLite'}\n")
+          f"journal on {'PostgreSQL' if postgres else 'SQLite'}"
+          f"{'; an operator policy (each live call stored)' if governed else ''}\n")
     _table(samples)
 
 
@@ -249,9 +260,10 @@ def main() -> None:
     parser.add_argument("--replay", action="store_true", help="the cost of resuming a run")
     parser.add_argument("--calls", type=int, default=50, help="journaled calls (--replay)")
     parser.add_argument("--postgres", action="store_true", help="the journal on PostgreSQL")
+    parser.add_argument("--policies", action="store_true", help="an operator policy (--replay)")
     args = parser.parse_args()
     if args.replay:
-        replay_main(args.runs, args.calls, args.postgres)
+        replay_main(args.runs, args.calls, args.postgres, args.policies)
         return
     samples: dict[str, list[float]] = {}
     WARM.warm_up()
