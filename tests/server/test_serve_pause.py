@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
+import mcp_types as types
 import pytest
 
+from .test_client_channel import _asking_client
 from .test_serve import TOKEN, _client, _start
 from .test_web import _login, start_page, stop
 
@@ -149,10 +151,8 @@ async def test_a_paused_call_tells_the_model_it_waits_and_how_to_resume(
     (tmp_path / "toolkeeper.toml").write_text(CONFIG)
     proc, url = _serve(tmp_path, None, wait="0")
     try:
-        started = time.monotonic()
         async with _client(url) as client:
             answer = await client.call_tool("tool_chain", {"code": SCRIPT})
-        waited = time.monotonic() - started
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
@@ -162,7 +162,6 @@ async def test_a_paused_call_tells_the_model_it_waits_and_how_to_resume(
     assert "/approvals/apr_" in text  # where a person decides
     assert "denied" not in text.split("(a denied")[0]
     assert _ledger(tmp_path) == ["note a", "note b"]
-    assert waited < 50  # it did not sit out a wait
 
 
 async def test_the_card_shows_the_call_and_the_script_with_its_line_marked(
@@ -192,12 +191,6 @@ async def test_the_card_shows_the_call_and_the_script_with_its_line_marked(
 
 async def test_a_client_asked_about_a_paused_scripts_call_decides_it_and_gets_the_output(
         tmp_path: Path) -> None:
-    from typing import Any
-
-    import mcp_types as types
-
-    from .test_client_channel import _asking_client
-
     (tmp_path / "tools.py").write_text(TOOLS)
     (tmp_path / "toolkeeper.toml").write_text('[approval]\nchannels = ["page", "client"]\n'
                                               + CONFIG)
