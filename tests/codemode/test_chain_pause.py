@@ -256,3 +256,18 @@ async def test_under_policies_the_journal_is_stored_before_a_call_goes_to_be_ask
     assert shown.status == "ok", shown.text
     assert seen == [2] and ledger == ["note a", "note b", "note c"]
     assert journal_rows(tmp_path) == 0  # the run ended: its journal went
+
+
+async def test_a_search_before_the_calls_does_not_shift_the_replay(
+        tmp_path: Path, ledger: list[str]) -> None:
+    # a search is numbered with the calls but not journaled: the replay must not lose its place
+    invoker, store = served(tmp_path)
+    code = "search_tools('note')\n" + SCRIPT
+    first = await run(invoker, code)
+    assert first.status == "pending" and first.approval_id is not None, first.text
+    assert "paused at call 4 ('deploy', line 5)" in first.text
+    decide(store, first.approval_id, "approved")
+    second = await run(invoker, code)
+    assert second.status == "ok", second.text
+    assert ledger == ["note a", "note b", "deploy v1", "note c"]
+

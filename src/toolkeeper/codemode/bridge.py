@@ -113,15 +113,13 @@ class Bridge:
                     self.value, self.done = frame.get("value"), True
                 elif kind == "error":
                     self.error = str(frame.get("error", ""))[-4000:]
-                elif kind == "call":
-                    reply = await self._call(frame)
+                elif kind in ("call", "search"):
+                    reply = await (self._call(frame) if kind == "call" else self._search(frame))
                     if reply is None:  # the run stops here (paused, or refused to go on)
                         self.killed = True
                         self._kill()
                         return
                     await self._send(reply)
-                elif kind == "search":
-                    await self._send(await self._search(frame))
                 else:
                     self.error = f"the bridge received an unknown frame type {kind!r}"
                     return
@@ -289,15 +287,20 @@ class Bridge:
                 self._media_bytes += item.size
         return shown
 
-    async def _search(self, frame: dict[str, Any]) -> dict[str, Any]:
+    async def _search(self, frame: dict[str, Any]) -> dict[str, Any] | None:
         """A search of the chain's tools: counted against the run's budget like a call, and
-        recorded in its trace and the audit log as a call of ``search_tools``."""
+        recorded in its trace and the audit log as a call of ``search_tools`` (``None``: the
+        run stops, its journaled run made a call here)."""
         try:
             limit = max(1, min(int(frame.get("limit", 5)), 20))
         except (TypeError, ValueError):
             limit = 5
         query = str(frame.get("query", ""))[:QUERY_CHARS]
         self._calls += 1
+        differs = self.log.search(self._calls) if self.log is not None else None
+        if differs is not None:  # the journaled run made a call here: the run stops
+            self.error = differs
+            return None
         call_id, arguments = f"chain-{self._calls}", {"query": query, "limit": limit}
         started = time.perf_counter()
         try:

@@ -51,6 +51,9 @@ class RunLog:
         self.journals, self.session_id, self.code = journals, session_id, code
         self.run_id = run_key(session_id, code)
         self.replay: tuple[JournalEntry, ...] = ()
+        self._by_seq: dict[int, JournalEntry] = {}
+        self._last = 0
+        """The last journaled call's number (calls and searches are numbered together)."""
         self.paused_on: str | None = None
         """The request the journal's last run paused on (still linked)."""
         self.asked_at: int | None = None
@@ -68,6 +71,8 @@ class RunLog:
         if found is None:
             return
         self.replay, self.paused_on, self._stored = found.entries, found.request_id, True
+        self._by_seq = {e.seq: e for e in found.entries}
+        self._last = max(self._by_seq, default=0)
         self.asked_at = found.asking.seq if found.asking is not None else None
         self._size = sum(len(json.dumps(e.answer)) for e in found.entries)
 
@@ -84,14 +89,24 @@ class RunLog:
     def step(self, seq: int, tool: str, digest: str) -> JournalEntry | str | None:
         """The journaled answer of call ``seq``; ``None`` past the journal (the call runs
         live); a sentence saying how it differs when it is not the journaled call."""
-        if seq > len(self.replay):
+        entry = self._by_seq.get(seq)
+        if entry is None and seq > self._last:
             return None
-        entry = self.replay[seq - 1]
-        if entry.tool == tool and entry.args_digest == digest:
+        if entry is not None and entry.tool == tool and entry.args_digest == digest:
             return entry
+        return self._differs(seq, f"'{tool}'", entry)
+
+    def search(self, seq: int) -> str | None:
+        """``None`` when call ``seq`` of the journaled run was not a tool call (a search is
+        numbered with the calls, not journaled); else a sentence saying how it differs."""
+        entry = self._by_seq.get(seq)
+        return None if entry is None else self._differs(seq, "a search of the tools", entry)
+
+    def _differs(self, seq: int, made: str, entry: JournalEntry | None) -> str:
         self.diverged = True
-        what = (f"'{tool}' instead of '{entry.tool}'" if entry.tool != tool
-                else f"'{tool}' with other arguments than the journaled call's")
+        what = (f"{made} where the run that paused searched the tools" if entry is None
+                else f"{made} instead of '{entry.tool}'" if made != f"'{entry.tool}'"
+                else f"{made} with other arguments than the journaled call's")
         return (f"the script is not deterministic: call {seq} is {what}, in the journal of the "
                 f"run that paused. It was not run, nor anything after it, so that no journaled "
                 f"call runs twice. To run the script afresh (every call runs again), send a "
