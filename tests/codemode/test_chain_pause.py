@@ -271,3 +271,23 @@ async def test_a_search_before_the_calls_does_not_shift_the_replay(
     assert second.status == "ok", second.text
     assert ledger == ["note a", "note b", "deploy v1", "note c"]
 
+
+
+async def test_a_run_cut_by_its_time_limit_while_a_call_waits_keeps_its_journal(
+        tmp_path: Path, ledger: list[str]) -> None:
+    # the request outlives the run: once approved, the same script must not redo what ran
+    store = SqliteApprovalStore(tmp_path / "approvals.db")
+    box = Toolbox([note, deploy, report])
+    invoker = ToolInvoker(box, approval_handler=PersistedApprovalHandler(store, wait_s=120),
+                          approval_store=store)
+    box.add(ToolChainTool(invoker, policy=ChainPolicy(
+        total_timeout_s=20, call_timeout_s=150, approval_timeout_s=120)))
+    first = await run(invoker)
+    assert first.status == "error" and "status: timeout" in first.text, first.text
+    assert ledger == ["note a", "note b"], first.text  # it reached the call that waits
+    assert "sent again unchanged" in first.text  # the model is told the journal is kept
+    (request,) = store.requests()
+    decide(store, request.request.id, "approved")
+    second = await run(invoker)
+    assert second.status == "ok", second.text
+    assert ledger == ["note a", "note b", "deploy v1", "note c"]

@@ -357,11 +357,11 @@ class ToolChainTool(Tool):
             run.discard()  # a cancelled run kills its sandbox too
         if run.failure is not None:
             raise run.failure
-        if log is not None and bridge.ended is None and not log.diverged:
-            await log.ended()  # a run that did not pause leaves no journal
         outcome = _outcome(run, bridge, trace, started)
         if bridge.ended is not None:
             outcome = self._stopped(outcome, bridge)
+        elif log is not None and not log.diverged:
+            outcome = await _journal_end(log, outcome)
         return replace(outcome, trace_dropped=dropped[0], audit_dropped=dropped[1])
 
     def _stopped(self, outcome: ChainRunResult, bridge: Bridge) -> ChainRunResult:
@@ -387,6 +387,20 @@ class ToolChainTool(Tool):
         text = outcome.output_text + ("\n" if outcome.output_text else "") + said
         return replace(outcome, status="pending" if stop.kind == "paused" else "expired",
                        output_text=text, approval_id=stop.request_id)
+
+
+async def _journal_end(log: RunLog, outcome: ChainRunResult) -> ChainRunResult:
+    """A run that ended without pausing leaves no journal — unless its limits cut it while it
+    had one: a call may have been waiting for a person, and that request outlives the run, so
+    the same script sent again must answer what already ran from the journal."""
+    if not (log.stored and outcome.status in ("timeout", "killed")):
+        await log.ended()
+        return outcome
+    kept = ("[the run's journal is kept: sent again unchanged, the script has the calls that "
+            "ran answered from it (not run again), and a call a person was asked about joins "
+            "its request]")
+    return replace(outcome, output_text=outcome.output_text + (
+        "\n" if outcome.output_text else "") + kept)
 
 
 def _view(shared: SharedPath, sandbox: Sandbox) -> Overlay | None:
