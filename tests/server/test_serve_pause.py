@@ -6,6 +6,7 @@ the script ran once. The approval card shows the call and the script around it."
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from pathlib import Path
@@ -103,26 +104,51 @@ async def test_a_paused_script_runs_each_call_once_across_kill_9_and_restarts(
         tmp_path: Path, store: str | None) -> None:
     (tmp_path / "tools.py").write_text(TOOLS)
     (tmp_path / "toolkeeper.toml").write_text(CONFIG)
+    answer, request = await _paused_killed_resumed(tmp_path, store, SCRIPT)
+    text = answer.content[0].text  # type: ignore[union-attr]
+    assert request["tool"] == "deploy" and request["arguments"] == {"version": "v1"}
+    # each call of the script ran once: the journaled ones before, the approved one after
+    assert _ledger(tmp_path) == ["note a", "note b", "deploy v1", "note c"], text
+    assert not answer.is_error and answer.structured_content == {"status": "ok", "value": "ok"}
+    assert "deploy said: deployed v1" in text and "[from the journal: nothing ran]" in text
+
+
+async def test_a_safe_call_a_policy_asks_about_pauses_and_resumes_once_across_kill_9(
+        tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "toolkeeper.toml").write_text(CONFIG)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "team.cedar").write_text(
+        '@id("note-c-asks") @ask\npermit (principal, action == Action::"note", resource) '
+        'when { context.args.text == "c" };\n')
+    script = "note(text='a')\nnote(text='b')\nnote(text='c')\nresult = note(text='d').text\n"
+    answer, request = await _paused_killed_resumed(tmp_path, None, script)
+    text = answer.content[0].text  # type: ignore[union-attr]
+    assert request["tool"] == "note" and request["arguments"] == {"text": "c"}
+    assert _ledger(tmp_path) == ["note a", "note b", "note c", "note d"], text
+    assert not answer.is_error, text
+
+
+async def _paused_killed_resumed(tmp_path: Path, store: str | None, script: str
+                                 ) -> tuple[Any, dict[str, object]]:
+    """Run ``script`` until its call waits, kill serve with -9, restart and approve, kill it
+    again, restart and send the script again: its answer and the request it paused on."""
     proc, url = _serve(tmp_path, store, wait="50")
-    ended: list[BaseException] = []
     try:
         async with anyio.create_task_group() as group:
             async def call() -> None:
-                try:
+                with contextlib.suppress(BaseException):  # the server is killed under it
                     async with _client(url) as client:
-                        await client.call_tool("tool_chain", {"code": SCRIPT})
-                except BaseException as exc:  # the server is killed under it
-                    ended.append(exc)
+                        await client.call_tool("tool_chain", {"code": script})
 
             group.start_soon(call)
-            request = await _pending(url)  # the run waits on deploy
-            assert request["tool"] == "deploy" and request["arguments"] == {"version": "v1"}
+            request = await _pending(url)  # the run waits on the call
             _kill(proc)  # -9 while the run waits
             group.cancel_scope.cancel()
     finally:
         if proc.poll() is None:
             _kill(proc)
-    assert _ledger(tmp_path) == ["note a", "note b"]
+    assert len(_ledger(tmp_path)) == 2, _ledger(tmp_path)  # the two calls before it
     proc, url = _serve(tmp_path, store, wait="50")
     try:
         decided = _api(url, f"/api/approvals/{request['id']}/decision", {"decision": "approve"})
@@ -132,17 +158,13 @@ async def test_a_paused_script_runs_each_call_once_across_kill_9_and_restarts(
     proc, url = _serve(tmp_path, store, wait="50")
     try:
         async with _client(url) as client:
-            answer = await client.call_tool("tool_chain", {"code": SCRIPT})
+            answer = await client.call_tool("tool_chain", {"code": script})
         again = _api(url, f"/api/approvals/{request['id']}").json()
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-    text = answer.content[0].text  # type: ignore[union-attr]
-    # each call of the script ran once: the journaled ones before, the approved one after
-    assert _ledger(tmp_path) == ["note a", "note b", "deploy v1", "note c"], text
-    assert not answer.is_error and answer.structured_content == {"status": "ok", "value": "ok"}
-    assert "deploy said: deployed v1" in text and "[from the journal: nothing ran]" in text
     assert again["state"] == "done"
+    return answer, request
 
 
 async def test_a_paused_call_tells_the_model_it_waits_and_how_to_resume(
