@@ -291,3 +291,19 @@ async def test_a_run_cut_by_its_time_limit_while_a_call_waits_keeps_its_journal(
     second = await run(invoker)
     assert second.status == "ok", second.text
     assert ledger == ["note a", "note b", "deploy v1", "note c"]
+
+
+async def test_a_request_past_its_expiry_that_nothing_settled_yet_is_expired_too(
+        tmp_path: Path, ledger: list[str]) -> None:
+    invoker, store = served(tmp_path, ChainPolicy(approval_ttl_s=0.5, approval_timeout_s=0))
+    first = await run(invoker)
+    assert first.status == "pending" and first.approval_id is not None, first.text
+    stored = store.get(first.approval_id)
+    assert stored is not None and stored.request.expires_at is not None
+    deadline = time.monotonic() + 20
+    while time.time() <= stored.request.expires_at:  # past its expiry; nobody settled it
+        assert time.monotonic() < deadline, "the request's expiry never passed"
+        await anyio.sleep(0.1)
+    second = await run(invoker)
+    assert (second.status, second.error_code) == ("error", "expired"), second.text
+    assert ledger == ["note a", "note b"]

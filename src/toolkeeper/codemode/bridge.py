@@ -26,6 +26,7 @@ import anyio.to_thread
 from ..approval.journal import JournalEntry
 from ..approval.models import args_digest
 from ..approval.service import ApprovalService
+from ..approval.store import Settles
 from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..errors import BudgetExceededError
@@ -211,9 +212,13 @@ class Bridge:
         return self._framed(answer)
 
     async def _expired(self, request_id: str) -> bool:
+        """Whether the request a paused run waits on expired (one past its time-to-live is
+        ended first, as a person's decision would find it)."""
         store = self.chain._invoker.approvals.store
         if store is None:
             return False
+        if isinstance(store, Settles):
+            await anyio.to_thread.run_sync(store.settle, request_id)
         stored = await anyio.to_thread.run_sync(store.get, request_id)
         return stored is not None and stored.state == "timeout"
 
