@@ -54,10 +54,14 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 # to stop, so a stop by either is a clean end here, not make's "Error 130": the recipe's shell
 # waits for serve to finish its stop (Ctrl-C reaches serve from the terminal; a SIGTERM that make
 # passes on to the shell is passed on to serve) and then ends with status 0.
+# A command the shell starts in the background (&) starts with SIGINT ignored, and a Ctrl-C
+# before serve takes the signal would be lost: serve starts with SIGINT's default action.
+WITH_SIGINT = $(BIN)/python -c 'import os, signal, sys; signal.signal(signal.SIGINT, \
+  signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
 run: $(VENV)/.serve
 	@mkdir -p $(WORKSPACE)
 	@trap : INT; trap 'kill -TERM $$pid 2>/dev/null' TERM; \
-	$(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir "$(STATE)" --workspace $(WORKSPACE) & \
+	$(WITH_SIGINT) $(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir "$(STATE)" --workspace $(WORKSPACE) & \
 	pid=$$!; status=0; \
 	while kill -0 $$pid 2>/dev/null; do wait $$pid; status=$$?; done; \
 	case $$status in 0|130|143) ;; *) exit $$status;; esac

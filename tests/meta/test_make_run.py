@@ -137,3 +137,23 @@ def test_make_run_passes_sigterm_on_to_serve_and_ends_without_an_error(tmp_path:
     else:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail("serve outlived make run after SIGTERM")
+
+
+def test_make_run_starts_serve_with_sigint_not_ignored(tmp_path: Path) -> None:
+    """The recipe starts serve in the background of its shell, which would start it with
+    SIGINT ignored (a Ctrl-C before serve takes the signal would be lost). A stand-in for the
+    command reports the signals it started with ignored."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(VENV / "bin" / "python")
+    stand_in = venv / "bin" / "toolkeeper"
+    stand_in.write_text("#!/bin/sh\ngrep SigIgn /proc/self/status\n")
+    stand_in.chmod(0o755)
+    done = subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "run", f"VENV={venv}", "PIP=true",
+         f"STATE={tmp_path / 'state'}", f"WORKSPACE={tmp_path / 'workspace'}"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("SigIgn:")]
+    ignored = int(line.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGINT - 1)), line
