@@ -119,7 +119,7 @@ class CompiledSet:
             operator, tool, {"uid": {"type": "Action", "id": DECIDE}, "attrs": {},
                              "parents": []}]))
         answer = cedarpy.is_authorized(request, chosen.policies,  # type: ignore[arg-type]
-                                       entities)  # type: ignore[arg-type]
+                                       entities)
         return _verdict(answer, chosen.written)
 
     def _entities_for(self, caller: Caller, tool: ToolLike) -> object:

@@ -204,10 +204,7 @@ class Policies:
         either way (spent now, or by another process before)."""
         assert self.store is not None
         try:
-            for rule in claims:
-                if self.store.spend(rule.id):
-                    return True
-            return False
+            return any(self.store.spend(rule.id) for rule in claims)
         finally:
             with self._lock:
                 gone = {rule.id for rule in claims}
