@@ -109,10 +109,11 @@ def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
         text = "@once\n" + text
     text = narrow(text, tool=request.tool, client=client_of(request.session_id),
                   shown=set(request.arguments))
-    effect = parse_text(text, "the rule", stored=True)[0].matched.effect
-    verb = "allowed" if effect == "permit" else "forbidden"
+    said = parse_text(text, "the rule", stored=True)[0].matched
+    verb = "allowed" if said.effect == "permit" else "forbidden"
     rule = PolicyRule(id=PolicyRule.new_id(), cedar=text, author=author,
-                      reason=choice.reason or f"{verb} by {author} from request {request.id}",
+                      reason=said.reason or choice.reason
+                      or f"{verb} by {author} from request {request.id}",
                       created=time.time(), expires=expires)
     policies.check_with(rule)
     return rule

@@ -103,7 +103,8 @@ class RuleRoutes:
             params = request.query_params
             choice = RuleChoice(effect="forbid" if params.get("effect") == "forbid"
                                 else "permit", any_client=params.get("client") == "any",
-                                args=_args(stored, params.multi_items()),
+                                args=_args(stored, params.multi_items())
+                                if params.get("args_given") == "1" else None,
                                 duration=params.get("for", "once"))
             text = await anyio.to_thread.run_sync(proposal_text, stored, choice,
                                                   self._policies())

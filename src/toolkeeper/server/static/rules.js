@@ -10,6 +10,7 @@
   function params(form) {
     const query = new URLSearchParams();
     for (const name of ["effect", "client", "for"]) query.set(name, form.elements[name].value);
+    if (form.dataset.ready) query.set("args_given", "1");  // else: every argument, as sent
     for (const box of form.querySelectorAll(".rule-args input[type=checkbox]:checked")) {
       const value = form.querySelector(`.rule-args input[data-value-of="${CSS.escape(box.value)}"]`);
       query.set("arg." + box.value, value ? value.value : "");
@@ -60,6 +61,9 @@
   function changed(event) {
     const form = event.target.closest && event.target.closest("form.rule-form");
     if (!form || !form.dataset.ready || event.target.name === "text" || event.target.name === "message") return;
+    // a text field reports each keystroke as "input" (and its "change" on leaving it would
+    // overwrite a rule being edited by hand); a select or a box reports "change"
+    if (event.type === "change" && event.target.type === "text") return;
     clearTimeout(form._timer);
     form._timer = setTimeout(() => propose(form, false), 150);
   }
