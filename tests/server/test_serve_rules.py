@@ -6,6 +6,7 @@ allow (403, and no card); a rule is never wider than the request, and no client 
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +21,8 @@ import anyio
 import httpx
 import pytest
 
-from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start
+from ..workspaces import hand_over, reachable  # noqa: F401  (a fixture)
+from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start, _started
 
 pytestmark = pytest.mark.anyio
 
@@ -273,3 +275,41 @@ async def test_no_client_reads_makes_or_revokes_a_rule(served: str, tmp_path: Pa
     revoked = httpx.post(f"{served}/api/rules/{rule}/revoke", headers=OPERATOR, timeout=10)
     assert revoked.status_code == 200
     assert (await _until(served, "read_report", "pending", path="r")).startswith("pending")
+
+
+async def test_no_built_in_tool_or_script_reaches_the_rule_store(
+        tmp_path: Path, reachable: Path) -> None:  # noqa: F811
+    project = reachable
+    (project / "tools.py").write_text(TOOLS)
+    config = project / "toolkeeper.toml"
+    config.write_text('[codemode]\nenabled = true\nworkspace = "read"\n'
+                      'tools = ["file_read", "file_write"]\n')
+    store = tmp_path / "state" / "toolkeeper.db"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TOOLKEEPER_")},
+           "TOOLKEEPER_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", str(project / "tools.py"), "--port",
+         "0", "--state-dir", str(tmp_path / "state"), "--approval-wait", "0", "--config",
+         str(config), "--workspace", str(project)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    url = _started(proc, tmp_path / "state")
+    hand_over(project)
+    script = (f"import sqlite3\ntry:\n    db = sqlite3.connect({str(store)!r})\n"
+              "    db.execute(\"INSERT INTO policy_rules VALUES ('rule_x', 'me', '', 0, NULL, 0, "
+              "'permit (principal, action, resource);', NULL)\")\n    db.commit()\n"
+              "    result = 'wrote'\nexcept Exception as exc:\n    result = 'refused'\n"
+              f"r = file_read(path={str(store)!r})\nprint(r.status)\n")
+    try:
+        async with _client(url) as client:
+            read = await client.call_tool("file_read", {"path": str(store)})
+            wrote = await client.call_tool("file_write", {"path": str(store), "content": "x"})
+            ran = await client.call_tool("tool_chain", {"code": script})
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert read.is_error and "outside" in read.content[0].text  # type: ignore[union-attr]
+    assert wrote.is_error
+    assert ran.structured_content is not None, ran.content
+    assert ran.structured_content["value"] == "refused", ran.content
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM policy_rules").fetchone()[0] == 0
