@@ -313,3 +313,33 @@ async def test_no_built_in_tool_or_script_reaches_the_rule_store(
     assert ran.structured_content["value"] == "refused", ran.content
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT COUNT(*) FROM policy_rules").fetchone()[0] == 0
+
+
+async def test_a_named_operator_logs_in_to_the_page_and_decides_as_themselves(
+        served: str, tmp_path: Path) -> None:
+    _cli(tmp_path, "tokens", "add", "alice", "--operator")
+    link = _cli(tmp_path, "approvals", "login-url", "--operator", "alice", "--url", served)
+    browser = httpx.Client(base_url=served, follow_redirects=False, timeout=10)
+    assert browser.get(link.removeprefix(served)).status_code == 303
+    answer: list[str] = []
+    async with anyio.create_task_group() as group:
+        async def call() -> None:
+            answer.append(await _call(served, "read_report", path="a"))
+        group.start_soon(call)
+        request = await _pending(served, "read_report")
+        page = browser.get("/").text
+        assert request["id"] in page
+        form = {"csrf": page.split('name="csrf" value="')[1].split('"')[0],
+                "digest": request["args_digest"], "decision": "approve"}
+        done = browser.post(f"/approvals/{request['id']}/decide", data=form,
+                            headers={"Origin": served})
+        assert done.status_code == 303, done.text
+    assert answer == ["ok: report a"]
+    assert _audit(tmp_path, "read_report") == [("ok", "approved", "operator:alice")]
+    refused = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "approvals", "login-url",
+                              "--operator", "bob", "--url", served, "--state-dir",
+                              str(tmp_path / "state")], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode != 0 and "'bob' is not a named operator" in refused.stderr
+    _cli(tmp_path, "tokens", "revoke", "alice")
+    assert browser.get("/").status_code == 401  # her page session ended with her token

@@ -120,6 +120,10 @@ class ClientTokens:
                               "IS NULL", (_digest(token),))
         return str(rows[0][0]) if rows else None
 
+    def is_operator(self, name: str) -> bool:
+        """Whether ``name`` is a named operator (their token not revoked)."""
+        return bool(self._db.query("SELECT 1 FROM operator_tokens WHERE name = ?", (name,)))
+
     def operator_for(self, token: str) -> str | None:
         """The named operator a presented token belongs to, or ``None``."""
         rows = self._db.query("SELECT name FROM operator_tokens WHERE digest = ?",

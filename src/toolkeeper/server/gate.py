@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Literal
 
 from ..core.context import CALLER_KEY, Caller, Channel
-from .auth import COOKIE, WebSessions
+from .auth import COOKIE, PERSON_PREFIX, WebSessions
 from .clients import OPERATOR, ClientTokens
 from .oauth import Grant, OAuthResource, TokenRejected, not_covered_message
 
@@ -271,7 +271,13 @@ class TokenGate:
             return None, "bearer", "", ""
         secret = _cookie(headers.get(b"cookie", b""), COOKIE)
         if secret and self.sessions is not None:
-            return self.sessions.client_for(secret), "cookie", secret, ""
+            client = self.sessions.client_for(secret)
+            if client is not None and client.startswith(PERSON_PREFIX):  # a named operator's
+                person = client.removeprefix(PERSON_PREFIX)
+                if self.clients is not None and not self.clients.is_operator(person):
+                    return None, "cookie", secret, ""  # their token was revoked: so is this
+                return OPERATOR, "cookie", secret, person
+            return client, "cookie", secret, ""
         return None, "none", "", ""
 
 
