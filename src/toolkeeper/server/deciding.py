@@ -58,7 +58,8 @@ class Deciders:
             return None
         who, tool = operator_name(caller), stored.request.tool
         why = (", ".join(p.describe() for p in answer.forbids) + " forbids it"
-               if answer.forbids else "no policy permits it")
+               if answer.forbids else "no policy permits it (without the default set, permit "
+               'it: permit (principal, action == Action::"decide", resource);)')
         return (f"operator {who!r} may not decide requests for '{tool}': {why}. An operator "
                 f"the decide policies allow must decide it (or change those policies: "
                 f"toolkeeper policy explain)")
