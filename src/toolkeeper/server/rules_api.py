@@ -28,6 +28,7 @@ import anyio.to_thread
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..core.context import Caller
 from ..errors import ConfigError, StoreError
+from ..extras import MissingExtraError
 from ..invoke.audit import AuditLog
 from ..policy.engine import Policies
 from ..policy.store import PolicyRule
@@ -90,7 +91,7 @@ class RuleRoutes:
             after, rule = await self._decide(caller, request.path_params["id"], choice_text,
                                              choice, message=str(body.get("message", "")),
                                              digest=body.get("args_digest"))
-        except ConfigError as exc:
+        except (ConfigError, MissingExtraError) as exc:
             return _error(400, "bad_rule", str(exc))
         except DecisionError as exc:
             return _error(exc.status, exc.code, str(exc))
@@ -108,7 +109,7 @@ class RuleRoutes:
                                 duration=params.get("for", "once"))
             text = await anyio.to_thread.run_sync(proposal_text, stored, choice,
                                                   self._policies())
-        except ConfigError as exc:
+        except (ConfigError, MissingExtraError) as exc:
             return _error(400, "bad_rule", str(exc))
         except DecisionError as exc:
             return _error(exc.status, exc.code, str(exc))
@@ -174,7 +175,7 @@ class RuleRoutes:
                                "approve" if effect == "permit" else "deny", choice,
                                message=str(form.get("message", "")),
                                digest=str(form.get("digest", "")))
-        except ConfigError as exc:
+        except (ConfigError, MissingExtraError) as exc:
             return self._message(request, 400, "Rule not saved", str(exc))
         except DecisionError as exc:
             return self._message(request, exc.status, "Not decided", str(exc))
