@@ -55,7 +55,11 @@
     const details = event.target;
     if (!(details instanceof HTMLDetailsElement) || !details.open || !details.classList.contains("rule")) return;
     const form = details.querySelector("form.rule-form");
-    if (form && !form.dataset.ready) propose(form, true);
+    // also when the inbox is re-rendered: the page opens the fold again, the form is new
+    if (form && !form.dataset.ready && !form.dataset.loading) {
+      form.dataset.loading = "1";
+      propose(form, true);
+    }
   }, true);
 
   function changed(event) {
