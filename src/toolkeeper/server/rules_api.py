@@ -173,7 +173,7 @@ class RuleRoutes:
                 text=str(form.get("text", "")), reason=str(form.get("reason", ""))[:500])
             await self._decide(caller, request.path_params["id"],
                                "approve" if effect == "permit" else "deny", choice,
-                               message=str(form.get("message", "")),
+                               message=str(form.get("rule_message", "")),
                                digest=str(form.get("digest", "")))
         except (ConfigError, MissingExtraError) as exc:
             return self._message(request, 400, "Rule not saved", str(exc))

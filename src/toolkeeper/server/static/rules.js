@@ -64,7 +64,7 @@
 
   function changed(event) {
     const form = event.target.closest && event.target.closest("form.rule-form");
-    if (!form || !form.dataset.ready || event.target.name === "text" || event.target.name === "message") return;
+    if (!form || !form.dataset.ready || event.target.name === "text" || event.target.name === "rule_message") return;
     // a text field reports each keystroke as "input" (and its "change" on leaving it would
     // overwrite a rule being edited by hand); a select or a box reports "change"
     if (event.type === "change" && event.target.type === "text") return;
