@@ -96,7 +96,7 @@ async def test_a_decision_on_the_page_first_wins_over_the_clients_answer(
 
     result = await _call_asking(proc, url, answer, asked)
     assert result.is_error and "not now" in result.content[0].text  # type: ignore[union-attr]
-    assert _decisions(tmp_path) == [("denied", "api:operator")]
+    assert _decisions(tmp_path) == [("denied", "operator:operator")]
 
 
 async def test_by_default_only_the_page_decides_and_the_client_is_never_asked(

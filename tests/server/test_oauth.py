@@ -362,7 +362,7 @@ async def test_only_the_operator_scope_decides_and_it_is_refused_on_mcp(
                           headers={"Authorization": f"Bearer {operator}"})
     assert approved.status_code == 200 and approved.json()["state"] == "approved"
     assert approved.json()["client"] == "oauth:agent-1:alice"
-    assert approved.json()["decision"]["approver"] == "api:operator (oauth:console:olga)"
+    assert approved.json()["decision"]["approver"] == "operator:olga"
 
 
 async def test_a_token_with_the_operator_scope_scrapes_metrics_as_prometheus_oauth2_does(

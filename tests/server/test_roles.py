@@ -454,5 +454,5 @@ async def test_a_call_whose_client_gave_up_loses_nothing_and_runs_once(tmp_path:
         rows = db.execute("SELECT decision, approver, approval_id FROM audit WHERE tool = "
                           "'broadcast_alert' AND status = 'ok' ORDER BY rowid").fetchall()
     # one approved run (who approved it, which request), then its answer told again
-    assert rows == [("approved", "api:operator", listed[0]["id"]),
+    assert rows == [("approved", "operator:operator", listed[0]["id"]),
                     (TOLD_AGAIN, None, listed[0]["id"])]

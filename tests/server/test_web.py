@@ -377,7 +377,7 @@ async def test_the_handler_mounted_at_a_prefix_keeps_every_link_form_and_redirec
     links = [link for link in _links(page.text) if not link.startswith("#")]
     assert links and all(link.startswith("/approvals/") for link in links), links
     assert "/approvals/favicon.ico" in links and "/approvals/static/app.css" in links
-    for link in {link for link in links if not link.endswith(("/decide", "/logout"))}:
+    for link in {link for link in links if not link.endswith(("/decide", "/logout", "/rule"))}:
         assert browser.get(link).status_code == 200, link
     icon = browser.get("/approvals/favicon.ico")
     assert icon.headers["content-type"].startswith("image/svg+xml")
@@ -393,7 +393,7 @@ async def test_the_handler_mounted_at_a_prefix_keeps_every_link_form_and_redirec
                       headers=_bearer("lib-token")).json()
     assert shown["state"] == "approved"
     detail = browser.get(f"/approvals/approvals/{request_id}").text
-    assert "approved by web:operator, 20" in detail  # who, and when
+    assert "approved by operator:operator, 20" in detail  # who, and when
     out = browser.post("/approvals/logout", data={"csrf": _csrf(detail)},
                        headers={"Origin": url})
     assert out.status_code == 303 and out.headers["location"] == "/approvals/"

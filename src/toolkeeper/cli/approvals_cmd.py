@@ -23,7 +23,7 @@ from ..builtins.fs import visible
 from ..errors import ToolkeeperError
 from ..invoke.audit import SqliteAuditLog
 from ..server.auth import WebSessions
-from ..server.clients import OPERATOR
+from ..server.clients import OPERATOR, ClientTokens
 from ..server.decide import DecisionError, decide
 from ..server.views import approval_json, client_of, shown_json
 from .report import Db, StateDir, Store, err, fail, kept, out, state_dir_of, store_target
@@ -212,6 +212,9 @@ def login_url(
                     ] = None,
     state_dir: StateDir = None,
     store: Store = None,
+    operator: Annotated[str | None, typer.Option(
+        "--operator", help="Log in as this named operator (toolkeeper tokens add NAME "
+        "--operator): the page's decisions are theirs.")] = None,
 ) -> None:
     """A new one-time link that logs a browser in to the approval page (valid 15 minutes)."""
     if url is not None and port is not None:
@@ -223,7 +226,12 @@ def login_url(
     why = ""
     if base is None:
         base, why = running_server(state)
-    code = WebSessions(store_target(store, state, create=False)).login_code()
+    target = store_target(store, state, create=False)
+    if operator is not None and not any(
+            t.operator and t.name == operator for t in ClientTokens(target).list()):
+        raise fail(f"{operator!r} is not a named operator: make one with toolkeeper tokens "
+                   f"add {operator} --operator")
+    code = WebSessions(target).login_code(operator or "")
     if base is None:
         err.print(f"note: {escape(why)}, so the server's address is unknown: open this path "
                   "on it, or pass --url http://HOST:PORT (or --port PORT)", soft_wrap=True)

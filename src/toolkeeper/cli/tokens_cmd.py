@@ -1,9 +1,11 @@
-"""``toolkeeper tokens add|list|revoke``: one bearer token per client of ``toolkeeper serve``."""
+"""``toolkeeper tokens add|list|revoke``: one bearer token per client of ``toolkeeper serve``,
+and one per named operator (``--operator``)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -23,10 +25,15 @@ def _tokens(state_dir: Path | None, store: str | None) -> ClientTokens:
 
 
 @tokens_app.command("add")
-def add(name: str, state_dir: StateDir = None, store: Store = None) -> None:
-    """Make a token for client NAME and print it (it is shown only this once)."""
+def add(name: str, state_dir: StateDir = None, store: Store = None,
+        operator: Annotated[bool, typer.Option(
+            "--operator", help="A named operator's token (a person who decides approvals on "
+            "the page and the API, named in the audit as operator:NAME), not a client's."
+        )] = False) -> None:
+    """Make a token for client NAME (or, with --operator, for the person NAME who decides) and
+    print it (it is shown only this once)."""
     try:
-        token = _tokens(state_dir, store).add(name)
+        token = _tokens(state_dir, store).add(name, operator=operator)
     except ToolkeeperError as exc:
         raise fail(exc) from exc
     out.print(token, markup=False, highlight=False)
@@ -43,16 +50,17 @@ def list_tokens(state_dir: StateDir = None, store: Store = None) -> None:
                   "'default' when it starts, toolkeeper tokens add NAME another", markup=False,
                   highlight=False)
         return
-    table = Table("client", "created")
+    table = Table("name", "role", "created")
     for entry in entries:
-        table.add_row(entry.name, time.strftime("%Y-%m-%d %H:%M:%S",
-                                                time.localtime(entry.created_at)))
+        table.add_row(entry.name, "operator" if entry.operator else "client",
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.created_at)))
     out.print(table)
 
 
 @tokens_app.command("revoke")
 def revoke(name: str, state_dir: StateDir = None, store: Store = None) -> None:
-    """Revoke client NAME's token: its requests are refused from now on."""
+    """Revoke NAME's token (a client's or a named operator's): its requests are refused from
+    now on."""
     if not _tokens(state_dir, store).revoke(name):
-        raise fail(f"client {name!r} has no token; see toolkeeper tokens list")
+        raise fail(f"{name!r} has no token; see toolkeeper tokens list")
     out.print(f"revoked the token of {name}", markup=False, highlight=False)

@@ -73,7 +73,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     store = invoker.approvals.store
     if sessions is not None and isinstance(store, SqliteApprovalStore):
         routes += web_routes(store, invoker.audit, sessions, stopping=stopping,
-                             catalog=invoker.registry)
+                             catalog=invoker.registry, policies=invoker.policies)
     if ask_client and token is None:
         raise ValueError("asking the client needs the operator token (its key seals the "
                          "request state every replica shares)")
@@ -117,7 +117,7 @@ def page_app(invoker: ToolInvoker, *, token: str, sessions: WebSessions,
     if not isinstance(store, SqliteApprovalStore):
         raise TypeError("the approval page needs the invoker's approval store")
     inner = Starlette(routes=web_routes(store, invoker.audit, sessions, stopping=stopping,
-                                        catalog=invoker.registry))
+                                        catalog=invoker.registry, policies=invoker.policies))
     return TokenGate(inner, token, sessions=sessions, hosts=LOOPBACK, protected=("/api",))
 
 
