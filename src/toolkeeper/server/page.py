@@ -4,14 +4,19 @@ from the templates beside this module with every value escaped."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from ..approval.sqlite import Database
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
+from ..notify.ledger import last_failure
 from .auth import COOKIE, WebSessions
+from .card_text import plain
+from .clients import OPERATOR
 from .decide import DecisionError, decide
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
 from .views import card, history_row, session_of
@@ -28,6 +33,17 @@ __all__ = ["MAX_MESSAGE", "ApprovalPage"]
 HERE = Path(__file__).resolve().parent
 MAX_MESSAGE = 2000
 """The longest message to the model a decision keeps (characters)."""
+
+
+def failure_line(db: Database) -> str:
+    """The page's line about notifications, when the last one to some channel failed."""
+    failure = last_failure(db)
+    if failure is None:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(failure.ts))
+    return (f"Notifications: the last one to {failure.channel} failed at {when} after "
+            f"{failure.attempts} attempt{'s' if failure.attempts > 1 else ''} "
+            f"({plain(failure.error)}); requests still wait here.")
 
 
 class ApprovalPage:
@@ -154,13 +170,15 @@ class ApprovalPage:
         if client is None:
             return self._login_needed(request)
 
-        def read() -> tuple[list[dict[str, Any]], int]:
+        def read() -> tuple[list[dict[str, Any]], int, str]:
             cursor = self.store.last_event()  # read first: a change after it is replayed
             listed = self.store.requests(state="pending", session_id=session_of(client))
-            return [self._card(s) for s in reversed(listed)], cursor  # views may read files
+            failed = failure_line(self.store.db) if client == OPERATOR else ""
+            return [self._card(s) for s in reversed(listed)], cursor, failed
 
-        cards, cursor = await anyio.to_thread.run_sync(read)
-        return self._render(request, template, cards=cards, cursor=cursor)
+        cards, cursor, failed = await anyio.to_thread.run_sync(read)
+        return self._render(request, template, cards=cards, cursor=cursor,
+                            notify_failure=failed)
 
     def _card(self, stored: StoredApproval) -> dict[str, Any]:
         return card(stored, self.catalog)

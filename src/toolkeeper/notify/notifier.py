@@ -1,0 +1,217 @@
+"""``Notifier``: tells people about approval requests, beside the calls and never in their way.
+
+It reads the approval store's change log (the same one the page's live view replays, shared by
+every replica): a new request is told to the channels its route names, one still pending after
+``remind_after`` is told again, after ``escalate_after`` it goes to ``escalate_urls``, and one
+that expired is said expired where it was told. A call never waits for any of this: the call
+path only writes the store, and the notifier's background task reads it.
+
+Each send is a task of its own: at most ``CONCURRENCY`` at once, at most ``MAX_QUEUED``
+waiting (more are dropped and counted), each attempt bounded by ``timeout_s``, ``attempts``
+tries with backoff, and every outcome counted (the ``NOTIFICATION`` hook: ``/metrics``) and
+written to the send log (the page's line about the last failure). A channel that fails, hangs or
+refuses costs its own task, nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from ..approval.models import ApprovalRequest
+from ..approval.store import SqliteApprovalStore
+from ..config.notify import NotifySection
+from ..hooks import HookEvent, HookManager
+from .channels import Channel, SendFailed
+from .compose import Composer
+from .ledger import NotifyLedger
+from .links import DecisionLinks
+from .message import Kind, Notice
+from .routing import Router
+
+__all__ = ["CONCURRENCY", "MAX_QUEUED", "POLL_S", "Notifier"]
+
+log = logging.getLogger("toolkeeper.notify")
+
+POLL_S = 0.2
+"""How often the change log is read."""
+CONCURRENCY = 4
+MAX_QUEUED = 1000
+SWEEP_S = 3600.0
+SETTLE_AGAIN_S = 5.0
+_EXPIRED = ("expired", "timeout")
+
+
+@dataclass
+class _Waiting:
+    """A pending request the notifier told someone about, and what it told since."""
+
+    request: ApprovalRequest
+    channels: list[Channel]
+    reminded: bool = False
+    escalated: bool = False
+    settled_at: float = 0.0
+
+
+class Notifier:
+    """Notifications of ``store``'s requests through ``router``'s channels."""
+
+    def __init__(self, store: SqliteApprovalStore, settings: NotifySection, *, router: Router,
+                 composer: Composer, hooks: HookManager | None = None,
+                 links: DecisionLinks | None = None, poll_s: float = POLL_S) -> None:
+        self.store, self.settings, self.router, self.composer = store, settings, router, composer
+        self.hooks, self.links, self.poll_s = hooks, links, poll_s
+        self.ledger = NotifyLedger(store.db)
+        self.counts: Counter[tuple[str, str]] = Counter()
+        """(channel, outcome) → how many: ``sent``, ``retried``, ``failed``, ``dropped``."""
+        self._waiting: dict[str, _Waiting] = {}
+        self._queued = 0
+        self._limiter = anyio.CapacityLimiter(CONCURRENCY)
+        self._group: anyio.abc.TaskGroup | None = None
+
+    async def run(self) -> None:
+        """Watch the store until cancelled (a server stopping)."""
+        cursor = await anyio.to_thread.run_sync(self.store.last_event)
+        swept = 0.0
+        async with anyio.create_task_group() as group:
+            self._group = group
+            for request in await anyio.to_thread.run_sync(self.store.pending):
+                self._asked(request)  # asked before this start: each is told once in all
+            while True:
+                try:
+                    if time.monotonic() - swept > SWEEP_S:
+                        swept = time.monotonic()
+                        await anyio.to_thread.run_sync(self._sweep)
+                    cursor = await self._step(cursor)
+                except Exception as exc:  # a store that failed once: read again next time
+                    log.warning("notifications: reading the approval store failed (%s: %s); "
+                                "trying again", type(exc).__name__, exc)
+                await anyio.sleep(self.poll_s)
+
+    def _sweep(self) -> None:
+        self.ledger.sweep()
+        if self.links is not None:
+            self.links.sweep()
+
+    async def _step(self, cursor: int) -> int:
+        """Tell what changed since ``cursor``, then what is due; the new cursor."""
+        for seq, request_id, state in await anyio.to_thread.run_sync(self.store.events, cursor):
+            cursor = seq
+            if state == "pending":
+                stored = await anyio.to_thread.run_sync(self.store.get, request_id)
+                if stored is not None:
+                    self._asked(stored.request)
+            elif state in _EXPIRED:
+                await self._expired(request_id)
+            else:
+                self._waiting.pop(request_id, None)  # decided: nothing more to say
+        await self._due(time.time())
+        return cursor
+
+    def _asked(self, request: ApprovalRequest) -> None:
+        channels = self.router.targets(request)
+        self._waiting[request.id] = _Waiting(request=request, channels=channels)
+        for channel in channels:
+            self._send(request, "request", channel)
+
+    async def _expired(self, request_id: str) -> None:
+        waiting = self._waiting.pop(request_id, None)
+        if waiting is None:
+            return  # asked before this process watched, and not told by it
+        for channel in waiting.channels:
+            told = await anyio.to_thread.run_sync(self.ledger.claimed, request_id, "request",
+                                                  channel.key)
+            if told:
+                self._send(waiting.request, "expired", channel)
+
+    async def _due(self, now: float) -> None:
+        """Reminders and escalations whose time has come; requests past their time-to-live
+        are expired in the store (their change comes back through the log)."""
+        remind, escalate = self.settings.remind_after, self.settings.escalate_after
+        for waiting in list(self._waiting.values()):
+            request, age = waiting.request, now - waiting.request.created_at
+            if remind is not None and not waiting.reminded and age >= remind:
+                waiting.reminded = True
+                for channel in waiting.channels:
+                    self._send(request, "reminder", channel)
+            if escalate is not None and not waiting.escalated and age >= escalate:
+                waiting.escalated = True
+                for channel in self.router.escalation:
+                    self._send(request, "escalation", channel)
+            expires = request.expires_at
+            if expires is not None and expires <= now and now - waiting.settled_at > \
+                    SETTLE_AGAIN_S:
+                waiting.settled_at = now
+                await anyio.to_thread.run_sync(self.store.settle, request.id)
+
+    def _send(self, request: ApprovalRequest, kind: Kind, channel: Channel) -> None:
+        """Start one message's delivery, unless too many wait already (then it is dropped
+        and counted)."""
+        if self._group is None or self._queued >= MAX_QUEUED:
+            self.counts[channel.name, "dropped"] += 1
+            log.warning("notifications: %s about %s to %s dropped: %d messages already wait",
+                        kind, request.id, channel.shown, self._queued)
+            return
+        self._queued += 1
+        self._group.start_soon(self._deliver, request, kind, channel)
+
+    async def _deliver(self, request: ApprovalRequest, kind: Kind, channel: Channel) -> None:
+        try:
+            claimed = await anyio.to_thread.run_sync(self.ledger.claim, request.id, kind,
+                                                     channel.key)
+            if not claimed:
+                return  # another replica (or an earlier start) sends this one
+            notice = await anyio.to_thread.run_sync(self.composer.notice, request, kind,
+                                                    channel.name)
+            attempts, error = self.settings.attempts, ""
+            for attempt in range(1, attempts + 1):
+                error = await self._attempt(channel, notice)
+                if not error:
+                    await self._outcome(request.id, kind, channel, "sent", attempt)
+                    return
+                if attempt < attempts:
+                    await self._outcome(request.id, kind, channel, "retried", attempt, error)
+                    await anyio.sleep(min(30.0, 0.5 * 2 ** (attempt - 1)) *
+                                      random.uniform(0.8, 1.2))
+            await self._outcome(request.id, kind, channel, "failed", attempts, error)
+        except Exception as exc:  # the store failed under this message: it is not sent
+            log.warning("notifications: %s about %s to %s not sent: %s: %s", kind, request.id,
+                        channel.shown, type(exc).__name__, exc)
+        finally:
+            self._queued -= 1
+
+    async def _attempt(self, channel: Channel, notice: Notice) -> str:
+        """One try: ``""`` when sent, else why not."""
+        timeout = self.settings.timeout_s
+        try:
+            async with self._limiter:
+                await channel.send(notice, timeout)
+        except SendFailed as exc:
+            return str(exc)
+        except TimeoutError:
+            return f"{channel.shown}: no answer within {timeout:g} s"
+        except Exception as exc:  # a channel's own fault: counted like any failure
+            return f"{channel.shown}: {type(exc).__name__}: {exc}"[:500]
+        return ""
+
+    async def _outcome(self, request_id: str, kind: Kind, channel: Channel, outcome: str,
+                       attempts: int, error: str = "") -> None:
+        self.counts[channel.name, outcome] += 1
+        if outcome != "retried":
+            await anyio.to_thread.run_sync(self.ledger.record, request_id, kind, channel.name,
+                                           outcome, attempts, error or None)
+        if outcome == "failed":
+            log.warning("notifications: %s about %s to %s failed after %d attempts: %s", kind,
+                        request_id, channel.shown, attempts, error)
+        hooks = self.hooks
+        if hooks is not None and hooks.has(HookEvent.NOTIFICATION):
+            await hooks.dispatch(HookEvent.NOTIFICATION, {
+                "channel": channel.name, "outcome": outcome, "kind": kind,
+                "request_id": request_id, "attempts": attempts, "error": error})
