@@ -6,8 +6,8 @@ every replica): a new request is told to the channels its route names, one still
 that expired is said expired where it was told. A call never waits for any of this: the call
 path only writes the store, and the notifier's background task reads it.
 
-Each send is a task of its own: at most ``CONCURRENCY`` at once, at most ``MAX_QUEUED``
-waiting (more are dropped and counted), each attempt bounded by ``timeout_s``, ``attempts``
+Each send is a task of its own: at most ``CONCURRENCY`` at once per channel (a channel that
+hangs holds only its own), at most ``MAX_QUEUED`` waiting (more are dropped and counted), each attempt bounded by ``timeout_s``, ``attempts``
 tries with backoff, and every outcome counted (the ``NOTIFICATION`` hook: ``/metrics``) and
 written to the send log (the page's line about the last failure). A channel that fails, hangs or
 refuses costs its own task, nothing else.
@@ -73,7 +73,7 @@ class Notifier:
         """(channel, outcome) → how many: ``sent``, ``retried``, ``failed``, ``dropped``."""
         self._waiting: dict[str, _Waiting] = {}
         self._queued = 0
-        self._limiter = anyio.CapacityLimiter(CONCURRENCY)
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
         self._group: anyio.abc.TaskGroup | None = None
 
     async def run(self) -> None:
@@ -191,7 +191,8 @@ class Notifier:
         """One try: ``""`` when sent, else why not."""
         timeout = self.settings.timeout_s
         try:
-            async with self._limiter:
+            limiter = self._limiters.setdefault(channel.key, anyio.CapacityLimiter(CONCURRENCY))
+            async with limiter:
                 await channel.send(notice, timeout)
         except SendFailed as exc:
             return str(exc)
