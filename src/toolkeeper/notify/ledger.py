@@ -1,14 +1,17 @@
 """What was sent, beside the approvals: one claim per message, so that of several replicas
-reading the same change log exactly one sends it, and a log of how each send ended (the page's
-line about the last failure reads it).
+reading the same change log exactly one sends it, and a log of the sends that failed (and of
+the first one that went out again after a failure), which the page's line about the last
+failure reads.
 
-A claim is one ``INSERT … ON CONFLICT DO NOTHING``: the replica whose row went in sends. A
-replica that dies between its claim and its send loses that message (it is not sent twice).
+A claim is one ``INSERT … ON CONFLICT DO NOTHING``: the replica whose row went in sends; the
+claims of one reading of the change log go in one transaction. A replica that dies between its
+claim and its send loses that message (it is not sent twice).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from ..approval.pg import PgDatabase, open_database
 from ..approval.sqlite import Database, number
 from ..errors import StoreError
 
-__all__ = ["KEEP_S", "Failure", "NotifyLedger", "last_failure"]
+__all__ = ["KEEP_S", "Claim", "Failure", "NotifyLedger", "last_failure"]
 
 KEEP_S = 30 * 24 * 3600.0
 """How long claims and the log are kept."""
@@ -43,6 +46,24 @@ CREATE INDEX IF NOT EXISTS notify_log_channel ON notify_log(channel, seq);
 """
 
 
+_CLAIM = ("INSERT INTO notify_claims (request_id, kind, target, claimed_at) VALUES "
+          "(?, ?, ?, ?) ON CONFLICT DO NOTHING")
+_CLAIM_AFTER = ("INSERT INTO notify_claims (request_id, kind, target, claimed_at) SELECT ?, ?, "
+                "?, ? WHERE EXISTS (SELECT 1 FROM notify_claims WHERE request_id = ? AND "
+                "kind = ? AND target = ?) ON CONFLICT DO NOTHING")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One message: ``kind`` about ``request_id`` to ``target`` (a digest of the channel's
+    URL), sent only where ``after`` was (when given)."""
+
+    request_id: str
+    kind: str
+    target: str
+    after: str | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Failure:
     """The last send to a channel, when it failed."""
@@ -59,19 +80,22 @@ class NotifyLedger:
     def __init__(self, db: str | Path | Database) -> None:
         self.db = open_database(db, _SCHEMA, "notify")
 
-    def claim(self, request_id: str, kind: str, target: str) -> bool:
-        """Whether this process sends ``kind`` about ``request_id`` to ``target`` (a digest
-        of the channel's URL): ``True`` once, for the first to ask."""
+    def claim(self, wanted: Sequence[Claim]) -> list[bool]:
+        """For each claim, whether this process sends it — ``True`` once, for the first to
+        ask; one with ``after`` only if that kind of message to the same target was claimed
+        (an expiry is said only where the request was told). One transaction."""
+        now, won = time.time(), []
         with self.db.transaction() as conn:
-            cursor = conn.execute(
-                "INSERT INTO notify_claims (request_id, kind, target, claimed_at) VALUES "
-                "(?, ?, ?, ?) ON CONFLICT DO NOTHING", (request_id, kind, target, time.time()))
-            return cursor.rowcount == 1
-
-    def claimed(self, request_id: str, kind: str, target: str) -> bool:
-        rows = self.db.query("SELECT 1 FROM notify_claims WHERE request_id = ? AND kind = ? "
-                             "AND target = ?", (request_id, kind, target))
-        return bool(rows)
+            for claim in wanted:
+                if claim.after is None:
+                    cursor = conn.execute(_CLAIM, (claim.request_id, claim.kind, claim.target,
+                                                   now))
+                else:
+                    cursor = conn.execute(_CLAIM_AFTER, (
+                        claim.request_id, claim.kind, claim.target, now, claim.request_id,
+                        claim.after, claim.target))
+                won.append(cursor.rowcount == 1)
+        return won
 
     def record(self, request_id: str, kind: str, channel: str, outcome: str, attempts: int,
                error: str | None = None) -> None:

@@ -31,7 +31,7 @@ from ..config.notify import NotifySection
 from ..hooks import HookEvent, HookManager
 from .channels import Channel, SendFailed
 from .compose import Composer
-from .ledger import NotifyLedger
+from .ledger import Claim, NotifyLedger
 from .links import DecisionLinks
 from .message import Kind, Notice
 from .routing import Router
@@ -42,11 +42,26 @@ log = logging.getLogger("toolkeeper.notify")
 
 POLL_S = 0.2
 """How often the change log is read."""
-CONCURRENCY = 4
+CONCURRENCY = 8
+"""Sends at once, per channel."""
 MAX_QUEUED = 1000
 SWEEP_S = 3600.0
 SETTLE_AGAIN_S = 5.0
+WOKEN_S = 0.02
+"""How long after this process's own request (its hook) the log is read: the request is
+stored right after the hook."""
 _EXPIRED = ("expired", "timeout")
+
+
+@dataclass(frozen=True)
+class _Message:
+    """One message to claim and send: ``kind`` about ``request`` to ``channel`` (only where
+    ``after`` was sent, when given)."""
+
+    request: ApprovalRequest
+    kind: Kind
+    channel: Channel
+    after: str | None = None
 
 
 @dataclass
@@ -74,16 +89,26 @@ class Notifier:
         self._waiting: dict[str, _Waiting] = {}
         self._queued = 0
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
+        self._failing: set[str] = set()
         self._group: anyio.abc.TaskGroup | None = None
+        self._wake: anyio.Event | None = None  # made in run(), in its event loop
+        if hooks is not None:  # a request of this process: look at once, not at the next poll
+            hooks.register(HookEvent.APPROVAL_REQUESTED, self._woken)
+
+    def _woken(self, _event: HookEvent, _payload: dict[str, object]) -> None:
+        if self._wake is not None:
+            self._wake.set()
 
     async def run(self) -> None:
         """Watch the store until cancelled (a server stopping)."""
         cursor = await anyio.to_thread.run_sync(self.store.last_event)
         swept = 0.0
+        self._wake = anyio.Event()
         async with anyio.create_task_group() as group:
             self._group = group
-            for request in await anyio.to_thread.run_sync(self.store.pending):
-                self._asked(request)  # asked before this start: each is told once in all
+            # asked before this start: each is told once in all (the claims say)
+            pending = await anyio.to_thread.run_sync(self.store.pending)
+            await self._tell([m for request in pending for m in self._asked(request)])
             while True:
                 try:
                     if time.monotonic() - swept > SWEEP_S:
@@ -93,7 +118,16 @@ class Notifier:
                 except Exception as exc:  # a store that failed once: read again next time
                     log.warning("notifications: reading the approval store failed (%s: %s); "
                                 "trying again", type(exc).__name__, exc)
-                await anyio.sleep(self.poll_s)
+                await self._pause()
+
+    async def _pause(self) -> None:
+        """Until the next poll, or shortly after this process makes a request (the hook fires
+        as the request is about to be stored)."""
+        with anyio.move_on_after(self.poll_s):
+            assert self._wake is not None
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            await anyio.sleep(WOKEN_S)
 
     def _sweep(self) -> None:
         self.ledger.sweep()
@@ -102,54 +136,74 @@ class Notifier:
 
     async def _step(self, cursor: int) -> int:
         """Tell what changed since ``cursor``, then what is due; the new cursor."""
-        for seq, request_id, state in await anyio.to_thread.run_sync(self.store.events, cursor):
+        changes = await anyio.to_thread.run_sync(self._read, cursor)
+        messages: list[_Message] = []
+        for seq, request_id, state, request in changes:
             cursor = seq
-            if state == "pending":
-                stored = await anyio.to_thread.run_sync(self.store.get, request_id)
-                if stored is not None:
-                    self._asked(stored.request)
+            if state == "pending" and request is not None:
+                messages += self._asked(request)
             elif state in _EXPIRED:
-                await self._expired(request_id)
+                messages += self._expired(request_id)
             else:
                 self._waiting.pop(request_id, None)  # decided: nothing more to say
-        await self._due(time.time())
+        messages += self._due(time.time())
+        await self._tell(messages)
+        await self._settle(time.time())
         return cursor
 
-    def _asked(self, request: ApprovalRequest) -> None:
+    def _read(self, cursor: int) -> list[tuple[int, str, str, ApprovalRequest | None]]:
+        """The changes after ``cursor``, with the request of each new one (one thread hop)."""
+        found = []
+        for seq, request_id, state in self.store.events(cursor):
+            stored = self.store.get(request_id) if state == "pending" else None
+            found.append((seq, request_id, state, stored.request if stored else None))
+        return found
+
+    def _asked(self, request: ApprovalRequest) -> list[_Message]:
         channels = self.router.targets(request)
         self._waiting[request.id] = _Waiting(request=request, channels=channels)
-        for channel in channels:
-            self._send(request, "request", channel)
+        return [_Message(request, "request", channel) for channel in channels]
 
-    async def _expired(self, request_id: str) -> None:
+    def _expired(self, request_id: str) -> list[_Message]:
         waiting = self._waiting.pop(request_id, None)
         if waiting is None:
-            return  # asked before this process watched, and not told by it
-        for channel in waiting.channels:
-            told = await anyio.to_thread.run_sync(self.ledger.claimed, request_id, "request",
-                                                  channel.key)
-            if told:
-                self._send(waiting.request, "expired", channel)
+            return []  # asked before this process watched, and not told by it
+        return [_Message(waiting.request, "expired", channel, after="request")
+                for channel in waiting.channels]
 
-    async def _due(self, now: float) -> None:
-        """Reminders and escalations whose time has come; requests past their time-to-live
-        are expired in the store (their change comes back through the log)."""
+    def _due(self, now: float) -> list[_Message]:
+        """Reminders and escalations whose time has come."""
         remind, escalate = self.settings.remind_after, self.settings.escalate_after
-        for waiting in list(self._waiting.values()):
+        due: list[_Message] = []
+        for waiting in self._waiting.values():
             request, age = waiting.request, now - waiting.request.created_at
             if remind is not None and not waiting.reminded and age >= remind:
                 waiting.reminded = True
-                for channel in waiting.channels:
-                    self._send(request, "reminder", channel)
+                due += [_Message(request, "reminder", c) for c in waiting.channels]
             if escalate is not None and not waiting.escalated and age >= escalate:
                 waiting.escalated = True
-                for channel in self.router.escalation:
-                    self._send(request, "escalation", channel)
-            expires = request.expires_at
+                due += [_Message(request, "escalation", c) for c in self.router.escalation]
+        return due
+
+    async def _settle(self, now: float) -> None:
+        """Requests past their time-to-live are expired in the store (their change comes back
+        through the log, and is told)."""
+        for waiting in list(self._waiting.values()):
+            expires = waiting.request.expires_at
             if expires is not None and expires <= now and now - waiting.settled_at > \
                     SETTLE_AGAIN_S:
                 waiting.settled_at = now
-                await anyio.to_thread.run_sync(self.store.settle, request.id)
+                await anyio.to_thread.run_sync(self.store.settle, waiting.request.id)
+
+    async def _tell(self, wanted: list[_Message]) -> None:
+        """Claim ``wanted`` (one transaction) and send the ones this process won."""
+        if not wanted:
+            return
+        won = await anyio.to_thread.run_sync(self.ledger.claim, [
+            Claim(m.request.id, m.kind, m.channel.key, m.after) for m in wanted])
+        for message, mine in zip(wanted, won, strict=True):
+            if mine:  # else another replica (or an earlier start) sends it
+                self._send(message.request, message.kind, message.channel)
 
     def _send(self, request: ApprovalRequest, kind: Kind, channel: Channel) -> None:
         """Start one message's delivery, unless too many wait already (then it is dropped
@@ -164,10 +218,6 @@ class Notifier:
 
     async def _deliver(self, request: ApprovalRequest, kind: Kind, channel: Channel) -> None:
         try:
-            claimed = await anyio.to_thread.run_sync(self.ledger.claim, request.id, kind,
-                                                     channel.key)
-            if not claimed:
-                return  # another replica (or an earlier start) sends this one
             notice = await anyio.to_thread.run_sync(self.composer.notice, request, kind,
                                                     channel.name)
             attempts, error = self.settings.attempts, ""
@@ -205,7 +255,11 @@ class Notifier:
     async def _outcome(self, request_id: str, kind: Kind, channel: Channel, outcome: str,
                        attempts: int, error: str = "") -> None:
         self.counts[channel.name, outcome] += 1
-        if outcome != "retried":
+        # the log keeps failures, and the first send that went out after one (the page's
+        # line about the last failure ends with it)
+        recovered = outcome == "sent" and channel.name in self._failing
+        if outcome == "failed" or recovered:
+            (self._failing.add if outcome == "failed" else self._failing.discard)(channel.name)
             await anyio.to_thread.run_sync(self.ledger.record, request_id, kind, channel.name,
                                            outcome, attempts, error or None)
         if outcome == "failed":
