@@ -6,20 +6,25 @@ failures are counted and shown; an expired request is said expired everywhere.""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from toolkeeper.notify import verify
 from toolkeeper.notify.signing import SIGNATURE, TIMESTAMP
 
 from ..notify.receivers import Hanging, HttpReceiver, refused_port
-from .test_serve import _client
+from .test_serve import EXAMPLE, _client
 from .test_web import ALERT, _bearer, _login, _pending_call, start_page, stop
 
 KEY = "the-team-bots-shared-key-0123456789"
@@ -206,3 +211,33 @@ urls = ["json://{receiver.hostport}/bot"]
                        status="expired") == 1.0
     finally:
         stop(proc)
+
+
+async def test_serve_over_stdio_notifies_with_links_to_its_loopback_page_that_decide(
+        tmp_path: Path, receiver: HttpReceiver) -> None:
+    (tmp_path / "toolkeeper.toml").write_text(f"""
+[approval.notify]
+urls = ["json://{receiver.hostport}/bot"]
+direct_decisions = true
+""")
+    command = [sys.executable, "-m", "toolkeeper.cli", "serve", "--stdio", EXAMPLE,
+               "--no-builtins", "--config", str(tmp_path / "toolkeeper.toml"),
+               "--state-dir", str(tmp_path / "state"), "--approval-wait", "0"]
+    launch = StdioServerParameters(command=command[0], args=command[1:], cwd=str(tmp_path), env={
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TOOLKEEPER_NOTIFY_KEY": KEY})
+    with (tmp_path / "server.log").open("w") as err:
+        async with Client(stdio_client(launch, errlog=err)) as client:
+            asked = await client.call_tool("broadcast_alert", ALERT)
+            assert asked.is_error and "waiting for approval" in asked.content[0].text
+            (told,) = await anyio.to_thread.run_sync(receiver.posts, "/bot")
+            buttons = {b["action"]: b["url"] for b in told.json()["buttons"]}
+            page = buttons["open"].split("/approvals/")[0]
+            assert re.fullmatch(r"http://127\.0\.0\.1:\d+", page)
+            shown = httpx.get(buttons["approve"])
+            confirm = shown.text.split('name="confirm" value="')[1].split('"')[0]
+            done = httpx.post(buttons["approve"], data={"confirm": confirm},
+                              headers={"Origin": page})
+            assert done.status_code == 200, done.text
+            ran = await client.call_tool("broadcast_alert", ALERT)
+    assert not ran.is_error and "PT-11" in ran.content[0].text
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
