@@ -76,6 +76,7 @@ urls = ["ntfy://{host}/approvals", "json://{host}/team-bot",
         (ntfy,) = receiver.posts("/")
         assert ntfy.headers["x-actions"] == f"view, Open the card, {card}, clear=true"
         assert ntfy.headers["x-click"] == card
+        assert "x-icon" not in ntfy.headers  # no third party's server learns of the message
         pushed = ntfy.json()
         assert pushed["topic"] == "approvals"
         assert pushed["title"] == "Approval needed: broadcast_alert (critical) for default"

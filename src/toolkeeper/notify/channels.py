@@ -124,16 +124,20 @@ class AppriseChannel:
 
     def _url_for(self, notice: Notice) -> str:
         """The URL with this message's ntfy actions and click target (ntfy reads them from
-        its URL's query), and no retries of Apprise's own (the notifier retries)."""
+        its URL's query), no retries of Apprise's own (the notifier retries), and — unless the
+        URL asks for it — no icon (Apprise's is a link to a third party's server, which would
+        learn of every message)."""
+        parts = urlsplit(self.url)
+        given = parse_qsl(parts.query, keep_blank_values=True)
         extra = {"retry": "0"}
         if self.scheme in _NTFY:
             if notice.buttons:
                 extra["actions"] = ntfy_actions(notice)
             if notice.where.startswith(("http://", "https://")):
                 extra["click"] = notice.where
-        parts = urlsplit(self.url)
-        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                 if k not in extra]
+            if not any(k == "image" for k, _ in given):
+                extra["image"] = "no"
+        query = [(k, v) for k, v in given if k not in extra]
         query_text = urlencode([*query, *extra.items()], quote_via=quote)  # Apprise reads
         return urlunsplit(parts._replace(query=query_text))  # '+' as itself, not a space
 
