@@ -13,10 +13,15 @@ from typing import Any
 import anyio
 import pytest
 
-from toolkeeper.approval import ApprovalDecision, ApprovalRequest, SqliteApprovalStore
+from toolkeeper.approval import (
+    ApprovalDecision,
+    ApprovalRequest,
+    PostgresApprovalStore,
+    SqliteApprovalStore,
+)
 from toolkeeper.config.notify import NotifySection
 from toolkeeper.hooks import HookEvent, HookManager
-from toolkeeper.notify import Composer, Notifier, Router, last_failure, verify
+from toolkeeper.notify import Composer, DecisionLinks, Notifier, Router, last_failure, verify
 from toolkeeper.notify.signing import SIGNATURE, TIMESTAMP
 
 from .receivers import Hanging, HttpReceiver, refused_port
@@ -170,3 +175,30 @@ async def test_a_hanging_receiver_holds_only_its_own_message(tmp_path: Path) -> 
     finally:
         hook.close()
         hanging.close()
+
+
+async def test_on_postgresql_replicas_tell_once_say_expired_and_links_and_failures_work(
+        postgres_url: str) -> None:
+    hook = HttpReceiver()
+    stores = [PostgresApprovalStore(postgres_url) for _ in range(2)]
+    notifiers = [_notifier(store, urls=[f"json://{hook.hostport}/h"]) for store in stores]
+    links = DecisionLinks(postgres_url)
+    try:
+        async with _running(*notifiers):
+            await anyio.sleep(0.3)
+            made = [_request(stores[n % 2], ttl=1.0).id for n in range(6)]
+            posts = await anyio.to_thread.run_sync(hook.posts, "/h", 12)
+            await anyio.sleep(0.5)
+        events = sorted((p.json()["request"]["id"], p.json()["event"]) for p in hook.items)
+        assert events == sorted([(r, "approval.requested") for r in made] +
+                                [(r, "approval.expired") for r in made]), len(posts)
+        late = links.issue(stores[0].get(made[0]).request, "approve", "json")  # type: ignore[union-attr]
+        assert links.use(late) is None  # its request's time is over
+        token = links.issue(_request(stores[1], ttl=None), "approve", "json")
+        assert links.use(token) is not None and links.use(token) is None
+        ledger = notifiers[0].ledger
+        ledger.record(made[0], "request", "json", "failed", 4, "answered HTTP 500")
+        failure = last_failure(stores[0].db)
+        assert failure is not None and failure.error == "answered HTTP 500"
+    finally:
+        hook.close()
