@@ -1,7 +1,7 @@
 """What was sent, beside the approvals: one claim per message, so that of several replicas
-reading the same change log exactly one sends it, and a log of the sends that failed (and of
-the first one that went out again after a failure), which the page's line about the last
-failure reads.
+reading the same change log exactly one sends it, and a log of the sends that failed (and,
+at most once a minute per channel, of one that went out), which the page's line about the last
+failure reads: it ends once the channel works again, whichever replica sent.
 
 A claim is one ``INSERT … ON CONFLICT DO NOTHING``: the replica whose row went in sends; the
 claims of one reading of the change log go in one transaction. A replica that dies between its

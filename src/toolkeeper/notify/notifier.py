@@ -47,6 +47,8 @@ CONCURRENCY = 8
 MAX_QUEUED = 1000
 SWEEP_S = 3600.0
 SETTLE_AGAIN_S = 5.0
+LOG_SENT_S = 60.0
+"""A channel's sends that went out are logged at most once in this many seconds."""
 WOKEN_S = 0.02
 """How long after this process's own request (its hook) the log is read: the request is
 stored right after the hook."""
@@ -90,6 +92,7 @@ class Notifier:
         self._queued = 0
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
         self._failing: set[str] = set()
+        self._sent_logged: dict[str, float] = {}
         self._group: anyio.abc.TaskGroup | None = None
         self._wake: anyio.Event | None = None  # made in run(), in its event loop
         if hooks is not None:  # a request of this process: look at once, not at the next poll
@@ -237,6 +240,23 @@ class Notifier:
         finally:
             self._queued -= 1
 
+    def _logged(self, channel: str, outcome: str) -> bool:
+        """Whether the send log keeps this outcome: every failure; a send that went out when
+        it is the first since a failure here, or the first this minute (so the page's line
+        about a failure ends once the channel works again, whichever replica sends)."""
+        if outcome == "failed":
+            self._failing.add(channel)
+            return True
+        if outcome != "sent":
+            return False
+        now = time.monotonic()
+        if channel in self._failing or now - self._sent_logged.get(channel, -LOG_SENT_S) \
+                >= LOG_SENT_S:
+            self._failing.discard(channel)
+            self._sent_logged[channel] = now
+            return True
+        return False
+
     async def _attempt(self, channel: Channel, notice: Notice) -> str:
         """One try: ``""`` when sent, else why not."""
         timeout = self.settings.timeout_s
@@ -255,11 +275,7 @@ class Notifier:
     async def _outcome(self, request_id: str, kind: Kind, channel: Channel, outcome: str,
                        attempts: int, error: str = "") -> None:
         self.counts[channel.name, outcome] += 1
-        # the log keeps failures, and the first send that went out after one (the page's
-        # line about the last failure ends with it)
-        recovered = outcome == "sent" and channel.name in self._failing
-        if outcome == "failed" or recovered:
-            (self._failing.add if outcome == "failed" else self._failing.discard)(channel.name)
+        if self._logged(channel.name, outcome):
             await anyio.to_thread.run_sync(self.ledger.record, request_id, kind, channel.name,
                                            outcome, attempts, error or None)
         if outcome == "failed":
