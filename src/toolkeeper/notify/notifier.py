@@ -9,8 +9,9 @@ path only writes the store, and the notifier's background task reads it.
 Each send is a task of its own: at most ``CONCURRENCY`` at once per channel (a channel that
 hangs holds only its own), at most ``MAX_QUEUED`` waiting (more are dropped and counted), each
 attempt bounded by ``timeout_s``, ``attempts`` tries with backoff, and every outcome counted
-(the ``NOTIFICATION`` hook: ``/metrics``) and written to the send log (the page's line about the
-last failure). A channel that fails, hangs or refuses costs its own task, nothing else.
+(the ``NOTIFICATION`` hook: ``/metrics``), failures written to the send log (the page's line
+about the last failure). A channel that fails, hangs or refuses costs its own task, nothing
+else.
 """
 
 from __future__ import annotations
