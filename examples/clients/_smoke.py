@@ -315,7 +315,7 @@ class Report:
         self._t = time.monotonic()
 
     def finding(self, name: str, holds: bool, detail: Any, seconds: float) -> None:
-        """A behaviour issue 18 promises, checked but kept out of pass/fail (see the report)."""
+        """A behaviour serve promises, checked but kept out of pass/fail (see the report)."""
         self.data["steps"].append({"step": name, "ok": holds, "seconds": round(seconds, 2), "detail": detail,
                                    "finding": True})
         say(f"[{self.data['client']}] {'holds' if holds else 'FINDING'} {name} ({round(seconds, 2)}s): "

@@ -148,8 +148,8 @@ async def run(ep: smoke.Endpoint, wait: float, report: smoke.Report) -> None:
 async def late_approval(ep: smoke.Endpoint, wait: float, report: smoke.Report, watches: list[smoke.Watch],
                         on_message: Any) -> None:
     """The SDK gives up after 5 s; serve still waits (up to its --approval-wait); a person approves
-    in between, which is when people approve. Issue 18: "a call whose client gave up loses nothing:
-    the decision is kept and the same call made again takes it"."""
+    in between, which is when people approve. The promise: "a call whose client gave up loses
+    nothing: the decision is kept and the same call made again takes it"."""
     from agents.mcp import MCPServerStreamableHttp
 
     if wait < 6:

@@ -66,7 +66,9 @@ class HookManager:
 
     async def dispatch(self, event: HookEvent, payload: dict[str, object]) -> None:
         """Call each hook of ``event`` with ``payload``; a payload that names its ``tool``
-        also carries it as ``tool_name``."""
+        also carries it as ``tool_name``, the key hooks written for an agents layer read (a
+        second name, kept for good: a key of the public contract that hooks written for it
+        read)."""
         if "tool" in payload and "tool_name" not in payload:
             payload = {**payload, "tool_name": payload["tool"]}
         for hook in self._hooks.get(event, ()):

@@ -1,4 +1,4 @@
-"""``browser`` / ``browser_open`` as seed 004 gates them (``[browser] enabled``,
+"""``browser`` / ``browser_open`` as the config gates them (``[browser] enabled``,
 ``allowed_domains``), driving the system's Chromium headless against pages served on loopback,
 with ``allowed.test`` and ``evil.test`` pinned there: the allowlist holds for the page, its
 redirects and its subresources, and nothing the page tries reaches a host by another way."""
@@ -117,7 +117,7 @@ def port() -> Iterator[int]:
     httpd.shutdown()
 
 
-SEED_STYLE = """\
+BROWSER_CONFIG = """\
 [security]
 workspace = "ws"
 autonomy = "{autonomy}"
@@ -130,7 +130,7 @@ allow_loopback = true
 """
 
 
-def config(tmp_path: Path, autonomy: str = "supervised", text: str = SEED_STYLE) -> Path:
+def config(tmp_path: Path, autonomy: str = "supervised", text: str = BROWSER_CONFIG) -> Path:
     (tmp_path / "ws").mkdir(exist_ok=True)
     path = tmp_path / "toolkeeper.toml"
     path.write_text(text.format(autonomy=autonomy))
@@ -273,13 +273,13 @@ def test_what_the_browser_needs_is_explained(
         assert decision["browser"].cause == decision["browser_open"].cause == "unavailable"
         return decision["browser_open"].reason
 
-    no_domains = SEED_STYLE.replace('allowed_domains = ["allowed.test"]', "")
+    no_domains = BROWSER_CONFIG.replace('allowed_domains = ["allowed.test"]', "")
     assert reason(no_domains).startswith("enabled, but browser.allowed_domains is empty")
-    elsewhere = SEED_STYLE + 'executable_path = "/nowhere/chromium"\n'
+    elsewhere = BROWSER_CONFIG + 'executable_path = "/nowhere/chromium"\n'
     assert reason(elsewhere) == ("enabled, but no Chromium at /nowhere/chromium; install it "
                                  "(Debian: apt install chromium) or set browser.executable_path")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "playwright" else real(name, *a))
-    assert reason(SEED_STYLE) == ("enabled, but needs Playwright, the browser extra: "
+    assert reason(BROWSER_CONFIG) == ("enabled, but needs Playwright, the browser extra: "
                                   "pip install 'toolkeeper[browser]'")

@@ -1,4 +1,4 @@
-"""default_tools: seed 004's seven tools, with risks and hints, through the one door."""
+"""default_tools: the seven tools a coding agent needs, with risks and hints, through the one door."""
 
 from __future__ import annotations
 

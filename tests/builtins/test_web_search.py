@@ -1,4 +1,4 @@
-"""``web_search_tool`` as seed 004 gates it (``[web_search] enabled``, ``provider = "brave"``, the
+"""``web_search_tool`` as the config gates it (``[web_search] enabled``, ``provider = "brave"``, the
 key from the config or ``BRAVE_API_KEY``), against a local server answering with the Brave
 Search API's own response shape."""
 

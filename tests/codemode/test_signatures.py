@@ -1,5 +1,5 @@
 """The signatures a model writing a code-mode script reads: each parameter's type, its default and
-the fields of a nested object, as the tool's own schema says (seed 001's code-mode chaining)."""
+the fields of a nested object, as the tool's own schema says."""
 
 from __future__ import annotations
 

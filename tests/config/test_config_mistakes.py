@@ -1,7 +1,7 @@
-"""The mistakes a new user of seed 004's config meets first: a workspace that does not exist
+"""The mistakes a new user of the config meets first: a workspace that does not exist
 (told in one line naming the file, the key and the line — never a traceback from deep inside a
 tool) and ``chain_policy`` from the top package. A missing skills folder:
-test_seed004_sections.py."""
+test_runtime_sections.py."""
 
 from __future__ import annotations
 

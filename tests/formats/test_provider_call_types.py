@@ -1,4 +1,4 @@
-"""Seed 001's ``ProviderDefinedTool.call_types``: a Responses payload's ``computer_call``,
+"""``ProviderDefinedTool.call_types``: a Responses payload's ``computer_call``,
 ``apply_patch_call`` and ``shell_call`` items (built with the OpenAI SDK's own types) become calls
 of the tool that declared their type, go through the invoker to ``handle_call``, and their results
 come back as the matching output items, which the SDK's request types accept."""

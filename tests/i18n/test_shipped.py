@@ -200,7 +200,7 @@ def test_a_variant_missing_everywhere_keeps_the_tools_own_words(
 
 def test_a_workspace_file_overrides_the_shipped_one_key_by_key(
         tools: list[Tool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 004's search order: the workspace's ``tool_descriptions/<locale>.toml`` first, then
+    """The search order: the workspace's ``tool_descriptions/<locale>.toml`` first, then
     the installed package's, then the project root's."""
     workspace, root = tmp_path / "ws", tmp_path / "root"
     (workspace / "tool_descriptions").mkdir(parents=True)
@@ -226,7 +226,7 @@ def test_a_workspace_file_overrides_the_shipped_one_key_by_key(
 
 def test_the_locale_is_the_configs_then_toolkeeper_locale_then_lang_then_lc_all(
         tools: list[Tool], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The order the issue gives (seed 004 names its own variable first, then LANG, LC_ALL)."""
+    """The product's own variable first, then LANG, LC_ALL (a config's ``locale`` before all)."""
     env = {"TOOLKEEPER_LOCALE": "fr_FR.UTF-8", "LANG": "ja_JP.UTF-8", "LC_ALL": "ko_KR.UTF-8"}
     for name in ("TOOLKEEPER_LOCALE", "LANG", "LC_ALL"):
         monkeypatch.setenv(name, env[name])

@@ -31,8 +31,8 @@ pytestmark = pytest.mark.anyio
 
 def test_the_default_gate_order_is_pinned() -> None:
     expected = ["trace", "record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
-                "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
-                "progress", "timeout"]
+                "policy", "preflight", "approval", "artifact_refs", "cancellation", "shaping",
+                "guardrails_out", "progress", "timeout"]
     assert list(GATE_ORDER) == expected
     assert [g.name for g in ToolInvoker([]).gates] == expected
 
@@ -331,7 +331,7 @@ async def test_a_session_limited_to_some_tools_refuses_the_others_and_records_th
 
 
 async def test_the_type_gate_refuses_hosted_provider_defined_and_tool_chain_in_a_chain() -> None:
-    """Seed 003, step 3: in a chain session, is_hosted_tool, is_provider_defined_tool and the
+    """The type gate: in a chain session, is_hosted_tool, is_provider_defined_tool and the
     recursive tool_chain name are refused with status="error" — can't call from a chain."""
     class Computer(ProviderDefinedTool):
         async def handle_call(self, call: object, ctx: object) -> ToolResult:  # type: ignore[override]

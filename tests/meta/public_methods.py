@@ -62,7 +62,12 @@ def _class_body_names(cls: type) -> set[str] | None:
     if not isinstance(node, ast.ClassDef):
         return None
     names: set[str] = set()
-    for stmt in node.body:
+    body = list(node.body)
+    while body:
+        stmt = body.pop(0)
+        if isinstance(stmt, ast.If):  # `if TYPE_CHECKING: ... else: ...` binds in the body too
+            body[:0] = [*stmt.body, *stmt.orelse]
+            continue
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(stmt.name)
         elif isinstance(stmt, ast.Assign):

@@ -5,19 +5,20 @@ source tree."""
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "toolkeeper"
 
-# DESIGN.md §2: a room imports only rooms on its own floor or below.
+# A room imports only rooms on its own floor or below.
 FLOORS = {
     "core": 0, "errors": 0, "extras": 0,
     "tools": 1, "formats": 1,  # formats are functions of core's spec; Tool.get_schema calls them
     "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2,
     "hooks": 2,
-    "invoke": 3, "approval": 3,
+    "invoke": 3, "approval": 3, "policy": 3,  # policy: Cedar beside approval, before it
     "builtins": 4, "config": 4, "sandbox": 4, "notify": 4,
     "mcp": 5, "codemode": 5, "gateway": 5,
     "cli": 6, "server": 6, "testing": 6, "adapters": 6,
@@ -61,15 +62,12 @@ LAZY = {
                      "sys.modules): a process without it pays nothing at import",
     "prometheus_client": "serve's /metrics (the mcp extra): loaded when `serve` builds it",
     "apprise": "the notify extra: loaded when `serve` builds its approval notifications",
+    "cedarpy": "the policy extra: loaded when a Cedar policy is read or evaluated; the default "
+               "set needs no engine",
 }
-# Upward imports made inside a method, when it is called: the one way a name the seeds put on a
-# lower room reaches the room above it (DESIGN.md §3 names them; issue 19 allows exactly this).
-# Each stays inside a function; the floor and cycle checks leave these edges out, and nothing
-# else of toolkeeper's own is imported lazily.
-CALL_TIME = {
-    ("toolkeeper.toolbox.catalog", "toolkeeper.invoke.batch"):
-        "Toolbox.execute_tool_calls runs a batch through the door (ToolInvoker), a floor up",
-}
+# Entry points the package declares for a room to reach a room above it without importing it
+# (group → the room that loads them): each names a module on a floor above that room.
+SEAMS = {"toolkeeper.doors": "toolbox"}
 MAX_LINES = 500
 
 
@@ -120,14 +118,8 @@ def _with_packages(importer: str, target: str) -> set[str]:
     return {target} | {p for p in packages if p in MODULES and not importer.startswith(p + ".")}
 
 
-def _structural(name: str, path: Path) -> Iterator[tuple[str, bool, int]]:
-    """The imports of a module that are part of its structure: all but the CALL_TIME ones."""
-    return ((t, inner, line) for t, inner, line in _imports(name, path)
-            if not (inner and (name, t) in CALL_TIME))
-
-
 def _graph() -> dict[str, set[str]]:
-    return {name: {m for t, _, _ in _structural(name, path) if t in MODULES and t != name
+    return {name: {m for t, _, _ in _imports(name, path) if t in MODULES and t != name
                    for m in _with_packages(name, t) if m != name}
             for name, path in MODULES.items()}
 
@@ -172,18 +164,26 @@ def test_no_import_cycles() -> None:
 def test_nothing_imports_upward() -> None:
     upward = [f"{name}:{line} imports {target} (floor {FLOORS[_room(target)]} above "
               f"{FLOORS[_room(name)]})"
-              for name, path in MODULES.items() for target, _, line in _structural(name, path)
+              for name, path in MODULES.items() for target, _, line in _imports(name, path)
               if target in MODULES and FLOORS[_room(target)] > FLOORS[_room(name)]]
     assert upward == []
 
 
-def test_each_call_time_import_is_upward_inside_a_function_and_still_there() -> None:
-    found = {(name, target): inner for name, path in MODULES.items()
-             for target, inner, _ in _imports(name, path) if (name, target) in CALL_TIME}
-    assert set(found) == set(CALL_TIME), "a CALL_TIME entry names an import that is gone"
-    assert all(found.values()), "a CALL_TIME import must stay inside the method that needs it"
-    assert all(FLOORS[_room(t)] > FLOORS[_room(n)] for n, t in CALL_TIME), \
-        "a CALL_TIME import that is not upward can be an ordinary import at the top"
+def test_nothing_of_toolkeeper_is_imported_inside_a_function() -> None:
+    lazy = [f"{name}:{line} imports {target} inside a function"
+            for name, path in MODULES.items() for target, inner, line in _imports(name, path)
+            if inner and target.split(".")[0] == "toolkeeper"]
+    assert lazy == []
+
+
+def test_each_seam_names_a_module_above_the_room_that_loads_it() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert set(SEAMS) <= set(declared), "a seam is no longer declared in pyproject.toml"
+    for group, room in SEAMS.items():
+        for target in declared[group].values():
+            module = target.partition(":")[0]
+            assert module in MODULES, f"{group} names {module}, which is not a module"
+            assert FLOORS[_room(module)] > FLOORS[room], f"{group}: {module} is not above {room}"
 
 
 def test_every_room_has_a_floor() -> None:
@@ -192,7 +192,7 @@ def test_every_room_has_a_floor() -> None:
 
 def test_only_the_listed_libraries_are_imported_inside_functions() -> None:
     lazy = [f"{name}:{line} imports {target} inside a function"
-            for name, path in MODULES.items() for target, inner, line in _structural(name, path)
+            for name, path in MODULES.items() for target, inner, line in _imports(name, path)
             if inner and target.split(".")[0] not in LAZY]
     assert lazy == []
 

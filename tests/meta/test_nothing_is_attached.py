@@ -14,7 +14,7 @@ from pathlib import Path
 from .test_layers import MODULES
 
 # Import-time calls into another toolkeeper module that are known and left for their room's owner
-# to remove (issue 19): each entry must still be there, so the list cannot go stale.
+# to remove: each entry must still be there, so the list cannot go stale.
 NOT_YET_REMOVED: set[str] = set()
 
 
@@ -126,13 +126,13 @@ def test_no_module_sets_an_attribute_on_something_it_imported() -> None:
 def test_no_module_calls_another_toolkeeper_module_for_its_side_effects_at_import() -> None:
     found = _import_time_calls()
     assert found - NOT_YET_REMOVED == set(), "an import-time registration: make it a method " \
-        "or a function the caller calls (see tests/meta/test_layers.py CALL_TIME for the one " \
-        "way a lower room may reach up)"
+        "or a function the caller calls (a lower room reaches a room above through an entry " \
+        "point the package declares: tests/meta/test_layers.py SEAMS)"
     assert NOT_YET_REMOVED - found == set(), "removed: take it out of NOT_YET_REMOVED too"
 
 
 def test_the_checks_see_a_patch_and_a_registration() -> None:
-    """The scans catch the shapes issue 19 found (a made-up module, not the tree)."""
+    """The scans catch a patch and a registration (a made-up module, not the tree)."""
     tree = ast.parse("from .catalog import CatalogBase, register_view\n"
                      "from ..tools.tool import Tool\n"
                      "import toolkeeper.toolbox.catalog as catalog\n"

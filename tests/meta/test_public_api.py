@@ -6,7 +6,7 @@ import inspect
 
 import toolkeeper
 
-# DESIGN.md §3 names that the foundation owns.
+# The names of the foundation: definitions, results, risk and calls.
 FOUNDATION_NAMES = {
     "tool", "Tool", "BaseTool", "HostedTool", "ProviderDefinedTool", "is_hosted_tool",
     "is_provider_defined_tool", "FunctionSpec", "ProviderSpec", "ToolMetadata", "ToolResult",

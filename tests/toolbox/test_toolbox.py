@@ -37,7 +37,7 @@ def box() -> Toolbox:
     return Toolbox([send_email, plot, table, SEARCH])
 
 
-def test_seed_003_surface() -> None:
+def test_the_catalog_lists_gets_counts_and_filters_by_risk() -> None:
     tb = box()
     assert tb.names() == ["send_email", "plot", "table", "web_search"]
     assert len(tb) == 4 and "plot" in tb and "nope" not in tb
@@ -46,7 +46,7 @@ def test_seed_003_surface() -> None:
     assert tb.by_risk(ToolRisk.SENSITIVE) == [plot]
 
 
-def test_seed_000_surface_with_aliases_and_categories() -> None:
+def test_register_tool_files_a_tool_with_its_category_tags_and_aliases() -> None:
     tb = Toolbox()
     tb.register_tool(send_email, category="communication", tags=["email", "notify"],
                      aliases=["mail"])
@@ -59,7 +59,7 @@ def test_categories_are_a_tree_and_browse_includes_the_subtree() -> None:
     tb = box()
     assert tb.browse("data") == [plot, table]
     assert tb.browse("data/visualization") == [plot]
-    assert "data/exploration" in tb.categories  # seed 000's built-in categories exist
+    assert "data/exploration" in tb.categories  # the built-in categories exist
     assert "productivity" in tb.categories.children()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from toolkeeper import (
@@ -21,6 +23,7 @@ from toolkeeper import (
     normalize_tool_name,
 )
 from toolkeeper.core.risk import default_hitl_mode
+from toolkeeper.tools.definition import ToolDefinition, define
 
 
 def _add(a: int, b: int) -> int:
@@ -52,6 +55,53 @@ def test_tools_are_frozen_and_replace_derives_copies() -> None:
     renamed = t.replace(name="plus", risk="high")
     assert (t.name, renamed.name, renamed.risk) == ("_add", "plus", ToolRisk.HIGH)
     assert renamed.run_raw({"a": 1, "b": 2}) == 3
+
+
+def test_a_tool_is_one_frozen_definition_and_a_changed_copy_gets_a_new_one() -> None:
+    t = Tool.from_function(_add, name="add")
+    definition = t.definition
+    assert isinstance(definition, ToolDefinition) and definition.name == t.name == "add"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        definition.name = "other"  # type: ignore[misc]
+    copy = t.replace(description="Add two numbers.", risk="high")
+    assert t.definition is definition and definition.description == ""
+    assert (copy.description, copy.risk, copy.hitl_mode) == (
+        "Add two numbers.", ToolRisk.HIGH, HitlMode.BLOCKING)
+    assert copy.definition.function is definition.function  # the function was inspected once
+
+
+def test_a_tool_is_built_from_its_definition_alone() -> None:
+    made = Tool(define("add", parameters={"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "integer"}}}, callable=_add))
+    again = Tool(made.definition)
+    assert again.run_raw({"a": "1", "b": 2}) == 3
+    assert again.get_schema("anthropic") == made.get_schema("anthropic")
+    with pytest.raises(UsageError, match="definition alone"):
+        Tool(made.definition, name="other")  # type: ignore[call-overload]
+
+
+def test_update_namespace_gives_the_tool_a_new_definition_and_leaves_the_old_one_whole() -> None:
+    t = Tool.from_function(_add, name="add")
+    before = t.definition
+    assert t.update_namespace("calc") is t
+    assert (before.name, before.namespace) == ("add", None)
+    assert (t.definition.name, t.definition.namespace, t.definition.method_name) == (
+        "calc-add", "calc", "add")
+
+
+def test_a_class_body_declares_the_default_risk_and_a_tool_may_choose_another() -> None:
+    class Deploy(BaseTool):
+        risk = ToolRisk.HIGH
+
+        async def execute(self, *, target: str) -> str:  # type: ignore[override]
+            return target
+
+    assert Deploy.risk is ToolRisk.HIGH
+    plain, critical = Deploy(), Deploy(risk="critical")
+    assert (plain.risk, plain.hitl_mode, plain.hitl_explicit) == (
+        ToolRisk.HIGH, HitlMode.BLOCKING, False)
+    assert (critical.risk, critical.definition.risk, Deploy.risk) == (
+        ToolRisk.CRITICAL, ToolRisk.CRITICAL, ToolRisk.HIGH)
 
 
 def test_with_namespace_returns_a_copy() -> None:

@@ -33,7 +33,6 @@ import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
@@ -41,6 +40,7 @@ from ..tools.runner import run_coroutine_sync
 from .calls import Declared, GovernedCalls
 
 try:
+    from langchain_core.messages import ToolCall
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool, ToolException
     from langgraph.types import Command, Interrupt, interrupt
@@ -59,20 +59,21 @@ class GovernedTool(BaseTool):
     called either way: ``ainvoke`` / ``astream`` await the door, ``invoke`` / ``stream`` run it
     to completion from the graph's worker thread (an ``interrupt`` stops either)."""
 
-    calls: Any = None
+    calls: GovernedCalls
     """The ``GovernedCalls`` it goes through."""
     handle_tool_error: bool = True
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+    def invoke(self, input: str | dict[str, object] | ToolCall,
+               config: RunnableConfig | None = None, **kwargs: object) -> object:
         with _call_id_of(input):
             return super().invoke(input, config, **kwargs)
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
-                      **kwargs: Any) -> Any:
+    async def ainvoke(self, input: str | dict[str, object] | ToolCall,
+                      config: RunnableConfig | None = None, **kwargs: object) -> object:
         with _call_id_of(input):
             return await super().ainvoke(input, config, **kwargs)
 
-    def _run(self, *args: Any, **kwargs: Any) -> str:
+    def _run(self, *args: object, **kwargs: object) -> str:
         arguments, call_id = _arguments(kwargs), _CALL_ID.get() or _new_call_id()
         result: InvocationResult = run_coroutine_sync(self._first(arguments, call_id))
         if result.status == "pending":
@@ -81,7 +82,7 @@ class GovernedTool(BaseTool):
                 self.name, arguments, call_id, approved=approved, message=message))
         return answer(result)
 
-    async def _arun(self, *args: Any, **kwargs: Any) -> str:
+    async def _arun(self, *args: object, **kwargs: object) -> str:
         arguments, call_id = _arguments(kwargs), _CALL_ID.get() or _new_call_id()
         result = await self._first(arguments, call_id)
         if result.status == "pending":
@@ -90,7 +91,7 @@ class GovernedTool(BaseTool):
                                               approved=approved, message=message)
         return answer(result)
 
-    async def _first(self, arguments: dict[str, Any], call_id: str) -> InvocationResult:
+    async def _first(self, arguments: dict[str, object], call_id: str) -> InvocationResult:
         """The door's answer to the call; on a resumed run, the stored request it already
         made (pending: the graph's person decides it, nothing is asked twice)."""
         calls: GovernedCalls = self.calls
@@ -101,7 +102,7 @@ class GovernedTool(BaseTool):
                 approval_id=found.request.id)
         return await calls.call(self.name, arguments, call_id)
 
-    def _interrupt(self, arguments: dict[str, Any], result: InvocationResult
+    def _interrupt(self, arguments: dict[str, object], result: InvocationResult
                    ) -> tuple[bool, str]:
         """Stop the graph for the graph's person (LangGraph's ``interrupt``); resumed, their
         decision."""
@@ -143,7 +144,7 @@ class ToolkeeperTools:
         return GovernedTool(name=declared.name, description=declared.description,
                             args_schema=dict(declared.parameters), calls=self.calls)
 
-    async def resume_from_store(self, interrupts: Iterable[Interrupt]) -> Command[Any] | None:
+    async def resume_from_store(self, interrupts: Iterable[Interrupt]) -> Command[str] | None:
         """The ``Command`` that resumes the graph with the decisions made on toolkeeper's side,
         for the interrupts that are decided (``None`` when none is yet)."""
         resume: dict[str, object] = {}
@@ -161,14 +162,13 @@ class ToolkeeperTools:
                  f"denied by {decision.approver or 'a person'}"}]}
         return Command(resume=resume) if resume else None
 
-    def resume_from_store_sync(self, interrupts: Iterable[Interrupt]) -> Command[Any] | None:
+    def resume_from_store_sync(self, interrupts: Iterable[Interrupt]) -> Command[str] | None:
         """``resume_from_store`` from synchronous code (a graph run with ``invoke``)."""
-        command: Command[Any] | None = run_coroutine_sync(self.resume_from_store(interrupts))
-        return command
+        return run_coroutine_sync(self.resume_from_store(interrupts))
 
 
 @contextmanager
-def _call_id_of(input: Any) -> Iterator[None]:
+def _call_id_of(input: object) -> Iterator[None]:
     """The tool call's id (LangGraph's ``ToolNode`` passes the call itself) for the door's
     call and audit row while the tool runs."""
     call_id = input.get("id") if isinstance(input, dict) and \
@@ -184,7 +184,7 @@ def _new_call_id() -> str:
     return "lc_" + secrets.token_hex(8)
 
 
-def _arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _arguments(kwargs: dict[str, object]) -> dict[str, object]:
     """The call's arguments: what LangChain passes the tool, less its own run manager and
     config."""
     return {k: v for k, v in kwargs.items() if k not in ("run_manager", "config")}

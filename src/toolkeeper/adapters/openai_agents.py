@@ -14,7 +14,7 @@ Every call the agent makes goes through ``ToolInvoker.invoke``. In the SDK's idi
   the run stops with an interruption (``result.interruptions``); the request is stored, so the
   approval page shows it too. ``state.approve(item)`` resumes it: the call is recorded as
   approved and runs once through the door. ``state.reject(item)``: the hooks see the rejected
-  call's output before the next model turn and record the denial. Any other answer of the door
+  call's output before the next model turn and record the denial. Every other answer of the door
   (the call ran, or was refused) is kept and is what the tool returns; it never runs twice;
 - ``await governed.apply_store_decisions(state)`` approves or rejects the interruptions decided
   on toolkeeper's side (the page, the API, ``toolkeeper approvals decide``) so that
@@ -25,14 +25,22 @@ Every call the agent makes goes through ``ToolInvoker.invoke``. In the SDK's idi
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
 
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
 from .calls import Declared, GovernedCalls
 
 try:
-    from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, RunState
+    from agents import (
+        Agent,
+        AgentHooks,
+        FunctionTool,
+        RunContextWrapper,
+        RunState,
+        TResponseInputItem,
+    )
+    from agents.run_context import TContext
     from agents.tool_context import ToolContext
 except ImportError as exc:
     raise ImportError("toolkeeper.adapters.openai_agents needs the OpenAI Agents SDK; install "
@@ -72,10 +80,10 @@ class ToolkeeperTools:
             tool, policy=self.calls.session.policy, chain=False)  # its session's policy
         name = declared.name
 
-        async def invoke(ctx: ToolContext[Any], raw: str) -> str:
+        async def invoke(ctx: ToolContext[object], raw: str) -> str:
             return await self._invoke(name, ctx.tool_call_id, raw, asks=asks)
 
-        async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any],
+        async def needs_approval(ctx: RunContextWrapper[object], params: dict[str, object],
                                  call_id: str) -> bool:
             return await self._ask(name, params, call_id)
 
@@ -84,7 +92,7 @@ class ToolkeeperTools:
                             strict_json_schema=False,
                             needs_approval=needs_approval if asks else False)
 
-    async def _ask(self, name: str, params: dict[str, Any], call_id: str) -> bool:
+    async def _ask(self, name: str, params: dict[str, object], call_id: str) -> bool:
         """The SDK asks whether this call needs approval: the door answers. ``pending``
         interrupts the run; any other answer is kept for ``on_invoke_tool``."""
         result = await self.calls.call(name, params, call_id)
@@ -108,7 +116,7 @@ class ToolkeeperTools:
             return answer(await self.calls.decided(name, arguments, call_id, approved=True))
         return answer(await self.calls.call(name, arguments, call_id))
 
-    async def record_rejections(self, items: list[Any]) -> None:
+    async def record_rejections(self, items: Sequence[object]) -> None:
         """Record the denials of the requests of this session that the framework answered
         without running them: a call still pending here whose output is already in the
         conversation was rejected (an approved one goes through ``on_invoke_tool``)."""
@@ -124,7 +132,7 @@ class ToolkeeperTools:
                 await self.calls.decided(request.tool, request.arguments, request.call_id,
                                          approved=False, message=outputs[request.call_id])
 
-    async def apply_store_decisions(self, state: RunState[Any, Any]) -> int:
+    async def apply_store_decisions(self, state: RunState[TContext]) -> int:
         """Approve or reject, in ``state``, the interruptions decided on toolkeeper's side;
         returns how many were decided (the others still wait)."""
         applied = 0
@@ -145,14 +153,16 @@ class ToolkeeperTools:
         return applied
 
 
-class ToolkeeperHooks(AgentHooks[Any]):
-    """Before each model turn, records the calls the SDK rejected (``state.reject``)."""
+class ToolkeeperHooks(AgentHooks[TContext]):
+    """Before each model turn, records the calls the SDK rejected (``state.reject``); for an
+    agent of any context (they read none of it)."""
 
     def __init__(self, tools: ToolkeeperTools) -> None:
         self.governed = tools
 
-    async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
-                           system_prompt: str | None, input_items: list[Any]) -> None:
+    async def on_llm_start(self, context: RunContextWrapper[TContext], agent: Agent[TContext],
+                           system_prompt: str | None,
+                           input_items: list[TResponseInputItem]) -> None:
         await self.governed.record_rejections(list(input_items))
 
 

@@ -22,7 +22,7 @@ Every call the agent makes goes through ``ToolInvoker.invoke``. In pydantic-ai's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
@@ -46,6 +46,9 @@ except ImportError as exc:
     raise ImportError("toolkeeper.adapters.pydantic_ai needs pydantic-ai; install it with "
                       "pip install 'toolkeeper[pydantic-ai]'") from exc
 
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities.abstract import AgentNode
+
 __all__ = ["ToolkeeperCapability", "ToolkeeperToolset"]
 
 FRAMEWORK = "pydantic-ai"
@@ -55,8 +58,9 @@ _ANY_ARGUMENTS = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(
 the tool's own schema (and audits the refusal), and its message comes back as ``ModelRetry``."""
 
 
-class ToolkeeperToolset(AbstractToolset[Any]):
-    """The catalog's tools for a pydantic-ai agent, every call through the door.
+class ToolkeeperToolset(AbstractToolset[object]):
+    """The catalog's tools for a pydantic-ai agent, every call through the door (for an agent
+    of any dependencies: the toolset reads none of them).
 
     Args:
         invoker: The door (its approval handler decides who waits for a person: with
@@ -80,15 +84,15 @@ class ToolkeeperToolset(AbstractToolset[Any]):
     def id(self) -> str | None:
         return self._id
 
-    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+    async def get_tools(self, ctx: RunContext[object]) -> dict[str, ToolsetTool[object]]:
         return {d.name: ToolsetTool(
             toolset=self, max_retries=self.max_retries, args_validator=_ANY_ARGUMENTS,
             tool_def=ToolDefinition(name=d.name, description=d.description,
                                     parameters_json_schema=dict(d.parameters)))
             for d in self.calls.declared}
 
-    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
-                        tool: ToolsetTool[Any]) -> Any:
+    async def call_tool(self, name: str, tool_args: dict[str, object], ctx: RunContext[object],
+                        tool: ToolsetTool[object]) -> object:
         call_id = ctx.tool_call_id or ""
         if ctx.tool_call_approved:
             result = await self.calls.decided(name, tool_args, call_id, approved=True)
@@ -110,7 +114,7 @@ class ToolkeeperToolset(AbstractToolset[Any]):
         return DeferredToolResults(approvals=approvals)
 
 
-def answer(result: InvocationResult) -> Any:
+def answer(result: InvocationResult) -> object:
     """A door's result in pydantic-ai's idiom."""
     if result.status == "ok":
         return result.text
@@ -125,7 +129,7 @@ def answer(result: InvocationResult) -> Any:
 
 
 @dataclass(init=False)
-class ToolkeeperCapability(AbstractCapability[Any]):
+class ToolkeeperCapability(AbstractCapability[object]):
     """The toolset plus what a toolset cannot see: the ``ToolDenied`` results a resumed run is
     given, recorded in the approval store and the audit log before the calls are made.
 
@@ -150,7 +154,8 @@ class ToolkeeperCapability(AbstractCapability[Any]):
         """See ``ToolkeeperToolset.results_from_store``."""
         return await self.toolset.results_from_store(requests)
 
-    async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
+    async def before_node_run(self, ctx: RunContext[object], *,
+                              node: AgentNode[object]) -> AgentNode[object]:
         if isinstance(node, CallToolsNode) and node.tool_call_results:
             for part in node.model_response.tool_calls:
                 given = node.tool_call_results.get(part.tool_call_id)

@@ -119,7 +119,10 @@ class ApprovalDecision(BaseModel):
     """A human's (or a rule's) answer to one request.
 
     ``scope="session"`` approves this tool in the asking session (one client's) for
-    ``SESSION_GRANT_S`` seconds.
+    ``SESSION_GRANT_S`` seconds. ``ApprovalDecision.APPROVED`` (``DENIED``, ``SKIPPED``,
+    ``TIMEOUT``, ``PENDING``) are the members of ``ApprovalOutcome``, reachable here for
+    handlers written for an agents layer that answers with them: second names, kept for
+    good (a name of the public contract that programs written for it use).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

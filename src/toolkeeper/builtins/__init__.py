@@ -1,7 +1,7 @@
 """Built-in tools under a ``SecurityPolicy``: shell, files, search, calculator.
 
-``default_tools(policy)`` is seed 004's minimal registry: shell, file_read, file_write, file_edit,
-glob_search, content_search and semantic_code_search.
+``default_tools(policy)`` is the minimal set a coding agent needs: shell, file_read, file_write,
+file_edit, glob_search, content_search and semantic_code_search.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``semantic_code_search``: ranked code chunks instead of raw matching lines (seed 004).
+"""``semantic_code_search``: ranked code chunks instead of raw matching lines.
 
 Code files are cut into chunks of lines and indexed with the catalog's search machinery (BM25
 over identifiers split into words; embeddings when the ``semantic`` extra is installed). A query

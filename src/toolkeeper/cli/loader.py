@@ -9,7 +9,9 @@ import sysconfig
 import traceback
 from pathlib import Path
 from types import ModuleType
+from typing import TypeGuard
 
+from ..core.spec import ToolLike
 from ..errors import UsageError
 from ..mcp.prompts import Prompt
 from ..mcp.resources import Resource
@@ -69,11 +71,11 @@ def _load_error(target: str, exc: Exception) -> UsageError:
     return UsageError(f"{where}: {type(exc).__name__}: {exc} (while importing {target})")
 
 
-def _is_tool(obj: object) -> bool:
+def _is_tool(obj: object) -> TypeGuard[ToolLike]:
     return isinstance(obj, Tool) or is_hosted_tool(obj) or is_provider_defined_tool(obj)
 
 
-def _as_tools(obj: object, label: str) -> list[object]:
+def _as_tools(obj: object, label: str) -> list[ToolLike]:
     if _is_tool(obj):
         return [obj]
     if isinstance(obj, list | tuple):
@@ -81,11 +83,11 @@ def _as_tools(obj: object, label: str) -> list[object]:
     if callable(obj) and not isinstance(obj, type):
         return [Tool.from_function(obj)]
     if isinstance(obj, type) and issubclass(obj, Tool):
-        return [obj()]  # type: ignore[call-arg]  # a BaseTool subclass names itself
+        return [obj()]  # type: ignore[call-overload]  # a BaseTool subclass names itself
     raise UsageError(f"'{label}' is a {type(obj).__name__}, not a tool, function or list of tools")
 
 
-def load_object(target: str) -> CatalogBase | list[object]:
+def load_object(target: str) -> CatalogBase | list[ToolLike]:
     """A catalog (returned as is) or the list of tools named by ``target``."""
     module_part, _, attr = target.partition(":") if ":" in target else (target, "", "")
     module = _import(module_part)
@@ -103,7 +105,7 @@ def load_object(target: str) -> CatalogBase | list[object]:
     return tools
 
 
-def load_tools(target: str) -> list[object]:
+def load_tools(target: str) -> list[ToolLike]:
     """Tools named by ``target``.
 
     ``pkg.mod:obj`` or ``file.py:obj`` loads one object (a tool, a function, a BaseTool subclass,

@@ -18,6 +18,7 @@ from ..approval.pg import is_url
 from ..approval.store import PostgresApprovalStore, SqliteApprovalStore
 from ..artifacts.store import BlobStore
 from ..builtins import SecurityPolicy, default_tools
+from ..builtins.preflight import host_warnings
 from ..codemode import ToolChainTool
 from ..config import (
     ToolkeeperConfig,
@@ -36,6 +37,7 @@ from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..mcp.server import serve_stdio
+from ..policy import Policies, PolicyStore
 from ..server.app import LOOPBACK, create_app, metrics_app, page_app
 from ..server.auth import WebSessions
 from ..server.clients import ANONYMOUS, ClientTokens
@@ -199,14 +201,16 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
                            approval_wait=approval_wait, approval_ttl=approval_ttl,
                            artifacts=keeper.store if keeper else None)
         life.check()
+        _govern(invoker)
         skills = load_skills(settings.skills.dir) if settings and settings.skills.dir else []
         offers = [offer for target in targets or [] for offer in load_offers(target)]
         section = oauth_settings(settings.server.oauth if settings else None,
                                  issuer=oauth_issuer, resource=oauth_resource,
                                  jwks_url=oauth_jwks_url, audience=oauth_audience or [])
         notify = notifying(settings, invoker)
-    except ToolkeeperError as exc:
+    except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
+    report_lines(host_warnings(invoker.registry.all()))  # one line per tool that cannot run
     if section is not None and (stdio or auth == "none"):
         raise fail("OAuth access tokens are for HTTP clients that authenticate: drop --stdio "
                    "and --auth none, or the OAuth settings")
@@ -356,7 +360,7 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     policy = SERVER_POLICY
     if builtins and settings is not None:
         tools += localized_tools(all_tools_with_runtime(settings), settings.locale,
-                                 workspace=workspace)  # seed 004's locale and search order
+                                 workspace=workspace)  # the config's locale, then the environment's
         policy = chain_policy(settings, SERVER_POLICY)
     elif builtins:
         tools += localized_tools(default_tools(SecurityPolicy(workspace=workspace)),
@@ -372,11 +376,23 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)
     handler = PersistedApprovalHandler(store, wait_s=math.inf, poll_s=0.05)
     box = Toolbox(tools)
+    policies = Policies(box, directory=settings.policy_dir() if settings else None,
+                        store=PolicyStore(db), defaults=settings.policy.defaults if settings
+                        else True, workspace=workspace,
+                        report=lambda line: report_lines([line]))
     invoker = ToolInvoker(box, handler, policy=policy, audit=audit, hooks=HookManager(),
-                          artifact_store=artifacts)
+                          artifact_store=artifacts, policies=policies)
     if settings is not None and settings.codemode.enabled:
         box.add(_code_mode(invoker, settings))
     return invoker
+
+
+def _govern(invoker: ToolInvoker) -> None:
+    """Read and check the policies against the whole catalog (code mode's tool included),
+    then keep watching the files and the stored rules."""
+    if invoker.policies is not None:
+        invoker.policies.load()
+        invoker.policies.watch()
 
 
 def _code_mode(invoker: ToolInvoker, settings: ToolkeeperConfig) -> ToolChainTool:

@@ -129,8 +129,9 @@ def explain_cmd(
                                                "the one in the current directory by default.")
                       ] = None,
 ) -> None:
-    """Every known built-in tool, included or not, with the reason and the deciding key (seed
-    004's tools toolkeeper does not provide among them, with the section asking for each);
+    """Every known built-in tool, included or not, with the reason and the deciding key (the
+    tools an agent runtime's config may ask for that toolkeeper does not provide among them,
+    with the section asking for each);
     then what the gateway relays of each upstream MCP server (held prompts and templates:
     tools pins)."""
     try:

@@ -1,4 +1,4 @@
-"""Seed 004's tools that toolkeeper does not ship, described as data: the name, the section
+"""Tools an agent runtime's config may ask for that toolkeeper does not ship, as data: the name, the section
 that would ask for it, and why it is not here. ``toolkeeper tools explain`` lists every one of
 them ("not provided by toolkeeper"), with the section's file:line when the config has it, so a
 section written for another runtime is accepted, and never silently ignored."""
@@ -20,13 +20,13 @@ _AGENTS = f"{_RUNTIME} that runs other agents; toolkeeper does not run agents"
 
 @dataclass(frozen=True, kw_only=True)
 class NotProvided:
-    """One tool seed 004 documents and toolkeeper does not ship.
+    """One tool a runtime's config may ask for and toolkeeper does not ship.
 
     Attributes:
-        name: Its name in seed 004 (``sop_*`` for a family).
-        section: The top-level config section that would ask for it; ``None`` for seed 004's
-            always-on core.
-        key: The key seed 004 gates it by (``notion.enabled``, ``agents``, ``sop.sops_dir``).
+        name: Its name in that runtime (``sop_*`` for a family).
+        section: The top-level config section that would ask for it; ``None`` for the
+            runtime's always-on core.
+        key: The key the runtime gates it by (``notion.enabled``, ``agents``, ``sop.sops_dir``).
         reason: Why toolkeeper does not ship it.
     """
 

@@ -125,12 +125,12 @@ def _not_provided(config: ToolkeeperConfig, absent: NotProvided) -> Decision:
     where = config.section_source(absent.section) if absent.section else None
     return Decision(tool=absent.name, included=False, cause="not_provided", key=absent.key,
                     reason=f"not provided by toolkeeper: {absent.reason}",
-                    source=where or ("always on in seed 004" if absent.section is None
+                    source=where or ("always on in an agent runtime" if absent.section is None
                                      else "not in the config"))
 
 
 def _autonomy_not_applied(config: ToolkeeperConfig) -> list[Decision]:
-    """Keys of seed 004's ``[autonomy]`` that have no counterpart in ``[security]``."""
+    """Keys of ``[autonomy]`` that have no counterpart in ``[security]``."""
     return [Decision(tool=f"autonomy.{key}", included=False, cause="not_provided",
                      key=f"autonomy.{key}", source=config.source(f"autonomy.{key}"),
                      reason="not applied by toolkeeper: of [autonomy], only level, "
@@ -140,8 +140,9 @@ def _autonomy_not_applied(config: ToolkeeperConfig) -> list[Decision]:
 
 def explain(config: ToolkeeperConfig) -> list[Decision]:
     """Every known built-in tool, included or excluded, with the cause and the deciding key;
-    then every tool seed 004 documents that toolkeeper does not provide (with the section of
-    the config that asks for it, when it does), and any ``[autonomy]`` key not applied."""
+    then every tool an agent runtime's config may ask for that toolkeeper does not provide
+    (with the section of the config that asks for it, when it does), and any ``[autonomy]``
+    key not applied."""
     return [*_builtin_decisions(config), *(_not_provided(config, a) for a in NOT_PROVIDED),
             *_autonomy_not_applied(config)]
 
@@ -213,7 +214,7 @@ def all_tools_with_runtime(config: ToolkeeperConfig) -> list[Tool]:
 
 
 def _renamed(tool: Tool, builtin: Builtin) -> Tool:
-    """The tool under its seed-004 name, its family's name kept as an alias
+    """The tool under the name a runtime's config gives it, its family's name kept as an alias
     (``web_fetch``, also reached as ``http_fetch``)."""
     aliases = (*tool.metadata.aliases, tool.name)
     return tool.replace(name=builtin.name,

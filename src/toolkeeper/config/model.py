@@ -14,7 +14,8 @@ from ..errors import ConfigError
 from .notify import NotifySection
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
-           "MCPServerConfig", "OAuthSection", "ServerSection", "ToolkeeperConfig", "load_config"]
+           "MCPServerConfig", "OAuthSection", "PolicySection", "ServerSection", "ToolkeeperConfig",
+           "load_config"]
 
 
 class _Section(BaseModel):
@@ -85,14 +86,14 @@ class BrowserSection(_Section):
 
 
 class NotProvidedSection(BaseModel):
-    """A section seed 004 documents for tools toolkeeper does not ship: accepted as written
+    """A section an agent runtime's config has for tools toolkeeper does not ship: accepted as written
     (any keys) and explained by ``toolkeeper tools explain``."""
 
     model_config = ConfigDict(extra="allow")
 
 
 class AutonomySection(BaseModel):
-    """Seed 004's ``[autonomy]``: toolkeeper keeps these under ``[security]``. ``level``,
+    """An agent runtime's ``[autonomy]``: toolkeeper keeps these under ``[security]``. ``level``,
     ``allowed_commands`` and ``forbidden_paths`` are read into ``[security]``; other keys are
     accepted and shown by ``toolkeeper tools explain`` as not applied."""
 
@@ -314,6 +315,18 @@ class ServerSection(_Section):
     and removed (at start and every ``min(ttl / 2, 10 min)``)."""
 
 
+class PolicySection(_Section):
+    """``[policy]``: Cedar policies over the default set (``[security]`` as policies).
+    Policies are read from ``dir`` (default: ``policies/`` beside this file) at start and
+    whenever a file changes; rules made from decisions live in the store."""
+
+    dir: Path | None = None
+    """Where the ``*.cedar`` files are (relative to this file's directory)."""
+    defaults: bool = True
+    """Include the default set; ``false``: only the written policies decide, and a call no
+    policy permits is denied."""
+
+
 class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
 
@@ -336,17 +349,25 @@ class ToolkeeperConfig(_Section):
     cloud_ops: NotProvidedSection = Field(default_factory=NotProvidedSection)
     sop: NotProvidedSection = Field(default_factory=NotProvidedSection)
     agents: dict[str, NotProvidedSection] = Field(default_factory=dict)
-    """``[agents.<name>]``: sub-agents for seed 004's ``delegate``, which toolkeeper does not
+    """``[agents.<name>]``: sub-agents for a runtime's ``delegate`` tool, which toolkeeper does not
     ship (it is a tool layer, not an agent runtime)."""
     swarms: dict[str, NotProvidedSection] = Field(default_factory=dict)
-    """``[swarms.<name>]``: for seed 004's ``swarm``, likewise not shipped."""
+    """``[swarms.<name>]``: for a runtime's ``swarm`` tool, likewise not shipped."""
     mcp: MCPSection = Field(default_factory=MCPSection)
     codemode: CodeModeSection = Field(default_factory=CodeModeSection)
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
     server: ServerSection = Field(default_factory=ServerSection)
+    policy: PolicySection = Field(default_factory=PolicySection)
     path: Path | None = Field(default=None, exclude=True)
     present: frozenset[str] = Field(default=frozenset(), exclude=True)
     """Top-level sections the file actually contains (for presence-based gates)."""
+
+    def policy_dir(self) -> Path | None:
+        """Where the Cedar policies are read from: ``[policy] dir``, else ``policies/`` beside
+        this file (``None`` without a file)."""
+        if self.policy.dir is not None:
+            return self.policy.dir
+        return self.path.parent / "policies" if self.path is not None else None
 
     def source(self, key: str) -> str:
         """Where a key was decided: ``file:line`` when the file sets it, else "default"."""
@@ -385,7 +406,7 @@ _AUTONOMY_KEYS = {"level": "autonomy", "allowed_commands": "allowed_commands",
 
 def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file: Path,
                             text: str) -> None:
-    """Seed 004's ``[autonomy]`` keys into ``[security]``, where toolkeeper keeps them; the
+    """``[autonomy]`` keys into ``[security]``, where toolkeeper keeps them; the
     same setting given differently in both is an error naming both lines."""
     given = data.get("autonomy", {})
     security = data.get("security", {})
@@ -461,6 +482,9 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
     skills = config.skills.dir
     if skills is not None and not skills.is_absolute():
         config.skills.dir = (file.parent / skills).resolve()  # like the workspace
+    policies = config.policy.dir
+    if policies is not None and not policies.is_absolute():
+        config.policy.dir = (file.parent / policies).resolve()
     artifacts = config.server.artifact_dir
     if artifacts is not None and not artifacts.is_absolute():
         config.server.artifact_dir = (file.parent / artifacts).resolve()

@@ -114,7 +114,8 @@ class ToolContext:
         self.cancelled = True
 
     def check(self) -> None:
-        """Raise ``CallCancelledError`` if the run was cancelled (seed 003's ``ctx.check()``)."""
+        """Raise ``CallCancelledError`` if the run was cancelled: a long tool calls it between
+        steps to stop early."""
         if self.cancelled:
             raise CallCancelledError(
                 f"the run was cancelled before tool '{self.tool_name or '?'}' started",

@@ -8,9 +8,11 @@ reached pydantic as an unresolvable forward reference (the server failed to star
 
 from __future__ import annotations
 
+from typing import cast
+
 from typing_extensions import TypeAliasType
 
-__all__ = ["JsonObject", "JsonValue"]
+__all__ = ["JsonObject", "JsonValue", "as_json"]
 
 JsonValue = TypeAliasType(
     "JsonValue", "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None")
@@ -18,3 +20,10 @@ JsonValue = TypeAliasType(
 
 JsonObject = TypeAliasType("JsonObject", "dict[str, JsonValue]")
 """A JSON object."""
+
+
+def as_json(value: dict[str, object]) -> JsonObject:
+    """``value`` typed as the JSON object it travels as: a call's arguments and a result's
+    structured content are JSON by contract (decoded from JSON, or encoded with ``dump_json``
+    when sent), so a wire message may carry them as they are."""
+    return cast(JsonObject, value)

@@ -138,7 +138,8 @@ class ToolResult(BaseModel):
 
 
 ToolExecutionResult = ToolResult
-"""Seed 001's name for ``ToolResult``; the same class."""
+"""``ToolResult`` under the name agent code written for other tool layers uses (the same
+class); a second name, kept for good: a name of the public contract that programs written for it use."""
 
 
 def block_text(block: ContentBlock) -> str:

@@ -1,7 +1,7 @@
 """Risk ladder and human-in-the-loop modes.
 
-The seeds use three ladders (SAFE/SENSITIVE/CRITICAL and SAFE/HIGH/CRITICAL); toolkeeper unifies
-them into one ordered ladder ``SAFE < SENSITIVE < HIGH < CRITICAL``.
+Tool layers use different ladders (SAFE/SENSITIVE/CRITICAL, SAFE/HIGH/CRITICAL); toolkeeper
+has one ordered ladder that holds both, ``SAFE < SENSITIVE < HIGH < CRITICAL``.
 """
 
 from __future__ import annotations

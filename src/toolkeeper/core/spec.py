@@ -7,7 +7,7 @@ object, and a tool that changes (a new namespace, new descriptions) gets a new s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
@@ -48,8 +48,8 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: Mapping[str, object]
-    output: Callable[[], Mapping[str, object] | None] = field(repr=False)
+    parameters: JsonObject
+    output: Callable[[], JsonObject | None] = field(repr=False)
     metadata: ToolMetadata
     namespace: str | None
     method_name: str | None
@@ -65,7 +65,7 @@ class ToolSpec:
     the formats when they declare the spec; read to map a call's arguments back)."""
 
     @cached_property
-    def output_schema(self) -> Mapping[str, object] | None:
+    def output_schema(self) -> JsonObject | None:
         return self.output()
 
     @classmethod

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject, JsonValue
-from ..core.results import FileBlock, ImageBlock, ToolResult
+from ..core.results import ContentBlock, FileBlock, ImageBlock, ToolResult
+from ..core.spec import ToolSpec
 from .argnames import ArgumentRule
 from .base import WireFormat, as_data, block_text
 from .transform import Profile
@@ -35,17 +35,17 @@ class AnthropicFormat(WireFormat):
     profile = Profile(name="anthropic", strict_keep=_STRICT, argument_names=PROPERTY_KEYS)
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+        self, tool: ToolSpec, name: str, parameters: JsonObject, strict: bool
     ) -> JsonObject:
-        out: dict[str, Any] = {"name": name, "description": tool.description,
-                               "input_schema": parameters}
+        out: JsonObject = {"name": name, "description": tool.description,
+                           "input_schema": parameters}
         if strict:
             out["strict"] = True
         if tool.metadata.defer_loading:
             out["defer_loading"] = True
         return out
 
-    def extract(self, data: object) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, object]]:
         if isinstance(data, dict) and "content" in data:
             blocks = data.get("content") or []
         elif isinstance(data, list):
@@ -69,8 +69,9 @@ class AnthropicFormat(WireFormat):
         return [{"role": "assistant", "content": data.get("content") or []}]
 
     def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
-        content = [self._block(b) for b in result.content] or [{"type": "text", "text": ""}]
-        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": content}
+        content: list[JsonValue] = [self._block(b) for b in result.content]
+        out: JsonObject = {"type": "tool_result", "tool_use_id": call.id,
+                           "content": content or [{"type": "text", "text": ""}]}
         if result.is_error:
             out["is_error"] = True
         return out
@@ -80,7 +81,8 @@ class AnthropicFormat(WireFormat):
         return [{"role": "user", "content": blocks}] if blocks else []
 
     @staticmethod
-    def _block(block: Any) -> dict[str, Any]:
+    def _block(block: ContentBlock) -> JsonObject:
+        source: JsonObject
         if isinstance(block, ImageBlock):
             source = {"type": "base64", "media_type": block.media_type, "data": block.data}
             return {"type": "image", "source": source}

@@ -1,7 +1,7 @@
 """Argument names a provider does not take: renamed on the way out, mapped back on the way in.
 
 Gemini takes parameter names of ASCII letters, digits and underscores (starting with a letter or
-an underscore, at most 64); Anthropic takes property keys of ``[a-zA-Z0-9_.-]{1,64}``. Any other
+an underscore, at most 64); Anthropic takes property keys of ``[a-zA-Z0-9_.-]{1,64}``. Every other
 name (``año_vehiculo``, ``first name``) is folded to ASCII (``ano_vehiculo``, ``first_name``), or,
 when the fold is empty or already taken by another name of the tool, sanitized and suffixed with
 a hash of the original. One table per tool and format, injective and never using a name the tool
@@ -16,7 +16,6 @@ import re
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["ArgumentNames", "ArgumentRule", "rename_table"]
 
@@ -85,12 +84,13 @@ def _property_names(node: object) -> Iterator[str]:
 class ArgumentNames:
     """The renaming of one tool's arguments in one format, and its inverse for calls."""
 
-    def __init__(self, table: Mapping[str, str], schema: Mapping[str, Any]) -> None:
+    def __init__(self, table: Mapping[str, str], schema: Mapping[str, object]) -> None:
         self.to_wire: dict[str, str] = dict(table)
         """Original name → the name the provider is shown."""
         self._to_name = {wire: name for name, wire in table.items()}
         self._schema = schema
-        self._defs: dict[str, Any] = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+        self._defs: dict[str, object] = {**_mapping(schema.get("definitions")),
+                                         **_mapping(schema.get("$defs"))}
 
     def decode(self, arguments: dict[str, object]) -> dict[str, object]:
         """A call's arguments under the tool's own names (walked along the tool's schema, so a
@@ -101,12 +101,12 @@ class ArgumentNames:
     def _value(self, value: object, node: object) -> object:
         branches = self._branches(node)
         if isinstance(value, dict):
-            props: dict[str, Any] = {}
+            props: dict[str, object] = {}
             for branch in branches:
-                props.update(branch.get("properties") or {})
+                props.update(_mapping(branch.get("properties")))
             if not props:
                 return value
-            out = {}
+            out: dict[object, object] = {}
             for key, item in value.items():
                 name = self._to_name.get(key)
                 name = name if name is not None and name in props else key
@@ -118,14 +118,15 @@ class ArgumentNames:
                 return [self._value(item, {"anyOf": items}) for item in value]
         return value
 
-    def _branches(self, node: object, depth: int = 0) -> list[dict[str, Any]]:
+    def _branches(self, node: object, depth: int = 0) -> list[Mapping[str, object]]:
         """``node`` (references resolved) and the alternatives it is made of."""
         node = self._resolve(node)
         if not isinstance(node, dict) or depth > 8:
             return []
-        found = [node]
+        found: list[Mapping[str, object]] = [node]
         for key in ("anyOf", "oneOf", "allOf"):
-            for option in node.get(key) or ():
+            options = node.get(key)
+            for option in options if isinstance(options, list) else ():
                 found.extend(self._branches(option, depth + 1))
         return found
 
@@ -136,3 +137,7 @@ class ArgumentNames:
                 return node
             node = self._defs.get(ref.rsplit("/", 1)[-1])
         return node
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, dict) else {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Literal
 
 from ..core.call import CallProblem, ToolCall
 from ..core.json import JsonObject
@@ -18,26 +18,28 @@ from .transform import Profile, SchemaTransformer, StrictImpossible
 
 __all__ = ["THINK_PROPERTY", "WireFormat", "as_data", "block_text", "decode_arguments"]
 
-THINK_PROPERTY = {
+THINK_PROPERTY: JsonObject = {
     "type": "string",
     "description": "Why you chose this tool and what you expect from it.",
 }
 
 
-def as_data(payload: object) -> Any:
+def as_data(payload: object) -> object:
     """A provider SDK object (pydantic model) or plain data, as plain JSON-like data."""
     dump = getattr(payload, "model_dump", None)
     if callable(dump):
-        return dump(mode="json", exclude_none=True)
+        dumped: object = dump(mode="json", exclude_none=True)
+        return dumped
     to_dict = getattr(payload, "to_dict", None)
     if callable(to_dict) and not isinstance(payload, Mapping):
-        return to_dict()
+        plain: object = to_dict()
+        return plain
     if isinstance(payload, Sequence) and not isinstance(payload, str | bytes):
         return [as_data(item) for item in payload]
     return payload
 
 
-def decode_arguments(raw: object) -> tuple[dict[str, Any], str | None, CallProblem | None]:
+def decode_arguments(raw: object) -> tuple[dict[str, object], str | None, CallProblem | None]:
     """Decode a call's arguments; malformed ones become a ``CallProblem``, never an exception."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, raw, None
@@ -64,14 +66,15 @@ def decode_arguments(raw: object) -> tuple[dict[str, Any], str | None, CallProbl
     return value, raw, None
 
 
-def _with_think(schema: dict[str, Any]) -> dict[str, Any]:
-    properties = schema.get("properties", {})
+def _with_think(schema: JsonObject) -> JsonObject:
+    found = schema.get("properties")
+    properties = found if isinstance(found, dict) else {}
     if "toolcall_reason" in properties:
         return schema
     return {**schema, "properties": {**properties, "toolcall_reason": THINK_PROPERTY}}
 
 
-def _needs_no_projection(schema: dict[str, object], profile: Profile) -> bool:
+def _needs_no_projection(schema: JsonObject, profile: Profile) -> bool:
     """A permissive profile shows an object schema without references exactly as it is; a
     profile whose dialect is JSON Schema 2020-12 (``as_is``) any object schema."""
     if profile.as_is:
@@ -92,7 +95,7 @@ class WireFormat:
 
     def declare(
         self, tool: ToolSpec, *, strict: bool = False, think_augment: bool | None = None
-    ) -> tuple[dict[str, Any], Sequence[Problem]]:
+    ) -> tuple[JsonObject, Sequence[Problem]]:
         """A function tool's declaration (from its spec) and the problems met building it."""
         name = tool.name
         schema = dict(tool.parameters)
@@ -107,7 +110,7 @@ class WireFormat:
             return self.declaration(tool, name, schema, False), ()  # the common, quick case
         return self._declare_projected(tool, schema, strict, renames)
 
-    def _renames(self, tool: ToolSpec, schema: dict[str, object]) -> dict[str, str]:
+    def _renames(self, tool: ToolSpec, schema: JsonObject) -> dict[str, str]:
         """The argument names this provider does not take, renamed; the table to map a call's
         arguments back is kept on the spec (``ToolSpec.wire_arguments``)."""
         rule = self.profile.argument_names
@@ -119,9 +122,9 @@ class WireFormat:
         return table
 
     def _declare_projected(
-        self, tool: ToolSpec, schema: dict[str, object], strict: bool,
+        self, tool: ToolSpec, schema: JsonObject, strict: bool,
         renames: dict[str, str] | None = None,
-    ) -> tuple[dict[str, Any], list[Problem]]:
+    ) -> tuple[JsonObject, list[Problem]]:
         problems: list[Problem] = []
         name = wire_name(tool.name, self.name)
         if name != tool.name:
@@ -135,9 +138,9 @@ class WireFormat:
         return self.declaration(tool, name, params, strict_applied), problems
 
     def _parameters(
-        self, tool: str, schema: dict[str, object], strict: bool, problems: list[Problem],
+        self, tool: str, schema: JsonObject, strict: bool, problems: list[Problem],
         renames: dict[str, str],
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[JsonObject, bool]:
         if not strict and self.profile.keep is None and not renames \
                 and _needs_no_projection(schema, self.profile):
             return schema, False
@@ -160,18 +163,19 @@ class WireFormat:
         problems.extend(transformer.problems)
         return out, False
 
-    def _problem(self, severity: Any, tool: str, path: str, message: str) -> Problem:
+    def _problem(self, severity: Literal["error", "warning", "info"], tool: str, path: str,
+                 message: str) -> Problem:
         return Problem(severity=severity, api_format=self.name, tool=tool, path=path,
                        message=message)
 
     def declaration(
-        self, tool: object, name: str, parameters: dict[str, Any], strict: bool
+        self, tool: ToolSpec, name: str, parameters: JsonObject, strict: bool
     ) -> JsonObject:
         """The provider's declaration dict (format-specific)."""
         raise NotImplementedError
 
     def tools_param(
-        self, functions: Sequence[dict[str, Any]], provider: Sequence[dict[str, Any]] = ()
+        self, functions: Sequence[JsonObject], provider: Sequence[JsonObject] = ()
     ) -> list[JsonObject]:
         """The value to pass as the SDK's ``tools=`` argument (function and provider tools)."""
         return [*functions, *provider]
@@ -195,11 +199,11 @@ class WireFormat:
         """The calls in a payload already turned into plain data (``extract``'s, named)."""
         return [self._call(item, names) for item in self.extract(data)]
 
-    def extract(self, data: object) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, object]]:
         """(id, wire name, raw arguments) for each call in the payload (format-specific)."""
         raise NotImplementedError
 
-    def _call(self, item: tuple[str, str, Any], names: WireNames | None) -> ToolCall:
+    def _call(self, item: tuple[str, str, object], names: WireNames | None) -> ToolCall:
         call_id, wire, raw_args = item
         arguments, raw, problem = decode_arguments(raw_args)
         if not isinstance(wire, str) or not wire:

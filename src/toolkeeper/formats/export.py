@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, cast
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..core.results import ToolResult
-from ..core.spec import DeclaresCallTypes
+from ..core.spec import DeclaresCallTypes, ToolLike
 from ..errors import UsageError, WireFormatError
 from .argnames import ArgumentNames
 from .names import WireNames
 from .problems import Problem
-from .registry import declared, get_format, parse_tool_calls, render_results
+from .registry import Specified, declared, get_format, parse_tool_calls, render_results
 
 __all__ = ["WireExport", "export"]
 
@@ -38,8 +38,8 @@ class WireExport:
     """
 
     api_format: str
-    declarations: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
+    declarations: list[JsonObject]
+    tools: list[JsonObject]
     names: WireNames
     problems: list[Problem] = field(default_factory=list)
 
@@ -55,7 +55,7 @@ class WireExport:
                               self.api_format)
 
     def append_turn(self, messages: list[object], response: object, calls: Sequence[ToolCall],
-                    results: Sequence[ToolResult | HasToolResult]) -> list[Any]:
+                    results: Sequence[ToolResult | HasToolResult]) -> list[object]:
         """One step of the agent loop: append the model's turn (taken from ``response``) and
         the results of its calls, each in the provider's shape, to ``messages``; returns it.
 
@@ -77,7 +77,7 @@ def _shaped(result: ToolResult | HasToolResult) -> ToolResult:
 
 
 def export(
-    tools: Iterable[Any], api_format: str, *, strict: bool = False,
+    tools: Iterable[ToolLike], api_format: str, *, strict: bool = False,
     think_augment: bool | None = None,
 ) -> WireExport:
     """Declare ``tools`` for ``api_format`` with a collision-safe name table.
@@ -91,9 +91,9 @@ def export(
     fmt = get_format(api_format)
     tools = list(tools)
     names = WireNames((t.name for t in tools), fmt.name)
-    functions: list[dict[str, Any]] = []
-    provider: list[dict[str, Any]] = []
-    declarations: list[dict[str, Any]] = []
+    functions: list[JsonObject] = []
+    provider: list[JsonObject] = []
+    declarations: list[JsonObject] = []
     problems: list[Problem] = []
     for tool in tools:
         provider_tool = tool.kind != "function"  # hosted or provider-defined
@@ -106,7 +106,8 @@ def export(
                                     path="provider_specs", message=f"left out: {exc}"))
             continue
         wire = names.wire(tool.name)
-        renamed = tool.spec.wire_arguments.get(fmt.name) if not provider_tool else None
+        renamed = (None if provider_tool
+                   else cast(Specified, tool).spec.wire_arguments.get(fmt.name))
         if isinstance(renamed, ArgumentNames):
             names.arguments[tool.name] = renamed
         if provider_tool:
@@ -122,10 +123,9 @@ def export(
                       tools=fmt.tools_param(functions, provider), names=names, problems=problems)
 
 
-def _renamed(declaration: dict[str, Any], api_format: str, wire: str) -> JsonObject:
-    current = declaration.get("function", declaration).get("name")
-    if current == wire:
-        return declaration
-    if "function" in declaration:
-        return {**declaration, "function": {**declaration["function"], "name": wire}}
-    return {**declaration, "name": wire}
+def _renamed(declaration: JsonObject, api_format: str, wire: str) -> JsonObject:
+    function = declaration.get("function")
+    if isinstance(function, dict):
+        return declaration if function.get("name") == wire else {
+            **declaration, "function": {**function, "name": wire}}
+    return declaration if declaration.get("name") == wire else {**declaration, "name": wire}

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ..core.call import ToolCall
-from ..core.json import JsonObject, JsonValue
+from ..core.json import JsonObject, JsonValue, as_json
 from ..core.results import ImageBlock, ToolResult
+from ..core.spec import ToolSpec
 from .argnames import ArgumentRule
 from .base import WireFormat, as_data
 from .transform import Profile
@@ -39,20 +39,21 @@ class GeminiFormat(WireFormat):
                       argument_names=PARAMETER_NAMES)
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+        self, tool: ToolSpec, name: str, parameters: JsonObject, strict: bool
     ) -> JsonObject:
-        out: dict[str, Any] = {"name": name, "description": tool.description}
+        out: JsonObject = {"name": name, "description": tool.description}
         if parameters.get("properties"):
             out["parameters"] = parameters
         return out
 
     def tools_param(
-        self, functions: Sequence[dict[str, Any]], provider: Sequence[dict[str, Any]] = ()
+        self, functions: Sequence[JsonObject], provider: Sequence[JsonObject] = ()
     ) -> list[JsonObject]:
-        head = [{"functionDeclarations": list(functions)}] if functions else []
+        declared: list[JsonValue] = [*functions]
+        head: list[JsonObject] = [{"functionDeclarations": declared}] if functions else []
         return [*head, *provider]
 
-    def extract(self, data: object) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, object]]:
         parts = self._parts(data)
         out = []
         for index, part in enumerate(parts):
@@ -65,9 +66,9 @@ class GeminiFormat(WireFormat):
             out.append((str(call_id), call.get("name", ""), call.get("args")))
         return out
 
-    def _parts(self, data: object) -> list[Any]:
+    def _parts(self, data: object) -> list[object]:
         if isinstance(data, dict) and "candidates" in data:
-            parts: list[Any] = []
+            parts: list[object] = []
             for candidate in data.get("candidates") or []:
                 parts.extend(((candidate or {}).get("content") or {}).get("parts") or [])
             return parts
@@ -88,15 +89,15 @@ class GeminiFormat(WireFormat):
         return [{"role": data.get("role") or "model", "parts": data.get("parts") or []}]
 
     def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
-        payload: dict[str, Any]
+        payload: JsonObject
         if result.is_error:
             payload = {"error": result.text}
         elif result.structured_content is not None \
                 and result.structured_content != {"result": result.text}:
-            payload = {"output": result.structured_content}
+            payload = {"output": as_json(result.structured_content)}
         else:
             payload = {"output": result.text}
-        response: dict[str, Any] = {"name": self.wire_of(call), "response": payload}
+        response: JsonObject = {"name": self.wire_of(call), "response": payload}
         if call.id and not call.id.startswith("call_"):
             response["id"] = call.id
         images = [b for b in result.content if isinstance(b, ImageBlock)]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from ..core.call import ToolCall
+from ..core.json import JsonObject, JsonValue, as_json
 from ..core.results import (
     AudioBlock,
+    ContentBlock,
     FileBlock,
     ImageBlock,
     JsonBlock,
@@ -30,9 +32,9 @@ class MCPFormat(WireFormat):
     profile = Profile(name="mcp", as_is=True)
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
-    ) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": name}
+        self, tool: ToolSpec, name: str, parameters: JsonObject, strict: bool
+    ) -> JsonObject:
+        out: JsonObject = {"name": name}
         if tool.metadata.title:
             out["title"] = tool.metadata.title
         out["description"] = tool.description
@@ -41,12 +43,12 @@ class MCPFormat(WireFormat):
         if output is not None:
             out["outputSchema"] = {k: v for k, v in output.items()
                                    if k != "x-toolkeeper-wrap-result"}
-        annotations = {**_risk_hints(tool), **tool.metadata.mcp_annotations()}
+        annotations: JsonObject = {**_risk_hints(tool), **tool.metadata.mcp_annotations()}
         if annotations:
             out["annotations"] = annotations
         return out
 
-    def extract(self, data: Any) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, object]]:
         if isinstance(data, list):
             return [item for d in data for item in self.extract(d)]
         if not isinstance(data, dict):
@@ -60,17 +62,15 @@ class MCPFormat(WireFormat):
         call_id = str(rpc_id) if rpc_id is not None else "mcp-call"
         return [(call_id, params["name"], params.get("arguments"))]
 
-    def render(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "content": [self._block(b) for b in result.content],
-            "isError": result.is_error,
-        }
+    def render(self, call: ToolCall, result: ToolResult) -> JsonObject:
+        content: list[JsonValue] = [self._block(b) for b in result.content]
+        out: JsonObject = {"content": content, "isError": result.is_error}
         if result.structured_content is not None and not result.is_error:
-            out["structuredContent"] = result.structured_content
+            out["structuredContent"] = as_json(result.structured_content)
         return out
 
     @staticmethod
-    def _block(block: Any) -> dict[str, Any]:
+    def _block(block: ContentBlock) -> JsonObject:
         if isinstance(block, TextBlock):
             return {"type": "text", "text": block.text}
         if isinstance(block, JsonBlock):
@@ -78,13 +78,13 @@ class MCPFormat(WireFormat):
         if isinstance(block, ImageBlock | AudioBlock):
             return {"type": block.type, "data": block.data, "mimeType": block.media_type}
         if isinstance(block, ResourceLinkBlock):
-            link = {"type": "resource_link", "uri": block.uri, "name": block.name}
-            extra = {"description": block.description, "mimeType": block.media_type,
-                     "size": block.size}
+            link: JsonObject = {"type": "resource_link", "uri": block.uri, "name": block.name}
+            extra: JsonObject = {"description": block.description, "mimeType": block.media_type,
+                                 "size": block.size}
             return {**link, **{k: v for k, v in extra.items() if v is not None}}
         assert isinstance(block, FileBlock)
-        resource: dict[str, Any] = {"uri": block.uri or f"toolkeeper://file/{block.name or 'file'}",
-                                    "mimeType": block.media_type}
+        resource: JsonObject = {"uri": block.uri or f"toolkeeper://file/{block.name or 'file'}",
+                                "mimeType": block.media_type}
         if block.text is not None:
             resource["text"] = block.text
         else:
@@ -92,7 +92,7 @@ class MCPFormat(WireFormat):
         return {"type": "resource", "resource": resource}
 
 
-def content_block(block: Any) -> dict[str, Any]:
+def content_block(block: ContentBlock) -> JsonObject:
     """One content block as MCP content (a ``FileBlock`` as an embedded resource)."""
     return MCPFormat._block(block)
 
@@ -107,32 +107,37 @@ def _risk_hints(tool: ToolSpec) -> dict[str, bool]:
     return {"readOnlyHint": False}
 
 
-def tool_result_from_mcp(data: dict[str, Any]) -> ToolResult:
+def tool_result_from_mcp(data: Mapping[str, object]) -> ToolResult:
     """A ``CallToolResult`` (as JSON data) back as a ``ToolResult``: the inverse of ``render``
     (an embedded resource becomes a ``FileBlock``; an unknown block type a note in text)."""
-    blocks: list[Any] = []
-    for block in data.get("content") or ():
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text":
-            blocks.append(TextBlock(text=str(block.get("text", ""))))
-        elif kind in ("image", "audio"):
-            cls = ImageBlock if kind == "image" else AudioBlock
-            blocks.append(cls(data=str(block.get("data", "")),
-                              media_type=str(block.get("mimeType") or "application/octet-stream")))
-        elif kind == "resource_link":
-            blocks.append(ResourceLinkBlock(
-                uri=str(block.get("uri", "")), name=str(block.get("name", "")),
-                description=block.get("description"), media_type=block.get("mimeType"),
-                size=block.get("size")))
-        elif kind == "resource" and isinstance(block.get("resource"), dict):
-            resource = block["resource"]
-            blocks.append(FileBlock(uri=resource.get("uri"), text=resource.get("text"),
-                                    data=resource.get("blob"),
-                                    media_type=resource.get("mimeType") or "text/plain"))
-        else:
-            blocks.append(TextBlock(text=f"[unsupported MCP content type {kind!r}]"))
+    found = data.get("content")
+    blocks = [_block_from_mcp(b) for b in (found if isinstance(found, list) else ())]
     structured = data.get("structuredContent")
     is_error = bool(data.get("isError"))
     return ToolResult(content=tuple(blocks), is_error=is_error,
                       structured_content=structured if isinstance(structured, dict) else None,
                       error_code="tool_raised" if is_error else None)
+
+
+def _block_from_mcp(block: object) -> ContentBlock:
+    """One MCP content block as a toolkeeper block; an unknown type as a note in text."""
+    kind = block.get("type") if isinstance(block, dict) else None
+    if not isinstance(block, dict):
+        return TextBlock(text=f"[unsupported MCP content type {kind!r}]")
+    if kind == "text":
+        return TextBlock(text=str(block.get("text", "")))
+    if kind in ("image", "audio"):
+        cls = ImageBlock if kind == "image" else AudioBlock
+        return cls(data=str(block.get("data", "")),
+                   media_type=str(block.get("mimeType") or "application/octet-stream"))
+    if kind == "resource_link":
+        return ResourceLinkBlock(
+            uri=str(block.get("uri", "")), name=str(block.get("name", "")),
+            description=block.get("description"), media_type=block.get("mimeType"),
+            size=block.get("size"))
+    resource = block.get("resource")
+    if kind == "resource" and isinstance(resource, dict):
+        return FileBlock(uri=resource.get("uri"), text=resource.get("text"),
+                         data=resource.get("blob"),
+                         media_type=resource.get("mimeType") or "text/plain")
+    return TextBlock(text=f"[unsupported MCP content type {kind!r}]")

@@ -1,6 +1,6 @@
 """Wire names: a reversible, collision-safe mapping between tool names and provider names.
 
-A name that already fits a provider's rules is sent unchanged. Any other name is sanitized and
+A name that already fits a provider's rules is sent unchanged. Every other name is sanitized and
 suffixed with a short hash of the original, so two different names never meet on the wire; the
 ``WireNames`` table maps calls back — and, for the tools whose argument names a provider does not
 take (``argnames.py``), their arguments too. Names are never recovered by splitting strings.

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..core.results import ToolResult
+from ..core.spec import ToolSpec
 from .base import WireFormat
 from .transform import Profile
 
@@ -20,7 +19,7 @@ class NativeFormat(WireFormat):
     profile = Profile(name="native")
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+        self, tool: ToolSpec, name: str, parameters: JsonObject, strict: bool
     ) -> JsonObject:
         return {"name": name, "description": tool.description,
                 "parameters": dict(tool.parameters),
@@ -30,7 +29,7 @@ class NativeFormat(WireFormat):
                 "hitl_mode": tool.hitl_mode.value,
                 "metadata": tool.metadata.model_dump(mode="json", by_alias=False)}
 
-    def extract(self, data: object) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, object]]:
         items = data if isinstance(data, list) else [data]
         out = []
         for item in items:

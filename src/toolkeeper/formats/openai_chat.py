@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from ..core.call import ToolCall
-from ..core.json import JsonObject
+from ..core.json import JsonObject, JsonValue
 from ..core.results import ImageBlock, ToolResult
+from ..core.spec import ToolSpec
 from .base import WireFormat, as_data, data_url
 from .transform import Profile
 
@@ -27,17 +27,17 @@ class OpenAIChatFormat(WireFormat):
     profile = Profile(name="openai-chat", strict_keep=OPENAI_STRICT_KEYWORDS)
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+        self, tool: ToolSpec, name: str, parameters: JsonObject, strict: bool
     ) -> JsonObject:
-        function: dict[str, Any] = {"name": name, "description": tool.description,
-                                    "parameters": parameters}
+        function: JsonObject = {"name": name, "description": tool.description,
+                                "parameters": parameters}
         if strict:
             function["strict"] = True
         return {"type": "function", "function": function}
 
-    def extract(self, data: object) -> list[tuple[str, str, Any]]:
+    def extract(self, data: object) -> list[tuple[str, str, object]]:
         if isinstance(data, dict) and "choices" in data:
-            calls: list[Any] = []
+            calls: list[object] = []
             for choice in data.get("choices") or []:
                 calls.extend(((choice or {}).get("message") or {}).get("tool_calls") or [])
         elif isinstance(data, dict) and ("tool_calls" in data or data.get("role") == "assistant"):
@@ -47,12 +47,13 @@ class OpenAIChatFormat(WireFormat):
         else:
             raise self.shape_error(data, "a ChatCompletion, an assistant message or a list of "
                                    "tool calls")
-        out = []
+        out: list[tuple[str, str, object]] = []
         for call in calls:
-            function = (call or {}).get("function") or {}
-            if "name" not in function:
+            item = call if isinstance(call, dict) else {}
+            function = item.get("function") or {}
+            if not isinstance(function, dict) or "name" not in function:
                 raise self.shape_error(call, "a tool call with function.name")
-            out.append((str(call.get("id") or ""), function["name"], function.get("arguments")))
+            out.append((str(item.get("id") or ""), function["name"], function.get("arguments")))
         return out
 
     def assistant_turn(self, response: object) -> list[JsonObject]:
@@ -70,14 +71,14 @@ class OpenAIChatFormat(WireFormat):
         return {"role": "tool", "tool_call_id": call.id, "content": result.text}
 
     def render_batch(self, pairs: Iterable[tuple[ToolCall, ToolResult]]) -> list[JsonObject]:
-        messages: list[dict[str, Any]] = []
-        images: list[dict[str, Any]] = []
+        messages: list[JsonObject] = []
+        images: list[JsonValue] = []
         for call, result in pairs:
             messages.append(self.render(call, result))
             for block in result.content:
                 if isinstance(block, ImageBlock):
                     images.append({"type": "image_url", "image_url": {"url": data_url(block)}})
         if images:
-            note = {"type": "text", "text": "Images returned by the tool calls above:"}
+            note: JsonObject = {"type": "text", "text": "Images returned by the tool calls above:"}
             messages.append({"role": "user", "content": [note, *images]})
         return messages

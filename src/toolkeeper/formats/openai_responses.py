@@ -3,11 +3,10 @@ the items of provider-defined tools (``computer_call``…) in ``provider_items``
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.call import ToolCall
-from ..core.json import JsonObject
-from ..core.results import FileBlock, ImageBlock, ToolResult
+from ..core.json import JsonObject, JsonValue
+from ..core.results import ContentBlock, FileBlock, ImageBlock, ToolResult
+from ..core.spec import ToolSpec
 from .base import WireFormat, as_data, block_text, data_url
 from .names import WireNames
 from .openai_chat import OPENAI_STRICT_KEYWORDS
@@ -24,9 +23,9 @@ class OpenAIResponsesFormat(WireFormat):
     profile = Profile(name="openai-responses", strict_keep=OPENAI_STRICT_KEYWORDS)
 
     def declaration(
-        self, tool: Any, name: str, parameters: dict[str, Any], strict: bool
+        self, tool: ToolSpec, name: str, parameters: JsonObject, strict: bool
     ) -> JsonObject:
-        out = {"type": "function", "name": name, "description": tool.description,
+        out: JsonObject = {"type": "function", "name": name, "description": tool.description,
                "parameters": parameters, "strict": strict}
         if tool.metadata.defer_loading:
             out["defer_loading"] = True
@@ -66,11 +65,14 @@ class OpenAIResponsesFormat(WireFormat):
         if call.call_type is not None and call.call_type != "function_call":
             return provider_output(call, result)
         has_media = any(isinstance(b, ImageBlock | FileBlock) and b.data for b in result.content)
-        output: Any = [self._part(b) for b in result.content] if has_media else result.text
+        output: JsonValue = result.text
+        if has_media:
+            parts: list[JsonValue] = [self._part(b) for b in result.content]
+            output = parts
         return {"type": "function_call_output", "call_id": call.id, "output": output}
 
     @staticmethod
-    def _part(block: Any) -> JsonObject:
+    def _part(block: ContentBlock) -> JsonObject:
         if isinstance(block, ImageBlock):
             return {"type": "input_image", "image_url": data_url(block)}
         if isinstance(block, FileBlock) and block.data:

@@ -1,4 +1,4 @@
-"""The OpenAI Responses items of provider-defined tools (seed 001's ``call_types``).
+"""The OpenAI Responses items of provider-defined tools (their ``call_types``).
 
 A response item whose type a ``ProviderDefinedTool`` declared in ``call_types`` — a
 ``computer_call``, an ``apply_patch_call``, a ``shell_call``… — is a call of that tool: its

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Protocol, cast
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..core.results import ToolResult
-from ..core.spec import ToolSpec
+from ..core.spec import ToolLike, ToolSpec
 from ..errors import UsageError
 from .anthropic import AnthropicFormat
 from .base import WireFormat
@@ -21,7 +21,7 @@ from .openai_chat import OpenAIChatFormat
 from .openai_responses import OpenAIResponsesFormat
 from .problems import Problem
 
-__all__ = ["API_FORMATS", "check", "declare", "declared", "get_format", "parse_tool_calls",
+__all__ = ["API_FORMATS", "Specified", "check", "declare", "declared", "get_format", "parse_tool_calls",
            "render_result", "render_results"]
 
 _FORMATS: dict[str, WireFormat] = {
@@ -35,7 +35,9 @@ API_FORMATS: tuple[str, ...] = tuple(_FORMATS)
 
 
 def get_format(api_format: str) -> WireFormat:
-    """The wire format named ``api_format`` (aliases: openai, openai-response, claude, google)."""
+    """The wire format named ``api_format`` (also: openai, claude, google; and
+    ``openai-response``, the registry library's spelling of ``openai-responses``, a
+    second name kept for good: a name of the public contract)."""
     key = _ALIASES.get(api_format, api_format)
     try:
         return _FORMATS[key]
@@ -47,14 +49,22 @@ def get_format(api_format: str) -> WireFormat:
 
 
 
-def declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> tuple[Any, Any]:
+class Specified(Protocol):
+    """A function tool: it has a spec (``Tool`` and every tool of kind ``function``)."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+
+def declared(tool: ToolLike, api_format: str, strict: bool, think: bool | None
+             ) -> tuple[JsonObject, Sequence[Problem]]:
     """(declaration, problems) of ``tool`` in ``api_format``. A function tool's are computed
     from its spec once and cached on the spec; hosted and provider-defined tools declare
     themselves."""
     fmt = _FORMATS.get(api_format) or get_format(api_format)
     if tool.kind != "function":
         return tool.get_schema(fmt.name), ()
-    spec: ToolSpec = tool.spec
+    spec = cast(Specified, tool).spec
     # The cache rides on the spec (``ToolSpec.declared``): no lookup table, gone with the spec.
     # (A WeakKeyDictionary made a weak reference per lookup — 3 µs per tool on repeat exports;
     # a dict by id() needed a finalizer per spec — 3 µs per tool on the first.)
@@ -63,19 +73,20 @@ def declared(tool: Any, api_format: str, strict: bool, think: bool | None) -> tu
     found = cached.get(key)
     if found is None:
         found = cached[key] = fmt.declare(spec, strict=strict, think_augment=think)
-    return found
+    declaration, problems = found
+    return declaration, cast("Sequence[Problem]", problems)
 
 
 def declare(
-    tool: object, api_format: str = "openai-chat", *, strict: bool = False,
+    tool: ToolLike, api_format: str = "openai-chat", *, strict: bool = False,
     think_augment: bool | None = None,
 ) -> JsonObject:
     """A tool's declaration in ``api_format``; cached on the tool and shared (copy to change)."""
     declaration, _ = declared(tool, api_format, strict, think_augment)
-    return declaration  # type: ignore[no-any-return]
+    return declaration
 
 
-def check(tool: object, api_format: str, *, strict: bool = False) -> list[Problem]:
+def check(tool: ToolLike, api_format: str, *, strict: bool = False) -> list[Problem]:
     """Lint: what exporting ``tool`` to ``api_format`` changes, loses or cannot honour."""
     _, problems = declared(tool, api_format, strict, None)
     return list(problems)

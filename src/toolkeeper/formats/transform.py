@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from ..core.json import JsonObject, JsonValue
 from ..core.results import dump_json
 from .argnames import ArgumentRule
 from .problems import Problem
@@ -67,24 +68,24 @@ _CONSTRAINTS = frozenset(
 )
 
 
-_OPENAPI_FORMATS: dict[Any, tuple[str, ...]] = {
+_OPENAPI_FORMATS: dict[JsonValue, tuple[str, ...]] = {
     "string": ("enum", "date-time"),
     "number": ("float", "double"),
     "integer": ("int32", "int64"),
 }
 
 
-def inline_refs(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def inline_refs(schema: JsonObject) -> tuple[JsonObject, bool]:
     """Replace local ``$ref``s by their definitions; returns (schema, is_recursive).
 
     Recursive references are left in place (with ``$defs`` kept) and reported as recursive.
     """
-    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    defs = {**_object(schema.get("definitions")), **_object(schema.get("$defs"))}
     if not defs:
         return schema, False
     recursive = False
 
-    def resolve(node: Any, trail: tuple[str, ...]) -> Any:
+    def resolve(node: JsonValue, trail: tuple[str, ...]) -> JsonValue:
         nonlocal recursive
         if isinstance(node, list):
             return [resolve(item, trail) for item in node]
@@ -96,13 +97,13 @@ def inline_refs(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             if key in trail or key not in defs:
                 recursive = recursive or key in trail
                 return node
-            target = resolve(defs[key], (*trail, key))
+            target = _object(resolve(defs[key], (*trail, key)))
             siblings = {k: resolve(v, trail) for k, v in node.items() if k != "$ref"}
             return {**target, **siblings}
         return {k: resolve(v, trail) if k not in ("$defs", "definitions") else v
                 for k, v in node.items()}
 
-    out = resolve(schema, ())
+    out = _object(resolve(schema, ()))
     if not recursive:
         out.pop("$defs", None)
         out.pop("definitions", None)
@@ -124,7 +125,7 @@ class SchemaTransformer:
         self.problems.append(Problem(severity=severity, api_format=self.profile.name,
                                      tool=self.tool, path=path, message=message))
 
-    def transform(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def transform(self, schema: JsonObject) -> JsonObject:
         """The schema as this profile shows it (a new dict; the input is not changed)."""
         inlined, recursive = inline_refs(copy.deepcopy(schema))
         if recursive and (not self.profile.refs or self.strict):
@@ -132,7 +133,7 @@ class SchemaTransformer:
                 raise StrictImpossible("the schema is recursive")
             self.note("warning", "parameters", "recursive schema cannot be inlined; the "
                       "recursive part is shown as a plain object")
-            inlined = _cut_refs(inlined)
+            inlined = _object(_cut_refs(inlined))
         node = self._node(inlined, "parameters")
         node.setdefault("type", "object")
         if node.get("type") == "object":
@@ -141,12 +142,12 @@ class SchemaTransformer:
 
     # -- one schema node --------------------------------------------------------------
 
-    def _node(self, node: Any, path: str) -> dict[str, Any]:
+    def _node(self, node: JsonValue, path: str) -> JsonObject:
         if not isinstance(node, dict):
             return {}
         if self.profile.openapi_subset:
             node = self._openapi(node, path)
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         notes: list[str] = []
         keep = self._keep()
         for key, value in node.items():
@@ -171,16 +172,16 @@ class SchemaTransformer:
         if self.strict:
             out = self._strictify(out, path, notes)
         if notes:
-            out["description"] = " ".join([out.get("description", ""), *notes]).strip()
+            out["description"] = " ".join([_text(out.get("description")), *notes]).strip()
         return out
 
-    def _properties(self, properties: dict[str, Any], path: str) -> dict[str, Any]:
-        shown: dict[str, Any] = {}
+    def _properties(self, properties: JsonObject, path: str) -> JsonObject:
+        shown: JsonObject = {}
         for name, sub in properties.items():
             node = self._node(sub, f"{path}.{name}")
             wire = self.renames.get(name)
             if wire is not None:
-                node["description"] = f"{node.get('description', '')} Argument '{name}'.".strip()
+                node["description"] = f"{_text(node.get('description'))} Argument '{name}'.".strip()
                 rule = self.profile.argument_names
                 takes = f" ({rule.summary})" if rule is not None else ""
                 self.note("warning", f"{path}.{name}", f"argument name '{name}' is not accepted"
@@ -195,7 +196,7 @@ class SchemaTransformer:
     def _kept(key: str, keep: frozenset[str] | None) -> bool:
         return keep is None or key in keep
 
-    def _drop(self, key: str, value: Any, path: str, notes: list[str]) -> None:
+    def _drop(self, key: str, value: JsonValue, path: str, notes: list[str]) -> None:
         if key in ("title", "$schema", "$id", "$comment", "$defs", "definitions"):
             return
         if key == "default":
@@ -224,18 +225,18 @@ class SchemaTransformer:
 
     # -- strict mode -------------------------------------------------------------------
 
-    def _strictify(self, out: dict[str, Any], path: str, notes: list[str]) -> dict[str, Any]:
+    def _strictify(self, out: JsonObject, path: str, notes: list[str]) -> JsonObject:
         if not out or ("type" not in out and not any(k in out for k in ("anyOf", "enum", "const"))):
             raise StrictImpossible(f"{path} accepts any value, which strict mode cannot express")
         if out.get("type") == "object" or "properties" in out:
             _refuse_open_object(out, path)
             out["additionalProperties"] = False
-            props = out.setdefault("properties", {})
+            props = _object(out.setdefault("properties", {}))
             if self.profile.strict_all_required:
-                required = set(out.get("required", []))
+                required = set(_list(out.get("required")))
                 for name, sub in props.items():
                     if name not in required:
-                        props[name] = _nullable(sub)
+                        props[name] = _nullable(_object(sub))
                         self.note("info", f"{path}.{name}", "optional property made required "
                                   "and nullable (null means 'not given')")
                 out["required"] = list(props)
@@ -243,7 +244,7 @@ class SchemaTransformer:
 
     # -- Gemini's OpenAPI subset ---------------------------------------------------------
 
-    def _openapi(self, node: dict[str, Any], path: str) -> dict[str, Any]:
+    def _openapi(self, node: JsonObject, path: str) -> JsonObject:
         node = dict(node)
         kind = node.get("type")
         if isinstance(kind, list):
@@ -267,11 +268,11 @@ class SchemaTransformer:
         fmt = node.get("format")
         if fmt is not None and fmt not in _OPENAPI_FORMATS.get(node.get("type"), ()):
             node.pop("format")
-            node["description"] = f"{node.get('description', '')} Format: {fmt}.".strip()
+            node["description"] = f"{_text(node.get('description'))} Format: {fmt}.".strip()
             self.note("info", path, f"format '{fmt}' is not accepted; moved into the description")
         return node
 
-    def _collapse_nullable(self, node: dict[str, Any], options: list[Any]) -> dict[str, Any]:
+    def _collapse_nullable(self, node: JsonObject, options: list[JsonValue]) -> JsonObject:
         non_null = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
         if len(non_null) == len(options):
             if "oneOf" in node:
@@ -283,8 +284,8 @@ class SchemaTransformer:
             return {**non_null[0], **node, "nullable": True}
         return {**node, "anyOf": non_null, "nullable": True}
 
-    def _string_enum(self, node: dict[str, Any], path: str) -> dict[str, Any]:
-        values = node["enum"]
+    def _string_enum(self, node: JsonObject, path: str) -> JsonObject:
+        values = _list(node["enum"])
         if all(isinstance(v, str) for v in values):
             node.setdefault("type", "string")
             return node
@@ -300,7 +301,7 @@ _HOW_TO_FIX = ("declare its keys (a pydantic model, a dataclass or a TypedDict),
                "this tool without strict")
 
 
-def _refuse_open_object(out: dict[str, Any], path: str) -> None:
+def _refuse_open_object(out: JsonObject, path: str) -> None:
     """Strict mode can only close an object: refuse one whose meaning is to take other keys —
     a map, or a free-form object (no declared keys), which closed would take nothing but
     ``{}``. The top level without properties is a tool without arguments, closed as it means."""
@@ -315,14 +316,15 @@ def _refuse_open_object(out: dict[str, Any], path: str) -> None:
                                f"would close to accept only {{}}; {_HOW_TO_FIX}")
 
 
-def _nullable(sub: dict[str, Any]) -> dict[str, Any]:
+def _nullable(sub: JsonObject) -> JsonObject:
     kind = sub.get("type")
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
         return sub
     if isinstance(kind, str):
-        out = {**sub, "type": [kind, "null"]}
-        if "enum" in out and None not in out["enum"]:
-            out["enum"] = [*out["enum"], None]
+        out: JsonObject = {**sub, "type": [kind, "null"]}
+        enum = out.get("enum")
+        if isinstance(enum, list) and None not in enum:
+            out["enum"] = [*enum, None]
         return out
     options = sub.get("anyOf")
     if isinstance(options, list):
@@ -334,7 +336,7 @@ def _nullable(sub: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [rest, {"type": "null"}], **desc}
 
 
-def _cut_refs(node: Any) -> Any:
+def _cut_refs(node: JsonValue) -> JsonValue:
     if isinstance(node, list):
         return [_cut_refs(n) for n in node]
     if not isinstance(node, dict):
@@ -345,13 +347,26 @@ def _cut_refs(node: Any) -> Any:
     return {k: _cut_refs(v) for k, v in node.items() if k not in ("$defs", "definitions")}
 
 
-def _enum_text(value: Any) -> str:
+def _enum_text(value: JsonValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
 
 
-def _short_json(value: Any, limit: int = 120) -> str:
+def _short_json(value: JsonValue, limit: int = 120) -> str:
     text = dump_json(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _object(value: JsonValue) -> JsonObject:
+    """``value`` when it is a JSON object, else an empty one (a schema that says nothing)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: JsonValue) -> str:
+    return value if isinstance(value, str) else ""
 

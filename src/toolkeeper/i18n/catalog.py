@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
 from .locale import locale_chain, resolve_locale
@@ -19,6 +19,15 @@ from .locale import locale_chain, resolve_locale
 __all__ = ["PACKAGE_DIR", "DescriptionCatalog"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent / "tool_descriptions"
+
+
+@dataclass
+class _Table:
+    """One locale's descriptions, merged over the search directories: tool name → text, and
+    tool name → parameter name → text (values as the files give them; read as text only)."""
+
+    tools: dict[str, object] = field(default_factory=dict)
+    parameters: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
 class DescriptionCatalog:
@@ -37,8 +46,8 @@ class DescriptionCatalog:
         self.dirs = dirs
         self._tables = [self._load(loc) for loc in locale_chain(self.locale)]
 
-    def _load(self, locale: str) -> dict[str, Any]:
-        merged: dict[str, Any] = {"tools": {}, "parameters": {}}
+    def _load(self, locale: str) -> _Table:
+        merged = _Table()
         for directory in reversed(self.dirs):  # earlier directories override later ones
             path = directory / f"{locale}.toml"
             if not path.is_file():
@@ -47,15 +56,15 @@ class DescriptionCatalog:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(f"{path}: {exc}") from exc
-            merged["tools"].update(data.get("tools") or {})
+            merged.tools.update(data.get("tools") or {})
             for tool, params in (data.get("parameters") or {}).items():
-                merged["parameters"].setdefault(tool, {}).update(params)
+                merged.parameters.setdefault(tool, {}).update(params)
         return merged
 
     def description(self, tool: str, default: str = "") -> str:
         """The tool's description in the best available locale, else ``default``."""
         for table in self._tables:
-            text = table["tools"].get(tool)
+            text = table.tools.get(tool)
             if isinstance(text, str) and text.strip():
                 return text
         return default
@@ -63,11 +72,11 @@ class DescriptionCatalog:
     def parameter(self, tool: str, parameter: str, default: str | None = None) -> str | None:
         """A parameter's description in the best available locale, else ``default``."""
         for table in self._tables:
-            text = (table["parameters"].get(tool) or {}).get(parameter)
+            text = table.parameters.get(tool, {}).get(parameter)
             if isinstance(text, str) and text.strip():
                 return text
         return default
 
     def has(self, tool: str) -> bool:
         """Whether any locale in the chain describes ``tool``."""
-        return any(tool in table["tools"] for table in self._tables)
+        return any(tool in table.tools for table in self._tables)

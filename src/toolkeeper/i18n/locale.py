@@ -1,4 +1,5 @@
-"""Which locale tool descriptions are shown in (seed 004's rules)."""
+"""Which locale tool descriptions are shown in: the config's ``locale``, then
+``TOOLKEEPER_LOCALE``, ``LANG`` and ``LC_ALL``."""
 
 from __future__ import annotations
 

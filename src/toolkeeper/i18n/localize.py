@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ..core.spec import ToolLike
 from ..tools.tool import Tool
@@ -24,7 +23,7 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 """``{name}`` in a description: filled from the tool's ``i18n`` args."""
 
 
-def _hints(tool: Tool) -> Mapping[str, Any]:
+def _hints(tool: Tool) -> Mapping[str, object]:
     hints = tool.metadata.extra.get("i18n") if tool.metadata is not None else None
     return hints if isinstance(hints, Mapping) else {}
 
@@ -35,7 +34,7 @@ def description_key(tool: Tool) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def fill(text: str, args: Mapping[str, Any]) -> str:
+def fill(text: str, args: Mapping[str, object]) -> str:
     """``text`` with each ``{name}`` that ``args`` has replaced by its value; others kept."""
     return PLACEHOLDER.sub(lambda m: str(args[m[1]]) if m[1] in args else m[0], text)
 
@@ -45,7 +44,8 @@ def localize_tool(tool: ToolLike, catalog: DescriptionCatalog) -> ToolLike:
     key falling back on its own); anything that is not a ``Tool`` is returned as it is."""
     if not isinstance(tool, Tool):
         return tool
-    args = _hints(tool).get("args") or {}
+    found = _hints(tool).get("args")
+    args: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     base = tool.method_name or tool.name
     variant = description_key(tool)
     if variant is not None:
@@ -53,17 +53,18 @@ def localize_tool(tool: ToolLike, catalog: DescriptionCatalog) -> ToolLike:
     else:
         text = catalog.description(tool.name, catalog.description(base, ""))
     description = fill(text, args) if text else ""
+    properties = tool.definition.parameters.get("properties")
     params = {
-        name: found for name in (tool.parameters.get("properties") or {})
-        if (found := catalog.parameter(tool.name, name, catalog.parameter(base, name)))
+        name: shown for name in (properties if isinstance(properties, dict) else {})
+        if (shown := catalog.parameter(tool.name, name, catalog.parameter(base, name)))
     }
     if not description and not params:
         return tool
     return tool.with_descriptions(description or None, params)
 
 
-def localized_tools(tools: Iterable[Any], locale: str | None = None, *,
-                    workspace: str | Path | None = None) -> list[Any]:
+def localized_tools(tools: Iterable[ToolLike], locale: str | None = None, *,
+                    workspace: str | Path | None = None) -> list[ToolLike]:
     """``tools`` in the resolved locale (``locale``, else ``TOOLKEEPER_LOCALE``, ``LANG``,
     ``LC_ALL``, else English), ``workspace``'s ``tool_descriptions/`` overriding the shipped
     files — what ``toolkeeper serve`` offers as the built-ins."""

@@ -1,8 +1,7 @@
 """The call side: ``ToolCall``, ``ToolInvoker`` (the one door), sessions, policy and results."""
 
 from ..core.call import CallProblem, ToolCall
-from .batch import execute_tool_calls
-from .invoker import ToolInvoker
+from .invoker import ToolInvoker, execute_tool_calls
 from .policy import ChainPolicy
 from .results import ChainCallRecord, ChainFile, ChainRunResult, InvocationResult
 from .session import InvokerSession

@@ -1,10 +1,11 @@
-"""The call side of a batch: parse a provider response, run every call through the invoker,
-render the results — what ``Toolbox.execute_tool_calls`` does (the catalog's method imports
-this when called: the door is a floor above the catalog)."""
+"""The call side of a batch: parse a provider response, run every call through the door,
+render the results — what ``ToolInvoker.execute_tool_calls`` does (and with it the catalog's
+``execute_tool_calls``, which builds the door through the seam in ``toolbox/door.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject
@@ -13,18 +14,19 @@ from ..errors import UsageError
 from ..formats import get_format
 from ..toolbox.catalog import CatalogBase
 from ..tools.runner import run_coroutine_sync
-from .invoker import ToolInvoker
 from .session import InvokerSession
 
-__all__ = ["execute_tool_calls"]
+if TYPE_CHECKING:
+    from .invoker import ToolInvoker
+
+__all__ = ["run_batch"]
 
 
-def execute_tool_calls(
-    catalog: CatalogBase, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
-    invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+def run_batch(
+    invoker: ToolInvoker, catalog: CatalogBase, calls: Sequence[ToolCall] | object,
+    api_format: str | None, session: InvokerSession | None,
 ) -> list[ToolResult] | list[JsonObject]:
-    """See ``CatalogBase.execute_tool_calls``."""
-    invoker = invoker or ToolInvoker(catalog)
+    """See ``ToolInvoker.execute_tool_calls``: ``calls`` parsed with ``catalog``'s names."""
     session = session or invoker.open_session()
     if api_format is not None:
         parsed = catalog.export(api_format).parse(calls)
@@ -38,8 +40,6 @@ def execute_tool_calls(
     if api_format is None:
         return tool_results
     return get_format(api_format).render_batch(zip(parsed, tool_results, strict=True))
-
-
 
 
 def _tool_calls(items: list[object]) -> list[ToolCall]:

@@ -17,16 +17,20 @@ from ..approval.store import ApprovalStore
 from ..artifacts.store import BlobStore
 from ..core.call import ToolCall
 from ..core.context import LIBRARY, Caller, ToolContext
+from ..core.json import JsonObject
+from ..core.results import ToolResult
 from ..core.spec import ToolLike
 from ..core.unset import UNSET, Unset
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
+from ..policy.engine import Policies
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
 from ..tools.threads import on_asyncio
 from .audit import AuditEntry, AuditLog, beside
+from .batch import run_batch
 from .bounds import bounded_call
 from .builder import default_gates, with_extra_gates
 from .gates import execute
@@ -40,7 +44,7 @@ from .tracing import TracerSource
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["ASYNCIO_ONLY", "ToolInvoker"]
+__all__ = ["ASYNCIO_ONLY", "ToolInvoker", "execute_tool_calls"]
 
 ASYNCIO_ONLY = ("ToolInvoker.invoke runs on asyncio (anyio's asyncio backend), and this call came "
                 "from another event loop or none; run it under asyncio.run(), "
@@ -75,6 +79,10 @@ class ToolInvoker:
             ``before``: ``class Redact(Gate): name = "redact"; after = "validate"``).
         tracer_provider: Where each call's OpenTelemetry span goes (``execute_tool {tool}``);
             by default the global provider, and no span at all while none is set up.
+        policies: Cedar policies and stored rules over the default set (``Policies``): each
+            call is allowed, asked or denied by them before approval. Without them the default
+            set alone decides (``[security]``: the risk ceiling, ``unapproved_tools``, a tool's
+            own HITL mode).
     """
 
     def __init__(
@@ -83,7 +91,7 @@ class ToolInvoker:
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | Unset | None = UNSET, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
-        tracer_provider: TracerProvider | None = None,
+        tracer_provider: TracerProvider | None = None, policies: Policies | None = None,
     ) -> None:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
@@ -98,7 +106,9 @@ class ToolInvoker:
         pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=self.audit,
-            tracing=self.tracing)
+            tracing=self.tracing, policies=policies)
+        self.policies = policies
+        """The policies the door decides with (``None``: the default set alone)."""
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[ToolLike, Next]] = {}
@@ -207,6 +217,25 @@ class ToolInvoker:
                 group.start_soon(run, index, call)
         return [r for r in results if r is not None]
 
+    def execute_tool_calls(
+        self, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
+        session: InvokerSession | None = None, catalog: CatalogBase | None = None,
+    ) -> list[ToolResult] | list[JsonObject]:
+        """Run model-originated calls through this door and return the results, from
+        synchronous code.
+
+        Given ``ToolCall``s, returns ``ToolResult``s in call order. Given a provider response (or
+        its list of call dicts) and its ``api_format``, parses it with the names of ``catalog``
+        (the one this door serves unless another view of it is given) and returns the
+        provider's tool-result messages, ready to append to the conversation.
+        Concurrency-safe tools run at once, others one after another.
+
+        Raises:
+            UsageError: provider call dicts (or anything else but ``ToolCall``s) without
+                ``api_format``; the message names the item and the fix.
+        """
+        return run_batch(self, catalog or self.registry, calls, api_format, session)
+
     async def resume(self, approval_id: str, *, session: InvokerSession,
                      arguments: dict[str, object] | None = None) -> InvocationResult:
         """Run an approved call exactly once, through this door.
@@ -240,3 +269,14 @@ class ToolInvoker:
         await self.approvals.complete(approval_id, {
             "status": result.status, "text": result.text[:2000], "error_code": result.error_code})
         return result
+
+
+def execute_tool_calls(
+    catalog: CatalogBase, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
+    invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+) -> list[ToolResult] | list[JsonObject]:
+    """``catalog.execute_tool_calls``: the calls through ``invoker``, else through a door over
+    ``catalog`` with no approval handler (SAFE and SENSITIVE calls run, HIGH and CRITICAL ones
+    are denied)."""
+    door = invoker or ToolInvoker(catalog)
+    return door.execute_tool_calls(calls, api_format, session=session, catalog=catalog)

@@ -1,4 +1,5 @@
-"""``ChainPolicy``: the limits every invocation of a session obeys (seeds 001 and 003)."""
+"""``ChainPolicy``: the limits every invocation of a session obeys, plain calls and code-mode
+chains alike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``InvokerSession``: the per-run counters, trace and pins (seed 003)."""
+"""``InvokerSession``: the per-run counters, trace and pins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Moved to ``toolkeeper.gateway.upstream`` (the gateway is its own room); this name stays."""
+"""Moved to ``toolkeeper.gateway.upstream`` (the gateway is its own room); this name stays as
+a compatibility alias that goes away in 0.3.0 (import from ``toolkeeper.gateway.upstream``)."""
 
 from ..gateway.upstream import Upstream, UpstreamError
 

@@ -1,10 +1,10 @@
 """The launcher of the Landlock fallback: a child subreaper around one confined command.
 
-Without a pid namespace, killing a process group misses ``setsid`` children (SECURITY.md §4,
-fallback 1). This launcher marks itself a child subreaper, so every orphan the command leaves
-is re-parented to it; when the command ends, or the host asks with SIGTERM (a timeout, an output
-flood), or the host dies, it kills everything it has adopted until nothing is left, then exits
-with the command's status.
+Without a pid namespace, killing a process group misses ``setsid`` children (measured: a
+``setsid`` child outlives the group kill). This launcher marks itself a child subreaper, so
+every orphan the command leaves is re-parented to it; when the command ends, or the host asks
+with SIGTERM (a timeout, an output flood), or the host dies, it kills everything it has adopted
+until nothing is left, then exits with the command's status.
 
 Only the command is confined: the launcher forks, and the child drops root (when the host runs
 as root), sets ``no_new_privs``, enters the Landlock domain the host built (``RULESET_FD``) —

@@ -1,6 +1,6 @@
 """Per-call cgroups: memory and process limits for one sandboxed command, where the host has them.
 
-SECURITY.md §4 prefers a cgroup to ``RLIMIT_AS`` for memory (address-space limits break runtimes
+A cgroup is preferred to ``RLIMIT_AS`` for memory (address-space limits break runtimes
 that reserve large virtual ranges: JVMs, Go, V8). When the process may create child cgroups —
 cgroup v1 ``memory`` and ``pids`` hierarchies as root, or a cgroup v2 group whose
 ``cgroup.subtree_control`` already enables ``memory`` and ``pids`` (a delegated systemd scope) —

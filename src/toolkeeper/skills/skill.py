@@ -1,4 +1,4 @@
-"""``Skill``: a prompt package — instructions plus the tools they may use (seed 001)."""
+"""``Skill``: a prompt package — instructions plus the tools they may use."""
 
 from __future__ import annotations
 

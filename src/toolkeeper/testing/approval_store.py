@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 from ..approval import states
 from ..approval.models import ApprovalDecision, ApprovalRequest, Outcome, args_digest
-from ..approval.store import Replays, Settles
+from ..approval.store import ApprovalStore, Replays, Settles, StoredApproval
 from ..core.risk import HitlMode, ToolRisk
 from ..extras import missing
 
@@ -61,7 +61,7 @@ class ApprovalStoreConformance:
     """The behaviours toolkeeper relies on: round trip, final decisions, single claims, and
     every move the state table allows — and none it forbids — under random walks."""
 
-    def make_store(self, tmp_path: Path) -> Any:
+    def make_store(self, tmp_path: Path) -> ApprovalStore:
         raise NotImplementedError
 
     def test_a_request_round_trips_and_is_pending(self, tmp_path: Path) -> None:
@@ -81,6 +81,7 @@ class ApprovalStoreConformance:
         assert store.decide(ApprovalDecision(request_id=request.id, outcome="denied"))
         assert not store.decide(ApprovalDecision(request_id=request.id, outcome="approved"))
         stored = store.get(request.id)
+        assert stored is not None and stored.decision is not None
         assert stored.state == "denied" and stored.decision.outcome == "denied"
         assert store.pending() == []
 
@@ -100,7 +101,7 @@ class ApprovalStoreConformance:
         assert sorted(wins) == [False] * 7 + [True]
         store.complete(request.id, {"status": "ok"})
         stored = store.get(request.id)
-        assert stored.state == "done" and stored.result == {"status": "ok"}
+        assert stored is not None and stored.state == "done" and stored.result == {"status": "ok"}
 
     def test_no_walk_of_operations_makes_a_move_the_state_table_forbids(
             self, tmp_path: Path) -> None:
@@ -114,7 +115,7 @@ class _Expected:
     request: ApprovalRequest
     state: states.State
     decision: tuple[str, str] | None = None  # (outcome, approver)
-    result: dict[str, Any] | None = None
+    result: dict[str, object] | None = None
 
 
 class ApprovalWalk(RuleBasedStateMachine):
@@ -131,16 +132,16 @@ class ApprovalWalk(RuleBasedStateMachine):
 
     requests = Bundle("requests")
 
-    def __init__(self, stores: Sequence[Any]) -> None:
+    def __init__(self, stores: Sequence[ApprovalStore]) -> None:
         super().__init__()
         self.stores = list(stores)
         self.session = "walk-" + secrets.token_hex(8)
         self.expected: dict[str, _Expected] = {}
-        self.seen: list[dict[str, Any]] = [{} for _ in self.stores]
+        self.seen: list[dict[str, StoredApproval]] = [{} for _ in self.stores]
         self.moved: set[str] = set()
 
     @classmethod
-    def run(cls, stores: Sequence[Any], *, walk: settings = WALK) -> None:
+    def run(cls, stores: Sequence[ApprovalStore], *, walk: settings = WALK) -> None:
         """Walk ``stores`` (the same operations on each) as ``walk`` says."""
         # the factory is called for each walk; Hypothesis's stub names only a class
         run_state_machine_as_test(lambda: cls(stores), settings=walk)  # type: ignore[arg-type]
@@ -182,6 +183,7 @@ class ApprovalWalk(RuleBasedStateMachine):
         targets = list(self.expected) if request_id is None else [request_id]
         ended = {r for r in targets if self._expire(r)}
         for store in self.stores:  # a store may hold other walks' requests: count only ours
+            assert isinstance(store, Settles)  # the precondition: every store settles
             assert set(store.settle(request_id)) & ({request_id} | set(self.expected)) == ended
         self._check()
 
@@ -238,7 +240,7 @@ class ApprovalWalk(RuleBasedStateMachine):
             told, expected.state = expected.result, move.target
             expected.result = {**told, "replayed": True}
             self.moved.add(request_id)
-        self._answers(lambda store: store.replay(request_id), told)
+        self._answers(lambda store: _replayed(store, request_id), told)
 
     def _move(self, request_id: str, operation: states.Operation, by: states.Actor,
               target: str | None = None) -> bool:
@@ -265,7 +267,7 @@ class ApprovalWalk(RuleBasedStateMachine):
         expected.decision = (outcome, approver)
         return True
 
-    def _answers(self, operation: Callable[[Any], object], want: object) -> None:
+    def _answers(self, operation: Callable[[ApprovalStore], object], want: object) -> None:
         """Apply ``operation`` to every store: each must answer ``want`` and then hold what
         the table says."""
         for store in self.stores:
@@ -292,3 +294,9 @@ class ApprovalWalk(RuleBasedStateMachine):
                 assert decided == expected.decision and now.result == expected.result, name
                 seen[request_id] = now
         self.moved.clear()
+
+
+def _replayed(store: ApprovalStore, request_id: str) -> dict[str, object] | None:
+    """What ``store`` tells of a run, once (``replay`` is walked where every store has it)."""
+    assert isinstance(store, Replays)
+    return store.replay(request_id)

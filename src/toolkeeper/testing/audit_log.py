@@ -12,15 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from ..invoke.audit import AuditEntry
+from ..invoke.audit import AuditEntry, AuditLog
 
 __all__ = ["AuditLogConformance"]
 
 
 def _entry(n: int, *, tool: str = "send_email", status: str = "ok",
-           session: str = "s1", arguments: dict[str, Any] | None = None) -> AuditEntry:
+           session: str = "s1", arguments: dict[str, object] | None = None) -> AuditEntry:
     return AuditEntry(ts=time.time(), call_id=f"c{n}", session_id=session, tool=tool,
                       args_digest=f"{n:064x}", arguments=arguments or {"n": n}, status=status,
                       error_code=None if status == "ok" else "denied", duration_ms=1.5)
@@ -30,7 +29,7 @@ class AuditLogConformance:
     """What toolkeeper relies on: rows kept, filtered, newest first, secrets masked, none lost
     under concurrent writers."""
 
-    def make_log(self, tmp_path: Path) -> Any:
+    def make_log(self, tmp_path: Path) -> AuditLog:
         raise NotImplementedError
 
     def test_rows_come_back_newest_first_and_filtered(self, tmp_path: Path) -> None:

@@ -22,9 +22,15 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
+    from google.genai.types import GenerateContentResponse
+    from openai.types.chat import ChatCompletion
+    from openai.types.responses import Response
 
 __all__ = ["ScriptedAnthropic", "ScriptedCall", "ScriptedGemini", "ScriptedOpenAIChat",
            "ScriptedOpenAIResponses", "Turn", "call", "say"]
@@ -36,7 +42,7 @@ class ScriptedCall:
     arguments and (optionally) the call's id (``call_<n>`` when left out)."""
 
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, object] = field(default_factory=dict)
     id: str | None = None
 
 
@@ -57,8 +63,8 @@ def say(text: str) -> Turn:
     return Turn(text=text)
 
 
-def call(name: str, arguments: dict[str, Any] | None = None, /, *, id: str | None = None,
-         **kwargs: Any) -> Turn:
+def call(name: str, arguments: dict[str, object] | None = None, /, *, id: str | None = None,
+         **kwargs: object) -> Turn:
     """A turn that calls tool ``name`` with ``arguments`` (a dict, or keywords)."""
     return Turn(calls=(ScriptedCall(name=name, arguments={**(arguments or {}), **kwargs},
                                     id=id),))
@@ -73,10 +79,10 @@ class _Script:
         if bad:
             raise UsageError(f"a scripted turn must be say('...') or call('tool', ...), got "
                              f"{type(bad[0]).__name__}")
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[dict[str, object]] = []
         self._ids = 0
 
-    def next(self, request: dict[str, Any]) -> Turn:
+    def next(self, request: dict[str, object]) -> Turn:
         self.requests.append(request)
         if len(self.requests) > len(self.turns):
             raise UsageError(f"the scripted model was asked for turn {len(self.requests)} but "
@@ -97,7 +103,7 @@ class _Scripted:
         self._script = _Script(turns)
 
     @property
-    def requests(self) -> list[dict[str, Any]]:
+    def requests(self) -> list[dict[str, object]]:
         """The keyword arguments of every request, in order."""
         return self._script.requests
 
@@ -110,13 +116,13 @@ class ScriptedOpenAIChat(_Scripted):
         self.model = model
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
-    def create(self, **request: Any) -> Any:
+    def create(self, **request: object) -> ChatCompletion:
         from openai.types.chat import ChatCompletion
 
         turn = self._script.next(request)
         calls = [{"id": i, "type": "function", "function": {
             "name": c.name, "arguments": json.dumps(c.arguments)}} for i, c in self._script.ids(turn)]
-        message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+        message: dict[str, object] = {"role": "assistant", "content": turn.text or None}
         if calls:
             message["tool_calls"] = calls
         return ChatCompletion.model_validate({
@@ -134,12 +140,12 @@ class ScriptedOpenAIResponses(_Scripted):
         self.model = model
         self.responses = SimpleNamespace(create=self.create)
 
-    def create(self, **request: Any) -> Any:
+    def create(self, **request: object) -> Response:
         from openai.types.responses import Response
 
         turn = self._script.next(request)
         n = len(self.requests)
-        output: list[dict[str, Any]] = []
+        output: list[dict[str, object]] = []
         if turn.text:
             output.append({"type": "message", "id": f"msg_{n}", "role": "assistant",
                            "status": "completed", "content": [
@@ -161,11 +167,11 @@ class ScriptedAnthropic(_Scripted):
         self.model = model
         self.messages = SimpleNamespace(create=self.create)
 
-    def create(self, **request: Any) -> Any:
+    def create(self, **request: object) -> Message:
         from anthropic.types import Message
 
         turn = self._script.next(request)
-        content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
+        content: list[dict[str, object]] = [{"type": "text", "text": turn.text}] if turn.text else []
         uses = [{"type": "tool_use", "id": i, "name": c.name, "input": c.arguments}
                 for i, c in self._script.ids(turn)]
         return Message.model_validate({
@@ -182,11 +188,11 @@ class ScriptedGemini(_Scripted):
         super().__init__(*turns)
         self.models = SimpleNamespace(generate_content=self.generate_content)
 
-    def generate_content(self, **request: Any) -> Any:
+    def generate_content(self, **request: object) -> GenerateContentResponse:
         from google.genai import types
 
         turn = self._script.next(request)
-        parts: list[dict[str, Any]] = [{"text": turn.text}] if turn.text else []
+        parts: list[dict[str, object]] = [{"text": turn.text}] if turn.text else []
         parts += [{"functionCall": {"id": i, "name": c.name, "args": c.arguments}}
                   for i, c in self._script.ids(turn)]
         return types.GenerateContentResponse.model_validate({"candidates": [{

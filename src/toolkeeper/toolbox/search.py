@@ -21,12 +21,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..core.spec import ToolLike
 from .bm25 import FieldBM25
 from .semantic import default_scorer
 from .tokenize import tokenize
+
+if TYPE_CHECKING:
+    import tantivy
 
 __all__ = ["SearchDoc", "SearchHit", "SearchIndex", "SearchOptions", "SemanticScorer"]
 
@@ -158,16 +161,11 @@ class SearchIndex:
         self.options = options or SearchOptions()
         self._docs: dict[str, SearchDoc] = {}
         self._tokens: dict[str, dict[str, list[str]]] = {}
-        self._index: Any = None
-        self._writer: Any = None
-        self._searcher: Any = None
-        self._schema: Any = None
-        self._dirty = False
+        self._engine: _Engine | None = None  # the tantivy index, once built
         self._lock = threading.RLock()
         self._vocabulary: list[str] | None = None
         self._known: set[str] = set()
         self._python: FieldBM25 | None = None  # the BM25 without the search extra
-        self._engine: Any = None  # the tantivy module, once the index is built
         given = self.options.semantic
         self._semantic: SemanticScorer | None = None if given == "auto" else given
         self._resolved = given != "auto"  # "auto" is resolved at the first search
@@ -188,9 +186,9 @@ class SearchIndex:
                 self._semantic.add(key, doc)
             if self._python is not None:
                 self._python.add(key, self._tokens[key])
-            if self._writer is not None:
-                self._delete(key)
-                self._write(key)
+            if self._engine is not None:
+                self._engine.delete(key)
+                self._engine.write(key, self._tokens[key])
 
     def remove(self, key: str) -> None:
         with self._lock:
@@ -202,39 +200,13 @@ class SearchIndex:
                 self._semantic.remove(key)
             if self._python is not None:
                 self._python.remove(key)
-            if self._writer is not None:
-                self._delete(key)
+            if self._engine is not None:
+                self._engine.delete(key)
 
-    def _write(self, key: str) -> None:
-        fields = {name: " ".join(tokens) for name, tokens in self._tokens[key].items()}
-        self._writer.add_document(self._engine.Document(key=key, **fields))
-        self._dirty = True
-
-    def _delete(self, key: str) -> None:
-        self._writer.delete_documents_by_term("key", key)
-        self._dirty = True
-
-    def _build(self, tantivy: ModuleType) -> None:
-        self._engine = tantivy
-        builder = tantivy.SchemaBuilder()
-        builder.add_text_field("key", stored=True, tokenizer_name="raw")
-        for name in self.options.field_boosts:
-            builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
-        self._schema = builder.build()
-        self._index = tantivy.Index(self._schema)
-        self._writer = self._index.writer(heap_size=15_000_000, num_threads=1)
-        for key in self._docs:
-            self._write(key)
-
-    def _ready_searcher(self, tantivy: ModuleType) -> Any:
-        if self._writer is None:
-            self._build(tantivy)
-        if self._dirty or self._searcher is None:
-            self._writer.commit()
-            self._index.reload()
-            self._searcher = self._index.searcher()
-            self._dirty = False
-        return self._searcher
+    def _ready_searcher(self, tantivy: ModuleType) -> tuple[tantivy.Searcher, tantivy.Schema]:
+        if self._engine is None:
+            self._engine = _Engine.build(tantivy, self.options.field_boosts, self._tokens)
+        return self._engine.ready(), self._engine.schema
 
     # -- queries -------------------------------------------------------------------------
 
@@ -306,11 +278,11 @@ class SearchIndex:
                 for key, fields in self._tokens.items():
                     self._python.add(key, fields)
             return self._python.search(weighted, self.options.field_boosts, _CANDIDATES)
-        searcher = self._ready_searcher(tantivy)
+        searcher, schema = self._ready_searcher(tantivy)
         query_cls, occur = tantivy.Query, tantivy.Occur
         clauses = [
             (occur.Should, query_cls.boost_query(
-                query_cls.term_query(self._schema, field_name, term), boost * weight))
+                query_cls.term_query(schema, field_name, term), boost * weight))
             for term, weight in weighted
             for field_name, boost in self.options.field_boosts.items() if boost
         ]
@@ -356,3 +328,48 @@ class SearchIndex:
         if semantic is not None:  # the model ran: say so on every hit, matched or not
             signals["semantic"] = round(options.semantic_weight * max(semantic, 0.0), 4)
         return key, round(sum(signals.values()), 6), signals
+
+
+@dataclass
+class _Engine:
+    """A ``SearchIndex``'s tantivy index (the ``search`` extra): documents written and deleted
+    as they change, committed when the next search needs them."""
+
+    module: ModuleType
+    schema: tantivy.Schema
+    index: tantivy.Index
+    writer: tantivy.IndexWriter
+    searcher: tantivy.Searcher | None = None
+    dirty: bool = False
+
+    @classmethod
+    def build(cls, module: ModuleType, boosts: dict[str, float],
+              tokens: dict[str, dict[str, list[str]]]) -> _Engine:
+        builder = module.SchemaBuilder()
+        builder.add_text_field("key", stored=True, tokenizer_name="raw")
+        for name in boosts:
+            builder.add_text_field(name, stored=False, tokenizer_name="whitespace")
+        schema = builder.build()
+        index = module.Index(schema)
+        engine = cls(module, schema, index, index.writer(heap_size=15_000_000, num_threads=1))
+        for key, fields in tokens.items():
+            engine.write(key, fields)
+        return engine
+
+    def write(self, key: str, tokens: dict[str, list[str]]) -> None:
+        fields = {name: " ".join(words) for name, words in tokens.items()}
+        self.writer.add_document(self.module.Document(key=key, **fields))
+        self.dirty = True
+
+    def delete(self, key: str) -> None:
+        self.writer.delete_documents_by_term("key", key)
+        self.dirty = True
+
+    def ready(self) -> tantivy.Searcher:
+        """A searcher that sees every write so far."""
+        if self.dirty or self.searcher is None:
+            self.writer.commit()
+            self.index.reload()
+            self.searcher = self.index.searcher()
+            self.dirty = False
+        return self.searcher

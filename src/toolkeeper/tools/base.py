@@ -1,15 +1,15 @@
-"""``BaseTool``: define a tool by subclassing (seed 000)."""
+"""``BaseTool``: define a tool by subclassing, with the risk and HITL mode as class attributes."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from ..core.context import ToolContext
 from ..core.metadata import ToolMetadata
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import UsageError
+from .definition import Defined, define_function
 from .naming import normalize_tool_name
 from .signature import inspect_function
 from .tool import Tool
@@ -24,7 +24,7 @@ class BaseTool(Tool):
     returns a ``ToolResult`` or any value ``to_tool_result`` accepts. Without an ``input_schema``,
     the schema comes from ``execute``'s signature and docstring.
 
-    ``run``/``arun`` (and ``run_raw``/``arun_raw``) follow seed 000's lifecycle: the input is
+    ``run``/``arun`` (and ``run_raw``/``arun_raw``) follow the lifecycle a direct run has: the input is
     validated first (invalid input raises ``InvalidArgumentsError``, a ``ValueError``); a tool
     that needs a person's approval (risk above SENSITIVE, or a HITL mode of its own) is then
     refused with a ``UsageError`` that says to call it through ``ToolInvoker``, where guardrails
@@ -41,17 +41,19 @@ class BaseTool(Tool):
             async def execute(self, *, to: str, subject: str, body: str) -> ToolResult: ...
     """
 
+    _ctx_name: str | None
+
     def __init__(
         self,
         name: str | None = None,
         description: str | None = None,
-        input_schema: Mapping[str, Any] | None = None,
+        input_schema: Mapping[str, object] | None = None,
         *,
         metadata: ToolMetadata | None = None,
         namespace: str | None = None,
         risk: ToolRisk | str | None = None,
         hitl_mode: HitlMode | str | None = None,
-        output_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, object] | None = None,
     ) -> None:
         cls = type(self)
         if cls.execute is Tool.execute:
@@ -59,35 +61,31 @@ class BaseTool(Tool):
                 f"{cls.__name__} subclasses BaseTool but does not define "
                 "'async def execute(self, *, ...)'"
             )
-        tool_name = name or cls.__dict__.get("name") or _snake(cls.__name__)
-        info = None
+        tool_name = name or _declared_name(cls) or _snake(cls.__name__)
         if input_schema is None:
             info = inspect_function(self.execute, name=tool_name, description=description)
+            self._ctx_name = info.ctx_param
+            super().__init__(define_function(
+                info, self.execute, self.defaults(), namespace=namespace, metadata=metadata,
+                risk=risk, hitl_mode=hitl_mode, output_schema=output_schema))
+            return
+        self._ctx_name = _ctx_name(self.execute)
         super().__init__(
-            name=tool_name,
-            description=description if description is not None else (info.description if info else ""),
-            parameters=input_schema,
-            callable=self.execute,
-            metadata=metadata,
-            namespace=namespace,
-            risk=risk,
-            hitl_mode=hitl_mode,
-            output_schema=output_schema,
-            _info=info,
-        )
-        self.__dict__["_ctx_name"] = _ctx_name(self.execute) if info is None else info.ctx_param
+            name=tool_name, description=description or "", parameters=input_schema,
+            callable=self.execute, metadata=metadata, namespace=namespace, risk=risk,
+            hitl_mode=hitl_mode, output_schema=output_schema)
 
     def _ctx_param(self) -> str | None:
-        return self.__dict__.get("_ctx_name")
+        return self._ctx_name
 
-    # -- direct runs: validate, then refuse what needs a person (seed 000's lifecycle) ----
+    # -- direct runs: validate, then refuse what needs a person (nobody can approve here) --
 
-    def _direct_arguments(self, parameters: Mapping[str, object]) -> dict[str, Any]:
+    def _direct_arguments(self, parameters: Mapping[str, object]) -> dict[str, object]:
         arguments = self.validate_arguments(parameters)
         refuse_unapproved(self)
         return arguments
 
-    def run_raw(self, parameters: Mapping[str, object]) -> Any:
+    def run_raw(self, parameters: Mapping[str, object]) -> object:
         """Validate and run synchronously, returning ``execute``'s value; exceptions propagate.
 
         Raises:
@@ -96,11 +94,11 @@ class BaseTool(Tool):
         """
         return self.call_sync(self._direct_arguments(parameters))
 
-    async def arun_raw(self, parameters: Mapping[str, object]) -> Any:
+    async def arun_raw(self, parameters: Mapping[str, object]) -> object:
         """The async ``run_raw``."""
         return await self.call_async(self._direct_arguments(parameters))
 
-    def run(self, parameters: Mapping[str, object]) -> Any:
+    def run(self, parameters: Mapping[str, object]) -> object:
         """Like ``run_raw``, but a failure of ``execute`` itself returns
         ``"Error executing <name>: <reason>"`` (deprecated, as ``Tool.run``). Invalid input and
         a tool that needs approval raise, as in ``run_raw``."""
@@ -110,7 +108,7 @@ class BaseTool(Tool):
         except Exception as exc:
             return self._swallowed(exc, "run_raw")
 
-    async def arun(self, parameters: Mapping[str, object]) -> Any:
+    async def arun(self, parameters: Mapping[str, object]) -> object:
         """The async ``run``."""
         arguments = self._direct_arguments(parameters)
         try:
@@ -136,7 +134,14 @@ def refuse_unapproved(tool: Tool) -> None:
             f".invoke_sync(ToolCall(id=..., name='{tool.name}', arguments=...))); nothing ran")
 
 
-def _ctx_name(method: Any) -> str | None:
+def _declared_name(cls: type[BaseTool]) -> str | None:
+    """The ``name`` a subclass sets in its own body, if it does."""
+    declared = cls.__dict__.get("name")
+    value = declared.default if isinstance(declared, Defined) else declared
+    return value if isinstance(value, str) and value else None
+
+
+def _ctx_name(method: Callable[..., object]) -> str | None:
     for param in inspect.signature(method).parameters.values():
         annotation = param.annotation
         if param.name == "ctx" or (

@@ -1,12 +1,13 @@
-"""Tools the provider runs (``HostedTool``) or declares (``ProviderDefinedTool``) — seed 001."""
+"""Tools the provider runs (``HostedTool``) or declares (``ProviderDefinedTool``), and the
+plain declarations of a function (``FunctionSpec``) and of a provider's tool (``ProviderSpec``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from ..core.json import JsonObject
+from ..core.json import JsonObject, JsonValue
 from ..core.metadata import DEFAULT_METADATA, ToolMetadata
 from ..core.results import ToolResult
 from ..core.risk import HitlMode, ToolRisk, default_hitl_mode
@@ -34,17 +35,17 @@ _FAMILY = {
 
 @dataclass(frozen=True, kw_only=True)
 class FunctionSpec:
-    """A local function's declaration: name, description, parameters (seed 001)."""
+    """A local function's declaration: name, description, parameters."""
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: JsonObject = field(default_factory=dict)
     lazy_schema: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProviderSpec:
-    """A provider's own declaration of a tool, sent as-is (seed 001).
+    """A provider's own declaration of a tool, sent as-is.
 
     ``provider`` is an API format (``openai-responses``) or a provider family (``openai``,
     ``anthropic``, ``google``); ``spec`` is the exact dict that provider expects.
@@ -52,7 +53,7 @@ class ProviderSpec:
 
     name: str
     provider: str
-    spec: dict[str, Any]
+    spec: JsonObject
 
 
 class _ProviderTool:
@@ -66,7 +67,7 @@ class _ProviderTool:
         *,
         name: str,
         description: str = "",
-        provider_specs: Mapping[str, ProviderSpec | Mapping[str, Any]],
+        provider_specs: Mapping[str, ProviderSpec | Mapping[str, JsonValue]],
         risk: ToolRisk | str = ToolRisk.SAFE,
         hitl_mode: HitlMode | str | None = None,
         metadata: ToolMetadata | None = None,

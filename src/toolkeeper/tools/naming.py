@@ -1,4 +1,4 @@
-"""Tool names and namespaces (seed 002's rules)."""
+"""Tool names and namespaces: snake_case names, ``namespace-method`` qualified names."""
 
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any
+from collections.abc import Mapping
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..core.json import JsonObject
+from ..core.json import JsonObject, JsonValue
 
 __all__ = ["SchemaWarning", "coerce_arguments", "normalize_schema"]
 
@@ -39,20 +39,22 @@ _PY_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict[str, Any], list[str]]:
+def normalize_schema(schema: object, *, where: str = "parameters", stacklevel: int = 3
+                     ) -> tuple[JsonObject, list[str]]:
     """Return a repaired copy of a tool's parameter schema and the problems left in it.
 
     Repaired (one clear meaning): non-standard type names (``dict``, ``float``, ``long``,
     ``String``...), ``any`` (dropped), draft-3 ``"required": true`` on properties, a missing
     top-level ``"type": "object"``. Reported with their JSON path: ``required`` naming a missing
     property, defaults of the wrong type, enum values that do not match the type, unknown type
-    names. Nothing raises; problems are also emitted as ``SchemaWarning``.
+    names. Nothing raises; problems are also emitted as ``SchemaWarning`` (pointing
+    ``stacklevel`` frames up: at the code that made the tool).
     """
     if schema is None:
         return {"type": "object", "properties": {}}, []
     if not isinstance(schema, dict):
         problem = f"{where}: schema must be a JSON object, got {type(schema).__name__}; using {{}}"
-        warnings.warn(problem, SchemaWarning, stacklevel=3)
+        warnings.warn(problem, SchemaWarning, stacklevel=stacklevel)
         return {"type": "object", "properties": {}}, [problem]
     fixed = copy.deepcopy(schema)
     problems: list[str] = []
@@ -64,7 +66,7 @@ def normalize_schema(schema: object, *, where: str = "parameters") -> tuple[dict
         fixed.setdefault("properties", {})
     _walk(fixed, where, problems)
     for problem in problems:
-        warnings.warn(problem, SchemaWarning, stacklevel=3)
+        warnings.warn(problem, SchemaWarning, stacklevel=stacklevel)
     return fixed, problems
 
 
@@ -77,7 +79,7 @@ def _replaced(schema: dict[str, object], where: str, problems: list[str]) -> Jso
     return {"type": "object", "properties": {}}
 
 
-def _walk(node: dict[str, Any], path: str, problems: list[str]) -> None:
+def _walk(node: JsonObject, path: str, problems: list[str]) -> None:
     _fix_type(node, path, problems)
     props = node.get("properties")
     if isinstance(props, dict):
@@ -85,21 +87,31 @@ def _walk(node: dict[str, Any], path: str, problems: list[str]) -> None:
         for name, sub in props.items():
             if isinstance(sub, dict):
                 _walk(sub, f"{path}.properties.{name}", problems)
-        for name in node.get("required", []) or []:
-            if name not in props:
-                problems.append(f"{path}.required: names '{name}', which is not a property")
+        for listed in _list(node.get("required")):
+            if listed not in props:
+                problems.append(f"{path}.required: names '{listed}', which is not a property")
     for key in ("items", "additionalProperties", "not"):
-        if isinstance(node.get(key), dict):
-            _walk(node[key], f"{path}.{key}", problems)
+        child = node.get(key)
+        if isinstance(child, dict):
+            _walk(child, f"{path}.{key}", problems)
     for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        for i, sub in enumerate(node.get(key) or []):
+        for i, sub in enumerate(_list(node.get(key))):
             if isinstance(sub, dict):
                 _walk(sub, f"{path}.{key}[{i}]", problems)
     for key in ("$defs", "definitions"):
-        for name, sub in (node.get(key) or {}).items():
+        defined = node.get(key)
+        for name, sub in (defined.items() if isinstance(defined, dict) else ()):
             if isinstance(sub, dict):
                 _walk(sub, f"{path}.{key}.{name}", problems)
     _check_values(node, path, problems)
+
+
+def _list(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
+
+
+def _object(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, dict) else {}
 
 
 def _canonical_type(name: object, path: str, problems: list[str]) -> str | None:
@@ -114,12 +126,13 @@ def _canonical_type(name: object, path: str, problems: list[str]) -> str | None:
     return None
 
 
-def _fix_type(node: dict[str, object], path: str, problems: list[str]) -> None:
+def _fix_type(node: JsonObject, path: str, problems: list[str]) -> None:
     if "type" not in node:
         return
     raw = node["type"]
     names = raw if isinstance(raw, list) else [raw]
-    canonical = [c for c in (_canonical_type(n, path, problems) for n in names) if c]
+    canonical: list[JsonValue] = [
+        c for c in (_canonical_type(n, path, problems) for n in names) if c]
     if not canonical:
         del node["type"]
     elif isinstance(raw, list):
@@ -130,7 +143,7 @@ def _fix_type(node: dict[str, object], path: str, problems: list[str]) -> None:
         node["prefixItems"] = node.pop("items")
 
 
-def _fix_draft3_required(node: dict[str, object], props: dict[str, object]) -> None:
+def _fix_draft3_required(node: JsonObject, props: JsonObject) -> None:
     required = node.get("required")
     names = list(required) if isinstance(required, list) else []
     for name, sub in props.items():
@@ -141,10 +154,10 @@ def _fix_draft3_required(node: dict[str, object], props: dict[str, object]) -> N
         node["required"] = names
 
 
-def _matches(value: Any, type_name: Any) -> bool:
+def _matches(value: object, type_name: object) -> bool:
     names = type_name if isinstance(type_name, list) else [type_name]
     for name in names:
-        expected = _PY_TYPES.get(name)
+        expected = _PY_TYPES.get(name) if isinstance(name, str) else None
         if expected is None:
             return True
         if isinstance(value, bool) and name in ("integer", "number"):
@@ -154,28 +167,35 @@ def _matches(value: Any, type_name: Any) -> bool:
     return False
 
 
-def _check_values(node: dict[str, Any], path: str, problems: list[str]) -> None:
+def _check_values(node: JsonObject, path: str, problems: list[str]) -> None:
     type_name = node.get("type")
     if type_name is None:
         return
     if "default" in node and not _matches(node["default"], type_name):
         problems.append(f"{path}.default: {node['default']!r} does not match type {type_name!r}")
-    for value in node.get("enum") or []:
+    for value in _list(node.get("enum")):
         if not _matches(value, type_name):
             problems.append(f"{path}.enum: value {value!r} does not match type {type_name!r}")
 
 
-_LAX: dict[str, TypeAdapter[Any]] = {
+_LAX: dict[str, TypeAdapter[int] | TypeAdapter[float] | TypeAdapter[bool]] = {
     "integer": TypeAdapter(int), "number": TypeAdapter(float), "boolean": TypeAdapter(bool),
 }
 
 
-def coerce_arguments(value: object, schema: object) -> Any:
+def coerce_arguments(arguments: Mapping[str, object], schema: Mapping[str, object]
+                     ) -> dict[str, object]:
     """Coerce obviously-meant scalars ("5" → 5, "true" → True) where the schema says so.
 
     Uses pydantic's lax rules for int, float and bool; everything else is left for the validator
-    to judge. Returns the value unchanged when nothing needed coercion.
+    to judge.
     """
+    coerced = _coerced(dict(arguments), schema)
+    return coerced if isinstance(coerced, dict) else dict(arguments)
+
+
+def _coerced(value: object, schema: object) -> object:
+    """``value`` with its obviously-meant scalars coerced; itself when nothing needed it."""
     if not isinstance(schema, dict):
         return value
     type_name = schema.get("type")
@@ -189,14 +209,14 @@ def coerce_arguments(value: object, schema: object) -> Any:
         if isinstance(options, list) and value is not None:
             non_null = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
             if len(non_null) == 1:
-                return coerce_arguments(value, non_null[0])
+                return _coerced(value, non_null[0])
         return value
     if type_name == "object" and isinstance(value, dict):
-        props = schema.get("properties") or {}
-        return {k: coerce_arguments(v, props.get(k)) for k, v in value.items()}
+        props = _object(schema.get("properties"))
+        return {k: _coerced(v, props.get(k)) for k, v in value.items()}
     if type_name == "array" and isinstance(value, list):
         items = schema.get("items")
-        return [coerce_arguments(v, items) for v in value] if isinstance(items, dict) else value
+        return [_coerced(v, items) for v in value] if isinstance(items, dict) else value
     adapter = _LAX.get(type_name)
     if adapter is None or (_matches(value, type_name) and not _float_for_int(value, type_name)):
         return value
@@ -223,22 +243,29 @@ def accepts_null(schema: object) -> bool:
     return False
 
 
-def drop_optional_nulls(value: Any, schema: Any, defs: dict[str, Any] | None = None) -> Any:
+def drop_optional_nulls(arguments: Mapping[str, object], schema: Mapping[str, object]
+                        ) -> Mapping[str, object]:
     """Treat ``null`` for an optional property that cannot be null as "not given".
 
     Strict-mode exports make optional properties required and nullable; a model then sends
     ``null`` for an argument it means to leave out. Dropping those keys lets the default apply.
+    Returns ``arguments`` itself when nothing is dropped.
     """
+    kept = _dropped(arguments, schema, _object(schema.get("$defs")))
+    return kept if isinstance(kept, dict) else arguments
+
+
+def _dropped(value: object, schema: object, defs: Mapping[str, object]) -> object:
     if not isinstance(value, dict) or not isinstance(schema, dict):
         return value
-    defs = defs if defs is not None else schema.get("$defs", {})
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        schema = defs.get(ref.rsplit("/", 1)[-1], {})
+        schema = _object(defs.get(ref.rsplit("/", 1)[-1]))
     props = schema.get("properties")
     if not isinstance(props, dict):
         return value
-    required = set(schema.get("required") or ())
+    listed = schema.get("required")
+    required = set(listed) if isinstance(listed, list) else set()
     if not any(v is None or isinstance(v, dict) for v in value.values()):
         return value
     out = {}
@@ -246,5 +273,5 @@ def drop_optional_nulls(value: Any, schema: Any, defs: dict[str, Any] | None = N
         sub = props.get(key)
         if item is None and key not in required and sub is not None and not accepts_null(sub):
             continue
-        out[key] = drop_optional_nulls(item, sub, defs) if isinstance(item, dict) else item
+        out[key] = _dropped(item, sub, defs) if isinstance(item, dict) else item
     return out

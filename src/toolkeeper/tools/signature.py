@@ -13,14 +13,14 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ..core.context import ToolContext
-from ..core.json import JsonObject
+from ..core.json import JsonObject, JsonValue
 from ..core.results import ToolResult
 from ..errors import SchemaError
 from .docstrings import parse_docstring
@@ -28,7 +28,7 @@ from .docstrings import parse_docstring
 __all__ = ["FunctionInfo", "Param", "inspect_function", "strip_titles"]
 
 EMPTY: object = inspect.Parameter.empty
-_PRIMITIVES: dict[object, dict[str, Any]] = {
+_PRIMITIVES: dict[object, JsonObject] = {
     str: {"type": "string"},
     int: {"type": "integer"},
     float: {"type": "number"},
@@ -45,8 +45,8 @@ class Param:
     """One model-visible parameter of a function."""
 
     name: str
-    annotation: Any
-    default: Any
+    annotation: object
+    default: object
     positional_only: bool
     description: str | None
     field_info: FieldInfo | None = None
@@ -66,9 +66,9 @@ class FunctionInfo:
     func_name: str
     description: str
     params: tuple[Param, ...]
-    parameters: dict[str, Any]
+    parameters: JsonObject
     ctx_param: str | None
-    return_annotation: Any
+    return_annotation: object
     is_async: bool
     returns_doc: str | None = None
     _model: type[BaseModel] | None = field(default=None, repr=False)
@@ -83,10 +83,10 @@ class FunctionInfo:
         """A pydantic model of the parameters under their own names (``Tool.parameters_model``);
         a name a model cannot hold as a field (``schema``, ``_x``) gets a trailing ``_`` and the
         real name as its alias."""
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = {}  # pydantic's create_model takes any type form
         for param in self.params:
             default = ... if param.required else param.default
-            info = FieldInfo.merge_field_infos(param.field_info or Field(default),
+            info = FieldInfo.merge_field_infos(param.field_info or FieldInfo.from_field(default),
                                                Field(description=param.description))
             name = param.name
             if name.startswith("_") or hasattr(BaseModel, name):
@@ -98,11 +98,11 @@ class FunctionInfo:
         return model
 
     @cached_property
-    def output_adapter(self) -> TypeAdapter[Any] | None:
+    def output_adapter(self) -> TypeAdapter[object] | None:
         """Validator of the return value, or ``None`` when the return type says nothing."""
         if _says_nothing(self.return_annotation):
             return None
-        return TypeAdapter(self.return_annotation)
+        return TypeAdapter(cast("type[object]", self.return_annotation))  # any type form
 
     def output_problem(self, value: object) -> str | None:
         """Why ``value`` does not match the return annotation, or ``None`` when it does."""
@@ -118,7 +118,7 @@ class FunctionInfo:
         return None
 
     @cached_property
-    def output_schema(self) -> dict[str, Any] | None:
+    def output_schema(self) -> JsonObject | None:
         """JSON Schema of the structured result (scalars wrapped as ``{"result": ...}``)."""
         if _says_nothing(self.return_annotation):
             return None
@@ -132,7 +132,7 @@ class FunctionInfo:
             schema = strip_titles(adapter.json_schema(mode="serialization"))
         if _is_object_schema(schema):
             return schema
-        wrapped: dict[str, Any] = {
+        wrapped: JsonObject = {
             "type": "object",
             "properties": {"result": schema},
             "required": ["result"],
@@ -152,13 +152,13 @@ def _says_nothing(annotation: object) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, ToolResult)
 
 
-def _is_object_schema(schema: dict[str, Any]) -> bool:
+def _is_object_schema(schema: JsonObject) -> bool:
     if schema.get("type") == "object":
         return True
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        target = schema.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
-        return bool(target.get("type") == "object")
+    ref, defs = schema.get("$ref"), schema.get("$defs")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+        target = defs.get(ref.rsplit("/", 1)[-1])
+        return isinstance(target, dict) and target.get("type") == "object"
     return False
 
 
@@ -168,7 +168,7 @@ def _is_ctx(name: str, annotation: object) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
 
 
-def _func_name(func: Callable[..., Any], name: str | None) -> str:
+def _func_name(func: Callable[..., object], name: str | None) -> str:
     if name:
         return name
     raw = getattr(func, "__name__", None) or type(func).__name__
@@ -181,7 +181,7 @@ def _func_name(func: Callable[..., Any], name: str | None) -> str:
 
 
 def inspect_function(
-    func: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    func: Callable[..., object], *, name: str | None = None, description: str | None = None
 ) -> FunctionInfo:
     """Read a function's parameters, docstring and return type into a ``FunctionInfo``.
 
@@ -240,7 +240,7 @@ def _collect_params(
         if _is_ctx(p.name, p.annotation):
             ctx_param = p.name
             continue
-        annotation = Any if p.annotation is EMPTY else p.annotation
+        annotation: object = Any if p.annotation is EMPTY else p.annotation
         default, info = p.default, None
         if isinstance(default, FieldInfo):  # `param: int = Field(1, ge=1)`
             info = default
@@ -260,30 +260,31 @@ def _collect_params(
 
 def _field_default(info: FieldInfo) -> object:
     if info.default_factory is not None:
-        return info.default_factory()  # type: ignore[call-arg]
+        made: object = info.default_factory()  # type: ignore[call-arg]
+        return made
     return EMPTY if info.default is PydanticUndefined else info.default
 
 
 def _parameters_schema(
     func_name: str, params: tuple[Param, ...]
-) -> tuple[dict[str, Any], type[BaseModel] | None]:
-    properties: dict[str, Any] = {}
+) -> tuple[JsonObject, type[BaseModel] | None]:
+    properties: JsonObject = {}
     for param in params:
         prop = fast_schema(param.annotation)
         if prop is None or param.field_info is not None or not _plain_default(param.default):
             return _pydantic_schema(func_name, params)
         if not param.required:
-            prop["default"] = param.default
+            prop["default"] = cast(JsonValue, param.default)  # a plain scalar (_plain_default)
         if param.description:
             prop["description"] = param.description
         properties[param.name] = prop
     return _object_schema(properties, [p.name for p in params if p.required]), None
 
 
-def _object_schema(properties: dict[str, object], required: list[str]) -> JsonObject:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+def _object_schema(properties: JsonObject, required: list[str]) -> JsonObject:
+    schema: JsonObject = {"type": "object", "properties": properties}
     if required:
-        schema["required"] = required
+        schema["required"] = list[JsonValue](required)
     return schema
 
 
@@ -291,7 +292,7 @@ def _plain_default(default: object) -> bool:
     return default is EMPTY or type(default) in _JSON_SCALARS
 
 
-def fast_schema(tp: object) -> dict[str, Any] | None:
+def fast_schema(tp: object) -> JsonObject | None:
     """JSON Schema of a common type, equal to pydantic's; ``None`` when pydantic must decide."""
     if tp is Any:
         return {}
@@ -310,16 +311,19 @@ def fast_schema(tp: object) -> dict[str, Any] | None:
         values = fast_schema(args[1])
         return None if values is None else {"type": "object", "additionalProperties": values}
     if origin is Union or origin is types.UnionType:
-        members = [fast_schema(arg) for arg in args]
-        if any(m is None for m in members):
-            return None
+        members: list[JsonValue] = []
+        for arg in args:
+            member = fast_schema(arg)
+            if member is None:
+                return None
+            members.append(member)
         return {"anyOf": members}
     if origin is Literal:
         return _literal_schema(args)
     return None
 
 
-def _literal_schema(values: tuple[Any, ...]) -> dict[str, Any] | None:
+def _literal_schema(values: tuple[JsonValue, ...]) -> JsonObject | None:
     kinds = {type(v) for v in values}
     if len(kinds) != 1:
         return None
@@ -329,16 +333,16 @@ def _literal_schema(values: tuple[Any, ...]) -> dict[str, Any] | None:
     type_name = _PRIMITIVES[kind]["type"]
     if len(values) == 1:
         return {"const": values[0], "type": type_name}
-    return {"enum": list(values), "type": type_name}
+    return {"enum": list[JsonValue](values), "type": type_name}
 
 
 def _build_model(func_name: str, params: tuple[Param, ...]) -> type[BaseModel]:
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {}  # pydantic's create_model takes any type form
     for index, param in enumerate(params):
         default = ... if param.required else param.default
         alias = Field(alias=param.name, description=param.description) if param.description \
             else Field(alias=param.name)
-        field_info = FieldInfo.merge_field_infos(param.field_info or Field(default), alias)
+        field_info = FieldInfo.merge_field_infos(param.field_info or FieldInfo.from_field(default), alias)
         fields[f"p{index}"] = (param.annotation, field_info)
     model: type[BaseModel] = create_model(
         f"{func_name}_arguments",
@@ -350,7 +354,7 @@ def _build_model(func_name: str, params: tuple[Param, ...]) -> type[BaseModel]:
 
 def _pydantic_schema(
     func_name: str, params: tuple[Param, ...]
-) -> tuple[dict[str, Any], type[BaseModel]]:
+) -> tuple[JsonObject, type[BaseModel]]:
     try:
         model = _build_model(func_name, params)
         schema = model.model_json_schema(by_alias=True)
@@ -362,18 +366,19 @@ def _pydantic_schema(
             f"({type(exc).__name__}: {str(exc).splitlines()[0]}); use JSON-compatible types "
             "(str, int, float, bool, lists, dicts, pydantic models, dataclasses, TypedDicts)"
         ) from exc
-    schema = strip_titles(schema)
-    schema.pop("additionalProperties", None)
-    ordered = _object_schema(schema.get("properties", {}), list(schema.get("required", [])))
-    if "$defs" in schema:
-        ordered["$defs"] = schema["$defs"]
+    stripped = strip_titles(schema)
+    found, required = stripped.get("properties"), stripped.get("required")
+    ordered = _object_schema(found if isinstance(found, dict) else {},
+                             [str(r) for r in required] if isinstance(required, list) else [])
+    if "$defs" in stripped:
+        ordered["$defs"] = stripped["$defs"]
     return ordered, model
 
 
 def _find_bad_param(params: tuple[Param, ...]) -> str | None:
     for param in params:
         try:
-            TypeAdapter(param.annotation).json_schema()
+            TypeAdapter(cast("type[object]", param.annotation)).json_schema()
         except Exception:
             return param.name
     return None
@@ -385,21 +390,23 @@ _SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "propertyName
                "else", "unevaluatedProperties", "unevaluatedItems")
 
 
-def strip_titles(schema: object) -> Any:
+def strip_titles(schema: JsonObject) -> JsonObject:
     """A copy of a JSON Schema without ``title`` keywords (property names are kept)."""
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key, value in schema.items():
         if key == "title":
             continue
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: strip_titles(sub) for name, sub in value.items()}
+            out[key] = {name: _stripped(sub) for name, sub in value.items()}
         elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [strip_titles(sub) for sub in value]
+            out[key] = [_stripped(sub) for sub in value]
         elif key in _SCHEMA_ONE:
-            out[key] = strip_titles(value)
+            out[key] = _stripped(value)
         else:
             out[key] = value
     return out
+
+
+def _stripped(schema: JsonValue) -> JsonValue:
+    return strip_titles(schema) if isinstance(schema, dict) else schema
 

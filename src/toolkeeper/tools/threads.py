@@ -27,7 +27,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar, cast
 
 import anyio.to_thread
 
@@ -36,8 +36,9 @@ __all__ = ["MAX_WORKERS", "on_asyncio", "run_in_worker"]
 MAX_WORKERS = 40
 IDLE_S = 10.0
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context,
-             Callable[[], Any]]
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[object]", contextvars.Context,
+             Callable[[], object]]
+_T = TypeVar("_T")
 
 
 class _Pool:
@@ -85,13 +86,13 @@ class _Pool:
             del job, future, value, error  # hold no reference while waiting
 
 
-def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: object,
+def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[object], value: object,
              error: BaseException | None) -> None:
     with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
         loop.call_soon_threadsafe(_settle, future, value, error)
 
 
-def _settle(future: asyncio.Future[Any], value: object, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[object], value: object, error: BaseException | None) -> None:
     if future.done():  # the caller was cancelled and abandoned the call
         return
     if error is not None:
@@ -119,11 +120,11 @@ def on_asyncio() -> bool:
         return False
 
 
-async def run_in_worker(func: Callable[[], Any]) -> Any:
+async def run_in_worker(func: Callable[[], _T]) -> _T:
     """Run ``func()`` in a worker thread and return (or raise) what it did."""
     if not on_asyncio():
         return await anyio.to_thread.run_sync(func, abandon_on_cancel=True)
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    future: asyncio.Future[object] = loop.create_future()
     _pool.submit((loop, future, contextvars.copy_context(), func))
-    return await future
+    return cast(_T, await future)  # what func returned

@@ -7,16 +7,26 @@ what was received.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, NoReturn, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Literal, NoReturn, Protocol
 
 import jsonschema_rs
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
+from ..core.json import JsonObject
 from ..errors import InvalidArgumentsError, SchemaError
 from .rawschema import accepts_null, coerce_arguments, drop_optional_nulls
 from .signature import FunctionInfo
 
+__all__ = ["ArgumentProblem", "ArgumentValidator", "FunctionArgumentValidator",
+           "ModelArgumentValidator", "SchemaArgumentValidator"]
+
+THINK_FIELD = "toolcall_reason"
+ArgumentProblem = dict[str, object]
+"""One thing wrong with a call's arguments: its ``path``, a ``message`` for the model and what
+was ``received``."""
+Kind = jsonschema_rs.ValidationErrorKind
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
 
@@ -27,17 +37,14 @@ def _scalar(schema: object) -> bool:
         return all(isinstance(k, str) and k in _SCALAR_TYPES for k in kind)
     return isinstance(kind, str) and kind in _SCALAR_TYPES
 
-__all__ = ["ArgumentValidator", "FunctionArgumentValidator", "ModelArgumentValidator",
-           "SchemaArgumentValidator"]
 
-THINK_FIELD = "toolcall_reason"
 _MAX_SHOWN = 5
 
 
 class ArgumentValidator(Protocol):
     """Turns a model's arguments into the keyword arguments of a call, or raises."""
 
-    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]: ...
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, object]: ...
 
 
 def _short(value: object, limit: int = 60) -> str:
@@ -45,15 +52,16 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _path(parts: Any) -> str:
+def _path(parts: Iterable[object]) -> str:
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(arguments)"
 
 
-def _type_hint(schema: Mapping[str, Any], name: str) -> str:
-    prop = (schema.get("properties") or {}).get(name)
+def _type_hint(schema: Mapping[str, object], name: str) -> str:
+    props = schema.get("properties")
+    prop = props.get(name) if isinstance(props, dict) else None
     if not isinstance(prop, dict):
         return ""
     kind = prop.get("type")
@@ -62,8 +70,8 @@ def _type_hint(schema: Mapping[str, Any], name: str) -> str:
     return f" ({kind})" if isinstance(kind, str) else ""
 
 
-def _raise(tool_name: str, problems: list[dict[str, Any]]) -> NoReturn:
-    shown = "; ".join(p["message"] for p in problems[:_MAX_SHOWN])
+def _raise(tool_name: str, problems: list[ArgumentProblem]) -> NoReturn:
+    shown = "; ".join(str(p["message"]) for p in problems[:_MAX_SHOWN])
     more = len(problems) - _MAX_SHOWN
     tail = f"; and {more} more" if more > 0 else ""
     raise InvalidArgumentsError(
@@ -76,7 +84,7 @@ def _raise(tool_name: str, problems: list[dict[str, Any]]) -> NoReturn:
 
 def _split_unknown(
     arguments: Mapping[str, object], known: set[str], unknown: Literal["reject", "ignore"],
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, object], list[ArgumentProblem]]:
     """Arguments the schema declares, and a problem for each one it does not (unless ignored)."""
     args = {k: v for k, v in arguments.items() if k in known}
     extra = [k for k in arguments if k not in known and k != THINK_FIELD]
@@ -109,16 +117,18 @@ class FunctionArgumentValidator:
         self._unknown = unknown
         self._known = {p.name for p in info.params}
         self._fields = [(f"p{i}", p.name) for i, p in enumerate(info.params)]
-        props = info.parameters.get("properties") or {}
-        required = set(info.parameters.get("required") or ())
+        found, listed = info.parameters.get("properties"), info.parameters.get("required")
+        props: JsonObject = found if isinstance(found, dict) else {}
+        required = set(listed) if isinstance(listed, list) else set()
         # Whether dropping optional nulls can ever change a call: some optional property cannot
         # be null, or some property may hold an object (whose own properties might).
         self._may_drop = any(
             (name not in required and not accepts_null(sub)) or not _scalar(sub)
             for name, sub in props.items())
 
-    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]:
-        problems: list[dict[str, Any]]
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, object]:
+        problems: list[ArgumentProblem]
+        args: Mapping[str, object]
         if type(arguments) is dict and arguments.keys() <= self._known:
             args, problems = arguments, []  # the common case: a plain dict of known names
         else:
@@ -134,7 +144,7 @@ class FunctionArgumentValidator:
             _raise(self._tool, problems)
         return {name: getattr(model, attr) for attr, name in self._fields}
 
-    def _problem(self, error: Any) -> dict[str, Any]:
+    def _problem(self, error: ErrorDetails) -> ArgumentProblem:
         path = _path(error["loc"])
         kind = error["type"]
         if kind == "missing":
@@ -168,14 +178,16 @@ class SchemaArgumentValidator:
     """Validates against a raw JSON Schema with jsonschema-rs, after lax coercion."""
 
     def __init__(
-        self, tool_name: str, schema: Mapping[str, Any], unknown: Literal["reject", "ignore"] = "reject"
+        self, tool_name: str, schema: Mapping[str, object],
+        unknown: Literal["reject", "ignore"] = "reject",
     ) -> None:
         self._tool = tool_name
         self._schema = dict(schema)
         extra = schema.get("additionalProperties")
         self._open = extra is True or isinstance(extra, dict)
         self._unknown = unknown
-        self._known = set((schema.get("properties") or {}).keys())
+        props = schema.get("properties")
+        self._known = set(props) if isinstance(props, dict) else set()
         try:  # offline: a $ref is resolved inside the schema, never fetched (network, files)
             self._validator = jsonschema_rs.validator_for(self._schema, offline=True)
         except Exception as exc:
@@ -188,39 +200,38 @@ class SchemaArgumentValidator:
                     "'#/$defs/NAME'") from None
             raise SchemaError(f"tool '{tool_name}': parameters are not a valid JSON Schema: {exc}") from exc
 
-    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]:
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, object]:
         _check_mapping(self._tool, arguments)
-        problems: list[dict[str, Any]] = []
+        problems: list[ArgumentProblem] = []
         if self._open:
             args = {k: v for k, v in arguments.items() if k != THINK_FIELD or k in self._known}
         else:
             args, problems = _split_unknown(arguments, self._known, self._unknown)
-        args = dict(coerce_arguments(drop_optional_nulls(args, self._schema), self._schema))
+        args = coerce_arguments(drop_optional_nulls(args, self._schema), self._schema)
         if not self._validator.is_valid(args):
             problems += [self._problem(e) for e in self._validator.iter_errors(args)]
         if problems:
             _raise(self._tool, problems)
         return args
 
-    def _problem(self, error: Any) -> dict[str, Any]:
+    def _problem(self, error: jsonschema_rs.ValidationError) -> ArgumentProblem:
         kind = error.kind
-        path_parts = list(error.instance_path)
-        name = type(kind).__name__
-        if name == "Required":
+        path_parts: list[object] = list(error.instance_path)
+        if isinstance(kind, Kind.Required):
             path = _path([*path_parts, kind.property])
             hint = _type_hint(self._schema, path) if not path_parts else ""
             return {"path": path, "message": f"missing required argument '{path}'{hint}",
                     "received": None}
         path = _path(path_parts)
         got = _short(error.instance)
-        if name == "Type":
+        if isinstance(kind, Kind.Type):
             types = " or ".join(str(t) for t in kind.types)
             article = "an" if types[:1] in "aeiou" else "a"
             message = f"argument '{path}' must be {article} {types}, got {got}"
-        elif name == "Enum":
+        elif isinstance(kind, Kind.Enum):
             options = ", ".join(_short(o) for o in kind.options)
             message = f"argument '{path}' must be one of {options}, got {got}"
-        elif name == "AdditionalProperties":
+        elif isinstance(kind, Kind.AdditionalProperties):
             message = f"unknown field(s) {', '.join(map(repr, kind.unexpected))} in '{path}'"
         else:
             message = f"argument '{path}': {error.message}"
@@ -233,7 +244,7 @@ class ModelArgumentValidator:
     def __init__(self, model: type[BaseModel]) -> None:
         self._model = model
 
-    def __call__(self, arguments: Mapping[str, object]) -> dict[str, Any]:
+    def __call__(self, arguments: Mapping[str, object]) -> dict[str, object]:
         try:
             instance = self._model.model_validate(dict(arguments))
         except ValidationError as exc:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ...core.call import ToolCall
-from ...core.json import JsonObject
+from ...core.json import JsonObject, JsonValue, as_json
 from ...core.results import ToolResult, to_tool_result
 from ...formats import WireNames, get_format, render_results
 from ...formats.base import as_data, decode_arguments
@@ -71,7 +70,7 @@ def read_call(call: object, names: Callable[[str], WireNames], index: int) -> To
         return call
     data = as_data(call)
     fmt = call_format(data)
-    if fmt is None:
+    if fmt is None or not isinstance(data, dict):
         raise TypeError(f"Unsupported tool call format: {type(call)}. Expected OpenAI, "
                         "Anthropic, Gemini, or Google Interactions tool call format.")
     if fmt == "google-interactions":
@@ -94,38 +93,41 @@ def messages(api_format: str, calls: Sequence[ToolCall],
     if api_format == "rosetta-ir":
         return _rosetta(calls, results)
     if api_format == "google-interactions":
-        asked: list[Any] = [{"type": "function_call", "id": c.id, "name": c.name,
-                             "arguments": c.arguments} for c in calls]
-        answered: list[Any] = [{"type": "function_result", "call_id": c.id, "result": text}
-                               for c, (text, _) in zip(calls, results, strict=True)]
+        asked: list[JsonObject] = [{"type": "function_call", "id": c.id, "name": c.name,
+                                    "arguments": as_json(c.arguments)} for c in calls]
+        answered: list[JsonObject] = [{"type": "function_result", "call_id": c.id,
+                                       "result": text}
+                                      for c, (text, _) in zip(calls, results, strict=True)]
         return asked + answered
     shown = [ToolResult.error(text) if error else to_tool_result(text) for text, error in results]
     return [*_assistant(api_format, calls),
             *render_results(zip(calls, shown, strict=True), api_format)]
 
 
-def _assistant(api_format: str, calls: Sequence[ToolCall]) -> list[Any]:
+def _assistant(api_format: str, calls: Sequence[ToolCall]) -> list[JsonObject]:
     if api_format == "openai-chat":
-        return [{"role": "assistant", "tool_calls": [
-            {"id": c.id, "type": "function",
-             "function": {"name": _wire(c), "arguments": _json(c)}} for c in calls]}]
+        asked: list[JsonValue] = [{"id": c.id, "type": "function", "function": {
+            "name": _wire(c), "arguments": _json(c)}} for c in calls]
+        return [{"role": "assistant", "tool_calls": asked}]
     if api_format == "openai-responses":
         return [{"type": "function_call", "call_id": c.id, "name": _wire(c),
                  "arguments": _json(c)} for c in calls]
     if api_format == "anthropic":
-        return [{"role": "assistant", "content": [
-            {"type": "tool_use", "id": c.id, "name": _wire(c), "input": c.arguments}
-            for c in calls]}]
-    return [{"role": "model", "parts": [
-        {"functionCall": {"name": _wire(c), "args": c.arguments}} for c in calls]}]
+        uses: list[JsonValue] = [{"type": "tool_use", "id": c.id, "name": _wire(c),
+                                  "input": as_json(c.arguments)} for c in calls]
+        return [{"role": "assistant", "content": uses}]
+    parts: list[JsonValue] = [{"functionCall": {"name": _wire(c), "args": as_json(c.arguments)}}
+                              for c in calls]
+    return [{"role": "model", "parts": parts}]
 
 
 def _rosetta(calls: Sequence[ToolCall], results: Sequence[tuple[str, bool]]) -> list[JsonObject]:
-    parts: list[Any] = [{"type": "tool_call", "tool_call_id": c.id, "tool_name": c.name,
-                         "tool_input": c.arguments, "tool_type": "function"} for c in calls]
-    outcomes: list[Any] = [{"type": "tool_result", "tool_call_id": c.id, "result": text,
-                            **({"is_error": True} if error else {})}
-                           for c, (text, error) in zip(calls, results, strict=True)]
+    parts: list[JsonValue] = [{"type": "tool_call", "tool_call_id": c.id, "tool_name": c.name,
+                               "tool_input": as_json(c.arguments), "tool_type": "function"}
+                              for c in calls]
+    outcomes: list[JsonValue] = [{"type": "tool_result", "tool_call_id": c.id, "result": text,
+                                  **({"is_error": True} if error else {})}
+                                 for c, (text, error) in zip(calls, results, strict=True)]
     return [{"role": "assistant", "parts": parts}, {"role": "tool", "parts": outcomes}]
 
 

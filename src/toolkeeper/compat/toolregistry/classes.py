@@ -6,8 +6,7 @@ names starting with ``_`` are left out; inherited methods count unless ``travers
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 __all__ = ["class_methods", "class_namespace", "detect_source"]
 
@@ -39,8 +38,8 @@ def class_namespace(target: object, namespace: bool | str | None) -> str | None:
 
 
 def class_methods(target: object, *, traverse_mro: bool = True,
-                  constructor_kwargs: dict[str, Any] | None = None
-                  ) -> list[tuple[str, Callable[..., Any]]]:
+                  constructor_kwargs: Mapping[str, object] | None = None
+                  ) -> list[tuple[str, Callable[..., object]]]:
     """(method name, callable) for each method of ``target`` that becomes a tool.
 
     Raises:
@@ -53,7 +52,7 @@ def class_methods(target: object, *, traverse_mro: bool = True,
     instance = _made(target, constructor_kwargs or {}) if isinstance(target, type) else target
     names = [n for n, _ in _members(type(instance), True)] if traverse_mro \
         else [n for n in dir(instance) if not n.startswith("_")]
-    found: dict[str, Callable[..., Any]] = {}
+    found: dict[str, Callable[..., object]] = {}
     for name in names:
         member = inspect.getattr_static(type(instance), name, None)
         attr = getattr(instance, name, None)
@@ -62,10 +61,10 @@ def class_methods(target: object, *, traverse_mro: bool = True,
     return list(found.items())
 
 
-def _members(cls: type, traverse_mro: bool) -> list[tuple[str, Any]]:
+def _members(cls: type, traverse_mro: bool) -> list[tuple[str, object]]:
     classes = [k for k in reversed(inspect.getmro(cls)) if k is not object] if traverse_mro \
         else [cls]
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for klass in classes:
         found.update({n: m for n, m in klass.__dict__.items() if not n.startswith("_")})
     return list(found.items())
@@ -76,7 +75,7 @@ def _only_static(cls: type) -> bool:
                if not name.startswith("_"))
 
 
-def _made(cls: type, kwargs: dict[str, Any]) -> object:
+def _made(cls: type, kwargs: Mapping[str, object]) -> object:
     if not kwargs:
         required = [p for name, p in _init_params(cls) if name != "self"
                     and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.default is p.empty]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Literal
@@ -47,7 +48,7 @@ class ToolMetadata:
     source_detail: str = ""
     schema_hash: str = ""
     last_refreshed_at: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
     defer: bool = False
     search_hint: str = ""
     think_augment: bool | None = None
@@ -102,12 +103,12 @@ class ToolMetadata:
                   "open_world_hint": self.open_world_hint}
         return {name: value for name, value in values.items() if value is not None}
 
-    def model_dump(self) -> dict[str, Any]:
+    def model_dump(self) -> dict[str, object]:
         """The fields as a dict."""
         return dataclasses.asdict(self)
 
-    def model_copy(self, *, update: dict[str, Any] | None = None) -> ToolMetadata:
-        """A copy with some fields changed."""
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> ToolMetadata:
+        """A copy with some fields changed (``update`` as pydantic's ``model_copy`` takes it)."""
         return dataclasses.replace(self, **(update or {}))
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
 from enum import Enum
 from pathlib import Path
-from typing import Any, SupportsIndex, overload
+from typing import SupportsIndex, cast, overload
 from uuid import UUID
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -40,7 +40,7 @@ class BaseResult:
 class ToolCallResult(BaseResult):
     """A call that succeeded: ``result`` is the tool's value as text."""
 
-    result: str | list[Any] = ""
+    result: str | list[object] = ""
 
     def __str__(self) -> str:
         return str(self.result)
@@ -82,7 +82,8 @@ class ResultList(list[ToolCallResult | ErrorResult]):
     @overload
     def __getitem__(self, key: slice) -> list[ToolCallResult | ErrorResult]: ...
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: str | SupportsIndex | slice
+                    ) -> ToolCallResult | ErrorResult | list[ToolCallResult | ErrorResult]:
         if isinstance(key, str):
             return self.by_id(key)
         return super().__getitem__(key)
@@ -141,21 +142,22 @@ def error_label(code: str | None) -> str:
     return _LABELS.get(code or "", "RuntimeError")
 
 
-def running_encoded(func: Callable[..., Any], tool_name: str, is_async: bool
-                    ) -> Callable[..., Any]:
+def running_encoded(func: Callable[..., object], tool_name: str, is_async: bool
+                    ) -> Callable[..., object]:
     """``func`` answering with its value's text as toolregistry writes it, or with
     ``"ExceptionType: Error executing <tool>: <detail>"`` when it raises."""
     if is_async:
         @functools.wraps(func)
-        async def call_async(*args: Any, **kwargs: Any) -> ToolResult:
+        async def call_async(*args: object, **kwargs: object) -> ToolResult:
             try:
-                return _text(encode_result(await func(*args, **kwargs), tool_name))
+                made = cast(Awaitable[object], func(*args, **kwargs))  # an async function's
+                return _text(encode_result(await made, tool_name))
             except Exception as exc:
                 return _failed(exc, tool_name)
         return call_async
 
     @functools.wraps(func)
-    def call(*args: Any, **kwargs: Any) -> ToolResult:
+    def call(*args: object, **kwargs: object) -> ToolResult:
         try:
             return _text(encode_result(func(*args, **kwargs), tool_name))
         except Exception as exc:

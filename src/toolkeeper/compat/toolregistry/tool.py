@@ -17,9 +17,11 @@ import hashlib
 import inspect
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar, cast
+
+from pydantic import BaseModel
 
 from ...core.context import ToolContext
 from ...core.json import JsonObject
@@ -45,19 +47,19 @@ class Tool:
 
     name: str
     description: str
-    parameters: dict[str, Any]
-    callable: Callable[..., Any]
+    parameters: dict[str, Any]  # a JSON Schema, typed as toolregistry and pydantic type one
+    callable: Callable[..., Any]  # the user's function, returning what it returns
     metadata: ToolMetadata
-    parameters_model: Any | None
+    parameters_model: type[BaseModel] | None
     namespace: str | None
     method_name: str | None
 
     __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
     def __init__(
-        self, *, name: str, description: str, parameters: dict[str, Any],
-        callable: Callable[..., Any], metadata: ToolMetadata | None = None,
-        parameters_model: Any | None = None, namespace: str | None = None,
+        self, *, name: str, description: str, parameters: Mapping[str, object],
+        callable: Callable[..., object], metadata: ToolMetadata | None = None,
+        parameters_model: type[BaseModel] | None = None, namespace: str | None = None,
         method_name: str | None = None, is_async: bool | None = None,
     ) -> None:
         if metadata is None:
@@ -66,8 +68,9 @@ class Tool:
                          parameters_model)
         self._fill(core, metadata, callable, parameters_model, namespace, method_name)
 
-    def _fill(self, core: CoreTool, metadata: ToolMetadata, func: Callable[..., Any],
-              parameters_model: Any, namespace: str | None, method_name: str | None) -> None:
+    def _fill(self, core: CoreTool, metadata: ToolMetadata, func: Callable[..., object],
+              parameters_model: type[BaseModel] | None, namespace: str | None,
+              method_name: str | None) -> None:
         if not metadata.schema_hash:
             metadata = dataclasses.replace(metadata, schema_hash=_schema_hash(core.parameters))
         values = {"name": core.name, "description": core.description,
@@ -78,7 +81,7 @@ class Tool:
             object.__setattr__(self, key, value)
 
     @classmethod
-    def _made(cls: type[_T], core: CoreTool, metadata: ToolMetadata, func: Callable[..., Any],
+    def _made(cls: type[_T], core: CoreTool, metadata: ToolMetadata, func: Callable[..., object],
               method_name: str | None) -> _T:
         tool = cls.__new__(cls)
         tool._fill(core, metadata, func, core.parameters_model, None, method_name)
@@ -94,7 +97,7 @@ class Tool:
 
     @classmethod
     def from_function(
-        cls: type[_T], func: Callable[..., Any], name: str | None = None,
+        cls: type[_T], func: Callable[..., object], name: str | None = None,
         description: str | None = None, namespace: str | None = None,
         method_name: str | None = None, metadata: ToolMetadata | None = None,
         sep: NameSeparator = "-",
@@ -140,13 +143,13 @@ class Tool:
         """The name (it already carries the namespace)."""
         return self.name
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The definition as data (the callable left out)."""
         return {"name": self.name, "description": self.description,
                 "parameters": self.parameters, "metadata": dataclasses.asdict(self.metadata),
                 "namespace": self.namespace, "method_name": self.method_name}
 
-    def model_dump(self) -> dict[str, Any]:
+    def model_dump(self) -> dict[str, object]:
         return self.to_dict()
 
     # -- declarations -------------------------------------------------------------------
@@ -159,7 +162,7 @@ class Tool:
         fmt = canonical_format(api_format)
         effective = _think_augment if _think_augment is not None else self.metadata.think_augment
         think = effective is True
-        declared: dict[str, Any]
+        declared: JsonObject
         if fmt in ("google-interactions", "rosetta-ir"):
             schema = self.core.get_schema("anthropic", think_augment=think)["input_schema"]
             declared = {"type": "function", "name": self.name, "description": self.description,
@@ -167,9 +170,7 @@ class Tool:
         else:
             declared = copy.deepcopy(self.core.get_schema(fmt, think_augment=think))
         if think:  # the asked-for reason replaces an argument of the function's own by its name
-            function: dict[str, Any] = declared.get("function", declared)
-            params: dict[str, Any] = function.get("parameters") or function.get("input_schema") or {}
-            params.setdefault("properties", {})[THINK_FIELD] = dict(THINK_PROPERTY)
+            _add_reason(declared)
         return declared
 
     def get_json_schema(self, api_format: str = "openai-chat") -> JsonObject:
@@ -184,7 +185,7 @@ class Tool:
 
     # -- validation and calls -------------------------------------------------------------
 
-    def validate_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
+    def validate_parameters(self, parameters: Mapping[str, object]) -> dict[str, object]:
         """The arguments validated against the schema and coerced ("5" → 5); undeclared ones
         dropped.
 
@@ -195,20 +196,20 @@ class Tool:
 
     _validate_parameters = validate_parameters
 
-    def run(self, parameters: dict[str, Any]) -> Any:
+    def run(self, parameters: Mapping[str, object]) -> Any:
         """Validate and call; returns the function's value, exceptions propagate."""
         return self.core.run_raw(_without_reason(parameters))
 
-    async def arun(self, parameters: dict[str, Any]) -> Any:
+    async def arun(self, parameters: Mapping[str, object]) -> Any:
         """Validate and call from async code (a sync function runs in a worker thread)."""
         return await self.core.arun_raw(_without_reason(parameters))
 
-    def run_raw(self, parameters: dict[str, Any]) -> Any:
+    def run_raw(self, parameters: Mapping[str, object]) -> Any:
         warnings.warn("Tool.run_raw() is deprecated; use Tool.run() instead.",
                       DeprecationWarning, stacklevel=2)
         return self.run(parameters)
 
-    async def arun_raw(self, parameters: dict[str, Any]) -> Any:
+    async def arun_raw(self, parameters: Mapping[str, object]) -> Any:
         warnings.warn("Tool.arun_raw() is deprecated; use Tool.arun() instead.",
                       DeprecationWarning, stacklevel=2)
         return await self.arun(parameters)
@@ -255,11 +256,23 @@ class Tool:
             self, metadata=dataclasses.replace(self.metadata, last_refreshed_at=timestamp))
 
 
-def _without_reason(parameters: dict[str, Any]) -> dict[str, Any]:
+def _add_reason(declared: JsonObject) -> None:
+    """Offer ``toolcall_reason`` in a declaration (in place: it is a copy)."""
+    function = declared.get("function")
+    body = function if isinstance(function, dict) else declared
+    params = body.get("parameters") or body.get("input_schema")
+    if not isinstance(params, dict):
+        return
+    properties = params.setdefault("properties", {})
+    if isinstance(properties, dict):
+        properties[THINK_FIELD] = dict(THINK_PROPERTY)
+
+
+def _without_reason(parameters: Mapping[str, object]) -> dict[str, object]:
     return {k: v for k, v in parameters.items() if k != THINK_FIELD}
 
 
-def _object_schema(parameters: dict[str, Any] | None) -> dict[str, Any]:
+def _object_schema(parameters: Mapping[str, object] | None) -> Mapping[str, object]:
     """toolregistry's rule: a schema that is not an object becomes an empty object schema."""
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return {"type": "object", "properties": {}}
@@ -268,12 +281,12 @@ def _object_schema(parameters: dict[str, Any] | None) -> dict[str, Any]:
     return parameters
 
 
-def _schema_hash(parameters: dict[str, Any]) -> str:
+def _schema_hash(parameters: Mapping[str, object]) -> str:
     canonical = json.dumps(parameters, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _refuse_ctx(func: Callable[..., Any], name: str) -> None:
+def _refuse_ctx(func: Callable[..., object], name: str) -> None:
     try:
         param = inspect.signature(func).parameters.get("ctx")
     except (TypeError, ValueError):
@@ -284,7 +297,7 @@ def _refuse_ctx(func: Callable[..., Any], name: str) -> None:
                          "it (or annotate it ToolContext to receive the context)")
 
 
-def _function_core(func: Callable[..., Any], name: str, description: str,
+def _function_core(func: Callable[..., object], name: str, description: str,
                    metadata: ToolMetadata) -> CoreTool:
     """The toolkeeper tool of a function; one whose signature has no schema (``*args``)
     takes any arguments unvalidated, with a warning, as toolregistry registers it."""
@@ -298,8 +311,9 @@ def _function_core(func: Callable[..., Any], name: str, description: str,
                         metadata=core_metadata(metadata))
 
 
-def _core_for(name: str, description: str, parameters: dict[str, Any],
-              func: Callable[..., Any], metadata: ToolMetadata, model: Any) -> CoreTool:
+def _core_for(name: str, description: str, parameters: Mapping[str, object],
+              func: Callable[..., object], metadata: ToolMetadata,
+              model: type[BaseModel] | None) -> CoreTool:
     """The toolkeeper tool behind a constructed (or replaced) tool: a function's own when its
     schema is the one given (its types validate: a model comes back as a model), else the
     given schema's."""

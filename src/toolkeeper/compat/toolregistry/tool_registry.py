@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import secrets
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypedDict, Unpack
 
 from ...core.call import ToolCall
 from ...core.json import JsonObject
@@ -43,9 +43,44 @@ from .tool import Tool
 __all__ = ["ToolRegistry"]
 
 Result = ToolCallResult | ErrorResult
-_MISSING: Any = object()
+_MISSING = object()
 _NOT_HERE = {"mcp": "toolkeeper.gateway.MCPGateway (or toolkeeper serve's [[mcp_servers]])",
              "openapi": "a toolkeeper Tool per operation", "langchain": "toolkeeper.adapters"}
+
+
+class ClassOptions(TypedDict, total=False):
+    """What registering a class's methods takes besides the class."""
+
+    traverse_mro: bool
+    constructor_kwargs: Mapping[str, object] | None
+    with_namespace: bool | str
+    """The earlier name of ``namespace`` (deprecated by toolregistry)."""
+
+
+class FromClassOptions(TypedDict, total=False):
+    """What the deprecated ``register_from_class`` passes on to ``register``."""
+
+    with_namespace: bool | str
+    allow_replace: bool
+
+
+class RegisterOptions(ClassOptions, total=False):
+    """``register``'s keyword options, for ``register_async``."""
+
+    source: str | None
+    namespace: bool | str | None
+    method_name: str | None
+    allow_replace: bool
+
+
+class SchemaOptions(TypedDict, total=False):
+    """``get_schemas``'s keyword options, for ``get_tools_json``."""
+
+    api_format: str
+    tags: set[str | ToolTag] | None
+    exclude_tags: set[str | ToolTag] | None
+    sort: bool
+    include_deferred: bool
 
 
 class _Door:
@@ -120,10 +155,10 @@ class ToolRegistry(Namespaces):
 
     # -- registration -------------------------------------------------------------------
 
-    def register(self, target: Any = _MISSING, description: str | None = None,
+    def register(self, target: object = _MISSING, description: str | None = None,
                  name: str | None = None, *, source: str | None = None,
                  namespace: bool | str | None = None, method_name: str | None = None,
-                 allow_replace: bool = False, **kwargs: Any) -> Any:
+                 allow_replace: bool = False, **kwargs: Unpack[ClassOptions]) -> Tool | None:
         """Register a function or ``Tool`` (``native``), or a class's or instance's methods
         (``class``: ``traverse_mro``, ``constructor_kwargs``); returns what was registered.
 
@@ -138,27 +173,29 @@ class ToolRegistry(Namespaces):
         if "with_namespace" in kwargs:
             warnings.warn("with_namespace is deprecated, use namespace instead.",
                           DeprecationWarning, stacklevel=2)
-            namespace = kwargs.pop("with_namespace")
+            namespace = kwargs.pop("with_namespace")  # toolregistry's earlier name
         resolved = source or ("native" if isinstance(target, Tool) else detect_source(target))
         if resolved == "native":
             return self._register_native(target, description, name, namespace, method_name,
                                          allow_replace)
         if resolved == "class":
-            return self._register_class(target, namespace, allow_replace, **kwargs)
+            self._register_class(target, namespace, allow_replace, **kwargs)
+            return None
         if resolved in _NOT_HERE:
             raise UsageError(f"source={resolved!r} is not offered by toolkeeper's toolregistry "
                              f"import; toolkeeper's own is {_NOT_HERE[resolved]}")
         raise ValueError(f"Unknown source: {resolved!r}. Supported values: 'native', 'class', "
                          "'mcp', 'openapi', 'langchain'.")
 
-    async def register_async(self, target: Any = _MISSING, description: str | None = None,
-                             name: str | None = None, **options: Any) -> Any:
+    async def register_async(self, target: object = _MISSING, description: str | None = None,
+                             name: str | None = None, **options: Unpack[RegisterOptions]
+                             ) -> Tool | None:
         """``register`` from async code."""
         if target is _MISSING:
             raise TypeError("register_async() missing required argument: 'target'")
         return self.register(target, description, name, **options)
 
-    def _register_native(self, target: Any, description: str | None, name: str | None,
+    def _register_native(self, target: object, description: str | None, name: str | None,
                          namespace: bool | str | None, method_name: str | None,
                          allow_replace: bool) -> Tool:
         if namespace is True:
@@ -170,6 +207,9 @@ class ToolRegistry(Namespaces):
         ns = self._namespace_of(namespace if isinstance(namespace, str) else None)
         if isinstance(target, Tool):
             tool = target.update_namespace(ns, force=True, sep=self.name_sep)
+        elif not callable(target):
+            raise TypeError(f"cannot register {target!r}: pass a function, a Tool, or a class or "
+                            "instance with source='class'")
         else:
             tool = Tool.from_function(target, name=name, description=description, namespace=ns,
                                       method_name=method_name, sep=self.name_sep)
@@ -182,17 +222,16 @@ class ToolRegistry(Namespaces):
         return tool
 
     def _register_class(self, target: object, namespace: bool | str | None,
-                        allow_replace: bool, *, traverse_mro: bool = True,
-                        constructor_kwargs: dict[str, Any] | None = None) -> None:
+                        allow_replace: bool, **options: Unpack[ClassOptions]) -> None:
         ns = class_namespace(target, namespace)
-        for method, func in class_methods(target, traverse_mro=traverse_mro,
-                                          constructor_kwargs=constructor_kwargs):
+        for method, func in class_methods(target, traverse_mro=options.get("traverse_mro", True),
+                                          constructor_kwargs=options.get("constructor_kwargs")):
             self._register_native(func, None, None, ns, method, allow_replace)
 
     def register_from_class(self, cls: type | object, namespace: bool | str = False,
                             traverse_mro: bool = True,
-                            constructor_kwargs: dict[str, Any] | None = None,
-                            **kwargs: Any) -> None:
+                            constructor_kwargs: Mapping[str, object] | None = None,
+                            **kwargs: Unpack[FromClassOptions]) -> None:
         """Deprecated: ``register(cls, source="class", ...)``."""
         warnings.warn("register_from_class() is deprecated, use register(cls, source='class', "
                       "...) instead.", DeprecationWarning, stacklevel=2)
@@ -202,8 +241,8 @@ class ToolRegistry(Namespaces):
     async def register_from_class_async(self, cls: type | object,
                                         namespace: bool | str = False,
                                         traverse_mro: bool = True,
-                                        constructor_kwargs: dict[str, Any] | None = None,
-                                        **kwargs: Any) -> None:
+                                        constructor_kwargs: Mapping[str, object] | None = None,
+                                        **kwargs: Unpack[FromClassOptions]) -> None:
         """Deprecated: ``await register_async(cls, source="class", ...)``."""
         warnings.warn("register_from_class_async() is deprecated, use register_async(cls, "
                       "source='class', ...) instead.", DeprecationWarning, stacklevel=2)
@@ -244,7 +283,7 @@ class ToolRegistry(Namespaces):
             self.disable(name, reason=reason)
         return hit
 
-    def get_tools_status(self) -> list[dict[str, Any]]:
+    def get_tools_status(self) -> list[dict[str, object]]:
         """Each tool's state: name, enabled, reason, namespace, sorted tags, locality,
         is_async, source, source_detail, think_augment, defer, title, execution_hints."""
         return [{"name": name, "enabled": self.is_enabled(name),
@@ -302,7 +341,8 @@ class ToolRegistry(Namespaces):
                 tools.sort(key=lambda t: t.name)
         return [t.get_schema(fmt, _think_augment=self._thinks(t)) for t in tools]
 
-    def get_tools_json(self, tool_name: str | None = None, **options: Any) -> list[JsonObject]:
+    def get_tools_json(self, tool_name: str | None = None, **options: Unpack[SchemaOptions]
+                       ) -> list[JsonObject]:
         warnings.warn("get_tools_json() is deprecated, use get_schemas() instead.",
                       DeprecationWarning, stacklevel=2)
         return self.get_schemas(tool_name, **options)
@@ -346,7 +386,7 @@ class ToolRegistry(Namespaces):
                       "instead.", DeprecationWarning, stacklevel=2)
         self.set_default_execution_mode(mode)
 
-    def execute_tool_calls(self, tool_calls: Sequence[Any],
+    def execute_tool_calls(self, tool_calls: Sequence[object],
                            execution_mode: Literal["process", "thread"] | None = None
                            ) -> ResultList:
         """Run a model's calls (OpenAI, Responses, Anthropic, Gemini or Google Interactions
@@ -359,7 +399,7 @@ class ToolRegistry(Namespaces):
                                                                           execution_mode))
         return result
 
-    async def aexecute_tool_calls(self, tool_calls: Sequence[Any],
+    async def aexecute_tool_calls(self, tool_calls: Sequence[object],
                                   execution_mode: Literal["process", "thread"] | None = None
                                   ) -> ResultList:
         """``execute_tool_calls`` from async code."""
@@ -367,7 +407,7 @@ class ToolRegistry(Namespaces):
         calls = [read_call(c, door.names, i) for i, c in enumerate(tool_calls)]
         return ResultList(await self._run(door, calls, batch=True))
 
-    def invoke(self, tool_name: str, kwargs: dict[str, Any], *,
+    def invoke(self, tool_name: str, kwargs: Mapping[str, object], *,
                invocation_id: str | None = None,
                execution_mode: Literal["thread", "process"] | None = None) -> Result:
         """Run one tool; a ``ToolCallResult`` or an ``ErrorResult``, never an exception."""
@@ -375,7 +415,7 @@ class ToolRegistry(Namespaces):
                                                          invocation_id=invocation_id))
         return result
 
-    async def ainvoke(self, tool_name: str, kwargs: dict[str, Any], *,
+    async def ainvoke(self, tool_name: str, kwargs: Mapping[str, object], *,
                       invocation_id: str | None = None,
                       execution_mode: Literal["thread", "process"] | None = None) -> Result:
         call_id = invocation_id or f"tr_sig_{secrets.token_hex(4)}"
@@ -431,7 +471,7 @@ class ToolRegistry(Namespaces):
             door = self._door = _Door(tools)
         return door
 
-    def build_tool_call_messages(self, tool_calls: Sequence[Any], results: Sequence[Result],
+    def build_tool_call_messages(self, tool_calls: Sequence[object], results: Sequence[Result],
                                  api_format: str = "openai-chat") -> list[JsonObject]:
         """The assistant's turn asking for ``tool_calls`` and the turn carrying ``results``,
         in ``api_format``, ready to append to the conversation."""
@@ -443,7 +483,7 @@ class ToolRegistry(Namespaces):
         shown = [(str(r), isinstance(r, ErrorResult)) for r in results[:len(calls)]]
         return messages(fmt, calls, shown)
 
-    def recover_tool_call_assistant_message(self, tool_calls: Sequence[Any],
+    def recover_tool_call_assistant_message(self, tool_calls: Sequence[object],
                                             results: Sequence[Result],
                                             api_format: str = "openai-chat") -> list[JsonObject]:
         warnings.warn("recover_tool_call_assistant_message() is deprecated, use "

@@ -1,4 +1,4 @@
-"""Kind (seed 003's type gate): hosted tools are not run here; inside a code-mode chain, neither
+"""Kind (the type gate): hosted tools are not run here; inside a code-mode chain, neither
 a hosted nor a provider-defined tool nor the chain tool itself may be called — the model is told
 to call it outside the chain."""
 

@@ -1,4 +1,4 @@
-"""Seed 000's ``CapabilityRegistry`` example, run as written with its imports mapped to
+"""A capability registry's documented example, run as written with its imports mapped to
 toolkeeper's: register, look up, fuzzy search, browse, by risk; ``CapabilityEntry`` and
 ``CategoryNode``."""
 
@@ -58,7 +58,7 @@ def read_table(name: str) -> str:
     return name
 
 
-def seed_registry() -> CapabilityRegistry:
+def example_registry() -> CapabilityRegistry:
     registry = CapabilityRegistry()
     # Register
     registry.register_tool(
@@ -71,9 +71,9 @@ def seed_registry() -> CapabilityRegistry:
     return registry
 
 
-def test_the_seed_example_runs_as_written() -> None:
-    registry = seed_registry()
-    assert CapabilityRegistry is Toolbox  # the catalog under seed 000's name
+def test_the_capability_registry_example_runs_as_written() -> None:
+    registry = example_registry()
+    assert CapabilityRegistry is Toolbox  # the catalog under the registry's name
 
     # Lookup by name or alias
     tool = registry.get_tool("send_email")
@@ -95,7 +95,7 @@ def test_the_seed_example_runs_as_written() -> None:
 
 
 def test_search_results_are_capability_entries() -> None:
-    registry = seed_registry()
+    registry = example_registry()
     top = registry.search("send a notification", limit=5)[0]
     assert isinstance(top, CapabilityEntry)
     assert (top.name, top.description, top.kind) == (
@@ -109,16 +109,16 @@ def test_search_results_are_capability_entries() -> None:
 
 
 def test_search_by_tag_finds_the_tool_a_word_of_its_description_does_not_name() -> None:
-    registry = seed_registry()
+    registry = example_registry()
     assert registry.search("notify", limit=5)[0].name == "send_email"
     assert registry.search("sql", limit=5)[0].name == "read_table"
 
 
 def test_the_category_tree_is_made_of_category_nodes() -> None:
-    registry = seed_registry()
+    registry = example_registry()
     root = registry.category_tree()
     assert isinstance(root, CategoryNode) and root.path == ""
-    # the built-in categories of seed 000 are all there, each under its parent
+    # the built-in categories are all there, each under its parent
     assert [c.name for c in root.children] == sorted(
         ["communication", "creative", "data", "development", "media", "productivity",
          "research", "system"])

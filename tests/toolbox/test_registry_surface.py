@@ -1,5 +1,5 @@
-"""Seed 002's registry, as its programs use it: ``from toolkeeper import ToolRegistry, Tool``
-(the seed imports them from its own package), ``register``, ``list_tools``,
+"""The registry library's surface, as its programs use it: ``from toolkeeper import ToolRegistry,
+Tool`` (those programs import them from the library's own package), ``register``, ``list_tools``,
 ``get_schemas(api_format, think_augment=...)``, ``execute_tool`` and ``execute_tool_calls``;
 ``ToolMetadata.locality`` and ``source_detail``."""
 
@@ -21,7 +21,7 @@ def calculate_area(length: float, width: float) -> float:
 
 
 def area_tool() -> Tool:
-    # the seed's "basic tool creation" example, as written
+    # the registry library's "basic tool creation" example, as written
     return Tool(
         name="calculate_area",
         description="Calculate the area of a rectangle",
@@ -43,7 +43,7 @@ def properties(declaration: dict[str, object], key: str = "parameters") -> dict[
     return body[key]["properties"]  # type: ignore[index, no-any-return]
 
 
-def test_the_seed_integration_example_runs_as_written() -> None:
+def test_the_registry_integration_example_runs_as_written() -> None:
     registry = ToolRegistry()
 
     # Register tool with registry
@@ -117,7 +117,7 @@ def test_execute_tool_calls_strips_the_reason_and_truncates_to_max_result_size()
     assert [r.text for r in results] == ["2"]  # type: ignore[union-attr]
 
 
-def test_metadata_locality_and_source_detail_take_the_seeds_values() -> None:
+def test_metadata_locality_and_source_detail_take_the_registry_librarys_values() -> None:
     assert (ToolMetadata().locality, ToolMetadata().source_detail) == ("any", "")
     for where in ("local", "remote", "any"):
         assert ToolMetadata(locality=where).locality == where  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
-"""Seed 001's tool taxonomy, written its way: a local ``Tool`` is any object with ``name``,
-``description``, ``input_schema`` and ``async execute(ctx, **kwargs)`` (no base class), and the
-runtime dispatch checks ``is_provider_defined_tool`` before ``is_hosted_tool``."""
+"""The three kinds of tool, written the way agent code writes them: a local ``Tool`` is any
+object with ``name``, ``description``, ``input_schema`` and ``async execute(ctx, **kwargs)`` (no
+base class), and the runtime dispatch checks ``is_provider_defined_tool`` before
+``is_hosted_tool``."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ class ComputerTool(ProviderDefinedTool):
         return ToolExecutionResult(content=[{"type": "text", "text": "clicked"}])
 
 
-def test_the_seeds_dispatch_pattern_sorts_the_three_kinds() -> None:
+def test_the_runtime_dispatch_pattern_sorts_the_three_kinds() -> None:
     web = HostedTool(name="web_search", provider_specs={
         "openai-responses": {"type": "web_search_preview"}})
     computer = ComputerTool(name="computer", provider_specs={

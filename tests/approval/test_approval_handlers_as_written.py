@@ -1,4 +1,4 @@
-"""Seeds 001 and 003, approval as their programs write it: a handler answering
+"""Approval as agent code written for other tool layers does it: a handler answering
 ``ApprovalDecision.APPROVED`` (or a string, a bool, a decision), ``ApprovalRequest(call=...)``
 and hooks that read ``tool_name``."""
 
@@ -32,7 +32,7 @@ def send_email(to: str) -> str:
 
 
 class ScriptedApprovalHandler:
-    """A handler written the seed's way: it answers whatever it was told to."""
+    """A handler written that way: it answers whatever it was told to."""
 
     def __init__(self, answer: object) -> None:
         self.answer = answer
@@ -111,7 +111,7 @@ async def test_any_other_answer_is_a_clear_error_and_nothing_runs(answer: object
     assert named in result.text and "ApprovalDecision" in result.text
 
 
-def test_an_approval_request_is_built_from_the_call_as_seed_003_builds_it() -> None:
+def test_an_approval_request_is_built_from_the_call_it_is_about() -> None:
     call = ToolCall(id="call_7", name="send_email", arguments={"to": "x@example.com"})
     request = ApprovalRequest(call=call, risk=ToolRisk.CRITICAL)
     assert request.call == call

@@ -1,4 +1,5 @@
-"""The documented examples of seed 002 (Tool) and seed 000 (BaseTool), adapted only in imports."""
+"""The registry library's documented ``Tool`` examples and a capability registry's ``BaseTool``
+examples, adapted only in imports."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from toolkeeper import (
 from toolkeeper.errors import UsageError
 
 
-def test_seed_002_basic_tool_creation() -> None:
+def test_a_tool_from_a_raw_schema_and_a_callable() -> None:
     def calculate_area(length: float, width: float) -> float:
         """Calculate the area of a rectangle."""
         return length * width
@@ -43,7 +44,7 @@ def test_seed_002_basic_tool_creation() -> None:
     assert area_tool.get_schema()["function"]["name"] == "calculate_area"
 
 
-def test_seed_002_tool_with_namespace() -> None:
+def test_a_tool_made_with_a_namespace_is_qualified_by_it() -> None:
     math_tool = Tool(
         name="math_ops-multiply",
         description="Multiply two numbers",
@@ -62,7 +63,7 @@ def test_seed_002_tool_with_namespace() -> None:
     assert math_tool.method_name == "multiply"
 
 
-def test_seed_002_namespace_through_from_function() -> None:
+def test_from_function_takes_the_namespace_and_method_name() -> None:
     def multiply(a: float, b: float) -> float:
         """Multiply two numbers."""
         return a * b
@@ -76,7 +77,7 @@ def test_seed_002_namespace_through_from_function() -> None:
     assert tool2.method_name == "mul"
 
 
-def test_seed_002_update_namespace() -> None:
+def test_update_namespace_puts_a_tool_into_a_namespace() -> None:
     math_tool = Tool.from_function(lambda a, b: a * b, name="multiply")
     math_tool.update_namespace("math_operations")
     assert math_tool.name == "math_operations-multiply"
@@ -85,7 +86,7 @@ def test_seed_002_update_namespace() -> None:
     assert math_tool.qualified_name == "math_operations-multiply"
 
 
-def test_seed_002_update_namespace_docstring_examples() -> None:
+def test_update_namespace_keeps_or_replaces_a_namespace_as_its_docstring_says() -> None:
     tool = Tool(name="example_tool")
     tool.update_namespace("new_namespace")
     assert tool.name == "new_namespace-example_tool"
@@ -99,7 +100,7 @@ def test_seed_002_update_namespace_docstring_examples() -> None:
     assert tool.name == "new_namespace.example_tool"
 
 
-def test_seed_002_async_tool() -> None:
+def test_an_async_function_makes_an_async_tool() -> None:
     async def fetch_data(url: str) -> dict[str, Any]:
         """Fetch data from a URL asynchronously."""
         return {"url": url, "data": "sample"}
@@ -119,7 +120,7 @@ def test_seed_002_async_tool() -> None:
     assert asyncio.run(async_tool.arun({"url": "u"})) == {"url": "u", "data": "sample"}
 
 
-def test_seed_002_run_raw_and_run() -> None:
+def test_run_raw_raises_and_run_returns_the_error_string() -> None:
     def divide(a: float, b: float) -> float:
         """Divide a by b."""
         return a / b
@@ -129,7 +130,7 @@ def test_seed_002_run_raw_and_run() -> None:
         tool.run_raw({"a": 10, "b": 0})
     with pytest.warns(DeprecationWarning, match="run_raw"):
         result = tool.run({"a": 10, "b": 0})
-    # Python 3.11 says "float division by zero"; 3.12+ says "division by zero" as in the seed.
+    # Python 3.11 says "float division by zero"; 3.12+ says "division by zero" as documented.
     assert result.startswith("Error executing divide: ")
     assert result.endswith("division by zero")
 
@@ -172,7 +173,7 @@ class SendEmailTool(BaseTool):
         )
 
 
-def test_seed_000_base_tool_subclass() -> None:
+def test_a_base_tool_subclass_takes_its_class_level_risk_and_hitl_mode() -> None:
     t = SendEmailTool()
     assert (t.name, t.risk, t.hitl_mode) == ("send_email", ToolRisk.CRITICAL, HitlMode.BLOCKING)
     assert t.get_openai_schema()["function"]["parameters"]["required"] == ["to", "subject", "body"]
@@ -183,7 +184,7 @@ EMAIL = {"to": "a@b.c", "subject": "hi", "body": "yo"}
 
 
 @pytest.mark.parametrize("method", ["run", "run_raw"])
-def test_seed_000_send_email_run_directly_refuses_and_sends_nothing(method: str) -> None:
+def test_send_email_run_directly_refuses_and_sends_nothing(method: str) -> None:
     sent = len(email_service.sent)
     with pytest.raises(UsageError, match=r"needs approval.*ToolInvoker") as refused:
         getattr(SendEmailTool(), method)(dict(EMAIL))
@@ -192,7 +193,7 @@ def test_seed_000_send_email_run_directly_refuses_and_sends_nothing(method: str)
 
 
 @pytest.mark.parametrize("method", ["arun", "arun_raw"])
-def test_seed_000_send_email_arun_directly_refuses_and_sends_nothing(method: str) -> None:
+def test_send_email_arun_directly_refuses_and_sends_nothing(method: str) -> None:
     sent = len(email_service.sent)
     with pytest.raises(UsageError, match="ToolInvoker"):
         asyncio.run(getattr(SendEmailTool(), method)(dict(EMAIL)))
@@ -200,14 +201,14 @@ def test_seed_000_send_email_arun_directly_refuses_and_sends_nothing(method: str
 
 
 @pytest.mark.parametrize("bad", [{"to": "a@b.c", "subject": "hi"}, {**EMAIL, "to": 7}])
-def test_seed_000_invalid_input_raises_value_error_before_anything_else(
+def test_invalid_input_raises_value_error_before_anything_else(
         bad: dict[str, object]) -> None:
-    # ① validate input schema -> invalid -> ValueError (seed 000's lifecycle), from run() too
+    # ① validate input schema -> invalid -> ValueError (the direct run's lifecycle), from run() too
     with pytest.raises(ValueError, match="to"):
         SendEmailTool().run(bad)
 
 
-def test_seed_000_send_email_runs_once_a_person_approves_through_the_invoker() -> None:
+def test_send_email_runs_once_a_person_approves_through_the_invoker() -> None:
     sent = len(email_service.sent)
     call = ToolCall(id="c1", name="send_email", arguments=dict(EMAIL))
     nobody = ToolInvoker([SendEmailTool()]).invoke_sync(call)  # no handler that can say yes
@@ -220,7 +221,7 @@ def test_seed_000_send_email_runs_once_a_person_approves_through_the_invoker() -
     assert email_service.sent[sent:] == [EMAIL]
 
 
-def test_seed_000_a_safe_base_tool_still_runs_directly() -> None:
+def test_a_safe_base_tool_still_runs_directly() -> None:
     class WordCountTool(BaseTool):
         risk = ToolRisk.SAFE
 

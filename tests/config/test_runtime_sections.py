@@ -1,6 +1,7 @@
-"""Seed 004's config, as its page writes it: every section it names loads; a section for a tool
-toolkeeper does not ship is explained ("not provided by toolkeeper", with its file:line), never
-an error and never silently ignored; ``[autonomy]`` is read into ``[security]``."""
+"""An agent runtime's config, as its documentation writes it: every section it names loads; a
+section for a tool toolkeeper does not ship is explained ("not provided by toolkeeper", with its
+file:line), never an error and never silently ignored; ``[autonomy]`` is read into
+``[security]``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from toolkeeper.config import Decision, all_tools_with_runtime, explain, load_co
 from toolkeeper.config.absent import NOT_PROVIDED
 from toolkeeper.toolbox import Toolbox
 
-SEED_004 = """\
+RUNTIME_CONFIG = """\
 [security]
 workspace = "ws"
 
@@ -90,12 +91,12 @@ def decisions(path: Path) -> dict[str, Decision]:
     return {d.tool: d for d in explain(load_config(path))}
 
 
-def test_the_seeds_own_snippet_registers_the_tools_it_says(
+def test_the_documented_snippet_registers_the_tools_it_says(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """"With those set, browser/browser_open, http_request, web_fetch, and web_search_tool are
     registered. Leave a section out (or set enabled = false) and the tool simply never
     appears." """
-    snippet = SEED_004.split("[text_browser]")[0]
+    snippet = RUNTIME_CONFIG.split("[text_browser]")[0]
     monkeypatch.setenv("BRAVE_API_KEY", "key")
     names = {t.name for t in all_tools_with_runtime(load_config(write(tmp_path, snippet)))}
     assert {"browser", "browser_open", "http_request", "web_fetch", "web_search_tool"} <= names
@@ -104,8 +105,8 @@ def test_the_seeds_own_snippet_registers_the_tools_it_says(
     assert names - left == {"web_search_tool"}
 
 
-def test_every_section_seed_004_names_loads(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, SEED_004))
+def test_every_section_the_runtime_config_names_loads(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, RUNTIME_CONFIG))
     assert config.browser.allowed_domains == ["docs.example.com"]
     assert config.web_search.provider == "brave" and config.text_browser.enabled
     assert set(config.agents) == {"researcher"} and set(config.swarms) == {"review"}
@@ -114,7 +115,7 @@ def test_every_section_seed_004_names_loads(tmp_path: Path) -> None:
 
 def test_a_section_for_a_tool_toolkeeper_does_not_ship_is_explained_with_its_line(
         tmp_path: Path) -> None:
-    path = write(tmp_path, SEED_004)
+    path = write(tmp_path, RUNTIME_CONFIG)
     seen = decisions(path)
     for tool, section in [("notion", "[notion]"), ("jira", "[jira]"), ("linkedin", "[linkedin]"),
                           ("browser_delegate", "[browser_delegate]"),
@@ -123,7 +124,7 @@ def test_a_section_for_a_tool_toolkeeper_does_not_ship_is_explained_with_its_lin
         decision = seen[tool]
         assert (decision.included, decision.cause) == (False, "not_provided"), tool
         assert decision.reason.startswith("not provided by toolkeeper: "), tool
-        assert decision.source == f"{path.resolve()}:{line_of(SEED_004, section)}", tool
+        assert decision.source == f"{path.resolve()}:{line_of(RUNTIME_CONFIG, section)}", tool
 
 
 def test_without_the_section_the_tool_is_still_listed_as_not_provided(tmp_path: Path) -> None:
@@ -144,7 +145,7 @@ def test_platform_tools_that_need_an_agent_runtime_are_listed_with_the_reason(
 
 
 def test_no_tool_is_both_shipped_and_listed_as_not_provided(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, SEED_004))
+    config = load_config(write(tmp_path, RUNTIME_CONFIG))
     shipped = {t.name for t in all_tools_with_runtime(config)}
     assert not shipped & {a.name for a in NOT_PROVIDED}
 
@@ -159,13 +160,13 @@ def test_asking_for_a_tool_that_is_not_provided_logs_a_warning(
 
 
 def test_tools_explain_prints_not_provided_with_file_and_line(tmp_path: Path) -> None:
-    path = write(tmp_path, SEED_004)
+    path = write(tmp_path, RUNTIME_CONFIG)
     result = CliRunner().invoke(app, ["tools", "explain", "--config", str(path)],
                                 env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     row = next(line for line in result.stdout.splitlines() if line.startswith("│ delegate "))
     assert "not provided" in row and "not provided by toolkeeper" in row
-    assert f"toolkeeper.toml:{line_of(SEED_004, '[agents.researcher]')}" in row
+    assert f"toolkeeper.toml:{line_of(RUNTIME_CONFIG, '[agents.researcher]')}" in row
     autonomy = next(line for line in result.stdout.splitlines() if "max_actions_per_hour" in line)
     assert "only level, allowed_commands and forbidden_paths are read (into [security])" in autonomy
 
@@ -196,7 +197,7 @@ def test_autonomy_contradicting_security_names_both_lines(tmp_path: Path) -> Non
         load_config(path)
 
 
-def test_read_skill_follows_the_compact_mode_as_the_seed_says(tmp_path: Path) -> None:
+def test_read_skill_follows_the_compact_mode_as_documented(tmp_path: Path) -> None:
     skill = tmp_path / "skills" / "triage"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: triage\ndescription: Sort the inbox.\n---\nLabel.\n")
