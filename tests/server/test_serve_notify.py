@@ -183,6 +183,38 @@ attempts = 2
         hanging.close()
 
 
+async def test_apprise_channels_that_hang_hold_neither_the_servers_threads_nor_other_channels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: HttpReceiver) -> None:
+    """Apprise sends synchronously. Six ntfy channels whose receiver never answers (its read
+    timeout raised to match ``timeout_s``) hold up to 48 sends at once: in the threads the
+    server's calls use (40) a call would wait for them to time out, and in Apprise's shared
+    pool (a few threads) a seventh channel that works would get nothing."""
+    hanging = Hanging()
+    host = hanging.url.removeprefix("http://")
+    stuck = ", ".join(f'"ntfy://{host}/stuck{n}?rto=120&cto=120"' for n in range(6))
+    proc, url, _ = _serve(tmp_path, monkeypatch, f"""
+[approval.notify]
+urls = [{stuck}, "ntfy://{receiver.hostport}/works"]
+timeout_s = 120
+attempts = 1
+""")
+    try:
+        calls = [*range(8), "ONE-MORE"]  # 48 sends hang (more than 40 threads), then one more
+        for n in calls:
+            with anyio.move_on_after(45) as waited:
+                await _pending_call(url, region=f"CALL-{n}")
+            assert not waited.cancelled_caught, (
+                f"call {n} had no answer within 45 s while the channels held "
+                f"{len(hanging.items)} connections")
+            if n == 7:
+                hanging.wait("40 connections held", lambda seen: len(seen) >= 40)
+        told = receiver.posts("/", count=len(calls), timeout=45)
+        assert sorted(post.json()["topic"] for post in told) == ["works"] * len(calls)
+    finally:
+        hanging.close()  # first: the sends it holds end, and the server stops at once
+        stop(proc)
+
+
 async def test_an_expired_request_is_said_expired_to_the_model_the_store_audit_metrics_and_channels(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: HttpReceiver) -> None:
     proc, url, _ = _serve(tmp_path, monkeypatch, f"""

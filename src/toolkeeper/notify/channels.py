@@ -30,6 +30,9 @@ __all__ = ["AppriseChannel", "Channel", "SendFailed", "WebhookChannel", "channel
 
 _EMAIL = ("mailto", "mailtos")
 _NTFY = ("ntfy", "ntfys")
+THREADS = 8
+"""Sends at once through one Apprise channel: threads of its own (the notifier's limit per
+channel is the same)."""
 
 
 class SendFailed(Exception):
@@ -77,7 +80,12 @@ class _ThreadLog(logging.Handler):
 class AppriseChannel:
     """An Apprise URL. ntfy gets the buttons as its actions (and the card as its click
     target), email an HTML body with link buttons; every other service plain text with each
-    link on a line of its own."""
+    link on a line of its own.
+
+    Apprise sends synchronously. Each send runs in a thread of this channel's own (at most
+    ``THREADS``), never one of the pool the server's calls use, and Apprise runs it in that
+    thread rather than in its process-wide pool (a few threads shared by every channel): a
+    receiver that hangs then holds only this channel's sends."""
 
     def __init__(self, url: str, where: str) -> None:
         import apprise
@@ -95,17 +103,24 @@ class AppriseChannel:
         self.name = str(first[0]) if first else self.scheme
         shown = plugin.url(privacy=True)  # type: ignore[no-untyped-call]
         self.shown = str(shown).split("?", 1)[0]
+        # no time limit of Apprise's own (the notifier's timeout_s is the limit): Apprise then
+        # sends in the calling thread, not in its shared pool
+        self.asset = apprise.AppriseAsset(service_timeout=0)
+        self._threads: anyio.CapacityLimiter | None = None  # made in the event loop
 
     async def send(self, notice: Notice, timeout_s: float) -> None:
+        if self._threads is None:
+            self._threads = anyio.CapacityLimiter(THREADS)
         with anyio.fail_after(timeout_s):
-            failure = await anyio.to_thread.run_sync(self._send, notice, abandon_on_cancel=True)
+            failure = await anyio.to_thread.run_sync(self._send, notice, abandon_on_cancel=True,
+                                                     limiter=self._threads)
         if failure is not None:
             raise SendFailed(failure)
 
     def _send(self, notice: Notice) -> str | None:
         import apprise
 
-        sender = apprise.Apprise()
+        sender = apprise.Apprise(asset=self.asset)
         log, logger = _ThreadLog(), logging.getLogger("apprise")
         logger.addHandler(log)
         try:
