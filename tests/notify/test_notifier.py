@@ -87,14 +87,36 @@ async def test_a_request_is_told_signed_reminded_escalated_and_said_expired(
             posts = await anyio.to_thread.run_sync(hook.posts, "/team", 3)
             events = [p.json()["event"] for p in posts]
             assert events == ["approval.requested", "approval.reminder", "approval.expired"]
-            (escalated,) = await anyio.to_thread.run_sync(escalation.posts, "/x")
-            assert escalated.json()["event"] == "approval.escalated"
+            escalated = await anyio.to_thread.run_sync(escalation.posts, "/x", 2)
+            assert [p.json()["event"] for p in escalated] == ["approval.escalated",
+                                                              "approval.expired"]
             assert "Nobody decided within 1.5 s; it did not run" in posts[2].json()["text"]
-            await _until("four sends counted", lambda: notifier.counts["json", "sent"] == 4)
+            await _until("five sends counted", lambda: notifier.counts["json", "sent"] == 5)
         assert store.get(request.id).state == "expired"  # type: ignore[union-attr]
     finally:
         hook.close()
         escalation.close()
+
+
+async def test_an_escalated_request_that_expires_is_said_expired_where_it_was_escalated(
+        tmp_path: Path) -> None:
+    hook, on_call = HttpReceiver(), HttpReceiver()
+    store = SqliteApprovalStore(tmp_path / "s.db")
+    notifier = _notifier(store, urls=[f"json://{hook.hostport}/team"], escalate_after=0.2,
+                         escalate_urls=[f"json://{on_call.hostport}/on-call"])
+    try:
+        async with _running(notifier):
+            await anyio.sleep(0.1)  # watching from now on
+            escalated, quiet = _request(store, ttl=1.0), _request(store, ttl=None)
+            posts = await anyio.to_thread.run_sync(on_call.posts, "/on-call", 3)
+            await anyio.to_thread.run_sync(hook.posts, "/team", 3)
+        told = sorted((p.json()["request"]["id"], p.json()["event"]) for p in posts)
+        assert told == sorted([(escalated.id, "approval.escalated"),
+                               (escalated.id, "approval.expired"),
+                               (quiet.id, "approval.escalated")])
+    finally:
+        hook.close()
+        on_call.close()
 
 
 async def test_a_decided_request_is_neither_reminded_nor_said_expired(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 It reads the approval store's change log (the same one the page's live view replays, shared by
 every replica): a new request is told to the channels its route names, one still pending after
 ``remind_after`` is told again, after ``escalate_after`` it goes to ``escalate_urls``, and one
-that expired is said expired where it was told. A call never waits for any of this: the call
-path only writes the store, and the notifier's background task reads it.
+that expired is said expired where it was told (escalations included). A call never waits for
+any of this: the call path only writes the store, and the notifier's background task reads it.
 
 Each send is a task of its own: at most ``CONCURRENCY`` at once per channel (a channel that
 hangs holds only its own), at most ``MAX_QUEUED`` waiting (more are dropped and counted), each
@@ -172,8 +172,11 @@ class Notifier:
         waiting = self._waiting.pop(request_id, None)
         if waiting is None:
             return []  # asked before this process watched, and not told by it
-        return [_Message(waiting.request, "expired", channel, after="request")
-                for channel in waiting.channels]
+        # where it was asked, and where it was escalated (by any replica: the claims say)
+        told = [(c, "request") for c in waiting.channels] + [
+            (c, "escalation") for c in self.router.escalation]
+        return [_Message(waiting.request, "expired", channel, after=after)
+                for channel, after in told]
 
     def _due(self, now: float) -> list[_Message]:
         """Reminders and escalations whose time has come."""
