@@ -181,6 +181,18 @@ async def test_a_failing_channel_is_retried_then_counted_and_the_others_still_ge
         hook.close()
 
 
+async def test_an_apprise_channel_that_fails_says_apprises_reason(tmp_path: Path) -> None:
+    store = SqliteApprovalStore(tmp_path / "s.db")
+    notifier = _notifier(store, urls=[f"ntfy://127.0.0.1:{refused_port()}/down"], attempts=1)
+    async with _running(notifier):
+        await anyio.sleep(0.1)
+        _request(store)
+        await _until("failure logged", lambda: last_failure(store.db) is not None)
+    failure = last_failure(store.db)
+    assert failure is not None and failure.channel == "ntfy"
+    assert "Connection error occurred sending ntfy" in failure.error, failure.error
+
+
 async def test_a_hanging_receiver_holds_only_its_own_message(tmp_path: Path) -> None:
     hook, hanging = HttpReceiver(), Hanging()
     store = SqliteApprovalStore(tmp_path / "s.db")
