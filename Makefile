@@ -106,6 +106,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_gateway.py
 	$(BIN)/python benchmarks/bench_approval.py
+	$(BIN)/python benchmarks/bench_notify.py
 	$(BIN)/python benchmarks/bench_stores.py
 	$(BIN)/python benchmarks/bench_serve.py
 	$(BIN)/python benchmarks/bench_list.py

@@ -34,6 +34,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "semantic": ("numpy", "tokenizers", "safetensors", "threadpoolctl"),
     "oauth": ("jwt", "cryptography"),
     "browser": ("playwright",),
+    "notify": ("apprise", "httpx"),
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
     "langchain": ("langchain", "langchain_core", "langgraph"),

@@ -247,8 +247,9 @@ def _quiet(err: str) -> bool:
     the toolkeeper package (runpy's ``_get_module_details`` in the stack, every toolkeeper
     frame a module's top level): no code of the command had run yet to take the signal, and
     what it ends in is Python's (a ``KeyboardInterrupt``, or an extension module that panics
-    when it is interrupted while loading)."""
-    if "Traceback" not in err:
+    when it is interrupted while loading). On a busy machine the signal can come earlier
+    still, while Python loads ``runpy`` itself ("Could not import runpy module")."""
+    if "Traceback" not in err or err.startswith("Could not import runpy module"):
         return True
     return "_get_module_details" in err and not COMMAND_FRAME.search(err)
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
+from .notify import NotifySection
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
            "MCPServerConfig", "OAuthSection", "PolicySection", "ServerSection", "ToolkeeperConfig",
@@ -202,9 +203,12 @@ class ApprovalSection(_Section):
     """``[approval]``: where a person decides. ``page`` (the approval page, the API and the
     CLI) always; ``client`` also asks the person at the MCP client (an input-required result
     with a form, on 2026-07-28 sessions) — off by default, since the person at the client may
-    be the agent's user rather than the approver. The first decision from any channel wins."""
+    be the agent's user rather than the approver. The first decision from any channel wins.
+    ``[approval.notify]`` tells a person that a request waits (``config/notify.py``)."""
 
     channels: list[Channel] = Field(default_factory=lambda: list[Channel](["page"]))
+    notify: NotifySection = Field(default_factory=NotifySection)
+    """``[approval.notify]``: notifications of each request (ntfy, email, Slack, …)."""
 
     @field_validator("channels")
     @classmethod

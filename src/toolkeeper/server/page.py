@@ -4,6 +4,7 @@ from the templates beside this module with every value escaped."""
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,9 +12,13 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ..approval.journal import journals_of
+from ..approval.sqlite import Database
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
+from ..notify.ledger import last_failure
 from .auth import COOKIE, WebSessions
+from .card_text import plain
+from .clients import OPERATOR
 from .decide import DecisionError, decide
 from .deciding import Deciders, approver_of
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
@@ -31,6 +36,17 @@ __all__ = ["MAX_MESSAGE", "ApprovalPage"]
 HERE = Path(__file__).resolve().parent
 MAX_MESSAGE = 2000
 """The longest message to the model a decision keeps (characters)."""
+
+
+def failure_line(db: Database) -> str:
+    """The page's line about notifications, when the last one to some channel failed."""
+    failure = last_failure(db)
+    if failure is None:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(failure.ts))
+    return (f"Notifications: the last one to {failure.channel} failed at {when} after "
+            f"{failure.attempts} attempt{'s' if failure.attempts > 1 else ''} "
+            f"({plain(failure.error)}); requests still wait here.")
 
 
 class ApprovalPage:
@@ -166,15 +182,17 @@ class ApprovalPage:
 
         caller = caller_of(request)
 
-        def read() -> tuple[list[dict[str, Any]], int]:
+        def read() -> tuple[list[dict[str, Any]], int, str]:
             cursor = self.store.last_event()  # read first: a change after it is replayed
             listed = [s for s in self.store.requests(state="pending",
                                                      session_id=session_of(client))
                       if self.deciders.may(caller, s)]  # only what this person may decide
-            return [self._card(s) for s in reversed(listed)], cursor  # views may read files
+            failed = failure_line(self.store.db) if client == OPERATOR else ""
+            return [self._card(s) for s in reversed(listed)], cursor, failed
 
-        cards, cursor = await anyio.to_thread.run_sync(read)
-        return self._render(request, template, cards=cards, cursor=cursor)
+        cards, cursor, failed = await anyio.to_thread.run_sync(read)
+        return self._render(request, template, cards=cards, cursor=cursor,
+                            notify_failure=failed)
 
     def _card(self, stored: StoredApproval) -> dict[str, Any]:
         journals = self.journals
