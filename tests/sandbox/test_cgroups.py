@@ -36,7 +36,7 @@ def ws(reachable: Path) -> Path:
 
 def shell(ws: Path, **policy: object) -> Tool:
     return shell_tool(SecurityPolicy(workspace=ws, allowed_commands=(*DEFAULT_COMMANDS, "python3"),
-                                     **policy))  # type: ignore[arg-type]
+                                     **policy))
 
 
 def run(tool: Tool, command: str) -> str:
