@@ -51,7 +51,7 @@ def ws(reachable: Path) -> Path:
 
 
 def policy(ws: Path, **rules: object) -> SecurityPolicy:
-    return SecurityPolicy(workspace=ws, max_file_bytes=64, **rules)  # type: ignore[arg-type]
+    return SecurityPolicy(workspace=ws, max_file_bytes=64, **rules)
 
 
 async def refusals(tool: Tool, arguments: dict[str, object]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_git_operations_runs_no_program_the_repository_configuration_names(
     (repo / "hello.txt").write_text("changed\n")
     hand_over(repo)
     tool = git_tool(SecurityPolicy(workspace=repo), sandbox=backend)
-    said = [tool.run_raw({"operation": "status"}), tool.run_raw({"operation": "diff"}),
+    said: list[Any] = [tool.run_raw({"operation": "status"}), tool.run_raw({"operation": "diff"}),
             tool.run_raw({"operation": "add", "args": ["hello.txt"]}),
             tool.run_raw({"operation": "commit", "args": ["-m", "second"]}),
             tool.run_raw({"operation": "log", "args": ["-n", "1"]})]
@@ -149,7 +150,7 @@ def test_git_operations_writes_only_the_repositorys_data(repo: Path) -> None:
     (repo / "new.txt").write_text("new\n")
     hand_over(repo)
     tool.run_raw({"operation": "add", "args": ["new.txt"]})
-    out = tool.run_raw({"operation": "commit", "args": ["-m", "add new"]})
+    out = str(tool.run_raw({"operation": "commit", "args": ["-m", "add new"]}))
     assert "[exit code 0]" in out and "refused" not in out, out
     shown = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), "log", "--oneline"],
                            capture_output=True, text=True, check=True).stdout
