@@ -66,7 +66,8 @@ class _Call(threading.Thread):
     def __init__(self, url: str, arguments: dict[str, Any], tool: str = "broadcast_alert"
                  ) -> None:
         super().__init__(daemon=True)
-        self.url, self.arguments, self.result, self.error = url, arguments, None, None
+        self.url, self.arguments, self.result = url, arguments, None
+        self.error: BaseException | None = None
         self.tool = tool
         self.start()
 
