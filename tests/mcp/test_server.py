@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from toolkeeper import ToolContext, ToolInvoker, ToolRisk, tool
+from toolkeeper import Toolbox, ToolContext, ToolInvoker, ToolRisk, tool
 from toolkeeper.mcp.server import mcp_server
 
 from ..blocks import text_of
@@ -316,6 +316,7 @@ async def test_a_caller_limited_to_some_tools_lists_and_calls_only_those_code_mo
     from toolkeeper.core.context import Caller
 
     invoker = ToolInvoker([wipe, forecast])
+    assert isinstance(invoker.registry, Toolbox)
     invoker.registry.add(ToolChainTool(invoker))
     everything = ToolChainTool(invoker).description
     limited = Caller(client="oauth:agent", channel="mcp", tools=("forecast", "tool_chain"))
