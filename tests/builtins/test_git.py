@@ -31,7 +31,7 @@ def backend(request: pytest.FixtureRequest) -> Sandbox:
 def ws(reachable: Path) -> Path:
     root = reachable / "ws"
     root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=60)
     (root / "hello.txt").write_text("hello\n")
     hand_over(root)
     return root

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 def ws(reachable: Path) -> Path:
     root = reachable / "ws"
     root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=60)
     (root / "notes.txt").write_text("hello\n")
     os.link(root / "notes.txt", reachable / "linked.txt")  # notes.txt: two links
     (root / "plain.txt").write_text("plain\n")

@@ -247,7 +247,7 @@ async def test_a_protected_path_a_script_writes_is_never_in_the_workspace_even_d
 async def test_a_commondir_a_script_writes_never_makes_the_persons_git_run_a_program(
         project: Path) -> None:
     marker = project.parent / "a-program-ran"
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True, timeout=60)
     _fill(project, {"notes.txt": "a\n"})
     config = f'[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch {marker}; false"\n'
     run = await chain(project, writable=True).run_chain(

@@ -119,7 +119,7 @@ def http_upstream(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port_file.read_text()}/mcp", proc
     proc.kill()
-    proc.wait()
+    proc.wait(timeout=30)
 
 
 async def test_a_dead_upstream_answers_at_once_and_comes_back(
@@ -134,7 +134,7 @@ async def test_a_dead_upstream_answers_at_once_and_comes_back(
         invoker = ToolInvoker(toolbox)
         assert (await _invoke(invoker, "up-echo", text="one")).text == "one"  # type: ignore[attr-defined]
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.wait(timeout=30)
         started = time.monotonic()
         down = await _invoke(invoker, "up-echo", text="two")
         again = await _invoke(invoker, "up-echo", text="three")

@@ -135,7 +135,7 @@ def test_a_denial_reaches_the_model_and_a_restart_keeps_the_pending_card(
         fresh = _page(browser)  # a new login link for the restarted server, from the CLI
         made = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "approvals", "login-url",
                                "--url", url, "--state-dir", str(tmp_path / "state")],
-                              capture_output=True, text=True, check=True)
+                              capture_output=True, text=True, check=True, timeout=60)
         fresh.goto(made.stdout.strip())
         fresh.wait_for_selector("article.card", timeout=15000)
         fresh.fill("input[name=message]", "Use the yellow level for this region.")
