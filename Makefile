@@ -77,6 +77,7 @@ system:
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 
+# mypy over src/ (strict) and tests/ (every body checked): the files are listed in pyproject.toml.
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy
 

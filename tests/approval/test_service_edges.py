@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -311,7 +312,7 @@ async def test_a_store_without_the_optional_abilities_neither_rejoins_nor_replay
         def claim(self, request_id: str) -> bool:
             return inner.claim(request_id)
 
-        def complete(self, request_id: str, result: dict[str, Any]) -> None:
+        def complete(self, request_id: str, result: Mapping[str, object]) -> None:
             inner.complete(request_id, result)
 
         def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:

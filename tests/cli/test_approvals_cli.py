@@ -177,7 +177,7 @@ def test_login_url_without_a_running_server_prints_the_path_and_says_what_to_pas
 
 def test_login_url_ignores_the_server_json_of_a_server_that_is_gone(tmp_path: Path) -> None:
     gone = subprocess.Popen(["true"])
-    gone.wait()  # reaped: its pid names no process now
+    gone.wait(timeout=30)  # reaped: its pid names no process now
     state_with_server(tmp_path, "http://127.0.0.1:45678", gone.pid)
     code, stdout, stderr = approvals(tmp_path, "login-url")
     assert code == 0 and stdout.startswith("/login?code=")

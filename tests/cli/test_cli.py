@@ -129,7 +129,7 @@ def test_a_syntax_error_in_the_users_module_is_one_line_with_file_and_line(tmp_p
     target = _user_module(tmp_path, "broken.py", "from toolkeeper import tool\n\n"
                                                  "def f(x:\n    return x\n")
     result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "schema", target],
-                            capture_output=True, text=True, check=False)
+                            capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: {target}:3: syntax error: '(' was never closed"]
@@ -139,12 +139,12 @@ def test_a_syntax_error_in_the_users_module_is_one_line_with_file_and_line(tmp_p
 def test_an_error_raised_while_importing_names_the_users_line(tmp_path: Path) -> None:
     target = _user_module(tmp_path, "raises.py", "import json\n\nCONFIG = json.loads('{')\n")
     result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "schema", target],
-                            capture_output=True, text=True, check=False)
+                            capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {target}:3: JSONDecodeError: ") and "--debug" in line
     debug = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "--debug", "schema", target],
-                           capture_output=True, text=True, check=False)
+                           capture_output=True, text=True, check=False, timeout=60)
     assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
 
 

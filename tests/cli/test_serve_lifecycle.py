@@ -79,7 +79,7 @@ def _ended(proc: subprocess.Popen[str], sig: int) -> str:
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail(f"serve did not end within {STOP_BOUND_S:g} s of {sig!r}: "
-                    f"{proc.communicate()[1][-2000:]}")
+                    f"{proc.communicate(timeout=30)[1][-2000:]}")
     err = _rest(proc)
     assert proc.returncode == (-signal.SIGTERM if sig == signal.SIGTERM else 130), err
     assert "Traceback" not in err, err

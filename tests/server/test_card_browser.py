@@ -67,7 +67,12 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
 def _cards(browser: Any, url: str, login: str) -> tuple[Any, dict[str, str], list[str]]:
     page = _page(browser, login)
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     calls = [_Call(url, {"path": "deploy.sh", "content": SCRIPT}, tool="file_write"),
              _Call(url, {"title": "</pre><svg onload=alert(4)>", "body": BODY,
                          "attachments": [HUGE]}, tool="publish")]

@@ -24,6 +24,7 @@ import anyio
 import httpx
 import pytest
 
+from ..blocks import text_of
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _tokens
 
 ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
@@ -74,7 +75,7 @@ async def _pending_call(url: str, token: str | None = None, **alert: str) -> str
     async with _client(url, token) as client:
         result = await client.call_tool("broadcast_alert", arguments)
     assert result.is_error
-    return result.content[0].text.split("(request ")[1].split(")")[0]
+    return text_of(result.content[0]).split("(request ")[1].split(")")[0]
 
 
 def _login(url: str, login: str) -> httpx.Client:
@@ -156,7 +157,7 @@ async def test_a_decision_is_bound_to_the_arguments_and_the_first_one_wins(
     assert len(refused) == 1  # the mismatched attempt is on record
     async with _client(url) as client:  # the model is told, and nothing ran
         again = await client.call_tool("broadcast_alert", ALERT)
-    assert again.is_error and "not today" in again.content[0].text
+    assert again.is_error and "not today" in text_of(again.content[0])
 
 
 async def test_forms_need_the_csrf_token_and_this_servers_origin(
