@@ -9,7 +9,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -218,7 +218,7 @@ async def test_without_a_store_a_slow_person_is_an_expiry_the_script_reads(
     chain = ToolChainTool(invoker, policy=ChainPolicy(call_timeout_s=3, approval_timeout_s=0.3))
     shown = await chain.run_chain(SCRIPT, session_id="client-alice")
     assert shown.status == "ok", shown.output_text
-    status, text = shown.value[0], shown.value[1]  # type: ignore[index]
+    status, text = cast(Any, shown.value)[0], cast(Any, shown.value)[1]
     assert status == "error" and "nobody decided within 0.3 s; it did not run" in text, text
     assert ledger == ["note a", "note b", "note c"]
 

@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 from toolkeeper.notify import verify
 from toolkeeper.notify.signing import SIGNATURE, TIMESTAMP
 
+from ..blocks import text_of
 from ..notify.receivers import Hanging, HttpReceiver, refused_port
 from .test_serve import EXAMPLE, _client
 from .test_web import ALERT, _bearer, _login, _pending_call, start_page, stop
@@ -224,7 +225,7 @@ urls = ["json://{receiver.hostport}/bot"]
     try:
         async with _client(url) as client:
             result = await client.call_tool("broadcast_alert", ALERT)
-        text = result.content[0].text
+        text = text_of(result.content[0])
         assert result.is_error and text == (
             "the call to 'broadcast_alert' expired: nobody decided within 1 s; it did not run; "
             "call it again to ask again (a person is asked anew)")
@@ -261,7 +262,7 @@ direct_decisions = true
     with (tmp_path / "server.log").open("w") as err:
         async with Client(stdio_client(launch, errlog=err)) as client:
             asked = await client.call_tool("broadcast_alert", ALERT)
-            assert asked.is_error and "waiting for approval" in asked.content[0].text
+            assert asked.is_error and "waiting for approval" in text_of(asked.content[0])
             (told,) = await anyio.to_thread.run_sync(receiver.posts, "/bot")
             buttons = {b["action"]: b["url"] for b in told.json()["buttons"]}
             page = buttons["open"].split("/approvals/")[0]
@@ -272,5 +273,5 @@ direct_decisions = true
                               headers={"Origin": page})
             assert done.status_code == 200, done.text
             ran = await client.call_tool("broadcast_alert", ALERT)
-    assert not ran.is_error and "PT-11" in ran.content[0].text
+    assert not ran.is_error and "PT-11" in text_of(ran.content[0])
     assert "Traceback" not in (tmp_path / "server.log").read_text()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -82,7 +82,7 @@ async def _pending(url: str, tool: str, headers: dict[str, str] = OPERATOR) -> d
                          timeout=10).json()["approvals"]
         found = [a for a in seen if a["tool"] == tool]
         if found:
-            return found[0]
+            return cast(dict[str, Any], found[0])
         await anyio.sleep(0.1)
     pytest.fail(f"no pending request for {tool} within 30 s; seen: {seen}")
 
