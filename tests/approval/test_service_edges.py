@@ -129,7 +129,9 @@ async def test_a_persons_answer_that_lands_as_the_wait_times_out_stands(tmp_path
             await anyio.sleep(30)
             raise AssertionError("the wait should have ended")
 
-    policy = ChainPolicy(approval_timeout_s=0.2, call_timeout_s=5)
+    # The wait must outlast the handler's two writes even on a busy machine (0.2 s did not):
+    # the answer is stored before the wait ends, and the handler never reports it.
+    policy = ChainPolicy(approval_timeout_s=3, call_timeout_s=10)
     invoker = ToolInvoker([pay], LastMoment(), approval_store=store, policy=policy)
     async with invoker.open_session() as session:
         result = await invoker.invoke(call("pay", amount=5), session=session)
