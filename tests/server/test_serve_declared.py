@@ -7,6 +7,7 @@ session negotiated."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -136,3 +137,21 @@ async def test_answering_statelessly_serve_declares_no_change_it_cannot_send_and
     assert stateless == {"tools": False, "prompts": False, "resources": False}
     assert listening == {"tools": True, "prompts": True, "resources": True}
     assert "seen" in locals(), "no prompt list change came on the listen stream"
+
+
+async def test_a_relayed_elicitation_reads_as_the_docs_say(
+        tmp_path: Path, errlog: TextIO) -> None:
+    asked: list[str] = []
+
+    async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+    async with Client(stdio_client(_serve(tmp_path, elicitation=True), errlog=errlog),
+                      mode="legacy", elicitation_callback=elicit) as client:
+        await _grown(client)
+        named = await client.call_tool("up-ask_user", {})
+    doc = (ROOT / "docs" / "mcp.md").read_text()
+    (form,) = re.findall(r"`(MCP server 'NAME' asks: [A-Z]+)`", doc) or [None]
+    assert not named.is_error and form is not None, "docs/mcp.md does not show the form"
+    assert asked == [form.replace("NAME", "up").replace("MESSAGE", "What is your name?")]
