@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from ..gateway.test_relay import _serve
 from .test_serve import CLIENT_TOKENS, ROOT, TOKEN, _start
@@ -155,3 +156,20 @@ async def test_a_relayed_elicitation_reads_as_the_docs_say(
     (form,) = re.findall(r"`(MCP server 'NAME' asks: [A-Z]+)`", doc) or [None]
     assert not named.is_error and form is not None, "docs/mcp.md does not show the form"
     assert asked == [form.replace("NAME", "up").replace("MESSAGE", "What is your name?")]
+
+
+async def test_a_tool_asking_the_client_on_a_stateless_connection_says_why_it_cannot(
+        tmp_path: Path) -> None:
+    async def sample(_ctx: Any, _params: Any) -> types.CreateMessageResult:
+        return types.CreateMessageResult(role="assistant", model="m",
+                                         content=types.TextContent(text="hi"))
+
+    proc, url = _start(tmp_path, tools=CONFORMANCE_TOOLS)
+    try:
+        async with _http(url, "legacy", sampling_callback=sample) as client:
+            with pytest.raises(MCPError) as failed:
+                await client.call_tool("test_sampling", {"prompt": "Say hi"})
+    finally:
+        _stop(proc)
+    assert failed.value.code == -32600, failed.value
+    assert "--sessions" in failed.value.message and "declare" not in failed.value.message

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
     from ..invoke.session import InvokerSession
 
-__all__ = ["MISSING_CAPABILITY", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT", "OfferHandlers", "caller_of",
-           "client_of"]
+__all__ = ["MISSING_CAPABILITY", "NO_WAY_BACK", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT",
+           "OfferHandlers", "caller_of", "client_of"]
 
 STDIO_CLIENT = "stdio"
 """The client of a server without an HTTP layer naming one: the process that launched it."""
@@ -57,6 +57,8 @@ class OfferHandlers:
         except InputWanted:
             return next_round(link.asked, answers)
         except (PromptNotFound, ToolkeeperError) as exc:
+            if link.unreachable:
+                raise MCPError(code=NO_WAY_BACK, message=link.unreachable) from exc
             if link.missing:
                 raise MCPError(code=MISSING_CAPABILITY, message=str(exc),
                                data={"requiredCapabilities": link.missing}) from exc
@@ -128,6 +130,9 @@ MISSING_CAPABILITY = -32021
 """MCP's error code for a request that needs a capability the client did not declare."""
 
 
+NO_WAY_BACK = -32600
+"""JSON-RPC's invalid request: one that needs to ask the client on a connection that cannot
+carry a request back to it (the SDK's ``NoBackChannelError`` answers the same)."""
 def caller_of(ctx: Any) -> Caller:
     request = getattr(ctx, "request", None)
     found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)

@@ -38,6 +38,7 @@ from .changes import BUSES, announce_changes, declare_changes, remember
 from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .offer_handlers import (
     MISSING_CAPABILITY,
+    NO_WAY_BACK,
     STDIO_CLIENT,
     OfferHandlers,
     caller_of,
@@ -301,6 +302,8 @@ class MCPFace(OfferHandlers):
         if scope.cancelled_caught:  # the server stopped it
             return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
                                         is_error=True)
+        if link.unreachable:
+            raise MCPError(code=NO_WAY_BACK, message=link.unreachable)
         if link.missing:
             raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
                            f"client capabilities {sorted(link.missing)}; declare them",
