@@ -173,3 +173,22 @@ async def test_a_tool_asking_the_client_on_a_stateless_connection_says_why_it_ca
         _stop(proc)
     assert failed.value.code == -32600, failed.value
     assert "--sessions" in failed.value.message and "declare" not in failed.value.message
+
+
+@pytest.mark.parametrize(("mode", "code"), [("legacy", -32002), ("auto", -32602)])
+async def test_a_resource_that_is_not_there_answers_the_code_of_the_negotiated_revision(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, code: int) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    _serve(tmp_path)  # a gateway: its namespace's URIs are answered by the gateway
+    proc, url = _start(tmp_path, "--config", str(tmp_path / "toolkeeper.toml"))
+    errors: list[MCPError] = []
+    try:
+        async with _http(url, mode) as client:
+            for uri in ("test://nonexistent-resource", MISSING):
+                with pytest.raises(MCPError) as failed:
+                    await client.read_resource(uri)
+                errors.append(failed.value)
+    finally:
+        _stop(proc)
+    assert [(e.code, e.data) for e in errors] == [
+        (code, {"uri": "test://nonexistent-resource"}), (code, {"uri": MISSING})]
