@@ -50,6 +50,7 @@ from .artifact_store import ArtifactKeeper, artifact_keeper
 from .lifecycle import DRAIN_S, Lifecycle, Stopped
 from .loader import load_offers, load_tools
 from .report import fail, store_target
+from .serve_extras import ServeAsks, missing_extras
 from .serve_listen import (
     Start,
     bind_socket,
@@ -164,12 +165,10 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
            oauth_issuer: str | None, oauth_resource: str | None,
            oauth_audience: list[str] | None, oauth_jwks_url: str | None,
            metrics_port: int | None, artifacts: str | None) -> None:
-    try:
-        require("server", "toolkeeper serve")
-        if not no_builtins:
-            require("builtins", "toolkeeper serve's built-in tools (--no-builtins serves without)")
-    except MissingExtraError as exc:
-        raise fail(exc) from None
+    absent = missing_extras(ServeAsks(config=config, builtins=not no_builtins, store=store,
+                                      oauth=bool(oauth_issuer or oauth_resource)))
+    if absent is not None:  # every extra missing, in one install line, before anything starts
+        raise fail(absent)
     if not 0 <= approval_wait < SERVER_POLICY.approval_timeout_s:
         raise fail(f"--approval-wait must be between 0 and "
                    f"{SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)")

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..errors import ToolkeeperError
 from ..server.clients import ClientTokens
-from .report import StateDir, Store, fail, out, state_dir_of, store_target
+from .report import StateDir, Store, fail, kept, out, state_dir_of, store_target
 
 __all__ = ["tokens_app"]
 
@@ -35,8 +35,16 @@ def add(name: str, state_dir: StateDir = None, store: Store = None) -> None:
 @tokens_app.command("list")
 def list_tokens(state_dir: StateDir = None, store: Store = None) -> None:
     """The clients that have a token (never the tokens themselves)."""
+    if store is None and not kept(state_dir_of(state_dir), nothing="no client tokens yet"):
+        return  # reading makes no state: serve makes it, with the client 'default'
+    entries = _tokens(state_dir, store).list()
+    if not entries:
+        out.print("no client has a token yet: toolkeeper serve makes one for the client "
+                  "'default' when it starts, toolkeeper tokens add NAME another", markup=False,
+                  highlight=False)
+        return
     table = Table("client", "created")
-    for entry in _tokens(state_dir, store).list():
+    for entry in entries:
         table.add_row(entry.name, time.strftime("%Y-%m-%d %H:%M:%S",
                                                 time.localtime(entry.created_at)))
     out.print(table)

@@ -386,7 +386,7 @@ def _section_line(text: str, section: str) -> int | None:
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line.startswith("["):
-            top, name = False, line.strip("[]").strip()
+            top, name = False, _header(line)
         elif top:
             name = line.split("=", 1)[0].strip()
         else:
@@ -418,13 +418,18 @@ def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file
         setattr(config.security, target, value)
 
 
+def _header(line: str) -> str:
+    """A table header's name: ``[web_fetch]   # a comment`` is ``web_fetch``."""
+    return line.split("#", 1)[0].strip().strip("[]").strip()
+
+
 def _line_of(text: str, key: str) -> int | None:
     section, _, leaf = key.rpartition(".")
     in_section = not section
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line.startswith("["):
-            header = line.strip("[]").strip()
+            header = _header(line)
             if not section and (header == leaf or header.startswith(leaf + ".")):
                 return number  # a top-level key written as a section
             in_section = header == section
