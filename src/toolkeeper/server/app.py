@@ -85,7 +85,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                          "request state every replica shares)")
     face = MCPFace(invoker, session=None, skills=skills, gateway=gateway, page_size=PAGE_SIZE,
                    ask_client=token if ask_client else None, offers=offers, state_secret=token)
-    server = face.build("toolkeeper", None)
+    server = face.build("toolkeeper", None, announces=keep_sessions)
 
     def tool_name(wire: str) -> str | None:
         try:
