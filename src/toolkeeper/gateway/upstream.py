@@ -19,6 +19,7 @@ from anyio.abc import TaskGroup
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
 from .capped import capped_http, capped_stdio
+from .confine import launch
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -198,12 +199,8 @@ class Upstream:
                 headers=headers, timeout=timeout,
                 transport=capped_http(cfg.max_result_bytes, self._over)))
             return streamable_http_client(cfg.url, http_client=http)
-        from mcp.client.stdio import get_default_environment
-
-        env = {**get_default_environment(),
-               **{k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}}
-        return capped_stdio(cfg.command or "", list(cfg.args), env, cfg.cwd,
-                            cfg.max_result_bytes, self._over)
+        env = {k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
+        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
 
     def _over(self) -> None:
         """The server sent a message over ``max_result_bytes``: the request waiting fails."""
