@@ -168,8 +168,16 @@ def _relayed(server: MCPServerConfig) -> list[str]:
 def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
     """Remote (MCP gateway) tools, prompts and resource templates: whether each is trusted,
     changed since (held: not served), or untrusted, and what to run to serve it."""
+    pins = SqlitePins(store_target(store, state_dir_of(state_dir), create=False))
+    servers = pins.servers()
+    if servers:
+        runs = Table("mcp server", "runs")
+        for server, how in servers.items():
+            runs.add_row(escape(server), escape(how) if how.startswith("sandboxed")
+                         else f"[red]{escape(how)}[/]")
+        _out.print(runs)
     table = Table("name", "kind", "server", "state", "fingerprint", "held until")
-    for pin in SqlitePins(store_target(store, state_dir_of(state_dir), create=False)).all():
+    for pin in pins.all():
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
         until = "" if pin.state == "trusted" else f"toolkeeper tools trust {pin.tool}"
         if pin.held is not None:  # refused by the gateway, whatever its trust
