@@ -41,10 +41,6 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
     except BaseException:
         launch.release()
         raise
-    finally:
-        for fd in launch.pass_fds:
-            with suppress(OSError):
-                os.close(fd)
     reads_in, reads = anyio.create_memory_object_stream[Any](0)
     writes, writes_out = anyio.create_memory_object_stream[Any](0)
 

@@ -64,9 +64,10 @@ class Launch:
     env: dict[str, str]
     cwd: Path | None = None
     pass_fds: tuple[int, ...] = ()
-    """Inherited by the process; the caller closes its own copies once it has started."""
+    """Inherited by the process; ``release`` closes them."""
     release: Callable[[], None] = field(default=lambda: None)
-    """Called once the process is gone (its cgroup removed, the directories closed)."""
+    """Called once, when the process is gone or could not start: its cgroup removed, the fds
+    closed."""
 
 
 def confinement(config: MCPServerConfig) -> str:
