@@ -21,7 +21,11 @@ import anyio
 import mcp
 import pytest
 
-from toolkeeper.sandbox import UNPRIVILEGED_UID
+from toolkeeper.config import MCPServerConfig
+from toolkeeper.gateway import confine
+from toolkeeper.gateway.gateway import MCPGateway
+from toolkeeper.sandbox import UNPRIVILEGED_UID, SandboxReport
+from toolkeeper.toolbox import Toolbox
 
 from ..server.test_serve import EXAMPLE, _client, _started
 from ..workspaces import reachable
@@ -307,3 +311,48 @@ readline.createInterface({input: process.stdin}).on("line", (line) => {
   else if (m.id !== undefined) send({jsonrpc: "2.0", id: m.id, result: {}});
 });
 '''
+
+
+async def test_a_sandboxed_upstream_is_not_started_where_bubblewrap_cannot_run(
+        reachable: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the machine has bubblewrap: its absence is what the probe reports (the only double)
+    monkeypatch.setattr(confine, "probe_bwrap", lambda: SandboxReport(
+        backend="bwrap", available=False,
+        detail="bwrap is not installed (Debian: apt-get install bubblewrap)"))
+    ran = reachable / "ran"
+    config = MCPServerConfig(name="up", command=sys.executable,
+                             args=["-c", f"open({str(ran)!r}, 'w')"], connect_timeout_s=5)
+    async with MCPGateway([config]) as gateway:
+        report = await gateway.attach(Toolbox())
+    assert len(report) == 1 and "\n" not in report[0]
+    assert ("is sandboxed but the sandbox cannot run here (bwrap is not installed" in report[0]
+            and "install bubblewrap" in report[0]
+            and 'or set sandbox = false under [[mcp.servers]] name = "up"' in report[0]), report
+    assert not ran.exists()  # never run unconfined in its place
+
+
+def test_a_grant_in_a_state_folder_or_a_cwd_outside_the_grants_is_refused(
+        reachable: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_CACHE_DIR", str(reachable / "cache"))
+    state = reachable / "state"
+    (state / "sub").mkdir(parents=True)
+    (state / ".toolkeeper-state").write_text("state")
+    python = sandbox_python()[0]
+    inside = MCPServerConfig(name="up", command=python, read_paths=[state / "sub"])
+    with pytest.raises(confine.Unconfinable, match="holds toolkeeper state"):
+        confine.launch(inside, {})
+    (reachable / "data").mkdir()
+    elsewhere = MCPServerConfig(name="up", command=python, cwd=reachable,
+                                read_paths=[reachable / "data"])
+    with pytest.raises(confine.Unconfinable, match=r"cwd .* is not in its read_paths"):
+        confine.launch(elsewhere, {})
+
+
+def test_confinement_keys_are_refused_where_they_would_confine_nothing() -> None:
+    with pytest.raises(ValueError, match="read_paths confine only a sandboxed stdio server"):
+        MCPServerConfig(name="up", url="https://up.example/mcp", read_paths=[Path("/srv")])
+    with pytest.raises(ValueError, match="network confine only a sandboxed stdio server"):
+        MCPServerConfig(name="up", command="python3", sandbox=False, network=True)
+    assert confine.confinement(MCPServerConfig(
+        name="up", command="python3", read_paths=[Path("/srv/a")], write_paths=[Path("/srv/b")],
+        )) == "sandboxed (reads /srv/a; writes /srv/b; no network)"

@@ -123,15 +123,17 @@ def _confined(config: MCPServerConfig, env: dict[str, str]) -> Launch:
                            f"here ({report.detail}); {fix}")
     with contextlib.ExitStack() as stack:
         command = _command(config)
-        shared = [*_opened(stack, config, _runtime_dirs(command), writable=False),
+        programs = [command, *_interpreter(command)]
+        shared = [*_opened(stack, config, _runtime_dirs(programs), writable=False),
                   *_opened(stack, config, config.read_paths, writable=False),
                   *_opened(stack, config, config.write_paths, writable=True)]
         home = _home(stack, config)
         group = stack.enter_context(call_group(UPSTREAM_LIMITS))
-        inside = ":".join(dict.fromkeys([str(Path(command).parent), *SYSTEM_PATH.split(":")]))
+        inside = ":".join(dict.fromkeys([*(str(Path(p).parent) for p in programs),
+                                         *SYSTEM_PATH.split(":")]))
         built = confined_command(Path("/workspace"), [command, *config.args],
                                  limits=UPSTREAM_LIMITS, cwd=_cwd(config, shared),
-                                 network=config.network, env={**env, "PATH": inside},
+                                 network=config.network, env={"PATH": inside, **env},
                                  shared=shared, workspace_fd=home)
         stack.callback(_close, built.fds)
         argv, preexec = limited(built.argv, UPSTREAM_LIMITS, group, drop_root=True,
@@ -160,11 +162,12 @@ def _command(config: MCPServerConfig) -> str:
     return os.path.abspath(found)
 
 
-def _runtime_dirs(command: str) -> list[Path]:
-    """The directories ``command`` needs to run, outside ``/usr``: its virtual environment,
-    and the installation of the program it is (following symlinks and a ``#!`` line)."""
+def _runtime_dirs(programs: Sequence[str]) -> list[Path]:
+    """The directories ``programs`` (a command and the interpreter its ``#!`` line names) need
+    to run, outside ``/usr``: a virtual environment, the installation each is part of
+    (following symlinks)."""
     dirs: list[Path] = []
-    for program in [command, *_interpreter(command)]:
+    for program in programs:
         path = Path(program)
         if (path.parent.parent / "pyvenv.cfg").is_file():
             dirs.append(path.parent.parent)
@@ -176,22 +179,24 @@ def _runtime_dirs(command: str) -> list[Path]:
         if found == Path("/usr") or Path("/usr") in found.parents:
             continue
         if found == home or found in home.parents:
-            raise Unconfinable(f"{command} is installed in {found}, which the sandbox will not "
-                               "show whole; install it in a directory of its own")
+            raise Unconfinable(f"{programs[0]} is installed in {found}, which the sandbox will "
+                               "not show whole; install it in a directory of its own")
         kept.append(found)
     return kept
 
 
 def _interpreter(command: str) -> list[str]:
-    """The program a ``#!`` script names, if ``command`` is one."""
+    """The program a ``#!`` script names, if ``command`` is one (``#!/usr/bin/env node``:
+    ``node`` as found on ``PATH``)."""
     try:
         with open(command, "rb") as script:
             first = script.readline(512)
     except OSError:
         return []
-    if not first.startswith(b"#!"):
-        return []
-    words = first[2:].decode("utf-8", "replace").split()
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    if len(words) > 1 and os.path.basename(words[0]) == "env":
+        found = shutil.which(words[-1])
+        return [found] if found else []
     return words[:1] if words and words[0].startswith("/") else []
 
 
