@@ -40,7 +40,12 @@ from ..builtins.state_dirs import enclosing_state_dir, state_reason
 from ..config.model import MCPServerConfig
 from ..errors import PolicyViolationError
 from ..sandbox.base import SYSTEM_PATH, UNPRIVILEGED_UID, Limits, SharedPath
-from ..sandbox.bubblewrap import BubblewrapSandbox, confined_command, probe_bwrap
+from ..sandbox.bubblewrap import (
+    BubblewrapSandbox,
+    ConfinedCommand,
+    confined_command,
+    probe_bwrap,
+)
 from ..sandbox.limits import call_group, limited
 
 __all__ = ["UPSTREAM_LIMITS", "Launch", "Unconfinable", "confinement", "launch", "private_dir"]
@@ -114,37 +119,45 @@ def launch(config: MCPServerConfig, env: dict[str, str]) -> Launch:
 
 
 def _confined(config: MCPServerConfig, env: dict[str, str]) -> Launch:
-    fix = (f"install bubblewrap (Debian: apt-get install bubblewrap) with unprivileged user "
-           f"namespaces allowed, or set sandbox = false under [[mcp.servers]] name = "
-           f"\"{config.name}\" to run it unconfined")
     report = probe_bwrap()
     if not report.available:
-        raise Unconfinable(f"MCP server '{config.name}' is sandboxed but the sandbox cannot run "
-                           f"here ({report.detail}); {fix}")
+        raise Unconfinable(
+            f"MCP server '{config.name}' is sandboxed but the sandbox cannot run here "
+            f"({report.detail}); install bubblewrap (Debian: apt-get install bubblewrap) with "
+            f"unprivileged user namespaces allowed, or set sandbox = false under "
+            f"[[mcp.servers]] name = \"{config.name}\" to run it unconfined")
     with contextlib.ExitStack() as stack:
         command = _command(config)
         programs = [command, *_interpreter(command)]
         shared = [*_opened(stack, config, _runtime_dirs(programs), writable=False),
                   *_opened(stack, config, config.read_paths, writable=False),
                   *_opened(stack, config, config.write_paths, writable=True)]
-        home = _home(stack, config)
-        group = stack.enter_context(call_group(UPSTREAM_LIMITS))
+        home, home_fd = _home(stack, config)
         inside = ":".join(dict.fromkeys([*(str(Path(p).parent) for p in programs),
                                          *SYSTEM_PATH.split(":")]))
-        built = confined_command(Path("/workspace"), [command, *config.args],
-                                 limits=UPSTREAM_LIMITS, cwd=_cwd(config, shared),
-                                 network=config.network, env={"PATH": inside, **env},
-                                 shared=shared, workspace_fd=home)
+        built = confined_command(home, [command, *config.args], limits=UPSTREAM_LIMITS,
+                                 cwd=_cwd(config, shared), network=config.network,
+                                 env={"PATH": inside, **env}, shared=shared,
+                                 workspace_fd=home_fd)
         stack.callback(_close, built.fds)
-        argv, preexec = limited(built.argv, UPSTREAM_LIMITS, group, drop_root=True,
-                                nproc=not built.counted)
-        if preexec is not None:
-            raise Unconfinable(f"MCP server '{config.name}' is sandboxed but util-linux's "
-                               f"prlimit and setpriv are not installed; install util-linux, "
-                               f"or set sandbox = false for it")
-        fds = (home, *built.fds, *(item.fd for item in shared if item.fd is not None))
+        argv = _limited(stack, config, built)
+        fds = (home_fd, *built.fds, *(item.fd for item in shared if item.fd is not None))
         held = stack.pop_all()
     return Launch(argv=argv, env={"PATH": SYSTEM_PATH}, pass_fds=fds, release=held.close)
+
+
+def _limited(stack: contextlib.ExitStack, config: MCPServerConfig, built: ConfinedCommand
+             ) -> list[str]:
+    """``built`` behind the upstream's limits, in a cgroup of its own where the host offers
+    one (removed, and whatever is left in it killed, when ``stack`` closes)."""
+    group = stack.enter_context(call_group(UPSTREAM_LIMITS))
+    argv, preexec = limited(built.argv, UPSTREAM_LIMITS, group, drop_root=True,
+                            nproc=not built.counted)
+    if preexec is not None:  # the limits would need a fork of the whole server
+        raise Unconfinable(f"MCP server '{config.name}' is sandboxed but util-linux's prlimit "
+                           "and setpriv are not installed; install util-linux, or set "
+                           "sandbox = false for it")
+    return argv
 
 
 def _close(fds: Sequence[int]) -> None:
@@ -242,7 +255,7 @@ def _reachable(config: MCPServerConfig, path: Path) -> None:
                 f"{parent} searchable (chmod o+x), or install what it runs elsewhere")
 
 
-def _home(stack: contextlib.ExitStack, config: MCPServerConfig) -> int:
+def _home(stack: contextlib.ExitStack, config: MCPServerConfig) -> tuple[Path, int]:
     """The upstream's private home, made if needed and opened without following a symlink;
     owned by the sandbox's user when toolkeeper runs as root (who then runs it unprivileged)."""
     path = private_dir(config.name)
@@ -257,7 +270,7 @@ def _home(stack: contextlib.ExitStack, config: MCPServerConfig) -> int:
     stack.callback(_close, [fd])
     if os.geteuid() == 0:
         os.fchown(fd, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-    return fd
+    return path, fd
 
 
 def _cwd(config: MCPServerConfig, shared: Sequence[SharedPath]) -> str:

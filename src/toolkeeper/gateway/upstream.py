@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
 from .capped import capped_http, capped_stdio
-from .confine import launch
+from .confine import Unconfinable, launch
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -139,6 +139,8 @@ class Upstream:
                     await drop.wait()
             if scope.cancelled_caught and self._client is None:
                 self._failed(f"no connection within {self.config.connect_timeout_s:g} s")
+        except Unconfinable as exc:  # its message names the fix
+            self._failed(str(exc))
         except Exception as exc:  # every way a connection fails ends up here, once
             self._failed(_reason(exc))
         finally:
