@@ -153,6 +153,7 @@ def _layout(root: Path, port: int) -> dict[str, list[object]]:
 def _config(root: Path, targets: dict[str, list[object]], marker: str) -> Path:
     python, env, granted = sandbox_python()
     script = str(root / "hostile" / "hostile.py")
+    near = {k: v for k, v in targets.items() if k in ("loopback", "home_file", "state_token")}
     environment = "".join(f"env = {{ {k} = {json.dumps(v)} }}\n" for k, v in env.items())
     reads = f"read_paths = {json.dumps([str(root / 'hostile'), *granted])}\n"
     config = root / "toolkeeper.toml"
@@ -163,7 +164,7 @@ def _config(root: Path, targets: dict[str, list[object]], marker: str) -> Path:
         f"{environment}{reads}write_paths = {json.dumps([str(root / 'mine')])}\n"
         "connect_timeout_s = 30\n[mcp.servers.tools]\nprobe = \"safe\"\nadd = \"safe\"\n"
         "[[mcp.servers]]\nname = \"netok\"\nnetwork = true\n"
-        f"command = {json.dumps(python)}\nargs = {json.dumps([script, json.dumps(targets)])}\n"
+        f"command = {json.dumps(python)}\nargs = {json.dumps([script, json.dumps(near)])}\n"
         f"{environment}{reads}"
         "connect_timeout_s = 30\n[mcp.servers.tools]\nprobe = \"safe\"\n"
         "[[mcp.servers]]\nname = \"other\"\n"
