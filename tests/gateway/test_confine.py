@@ -357,3 +357,25 @@ def test_confinement_keys_are_refused_where_they_would_confine_nothing() -> None
     assert confine.confinement(MCPServerConfig(
         name="up", command="python3", read_paths=[Path("/srv/a")], write_paths=[Path("/srv/b")],
         )) == "sandboxed (reads /srv/a; writes /srv/b; no network)"
+
+
+def test_a_program_in_the_home_shows_its_own_folder_not_the_home_around_it(
+        reachable: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = reachable / "home"
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "lib").mkdir()
+    (home / ".local" / "share").mkdir()
+    (home / ".local" / "share" / "keyring").write_text("the user's keyring")
+    tool = home / ".local" / "bin" / "probe"
+    tool.write_text(f"#!/bin/sh\necho ran; cat {home}/.local/share/keyring || echo hidden\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TOOLKEEPER_CACHE_DIR", str(reachable / "cache"))
+    launch = confine.launch(MCPServerConfig(name="up", command=str(tool)), {})
+    try:
+        ran = subprocess.run(launch.argv, env=launch.env, pass_fds=launch.pass_fds,
+                             capture_output=True, text=True, timeout=60, check=False,
+                             start_new_session=True)
+    finally:
+        launch.release()
+    assert ran.stdout.split() == ["ran", "hidden"], ran.stderr

@@ -179,14 +179,13 @@ def _runtime_dirs(programs: Sequence[str]) -> list[Path]:
     """The directories ``programs`` (a command and the interpreter its ``#!`` line names) need
     to run, outside ``/usr``: a virtual environment, the installation each is part of
     (following symlinks)."""
+    home = Path.home().resolve()
     dirs: list[Path] = []
     for program in programs:
         path = Path(program)
         if (path.parent.parent / "pyvenv.cfg").is_file():
             dirs.append(path.parent.parent)
-        real = Path(os.path.realpath(program))
-        dirs.append(real.parent.parent if real.parent.name == "bin" else real.parent)
-    home = Path.home().resolve()
+        dirs.append(_installation(Path(os.path.realpath(program)), home))
     kept = []
     for found in dict.fromkeys(dirs):
         if found == Path("/usr") or Path("/usr") in found.parents:
@@ -196,6 +195,17 @@ def _runtime_dirs(programs: Sequence[str]) -> list[Path]:
                                "not show whole; install it in a directory of its own")
         kept.append(found)
     return kept
+
+
+def _installation(real: Path, home: Path) -> Path:
+    """The installation a program belongs to: ``PREFIX`` of ``PREFIX/bin/NAME`` with its
+    ``lib`` (an interpreter's standard library), else its own directory — never a folder
+    directly in the home (``~/.local/bin/uvx`` shows ``~/.local/bin``, not all of
+    ``~/.local``)."""
+    prefix = real.parent.parent
+    if real.parent.name == "bin" and (prefix / "lib").is_dir() and prefix.parent != home:
+        return prefix
+    return real.parent
 
 
 def _interpreter(command: str) -> list[str]:
