@@ -173,8 +173,8 @@ def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
     if servers:
         runs = Table("mcp server", "runs")
         for server, how in servers.items():
-            runs.add_row(escape(server), escape(how) if how.startswith("sandboxed")
-                         else f"[red]{escape(how)}[/]")
+            runs.add_row(escape(server), f"[red]{escape(how)}[/]" if how.startswith("unconfined")
+                         else escape(how))
         _out.print(runs)
     table = Table("name", "kind", "server", "state", "fingerprint", "held until")
     for pin in pins.all():
