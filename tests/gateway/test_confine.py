@@ -21,7 +21,7 @@ import anyio
 import mcp
 import pytest
 
-from toolkeeper.config import MCPServerConfig
+from toolkeeper.config import MCPServerConfig, load_config
 from toolkeeper.gateway import confine
 from toolkeeper.gateway.gateway import MCPGateway
 from toolkeeper.sandbox import UNPRIVILEGED_UID, SandboxReport
@@ -379,3 +379,13 @@ def test_a_program_in_the_home_shows_its_own_folder_not_the_home_around_it(
     finally:
         launch.release()
     assert ran.stdout.split() == ["ran", "hidden"], ran.stderr
+
+
+def test_granted_paths_are_read_relative_to_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "toolkeeper.toml").write_text(
+        '[[mcp.servers]]\nname = "up"\ncommand = "python3"\n'
+        'read_paths = ["data", "/srv/shared"]\nwrite_paths = ["out"]\n')
+    (server,) = load_config(tmp_path / "toolkeeper.toml").mcp.servers
+    assert [p.resolve() for p in server.read_paths] == [(tmp_path / "data").resolve(),
+                                                        Path("/srv/shared")]
+    assert [p.resolve() for p in server.write_paths] == [(tmp_path / "out").resolve()]
