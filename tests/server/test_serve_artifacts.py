@@ -74,6 +74,7 @@ def _config(tmp_path: Path, server: str = "") -> Path:
     config = tmp_path / "toolkeeper.toml"
     config.write_text(
         f"{'[server]' if server else ''}\n{server}\n[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\n"
+        "sandbox = false\n"  # a test server of ours, with the test's own folder
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         "connect_timeout_s = 30\nrisk = \"safe\"\n")
     return config
