@@ -27,6 +27,7 @@ from toolkeeper.gateway.gateway import MCPGateway
 from toolkeeper.sandbox import UNPRIVILEGED_UID, SandboxReport
 from toolkeeper.toolbox import Toolbox
 
+from ..blocks import text_of
 from ..server.test_serve import EXAMPLE, _client, _started
 from ..workspaces import reachable
 
@@ -200,7 +201,7 @@ async def _call(url: str, tool: str, arguments: dict[str, object]) -> str:
                 await anyio.sleep(0.1)
         result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content
-    return str(result.content[0].text)
+    return text_of(result.content[0])
 
 
 async def test_a_hostile_stdio_upstream_cannot_read_state_home_or_another_upstream_nor_connect(

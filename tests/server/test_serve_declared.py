@@ -144,7 +144,7 @@ async def test_a_relayed_elicitation_reads_as_the_docs_say(
         tmp_path: Path, errlog: TextIO) -> None:
     asked: list[str] = []
 
-    async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Grace"})
 
