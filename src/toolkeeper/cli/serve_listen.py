@@ -227,7 +227,7 @@ def _announce(sock: socket.socket, start: Start) -> str:
                      "its own calls too, and whoever answers its form decides (the agent, if it "
                      "answers it); keep 'client' only where the person at the client is the "
                      "approver ([approval] channels in the config)")
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    # One write: a stop that comes as soon as the first line is read never cuts the rest.
+    out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()
     return url
