@@ -248,8 +248,12 @@ def _quiet(err: str) -> bool:
     frame a module's top level): no code of the command had run yet to take the signal, and
     what it ends in is Python's (a ``KeyboardInterrupt``, or an extension module that panics
     when it is interrupted while loading). On a busy machine the signal can come earlier
-    still, while Python loads ``runpy`` itself ("Could not import runpy module")."""
+    still, while Python loads ``runpy`` itself ("Could not import runpy module"), or its
+    ``site`` module ("Fatal Python error: init_import_site", ending in KeyboardInterrupt)."""
     if "Traceback" not in err or err.startswith("Could not import runpy module"):
+        return True
+    if err.startswith("Fatal Python error: init_import_site") and \
+            err.rstrip().endswith("KeyboardInterrupt"):
         return True
     return "_get_module_details" in err and not COMMAND_FRAME.search(err)
 
