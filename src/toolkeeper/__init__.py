@@ -71,8 +71,8 @@ from .invoke import (
 )
 from .invoke.invoker import ToolInvoker
 from .invoke.session import InvokerSession
-from .mcp.prompts import Prompt, prompt
-from .mcp.resources import Resource, resource
+from .offers.prompts import Prompt, prompt
+from .offers.resources import Resource, resource
 from .sandbox import Sandbox, default_sandbox
 from .skills import Skill
 from .toolbox import (

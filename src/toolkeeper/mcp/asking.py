@@ -25,7 +25,7 @@ import anyio.to_thread
 from ..approval.models import ApprovalDecision
 from ..core.call import ToolCall
 from ..core.context import ToolContext
-from ..hooks import HookEvent, HookManager
+from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
 from ..invoke.session import InvokerSession
@@ -56,10 +56,7 @@ class ClientChannel:
     def __init__(self, invoker: ToolInvoker) -> None:
         self.invoker = invoker
         self._asking: dict[str, _Asking] = {}
-        service = invoker.approvals
-        if service.hooks is None:
-            service.hooks = HookManager()
-        service.hooks.register(HookEvent.APPROVAL_REQUESTED, self._requested)
+        invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED, self._requested)
 
     async def _requested(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         request = payload.get("request") or {}

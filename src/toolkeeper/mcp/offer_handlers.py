@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.context import CALLER_KEY, Caller, ToolContext
+from ..core.context import CALLER_KEY, STDIO_CLIENT, Caller, ToolContext
 from ..errors import ToolkeeperError
+from ..offers.prompts import PromptNotFound, Prompts
+from ..offers.resources import ResourceNotFound, Resources
 from .client_link import InputWanted, Levels, MCPClientLink, answers_of, next_round
-from .prompts import PromptNotFound, Prompts
-from .resources import ResourceNotFound, Resources
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["MISSING_CAPABILITY", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT", "OfferHandlers", "caller_of",
            "client_of"]
 
-STDIO_CLIENT = "stdio"
-"""The client of a server without an HTTP layer naming one: the process that launched it."""
 STDIO = Caller(client=STDIO_CLIENT, channel="mcp", via="none")
 """The caller of a server without an HTTP layer naming one: the process that launched it."""
 

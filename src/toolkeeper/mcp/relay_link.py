@@ -1,6 +1,7 @@
 """Our MCP server's side of the gateway's relay: a ``RelayLink`` made from the SDK's request
-context (what the gateway needs of the client that sent a request) and a ``ClientHub`` of the
-clients seen so far (what concerns them all).
+context (what the gateway needs of the client that sent a request). What concerns every client
+goes through the gateway's own hub (``gateway.relay.ClientSessions``), which the server hands
+each client's connection.
 
 The server runs each ``tools/call`` inside ``calling_client(SdkClientLink(ctx, client))``: a
 relayed tool call then reports the upstream's log lines and asks its sampling and elicitation
@@ -19,7 +20,7 @@ from ..gateway.relay import Asked
 if TYPE_CHECKING:
     import mcp_types as types
 
-__all__ = ["SdkClientLink", "SessionHub"]
+__all__ = ["SdkClientLink"]
 
 
 @contextmanager
@@ -79,40 +80,3 @@ class SdkClientLink:
 
     async def resource_updated(self, uri: str) -> None:
         await self.ctx.session.send_resource_updated(uri)
-
-
-class SessionHub:
-    """Every client connection seen by ``remember`` (stdio and stateful HTTP keep theirs):
-    what concerns them all goes to each on its own channel."""
-
-    def __init__(self) -> None:
-        self._kept: dict[str, Any] = {}
-
-    def remember(self, ctx: Any, client: str) -> None:
-        """Keep the connection of a request's client (the last one per client)."""
-        session = getattr(ctx, "session", None)
-        if session is not None:
-            self._kept[client] = session
-
-    async def _each(self, send: Any) -> None:
-        for client, session in list(self._kept.items()):
-            try:
-                await send(session)
-            except Exception:  # that connection is closed: forget it
-                self._kept.pop(client, None)
-
-    async def log(self, level: str, data: Any, logger: str | None) -> None:
-        with _current():
-            await self._each(lambda session: session.send_log_message(level, data, logger))
-
-    async def resources_changed(self) -> None:
-        import mcp_types as types
-
-        await self._each(lambda session: session.send_notification(
-            types.ResourceListChangedNotification()))
-
-    async def prompts_changed(self) -> None:
-        import mcp_types as types
-
-        await self._each(lambda session: session.send_notification(
-            types.PromptListChangedNotification()))

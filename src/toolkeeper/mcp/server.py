@@ -14,46 +14,47 @@ import base64
 import bisect
 import secrets
 import warnings
-import weakref
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.request_state import RequestStateBoundary
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from ..codemode.chain import ToolChainTool
 from ..core.context import Caller, ToolContext
-from ..extras import require
 from ..formats import WireExport, render_result
 from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
-from ..gateway.relay import calling_client
-from ..gateway.sources import RESOURCE_PREFIX
-from ..hooks import HookEvent, HookManager
+from ..gateway.relay import ClientSessions, calling_client
+from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
+from ..offers.prompts import Prompt, Prompts
+from ..offers.resources import Resource, Resources, artifact_link
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
-from .changes import BUSES, announce_changes, remember
+from .changes import Changes
 from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .offer_handlers import (
     MISSING_CAPABILITY,
     STDIO_CLIENT,
-    OfferHandlers,
     caller_of,
     client_of,
 )
-from .prompts import Prompt, Prompts
-from .relay_link import SdkClientLink, SessionHub
+from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
-from .resources import Resource, Resources, artifact_link
+from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
 
 if TYPE_CHECKING:
     import mcp_types as types
-    from mcp.server.lowlevel.server import Server
 
-__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
+__all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
            "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
 
 PAGE_SIZE = 500
@@ -67,8 +68,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
                page_size: int = PAGE_SIZE, ask_client: str | None = None,
                offers: Sequence[Resource | Prompt] = (),
-               state_secret: str | None = None) -> Server[Any]:
-    """A low-level MCP ``Server`` offering ``invoker``'s catalog.
+               state_secret: str | None = None) -> FaceServer:
+    """A low-level MCP ``Server`` offering ``invoker``'s catalog (``MCPFace(...).server``).
 
     Args:
         invoker: The door every call goes through (its catalog is what is listed).
@@ -97,20 +98,31 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     and asks the client with ``ctx.sample`` and ``ctx.elicit``; a client that cancels its
     request cancels the call (recorded as cancelled in the trace and audit log).
     """
-    require("server", "an MCP server")
     return MCPFace(invoker, session=session, skills=skills, gateway=gateway,
                    page_size=page_size, ask_client=ask_client, offers=offers,
-                   state_secret=state_secret).build(name, instructions)
+                   state_secret=state_secret, name=name, instructions=instructions).server
 
 
-class MCPFace(OfferHandlers):
+class FaceServer(Server[dict[str, Any]]):
+    """The SDK's low-level ``Server`` of one ``MCPFace``, which it names (``face``): what is
+    done to a server built by ``mcp_server`` (``announce_changes``, ``stop_calls``) is done to
+    its face, found here rather than in a table of every server in the process."""
+
+    def __init__(self, face: MCPFace, name: str, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.face = face
+
+
+class MCPFace(RelayedOffers):
     """The handlers of one MCP server over one invoker: each MCP method a named method (the
-    tools' here, the prompts', resources', completion's and logging's in ``OfferHandlers``)."""
+    tools' here, the prompts', resources', completion's and logging's in ``OfferHandlers``),
+    and the SDK's ``Server`` that calls them (``server``), built with the face."""
 
-    def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None,
-                 skills: Sequence[Skill], gateway: MCPGateway | None, page_size: int,
-                 ask_client: str | None, offers: Sequence[Resource | Prompt],
-                 state_secret: str | None = None) -> None:
+    def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None = None,
+                 skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
+                 page_size: int = PAGE_SIZE, ask_client: str | None = None,
+                 offers: Sequence[Resource | Prompt] = (), state_secret: str | None = None,
+                 name: str = "toolkeeper", instructions: str | None = None) -> None:
         self.invoker, self.catalog, self.fixed_session = invoker, invoker.registry, session
         self.state_secret = state_secret
         self.gateway, self.page_size, self.ask_client = gateway, page_size, ask_client
@@ -128,50 +140,69 @@ class MCPFace(OfferHandlers):
         self.prompts = Prompts([o for o in offers if isinstance(o, Prompt)], skills=skills)
         self.levels = Levels()
         self.subscribed: dict[str, set[str]] = {}
-        self.server: Any = None
+        self.changes = Changes()
+        """Who hears that the catalog changed (``announce_changes``)."""
         self.calling: dict[str, MCPClientLink] = {}
         """The calls in flight, by call id: a call that waits for approval tells its client."""
         self.running: dict[str, anyio.CancelScope] = {}
         """Their cancel scopes: ``stop_calls`` ends them (a server stopping)."""
         # The gateway's upstreams: their resources and prompts beside ours, and what they say
         # or ask during a relayed call passed on to the client that made it.
-        self.hub = SessionHub()
-        if gateway is not None and gateway.relay.hub is None:
-            gateway.relay.hub = self.hub
         self.relayed = RelayedHandlers(gateway.sources, client_of) if gateway else None
-        service = invoker.approvals
-        if service.hooks is None:
-            service.hooks = HookManager()
-        service.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
+        invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
+        self.server = self._server(name, instructions)
 
-    def build(self, name: str, instructions: str | None) -> Server[Any]:
-        from mcp.server.lowlevel.server import Server
-        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-        from mcp.shared.exceptions import MCPDeprecationWarning
-
-        bus = InMemorySubscriptionBus()
+    def _server(self, name: str, instructions: str | None) -> FaceServer:
         with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, current before
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            server: Server[Any] = Server(
-                name, version=_version(), instructions=instructions,
+            server = FaceServer(
+                self, name, version=_version(), instructions=instructions,
                 on_list_tools=self.list_tools, on_call_tool=self.call_tool,
                 on_list_prompts=self.list_prompts, on_get_prompt=self.get_prompt,
                 on_list_resources=self.list_resources, on_read_resource=self.read_resource,
                 on_list_resource_templates=self.list_resource_templates,
                 on_subscribe_resource=self.subscribe, on_unsubscribe_resource=self.unsubscribe,
                 on_completion=self.complete, on_set_logging_level=self.set_level,
-                on_subscriptions_listen=ListenHandler(bus))
-        self.server = server
-        BUSES[server] = bus
-        _FACES[server] = self
-        from mcp.server.request_state import RequestStateBoundary
-
+                on_subscriptions_listen=ListenHandler(self.changes.bus))
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
         # and bound to its client: under the shared secret, else one of this process's own.
+        # (The SDK's way to add a middleware: its Server's list.)
         secret = self.ask_client or self.state_secret or secrets.token_hex(32)
         server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
                                                       default_audience=name))
         return server
+
+    def build(self, name: str | None = None, instructions: str | None = None) -> FaceServer:
+        """The face's server (built with the face, by ``MCPFace(..., name=, instructions=)``);
+        ``name`` and ``instructions`` are read there. Goes away in 0.3.0: use ``face.server``."""
+        return self.server
+
+    def remember(self, ctx: Any) -> None:
+        """Keep the connection of a request's client: to tell it when the catalog changes,
+        and, with a gateway, what its upstreams say to every client."""
+        client = client_of(ctx)
+        session = getattr(ctx, "session", None)
+        if session is None:
+            return
+        self.changes.remember(client, session,
+                              modern=str(getattr(ctx, "protocol_version", "")) >= "2026")
+        hub = self.gateway.relay.hub if self.gateway is not None else None
+        if isinstance(hub, ClientSessions):
+            hub.remember(client, session)
+
+    async def close_sessions(self) -> None:
+        """Close the client sessions (as a server stops): each writes its audit summary
+        (refused calls counted past ``max_audit_rows``) and unpins its artifacts."""
+        sessions, self.sessions = list(self.sessions.values()), {}
+        with anyio.CancelScope(shield=True):
+            for session in sessions:
+                await session.close()
+
+    def release_artifacts(self, older_than_s: float) -> int:
+        """Unpin the artifacts the client sessions stored more than ``older_than_s`` seconds
+        ago — a client's session lives as long as its server: their clients read them no
+        more, and the store's gc may remove them. Returns how many."""
+        return sum(session.release(older_than_s) for session in list(self.sessions.values()))
 
     def session_for(self, ctx: Any) -> InvokerSession:
         if self.fixed_session is not None:
@@ -215,7 +246,7 @@ class MCPFace(OfferHandlers):
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
-        remember(self.server, ctx)
+        self.remember(ctx)
         if self.gateway is not None:
             await self.gateway.refresh_stale(wait_s=STALE_WAIT_S)  # a slow upstream: its own
         # an export of a large catalog takes a while: off the event loop, where other
@@ -256,7 +287,7 @@ class MCPFace(OfferHandlers):
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
-        remember(self.server, ctx)
+        self.remember(ctx)
         exported = self.exported_for(params.name)
         if self.gateway is not None and params.name not in exported.names:
             await self.gateway.listed(params.name)  # an upstream's, named before it is listed
@@ -278,7 +309,6 @@ class MCPFace(OfferHandlers):
             progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
         self.calling[call.id] = link
         self.running[call.id] = scope = anyio.CancelScope()
-        self.hub.remember(ctx, client_of(ctx))
         try:
             with scope, calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
                 if self.channel is not None and \
@@ -325,65 +355,15 @@ class MCPFace(OfferHandlers):
             scope.cancel()
         return len(scopes)
 
-    # -- the gateway's upstream resources and prompts, beside this server's own ------------
-
-    async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
-        listed = await super().list_prompts(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_prompts(ctx, params)
-        return listed.model_copy(update={"prompts": [*listed.prompts, *upstream.prompts]})
-
-    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
-                         ) -> types.GetPromptResult | types.InputRequiredResult:
-        if self.relayed is not None and self.relayed.sources.serves_prompt(params.name):
-            return await self.relayed.get_prompt(ctx, params)
-        return await super().get_prompt(ctx, params)
-
-    async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
-        listed = await super().list_resources(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_resources(ctx, params)
-        return listed.model_copy(update={"resources": [*listed.resources,
-                                                       *upstream.resources]})
-
-    async def list_resource_templates(self, ctx: Any, params: Any
-                                      ) -> types.ListResourceTemplatesResult:
-        listed = await super().list_resource_templates(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_resource_templates(ctx, params)
-        return listed.model_copy(update={"resource_templates": [
-            *listed.resource_templates, *upstream.resource_templates]})
-
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
-                            ) -> types.ReadResourceResult:
-        # the gateway's namespace: it names what is wrong with a URI no upstream serves
-        if self.relayed is not None and str(params.uri).startswith(RESOURCE_PREFIX):
-            return await self.relayed.read_resource(ctx, params)
-        return await super().read_resource(ctx, params)
-
-    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
-            return await self.relayed.subscribe(ctx, params)
-        return await super().subscribe(ctx, params)
-
-    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
-            return await self.relayed.unsubscribe(ctx, params)
-        return await super().unsubscribe(ctx, params)
-
-    async def complete(self, ctx: Any, params: types.CompleteRequestParams
-                       ) -> types.CompleteResult:
-        ref = params.ref
-        upstream = self.relayed is not None and (
-            self.relayed.sources.serves_prompt(str(getattr(ref, "name", "")))
-            if getattr(ref, "type", "") == "ref/prompt"
-            else self.relayed.sources.serves_resource(str(getattr(ref, "uri", ""))))
-        if upstream and self.relayed is not None:
-            return await self.relayed.complete(ctx, params)
-        return await super().complete(ctx, params)
+    async def serve_stdio(self, *, beside: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
+                          until: Callable[[], Coroutine[Any, Any, None]] | None = None,
+                          drain_s: float = 1.0) -> None:
+        """Serve one client on this process's stdin/stdout (``stdio.py``) until it leaves or
+        ``until`` returns; the tasks of ``beside`` run alongside."""
+        options = self.server.create_initialization_options(
+            NotificationOptions(tools_changed=True))
+        await run_stdio(self.server, options, beside=beside, until=until, drain_s=drain_s,
+                        stop_calls=self.stop_calls)
 
 
 def stopped_text(tool: str) -> str:
@@ -419,37 +399,34 @@ def _decode_cursor(cursor: str) -> str | None:
         return None
 
 
-_FACES: weakref.WeakKeyDictionary[Any, MCPFace] = weakref.WeakKeyDictionary()
+def _face(server: Server[Any]) -> MCPFace:
+    if not isinstance(server, FaceServer):
+        raise TypeError(f"{server!r} is not a server built by mcp_server or MCPFace")
+    return server.face
 
 
-async def close_sessions(server: Any) -> None:
-    """Close the client sessions of the MCP server ``server`` (as a server stops): each writes
-    its audit summary (refused calls counted past ``max_audit_rows``) and unpins its
-    artifacts."""
-    face = _FACES.get(server)
-    if face is None:
-        return
-    sessions, face.sessions = list(face.sessions.values()), {}
-    with anyio.CancelScope(shield=True):
-        for session in sessions:
-            await session.close()
+async def announce_changes(server: Server[Any], catalog: object, poll_s: float = 0.2) -> None:
+    """Tell the clients of ``server`` (built by ``mcp_server``) whenever ``catalog`` changes:
+    ``notifications/tools/list_changed`` on the 2026-07-28 ``subscriptions/listen`` streams
+    and to the 2025-11-25 connections that stay open (``Changes.follow``). Runs until
+    cancelled."""
+    await _face(server).changes.follow(catalog, poll_s)
 
 
-def stop_calls(server: Any) -> int:
-    """Cancel the calls in flight of the MCP server ``server`` (``MCPFace.stop_calls``)."""
-    face = _FACES.get(server)
-    return face.stop_calls() if face is not None else 0
+async def close_sessions(server: Server[Any]) -> None:
+    """Close the client sessions of ``server`` (``MCPFace.close_sessions``)."""
+    await _face(server).close_sessions()
 
 
-def release_artifacts(older_than_s: float, server: Any = None) -> int:
-    """Unpin the artifacts the client sessions of the MCP server ``server`` (by default, of
-    every one in this process) stored more than ``older_than_s`` seconds ago — a client's
-    session lives as long as its server: their clients read them no more, and the store's gc
-    may remove them. Returns how many."""
-    faces = [_FACES[server]] if server in _FACES else [] if server is not None else \
-        list(_FACES.values())
-    return sum(session.release(older_than_s)
-               for face in faces for session in list(face.sessions.values()))
+def stop_calls(server: Server[Any]) -> int:
+    """Cancel the calls in flight of ``server`` (``MCPFace.stop_calls``)."""
+    return _face(server).stop_calls()
+
+
+def release_artifacts(older_than_s: float, server: Server[Any]) -> int:
+    """Unpin what the client sessions of ``server`` stored more than ``older_than_s`` seconds
+    ago (``MCPFace.release_artifacts``). Returns how many."""
+    return _face(server).release_artifacts(older_than_s)
 
 
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
@@ -463,13 +440,11 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
     for a person: ``pending``) and calls still running after ``drain_s`` seconds are cancelled
     and answered so (``stdio.py``). With a ``gateway``, its upstream tools are attached
     meanwhile (``attach_upstreams``: the local tools are served at once; ``on_report`` gets
-    its report). ``alongside`` runs in the same event loop until then (the approval page).
-    ``on_ready`` is called once the server is built, just before it serves."""
-    from mcp.server.lowlevel.server import NotificationOptions
-
-    server = mcp_server(invoker, gateway=gateway, **options)
+    its report). ``alongside`` runs in the same event loop until then. ``on_ready`` is called
+    once the server is built, just before it serves. ``options``: ``MCPFace``'s."""
+    face = MCPFace(invoker, gateway=gateway, **options)
     beside: list[Callable[[], Coroutine[Any, Any, None]]] = [
-        partial(announce_changes, server, invoker.registry)]
+        partial(face.changes.follow, invoker.registry)]
     if gateway is not None:
         beside.append(partial(attach_upstreams, gateway, invoker.registry, on_report))
     if alongside is not None:
@@ -478,9 +453,10 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
         on_ready()
 
     async def run() -> None:
-        await run_stdio(server, server.create_initialization_options(
-            NotificationOptions(tools_changed=True)), beside=beside, until=until,
-            drain_s=drain_s, stop_calls=_FACES[server].stop_calls, context=gateway)
-        await close_sessions(server)
+        async with AsyncExitStack() as stack:
+            if gateway is not None:
+                await stack.enter_async_context(gateway)
+            await face.serve_stdio(beside=beside, until=until, drain_s=drain_s)
+        await face.close_sessions()
 
     anyio.run(run)

@@ -83,8 +83,6 @@ class TokenGate:
         self.protected = protected
         self.hosts = frozenset(h.lower() for h in hosts)
         self.rate, self.burst = rate, burst
-        self.mcp_server: Any = None
-        """The MCP ``Server`` behind it, when ``create_app`` made it."""
         self._buckets: dict[str, tuple[float, float]] = {}
         """client → (tokens left, when counted): a token bucket of ``rate`` requests per second
         with room for ``burst``."""
