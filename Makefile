@@ -98,6 +98,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_search.py
 	$(BIN)/python benchmarks/bench_install.py
 	$(BIN)/python benchmarks/bench_protect.py
+	$(BIN)/python benchmarks/bench_policy.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

@@ -31,6 +31,7 @@ from .errors import (
     InvalidArgumentsError,
     InvalidOutputError,
     MalformedCallError,
+    PolicyDeniedError,
     PolicyViolationError,
     SandboxLimitError,
     SandboxUnavailableError,
@@ -69,10 +70,12 @@ from .invoke import (
     InvocationResult,
     ToolCall,
 )
+from .invoke.gates import PolicyGate
 from .invoke.invoker import ToolInvoker
 from .invoke.session import InvokerSession
 from .offers.prompts import Prompt, prompt
 from .offers.resources import Resource, resource
+from .policy import Policies, PolicyDecision, PolicyRule, PolicyStore
 from .sandbox import Sandbox, default_sandbox
 from .skills import Skill
 from .toolbox import (
@@ -159,6 +162,12 @@ __all__ = [
     "MalformedCallError",
     "MemoryBlobStore",
     "PersistedApprovalHandler",
+    "Policies",
+    "PolicyDecision",
+    "PolicyDeniedError",
+    "PolicyGate",
+    "PolicyRule",
+    "PolicyStore",
     "PolicyViolationError",
     "Problem",
     "Prompt",

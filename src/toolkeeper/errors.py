@@ -23,6 +23,7 @@ The tree (a test checks that this drawing matches the real classes)::
         │   ├── ApprovalDeniedError
         │   ├── BudgetExceededError
         │   ├── PolicyViolationError
+        │   │   └── PolicyDeniedError
         │   ├── CallCancelledError
         │   └── SandboxUnavailableError
         └── ToolFailedError
@@ -53,6 +54,7 @@ __all__ = [
     "InvalidArgumentsError",
     "InvalidOutputError",
     "MalformedCallError",
+    "PolicyDeniedError",
     "PolicyViolationError",
     "SandboxLimitError",
     "SandboxUnavailableError",
@@ -188,6 +190,13 @@ class PolicyViolationError(ToolDidNotRunError):
     """A security policy rule refused the call; the message names the rule and how to allow it."""
 
     code: ClassVar[str] = "policy_violation"
+
+
+class PolicyDeniedError(PolicyViolationError):
+    """A policy refused the call (a ``forbid`` applies, or no ``permit`` does); the message names
+    the policy's id and its reason."""
+
+    code: ClassVar[str] = "policy_denied"
 
 
 class CallCancelledError(ToolDidNotRunError):

@@ -37,6 +37,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
     "langchain": ("langchain", "langchain_core", "langgraph"),
+    "policy": ("cedarpy",),
     "testing": ("hypothesis", "pytest"),
 }
 DEVELOPMENT = frozenset({"testing"})

@@ -323,3 +323,18 @@ def test_a_file_a_wildcard_rule_protects_never_reaches_the_workspace(ws: Path) -
     assert not (ws / "toolkeeper.db-shm").exists()
     assert "toolkeeper.db-shm (rule security.forbidden_paths 'toolkeeper.db-*')" in out
     assert (ws / "notes.txt").read_text() == "ok\n"
+
+
+def test_commands_run_in_a_workspace_root_owns_and_cannot_change_its_folders(
+        base: Path) -> None:
+    """As ``make run`` makes it, as root: the workspace and a folder in it are root's. Commands
+    (run as uid 65534) still run and create files through the copy-on-write view, whose upper
+    layer that uid owns; a folder root owns stays unwritable to them."""
+    ws = base / "rooted"
+    (ws / "src").mkdir(parents=True)
+    out = run(shell(ws), "echo made > new.txt && cat new.txt; echo x > src/in.txt || echo no")
+    assert out.startswith("made\n") and (ws / "new.txt").read_text() == "made\n"
+    if os.geteuid() == 0:
+        assert "Permission denied" in out and not (ws / "src" / "in.txt").exists()
+    else:  # commands run as this user, who owns the folder
+        assert (ws / "src" / "in.txt").read_text() == "x\n"

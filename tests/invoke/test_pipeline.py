@@ -31,8 +31,8 @@ pytestmark = pytest.mark.anyio
 
 def test_the_default_gate_order_is_pinned() -> None:
     expected = ["trace", "record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
-                "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
-                "progress", "timeout"]
+                "policy", "preflight", "approval", "artifact_refs", "cancellation", "shaping",
+                "guardrails_out", "progress", "timeout"]
     assert list(GATE_ORDER) == expected
     assert [g.name for g in ToolInvoker([]).gates] == expected
 

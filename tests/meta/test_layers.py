@@ -18,7 +18,7 @@ FLOORS = {
     "tools": 1, "formats": 1,  # formats are functions of core's spec; Tool.get_schema calls them
     "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2, "offers": 2,
     "hooks": 2,
-    "invoke": 3, "approval": 3,
+    "invoke": 3, "approval": 3, "policy": 3,  # policy: Cedar beside approval, before it
     "builtins": 4, "config": 4, "sandbox": 4,
     "mcp": 5, "codemode": 5, "gateway": 5,
     "cli": 6, "server": 6, "testing": 6, "adapters": 6,
@@ -61,6 +61,8 @@ LAZY = {
     "opentelemetry": "imported only once the application uses OpenTelemetry itself (it is in "
                      "sys.modules): a process without it pays nothing at import",
     "prometheus_client": "serve's /metrics (the mcp extra): loaded when `serve` builds it",
+    "cedarpy": "the policy extra: loaded when a Cedar policy is read or evaluated; the default "
+               "set needs no engine",
 }
 # The one import of toolkeeper's own inside a function, and why: the command's light half (its
 # options and settings, loaded by every command) reaches the server it starts (the MCP SDK under

@@ -279,6 +279,8 @@ def test_a_core_only_interpreter_defines_exports_parses_validates_and_invokes(
     ("from toolkeeper.approval.pg import PgDatabase; PgDatabase('postgresql://h/db')", "postgres"),
     ("import toolkeeper as tk; from toolkeeper.mcp.server import mcp_server; "
      "mcp_server(tk.ToolInvoker(tk.Toolbox([])))", "server"),
+    ("import toolkeeper as tk; tk.Policies(tk.Toolbox([]), text={'t': 'permit (principal, "
+     "action, resource);'}).load()", "policy"),
 ])
 def test_a_core_only_interpreter_names_the_extra_a_part_needs(
         tmp_path: Path, code: str, extra: str) -> None:
@@ -291,6 +293,37 @@ def test_a_core_only_interpreter_names_the_extra_a_part_needs(
     assert last.endswith(f"needs the [{extra}] extra: pip install 'toolkeeper[{extra}]'"), last
     if extra == "cli":
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+GOVERNED_FLOW = """
+import asyncio, json, sys
+import toolkeeper as tk
+
+@tk.tool(risk="high")
+def deploy(env: str) -> str:
+    '''Deploy.'''
+    return env
+
+box = tk.Toolbox([deploy])
+policies = tk.Policies(box, store=tk.PolicyStore(sys.argv[1]))
+invoker = tk.ToolInvoker(box, policies=policies,
+                         policy=tk.ChainPolicy(max_risk_unapproved="high"))
+
+async def main():
+    async with invoker.open_session() as session:
+        return await invoker.invoke(tk.ToolCall(id="1", name="deploy",
+                                                arguments={"env": "qa"}), session=session)
+
+done = asyncio.run(main())
+print(json.dumps([done.status, "cedarpy" in sys.modules]))
+"""
+
+
+def test_a_core_only_interpreter_decides_with_the_default_set_and_a_store_without_cedar(
+        tmp_path: Path) -> None:
+    done = _core_python(tmp_path, GOVERNED_FLOW, str(tmp_path / "state.db"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == ["ok", False]
 
 
 def test_with_the_cli_extra_alone_check_runs_and_serve_names_the_server_extra(

@@ -247,10 +247,10 @@ async def test_no_tool_reads_another_servers_state_kept_in_the_workspace(
     hand_over(reachable)
     proc = _serve(project, "--config", str(project / "toolkeeper.toml"), "--workspace",
                   str(project), env=agent_env)
+    url = _started(proc)[0].split()[3]  # serving: it found no state in its workspace
     neighbour = project / ".toolkeeper"  # the other server starts later, its state here
     other = _serve(reachable, "--no-builtins", "--state-dir", str(neighbour), env=agent_env)
     try:
-        url = _started(proc)[0].split()[3]
         _started(other)
         state = Path(agent_env["HOME"]) / ".local" / "state" / "toolkeeper"
         _remember(url, state)

@@ -64,7 +64,8 @@ async def test_jobs_beyond_the_worker_limit_wait_their_turn(monkeypatch: pytest.
 async def test_idle_workers_retire(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "IDLE_S", 0.05)
     monkeypatch.setattr(threads, "_pool", threads._Pool())
-    await asyncio.gather(*(run_in_worker(lambda: time.sleep(0.01)) for _ in range(4)))
+    together = threading.Barrier(4, timeout=10)  # four jobs running at once: four workers
+    await asyncio.gather(*(run_in_worker(together.wait) for _ in range(4)))
     assert threads._pool.workers == 4
     deadline = time.monotonic() + 5
     while threads._pool.workers and time.monotonic() < deadline:

@@ -37,7 +37,7 @@ from ..core.results import ImageBlock, TextBlock, ToolResult
 from ..core.risk import ToolRisk
 from ..errors import PolicyViolationError, ToolRaisedError
 from ..tools.tool import Tool
-from .http import check_url, exchange, load_httpx
+from .http import checked, exchange, load_httpx, url_preflight
 from .policy import SecurityPolicy
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class _Traffic:
 
 async def _run(policy: SecurityPolicy, executable: Path, timeout_s: float, url: str,
                then: Callable[[Any], Awaitable[None]], screenshot: bool) -> ToolResult:
-    check_url(url, policy)  # refused before a browser starts
+    await checked(url, policy)  # refused before a browser starts
     try:
         from playwright.async_api import Error as PlaywrightError
         from playwright.async_api import async_playwright
@@ -182,6 +182,13 @@ def browser_tools(policy: SecurityPolicy, *, executable_path: str | Path = "/usr
             raise ToolRaisedError(f"the browser took longer than {timeout_s:g} s on {url} and "
                                   "was stopped", tool_name="browser") from None
 
+    async def check_open(url: str) -> None:
+        await url_preflight(url, policy)
+
+    async def check(url: str, actions: list[BrowserAction] | None = None,
+                    screenshot: bool = True) -> None:
+        await url_preflight(url, policy)
+
     async def browser_open(url: str) -> ToolResult:
         """Open a web page in a headless browser; returns its text and a screenshot.
 
@@ -217,6 +224,7 @@ def browser_tools(policy: SecurityPolicy, *, executable_path: str | Path = "/usr
 
     meta = {"open_world_hint": True, "category": "research", "tags": frozenset({"network"}),
             "timeout": timeout_s + 10}
-    return [Tool.from_function(browser, risk=ToolRisk.HIGH, metadata=ToolMetadata(**meta)),
-            Tool.from_function(browser_open, risk=ToolRisk.SENSITIVE,
+    return [Tool.from_function(browser, risk=ToolRisk.HIGH, metadata=ToolMetadata(**meta),
+                               preflight=check),
+            Tool.from_function(browser_open, risk=ToolRisk.SENSITIVE, preflight=check_open,
                                metadata=ToolMetadata(read_only_hint=True, **meta))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import os
 
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
@@ -12,7 +13,8 @@ from ..extras import missing
 from ..tools.tool import Tool
 from .fs import Workspace
 from .policy import SecurityPolicy
-from .reading import looks_binary, read_checked
+from .preflight import Preflight
+from .reading import looks_binary, open_checked, read_checked
 
 __all__ = ["file_tools"]
 
@@ -67,6 +69,40 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
                                         "shown as text", tool_name=tool)
         return text
 
+    def target(path: str, tool: str, *, write: bool) -> str:
+        """The workspace-relative path, refused by the path rules (absolute outside, NUL and
+        invisible characters, forbidden paths, state files, read-only)."""
+        rel = ws.relative(path, tool)
+        policy.check_path(rel, write=write, tool=tool)
+        return rel
+
+    def written(path: str, content: str) -> tuple[str, bytes]:
+        """file_write's refusals decided by its arguments: the path rules and the size."""
+        rel = target(path, "file_write", write=True)
+        data = content.encode("utf-8")
+        if len(data) > policy.max_file_bytes:
+            raise InvalidArgumentsError(f"content is {len(data)} bytes, more than the "
+                                        f"{policy.max_file_bytes}-byte limit", tool_name="file_write")
+        return rel, data
+
+    # Each tool's pre-flight, which its run calls first: the refusals that do not depend on
+    # what the file holds, checked as the workspace is now, changing nothing.
+    def check_read(path: str, offset: int = 0, limit: int = 2000) -> str:
+        rel = target(path, "file_read", write=False)
+        os.close(open_checked(ws, rel, policy, "file_read"))
+        return rel
+
+    def check_write(path: str, content: str) -> tuple[str, bytes]:
+        rel, data = written(path, content)
+        ws.check_write(rel, "file_write")
+        return rel, data
+
+    def check_edit(path: str, old: str, new: str, unique: bool = False) -> str:
+        rel = target(path, "file_edit", write=True)
+        os.close(open_checked(ws, rel, policy, "file_edit"))
+        ws.check_write(rel, "file_edit")
+        return rel
+
     def file_read(path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a text file (or a PDF's text) with line numbers.
 
@@ -75,9 +111,7 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
             offset: First line to show (0 = the beginning).
             limit: How many lines to show at most.
         """
-        rel = ws.relative(path, "file_read")
-        policy.check_path(rel, write=False, tool="file_read")
-        text = read_text(rel, "file_read")
+        text = read_text(check_read(path), "file_read")
         return _numbered(text, max(0, offset), max(1, limit), policy.max_output_bytes)
 
     def file_write(path: str, content: str) -> str:
@@ -87,12 +121,7 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
             path: File path, relative to the workspace; missing directories are created.
             content: The complete new content.
         """
-        rel = ws.relative(path, "file_write")
-        policy.check_path(rel, write=True, tool="file_write")
-        data = content.encode("utf-8")
-        if len(data) > policy.max_file_bytes:
-            raise InvalidArgumentsError(f"content is {len(data)} bytes, more than the "
-                                        f"{policy.max_file_bytes}-byte limit", tool_name="file_write")
+        rel, data = check_write(path, content)
         ws.write_atomic(rel, data, "file_write")
         return f"wrote {len(data)} bytes to {rel}"
 
@@ -105,8 +134,7 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
             new: The replacement text.
             unique: Refuse when ``old`` occurs more than once.
         """
-        rel = ws.relative(path, "file_edit")
-        policy.check_path(rel, write=True, tool="file_edit")
+        rel = check_edit(path, old, new, unique)
         text = read_text(rel, "file_edit")
         count = text.count(old) if old else 0
         if count == 0:
@@ -126,11 +154,12 @@ def file_tools(policy: SecurityPolicy) -> list[Tool]:
     return [
         Tool.from_function(file_read, risk=ToolRisk.SAFE, metadata=ToolMetadata(
             read_only_hint=True, tags=frozenset({"file_system", "read_only"}),
-            category="development")),
+            category="development"), preflight=Preflight(check_read)),
         Tool.from_function(file_write, risk=ToolRisk.HIGH, metadata=ToolMetadata(
-            category="development", idempotent_hint=True, **write_meta)),
+            category="development", idempotent_hint=True, **write_meta),
+            preflight=Preflight(check_write)),
         Tool.from_function(file_edit, risk=ToolRisk.HIGH, metadata=ToolMetadata(
-            category="development", **write_meta)),
+            category="development", **write_meta), preflight=Preflight(check_edit)),
     ]
 
 

@@ -209,6 +209,18 @@ class Workspace:
     @contextmanager
     def parent_dir(self, rel: str, tool: str, *, create: bool) -> Iterator[tuple[int, str]]:
         """(fd of the parent directory, file name), through no symlink at all."""
+        fd, name = self._walk_parent(rel, tool, create=create)
+        assert fd is not None
+        try:
+            yield fd, name
+        finally:
+            os.close(fd)
+
+    def _walk_parent(self, rel: str, tool: str, *, create: bool, probe: bool = False
+                     ) -> tuple[int | None, str]:
+        """The parent directory's fd (the caller closes it) and the file name, every directory
+        on the way checked; ``probe``: stop at the first directory that does not exist yet
+        (``None``), creating and changing nothing."""
         parent, _, name = rel.rpartition("/")
         if not name or name in ("..", "."):
             raise _refuse(rel, "it does not name a file", tool)
@@ -222,27 +234,35 @@ class Workspace:
                 if create:
                     with suppress(FileExistsError):
                         os.mkdir(part, 0o755, dir_fd=fd)
+                elif probe and _missing(fd, part):
+                    os.close(fd)
+                    return None, name
                 next_fd = _openat_dir(fd, part, rel, tool)
                 os.close(fd)
                 fd = next_fd
                 walked.append(part)
                 check_not_state(fd, "/".join(walked), rel, tool)
-            yield fd, name
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        return fd, name
+
+    def check_write(self, rel: str, tool: str) -> None:
+        """Refuse a write of ``rel`` that ``write_atomic`` would refuse as the workspace is
+        now, changing nothing: a symlink or a toolkeeper state folder on the way, or an
+        existing entry that is not a regular, single-linked file."""
+        dirfd, name = self._walk_parent(rel, tool, create=False, probe=True)
+        if dirfd is None:
+            return
+        try:
+            _check_target(dirfd, name, rel, tool)
+        finally:
+            os.close(dirfd)
 
     def write_atomic(self, rel: str, data: bytes, tool: str, *, create_dirs: bool = True) -> None:
         """Replace or create a regular file atomically (temp file + renameat)."""
         with self.parent_dir(rel, tool, create=create_dirs) as (dirfd, name):
-            try:
-                existing = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            except FileNotFoundError:
-                existing = None
-            if existing is not None:
-                if not stat.S_ISREG(existing.st_mode):
-                    raise _refuse(rel, "it exists and is not a regular file", tool)
-                if existing.st_nlink > 1:
-                    raise _refuse(rel, "it is hard-linked to another path", tool)
+            _check_target(dirfd, name, rel, tool)
             temp = f".{name}.{secrets.token_hex(6)}.tmp"
             try:
                 _write_then_rename(dirfd, temp, name, data)
@@ -251,6 +271,26 @@ class Workspace:
                     f"writing '{visible(rel)}' failed: {exc.strerror or exc}; the workspace "
                     "changed while writing — check the path and try again", tool_name=tool
                 ) from exc
+
+
+def _missing(dirfd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    return False
+
+
+def _check_target(dirfd: int, name: str, rel: str, tool: str) -> None:
+    """Refuse replacing an existing entry that is not a regular, single-linked file."""
+    try:
+        existing = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(existing.st_mode):
+        raise _refuse(rel, "it exists and is not a regular file", tool)
+    if existing.st_nlink > 1:
+        raise _refuse(rel, "it is hard-linked to another path", tool)
 
 
 def check_not_state(dirfd: int, where: str, rel: str, tool: str) -> None:

@@ -24,8 +24,9 @@ from ..sandbox import RunOptions, Sandbox, default_sandbox, new_overlay
 from ..tools.tool import Tool
 from .fs import lstat_beneath
 from .policy import SecurityPolicy
+from .preflight import Preflight
 from .protected import Protection
-from .shell import sandbox_blocker
+from .shell import root_limits, sandbox_blocker
 
 __all__ = ["PINNED", "WRITES", "git_tool", "judge"]
 
@@ -118,6 +119,24 @@ def git_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
     sandbox = sandbox or default_sandbox()
     protection = Protection(policy, state_only=True)
 
+    def blocked() -> str | None:
+        blocker = sandbox_blocker(policy, sandbox)
+        return None if blocker is None else f"git runs only in the sandbox: {blocker}"
+
+    def refuse(operation: Operation, args: list[str] | None = None) -> None:
+        """The rules a git call meets before it runs (the tool's pre-flight too): its
+        options, autonomy, the sandbox, and a repository kept in the workspace's .git."""
+        _check_args(operation, list(args or []))
+        if operation in ("add", "commit") and policy.autonomy == "read_only":
+            raise PolicyViolationError(f"git {operation} writes and security.autonomy is "
+                                       "'read_only'", tool_name="git_operations",
+                                       details={"rule": "autonomy"})
+        reason = blocked()
+        if reason is not None:
+            raise PolicyViolationError(reason, tool_name="git_operations",
+                                       details={"rule": "sandbox"})
+        _check_repository(protection)
+
     def git_operations(operation: Operation, args: list[str] | None = None) -> str:
         """Run a git command in the workspace: status, diff, log, show, add or commit.
 
@@ -127,16 +146,8 @@ def git_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
                 -m "message".
         """
         args = list(args or [])
-        _check_args(operation, args)
-        if operation in ("add", "commit") and policy.autonomy == "read_only":
-            raise PolicyViolationError(f"git {operation} writes and security.autonomy is "
-                                       "'read_only'", tool_name="git_operations",
-                                       details={"rule": "autonomy"})
-        blocker = sandbox_blocker(policy, sandbox)
-        if blocker is not None or sandbox is None:
-            raise PolicyViolationError(f"git runs only in the sandbox: {blocker}",
-                                       tool_name="git_operations", details={"rule": "sandbox"})
-        _check_repository(protection)
+        refuse(operation, args)
+        assert sandbox is not None
         safe = ["--no-ext-diff", "--no-textconv"] if operation in ("diff", "log", "show") else []
         before = protection.state()
         hidden = protection.prepare(sandbox, before, tool="git_operations")
@@ -156,4 +167,5 @@ def git_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
 
     return Tool.from_function(git_operations, risk=ToolRisk.HIGH, metadata=ToolMetadata(
         category="development/project", tags=frozenset({"git", "file_system"}),
-        destructive_hint=False))
+        destructive_hint=False), preflight=Preflight(
+            refuse, blocked=blocked, limited=lambda: root_limits(policy, sandbox)))

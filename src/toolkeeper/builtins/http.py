@@ -32,9 +32,13 @@ from .policy import SecurityPolicy
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["Exchange", "check_url", "exchange", "http_tools", "load_httpx", "public_address"]
+__all__ = ["PREFLIGHT_RESOLVE_S", "Exchange", "check_url", "checked", "exchange", "http_tools",
+           "load_httpx", "public_address", "url_preflight"]
 
 MAX_REDIRECTS = 5
+PREFLIGHT_RESOLVE_S = 3.0
+"""How long a pre-flight waits for the host's addresses before leaving the judgement to the
+tool's run."""
 _LOOPBACK = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
 _CARRIERS = (ipaddress.ip_network("::ffff:0:0/96"),  # IPv4-mapped
              ipaddress.ip_network("64:ff9b::/96"))  # NAT64's well-known prefix
@@ -127,6 +131,24 @@ def check_url(url: str, policy: SecurityPolicy) -> Target:
     return Target(url=parsed, host=host, address=addresses[0])
 
 
+async def checked(url: str, policy: SecurityPolicy) -> Target:
+    """``check_url`` off the event loop (it resolves the host)."""
+    return await anyio.to_thread.run_sync(check_url, url, policy, abandon_on_cancel=True)
+
+
+async def url_preflight(url: str, policy: SecurityPolicy) -> None:
+    """A web tool's pre-flight: the rules ``check_url`` applies to ``url`` before anything is
+    sent. Resolving the host is part of the address rule, so it is looked up too, for at most
+    ``PREFLIGHT_RESOLVE_S``: a slower lookup decides nothing here (the tool resolves again, and
+    connects to the address it checked, when it runs).
+
+    Raises:
+        PolicyViolationError: what the tool's run would raise for ``url``.
+    """
+    with anyio.move_on_after(PREFLIGHT_RESOLVE_S):
+        await checked(url, policy)
+
+
 def _resolve(host: str, parsed: httpx.URL, policy: SecurityPolicy) -> list[str]:
     pinned = dict(policy.hosts).get(host.lower().rstrip("."))
     if pinned is not None:
@@ -179,7 +201,7 @@ async def exchange(client: httpx.AsyncClient, method: str, url: str, policy: Sec
         PolicyViolationError: a URL (the first or a redirect's) the rules refuse.
     """
     for _ in range(MAX_REDIRECTS + 1):
-        target = await anyio.to_thread.run_sync(check_url, url, policy, abandon_on_cancel=True)
+        target = await checked(url, policy)
         request = client.build_request(
             method, _pinned(target), content=body,
             headers={**(headers or {}), "Host": target.url.netloc.decode()},
@@ -238,6 +260,14 @@ def _as_text(response: httpx.Response, data: bytes) -> str:
 def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]:
     """``http_fetch`` (GET, readable text) and ``http_request`` (any method) bound to ``policy``."""
 
+    async def check_fetch(url: str) -> None:
+        await url_preflight(url, policy)
+
+    async def check_request(method: str, url: str, headers: dict[str, str] | None = None,
+                            body: str | None = None) -> None:
+        _verb(method)
+        await url_preflight(url, policy)
+
     async def http_fetch(url: str) -> str:
         """Fetch a web page or document and return it as readable text.
 
@@ -263,9 +293,7 @@ def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]
             headers: Request headers.
             body: Request body (text or JSON text).
         """
-        verb = method.upper()
-        if verb not in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"):
-            raise _refuse(f"method {method!r} is refused", "http.method")
+        verb = _verb(method)
         httpx = load_httpx()
         try:
             response, data, truncated = await _fetch(verb, url, policy, headers, body, timeout_s)
@@ -278,8 +306,15 @@ def http_tools(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> list[Tool]
     return [
         Tool.from_function(http_fetch, risk=ToolRisk.SENSITIVE, metadata=ToolMetadata(
             read_only_hint=True, open_world_hint=True, category="research",
-            tags=frozenset({"network"}), timeout=timeout_s + 5)),
+            tags=frozenset({"network"}), timeout=timeout_s + 5), preflight=check_fetch),
         Tool.from_function(http_request, risk=ToolRisk.HIGH, metadata=ToolMetadata(
             open_world_hint=True, category="research", tags=frozenset({"network"}),
-            timeout=timeout_s + 5)),
+            timeout=timeout_s + 5), preflight=check_request),
     ]
+
+
+def _verb(method: str) -> str:
+    verb = method.upper()
+    if verb not in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"):
+        raise _refuse(f"method {method!r} is refused", "http.method")
+    return verb

@@ -28,7 +28,7 @@ DEFAULT_FORBIDDEN: tuple[str, ...] = (
     ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile", ".zshenv",
     ".bash_logout", ".inputrc", ".ripgreprc", ".mcp.json", ".vscode", ".vscode/*", ".idea",
     ".idea/*", ".claude/*", ".envrc", "toolkeeper.toml", "toolkeeper.db", "toolkeeper.db-*",
-    "tool_descriptions/*", STATE_MARKER,
+    "tool_descriptions/*", "*.cedar", STATE_MARKER,
 )
 DEFAULT_ENV = ("PATH", "HOME", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 DEFAULT_COMMANDS = ("ls", "cat", "head", "tail", "wc", "grep", "rg", "sort", "uniq", "cut", "tr",

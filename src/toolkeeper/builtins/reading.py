@@ -14,7 +14,7 @@ from ..errors import PolicyViolationError
 from .fs import Workspace, open_readable
 from .policy import SecurityPolicy
 
-__all__ = ["looks_binary", "read_checked", "read_text_or_none"]
+__all__ = ["looks_binary", "open_checked", "read_checked", "read_text_or_none"]
 
 _SNIFF = 8192
 
@@ -32,14 +32,31 @@ def read_checked(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str, *,
     Raises:
         PolicyViolationError: naming the rule that refused the file.
     """
+    fd = open_checked(ws, rel, policy, tool, dirfd=dirfd)
+    try:
+        return ws.read_fd(fd, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def open_checked(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str, *,
+                 dirfd: int | None = None) -> int:
+    """A read-only fd of the file ``rel`` (below ``dirfd``, default the workspace root) that
+    the rules let be read; the caller closes it. A file tool's pre-flight opens and closes it
+    (reading nothing) to refuse what its run would.
+
+    Raises:
+        PolicyViolationError: naming the rule that refused the file.
+    """
     fd = open_readable(ws.fd if dirfd is None else dirfd, rel, tool)
     try:
         real = ws.real_relative(fd)
         policy.check_path(real, write=False, tool=tool)
         ws.check_location(fd, real, rel, tool)
-        return ws.read_fd(fd, max_bytes)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
 
 
 def read_text_or_none(ws: Workspace, rel: str, policy: SecurityPolicy, tool: str, *,

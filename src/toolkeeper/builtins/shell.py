@@ -29,9 +29,10 @@ from ..sandbox import (
 )
 from ..tools.tool import Tool
 from .policy import SecurityPolicy
+from .preflight import Preflight
 from .protected import Protection
 
-__all__ = ["command_words", "sandbox_blocker", "shell_tool"]
+__all__ = ["command_words", "root_limits", "sandbox_blocker", "shell_tool"]
 
 _INTERPRETERS = {"python", "python3", "perl", "ruby", "node", "bash", "sh", "zsh", "dash", "env",
                  "xargs", "find", "git", "npm", "npx", "pip", "pip3", "cargo", "make", "awk",
@@ -113,7 +114,10 @@ def sandbox_blocker(policy: SecurityPolicy, sandbox: Sandbox | None = None
                     ) -> str | None:
     """Why commands cannot run confined for this policy, or ``None`` when they can.
 
-    ``sandbox`` defaults to the backend the host's probe picks (``None`` when none).
+    ``sandbox`` defaults to the backend the host's probe picks (``None`` when none). As root,
+    commands run as an unprivileged uid, which must reach the workspace; it must also be able
+    to write it, unless the sandbox writes through a copy-on-write view (whose upper layer
+    that uid owns: see ``root_limits`` for what it still cannot change).
     """
     sandbox = sandbox or default_sandbox()
     if sandbox is None:
@@ -122,21 +126,44 @@ def sandbox_blocker(policy: SecurityPolicy, sandbox: Sandbox | None = None
         return "the chosen sandbox does not confine commands"
     if os.geteuid() != 0:
         return None
-    # As root the sandbox runs as an unprivileged uid, which must reach the workspace.
     for path in [policy.workspace, *policy.workspace.parents]:
         info = path.stat()
         if info.st_uid != UNPRIVILEGED_UID and not info.st_mode & 0o001:
             return (f"commands run as uid {UNPRIVILEGED_UID} because toolkeeper runs as root, "
                     f"and {path} is not reachable by it; run toolkeeper as a non-root user, or "
-                    f"make the workspace's parents searchable (chmod o+x) and the workspace "
-                    f"owned by {UNPRIVILEGED_UID}")
-    info = policy.workspace.stat()
-    if info.st_uid != UNPRIVILEGED_UID and not info.st_mode & 0o002 \
-            and policy.autonomy != "read_only":
-        return (f"the workspace {policy.workspace} is not writable by uid {UNPRIVILEGED_UID}, "
-                f"which runs the commands because toolkeeper runs as root; chown it to "
-                f"{UNPRIVILEGED_UID} or run toolkeeper as a non-root user")
-    return None
+                    "make the workspace's parents searchable (chmod o+x)" + (
+                        "" if sandbox.overlays else
+                        f" and the workspace owned by {UNPRIVILEGED_UID}"))
+    # with a view, writes go through an upper layer that uid owns
+    if policy.autonomy == "read_only" or _writable(policy.workspace.stat()) or sandbox.overlays:
+        return None
+    return (f"the workspace {policy.workspace} is not writable by uid {UNPRIVILEGED_UID}, "
+            f"which runs the commands because toolkeeper runs as root; chown it to "
+            f"{UNPRIVILEGED_UID} or run toolkeeper as a non-root user")
+
+
+def _writable(info: os.stat_result) -> bool:
+    """Whether the sandbox's unprivileged uid may write a file or folder with ``info``."""
+    return info.st_uid == UNPRIVILEGED_UID or bool(info.st_mode & 0o002)
+
+
+def root_limits(policy: SecurityPolicy, sandbox: Sandbox | None = None) -> str | None:
+    """What commands cannot change though they run: as root they run as an unprivileged
+    uid, which creates and removes entries through the copy-on-write view but cannot change a
+    file or folder that belongs to root — those in the workspace now, and those the file tools
+    (which run as root) write. ``None`` when nothing is limited."""
+    sandbox = sandbox or default_sandbox()
+    if os.geteuid() != 0 or policy.autonomy == "read_only" or sandbox is None \
+            or sandbox_blocker(policy, sandbox) is not None:
+        return None
+    with os.scandir(policy.workspace) as entries:
+        owned = sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+                       for e in entries if not _writable(e.stat(follow_symlinks=False)))
+    now = f"; now {', '.join(owned[:3])}{', …' if len(owned) > 3 else ''}" if owned else ""
+    return (f"its commands run as uid {UNPRIVILEGED_UID} because toolkeeper runs as root, so "
+            f"they cannot change files and folders of the workspace that belong to root (those "
+            f"the file tools write{now}); run toolkeeper as a non-root user, or chown -R "
+            f"{UNPRIVILEGED_UID} {policy.workspace}")
 
 
 def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Tool:
@@ -150,6 +177,27 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
         UnconfinedSandbox() if policy.allow_unconfined else None)
     protection = Protection(policy)
 
+    def standing() -> PolicyViolationError | None:
+        """The refusal of every call, whatever its command line."""
+        if policy.autonomy == "read_only":
+            return PolicyViolationError("commands are refused: security.autonomy is "
+                                        "'read_only'; set it to 'supervised' or 'full'",
+                                        tool_name="shell", details={"rule": "autonomy"})
+        if runner is None:
+            return PolicyViolationError(
+                f"commands are refused: {blocker}. Fix that, or set "
+                "security.allow_unconfined = true (every call then needs approval)",
+                tool_name="shell", details={"rule": "sandbox"})
+        return None
+
+    def refuse(command: str, approved: bool = False) -> None:
+        """The rules a command line meets before it runs (the tool's pre-flight too)."""
+        refusal = standing()
+        if refusal is not None:
+            raise refusal
+        assert runner is not None
+        _check(command, policy, confined=runner.confined)
+
     def shell(command: str, approved: bool = False) -> str:
         """Run a shell command line in the workspace (sandboxed, no network by default).
 
@@ -158,16 +206,8 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
             approved: Accepted for compatibility. It never stands in for approval: a model
                 cannot approve its own call; the invoker's approval gate does.
         """
-        if policy.autonomy == "read_only":
-            raise PolicyViolationError("commands are refused: security.autonomy is 'read_only'; "
-                                       "set it to 'supervised' or 'full'", tool_name="shell",
-                                       details={"rule": "autonomy"})
-        if runner is None:
-            raise PolicyViolationError(
-                f"commands are refused: {blocker}. Fix that, or set "
-                "security.allow_unconfined = true (every call then needs approval)",
-                tool_name="shell", details={"rule": "sandbox"})
-        _check(command, policy, confined=runner.confined)
+        refuse(command)
+        assert runner is not None
         env = {k: os.environ[k] for k in policy.env_passthrough if k in os.environ}
         before = protection.state()
         # Unconfined, every host path is reachable anyway and every call is approved.
@@ -193,19 +233,28 @@ def shell_tool(policy: SecurityPolicy, *, sandbox: Sandbox | None = None) -> Too
             refused = protection.settle(before, overlay, "the command")
         return _report(result, policy, refused)
 
+    preflight = Preflight(refuse, blocked=lambda: _message(standing()),
+                          limited=lambda: root_limits(policy, sandbox) if runner else None)
     metadata = ToolMetadata(
         category="development/execution", tags=frozenset({"shell", "file_system"}),
         destructive_hint=True, open_world_hint=policy.network, timeout=policy.shell_timeout_s + 5,
         extra={"security_policy": policy})  # the approval page shows the sandbox it runs under
     if runner is not None and runner.confined:
-        return Tool.from_function(shell, risk=ToolRisk.HIGH, metadata=metadata)
+        return Tool.from_function(shell, risk=ToolRisk.HIGH, metadata=metadata,
+                                  preflight=preflight)
     # Its own description variant, so a translation never drops the UNCONFINED note.
     metadata = metadata.model_copy(update={"extra": {**metadata.extra,
                                                      "i18n": {"key": "shell.unconfined"}}})
     return Tool.from_function(
         shell, risk=ToolRisk.CRITICAL, hitl_mode="blocking", metadata=metadata,
+        preflight=preflight,
         description="Run a shell command line in the workspace. UNCONFINED: no sandbox is "
                     "available, so every call needs a human's approval.")
+
+
+def _message(refusal: PolicyViolationError | None) -> str | None:
+    """A refusal of every call, as a start line tells it."""
+    return refusal.message.removeprefix("commands are refused: ") if refusal else None
 
 
 def _new_overlay() -> Overlay:

@@ -23,7 +23,7 @@ from ..core.risk import ToolRisk
 from ..errors import ToolRaisedError
 from ..extras import missing
 from ..tools.tool import Tool
-from .http import exchange, load_httpx
+from .http import exchange, load_httpx, url_preflight
 from .policy import SecurityPolicy
 
 if TYPE_CHECKING:
@@ -97,6 +97,9 @@ def numbered_links(page: str, base_url: str) -> tuple[str, list[str]]:
 def text_browser_tool(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> Tool:
     """``text_browser`` bound to ``policy`` (its domains and address rules)."""
 
+    async def check(url: str) -> None:
+        await url_preflight(url, policy)
+
     async def text_browser(url: str) -> str:
         """Open a web page as plain text with its links numbered; follow a link by opening its URL.
 
@@ -130,4 +133,4 @@ def text_browser_tool(policy: SecurityPolicy, *, timeout_s: float = 30.0) -> Too
 
     return Tool.from_function(text_browser, risk=ToolRisk.SENSITIVE, metadata=ToolMetadata(
         read_only_hint=True, open_world_hint=True, category="research",
-        tags=frozenset({"network"}), timeout=timeout_s + 5))
+        tags=frozenset({"network"}), timeout=timeout_s + 5), preflight=check)

@@ -18,6 +18,7 @@ from .audit_cmd import audit
 from .doctor_cmd import doctor
 from .install_cmd import install
 from .loader import load_tools
+from .policy_cmd import policy_app
 from .report import fail, set_debug
 from .serve_cmd import serve
 from .tokens_cmd import tokens_app
@@ -32,6 +33,7 @@ app = typer.Typer(
 app.add_typer(tools_app, name="tools")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(policy_app, name="policy")
 app.command("audit")(audit)
 app.command("doctor")(doctor)
 app.command("serve")(serve)

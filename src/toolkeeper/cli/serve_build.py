@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from ..artifacts.store import FileBlobStore
+from ..builtins.preflight import host_warnings
 from ..errors import ToolkeeperError
 from ..extras import MissingExtraError, require
 from ..gateway.gateway import MCPGateway, attach_upstreams
@@ -39,7 +40,7 @@ from .artifact_store import ArtifactKeeper, artifact_store
 from .lifecycle import DRAIN_S, Lifecycle
 from .loader import load_offers
 from .report import fail
-from .serve_door import build_door
+from .serve_door import build_door, govern
 from .serve_listen import Start, bind_socket, report_lines, server_url
 from .serve_settings import ServeSettings
 from .state import no_state_in, out_of_reach, secure_state_dir
@@ -99,6 +100,7 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
                                workspace=settings.workspace if settings.served else None)
         invoker = build_door(settings, page_url=url, artifacts=store)
         life.check()
+        govern(invoker)
         token, source = operator_token(settings.state_dir)
         check_shared_token(settings.db, token)
         sessions = WebSessions(settings.db)
@@ -106,8 +108,9 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
         oauth = OAuthResource(settings.oauth) if settings.oauth is not None else None
         served = _fronted(settings, face, gateway, main, url, sessions=sessions, token=token,
                           source=source, oauth=oauth, store=store)
-    except ToolkeeperError as exc:
+    except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
+    report_lines(host_warnings(invoker.registry.all()))  # one line per tool that cannot run
     life.check()
     return served
 

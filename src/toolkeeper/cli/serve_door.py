@@ -19,11 +19,13 @@ from ..i18n import localized_tools
 from ..invoke.audit import PostgresAuditLog, SqliteAuditLog
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
+from ..policy import Policies, PolicyStore
 from ..toolbox.toolbox import Toolbox
 from .loader import load_tools
+from .serve_listen import report_lines
 from .serve_settings import SERVER_POLICY, ServeSettings
 
-__all__ = ["build_door"]
+__all__ = ["build_door", "govern"]
 
 
 def build_door(settings: ServeSettings, *, page_url: str | None = None,
@@ -42,10 +44,34 @@ def build_door(settings: ServeSettings, *, page_url: str | None = None,
     store, audit = _stores(settings)
     handler = PersistedApprovalHandler(store, wait_s=math.inf, poll_s=0.05)
     invoker = ToolInvoker(box, handler, policy=_policy(settings), audit=audit,
-                          hooks=HookManager(), artifact_store=artifacts, page_url=page_url)
+                          hooks=HookManager(), artifact_store=artifacts, page_url=page_url,
+                          policies=_policies(settings, box))
     if config is not None and config.codemode.enabled:
         box.add(_code_mode(invoker, config))
     return invoker
+
+
+def govern(invoker: ToolInvoker) -> None:
+    """Read and check the policies against the whole catalog (code mode's tool included),
+    then keep watching the files and the stored rules (``Policies.close`` stops it).
+
+    Raises:
+        ConfigError: a policy that does not parse, or names what does not exist.
+        MissingExtraError: Cedar policies without the ``policy`` extra.
+    """
+    if invoker.policies is not None:
+        invoker.policies.load()
+        invoker.policies.watch()
+
+
+def _policies(settings: ServeSettings, box: Toolbox) -> Policies:
+    """The Cedar policies of ``[policy]`` (its directory, its default set) and the rules in
+    the store, over the served catalog."""
+    config = settings.config
+    return Policies(box, directory=config.policy_dir() if config is not None else None,
+                    store=PolicyStore(settings.db),
+                    defaults=config.policy.defaults if config is not None else True,
+                    workspace=settings.workspace, report=lambda line: report_lines([line]))
 
 
 def _tools(settings: ServeSettings) -> list[object]:

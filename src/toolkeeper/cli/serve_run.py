@@ -82,6 +82,8 @@ async def serve(served: Served, life: Lifecycle) -> None:
         state = served.settings.state_dir
         stack.callback(forget_server, state)
         stack.callback(flush_audit, served.invoker)  # last: every request in flight has ended
+        if served.invoker.policies is not None:  # its watcher stopped, its counts written
+            stack.callback(served.invoker.policies.close)
         stack.callback(life.at, "writing the audit log")
         record_server(state, served.url)
         (report_lines if stdio else print_lines)(served.lines())

@@ -26,6 +26,7 @@ from typing import Literal
 import anyio
 
 from ..builtins.policy import SecurityPolicy
+from ..builtins.preflight import Preflight
 from ..builtins.protected import Protection
 from ..core.context import LIBRARY, Caller, ToolContext
 from ..core.metadata import ToolMetadata
@@ -129,7 +130,8 @@ class ToolChainTool(Tool):
                          # the run keeps its own total limit; the door around it must not cut
                          # it first (and leave a killed sandbox's teardown room to answer)
                          metadata=ToolMetadata(
-                             timeout=self._policy.total_timeout_s + KILL_WAIT_S + 5))
+                             timeout=self._policy.total_timeout_s + KILL_WAIT_S + 5),
+                         preflight=Preflight(self._sandbox_or_refuse, blocked=self._blocked))
 
     # -- what the script may call ------------------------------------------------------
 
@@ -202,12 +204,26 @@ class ToolChainTool(Tool):
                                       structured_content={"status": run.status,
                                                           "value": value})
 
-    def _sandbox_or_refuse(self) -> Sandbox:
+    def _sandbox_or_refuse(self, code: str = "") -> Sandbox:
+        """The sandbox scripts run in; also the tool's pre-flight (whatever ``code`` is).
+
+        Raises:
+            SandboxUnavailableError: there is none that confines here.
+        """
         sandbox = self._sandbox or default_sandbox()
         if sandbox is None or not sandbox.confined:
-            raise UsageError("code mode needs an OS sandbox (bubblewrap or Landlock); none is "
-                             "available here, and a script never runs in the host process")
+            raise SandboxUnavailableError(
+                "code mode needs an OS sandbox (bubblewrap or Landlock); none is available "
+                "here, and a script never runs in the host process", tool_name=NAME)
         return sandbox
+
+    def _blocked(self) -> str | None:
+        """Why no script can run here (``None``: scripts can)."""
+        try:
+            self._sandbox_or_refuse()
+        except SandboxUnavailableError as exc:
+            return exc.message
+        return None
 
     def _start(self) -> Started:
         policy, sandbox, protection = self._policy, self._sandbox_or_refuse(), self._protection

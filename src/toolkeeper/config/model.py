@@ -13,7 +13,8 @@ from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
-           "MCPServerConfig", "OAuthSection", "ServerSection", "ToolkeeperConfig", "load_config"]
+           "MCPServerConfig", "OAuthSection", "PolicySection", "ServerSection", "ToolkeeperConfig",
+           "load_config"]
 
 
 class _Section(BaseModel):
@@ -310,6 +311,18 @@ class ServerSection(_Section):
     and removed (at start and every ``min(ttl / 2, 10 min)``)."""
 
 
+class PolicySection(_Section):
+    """``[policy]``: Cedar policies over the default set (``[security]`` as policies).
+    Policies are read from ``dir`` (default: ``policies/`` beside this file) at start and
+    whenever a file changes; rules made from decisions live in the store."""
+
+    dir: Path | None = None
+    """Where the ``*.cedar`` files are (relative to this file's directory)."""
+    defaults: bool = True
+    """Include the default set; ``false``: only the written policies decide, and a call no
+    policy permits is denied."""
+
+
 class ToolkeeperConfig(_Section):
     """Everything ``toolkeeper.toml`` can say; unknown keys are errors (a typo must not pass)."""
 
@@ -340,9 +353,17 @@ class ToolkeeperConfig(_Section):
     codemode: CodeModeSection = Field(default_factory=CodeModeSection)
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
     server: ServerSection = Field(default_factory=ServerSection)
+    policy: PolicySection = Field(default_factory=PolicySection)
     path: Path | None = Field(default=None, exclude=True)
     present: frozenset[str] = Field(default=frozenset(), exclude=True)
     """Top-level sections the file actually contains (for presence-based gates)."""
+
+    def policy_dir(self) -> Path | None:
+        """Where the Cedar policies are read from: ``[policy] dir``, else ``policies/`` beside
+        this file (``None`` without a file)."""
+        if self.policy.dir is not None:
+            return self.policy.dir
+        return self.path.parent / "policies" if self.path is not None else None
 
     def source(self, key: str) -> str:
         """Where a key was decided: ``file:line`` when the file sets it, else "default"."""
@@ -457,6 +478,9 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
     skills = config.skills.dir
     if skills is not None and not skills.is_absolute():
         config.skills.dir = (file.parent / skills).resolve()  # like the workspace
+    policies = config.policy.dir
+    if policies is not None and not policies.is_absolute():
+        config.policy.dir = (file.parent / policies).resolve()
     artifacts = config.server.artifact_dir
     if artifacts is not None and not artifacts.is_absolute():
         config.server.artifact_dir = (file.parent / artifacts).resolve()

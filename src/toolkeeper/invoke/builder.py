@@ -11,6 +11,7 @@ from ..artifacts.store import BlobStore
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
+from ..policy.engine import Policies
 from ..toolbox.catalog import CatalogBase
 from .audit import AuditLog
 from .gates import (
@@ -23,6 +24,8 @@ from .gates import (
     GuardrailOutGate,
     KindGate,
     LookupGate,
+    PolicyGate,
+    PreflightGate,
     ProgressGate,
     RecordGate,
     ShapingGate,
@@ -36,22 +39,27 @@ from .tracing import TracerSource
 __all__ = ["GATE_ORDER", "default_gates", "with_extra_gates"]
 
 GATE_ORDER = ("trace", "record", "errors", "budget", "lookup", "kind", "validate", "guardrails_in",
-              "approval", "artifact_refs", "cancellation", "shaping", "guardrails_out",
-              "progress", "timeout")
+              "policy", "preflight", "approval", "artifact_refs", "cancellation", "shaping",
+              "guardrails_out", "progress", "timeout")
 """Gates after the cancellation check do their work on the way back out, so the executor's
-result passes progress (TOOL_RESULT), then guardrails out, then shaping."""
+result passes progress (TOOL_RESULT), then guardrails out, then shaping. ``preflight`` runs the
+tool's own check right before ``approval``: a call its rules refuse never reaches a person."""
 
 
 def default_gates(*, catalog: CatalogBase, approvals: ApprovalService,
                   artifact_store: BlobStore | None = None, hooks: HookManager | None = None,
                   guardrails: Iterable[Guardrail] = (), audit: AuditLog | None = None,
-                  tracing: TracerSource | None = None) -> tuple[Gate, ...]:
-    """The pipeline of ``GATE_ORDER``, each gate holding what it needs."""
+                  tracing: TracerSource | None = None,
+                  policies: Policies | None = None) -> tuple[Gate, ...]:
+    """The pipeline of ``GATE_ORDER``, each gate holding what it needs (the policy gate takes
+    part only with ``policies`` that govern besides the default set)."""
     rails = tuple(guardrails)
+    governed = policies is not None and policies.governs
     gates: tuple[Gate, ...] = (
         TraceGate(tracing), RecordGate(audit, hooks), ErrorGate(), BudgetGate(),
         LookupGate(catalog), KindGate(), ValidateGate(artifact_store),
-        GuardrailInGate(rails, hooks), ApprovalGate(approvals),
+        GuardrailInGate(rails, hooks), PolicyGate(policies), PreflightGate(),
+        ApprovalGate(approvals, governed=governed),
         ArtifactRefGate(artifact_store), CancellationGate(),
         ShapingGate(artifact_store, hooks), GuardrailOutGate(rails, hooks),
         ProgressGate(), TimeoutGate(),

@@ -24,6 +24,7 @@ from ..core.unset import UNSET, Unset
 from ..errors import UsageError
 from ..guardrails.base import Guardrail
 from ..hooks import HookManager
+from ..policy.engine import Policies
 from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import as_toolbox
 from ..tools.runner import run_coroutine_sync
@@ -79,6 +80,10 @@ class ToolInvoker:
             by default the global provider, and no span at all while none is set up.
         page_url: Where a person decides (an approval page's URL): a waiting call's messages
             name its card there (``ApprovalService.where``).
+        policies: Cedar policies and stored rules over the default set (``Policies``): each
+            call is allowed, asked or denied by them before approval. Without them the default
+            set alone decides (``[security]``: the risk ceiling, ``unapproved_tools``, a tool's
+            own HITL mode).
     """
 
     def __init__(
@@ -88,6 +93,7 @@ class ToolInvoker:
         audit: AuditLog | Unset | None = UNSET, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
         tracer_provider: TracerProvider | None = None, page_url: str | None = None,
+        policies: Policies | None = None,
     ) -> None:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
@@ -103,7 +109,9 @@ class ToolInvoker:
         pipeline = tuple(gates) if gates is not None else default_gates(
             catalog=self.registry, approvals=self.approvals,
             artifact_store=artifact_store, hooks=hooks, guardrails=guardrails, audit=self.audit,
-            tracing=self.tracing)
+            tracing=self.tracing, policies=policies)
+        self.policies = policies
+        """The policies the door decides with (``None``: the default set alone)."""
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
         self._chains: dict[str, tuple[ToolLike, Next]] = {}

@@ -57,6 +57,9 @@ class InvocationResult:
         files: Media results stored as files.
         call_id, tool: The call this answers.
         approval_id: The approval that let the call through, or the pending request.
+        refused_by: The gate that refused the call, when the error's code alone does not say
+            it (``preflight``: the tool's own refusal, made before a person was asked); the
+            audit row's decision and the span's ``toolkeeper.gate`` name it.
     """
 
     status: Status
@@ -68,6 +71,7 @@ class InvocationResult:
     call_id: str = ""
     tool: str = ""
     approval_id: str | None = None
+    refused_by: str | None = None
 
     @classmethod
     def failed(cls, status: Status, text: str, error_code: str, *, ran: bool = False,

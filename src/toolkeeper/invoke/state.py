@@ -10,6 +10,7 @@ from ..core.call import ToolCall
 from ..core.context import ToolContext
 from ..core.spec import ToolLike
 from ..errors import UnknownToolError
+from ..policy.decision import PolicyDecision
 from .policy import ChainPolicy
 from .results import Envelope, InvocationResult
 
@@ -46,6 +47,7 @@ class Changes(TypedDict, total=False):
     arguments: dict[str, object]
     resolved: dict[str, object] | None
     approval_id: str | None
+    decision: PolicyDecision | None
 
 
 class Invocation(NamedTuple):
@@ -67,6 +69,8 @@ class Invocation(NamedTuple):
         pre_approved: Set by ``resume``: an approval already granted for these arguments.
         approval: What the call's approval came to (``ApprovalTrail``), shared by every copy
             of this call's ``Invocation``.
+        decision: What the policies said (the policy gate's allow or ask); ``None`` when no
+            policy gate runs, and the approval gate applies the default set itself.
     """
 
     call: ToolCall
@@ -80,6 +84,7 @@ class Invocation(NamedTuple):
     approval_id: str | None = None
     pre_approved: str | None = None
     approval: ApprovalTrail | None = None
+    decision: PolicyDecision | None = None
 
     def evolve(self, **changes: Unpack[Changes]) -> Invocation:
         """A copy with some fields changed."""

@@ -25,6 +25,7 @@ def tool(
     risk: ToolRisk | str | None = None,
     hitl_mode: HitlMode | str | None = None,
     metadata: ToolMetadata | None = None,
+    preflight: Callable[..., object] | None = None,
     **metadata_fields: object,
 ) -> Callable[[Callable[..., object]], Tool]: ...
 
@@ -39,10 +40,13 @@ def tool(
     risk: ToolRisk | str | None = None,
     hitl_mode: HitlMode | str | None = None,
     metadata: ToolMetadata | None = None,
+    preflight: Callable[..., object] | None = None,
     **metadata_fields: object,
 ) -> Tool | Callable[[Callable[..., object]], Tool]:
     """Turn a function into a ``Tool``; usable bare (``@tool``) or with options (``@tool(...)``).
 
+    ``preflight``: the tool's pre-flight check (``Tool.preflight``), run with a call's
+    validated arguments before a person is asked; it raises what the tool would raise for them.
     Extra keyword arguments are ``ToolMetadata`` fields (``tags=``, ``category=``, ``timeout=``…).
     The decorated name is a ``Tool`` that can still be called like the function.
     """
@@ -53,7 +57,7 @@ def tool(
     def wrap(fn: Callable[..., object]) -> Tool:
         return Tool.from_function(
             fn, name=name, description=description, namespace=namespace, metadata=metadata,
-            risk=risk, hitl_mode=hitl_mode,
+            risk=risk, hitl_mode=hitl_mode, preflight=preflight,
         )
 
     return wrap(func) if func is not None else wrap

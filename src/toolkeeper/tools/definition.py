@@ -51,6 +51,9 @@ class ToolDefinition:
         parameters_model: A pydantic model given to validate the arguments with.
         function: What was learnt from the function, for a tool made from one.
         schema_warnings: Problems left in a raw schema that could not be repaired.
+        preflight: The tool's pre-flight check, if it declares one: called with a call's
+            validated arguments (as keywords) before a person is asked, it raises what the
+            tool's own run would raise for them (sync or async).
     """
 
     name: str
@@ -67,6 +70,7 @@ class ToolDefinition:
     parameters_model: type[BaseModel] | None = None
     function: FunctionInfo | None = None
     schema_warnings: tuple[str, ...] = ()
+    preflight: Callable[..., object] | None = None
 
 
 class ToolChanges(TypedDict, total=False):
@@ -81,6 +85,7 @@ class ToolChanges(TypedDict, total=False):
     method_name: str | None
     risk: ToolRisk | str
     hitl_mode: HitlMode | str
+    preflight: Callable[..., object] | None
 
 
 class ToolOptions(TypedDict, total=False):
@@ -100,6 +105,8 @@ class ToolOptions(TypedDict, total=False):
     parameters_model: type[BaseModel] | None
     input_schema: Mapping[str, object] | None
     """Another name for ``parameters``."""
+    preflight: Callable[..., object] | None
+    """The tool's pre-flight check (``ToolDefinition.preflight``)."""
 
 
 FIELDS = ("name", "description", "parameters", "callable", "metadata", "namespace",
@@ -188,7 +195,7 @@ def define(name: str | None, defaults: Defaults = Defaults(),
                                           detected or bool(options.get("is_async"))),
         namespace=options.get("namespace"), method_name=options.get("method_name"),
         output_schema=_json(output), parameters_model=options.get("parameters_model"),
-        schema_warnings=tuple(problems))
+        schema_warnings=tuple(problems), preflight=options.get("preflight"))
 
 
 def define_function(
@@ -197,6 +204,7 @@ def define_function(
     description: str | None = None, metadata: ToolMetadata | None = None,
     risk: ToolRisk | str | None = None, hitl_mode: HitlMode | str | None = None,
     output_schema: Mapping[str, object] | None = None,
+    preflight: Callable[..., object] | None = None,
 ) -> ToolDefinition:
     """A definition from what ``inspect_function`` learnt of ``func``: its name (qualified by
     ``namespace``), description and parameters."""
@@ -208,7 +216,7 @@ def define_function(
         description=info.description if description is None else description,
         parameters=info.parameters, callable=func,
         metadata=_metadata(metadata, is_async_callable(func)), namespace=ns, method_name=method,
-        output_schema=_json(output_schema), function=info)
+        output_schema=_json(output_schema), function=info, preflight=preflight)
 
 
 def derive(definition: ToolDefinition, **changes: Unpack[ToolChanges]) -> ToolDefinition:
@@ -224,7 +232,8 @@ def derive(definition: ToolDefinition, **changes: Unpack[ToolChanges]) -> ToolDe
         callable=changes.get("callable", definition.callable),
         metadata=changes.get("metadata", definition.metadata),
         namespace=changes.get("namespace", definition.namespace),
-        method_name=changes.get("method_name", definition.method_name))
+        method_name=changes.get("method_name", definition.method_name),
+        preflight=changes.get("preflight", definition.preflight))
     if "parameters" in changes:
         fixed, problems = normalize_schema(changes["parameters"], where=f"tool '{derived.name}'",
                                            stacklevel=_NORMALIZE_STACK)
@@ -261,6 +270,7 @@ class _Fields(TypedDict, total=False):
     parameters_model: type[BaseModel] | None
     function: FunctionInfo | None
     schema_warnings: tuple[str, ...]
+    preflight: Callable[..., object] | None
 
 
 def _json(schema: Mapping[str, object] | None) -> JsonObject | None:

@@ -97,6 +97,14 @@ class Tool:
         hitl_explicit = shown("hitl_explicit")
         schema_warnings = shown("schema_warnings")
 
+    @property
+    def preflight(self) -> Callable[..., object] | None:
+        """The tool's pre-flight check, if it declares one: called with a call's validated
+        arguments (as keywords) before a person is asked, it raises what the tool's own run
+        would raise for them (sync or async). A ``BaseTool`` subclass may define it as a
+        method instead."""
+        return self._definition.preflight
+
     kind: ClassVar[ToolKind] = "function"
     runs_scripts: ClassVar[bool] = False
     """Whether the tool runs code-mode scripts (``tool_chain``): a script may not call it."""
@@ -161,6 +169,7 @@ class Tool:
         *,
         risk: ToolRisk | str | None = None,
         hitl_mode: HitlMode | str | None = None,
+        preflight: Callable[..., object] | None = None,
     ) -> Tool:
         """Build a tool from a function or method, inspecting it once.
 
@@ -175,7 +184,7 @@ class Tool:
         info = inspect_function(func, name=name, description=description)
         return cls(define_function(info, func, cls.defaults(), namespace=namespace,
                                    method_name=method_name, metadata=metadata, risk=risk,
-                                   hitl_mode=hitl_mode))
+                                   hitl_mode=hitl_mode, preflight=preflight))
 
     def replace(self, **changes: Unpack[ToolChanges]) -> Tool:
         """A copy of this tool with some definition fields changed."""

@@ -9,6 +9,8 @@ from .execute import execute
 from .guardrails import GuardrailInGate, GuardrailOutGate
 from .kind import KindGate
 from .lookup import LookupGate
+from .policy import PolicyGate
+from .preflight import PreflightGate
 from .progress import ProgressGate
 from .record import RecordGate
 from .shaping import ShapingGate
@@ -17,5 +19,6 @@ from .trace import TraceGate
 from .validate import ValidateGate
 
 __all__ = ["ApprovalGate", "ArtifactRefGate", "BudgetGate", "CancellationGate", "ErrorGate",
-           "GuardrailInGate", "GuardrailOutGate", "KindGate", "LookupGate", "ProgressGate",
-           "RecordGate", "ShapingGate", "TimeoutGate", "TraceGate", "ValidateGate", "execute", "result_for"]
+           "GuardrailInGate", "GuardrailOutGate", "KindGate", "LookupGate", "PolicyGate",
+           "PreflightGate", "ProgressGate", "RecordGate", "ShapingGate", "TimeoutGate", "TraceGate",
+           "ValidateGate", "execute", "result_for"]

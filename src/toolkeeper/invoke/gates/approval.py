@@ -19,7 +19,7 @@ from ...approval.models import SESSION_GRANT_S, ApprovalDecision, ApprovalReques
 from ...approval.service import ApprovalService, ceiling, may_ask, request_ttl
 from ...core.context import ToolContext
 from ...core.results import ToolResult
-from ...core.risk import HitlMode
+from ...core.risk import HitlMode, ToolRisk
 from ...core.spec import ToolLike
 from ...errors import ApprovalDeniedError, ApprovalPending
 from ..results import InvocationResult
@@ -37,16 +37,19 @@ NOTICE_S = 2.0
 class ApprovalGate(Gate):
     name = "approval"
 
-    def __init__(self, service: ApprovalService) -> None:
+    def __init__(self, service: ApprovalService, *, governed: bool = False) -> None:
         self.service = service
+        self.governed = governed
+        """Whether a policy gate decides before this one (any tool's call may then ask)."""
 
     def needed(self, tool: ToolLike) -> bool:
-        return may_ask(tool)  # whether it asks depends on each call's policy
+        # whether it asks depends on each call's policy (and, governed, on the policies)
+        return self.governed or may_ask(tool)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         tool, service, policy, chain = inv.known_tool, self.service, inv.policy, inv.session.chain
         if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
-                not service.needs_approval(tool, policy=policy, chain=chain):
+                not self._asks(inv):
             return await call_next(inv)
         mode = tool.hitl_mode if tool.hitl_mode is not HitlMode.NONE else HitlMode.BLOCKING
         if service.handler is None and mode is not HitlMode.FIRE_AND_CONTINUE:
@@ -58,8 +61,7 @@ class ApprovalGate(Gate):
         request = ApprovalRequest.for_call(
             call_id=inv.call.id, tool=inv.call.name, risk=tool.risk, hitl_mode=mode,
             arguments=inv.arguments, session_id=inv.session.id,
-            reason=f"risk {tool.risk.value} is above {top.value}" if tool.risk > top
-            else f"the tool asks ({mode.value})", timeout_s=request_ttl(policy, mode))
+            reason=_why(inv, top, mode), timeout_s=request_ttl(policy, mode))
         found = await service.find_open(request)
         if found is not None and found.state == "executing":
             raise ApprovalDeniedError(
@@ -105,6 +107,14 @@ class ApprovalGate(Gate):
         result = await call_next(inv.evolve(approval_id=request.id))
         await service.complete(request.id, _summary(result))
         return result
+
+    def _asks(self, inv: Invocation) -> bool:
+        """The policy gate's decision when there is one (allow or ask; a deny never gets
+        here), else the default set applied here: above the ceiling, or the tool asks."""
+        if inv.decision is not None:
+            return inv.decision.outcome == "ask"
+        return self.service.needs_approval(inv.known_tool, policy=inv.policy,
+                                           chain=inv.session.chain)
 
     @staticmethod
     def _told_again(inv: Invocation, request: ApprovalRequest, told: Mapping[str, object]
@@ -157,6 +167,18 @@ class ApprovalGate(Gate):
             except Exception:  # a client gone or one that takes no progress: stop telling
                 return
             await anyio.sleep(NOTICE_S)
+
+
+def _why(inv: Invocation, top: ToolRisk, mode: HitlMode) -> str:
+    """Why a person is asked: the operator's asking policies, else the default set's
+    reason (the risk above the ceiling, or the tool asks)."""
+    decision, tool = inv.decision, inv.known_tool
+    if decision is not None and not decision.by_default_set:
+        asking = [p for p in decision.policies if p.where != "default"]
+        return "; ".join(f"{p.describe()} asks" for p in asking)
+    if tool.risk > top:
+        return f"risk {tool.risk.value} is above {top.value}"
+    return f"the tool asks ({mode.value})"
 
 
 def _summary(result: InvocationResult) -> dict[str, object]:

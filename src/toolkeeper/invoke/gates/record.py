@@ -27,6 +27,11 @@ def _told_again(result: InvocationResult) -> bool:
     return result.status == "ok" and not result.ran and result.approval_id is not None
 
 
+def _refused(result: InvocationResult) -> str | None:
+    """The decision of a call a gate refused and says so (``refused by preflight``)."""
+    return f"refused by {result.refused_by}" if result.refused_by is not None else None
+
+
 class RecordGate(Gate):
     name = "record"
 
@@ -87,7 +92,7 @@ class RecordGate(Gate):
                 tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
                 status=status, error_code=result.error_code, duration_ms=duration,
                 approval_id=result.approval_id or trail.id,
-                decision=TOLD_AGAIN if told_again else trail.outcome,
+                decision=TOLD_AGAIN if told_again else trail.outcome or _refused(result),
                 approver=None if told_again else trail.approver)
             if isinstance(self.audit, WritesAsync):  # off the event loop
                 await self.audit.record_async(entry)

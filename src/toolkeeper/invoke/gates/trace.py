@@ -111,7 +111,7 @@ def _outcome(current: Span, inv: Invocation, result: InvocationResult) -> None:
         current.set_attribute("toolkeeper.gate", "approval")
         return
     failed(current, code)  # the code: the result's text is the model's, not telemetry's
-    gate = REFUSED_BY.get(code)
+    gate = result.refused_by or REFUSED_BY.get(code)
     if gate is not None:
         current.set_attribute("toolkeeper.gate", gate)
         current.add_event("toolkeeper.refused", {"toolkeeper.gate": gate, ERROR_TYPE: code})

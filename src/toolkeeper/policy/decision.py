@@ -1,0 +1,79 @@
+"""``PolicyDecision``: what the policies said of one request — allow, ask or deny — and which
+policies decided it, with their reasons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Matched", "Outcome", "PolicyDecision"]
+
+Outcome = Literal["allow", "ask", "deny"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Matched:
+    """One policy that decided a request.
+
+    Attributes:
+        id: Its ``@id`` (a stored rule's id; ``default.…`` for the default set; else
+            ``FILE:LINE``).
+        effect: ``permit`` or ``forbid``.
+        ask: A permit marked ``@ask`` (a person decides).
+        reason: Its ``@reason``, when it gives one.
+        where: Where it is written: ``FILE:LINE``, ``store`` or ``default``.
+    """
+
+    id: str
+    effect: Literal["permit", "forbid"]
+    ask: bool = False
+    reason: str = ""
+    where: str = ""
+
+    def describe(self) -> str:
+        """``policy ID (REASON)``, for messages."""
+        return f"policy {self.id}" + (f" ({self.reason})" if self.reason else "")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PolicyDecision:
+    """The outcome of one evaluation and the policies that decided it.
+
+    ``allow``: a plain permit applies and no forbid does (the call runs without asking);
+    ``ask``: every permit that applies is marked ``@ask`` (a person decides); ``deny``: a
+    forbid applies, or no permit does (deny by default), or a forbid could not be evaluated.
+    """
+
+    outcome: Outcome
+    policies: tuple[Matched, ...] = ()
+    errors: tuple[str, ...] = ()
+    """Policies that failed to evaluate (a failed forbid denies; a failed permit does not
+    apply)."""
+
+    @property
+    def forbids(self) -> tuple[Matched, ...]:
+        return tuple(p for p in self.policies if p.effect == "forbid")
+
+    @property
+    def by_default_set(self) -> bool:
+        """Whether only the default set decided (nothing of the operator's policies)."""
+        return bool(self.policies) and all(p.where == "default" for p in self.policies)
+
+    def message(self, tool: str) -> str:
+        """Why a call of ``tool`` is refused, for the model (``deny`` only)."""
+        if self.forbids:
+            named = "; ".join(p.describe() for p in self.forbids)
+            return (f"the call to '{tool}' is forbidden by {named}; it did not run and will "
+                    "not run with these arguments — do not retry it unless the user asks")
+        if self.errors:
+            return (f"the call to '{tool}' is refused: a forbid policy could not be evaluated "
+                    f"({'; '.join(self.errors)}), so it counts as applying; the operator must "
+                    "fix the policy")
+        return (f"the call to '{tool}' is refused: no policy permits it (deny by default); "
+                "it did not run — the operator can add a permit policy for it (toolkeeper "
+                "policy explain shows which policies were considered)")
+
+    def summary(self) -> str:
+        """``allow by policy X``, for the audit row and ``policy explain``."""
+        ids = ", ".join(p.id for p in self.policies) or "no policy"
+        return f"{self.outcome} by {ids}"

@@ -1,0 +1,207 @@
+"""The Cedar schema generated from the catalog, and each call as a Cedar request.
+
+Principal: ``Client::"NAME"`` (the caller: its client's name, the door it came through, how it
+proved itself, its OAuth subject, whether it is a code-mode run). Action: one per tool, named as
+the tool, each a member of ``Action::"call_tool"``; ``read_resource``, ``get_prompt`` and
+``decide`` (an approval; reserved for who may decide what). Resource: ``Tool::"NAME"`` with its
+attributes. Context: ``args`` typed from the tool's input schema, ``code_mode``, the time
+(``now``, ``hour``, ``weekday``, UTC), ``era`` (reserved for the MCP protocol era; empty until
+the MCP face passes it) and the ``workspace``.
+
+JSON Schema maps to Cedar as: string → String, integer → Long, boolean → Bool, array → Set,
+object with properties → Record (required properties required). What Cedar cannot hold (numbers
+with fractions, unions, free-form objects) is left out of ``context.args``; a policy that names
+such an argument fails validation, so it never silently reads nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from ..core.context import Caller
+from ..core.json import JsonObject, JsonValue
+from ..core.spec import ToolLike
+from ..errors import ConfigError
+
+__all__ = ["ACTIONS", "CALL_TOOL", "CedarType", "args_type", "cedar_args", "cedar_schema",
+           "client_entity", "request_context", "tool_entity"]
+
+CALL_TOOL: Final = "call_tool"
+ACTIONS: Final = (CALL_TOOL, "read_resource", "get_prompt", "decide")
+"""The actions that are not a tool's own (a tool of one of these names cannot be governed)."""
+
+CedarType = dict[str, object]
+_MAX_DEPTH = 8
+_LONG = 2**63
+
+_STRING: CedarType = {"type": "String"}
+_LONG_T: CedarType = {"type": "Long"}
+_BOOL: CedarType = {"type": "Boolean"}
+_TAGS: CedarType = {"type": "Set", "element": _STRING}
+
+
+def _record(attributes: Mapping[str, CedarType]) -> CedarType:
+    return {"type": "Record", "attributes": dict(attributes)}
+
+
+CLIENT_SHAPE = _record({"name": _STRING, "channel": _STRING, "via": _STRING,
+                        "subject": _STRING, "code_mode": _BOOL})
+TOOL_SHAPE = _record({
+    "name": _STRING, "namespace": _STRING, "server": _STRING, "kind": _STRING,
+    "risk": _STRING, "level": _LONG_T, "asks": _BOOL, "hitl_mode": _STRING, "tags": _TAGS,
+    "read_only": _BOOL, "destructive": _BOOL, "idempotent": _BOOL, "open_world": _BOOL})
+
+
+def _resolve(node: JsonValue, root: JsonObject) -> JsonValue:
+    """A local ``$ref`` (``#/$defs/X``) resolved inside the document; never fetched."""
+    if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+        ref = str(node["$ref"])
+        target: JsonValue = root
+        for part in ref.removeprefix("#/").split("/") if ref.startswith("#/") else ["\0"]:
+            target = target.get(part) if isinstance(target, dict) else None
+        return target
+    return node
+
+
+def _nullable(kinds: object) -> object:
+    """``["string", "null"]`` → ``"string"``; other lists stay unions."""
+    if isinstance(kinds, list) and len(kinds) == 2 and "null" in kinds:
+        return next(k for k in kinds if k != "null")
+    return kinds
+
+
+def _cedar_type(node: JsonValue, root: JsonObject, depth: int = 0) -> CedarType | None:
+    """The Cedar type of a JSON Schema, or ``None`` when Cedar cannot hold it."""
+    node = _resolve(node, root)
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return None
+    kind = _nullable(node.get("type"))
+    simple = {"string": _STRING, "integer": _LONG_T, "boolean": _BOOL}
+    if isinstance(kind, str) and kind in simple:
+        return simple[kind]
+    if kind == "array":
+        element = _cedar_type(node.get("items"), root, depth + 1)
+        return None if element is None else {"type": "Set", "element": element}
+    if kind == "object" or (kind is None and "properties" in node):
+        return _object_type(node, root, depth)
+    return None
+
+
+def _object_type(node: JsonObject, root: JsonObject, depth: int) -> CedarType | None:
+    properties = node.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        return None
+    required = node.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    attributes: dict[str, CedarType] = {}
+    for name, sub in properties.items():
+        typed = _cedar_type(sub, root, depth + 1)
+        if typed is not None:
+            attributes[name] = typed if name in needed else {**typed, "required": False}
+    return _record(attributes)
+
+
+def args_type(tool: ToolLike) -> CedarType:
+    """The Cedar record type of ``tool``'s arguments (what Cedar can hold of them): the
+    required ones required (the arguments are validated before the policies are asked), the
+    others optional (a policy tests ``context.args has NAME`` first)."""
+    schema = tool.get_schema("mcp")
+    params = schema.get("inputSchema", schema.get("parameters"))
+    root = params if isinstance(params, dict) else {}
+    typed = _object_type(root, root, 0) if root else None
+    return typed if typed is not None else _record({})
+
+
+def _context_type(args: CedarType) -> CedarType:
+    return _record({"args": args, "code_mode": _BOOL, "now": _LONG_T, "hour": _LONG_T,
+                    "weekday": _LONG_T, "era": _STRING, "workspace": _STRING})
+
+
+def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
+    """The Cedar schema (JSON form) for a catalog: one action per tool, typed context."""
+    applies: dict[str, object] = {"principalTypes": ["Client"], "resourceTypes": ["Tool"]}
+    actions: dict[str, object] = {
+        CALL_TOOL: {},
+        "read_resource": {"appliesTo": {"principalTypes": ["Client"],
+                                        "resourceTypes": ["Resource"],
+                                        "context": _context_type(_record({}))}},
+        "get_prompt": {"appliesTo": {"principalTypes": ["Client"], "resourceTypes": ["Prompt"],
+                                     "context": _context_type(_record({}))}},
+        "decide": {"appliesTo": {"principalTypes": ["Client"], "resourceTypes": ["Approval"],
+                                 "context": _context_type(_record({}))}},
+    }
+    for tool in tools:
+        name = tool.qualified_name
+        if name in ACTIONS:
+            raise ConfigError(f"a tool named {name!r} cannot be governed by Cedar policies: the "
+                              f"action of that name is reserved ({', '.join(ACTIONS)}); rename it")
+        applies_to: dict[str, object] = {**applies, "context": _context_type(args_type(tool))}
+        actions[name] = {"memberOf": [{"id": CALL_TOOL}], "appliesTo": applies_to}
+    return {"": {"entityTypes": {
+        "Client": {"shape": CLIENT_SHAPE}, "Tool": {"shape": TOOL_SHAPE},
+        "Resource": {"shape": _record({"uri": _STRING})},
+        "Prompt": {"shape": _record({"name": _STRING})},
+        "Approval": {"shape": _record({"tool": _STRING, "risk": _STRING})},
+    }, "actions": actions}}
+
+
+def cedar_args(value: object, kind: CedarType) -> object:
+    """``value`` as a Cedar JSON value of type ``kind``; ``None`` when it does not fit (the
+    attribute is then left out: a policy reading it fails, and a failed forbid denies)."""
+    tag = kind.get("type")
+    if tag == "String":
+        return value if isinstance(value, str) else None
+    if tag == "Boolean":
+        return value if isinstance(value, bool) else None
+    if tag == "Long":
+        fits = isinstance(value, int) and not isinstance(value, bool) and -_LONG <= value < _LONG
+        return value if fits else None
+    if tag == "Set":
+        element = kind.get("element")
+        if not isinstance(value, list) or not isinstance(element, dict):
+            return None
+        items = [cedar_args(v, element) for v in value]
+        return None if any(i is None for i in items) else items
+    if tag == "Record" and isinstance(value, dict):
+        attributes = kind.get("attributes")
+        assert isinstance(attributes, dict)
+        out = {}
+        for name, sub in attributes.items():
+            if name in value:
+                converted = cedar_args(value[name], sub)
+                if converted is not None:
+                    out[name] = converted
+        return out
+    return None
+
+
+def client_entity(caller: Caller) -> dict[str, object]:
+    """The principal: ``Client::"NAME"`` and what the caller says of itself."""
+    return {"uid": {"type": "Client", "id": caller.client}, "parents": [], "attrs": {
+        "name": caller.client, "channel": caller.channel, "via": caller.via,
+        "subject": caller.subject, "code_mode": caller.channel == "code_mode"}}
+
+
+def tool_entity(tool: ToolLike) -> dict[str, object]:
+    """The resource: ``Tool::"NAME"`` with its attributes (a hint the tool does not give is
+    false)."""
+    meta = tool.metadata
+    return {"uid": {"type": "Tool", "id": tool.qualified_name}, "parents": [], "attrs": {
+        "name": tool.name, "namespace": tool.namespace or "",
+        "server": (tool.namespace or "") if meta.source == "mcp" else "",
+        "kind": tool.kind, "risk": tool.risk.value, "level": tool.risk.rank,
+        "asks": tool.hitl_explicit and tool.hitl_mode.value != "none",
+        "hitl_mode": tool.hitl_mode.value, "tags": sorted(meta.tags | meta.custom_tags),
+        "read_only": bool(meta.read_only_hint), "destructive": bool(meta.destructive_hint),
+        "idempotent": bool(meta.idempotent_hint), "open_world": bool(meta.open_world_hint)}}
+
+
+def request_context(args: object, *, code_mode: bool, era: str = "",
+                    workspace: str = "", now: float | None = None) -> dict[str, object]:
+    """The context of one call (``args`` already converted by ``cedar_args``)."""
+    stamp = time.time() if now is None else now
+    moment = time.gmtime(stamp)
+    return {"args": args, "code_mode": code_mode, "now": int(stamp), "hour": moment.tm_hour,
+            "weekday": moment.tm_wday, "era": era, "workspace": workspace}
