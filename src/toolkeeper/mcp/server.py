@@ -14,8 +14,8 @@ import base64
 import bisect
 import secrets
 import warnings
-from collections.abc import Callable, Coroutine, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, cast
@@ -142,6 +142,10 @@ class MCPFace(RelayedOffers):
         self.subscribed: dict[str, set[str]] = {}
         self.changes = Changes()
         """Who hears that the catalog changed (``announce_changes``)."""
+        self.state: dict[str, Any] = {}
+        """What the server's lifespan yields, the same mapping on every path: the SDK's
+        transports enter the lifespan (``lifespan``) and the one-request path in front of
+        them hands it to the SDK's kernel (``server/exchange.py``)."""
         self.calling: dict[str, MCPClientLink] = {}
         """The calls in flight, by call id: a call that waits for approval tells its client."""
         self.running: dict[str, anyio.CancelScope] = {}
@@ -156,7 +160,7 @@ class MCPFace(RelayedOffers):
         with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, current before
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             server = FaceServer(
-                self, name, version=_version(), instructions=instructions,
+                self, name, version=_version(), instructions=instructions, lifespan=self.lifespan,
                 on_list_tools=self.list_tools, on_call_tool=self.call_tool,
                 on_list_prompts=self.list_prompts, on_get_prompt=self.get_prompt,
                 on_list_resources=self.list_resources, on_read_resource=self.read_resource,
@@ -171,6 +175,12 @@ class MCPFace(RelayedOffers):
         server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
                                                       default_audience=name))
         return server
+
+    @asynccontextmanager
+    async def lifespan(self, _server: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        """The server's lifespan: the face's ``state``, kept by the face rather than read
+        back from the transport that entered it."""
+        yield self.state
 
     def build(self, name: str | None = None, instructions: str | None = None) -> FaceServer:
         """The face's server (built with the face, by ``MCPFace(..., name=, instructions=)``);

@@ -120,7 +120,7 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
     # answered with one JSON body (an event stream only when the call sends notifications).
     server.get_tool_input_schema = input_schemas(catalog)
     lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes,
-                          stopping=stopping)
+                          stopping=stopping, state=face.state)
 
     def tool_name(wire: str) -> str | None:
         try:

@@ -149,7 +149,8 @@ class SingleExchange:
     passed to ``app`` (the SDK's Streamable HTTP app, stateless)."""
 
     def __init__(self, app: Any, server: Any, *, security: Any, max_body_bytes: int,
-                 path: str = "/mcp", stopping: threading.Event | None = None) -> None:
+                 path: str = "/mcp", stopping: threading.Event | None = None,
+                 state: Mapping[str, Any] | None = None) -> None:
         from mcp.server.transport_security import TransportSecurityMiddleware
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -161,6 +162,9 @@ class SingleExchange:
         self.versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         self.stopping = stopping
         """Set when the server stops: a call cancelled then is answered, not dropped."""
+        self.state = state if state is not None else {}
+        """What the server's lifespan yields (``MCPFace.state``): its handlers read it as
+        ``ctx.lifespan_context`` here as on the SDK's own path."""
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST"
@@ -218,8 +222,7 @@ class SingleExchange:
             message_metadata=ServerMessageMetadata(request_context=http),
             progress_token=progress_token_from_params(params))
         connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
-        manager = getattr(self.server, "_session_manager", None)
-        lifespan_state = getattr(manager, "_lifespan_state", None) or {}
+        lifespan_state = self.state
 
         async def run() -> None:
             try:
