@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..mcp.wire import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from ..tools.naming import qualify
 from .pins import PREFIXES, Kind, SqlitePins
 from .relay import RelayLink
@@ -32,8 +33,6 @@ __all__ = ["RESOURCE_PREFIX", "CompletionSource", "NotServed", "PromptSource",
            "ResourceSource", "UpstreamSources", "served_uri"]
 
 RESOURCE_PREFIX = "toolkeeper://mcp/"
-INVALID_PARAMS = -32602
-RESOURCE_NOT_FOUND = -32002
 
 
 class NotServed(Exception):
@@ -326,7 +325,7 @@ async def _optional(listing: Any) -> list[Any]:
     try:
         return list(await listing)
     except UpstreamError as exc:
-        if "Method not found" in str(exc) or "-32601" in str(exc):
+        if "Method not found" in str(exc) or str(METHOD_NOT_FOUND) in str(exc):
             return []
         raise
 

@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
+from ..mcp.wire import CONNECTION_CLOSED
 from .capped import capped_http, capped_stdio
 
 if TYPE_CHECKING:
@@ -300,7 +301,7 @@ class Upstream:
         if isinstance(exc, TimeoutError):
             raise UpstreamError(f"MCP server '{self.name}' did not answer within "
                                 f"{self.config.call_timeout_s:g} s") from exc
-        if isinstance(exc, MCPError) and exc.code not in (-32000,):
+        if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
             raise UpstreamError(f"MCP server '{self.name}' refused the request: {reason}") from exc
         self.drop(reason)
         raise UpstreamError(f"MCP server '{self.name}' connection failed ({reason}); it is "

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
+from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp.shared.subscriptions import ToolsListChanged
 
 __all__ = ["Announces", "Changes"]
 
@@ -29,7 +31,6 @@ class Changes:
     the last connection it used (stdio has one; a stateful HTTP session its own)."""
 
     def __init__(self) -> None:
-        from mcp.server.subscriptions import InMemorySubscriptionBus
 
         self.bus = InMemorySubscriptionBus()
         self._kept: dict[str, Any] = {}
@@ -42,7 +43,6 @@ class Changes:
 
     async def tell(self) -> None:
         """``notifications/tools/list_changed`` to every listener and kept connection."""
-        from mcp.shared.subscriptions import ToolsListChanged
 
         await self.bus.publish(ToolsListChanged())
         for client, session in list(self._kept.items()):

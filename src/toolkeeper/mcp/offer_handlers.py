@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
 from ..core.context import CALLER_KEY, STDIO_CLIENT, Caller, ToolContext
 from ..errors import ToolkeeperError
 from ..offers.prompts import PromptNotFound, Prompts
 from ..offers.resources import ResourceNotFound, Resources
 from .client_link import InputWanted, Levels, MCPClientLink, answers_of, next_round
+from .wire import INVALID_PARAMS, MISSING_CAPABILITY, RESOURCE_NOT_FOUND, modern
 
 if TYPE_CHECKING:
-    import mcp_types as types
 
     from ..invoke.session import InvokerSession
 
@@ -35,17 +38,13 @@ class OfferHandlers:
         raise NotImplementedError
 
     async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
-        import mcp_types as types
 
         return types.ListPromptsResult.model_validate({"prompts": self.prompts.listing()})
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult | types.InputRequiredResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
 
-        answers = answers_of(params) if str(getattr(ctx, "protocol_version", "")) >= "2026" \
-            else {}
+        answers = answers_of(params) if modern(ctx) else {}
         link = MCPClientLink(ctx, client=client_of(ctx), levels=self.levels, audit=None,
                              call_id="", tool=f"prompt {params.name}", session_id="",
                              answers=answers)
@@ -58,26 +57,22 @@ class OfferHandlers:
             if link.missing:
                 raise MCPError(code=MISSING_CAPABILITY, message=str(exc),
                                data={"requiredCapabilities": link.missing}) from exc
-            raise MCPError(code=-32602, message=str(exc).strip("'\"")) from exc
+            raise MCPError(code=INVALID_PARAMS, message=str(exc).strip("'\"")) from exc
         return types.GetPromptResult.model_validate(found)
 
     async def list_resources(self, ctx: Any, _params: object) -> types.ListResourcesResult:
-        import mcp_types as types
 
         listed = self.resources.listing(self.session_for(ctx).artifacts)
         return types.ListResourcesResult.model_validate({"resources": listed})
 
     async def list_resource_templates(self, _ctx: object, _params: object
                                       ) -> types.ListResourceTemplatesResult:
-        import mcp_types as types
 
         listed = self.resources.template_listing()
         return types.ListResourceTemplatesResult.model_validate({"resourceTemplates": listed})
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
 
         uri = str(params.uri)
         try:
@@ -88,20 +83,17 @@ class OfferHandlers:
         return types.ReadResourceResult.model_validate({"contents": [content]})
 
     async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
 
         self.subscribed.setdefault(client_of(ctx), set()).add(str(params.uri))
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
 
         self.subscribed.get(client_of(ctx), set()).discard(str(params.uri))
         return types.EmptyResult()
 
     async def complete(self, _ctx: object, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
-        import mcp_types as types
 
         ref, argument = params.ref, params.argument
         if getattr(ref, "type", "") == "ref/prompt":
@@ -114,16 +106,9 @@ class OfferHandlers:
             values=values, total=len(values), has_more=False))
 
     async def set_level(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
 
         self.levels.set(client_of(ctx), params.level)
         return types.EmptyResult()
-
-
-RESOURCE_NOT_FOUND = -32002
-"""MCP's error code for a resource that is not there (or not this client's)."""
-MISSING_CAPABILITY = -32021
-"""MCP's error code for a request that needs a capability the client did not declare."""
 
 
 def caller_of(ctx: Any) -> Caller:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import ServerMessageMetadata
 
 from ..gateway.relay import Asked
-
-if TYPE_CHECKING:
-    import mcp_types as types
 
 __all__ = ["SdkClientLink"]
 
@@ -27,7 +28,6 @@ __all__ = ["SdkClientLink"]
 def _current() -> Iterator[None]:
     """Logging is deprecated in the 2026-07-28 revision and current before it: the SDK's
     warning about it is not news to an operator."""
-    from mcp.shared.exceptions import MCPDeprecationWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -46,7 +46,6 @@ class SdkClientLink:
         return self._client
 
     def can(self, asked: Asked) -> bool:
-        import mcp_types as types
 
         session = self.ctx.session
         wanted = (types.ClientCapabilities(sampling=types.SamplingCapability())
@@ -61,19 +60,16 @@ class SdkClientLink:
                                                     related_request_id=self.ctx.request_id)
 
     async def forward_sampling(self, params: types.CreateMessageRequestParams) -> Any:
-        import mcp_types as types
 
         result = (types.CreateMessageResultWithTools if params.tools
                   else types.CreateMessageResult)
         return await self._send(types.CreateMessageRequest(params=params), result)
 
     async def forward_elicitation(self, params: types.ElicitRequestParams) -> Any:
-        import mcp_types as types
 
         return await self._send(types.ElicitRequest(params=params), types.ElicitResult)
 
     async def _send(self, request: Any, result: Any) -> Any:
-        from mcp.shared.message import ServerMessageMetadata
 
         return await self.ctx.session.send_request(
             request, result, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id))

@@ -11,19 +11,19 @@ upstream that fails is an internal error saying which and why.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from ..gateway.sources import CompletionSource, NotServed, PromptSource, ResourceSource
 from ..gateway.upstream import UpstreamError
 from .relay_link import SdkClientLink
-
-if TYPE_CHECKING:
-    import mcp_types as types
+from .wire import INTERNAL_ERROR
 
 __all__ = ["RelayedHandlers"]
 
 T = TypeVar("T")
-INTERNAL_ERROR = -32603
 
 
 class Sources(ResourceSource, PromptSource, CompletionSource, Protocol):
@@ -32,7 +32,6 @@ class Sources(ResourceSource, PromptSource, CompletionSource, Protocol):
 
 async def _answered(send: Awaitable[T]) -> T:
     """A source's answer, its refusals as MCP errors."""
-    from mcp.shared.exceptions import MCPError
 
     try:
         return await send
@@ -61,13 +60,11 @@ class RelayedHandlers:
                 "on_completion": self.complete}
 
     async def list_resources(self, _ctx: object, _params: object) -> types.ListResourcesResult:
-        import mcp_types as types
 
         return types.ListResourcesResult(resources=await self.sources.list_resources())
 
     async def list_resource_templates(self, _ctx: object, _params: object
                                       ) -> types.ListResourceTemplatesResult:
-        import mcp_types as types
 
         return types.ListResourceTemplatesResult(
             resource_templates=await self.sources.list_resource_templates())
@@ -77,21 +74,18 @@ class RelayedHandlers:
         return await _answered(self.sources.read_resource(str(params.uri)))
 
     async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
 
         link = SdkClientLink(ctx, self.client_of(ctx))
         await _answered(self.sources.subscribe(str(params.uri), link))
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
 
         link = SdkClientLink(ctx, self.client_of(ctx))
         await _answered(self.sources.unsubscribe(str(params.uri), link))
         return types.EmptyResult()
 
     async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
-        import mcp_types as types
 
         return types.ListPromptsResult(prompts=await self.sources.list_prompts())
 
@@ -101,7 +95,6 @@ class RelayedHandlers:
 
     async def complete(self, _ctx: object, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
-        import mcp_types as types
 
         found = await _answered(self.sources.complete(params.ref, params.argument,
                                                       params.context))

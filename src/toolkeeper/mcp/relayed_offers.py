@@ -4,14 +4,13 @@ gateway serves go to it (``RelayedHandlers``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import mcp_types as types
 
 from ..gateway.sources import RESOURCE_PREFIX
 from .offer_handlers import OfferHandlers
 from .relayed import RelayedHandlers
-
-if TYPE_CHECKING:
-    import mcp_types as types
 
 __all__ = ["RelayedOffers"]
 

@@ -18,13 +18,14 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import anyio
+import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.subscriptions import ListenHandler
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from ..codemode.chain import ToolChainTool
 from ..core.context import Caller, ToolContext
@@ -50,9 +51,7 @@ from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
-
-if TYPE_CHECKING:
-    import mcp_types as types
+from .wire import INVALID_PARAMS, modern
 
 __all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
            "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
@@ -195,7 +194,7 @@ class MCPFace(RelayedOffers):
         if session is None:
             return
         self.changes.remember(client, session,
-                              modern=str(getattr(ctx, "protocol_version", "")) >= "2026")
+                              modern=modern(ctx))
         hub = self.gateway.relay.hub if self.gateway is not None else None
         if isinstance(hub, ClientSessions):
             hub.remember(client, session)
@@ -253,8 +252,6 @@ class MCPFace(RelayedOffers):
                                     "toolkeeper.approval"))
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
 
         self.remember(ctx)
         if self.gateway is not None:
@@ -274,7 +271,7 @@ class MCPFace(RelayedOffers):
         if cursor:
             after = _decode_cursor(cursor)
             if after is None:
-                raise MCPError(code=-32602, message="invalid cursor: pass the nextCursor of "
+                raise MCPError(code=INVALID_PARAMS, message="invalid cursor: pass the nextCursor of "
                                                     "the previous page, or none to start over")
             start = bisect.bisect_right(names, after)
         page = declarations[start:start + self.page_size]
@@ -294,8 +291,6 @@ class MCPFace(RelayedOffers):
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
 
         self.remember(ctx)
         exported = self.exported_for(params.name)
@@ -306,8 +301,7 @@ class MCPFace(RelayedOffers):
                                   "params": {"name": params.name,
                                              "arguments": params.arguments or {}}})
         in_session = self.session_for(ctx)
-        answers = answers_of(params) if str(getattr(ctx, "protocol_version", "")) >= "2026" \
-            else {}
+        answers = answers_of(params) if modern(ctx) else {}
         link = MCPClientLink(ctx, client=client_of(ctx), levels=self.levels,
                              audit=self.invoker.audit, call_id=call.id, tool=call.name,
                              session_id=in_session.id, answers=answers)
@@ -321,8 +315,7 @@ class MCPFace(RelayedOffers):
         self.running[call.id] = scope = anyio.CancelScope()
         try:
             with scope, calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
-                if self.channel is not None and \
-                        str(getattr(ctx, "protocol_version", "")) >= "2026":
+                if self.channel is not None and modern(ctx):
                     await self.channel.answer(params, in_session, client_of(ctx))
                     outcome = await self.channel.invoke(call, in_session, tool_ctx)
                     if isinstance(outcome, str):

@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 
 from ..mcp.server import stopped_text
+from ..mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 __all__ = ["SingleExchange", "input_schemas"]
 
@@ -284,7 +285,7 @@ def _stopped(request: dict[str, Any]) -> dict[str, Any]:
     moment to finish): for a tool call, an error result the model reads."""
     params = request.get("params") or {}
     if request["method"] != "tools/call":
-        return _refusal(-32603, "the server stopped before answering; send the request again",
+        return _refusal(INTERNAL_ERROR, "the server stopped before answering; send the request again",
                         request["id"])
     text = stopped_text(str(params.get("name")))
     return {"jsonrpc": "2.0", "id": request["id"],
@@ -385,15 +386,15 @@ def envelope(body: bytes) -> tuple[object, dict[str, Any] | None]:
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError):
-        return None, _refusal(-32700, "Parse error: the body is not JSON")
+        return None, _refusal(PARSE_ERROR, "Parse error: the body is not JSON")
     messages = decoded if isinstance(decoded, list) else [decoded]
     if not messages:
-        return decoded, _refusal(-32600, "Invalid Request: an empty batch")
+        return decoded, _refusal(INVALID_REQUEST, "Invalid Request: an empty batch")
     for message in messages:
         problem = _message_problem(message)
         if problem is not None:
             ident = message.get("id") if isinstance(message, dict) else None
-            return decoded, _refusal(-32600, f"Invalid Request: {problem}",
+            return decoded, _refusal(INVALID_REQUEST, f"Invalid Request: {problem}",
                                      ident if _valid_id(ident) else None)
     return decoded, None
 

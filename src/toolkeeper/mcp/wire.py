@@ -1,0 +1,49 @@
+"""The MCP wire as the face reads it, each thing named once: the request context (the SDK's
+own type), which protocol era a request speaks, and the JSON-RPC error codes the face answers
+with (the SDK's constants where it has them)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeAlias
+
+from mcp.server.context import ServerRequestContext
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
+
+__all__ = ["CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
+           "MISSING_CAPABILITY", "MODERN", "PARSE_ERROR", "RESOURCE_NOT_FOUND", "Ctx", "State",
+           "modern"]
+
+State: TypeAlias = dict[str, Any]
+"""What the face's lifespan yields (``MCPFace.state``)."""
+Ctx: TypeAlias = ServerRequestContext[State, Any]
+"""The context the SDK hands each request handler (its ``request``: the HTTP request, or
+``None`` over stdio)."""
+
+MISSING_CAPABILITY = MISSING_REQUIRED_CLIENT_CAPABILITY
+"""A request that needs a capability the client did not declare (2026-07-28)."""
+RESOURCE_NOT_FOUND = -32002
+"""A resource that is not there (or not this client's): the code 2025-era clients know (the
+SDK has no constant for it: the 2026-07-28 revision retired it without a successor)."""
+MODERN = MODERN_PROTOCOL_VERSIONS[0]
+"""The first revision of the per-request era (``subscriptions/listen``, input rounds)."""
+
+
+class Versioned(Protocol):
+    @property
+    def protocol_version(self) -> str: ...
+
+
+def modern(request: Versioned) -> bool:
+    """Whether ``request`` speaks the per-request era (2026-07-28 and later): its client
+    listens with ``subscriptions/listen`` and answers questions in rounds (``inputRequests``)
+    instead of on an open connection. An unknown revision is taken for the handshake era."""
+    return is_version_at_least(request.protocol_version, MODERN)
