@@ -13,7 +13,7 @@ from ..errors import ToolkeeperError
 from ..offers.prompts import PromptNotFound, Prompts
 from ..offers.resources import ResourceNotFound, Resources
 from .client_link import InputWanted, Levels, MCPClientLink, answers_of, next_round
-from .wire import INVALID_PARAMS, MISSING_CAPABILITY, RESOURCE_NOT_FOUND, modern
+from .wire import INVALID_PARAMS, MISSING_CAPABILITY, RESOURCE_NOT_FOUND, Ctx, modern
 
 if TYPE_CHECKING:
 
@@ -34,14 +34,14 @@ class OfferHandlers:
     levels: Levels
     subscribed: dict[str, set[str]]
 
-    def session_for(self, ctx: Any) -> InvokerSession:
+    def session_for(self, ctx: Ctx) -> InvokerSession:
         raise NotImplementedError
 
-    async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
+    async def list_prompts(self, _ctx: Ctx, _params: object) -> types.ListPromptsResult:
 
         return types.ListPromptsResult.model_validate({"prompts": self.prompts.listing()})
 
-    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
+    async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult | types.InputRequiredResult:
 
         answers = answers_of(params) if modern(ctx) else {}
@@ -60,18 +60,18 @@ class OfferHandlers:
             raise MCPError(code=INVALID_PARAMS, message=str(exc).strip("'\"")) from exc
         return types.GetPromptResult.model_validate(found)
 
-    async def list_resources(self, ctx: Any, _params: object) -> types.ListResourcesResult:
+    async def list_resources(self, ctx: Ctx, _params: object) -> types.ListResourcesResult:
 
         listed = self.resources.listing(self.session_for(ctx).artifacts)
         return types.ListResourcesResult.model_validate({"resources": listed})
 
-    async def list_resource_templates(self, _ctx: object, _params: object
+    async def list_resource_templates(self, _ctx: Ctx, _params: object
                                       ) -> types.ListResourceTemplatesResult:
 
         listed = self.resources.template_listing()
         return types.ListResourceTemplatesResult.model_validate({"resourceTemplates": listed})
 
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
 
         uri = str(params.uri)
@@ -82,17 +82,17 @@ class OfferHandlers:
                            "them with resources/list", data={"uri": uri}) from exc
         return types.ReadResourceResult.model_validate({"contents": [content]})
 
-    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+    async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         self.subscribed.setdefault(client_of(ctx), set()).add(str(params.uri))
         return types.EmptyResult()
 
-    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+    async def unsubscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         self.subscribed.get(client_of(ctx), set()).discard(str(params.uri))
         return types.EmptyResult()
 
-    async def complete(self, _ctx: object, params: types.CompleteRequestParams
+    async def complete(self, _ctx: Ctx, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
 
         ref, argument = params.ref, params.argument
@@ -105,17 +105,17 @@ class OfferHandlers:
         return types.CompleteResult(completion=types.Completion(
             values=values, total=len(values), has_more=False))
 
-    async def set_level(self, ctx: Any, params: Any) -> types.EmptyResult:
+    async def set_level(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         self.levels.set(client_of(ctx), params.level)
         return types.EmptyResult()
 
 
-def caller_of(ctx: Any) -> Caller:
+def caller_of(ctx: Ctx) -> Caller:
     request = getattr(ctx, "request", None)
     found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)
     return found if isinstance(found, Caller) else STDIO
 
 
-def client_of(ctx: Any) -> str:
+def client_of(ctx: Ctx) -> str:
     return caller_of(ctx).client

@@ -13,13 +13,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
 
 from ..gateway.relay import Asked
+from .wire import Ctx
 
 __all__ = ["SdkClientLink"]
 
@@ -37,7 +38,7 @@ def _current() -> Iterator[None]:
 class SdkClientLink:
     """A ``RelayLink`` over one request of the SDK's low-level server (``ctx``)."""
 
-    def __init__(self, ctx: Any, client: str) -> None:
+    def __init__(self, ctx: Ctx, client: str) -> None:
         self.ctx = ctx
         self._client = client
 
@@ -56,7 +57,8 @@ class SdkClientLink:
     async def log(self, level: str, data: Any, logger: str | None) -> None:
         # The SDK's own gate: on a 2026-07-28 session only a request that opted in hears logs.
         with _current():
-            await self.ctx.session.send_log_message(level, data, logger,
+            await self.ctx.session.send_log_message(cast("types.LoggingLevel", level), data,
+                                                    logger,
                                                     related_request_id=self.ctx.request_id)
 
     async def forward_sampling(self, params: types.CreateMessageRequestParams) -> Any:

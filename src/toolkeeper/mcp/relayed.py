@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from ..gateway.sources import CompletionSource, NotServed, PromptSource, ResourceSource
 from ..gateway.upstream import UpstreamError
 from .relay_link import SdkClientLink
-from .wire import INTERNAL_ERROR
+from .wire import INTERNAL_ERROR, Ctx
 
 __all__ = ["RelayedHandlers"]
 
@@ -59,41 +59,41 @@ class RelayedHandlers:
                 "on_list_prompts": self.list_prompts, "on_get_prompt": self.get_prompt,
                 "on_completion": self.complete}
 
-    async def list_resources(self, _ctx: object, _params: object) -> types.ListResourcesResult:
+    async def list_resources(self, _ctx: Ctx, _params: object) -> types.ListResourcesResult:
 
         return types.ListResourcesResult(resources=await self.sources.list_resources())
 
-    async def list_resource_templates(self, _ctx: object, _params: object
+    async def list_resource_templates(self, _ctx: Ctx, _params: object
                                       ) -> types.ListResourceTemplatesResult:
 
         return types.ListResourceTemplatesResult(
             resource_templates=await self.sources.list_resource_templates())
 
-    async def read_resource(self, _ctx: object, params: types.ReadResourceRequestParams
+    async def read_resource(self, _ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
         return await _answered(self.sources.read_resource(str(params.uri)))
 
-    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+    async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         link = SdkClientLink(ctx, self.client_of(ctx))
         await _answered(self.sources.subscribe(str(params.uri), link))
         return types.EmptyResult()
 
-    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
+    async def unsubscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         link = SdkClientLink(ctx, self.client_of(ctx))
         await _answered(self.sources.unsubscribe(str(params.uri), link))
         return types.EmptyResult()
 
-    async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
+    async def list_prompts(self, _ctx: Ctx, _params: object) -> types.ListPromptsResult:
 
         return types.ListPromptsResult(prompts=await self.sources.list_prompts())
 
-    async def get_prompt(self, _ctx: object, params: types.GetPromptRequestParams
+    async def get_prompt(self, _ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
         return await _answered(self.sources.get_prompt(params.name, params.arguments))
 
-    async def complete(self, _ctx: object, params: types.CompleteRequestParams
+    async def complete(self, _ctx: Ctx, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
 
         found = await _answered(self.sources.complete(params.ref, params.argument,

@@ -51,7 +51,7 @@ from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
-from .wire import INVALID_PARAMS, modern
+from .wire import INVALID_PARAMS, Ctx, modern
 
 __all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
            "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
@@ -186,15 +186,11 @@ class MCPFace(RelayedOffers):
         ``name`` and ``instructions`` are read there. Goes away in 0.3.0: use ``face.server``."""
         return self.server
 
-    def remember(self, ctx: Any) -> None:
+    def remember(self, ctx: Ctx) -> None:
         """Keep the connection of a request's client: to tell it when the catalog changes,
         and, with a gateway, what its upstreams say to every client."""
-        client = client_of(ctx)
-        session = getattr(ctx, "session", None)
-        if session is None:
-            return
-        self.changes.remember(client, session,
-                              modern=modern(ctx))
+        client, session = client_of(ctx), ctx.session
+        self.changes.remember(client, session, modern=modern(ctx))
         hub = self.gateway.relay.hub if self.gateway is not None else None
         if isinstance(hub, ClientSessions):
             hub.remember(client, session)
@@ -213,7 +209,7 @@ class MCPFace(RelayedOffers):
         more, and the store's gc may remove them. Returns how many."""
         return sum(session.release(older_than_s) for session in list(self.sessions.values()))
 
-    def session_for(self, ctx: Any) -> InvokerSession:
+    def session_for(self, ctx: Ctx) -> InvokerSession:
         if self.fixed_session is not None:
             return self.fixed_session
         caller = caller_of(ctx)
@@ -251,7 +247,7 @@ class MCPFace(RelayedOffers):
                                               f"(request {request.get('id')}): {where}",
                                     "toolkeeper.approval"))
 
-    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+    async def list_tools(self, ctx: Ctx, params: Any) -> types.ListToolsResult:
 
         self.remember(ctx)
         if self.gateway is not None:
@@ -289,7 +285,7 @@ class MCPFace(RelayedOffers):
             return {**declaration, "description": tool.description_for(caller)}
         return declaration
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
+    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
 
         self.remember(ctx)
@@ -310,7 +306,7 @@ class MCPFace(RelayedOffers):
             call_id=call.id, tool_name=call.name, session_id=in_session.id,
             state=in_session.state, client=link,  # this request's caller (its token's scopes)
             caller=in_session.caller if self.fixed_session is not None else caller_of(ctx),
-            progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
+            progress_sink=ctx.session.report_progress)
         self.calling[call.id] = link
         self.running[call.id] = scope = anyio.CancelScope()
         try:
