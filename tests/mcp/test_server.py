@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
 from toolkeeper import ToolContext, ToolInvoker, ToolRisk, tool
-from toolkeeper.mcp.server import mcp_server
+from toolkeeper.mcp.server import MCPFace, mcp_server
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.anyio
@@ -151,7 +152,6 @@ async def test_tools_list_is_paged_in_name_order_with_an_opaque_cursor() -> None
 
 
 async def test_progress_reaches_the_client_and_a_cancelled_request_cancels_the_call() -> None:
-    import anyio
 
     finished: list[str] = []
 
@@ -186,7 +186,6 @@ async def test_progress_reaches_the_client_and_a_cancelled_request_cancels_the_c
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_clients_are_told_when_the_catalog_changes(mode: str) -> None:
-    import anyio
     import mcp_types as types
 
     from toolkeeper.mcp.server import announce_changes
@@ -259,7 +258,6 @@ async def test_no_path_but_the_invoker_runs_a_tool(monkeypatch: pytest.MonkeyPat
 
 
 async def test_progress_cancellation_and_change_notifications_over_stdio(tmp_path: Path) -> None:
-    import anyio
     import mcp_types as types
 
     log = tmp_path / "calls.log"
@@ -326,3 +324,38 @@ async def test_a_caller_limited_to_some_tools_lists_and_calls_only_those_code_mo
     assert "def forecast(" in described and "wipe" not in described and "wipe" in everything
     assert refused.is_error and "not among the tools client 'oauth:agent' may call" in \
         refused.content[0].text
+
+
+async def test_the_face_runs_a_call_without_the_wire_and_stop_calls_ends_it() -> None:
+    """``call_tool`` only reads and writes the wire: the call itself is the face's
+    ``parse_call`` and ``run_call``, which a server stopping cancels (``None``)."""
+
+
+    started = anyio.Event()
+
+    @tool
+    async def slow(seconds: float) -> str:
+        """Wait."""
+        started.set()
+        await anyio.sleep(seconds)
+        return "done"
+
+    invoker = ToolInvoker([forecast, slow])
+    session = invoker.open_session()
+    face = MCPFace(invoker, session=session)
+    call = await face.parse_call("forecast", {"city": "Lisbon"})
+    result = await face.run_call(call, session, ToolContext(call_id=call.id,
+                                                            tool_name=call.name))
+    assert not isinstance(result, str) and result is not None and result.status == "ok"
+    assert "Lisbon" in result.to_tool_result().text
+    waiting = await face.parse_call("slow", {"seconds": 60})
+    outcomes: list[object] = []
+
+    async def run() -> None:
+        outcomes.append(await face.run_call(waiting, session, ToolContext(call_id=waiting.id)))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await started.wait()
+        assert face.stop_calls() == 1
+    assert outcomes == [None]

@@ -28,12 +28,14 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from ..codemode.chain import ToolChainTool
+from ..core.call import ToolCall
 from ..core.context import Caller, ToolContext
 from ..formats import WireExport, render_result
 from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
 from ..gateway.relay import ClientSessions, calling_client
 from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
+from ..invoke.results import InvocationResult
 from ..invoke.session import InvokerSession
 from ..offers.prompts import Prompt, Prompts
 from ..offers.resources import Resource, Resources, artifact_link
@@ -287,63 +289,91 @@ class MCPFace(RelayedOffers):
 
     async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
-
+        """``tools/call`` on the wire: the request read into a call and its context, run by
+        ``run_call``, and its outcome written back as the client's revision expects."""
         self.remember(ctx)
-        exported = self.exported_for(params.name)
-        if self.gateway is not None and params.name not in exported.names:
-            await self.gateway.listed(params.name)  # an upstream's, named before it is listed
-            exported = self.exported_for(params.name)
-        (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
-                                  "params": {"name": params.name,
-                                             "arguments": params.arguments or {}}})
-        in_session = self.session_for(ctx)
-        answers = answers_of(params) if modern(ctx) else {}
-        link = MCPClientLink(ctx, client=client_of(ctx), levels=self.levels,
-                             audit=self.invoker.audit, call_id=call.id, tool=call.name,
-                             session_id=in_session.id, answers=answers)
+        call = await self.parse_call(params.name, params.arguments or {})
+        session, client, rounds = self.session_for(ctx), client_of(ctx), modern(ctx)
+        answers = answers_of(params) if rounds else {}
+        link = MCPClientLink(ctx, client=client, levels=self.levels, audit=self.invoker.audit,
+                             call_id=call.id, tool=call.name, session_id=session.id,
+                             answers=answers)
         # Progress goes back on this request (the SDK drops it when the client gave no token).
         tool_ctx = ToolContext(
-            call_id=call.id, tool_name=call.name, session_id=in_session.id,
-            state=in_session.state, client=link,  # this request's caller (its token's scopes)
-            caller=in_session.caller if self.fixed_session is not None else caller_of(ctx),
+            call_id=call.id, tool_name=call.name, session_id=session.id,
+            state=session.state, client=link,  # this request's caller (its token's scopes)
+            caller=session.caller if self.fixed_session is not None else caller_of(ctx),
             progress_sink=ctx.session.report_progress)
-        self.calling[call.id] = link
+        ask_client = self.channel is not None and rounds
+        with calling_client(SdkClientLink(ctx, client)):  # the gateway's relay
+            if self.channel is not None and ask_client:  # the client's answers so far
+                await self.channel.answer(params, session, client)
+            outcome = await self.run_call(call, session, tool_ctx, link=link,
+                                          ask_client=ask_client)
+        return await self._answer(call, outcome, link, answers)
+
+    async def parse_call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
+        """The call of the tool the wire names ``name`` (an upstream's is listed first)."""
+        exported = self.exported_for(name)
+        if self.gateway is not None and name not in exported.names:
+            await self.gateway.listed(name)  # an upstream's, named before it is listed
+            exported = self.exported_for(name)
+        (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
+                                  "params": {"name": name, "arguments": arguments}})
+        return call
+
+    async def run_call(self, call: ToolCall, session: InvokerSession, ctx: ToolContext, *,
+                       link: MCPClientLink | None = None, ask_client: bool = False
+                       ) -> InvocationResult | str | None:
+        """Run ``call`` through the door, cancellable by ``stop_calls``: its result, the
+        question for its client when it needs approval and ``ask_client`` (the client's
+        channel), or ``None`` when the server stopped it."""
+        if link is not None:  # a wait for approval is told to its client
+            self.calling[call.id] = link
         self.running[call.id] = scope = anyio.CancelScope()
         try:
-            with scope, calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
-                if self.channel is not None and modern(ctx):
-                    await self.channel.answer(params, in_session, client_of(ctx))
-                    outcome = await self.channel.invoke(call, in_session, tool_ctx)
-                    if isinstance(outcome, str):
-                        return self.channel.ask(outcome)
-                    result = outcome
+            with scope:
+                if self.channel is not None and ask_client:
+                    outcome = await self.channel.invoke(call, session, ctx)
                 else:
-                    result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
+                    outcome = await self.invoker.invoke(call, session=session, ctx=ctx)
         finally:
             self.calling.pop(call.id, None)
             self.running.pop(call.id, None)
-        if scope.cancelled_caught:  # the server stopped it
-            return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
-                                        is_error=True)
-        if link.missing:
-            raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
-                           f"client capabilities {sorted(link.missing)}; declare them",
-                           data={"requiredCapabilities": link.missing})
-        if link.asked:
-            return next_round(link.asked, answers)
-        if result.status == "denied":
-            await _quietly(link.log("warning", f"{call.name}: {result.to_tool_result().text}",
-                                    "toolkeeper.approval"))
-        rendered = render_result(call, result.to_tool_result(), "mcp")
+        return None if scope.cancelled_caught else outcome
+
+    def _offer_files(self, call: ToolCall, result: InvocationResult) -> None:
         for stored in result.files:
             self.resources.remember(stored.artifact_ref, name=stored.path,
                                     mime_type=stored.media_type, size=stored.size)
         if result.artifact_ref is not None and self.resources.store is not None:
             self.resources.remember(result.artifact_ref, name=f"{call.name} result",
                                     mime_type="text/plain", size=result.artifact_size)
+
+    async def _answer(self, call: ToolCall, outcome: InvocationResult | str | None,
+                      link: MCPClientLink, answers: dict[str, Any]
+                      ) -> types.CallToolResult | types.InputRequiredResult:
+        if outcome is None:  # the server stopped it
+            return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
+                                        is_error=True)
+        if isinstance(outcome, str) and self.channel is not None:
+            return self.channel.ask(outcome)
+        if link.missing:
+            raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
+                           f"client capabilities {sorted(link.missing)}; declare them",
+                           data={"requiredCapabilities": link.missing})
+        if link.asked:
+            return next_round(link.asked, answers)
+        assert not isinstance(outcome, str)
+        if outcome.status == "denied":
+            await _quietly(link.log("warning", f"{call.name}: {outcome.to_tool_result().text}",
+                                    "toolkeeper.approval"))
+        rendered = render_result(call, outcome.to_tool_result(), "mcp")
+        self._offer_files(call, outcome)  # what it stored, as this client's resources
+        if outcome.artifact_ref is not None and self.resources.store is not None:
             rendered = {**rendered, "content": [*cast(list[Any], rendered["content"]),
-                                                artifact_link(call.name, result.artifact_ref,
-                                                              result.artifact_size)]}
+                                                artifact_link(call.name, outcome.artifact_ref,
+                                                              outcome.artifact_size)]}
         return types.CallToolResult.model_validate(rendered)
 
     def stop_calls(self) -> int:
