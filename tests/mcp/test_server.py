@@ -10,7 +10,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from toolkeeper import ToolContext, ToolInvoker, ToolRisk, tool
+from toolkeeper import Toolbox, ToolContext, ToolInvoker, ToolRisk, tool
 from toolkeeper.mcp.server import MCPFace, mcp_server
 
 HERE = Path(__file__).resolve().parent
@@ -359,3 +359,26 @@ async def test_the_face_runs_a_call_without_the_wire_and_stop_calls_ends_it() ->
         await started.wait()
         assert face.stop_calls() == 1
     assert outcomes == [None]
+
+
+async def test_one_export_per_catalog_version_serves_listing_calls_schemas_and_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The catalog's MCP export is made in one place: the listing, a call, the SDK's input
+    schema lookup (handed to the server it builds) and the gate's tool names all read it."""
+    box = Toolbox([forecast, wipe])
+    exports: list[str] = []
+    export = box.export
+    monkeypatch.setattr(box, "export", lambda fmt, **kw: exports.append(fmt) or export(fmt, **kw))
+    face = MCPFace(ToolInvoker(box))
+    assert face.listing()[1] == ["forecast", "wipe"]
+    schema = face.server.get_tool_input_schema
+    assert schema is not None
+    found = schema("forecast")
+    assert found is not None and found["required"] == ["city"]
+    assert face.exported.tool_name("wipe") == "wipe"
+    assert (await face.parse_call("forecast", {"city": "Porto"})).name == "forecast"
+    assert exports == ["mcp"]
+    assert face.exported.tool_name("nope") is None  # unknown: exported again, in case
+    box.remove("wipe")  # a new version: exported again, once
+    assert face.listing()[1] == ["forecast"] and schema("forecast") is not None
+    assert exports == ["mcp", "mcp", "mcp"]

@@ -43,6 +43,7 @@ from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
 from .changes import Changes
 from .client_link import Levels, MCPClientLink, answers_of, next_round
+from .exported import Exported
 from .offer_handlers import (
     MISSING_CAPABILITY,
     STDIO_CLIENT,
@@ -132,9 +133,8 @@ class MCPFace(RelayedOffers):
         # and again only when a call names a tool it does not know: exporting on every call
         # cost 3 ms per call at 1,000 tools. A stale table is harmless — a wire name always
         # stands for the same tool name, and the invoker answers a tool that is gone.
-        self.current: WireExport = self.catalog.export("mcp")
-        self._exported_at = getattr(self.catalog, "version", None)
-        self._sorted: tuple[WireExport | None, list[dict[str, Any]], list[str]] = (None, [], [])
+        self.exported = Exported(self.catalog)
+        """The catalog's MCP export, once per catalog version, for every part that reads it."""
         self.channel = ClientChannel(invoker) if ask_client else None
         self.resources = Resources([o for o in offers if isinstance(o, Resource)],
                                    skills=skills, store=invoker.artifact_store)
@@ -168,7 +168,8 @@ class MCPFace(RelayedOffers):
                 on_list_resource_templates=self.list_resource_templates,
                 on_subscribe_resource=self.subscribe, on_unsubscribe_resource=self.unsubscribe,
                 on_completion=self.complete, on_set_logging_level=self.set_level,
-                on_subscriptions_listen=ListenHandler(self.changes.bus))
+                on_subscriptions_listen=ListenHandler(self.changes.bus),
+                get_tool_input_schema=self.exported.input_schema)
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
         # and bound to its client: under the shared secret, else one of this process's own.
         # (The SDK's way to add a middleware: its Server's list.)
@@ -222,22 +223,17 @@ class MCPFace(RelayedOffers):
         return found
 
     def exported_for(self, wire: str | None = None) -> WireExport:
-        """The catalog's MCP export, made again when the catalog changed (or, for a catalog
-        that does not count its changes, at every listing) or a call names an unknown tool."""
-        version = getattr(self.catalog, "version", None)
-        if (wire is None and (version is None or version != self._exported_at)) or (
-                wire is not None and wire not in self.current.names):
-            self.current, self._exported_at = self.catalog.export("mcp"), version
-        return self.current
+        """The export in force (``Exported.of``)."""
+        return self.exported.of(wire)
+
+    @property
+    def current(self) -> WireExport:
+        """The last export made."""
+        return self.exported.current
 
     def listing(self) -> tuple[list[dict[str, Any]], list[str]]:
-        """The declarations in name order and their names, sorted once per export: a page of
-        ``tools/list`` is a bisection and a slice, not a sort of the whole catalog."""
-        exported = self.exported_for()
-        if self._sorted[0] is not exported:
-            declarations = sorted(exported.declarations, key=lambda d: str(d["name"]))
-            self._sorted = (exported, declarations, [str(d["name"]) for d in declarations])
-        return self._sorted[1], self._sorted[2]
+        """The declarations in name order and their names (``Exported.listing``)."""
+        return self.exported.listing()
 
     async def approval_asked(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         """A call of this server's waits for a person's decision: a log line to its client."""

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..approval.store import SqliteApprovalStore
-from ..errors import ToolkeeperError
 from ..extras import require
 from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
@@ -23,7 +22,7 @@ from ..mcp.streams import MemoryEventStore
 from ..skills.skill import Skill
 from .auth import WebSessions
 from .clients import ClientTokens
-from .exchange import SingleExchange, input_schemas
+from .exchange import SingleExchange
 from .gate import LOOPBACK, TokenGate
 from .metrics import ServerMetrics
 from .oauth import OAuthResource
@@ -118,20 +117,13 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
         custom_starlette_routes=cast("list[Route]", [Route("/healthz", healthz), *routes]))
     # tools/call and tools/list on the 2025 wire: one request through the SDK's own kernel,
     # answered with one JSON body (an event stream only when the call sends notifications).
-    server.get_tool_input_schema = input_schemas(catalog)
     lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes,
                           stopping=stopping, state=face.state)
-
-    def tool_name(wire: str) -> str | None:
-        try:
-            return face.exported_for(wire).names.name(wire)
-        except ToolkeeperError:
-            return None
 
     gate = TokenGate(ContinuedTrace(lean), access.token, clients=access.clients,
                      rate=access.rate_limit, burst=max(1, int(access.rate_limit * 2)),
                      sessions=access.sessions, hosts=tuple(access.hosts),
-                     anonymous=access.anonymous, oauth=access.oauth, tool_name=tool_name,
+                     anonymous=access.anonymous, oauth=access.oauth, tool_name=face.exported.tool_name,
                      max_body_bytes=max_body_bytes)
     return HttpApp(face, gate)
 

@@ -29,14 +29,16 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
 from ..mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+from ..toolbox.catalog import CatalogBase
 
 __all__ = ["SingleExchange", "input_schemas"]
 
@@ -292,24 +294,10 @@ def _stopped(request: dict[str, Any]) -> dict[str, Any]:
             "result": {"content": [{"type": "text", "text": text}], "isError": True}}
 
 
-def input_schemas(catalog: Any) -> Any:
-    """A tool's input schema by its wire name, for the SDK's 2026-07-28 entry, which checks a
-    call's ``Mcp-Param-*`` headers against it: without this lookup it ran the whole
-    ``tools/list`` handler (the catalog exported and every tool validated) on every call.
-    Exported again when the catalog's version changes or a name is not known."""
-    known: dict[str, Any] = {}
-    seen: list[Any] = [object()]
-
-    def lookup(name: str) -> Mapping[str, Any] | None:
-        version = getattr(catalog, "version", None)
-        if version != seen[0] or name not in known:
-            known.clear()
-            known.update({str(d["name"]): d.get("inputSchema")
-                          for d in catalog.export("mcp").declarations})
-            seen[0] = version
-        schema = known.get(name)
-        return schema if isinstance(schema, Mapping) else None
-    return lookup
+def input_schemas(catalog: CatalogBase) -> Callable[[str], Mapping[str, Any] | None]:
+    """A tool's input schema by its wire name (``Exported.input_schema``, which an
+    ``MCPFace`` hands its server). Goes away in 0.3.0: use ``Exported(catalog).input_schema``."""
+    return Exported(catalog).input_schema
 
 
 def _on_asyncio() -> bool:
