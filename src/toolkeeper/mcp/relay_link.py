@@ -19,10 +19,10 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import ServerMessageMetadata
 
-from ..gateway.relay import Asked
+from ..gateway.relay import Asked, ClientSessions
 from .wire import Ctx
 
-__all__ = ["SdkClientLink"]
+__all__ = ["SdkClientLink", "SessionHub"]
 
 
 @contextmanager
@@ -78,3 +78,26 @@ class SdkClientLink:
 
     async def resource_updated(self, uri: str) -> None:
         await self.ctx.session.send_resource_updated(uri)
+
+
+class SessionHub:
+    """Every client connection seen by ``remember``: what concerns them all goes to each.
+    Goes away in 0.3.0: a gateway's relay keeps its own hub (``gateway.relay.hub``, a
+    ``toolkeeper.gateway.relay.ClientSessions``), which ``MCPFace`` hands each client's
+    connection."""
+
+    def __init__(self) -> None:
+        self.sessions = ClientSessions()
+
+    def remember(self, ctx: Ctx, client: str) -> None:
+        """Keep the connection of a request's client (the last one per client)."""
+        self.sessions.remember(client, ctx.session)
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        await self.sessions.log(level, data, logger)
+
+    async def resources_changed(self) -> None:
+        await self.sessions.resources_changed()
+
+    async def prompts_changed(self) -> None:
+        await self.sessions.prompts_changed()
