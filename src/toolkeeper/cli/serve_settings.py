@@ -71,7 +71,7 @@ class ServeFlags(BaseModel):
     oauth_resource: str | None = None
     oauth_audience: tuple[str, ...] = ()
     oauth_jwks_url: str | None = None
-    metrics_port: Port | None = None
+    metrics_port: Port | None = Field(None, description="a port from 0 to 65535")
     artifacts: str | None = None
 
     @model_validator(mode="after")
