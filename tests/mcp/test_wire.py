@@ -16,6 +16,9 @@ from toolkeeper.mcp import wire
 SRC = Path(__file__).resolve().parents[2] / "src" / "toolkeeper"
 SDK_FACING = ["mcp", "server", "gateway"]
 CODE = re.compile(r"-32[0-9]{3}\b")
+DEFINED = {SRC / "mcp" / "wire.py",  # the SDK's codes, named once
+           SRC / "gateway" / "sources.py"}  # the one the SDK has no name for (the gateway
+#                                             loads without the SDK)
 
 
 def _sources(rooms: list[str]) -> list[Path]:
@@ -47,7 +50,7 @@ def test_no_era_is_guessed_from_a_string_and_no_code_is_written_twice() -> None:
             if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
                     and isinstance(node.operand, ast.Constant) \
                     and CODE.fullmatch(f"-{node.operand.value}") \
-                    and path != SRC / "mcp" / "wire.py":
+                    and path not in DEFINED:
                 written.append(f"{path.relative_to(SRC)}:{node.lineno}")
             if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                     and CODE.fullmatch(node.value):

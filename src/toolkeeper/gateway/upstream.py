@@ -18,7 +18,6 @@ from anyio.abc import TaskGroup
 
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
-from ..mcp.wire import CONNECTION_CLOSED
 from .capped import capped_http, capped_stdio
 
 if TYPE_CHECKING:
@@ -287,6 +286,7 @@ class Upstream:
     def _broken(self, exc: BaseException) -> None:
         """Turn a failed request into an ``UpstreamError``; a connection fault drops it."""
         from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
 
         reason = _reason(exc)
         if self._oversized:  # the server is up; it answered too much: reconnect at once

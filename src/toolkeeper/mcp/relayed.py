@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from ..gateway.sources import CompletionSource, NotServed, PromptSource, ResourceSource
 from ..gateway.upstream import UpstreamError
 from .relay_link import SdkClientLink
-from .wire import INTERNAL_ERROR, Ctx
+from .wire import INTERNAL_ERROR, INVALID_PARAMS, Ctx
 
 __all__ = ["RelayedHandlers"]
 
@@ -36,7 +36,8 @@ async def _answered(send: Awaitable[T]) -> T:
     try:
         return await send
     except NotServed as exc:
-        raise MCPError(code=exc.code, message=str(exc)) from exc
+        raise MCPError(code=exc.code if exc.code is not None else INVALID_PARAMS,
+                       message=str(exc)) from exc
     except UpstreamError as exc:
         raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
 

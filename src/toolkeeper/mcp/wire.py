@@ -18,6 +18,8 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
 
+from ..gateway.sources import RESOURCE_NOT_FOUND
+
 __all__ = ["CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
            "MISSING_CAPABILITY", "MODERN", "PARSE_ERROR", "RESOURCE_NOT_FOUND", "Ctx", "State",
            "modern"]
@@ -30,9 +32,6 @@ Ctx: TypeAlias = ServerRequestContext[State, Any]
 
 MISSING_CAPABILITY = MISSING_REQUIRED_CLIENT_CAPABILITY
 """A request that needs a capability the client did not declare (2026-07-28)."""
-RESOURCE_NOT_FOUND = -32002
-"""A resource that is not there (or not this client's): the code 2025-era clients know (the
-SDK has no constant for it: the 2026-07-28 revision retired it without a successor)."""
 MODERN = MODERN_PROTOCOL_VERSIONS[0]
 """The first revision of the per-request era (``subscriptions/listen``, input rounds)."""
 
