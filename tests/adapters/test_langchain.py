@@ -13,6 +13,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
@@ -23,7 +24,7 @@ from toolkeeper.approval import ApprovalDecision
 from .world import DELETED, World
 
 pytestmark = pytest.mark.anyio
-THREAD = {"configurable": {"thread_id": "conversation-1"}}
+THREAD: RunnableConfig = {"configurable": {"thread_id": "conversation-1"}}
 
 
 class ScriptedChatModel(FakeMessagesListChatModel):

@@ -49,6 +49,7 @@ def test_no_era_is_guessed_from_a_string_and_no_code_is_written_twice() -> None:
                 guessed.append(f"{path.relative_to(SRC)}:{node.lineno}")
             if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
                     and isinstance(node.operand, ast.Constant) \
+                    and isinstance(node.operand.value, int) \
                     and CODE.fullmatch(f"-{node.operand.value}") \
                     and path not in DEFINED:
                 written.append(f"{path.relative_to(SRC)}:{node.lineno}")
@@ -67,8 +68,10 @@ def test_the_face_imports_the_sdk_at_module_level() -> None:
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for node in ast.walk(function):
+                if not isinstance(node, ast.Import | ast.ImportFrom):
+                    continue
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                    [node.module or ""]
                 if any(n.split(".")[0] in ("mcp", "mcp_types") for n in names):
                     inside.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert inside == []

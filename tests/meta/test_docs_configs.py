@@ -128,6 +128,6 @@ def test_every_documented_config_starts_a_real_server(block: Block, tmp_path: Pa
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGTERM, err
     assert "Traceback" not in err, err

@@ -38,15 +38,15 @@ def _read(root: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            name = None
+            name, line = None, 0
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-                name = node.attr
+                name, line = node.attr, node.lineno
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                     and node.func.id in ("getattr", "hasattr") and len(node.args) > 1 \
                     and isinstance(node.args[1], ast.Constant):
-                name = str(node.args[1].value)
+                name, line = str(node.args[1].value), node.lineno
             if name is not None and name.startswith("_") and not name.startswith("__"):
-                found.setdefault(name, []).append(f"{path.relative_to(SRC)}:{node.lineno}")
+                found.setdefault(name, []).append(f"{path.relative_to(SRC)}:{line}")
     return found
 
 

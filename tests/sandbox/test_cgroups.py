@@ -36,7 +36,7 @@ def ws(reachable: Path) -> Path:
 
 def shell(ws: Path, **policy: object) -> Tool:
     return shell_tool(SecurityPolicy(workspace=ws, allowed_commands=(*DEFAULT_COMMANDS, "python3"),
-                                     **policy))  # type: ignore[arg-type]
+                                     **policy))
 
 
 def run(tool: Tool, command: str) -> str:
@@ -143,7 +143,7 @@ def test_one_calls_fork_bomb_neither_outgrows_its_group_nor_starves_another_call
 def test_groups_left_by_a_dead_host_are_swept() -> None:
     assert SUPPORT.memory is not None
     gone = subprocess.Popen(["true"])
-    gone.wait()
+    gone.wait(timeout=30)
     stale = SUPPORT.memory / f"toolkeeper-{gone.pid}-0"
     alive = SUPPORT.memory / f"toolkeeper-{os.getppid()}-999"
     stale.mkdir()

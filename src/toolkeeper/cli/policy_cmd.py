@@ -28,7 +28,7 @@ from .serve_settings import serve_settings
 
 __all__ = ["policy_app"]
 
-policy_app = typer.Typer(help="Show, test and change the policies toolkeeper serve decides with.",
+policy_app = typer.Typer(help="Show, test and change the policies serve decides with.",
                          no_args_is_help=True)
 Targets = Annotated[list[str] | None, typer.Argument(
     help="The tools serve is given ('pkg.mod', 'file.py'), to check policies against.")]

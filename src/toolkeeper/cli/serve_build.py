@@ -6,9 +6,10 @@ is in the page's URL, which the door's approval service names in a waiting call'
 then the artifact store, the door (``serve_door``), the credentials, the gateway, the MCP face
 (the gateway's hub and the operator secret in hand) and what faces the network: over HTTP the
 app on the socket and ``/metrics`` on a port of its own; over stdio the client's pipe, and the
-approval page on the socket. What runs beside the calls — change announcements, the upstreams'
-listings, the artifact sweep — is listed as tasks. ``serve_run`` starts, drains and stops it
-all the same way for both.
+approval page on the socket. The notifications of ``[approval.notify]`` are built beside the
+door (their decision links are routes of the page). What runs beside the calls — change
+announcements, the upstreams' listings, the artifact sweep, the notifier — is listed as tasks.
+``serve_run`` starts, drains and stops it all the same way for both.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import MCPFace
+from ..notify.links import DecisionLinks
 from ..server.app import Access, http_app, metrics_app, page_app, page_routes
 from ..server.auth import WebSessions
 from ..server.clients import ANONYMOUS, ClientTokens
@@ -42,6 +44,7 @@ from .loader import load_offers
 from .report import fail
 from .serve_door import build_door, govern
 from .serve_listen import Start, bind_socket, report_lines, server_url
+from .serve_notify import Notifying, notifying
 from .serve_settings import ServeSettings
 from .state import no_state_in, out_of_reach, secure_state_dir
 
@@ -101,13 +104,14 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
         invoker = build_door(settings, page_url=url, artifacts=store)
         life.check()
         govern(invoker)
+        notify = notifying(settings.config, invoker)
         token, source = operator_token(settings.state_dir)
         check_shared_token(settings.db, token)
         sessions = WebSessions(settings.db)
         face, gateway = _face(settings, invoker, token)
         oauth = OAuthResource(settings.oauth) if settings.oauth is not None else None
         served = _fronted(settings, face, gateway, main, url, sessions=sessions, token=token,
-                          source=source, oauth=oauth, store=store)
+                          source=source, oauth=oauth, store=store, notify=notify)
     except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
     report_lines(host_warnings(invoker.registry.all()))  # one line per tool that cannot run
@@ -158,44 +162,49 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
     return face, gateway
 
 
-def _tasks(face: MCPFace, gateway: MCPGateway | None, keeper: ArtifactKeeper | None
-           ) -> tuple[Task, ...]:
-    """Beside the calls: change announcements, the upstreams' listings, the sweep."""
+def _tasks(face: MCPFace, gateway: MCPGateway | None, keeper: ArtifactKeeper | None,
+           notify: Notifying | None) -> tuple[Task, ...]:
+    """Beside the calls: change announcements, the upstreams' listings, the sweep, the
+    approval notifications."""
     catalog = face.catalog
     tasks: list[Task] = [partial(face.changes.follow, catalog)]
     if gateway is not None:  # local tools are served meanwhile
         tasks.append(partial(attach_upstreams, gateway, catalog, report_lines))
     if keeper is not None:
         tasks.append(keeper.run)
+    if notify is not None:  # beside the calls, never in their way
+        tasks.append(notify.notifier.run)
     return tuple(tasks)
 
 
 def _fronted(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | None,
              main: socket.socket, url: str, *, sessions: WebSessions, token: str, source: str,
-             oauth: OAuthResource | None, store: FileBlobStore | None) -> Served:
+             oauth: OAuthResource | None, store: FileBlobStore | None,
+             notify: Notifying | None) -> Served:
     """What faces the clients and the operator, with the tasks beside the calls."""
     stopping = threading.Event()
     keeper = ArtifactKeeper(store=store, ttl_s=settings.artifact_ttl_s,
                             release=face.release_artifacts) if store is not None else None
-    tasks = _tasks(face, gateway, keeper)
+    tasks = _tasks(face, gateway, keeper, notify)
+    links = notify.links if notify is not None else None
     invoker = face.invoker
     if settings.flags.stdio:
         invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED, _tell_operator(invoker))
-        page = Listener(page_app(invoker, token=token, sessions=sessions, stopping=stopping),
-                        main)
+        page = Listener(page_app(invoker, token=token, sessions=sessions, stopping=stopping,
+                                 links=links), main)
         login = sessions.login_code()
         return Served(settings=settings, invoker=invoker, face=face, gateway=gateway, url=url,
                       listeners=(page,), tasks=tasks, stopping=stopping, lines=lambda: [
                           f"approval page: {url}/login?code={login} (this link logs a browser "
                           "in once)", f"state: {settings.state_dir}"])
     return _over_http(settings, face, gateway, main, url, sessions=sessions, token=token,
-                      source=source, oauth=oauth, stopping=stopping, tasks=tasks)
+                      source=source, oauth=oauth, stopping=stopping, tasks=tasks, links=links)
 
 
 def _over_http(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | None,
                main: socket.socket, url: str, *, sessions: WebSessions, token: str,
                source: str, oauth: OAuthResource | None, stopping: threading.Event,
-               tasks: tuple[Task, ...]) -> Served:
+               tasks: tuple[Task, ...], links: DecisionLinks | None) -> Served:
     flags, invoker = settings.flags, face.invoker
     clients = ClientTokens(settings.db)
     client_token = default_client_token(settings.state_dir, clients) \
@@ -205,7 +214,8 @@ def _over_http(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | Non
                     clients=clients, sessions=sessions, oauth=oauth, rate_limit=flags.rate_limit,
                     anonymous=ANONYMOUS if flags.auth == "none" else None)
     app = http_app(face, access, keep_sessions=flags.keep_sessions, stopping=stopping,
-                   routes=page_routes(invoker, sessions, metrics=metrics, stopping=stopping))
+                   routes=page_routes(invoker, sessions, metrics=metrics, stopping=stopping,
+                                      links=links))
     listeners = [Listener(app, main, lifespan=True, grace_s=DRAIN_S + 1)]
     if flags.metrics_port is not None:
         listeners.append(Listener(metrics_app(metrics),

@@ -8,9 +8,9 @@ from typing import Annotated, cast
 import typer
 
 from ..errors import ToolkeeperError
-from ..extras import MissingExtraError, require
 from .lifecycle import Lifecycle, Stopped
 from .report import fail
+from .serve_extras import ServeAsks, missing_extras
 from .serve_settings import ServeSettings, serve_settings
 
 __all__ = ["serve", "serve_settings_of"]
@@ -104,20 +104,16 @@ def serve_settings_of(options: dict[str, object]) -> ServeSettings:
     flags = dict(options)
     for repeated in ("targets", "public_host", "oauth_audience"):  # not given: none
         flags[repeated] = tuple(cast("list[str] | None", flags[repeated]) or ())
+    absent = missing_extras(ServeAsks(
+        config=cast("Path | None", flags["config"]), builtins=not flags["no_builtins"],
+        store=cast("str | None", flags["store"]),
+        oauth=bool(flags["oauth_issuer"] or flags["oauth_resource"])))
+    if absent is not None:  # every extra missing, in one install line, before anything starts
+        raise fail(absent)
     try:
-        require("server", "toolkeeper serve")
-        if not flags["no_builtins"]:
-            require("builtins", "toolkeeper serve's built-in tools (--no-builtins serves "
-                                "without)")
-    except MissingExtraError as exc:
-        raise fail(exc) from None
-    try:
-        settings = serve_settings(flags)
-        if settings.oauth is not None:
-            require("oauth", "OAuth access tokens")
-    except (ToolkeeperError, MissingExtraError) as exc:
+        return serve_settings(flags)
+    except ToolkeeperError as exc:
         raise fail(exc) from exc
-    return settings
 
 
 def _serve(life: Lifecycle, settings: ServeSettings) -> None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
+from .notify import NotifySection
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
            "MCPServerConfig", "OAuthSection", "PolicySection", "ServerSection", "ToolkeeperConfig",
@@ -202,9 +203,12 @@ class ApprovalSection(_Section):
     """``[approval]``: where a person decides. ``page`` (the approval page, the API and the
     CLI) always; ``client`` also asks the person at the MCP client (an input-required result
     with a form, on 2026-07-28 sessions) — off by default, since the person at the client may
-    be the agent's user rather than the approver. The first decision from any channel wins."""
+    be the agent's user rather than the approver. The first decision from any channel wins.
+    ``[approval.notify]`` tells a person that a request waits (``config/notify.py``)."""
 
     channels: list[Channel] = Field(default_factory=lambda: list[Channel](["page"]))
+    notify: NotifySection = Field(default_factory=NotifySection)
+    """``[approval.notify]``: notifications of each request (ntfy, email, Slack, …)."""
 
     @field_validator("channels")
     @classmethod
@@ -386,7 +390,7 @@ def _section_line(text: str, section: str) -> int | None:
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line.startswith("["):
-            top, name = False, line.strip("[]").strip()
+            top, name = False, _header(line)
         elif top:
             name = line.split("=", 1)[0].strip()
         else:
@@ -418,13 +422,18 @@ def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file
         setattr(config.security, target, value)
 
 
+def _header(line: str) -> str:
+    """A table header's name: ``[web_fetch]   # a comment`` is ``web_fetch``."""
+    return line.split("#", 1)[0].strip().strip("[]").strip()
+
+
 def _line_of(text: str, key: str) -> int | None:
     section, _, leaf = key.rpartition(".")
     in_section = not section
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line.startswith("["):
-            header = line.strip("[]").strip()
+            header = _header(line)
             if not section and (header == leaf or header.startswith(leaf + ".")):
                 return number  # a top-level key written as a section
             in_section = header == section

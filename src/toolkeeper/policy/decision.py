@@ -22,6 +22,7 @@ class Matched:
         ask: A permit marked ``@ask`` (a person decides).
         reason: Its ``@reason``, when it gives one.
         where: Where it is written: ``FILE:LINE``, ``store`` or ``default``.
+        once: A stored rule marked ``@once``: it decides one call, then it is spent.
     """
 
     id: str
@@ -29,6 +30,7 @@ class Matched:
     ask: bool = False
     reason: str = ""
     where: str = ""
+    once: bool = False
 
     def describe(self) -> str:
         """``policy ID (REASON)``, for messages."""
@@ -53,6 +55,14 @@ class PolicyDecision:
     @property
     def forbids(self) -> tuple[Matched, ...]:
         return tuple(p for p in self.policies if p.effect == "forbid")
+
+    @property
+    def claims(self) -> tuple[Matched, ...]:
+        """The ``@once`` rules this outcome rests on (each must be spent before the outcome
+        holds): none when a lasting policy of theirs decides it as well."""
+        once = tuple(p for p in self.policies if p.once)
+        lasting = [p for p in self.policies if not p.once]
+        return () if lasting or not once else once
 
     @property
     def by_default_set(self) -> bool:

@@ -108,9 +108,14 @@ def _written(est: dict[str, object], text: str, where: str, *, stored: bool,
     effect: Literal["permit", "forbid"] = "forbid" if est.get("effect") == "forbid" else "permit"
     if "ask" in notes and effect == "forbid":
         raise ConfigError(f"{where}: @ask marks a permit that asks a person; a forbid never asks")
+    if "once" in notes and not stored:
+        raise ConfigError(f"{where}: @once marks a stored rule that decides one call (made "
+                          "from a decision, or with toolkeeper policy add); a file's policy "
+                          "decides until it is edited out")
     policy_id = origin if stored else str(notes.get("id") or where)
     matched = Matched(id=policy_id, effect=effect, ask="ask" in notes,
-                      reason=str(notes.get("reason") or ""), where="store" if stored else where)
+                      reason=str(notes.get("reason") or ""), where="store" if stored else where,
+                      once="once" in notes)
     return Written(matched=matched, est=est, text=text)
 
 

@@ -17,6 +17,7 @@ from ..approval.store import SqliteApprovalStore
 from ..invoke.audit import AuditLog
 from .auth import WebSessions
 from .decide import DecisionError, decide
+from .deciding import Deciders, approver_of
 from .page import MAX_MESSAGE
 from .requests import audit_filters, caller_of, query_audit, visible_request
 from .views import approval_json, audit_json, session_of
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
+
+    from .rules_api import RuleRoutes
 
 __all__ = ["HEARTBEAT_S", "POLL_S", "ApprovalAPI"]
 
@@ -41,8 +44,10 @@ class ApprovalAPI:
     down; browsers reconnect and resume from their last event)."""
 
     def __init__(self, store: SqliteApprovalStore, audit: AuditLog | None,
-                 sessions: WebSessions, *, stopping: threading.Event | None = None) -> None:
+                 sessions: WebSessions, *, stopping: threading.Event | None = None,
+                 deciders: Deciders | None = None, rules: RuleRoutes | None = None) -> None:
         self.store, self.audit, self.sessions = store, audit, sessions
+        self.deciders, self.rules = deciders or Deciders(), rules
         self.stopping = stopping or threading.Event()
 
     def routes(self) -> list[BaseRoute]:
@@ -56,14 +61,19 @@ class ApprovalAPI:
         ]
 
     async def approvals(self, request: Request) -> Response:
-        client = caller_of(request).client
+        caller = caller_of(request)
+        client = caller.client
         state = request.query_params.get("state") or None
         listed = await anyio.to_thread.run_sync(
-            lambda: self.store.requests(state=state, session_id=session_of(client)))
+            lambda: [s for s in self.store.requests(state=state, session_id=session_of(client))
+                     if self.deciders.may(caller, s)])
         return _json({"approvals": [approval_json(s) for s in listed]})
 
     async def approval(self, request: Request) -> Response:
         stored = await visible_request(self.store, request, caller_of(request).client)
+        if stored is not None and not await anyio.to_thread.run_sync(
+                self.deciders.may, caller_of(request), stored):
+            stored = None  # a request this operator may not decide is not theirs to see
         if stored is None:
             return _error(404, "not_found", f"no approval request "
                           f"{request.path_params['id']!r} visible to this token")
@@ -81,6 +91,8 @@ class ApprovalAPI:
         if not isinstance(body, dict):
             return _error(400, "bad_request", 'send JSON: {"decision": "approve"|"deny", '
                           '"message": "...", "scope": "once"|"session"}')
+        if body.get("rule") is not None and self.rules is not None:
+            return await self.rules.decide_api(request, body)
         choice = str(body.get("decision", ""))
         if body.get("scope") == "session" and choice == "approve":
             choice = "approve_session"
@@ -89,8 +101,8 @@ class ApprovalAPI:
                                   request.path_params["id"], choice,
                                   message=str(body.get("message", ""))[:MAX_MESSAGE],
                                   digest=body.get("args_digest"),
-                                  approver=f"api:{caller.client}" + (
-                                      f" ({caller.subject})" if caller.subject else ""))
+                                  approver=approver_of(caller),
+                                  judge=partial(self.deciders.refusal, caller))
         except DecisionError as exc:
             return _error(exc.status, exc.code, str(exc))
         return _json(approval_json(stored))

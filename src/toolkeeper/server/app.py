@@ -19,12 +19,14 @@ from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import MCPFace
 from ..mcp.streams import MemoryEventStore
+from ..notify.links import DecisionLinks
 from ..skills.skill import Skill
 from .auth import WebSessions
 from .clients import ClientTokens
 from .exchange import SingleExchange
 from .gate import LOOPBACK, TokenGate
 from .metrics import ServerMetrics
+from .notify_links import DecisionLinkPage
 from .oauth import OAuthResource
 from .tracecontext import ContinuedTrace
 from .web import web_routes
@@ -130,9 +132,11 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
 
 def page_routes(invoker: ToolInvoker, sessions: WebSessions | None, *,
                 metrics: ServerMetrics | None = None,
-                stopping: threading.Event | None = None) -> list[BaseRoute]:
-    """What ``/mcp`` has beside it: ``/metrics`` (the operator's), and with ``sessions`` and
-    a SQLite approval store the approval page and its API."""
+                stopping: threading.Event | None = None,
+                links: DecisionLinks | None = None) -> list[BaseRoute]:
+    """What ``/mcp`` has beside it: ``/metrics`` (the operator's), with ``sessions`` and a
+    SQLite approval store the approval page and its API (the invoker's policies deciding who
+    may decide what), and with ``links`` the notifications' decision links."""
     from starlette.routing import Route
 
     routes: list[BaseRoute] = []
@@ -141,7 +145,9 @@ def page_routes(invoker: ToolInvoker, sessions: WebSessions | None, *,
     store = invoker.approvals.store
     if sessions is not None and isinstance(store, SqliteApprovalStore):
         routes += web_routes(store, invoker.audit, sessions, stopping=stopping,
-                             catalog=invoker.registry)
+                             catalog=invoker.registry, policies=invoker.policies)
+    if links is not None and isinstance(store, SqliteApprovalStore):
+        routes += DecisionLinkPage(store, invoker.audit, links, catalog=invoker.registry).routes()
     return routes
 
 
@@ -153,7 +159,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                public_hosts: Sequence[str] = (), anonymous: str | None = None,
                ask_client: bool = False, offers: Sequence[Any] = (),
                keep_sessions: bool = False, oauth: OAuthResource | None = None,
-               metrics: ServerMetrics | None = None) -> HttpApp:
+               metrics: ServerMetrics | None = None,
+               links: DecisionLinks | None = None) -> HttpApp:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own: an
     ``MCPFace`` over ``invoker`` and ``http_app`` around it (``Access`` says what ``token``,
     ``clients``, ``sessions``, ``anonymous``, ``oauth``, ``rate_limit``, ``host`` and
@@ -162,7 +169,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     the client (``[approval] channels``). With a ``gateway`` (entered and attached by the
     caller), a tools/list refreshes its upstream servers when their listing is older than its
     ``refresh_s``. ``offers``: the resources and prompts declared with ``@resource`` and
-    ``@prompt``. ``metrics``: serve them at ``/metrics``, to the operator only."""
+    ``@prompt``. ``metrics``: serve them at ``/metrics``, to the operator only. ``links``: the
+    single-use decision links of notifications (``/notify/{token}``)."""
     require("server", "the toolkeeper serve app")
     if ask_client and token is None:
         raise ValueError("asking the client needs the operator token (its key seals the "
@@ -171,23 +179,28 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                    ask_client=token if ask_client else None, offers=offers, state_secret=token)
     access = Access(token=token, host=host, public_hosts=tuple(public_hosts), clients=clients,
                     sessions=sessions, anonymous=anonymous, oauth=oauth, rate_limit=rate_limit)
-    routes = page_routes(invoker, sessions, metrics=metrics, stopping=stopping)
+    routes = page_routes(invoker, sessions, metrics=metrics, stopping=stopping, links=links)
     return http_app(face, access, routes=routes, max_body_bytes=max_body_bytes,
                     keep_sessions=keep_sessions, stopping=stopping)
 
 
 def page_app(invoker: ToolInvoker, *, token: str, sessions: WebSessions,
-             stopping: threading.Event | None = None) -> TokenGate:
+             stopping: threading.Event | None = None,
+             links: DecisionLinks | None = None) -> TokenGate:
     """The approval page and its API alone, for loopback (``toolkeeper serve --stdio``: the
-    client speaks MCP over stdio, a person decides in a browser)."""
+    client speaks MCP over stdio, a person decides in a browser), with the notifications'
+    decision links (``links``)."""
     require("server", "the approval page")
     from starlette.applications import Starlette
 
     store = invoker.approvals.store
     if not isinstance(store, SqliteApprovalStore):
         raise TypeError("the approval page needs the invoker's approval store")
-    inner = Starlette(routes=web_routes(store, invoker.audit, sessions, stopping=stopping,
-                                        catalog=invoker.registry))
+    routes = web_routes(store, invoker.audit, sessions, stopping=stopping,
+                        catalog=invoker.registry, policies=invoker.policies)
+    if links is not None:
+        routes += DecisionLinkPage(store, invoker.audit, links, catalog=invoker.registry).routes()
+    inner = Starlette(routes=routes)
     return TokenGate(inner, token, sessions=sessions, hosts=LOOPBACK, protected=("/api",))
 
 

@@ -9,6 +9,7 @@ token (an agent) never approves its own calls.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
@@ -37,13 +38,16 @@ class DecisionError(Exception):
 
 async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, request_id: str,
                  choice: str, *, message: str = "", digest: Any = None,
-                 approver: str = "") -> StoredApproval:
+                 approver: str = "",
+                 judge: Callable[[StoredApproval], str | None] | None = None
+                 ) -> StoredApproval:
     """Record ``choice`` (approve, approve_session, deny) for ``request_id``; returns the
     request as it now stands.
 
     Raises:
         DecisionError: 403 for a client token, 404 for a request it cannot see, 400 for an
-            unknown choice, 409 when the arguments differ from the ones seen (recorded in the
+            unknown choice, 403 when ``judge`` (the ``decide`` policies) refuses this
+            operator the request, 409 when the arguments differ from the ones seen (recorded in the
             audit log) or when the request was already decided.
     """
     if client != OPERATOR:
@@ -56,6 +60,9 @@ async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, requ
     scope = session_of(client)
     if stored is None or (scope is not None and stored.request.session_id != scope):
         raise DecisionError(404, "not_found", f"no approval request {request_id!r}")
+    refused = judge(stored) if judge is not None else None
+    if refused is not None:
+        raise DecisionError(403, "not_allowed", refused)
     request = stored.request
     if digest is not None and digest != request.args_digest:
         if audit is not None:
@@ -79,7 +86,7 @@ async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, requ
         now = await anyio.to_thread.run_sync(store.get, request_id)
         state = now.state if now is not None else "gone"
         if now is not None and now.decision is not None and now.decision.approver == "" \
-                and state == "timeout":
+                and state == "expired":
             raise DecisionError(409, "expired", f"request {request_id} expired: nobody decided "
                                 "within its time-to-live, so it cannot be approved any more. "
                                 "The same call made again asks anew")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..core.context import CALLER_KEY, Caller, Channel
-from .auth import COOKIE, WebSessions
+from .auth import COOKIE, PERSON_PREFIX, WebSessions
 from .clients import OPERATOR, ClientTokens
 from .oauth import Grant, OAuthResource, TokenRejected, not_covered_message
 
@@ -53,6 +53,8 @@ class Asked:
     via: Literal["bearer", "cookie", "none"] = "none"
     secret: str = ""
     """The page session's secret (a cookie's)."""
+    person: str = ""
+    """The named operator's name, when the credential is one of theirs."""
     grant: Grant | None = None
     rejected: TokenRejected | None = None
 
@@ -99,7 +101,7 @@ class Credentials:
         self.protected = protected
 
     async def __call__(self, asked: Asked, receive: Receive, send: Send) -> Passed:
-        asked.client, asked.via, asked.secret = self._who(asked.headers)
+        asked.client, asked.via, asked.secret, asked.person = self._who(asked.headers)
         if asked.client is None and asked.via == "bearer" and self.oauth is not None \
                 and (asked.path.startswith(self.protected) or asked.path in OPERATOR_PATHS):
             asked.grant, asked.rejected = await self._checked(asked.headers)
@@ -126,20 +128,31 @@ class Credentials:
             return None, exc
 
     def _who(self, headers: dict[bytes, bytes]
-             ) -> tuple[str | None, Literal["bearer", "cookie", "none"], str]:
-        """(client, how it proved it, the page session's secret)."""
+             ) -> tuple[str | None, Literal["bearer", "cookie", "none"], str, str]:
+        """(client, how it proved it, the page session's secret, the named operator's name
+        when it is one of theirs)."""
         value = headers.get(b"authorization", b"")
         if value[:7].lower() == b"bearer ":
             presented = value[7:].strip()
             if self.token is not None and hmac.compare_digest(presented, self.token):
-                return OPERATOR, "bearer", ""
+                return OPERATOR, "bearer", "", ""
             if self.clients is not None:
-                return self.clients.client_for(presented.decode("latin-1")), "bearer", ""
-            return None, "bearer", ""
+                token = presented.decode("latin-1")
+                person = self.clients.operator_for(token)
+                if person is not None:
+                    return OPERATOR, "bearer", "", person
+                return self.clients.client_for(token), "bearer", "", ""
+            return None, "bearer", "", ""
         secret = _cookie(headers.get(b"cookie", b""), COOKIE)
         if secret and self.sessions is not None:
-            return self.sessions.client_for(secret), "cookie", secret
-        return None, "none", ""
+            client = self.sessions.client_for(secret)
+            if client is not None and client.startswith(PERSON_PREFIX):  # a named operator's
+                person = client.removeprefix(PERSON_PREFIX)
+                if self.clients is not None and not self.clients.is_operator(person):
+                    return None, "cookie", secret, ""  # their token was revoked: so is this
+                return OPERATOR, "cookie", secret, person
+            return client, "cookie", secret, ""
+        return None, "none", "", ""
 
 
 class Roles:
@@ -328,8 +341,8 @@ class ToolScope:
 
 class Identified:
     """Who asks, into the request's state as a ``Caller`` (``CALLER_KEY``): the client's name,
-    the channel (mcp, api, page), how it proved it, the page session's secret and an access
-    token's tools and subject."""
+    the channel (mcp, api, page), how it proved it, the page session's secret, an access
+    token's tools and subject, or the named operator's name as the subject."""
 
     async def __call__(self, asked: Asked, receive: Receive, send: Send) -> Passed:
         if asked.client is not None:
@@ -339,7 +352,7 @@ class Identified:
             asked.scope.setdefault("state", {})[CALLER_KEY] = Caller(
                 client=asked.client, channel=channel, via=asked.via, page_secret=asked.secret,
                 tools=grant.tools if grant is not None else None,
-                subject=grant.subject if grant is not None else "")
+                subject=grant.subject if grant is not None else asked.person)
         return receive, send
 
 

@@ -10,7 +10,10 @@
   read from the approval store's changes (so a decision made on the page, the CLI or another
   replica counts too);
 - ``toolkeeper_upstream_up{upstream}``: 1 while the gateway holds a live connection to that
-  MCP server, else 0.
+  MCP server, else 0;
+- ``toolkeeper_notifications_total{channel,outcome}``: this process's notifications of approval
+  requests (the ``NOTIFICATION`` hook): ``sent``, ``retried`` (an attempt failed, another
+  follows), ``failed`` (every attempt failed) or ``dropped`` (too many waiting).
 
 Only the operator reads it (the operator token, an OAuth access token with the operator scope,
 or the page's login), or anyone on loopback
@@ -53,6 +56,8 @@ NO_CLIENT = "_none"
 CALL_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0)
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 DECIDED = ("approved", "denied", "skipped")
+EXPIRED = ("expired", "timeout")
+"""An expired request's state in the change log ('timeout': its name in earlier releases)."""
 _EVENTS = ("SELECT seq, request_id, state, ts FROM approval_events WHERE seq > ? "
            "ORDER BY seq LIMIT 500")
 
@@ -82,6 +87,9 @@ class ServerMetrics:
         self.waited = Histogram("toolkeeper_approval_wait_seconds", "From a request to its "
                                 "decision.", ["outcome"], buckets=WAIT_BUCKETS,
                                 registry=self.registry)
+        self.notifications = Counter("toolkeeper_notifications", "Notifications of approval "
+                                     "requests, by channel and how they ended.",
+                                     ["channel", "outcome"], registry=self.registry)
         self.registry.register(_Live(self))
         store = invoker.approvals.store
         self.store = store if isinstance(store, SqliteApprovalStore) else None
@@ -92,6 +100,11 @@ class ServerMetrics:
         hooks = invoker.approvals.hooks
         if hooks is not None:
             hooks.register(HookEvent.TOOL_END, self._ended)
+            hooks.register(HookEvent.NOTIFICATION, self._notified)
+
+    def _notified(self, _event: HookEvent, payload: dict[str, Any]) -> None:
+        self.notifications.labels(str(payload.get("channel", "")),
+                                  str(payload.get("outcome", ""))).inc()
 
     def _ended(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         tool, status = self._label(str(payload.get("tool", ""))), str(payload.get("status", ""))
@@ -131,7 +144,7 @@ class ServerMetrics:
         while rows := store.db.query(_EVENTS, (self._cursor,)):
             for seq, request_id, state, ts in rows:
                 self._cursor = int(str(seq))
-                if state == "timeout":
+                if state in EXPIRED:
                     self.expired.inc()
                 elif state in DECIDED:
                     self.decided.labels(str(state)).inc()

@@ -4,16 +4,23 @@ from the templates beside this module with every value escaped."""
 
 from __future__ import annotations
 
+import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
 from ..approval.journal import journals_of
+from ..approval.sqlite import Database
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
+from ..notify.ledger import last_failure
 from .auth import COOKIE, WebSessions
+from .card_text import plain
+from .clients import OPERATOR
 from .decide import DecisionError, decide
+from .deciding import Deciders, approver_of
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
 from .views import card, history_row, session_of
 
@@ -31,6 +38,17 @@ MAX_MESSAGE = 2000
 """The longest message to the model a decision keeps (characters)."""
 
 
+def failure_line(db: Database) -> str:
+    """The page's line about notifications, when the last one to some channel failed."""
+    failure = last_failure(db)
+    if failure is None:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(failure.ts))
+    return (f"Notifications: the last one to {failure.channel} failed at {when} after "
+            f"{failure.attempts} attempt{'s' if failure.attempts > 1 else ''} "
+            f"({plain(failure.error)}); requests still wait here.")
+
+
 class ApprovalPage:
     """The page's routes (``/``, ``/fragments/inbox``, ``/approvals/{id}`` and its decision
     form, ``/history``, ``/login``, ``/logout``, ``/favicon.ico``, ``/static``).
@@ -41,11 +59,12 @@ class ApprovalPage:
 
     def __init__(self, store: SqliteApprovalStore, audit: AuditLog | None,
                  sessions: WebSessions, *, title: str = "toolkeeper",
-                 catalog: CatalogBase | None = None) -> None:
+                 catalog: CatalogBase | None = None, deciders: Deciders | None = None) -> None:
         from jinja2 import Environment, FileSystemLoader, select_autoescape
 
         self.store, self.audit, self.sessions = store, audit, sessions
         self.title, self.catalog = title, catalog
+        self.deciders = deciders or Deciders()
         self.journals = journals_of(store)  # where a script's call shows its script from
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True,
@@ -80,6 +99,9 @@ class ApprovalPage:
         if client is None:
             return self._login_needed(request)
         stored = await visible_request(self.store, request, client)
+        if stored is not None and not await anyio.to_thread.run_sync(
+                self.deciders.may, caller_of(request), stored):
+            stored = None  # a request this operator may not decide is not theirs to see
         if stored is None:
             return self._render(request, "message.html", status=404, heading="No such request",
                                 text="It does not exist, or it is not yours to see.")
@@ -99,7 +121,9 @@ class ApprovalPage:
             await decide(self.store, self.audit, client, request.path_params["id"],
                          str(form.get("decision", "")),
                          message=str(form.get("message", ""))[:MAX_MESSAGE],
-                         digest=str(form.get("digest", "")), approver=f"web:{client}")
+                         digest=str(form.get("digest", "")),
+                         approver=approver_of(caller_of(request)),
+                         judge=partial(self.deciders.refusal, caller_of(request)))
         except DecisionError as exc:
             return self._render(request, "message.html", status=exc.status,
                                 heading="Not decided", text=str(exc))
@@ -156,13 +180,19 @@ class ApprovalPage:
         if client is None:
             return self._login_needed(request)
 
-        def read() -> tuple[list[dict[str, Any]], int]:
-            cursor = self.store.last_event()  # read first: a change after it is replayed
-            listed = self.store.requests(state="pending", session_id=session_of(client))
-            return [self._card(s) for s in reversed(listed)], cursor  # views may read files
+        caller = caller_of(request)
 
-        cards, cursor = await anyio.to_thread.run_sync(read)
-        return self._render(request, template, cards=cards, cursor=cursor)
+        def read() -> tuple[list[dict[str, Any]], int, str]:
+            cursor = self.store.last_event()  # read first: a change after it is replayed
+            listed = [s for s in self.store.requests(state="pending",
+                                                     session_id=session_of(client))
+                      if self.deciders.may(caller, s)]  # only what this person may decide
+            failed = failure_line(self.store.db) if client == OPERATOR else ""
+            return [self._card(s) for s in reversed(listed)], cursor, failed
+
+        cards, cursor, failed = await anyio.to_thread.run_sync(read)
+        return self._render(request, template, cards=cards, cursor=cursor,
+                            notify_failure=failed)
 
     def _card(self, stored: StoredApproval) -> dict[str, Any]:
         journals = self.journals

@@ -130,7 +130,7 @@ def decided_text(approver: str, outcome: str) -> str:
     """Who decided, in words (the timeout and announcements are not people)."""
     if approver == "timeout" and outcome == "approved":
         return "approved automatically after the timeout"
-    if outcome == "timeout":
+    if outcome == "expired":
         return "expired: nobody decided in time"
     if approver == "fire_and_continue":
         return "ran without waiting (announced, not asked)"
@@ -161,8 +161,8 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
     a code-mode script made shows the ``script`` below it."""
     request, now = stored.request, time.time()
     expires, state = request.expires_at, str(stored.state)
-    expired = state in ("expired", "timeout") or (state == "pending" and expires is not None
-                                                  and expires <= now)
+    expired = state == "expired" or (state == "pending" and expires is not None
+                                     and expires <= now)
     sections, note, raw_too = card_sections(request.tool, request.arguments, catalog)
     if script is not None:
         sections = [*sections, *script_sections(script)]
@@ -184,7 +184,7 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         "decided": decided_text(decision.approver, decision.outcome) if decision else "",
         "decided_at": _when(decision.decided_at) if decision else "",
         "decided_ago": _age(now - decision.decided_at) if decision else "",
-        "message": plain(decision.message) if decision and decision.outcome != "timeout"
+        "message": plain(decision.message) if decision and decision.outcome != "expired"
         else "",
     }
 
