@@ -338,7 +338,7 @@ def test_a_stop_while_an_upstream_connects_ends_the_upstream_too(tmp_path: Path,
     (tmp_path / "stubborn.py").write_text(STUBBORN)
     pid_file = tmp_path / "upstream.pid"
     (tmp_path / "toolkeeper.toml").write_text(
-        f'[mcp]\nenabled = true\n[[mcp.servers]]\nname = "stubborn"\n'
+        f'[mcp]\nenabled = true\n[[mcp.servers]]\nname = "stubborn"\nsandbox = false\n'
         f'command = {json.dumps(sys.executable)}\n'
         f'args = {json.dumps([str(tmp_path / "stubborn.py"), str(pid_file)])}\n')
     proc, _url = _start(tmp_path, "--config", str(tmp_path / "toolkeeper.toml"))

@@ -30,7 +30,7 @@ UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
 
 
 def _stdio(state: Path, **extra: object) -> MCPServerConfig:
-    return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
+    return MCPServerConfig(name="up", sandbox=False, command=sys.executable, args=[UPSTREAM, str(state)],
                            env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
                            connect_timeout_s=20, **extra)
 

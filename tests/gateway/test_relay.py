@@ -43,7 +43,7 @@ README = "toolkeeper://mcp/up/file:///notes/readme.md"
 
 def _config(state: Path, **extra: Any) -> MCPServerConfig:
     (state / "relay").write_text("yes")
-    return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
+    return MCPServerConfig(name="up", sandbox=False, command=sys.executable, args=[UPSTREAM, str(state)],
                            env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
                            connect_timeout_s=20, risk="safe", **extra)
 
@@ -336,7 +336,7 @@ def _serve(tmp_path: Path, **relay: bool) -> StdioServerParameters:
     keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in relay.items())
     config = tmp_path / "toolkeeper.toml"
     config.write_text(
-        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\n"
+        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\nsandbox = false\n"
         f"command = {json.dumps(sys.executable)}\n"
         f"args = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         f"connect_timeout_s = 30\nrisk = \"safe\"\n{keys}")

@@ -127,7 +127,9 @@ def test_serve_says_at_start_when_a_client_may_approve_its_own_calls(
         tmp_path: Path, channels: str) -> None:
     proc, _url = _start(tmp_path, "--config", _config(tmp_path, channels))
     proc.send_signal(signal.SIGTERM)
-    out, _err = proc.communicate(timeout=20)
+    assert proc.stdout is not None
+    out = proc.stdout.read()  # through the reader's buffer, which may hold the start lines
+    proc.wait(timeout=20)
     said = [line for line in out.splitlines() if line.startswith("approval channels")]
     if channels == '["page"]':
         assert said == []

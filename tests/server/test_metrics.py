@@ -67,10 +67,11 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     config.write_text(
         "[mcp]\nenabled = true\n"
         "[[mcp.servers]]\nname = \"up\"\n"
+        "sandbox = false\n"  # a test server of ours, with the test's own folder
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         "connect_timeout_s = 30\n"
         "[[mcp.servers]]\nname = \"gone\"\n"
-        f"command = {json.dumps(str(tmp_path / 'no-such-server'))}\nconnect_timeout_s = 5\n")
+        f"sandbox = false\ncommand = {json.dumps(str(tmp_path / 'no-such-server'))}\nconnect_timeout_s = 5\n")
     proc, url = _start(tmp_path, "--config", str(config), "--metrics-port", "0")
     line = _metrics_line(proc)
     assert f"{url}/metrics (operator token)" in line

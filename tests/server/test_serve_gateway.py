@@ -50,6 +50,7 @@ async def test_serve_governs_the_tools_of_an_upstream_server_and_blocks_a_swappe
     config = tmp_path / "toolkeeper.toml"
     config.write_text(
         "[mcp]\nenabled = true\nrefresh_s = 0.2\n[[mcp.servers]]\nname = \"up\"\n"
+        "sandbox = false\n"  # a test server of ours, with the test's own folder
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         "connect_timeout_s = 30\n[mcp.servers.tools]\nadd = \"safe\"\necho = \"safe\"\n")
     proc, url = _start(tmp_path, "--config", str(config))

@@ -156,7 +156,9 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
                              refresh_s=config.mcp.refresh_s, audit=invoker.audit)
     skills = load_skills(config.skills.dir) if config is not None and config.skills.dir else []
     offers = [offer for target in settings.flags.targets for offer in load_offers(target)]
+    flags = settings.flags  # connections that stay open are told of list changes
     face = MCPFace(invoker, skills=skills, gateway=gateway, offers=offers, state_secret=token,
+                   announces=flags.stdio or flags.keep_sessions,
                    ask_client=token if settings.ask_client and not settings.flags.stdio
                    else None)
     return face, gateway

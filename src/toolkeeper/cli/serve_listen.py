@@ -94,9 +94,9 @@ def server_url(sock: socket.socket, host: str) -> str:
 
 
 def print_lines(lines: list[str]) -> None:
-    """The start lines of a server over HTTP, on stdout."""
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    """The start lines of a server over HTTP, on stdout, in one write: a stop that comes as
+    soon as the first line is read never cuts the rest."""
+    out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()
 
 

@@ -171,17 +171,25 @@ def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
 
     The tools, prompts and resource templates of upstream MCP servers (the gateway's): whether
     each is trusted, changed since (held: not served), or untrusted, and what to run to serve
-    it."""
+    it; and how each server runs (sandboxed, or unconfined where its config says so)."""
     state = state_dir_of(state_dir)
     if store is None and not kept(state, nothing="no pins yet"):
         _out.print(_HOW_PINNED, markup=False, highlight=False)
         return
-    pins = SqlitePins(store_target(store, state, create=False)).all()
-    if not pins:
+    pins = SqlitePins(store_target(store, state, create=False))
+    servers = pins.servers()
+    if servers:
+        runs = Table("mcp server", "runs")
+        for server, how in servers.items():
+            runs.add_row(escape(server), f"[red]{escape(how)}[/]" if how.startswith("unconfined")
+                         else escape(how))
+        _out.print(runs)
+    listed = pins.all()
+    if not listed:
         _out.print(f"no pins yet: {_HOW_PINNED}", markup=False, highlight=False)
         return
     table = Table("name", "kind", "server", "state", "fingerprint", "held until")
-    for pin in pins:
+    for pin in listed:
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
         until = "" if pin.state == "trusted" else f"toolkeeper tools trust {pin.tool}"
         if pin.held is not None:  # refused by the gateway, whatever its trust

@@ -157,12 +157,22 @@ class MCPServerConfig(_Section):
     """Relay its sampling requests to the client whose call caused them (audited)."""
     elicitation: bool = False
     """Relay its elicitation requests to the client whose call caused them (audited)."""
+    sandbox: bool = True
+    """Confine a stdio server (its view: ``read_paths``, ``write_paths``, ``network``; relative
+    paths from the config's folder); ``false``: toolkeeper's own rights (shown in tools pins)."""
+    read_paths: list[Path] = Field(default_factory=list)
+    write_paths: list[Path] = Field(default_factory=list)
+    network: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError(f"MCP server {self.name!r} needs exactly one of 'command' (stdio) "
                              "or 'url' (Streamable HTTP)")
+        confining = {"read_paths", "write_paths", "network"} & self.model_fields_set
+        if confining and (self.url is not None or not self.sandbox):
+            raise ValueError(f"MCP server {self.name!r}: {', '.join(sorted(confining))} confine "
+                             "only a sandboxed stdio server ('command', without sandbox = false)")
         return self
 
 
@@ -493,4 +503,7 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
     artifacts = config.server.artifact_dir
     if artifacts is not None and not artifacts.is_absolute():
         config.server.artifact_dir = (file.parent / artifacts).resolve()
+    for server in config.mcp.servers:  # like the workspace
+        server.read_paths = [file.parent / p for p in server.read_paths]
+        server.write_paths = [file.parent / p for p in server.write_paths]
     return config.model_copy(update={"path": file.resolve(), "present": frozenset(data)})

@@ -111,9 +111,15 @@ class ClientSessions:
 
     def __init__(self) -> None:
         self._kept: dict[str, ClientSession] = {}
+        self._listeners: list[Callable[[str], Awaitable[None]]] = []
 
     def remember(self, client: str, session: ClientSession) -> None:
         self._kept[client] = session
+
+    def listen(self, told: Callable[[str], Awaitable[None]]) -> None:
+        """Also tell ``told`` (a server's ``subscriptions/listen`` streams, where 2026-07-28
+        clients hear changes) that the upstreams' ``resources`` or ``prompts`` changed."""
+        self._listeners.append(told)
 
     async def _each(self, send: Callable[[ClientSession], Awaitable[None]]) -> None:
         for client, session in list(self._kept.items()):
@@ -130,9 +136,13 @@ class ClientSessions:
             await self._each(lambda session: session.send_log_message(level, data, logger))
 
     async def resources_changed(self) -> None:
+        for told in self._listeners:
+            await told("resources")
         await self._each(lambda session: session.send_resource_list_changed())
 
     async def prompts_changed(self) -> None:
+        for told in self._listeners:
+            await told("prompts")
         await self._each(lambda session: session.send_prompt_list_changed())
 
 

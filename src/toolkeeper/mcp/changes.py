@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus
-from mcp.shared.subscriptions import ToolsListChanged
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
 __all__ = ["Announces", "Changes"]
 
@@ -28,12 +29,17 @@ class Announces(Protocol):
 class Changes:
     """Who is told that the catalog changed: the ``subscriptions/listen`` streams (through
     ``bus``, the SDK's in-memory subscription bus) and, for each client on the 2025-11-25 wire,
-    the last connection it used (stdio has one; a stateful HTTP session its own)."""
+    the last connection it used (stdio has one; a stateful HTTP session its own).
 
-    def __init__(self) -> None:
+    ``tools``: the face's connections stay open (stdio, HTTP with sessions), so it tells them
+    of the tools' changes; ``relayed``: a gateway's upstreams' resource and prompt changes are
+    told too. The 2025-11-25 handshake declares (``listChanged``) exactly these: ``told``."""
 
+    def __init__(self, *, tools: bool = True, relayed: bool = False) -> None:
         self.bus = InMemorySubscriptionBus()
         self._kept: dict[str, Any] = {}
+        self.told = NotificationOptions(tools_changed=tools, prompts_changed=relayed,
+                                        resources_changed=relayed)
 
     def remember(self, client: str, session: Any, *, modern: bool) -> None:
         """Keep ``session``'s connection to tell ``client`` of a change (a 2026-07-28 client
@@ -50,6 +56,12 @@ class Changes:
                 await session.send_tool_list_changed()
             except Exception:  # a closed connection: forget it
                 self._kept.pop(client, None)
+
+    async def relayed(self, kind: str) -> None:
+        """The upstreams' ``resources`` or ``prompts`` changed: told to the listeners (the
+        gateway's hub tells the 2025-11-25 connections itself)."""
+        await self.bus.publish(ResourcesListChanged() if kind == "resources"
+                               else PromptsListChanged())
 
     async def follow(self, catalog: object, poll_s: float = 0.2) -> None:
         """Tell clients whenever ``catalog`` changes (tools added, removed, enabled or

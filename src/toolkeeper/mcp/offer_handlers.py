@@ -13,14 +13,22 @@ from ..errors import ToolkeeperError
 from ..offers.prompts import PromptNotFound, Prompts
 from ..offers.resources import ResourceNotFound, Resources
 from .client_link import InputWanted, Levels, MCPClientLink, answers_of, next_round
-from .wire import INVALID_PARAMS, MISSING_CAPABILITY, RESOURCE_NOT_FOUND, Ctx, modern
+from .wire import (
+    INVALID_PARAMS,
+    MISSING_CAPABILITY,
+    NO_WAY_BACK,
+    RESOURCE_NOT_FOUND,
+    Ctx,
+    modern,
+    not_found_code,
+)
 
 if TYPE_CHECKING:
 
     from ..invoke.session import InvokerSession
 
-__all__ = ["MISSING_CAPABILITY", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT", "OfferHandlers", "caller_of",
-           "client_of"]
+__all__ = ["MISSING_CAPABILITY", "NO_WAY_BACK", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT",
+           "OfferHandlers", "caller_of", "client_of", "not_found_code"]
 
 STDIO = Caller(client=STDIO_CLIENT, channel="mcp", via="none")
 """The caller of a server without an HTTP layer naming one: the process that launched it."""
@@ -54,6 +62,8 @@ class OfferHandlers:
         except InputWanted:
             return next_round(link.asked, answers)
         except (PromptNotFound, ToolkeeperError) as exc:
+            if link.unreachable:
+                raise MCPError(code=NO_WAY_BACK, message=link.unreachable) from exc
             if link.missing:
                 raise MCPError(code=MISSING_CAPABILITY, message=str(exc),
                                data={"requiredCapabilities": link.missing}) from exc
@@ -78,7 +88,7 @@ class OfferHandlers:
         try:
             content = await self.resources.read(uri, self.session_for(ctx).artifacts)
         except ResourceNotFound as exc:
-            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"no resource {uri!r}: list "
+            raise MCPError(code=not_found_code(ctx), message=f"no resource {uri!r}: list "
                            "them with resources/list", data={"uri": uri}) from exc
         return types.ReadResourceResult.model_validate({"contents": [content]})
 
@@ -119,3 +129,4 @@ def caller_of(ctx: Ctx) -> Caller:
 
 def client_of(ctx: Ctx) -> str:
     return caller_of(ctx).client
+

@@ -16,10 +16,16 @@ from typing import Any, Protocol, TypeVar
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..gateway.sources import CompletionSource, NotServed, PromptSource, ResourceSource
+from ..gateway.sources import (
+    RESOURCE_NOT_FOUND,
+    CompletionSource,
+    NotServed,
+    PromptSource,
+    ResourceSource,
+)
 from ..gateway.upstream import UpstreamError
 from .relay_link import SdkClientLink
-from .wire import INTERNAL_ERROR, INVALID_PARAMS, Ctx
+from .wire import INTERNAL_ERROR, INVALID_PARAMS, Ctx, not_found_code
 
 __all__ = ["RelayedHandlers"]
 
@@ -70,9 +76,16 @@ class RelayedHandlers:
         return types.ListResourceTemplatesResult(
             resource_templates=await self.sources.list_resource_templates())
 
-    async def read_resource(self, _ctx: Ctx, params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        return await _answered(self.sources.read_resource(str(params.uri)))
+        uri = str(params.uri)
+        try:
+            return await _answered(self.sources.read_resource(uri))
+        except MCPError as exc:  # not there: the code the session's revision says
+            if exc.code != RESOURCE_NOT_FOUND:
+                raise
+            raise MCPError(code=not_found_code(ctx), message=exc.message,
+                           data={"uri": uri}) from exc
 
     async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 

@@ -23,6 +23,7 @@ from typing import Any, cast
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -46,6 +47,7 @@ from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .exported import Exported
 from .offer_handlers import (
     MISSING_CAPABILITY,
+    NO_WAY_BACK,
     STDIO_CLIENT,
     caller_of,
     client_of,
@@ -114,6 +116,12 @@ class FaceServer(Server[dict[str, Any]]):
         super().__init__(name, **options)
         self.face = face
 
+    def create_initialization_options(self, notification_options: NotificationOptions | None
+                                      = None, *more: Any, **named: Any) -> InitializationOptions:
+        """The handshake declares the list changes the face tells (``Changes.told``)."""
+        return super().create_initialization_options(
+            notification_options or self.face.changes.told, *more, **named)
+
 
 class MCPFace(RelayedOffers):
     """The handlers of one MCP server over one invoker: each MCP method a named method (the
@@ -124,7 +132,8 @@ class MCPFace(RelayedOffers):
                  skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
                  page_size: int = PAGE_SIZE, ask_client: str | None = None,
                  offers: Sequence[Resource | Prompt] = (), state_secret: str | None = None,
-                 name: str = "toolkeeper", instructions: str | None = None) -> None:
+                 name: str = "toolkeeper", instructions: str | None = None,
+                 announces: bool = True) -> None:
         self.invoker, self.catalog, self.fixed_session = invoker, invoker.registry, session
         self.state_secret = state_secret
         self.gateway, self.page_size, self.ask_client = gateway, page_size, ask_client
@@ -141,8 +150,9 @@ class MCPFace(RelayedOffers):
         self.prompts = Prompts([o for o in offers if isinstance(o, Prompt)], skills=skills)
         self.levels = Levels()
         self.subscribed: dict[str, set[str]] = {}
-        self.changes = Changes()
-        """Who hears that the catalog changed (``announce_changes``)."""
+        self.changes = Changes(tools=announces, relayed=announces and gateway is not None)
+        """Who hears that the catalog changed; ``announces``: the connections stay open (stdio,
+        HTTP with sessions), so list changes are told and declared at the handshake."""
         self.state: dict[str, Any] = {}
         """What the server's lifespan yields, the same mapping on every path: the SDK's
         transports enter the lifespan (``lifespan``) and the one-request path in front of
@@ -154,6 +164,8 @@ class MCPFace(RelayedOffers):
         # The gateway's upstreams: their resources and prompts beside ours, and what they say
         # or ask during a relayed call passed on to the client that made it.
         self.relayed = RelayedHandlers(gateway.sources, client_of) if gateway else None
+        if gateway is not None and isinstance(gateway.relay.hub, ClientSessions):
+            gateway.relay.hub.listen(self.changes.relayed)  # their changes to listeners too
         invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
         self.server = self._server(name, instructions)
 
@@ -354,6 +366,8 @@ class MCPFace(RelayedOffers):
                                         is_error=True)
         if isinstance(outcome, str) and self.channel is not None:
             return self.channel.ask(outcome)
+        if link.unreachable:
+            raise MCPError(code=NO_WAY_BACK, message=link.unreachable)
         if link.missing:
             raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
                            f"client capabilities {sorted(link.missing)}; declare them",
@@ -385,10 +399,8 @@ class MCPFace(RelayedOffers):
                           drain_s: float = 1.0) -> None:
         """Serve one client on this process's stdin/stdout (``stdio.py``) until it leaves or
         ``until`` returns; the tasks of ``beside`` run alongside."""
-        options = self.server.create_initialization_options(
-            NotificationOptions(tools_changed=True))
-        await run_stdio(self.server, options, beside=beside, until=until, drain_s=drain_s,
-                        stop_calls=self.stop_calls)
+        await run_stdio(self.server, self.server.create_initialization_options(), beside=beside,
+                        until=until, drain_s=drain_s, stop_calls=self.stop_calls)
 
 
 def stopped_text(tool: str) -> str:

@@ -144,6 +144,7 @@ def check(policies: list[Written], schema: object, tools: Mapping[str, frozenset
 
     for policy in policies:
         _known_tools(policy, tools)
+        _enforced(policy)
     if not policies:
         return
     text = "\n".join(p.text for p in policies)
@@ -188,3 +189,20 @@ def _known_tools(policy: Written, tools: Mapping[str, frozenset[str]]) -> None:
         if kind == "Tool" and name not in tools:
             raise ConfigError(f"{policy.matched.where}: no tool '{name}' in the catalog"
                               f"{nearest(name, tools)}")
+
+
+_NOT_ENFORCED = ("read_resource", "get_prompt")
+
+
+def _enforced(policy: Written) -> None:
+    """A forbid or an ask on an action the door does not decide yet is refused, never loaded
+    to do nothing: resources and prompts are not checked against policies (a permit of them
+    says what happens anyway)."""
+    if policy.matched.effect == "permit" and not policy.matched.ask:
+        return
+    for kind, name in _entities(policy.est.get("action")):
+        if kind == "Action" and name in _NOT_ENFORCED:
+            raise ConfigError(
+                f"{policy.matched.where}: policies on {name} are not enforced yet (resources "
+                "and prompts are served to every client that may connect); remove this "
+                "policy, and govern the tools that reach the data instead")

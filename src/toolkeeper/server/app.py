@@ -175,7 +175,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     if ask_client and token is None:
         raise ValueError("asking the client needs the operator token (its key seals the "
                          "request state every replica shares)")
-    face = MCPFace(invoker, skills=skills, gateway=gateway,
+    face = MCPFace(invoker, skills=skills, gateway=gateway, announces=keep_sessions,
                    ask_client=token if ask_client else None, offers=offers, state_secret=token)
     access = Access(token=token, host=host, public_hosts=tuple(public_hosts), clients=clients,
                     sessions=sessions, anonymous=anonymous, oauth=oauth, rate_limit=rate_limit)
