@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
+from .lines import line_of, section_line
 from .notify import NotifySection
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
@@ -383,7 +384,7 @@ class ToolkeeperConfig(_Section):
         """Where a key was decided: ``file:line`` when the file sets it, else "default"."""
         if self.path is None:
             return "default"
-        line = _line_of(self.path.read_text(encoding="utf-8"), key)
+        line = line_of(self.path.read_text(encoding="utf-8"), key)
         return f"{self.path}:{line}" if line else f"{self.path} (default)"
 
     def section_source(self, section: str) -> str | None:
@@ -391,23 +392,8 @@ class ToolkeeperConfig(_Section):
         ``file:line``, or ``None`` when the file does not have it."""
         if self.path is None or section not in self.present:
             return None
-        line = _section_line(self.path.read_text(encoding="utf-8"), section)
+        line = section_line(self.path.read_text(encoding="utf-8"), section)
         return f"{self.path}:{line}" if line else str(self.path)
-
-
-def _section_line(text: str, section: str) -> int | None:
-    top = True
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("["):
-            top, name = False, _header(line)
-        elif top:
-            name = line.split("=", 1)[0].strip()
-        else:
-            continue
-        if name == section or name.startswith(section + "."):
-            return number
-    return None
 
 
 _AUTONOMY_KEYS = {"level": "autonomy", "allowed_commands": "allowed_commands",
@@ -426,33 +412,10 @@ def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file
         value = "read_only" if given[key] == "readonly" else given[key]
         if target in security and security[target] != value:
             raise ConfigError(
-                f"{file}:{_line_of(text, 'autonomy.' + key)}: autonomy.{key} = {given[key]!r} "
+                f"{file}:{line_of(text, 'autonomy.' + key)}: autonomy.{key} = {given[key]!r} "
                 f"contradicts security.{target} = {security[target]!r} "
-                f"({file}:{_line_of(text, 'security.' + target)}); keep one of them")
+                f"({file}:{line_of(text, 'security.' + target)}); keep one of them")
         setattr(config.security, target, value)
-
-
-def _header(line: str) -> str:
-    """A table header's name: ``[web_fetch]   # a comment`` is ``web_fetch``."""
-    return line.split("#", 1)[0].strip().strip("[]").strip()
-
-
-def _line_of(text: str, key: str) -> int | None:
-    section, _, leaf = key.rpartition(".")
-    in_section = not section
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("["):
-            header = _header(line)
-            if not section and (header == leaf or header.startswith(leaf + ".")):
-                return number  # a top-level key written as a section
-            in_section = header == section
-            if in_section and not leaf:
-                return number
-            continue
-        if in_section and line.split("=", 1)[0].strip() == leaf:
-            return number
-    return None
 
 
 def _did_you_mean(error: Any) -> str:
@@ -486,7 +449,7 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
         problems = []
         for error in exc.errors(include_url=False):
             key = ".".join(str(p) for p in error["loc"])
-            line = _line_of(text, key)
+            line = line_of(text, key)
             where = f"{file}:{line}" if line else str(file)
             problems.append(f"{where}: {key}: {error['msg']}{_did_you_mean(error)}")
         raise ConfigError("invalid configuration:\n" + "\n".join(problems)) from exc
