@@ -74,8 +74,8 @@ from .invoke import (
 from .invoke.gates import PolicyGate
 from .invoke.invoker import ToolInvoker
 from .invoke.session import InvokerSession
-from .mcp.prompts import Prompt, prompt
-from .mcp.resources import Resource, resource
+from .offers.prompts import Prompt, prompt
+from .offers.resources import Resource, resource
 from .policy import Policies, PolicyDecision, PolicyRule, PolicyStore
 from .sandbox import Sandbox, default_sandbox
 from .skills import Skill

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
 from toolkeeper import Toolbox, ToolContext, ToolInvoker, ToolRisk, tool
-from toolkeeper.mcp.server import mcp_server
+from toolkeeper.mcp.server import MCPFace, mcp_server
 
 from ..blocks import text_of
 
@@ -153,7 +155,6 @@ async def test_tools_list_is_paged_in_name_order_with_an_opaque_cursor() -> None
 
 
 async def test_progress_reaches_the_client_and_a_cancelled_request_cancels_the_call() -> None:
-    import anyio
 
     finished: list[str] = []
 
@@ -188,7 +189,6 @@ async def test_progress_reaches_the_client_and_a_cancelled_request_cancels_the_c
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_clients_are_told_when_the_catalog_changes(mode: str) -> None:
-    import anyio
     import mcp_types as types
 
     from toolkeeper.mcp.server import announce_changes
@@ -261,7 +261,6 @@ async def test_no_path_but_the_invoker_runs_a_tool(monkeypatch: pytest.MonkeyPat
 
 
 async def test_progress_cancellation_and_change_notifications_over_stdio(tmp_path: Path) -> None:
-    import anyio
     import mcp_types as types
 
     log = tmp_path / "calls.log"
@@ -329,3 +328,66 @@ async def test_a_caller_limited_to_some_tools_lists_and_calls_only_those_code_mo
     assert "def forecast(" in described and "wipe" not in described and "wipe" in everything
     assert refused.is_error and "not among the tools client 'oauth:agent' may call" in \
         text_of(refused.content[0])
+
+
+async def test_the_face_runs_a_call_without_the_wire_and_stop_calls_ends_it() -> None:
+    """``call_tool`` only reads and writes the wire: the call itself is the face's
+    ``parse_call`` and ``run_call``, which a server stopping cancels (``None``)."""
+
+
+    started = anyio.Event()
+
+    @tool
+    async def slow(seconds: float) -> str:
+        """Wait."""
+        started.set()
+        await anyio.sleep(seconds)
+        return "done"
+
+    invoker = ToolInvoker([forecast, slow])
+    session = invoker.open_session()
+    face = MCPFace(invoker, session=session)
+    call = await face.parse_call("forecast", {"city": "Lisbon"})
+    result = await face.run_call(call, session, ToolContext(call_id=call.id,
+                                                            tool_name=call.name))
+    assert not isinstance(result, str) and result is not None and result.status == "ok"
+    assert "Lisbon" in result.to_tool_result().text
+    waiting = await face.parse_call("slow", {"seconds": 60})
+    outcomes: list[object] = []
+
+    async def run() -> None:
+        outcomes.append(await face.run_call(waiting, session, ToolContext(call_id=waiting.id)))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await started.wait()
+        assert face.stop_calls() == 1
+    assert outcomes == [None]
+
+
+async def test_one_export_per_catalog_version_serves_listing_calls_schemas_and_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The catalog's MCP export is made in one place: the listing, a call, the SDK's input
+    schema lookup (handed to the server it builds) and the gate's tool names all read it."""
+    box = Toolbox([forecast, wipe])
+    exports: list[str] = []
+    export = box.export
+
+    def counted(fmt: str, **kw: Any) -> Any:
+        exports.append(fmt)
+        return export(fmt, **kw)
+
+    monkeypatch.setattr(box, "export", counted)
+    face = MCPFace(ToolInvoker(box))
+    assert face.listing()[1] == ["forecast", "wipe"]
+    schema = face.server.get_tool_input_schema
+    assert schema is not None
+    found = schema("forecast")
+    assert found is not None and found["required"] == ["city"]
+    assert face.exported.tool_name("wipe") == "wipe"
+    assert (await face.parse_call("forecast", {"city": "Porto"})).name == "forecast"
+    assert exports == ["mcp"]
+    assert face.exported.tool_name("nope") is None  # unknown: exported again, in case
+    box.remove("wipe")  # a new version: exported again, once
+    assert face.listing()[1] == ["forecast"] and schema("forecast") is not None
+    assert exports == ["mcp", "mcp", "mcp"]

@@ -37,6 +37,14 @@ PLACES = {
     "`toolkeeper.mcp.gateway` (`MCPGateway`, `remote_risk`)": ("mcp/gateway.py", ""),
     "`toolkeeper.mcp.pins` (`Pin`, `SqlitePins`, `fingerprint`)": ("mcp/pins.py", ""),
     "`toolkeeper.mcp.upstream` (`Upstream`, `UpstreamError`)": ("mcp/upstream.py", ""),
+    "`toolkeeper.mcp.prompts` (`prompt`, `Prompt`, `Prompts`, `PromptNotFound`)":
+        ("mcp/prompts.py", ""),
+    "`toolkeeper.mcp.resources` (`resource`, `Resource`, `Resources`, …)":
+        ("mcp/resources.py", ""),
+    "`MCPFace.build(name, instructions)`": ("mcp/server.py", "MCPFace.build"),
+    "`create_app(...).mcp_server`": ("server/app.py", "HttpApp.mcp_server"),
+    "`toolkeeper.server.exchange.input_schemas(catalog)`": ("server/exchange.py", "input_schemas"),
+    "`toolkeeper.mcp.relay_link.SessionHub`": ("mcp/relay_link.py", "SessionHub"),
 }
 ALSO = {"Tool.describe": ["Tool.get_json_schema"], "Tool.run": ["Tool.arun"]}
 

@@ -16,7 +16,7 @@ SRC = ROOT / "src" / "toolkeeper"
 FLOORS = {
     "core": 0, "errors": 0, "extras": 0,
     "tools": 1, "formats": 1,  # formats are functions of core's spec; Tool.get_schema calls them
-    "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2,
+    "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2, "offers": 2,
     "hooks": 2,
     "invoke": 3, "approval": 3, "policy": 3,  # policy: Cedar beside approval, before it
     "builtins": 4, "config": 4, "sandbox": 4, "notify": 4,
@@ -65,6 +65,11 @@ LAZY = {
     "cedarpy": "the policy extra: loaded when a Cedar policy is read or evaluated; the default "
                "set needs no engine",
 }
+# The one import of toolkeeper's own inside a function, and why: the command's light half (its
+# options and settings, loaded by every command) reaches the server it starts (the MCP SDK under
+# it takes most of a second to import) only when serve runs. The cycle test still counts it.
+LAZY_OWN = {("toolkeeper.cli.serve_cmd", "toolkeeper.cli.serve_run"):
+            "serve's server, loaded when serve runs: no other command pays for the MCP SDK"}
 # Entry points the package declares for a room to reach a room above it without importing it
 # (group → the room that loads them): each names a module on a floor above that room.
 SEAMS = {"toolkeeper.doors": "toolbox"}
@@ -172,8 +177,9 @@ def test_nothing_imports_upward() -> None:
 def test_nothing_of_toolkeeper_is_imported_inside_a_function() -> None:
     lazy = [f"{name}:{line} imports {target} inside a function"
             for name, path in MODULES.items() for target, inner, line in _imports(name, path)
-            if inner and target.split(".")[0] == "toolkeeper"]
+            if inner and target.split(".")[0] == "toolkeeper" and (name, target) not in LAZY_OWN]
     assert lazy == []
+    assert all(target in MODULES for _, target in LAZY_OWN), "LAZY_OWN names a module gone"
 
 
 def test_each_seam_names_a_module_above_the_room_that_loads_it() -> None:
@@ -193,7 +199,7 @@ def test_every_room_has_a_floor() -> None:
 def test_only_the_listed_libraries_are_imported_inside_functions() -> None:
     lazy = [f"{name}:{line} imports {target} inside a function"
             for name, path in MODULES.items() for target, inner, line in _imports(name, path)
-            if inner and target.split(".")[0] not in LAZY]
+            if inner and target.split(".")[0] not in LAZY and (name, target) not in LAZY_OWN]
     assert lazy == []
 
 

@@ -116,9 +116,10 @@ def _load_time_imports(module: str) -> tuple[set[str], set[str]]:
     return own, {name.split(".")[0] for name in foreign}
 
 
-def _reached(start: str) -> dict[str, set[str]]:
-    """Every foreign package loading ``start`` imports, with the modules that import it."""
-    seen: set[str] = set()
+def _reached(start: str, seen: set[str] | None = None) -> dict[str, set[str]]:
+    """Every foreign package loading ``start`` imports, with the modules that import it
+    (``seen``: filled with toolkeeper's own modules it loads)."""
+    seen = set() if seen is None else seen
     todo = [start]
     out: dict[str, set[str]] = {}
     while todo:
@@ -147,6 +148,16 @@ def test_importing_toolkeeper_loads_only_the_core_packages() -> None:
 
 def test_the_command_loads_only_the_core_and_the_cli_extra() -> None:
     assert _outside(_reached("toolkeeper.cli.entry"), CORE_MODULES | set(EXTRAS["cli"])) == {}
+
+
+@pytest.mark.parametrize("start", ["toolkeeper", "toolkeeper.cli.entry"])
+def test_the_mcp_face_is_not_on_the_core_import_path(start: str) -> None:
+    """The MCP face imports the SDK at module level: neither the package nor the command's
+    start may load it (``toolkeeper serve`` loads it when it builds the server)."""
+    seen: set[str] = set()
+    _reached(start, seen)
+    assert sorted(m for m in seen if m.startswith(("toolkeeper.mcp", "toolkeeper.server.app",
+                                                   "toolkeeper.server.exchange"))) == []
 
 
 def test_the_core_is_pydantic_anyio_and_at_most_a_few_small_packages() -> None:

@@ -110,12 +110,15 @@ class ApprovalService:
     """
 
     def __init__(self, handler: ApprovalHandler | None = None, *,
-                 store: ApprovalStore | None = None, hooks: HookManager | None = None) -> None:
+                 store: ApprovalStore | None = None, hooks: HookManager | None = None,
+                 page_url: str | None = None) -> None:
         self.handler = handler
         self.store = store if store is not None else (
             handler.store if isinstance(handler, Rejoins) else None)
-        self.hooks = hooks
-        self.page_url: str | None = None
+        self.hooks = hooks if hooks is not None else HookManager()
+        """Who hears of requests and decisions (a server's MCP face, its metrics): always a
+        manager, so a listener subscribes without replacing anything."""
+        self.page_url = page_url
         """Where a person decides (the approval page's URL), when there is one: the messages
         of a waiting call name it."""
 
@@ -288,7 +291,7 @@ class ApprovalService:
 
     async def _event(self, event: HookEvent, tool: str, session: str,
                      payload: dict[str, object]) -> None:
-        if self.hooks is not None and self.hooks.has(event):
+        if self.hooks.has(event):
             await self.hooks.dispatch(event, {"tool": tool, "session": session, **payload})
 
 

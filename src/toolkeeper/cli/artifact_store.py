@@ -12,66 +12,63 @@ client's calls stored more than the TTL ago, then removes unpinned blobs older t
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from ..artifacts.store import FileBlobStore
-from ..config.model import ServerSection, ToolkeeperConfig
 from ..errors import ConfigError
-from ..mcp.server import release_artifacts
 
-__all__ = ["ARTIFACTS_DIR", "ArtifactKeeper", "artifact_keeper"]
+__all__ = ["ArtifactKeeper", "artifact_store"]
 
-ARTIFACTS_DIR = "artifacts"
-"""The store's directory in the state dir, by default."""
 SWEEP_EVERY_S = 600.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class ArtifactKeeper:
-    """The store serve offloads to, and how long what it holds stays readable."""
+    """The store serve offloads to, how long what it holds stays readable, and who holds what
+    the clients' calls stored (``release``: unpin what is older than so many seconds, and say
+    how many — the MCP face's client sessions)."""
 
     store: FileBlobStore
     ttl_s: float
+    release: Callable[[float], int]
 
-    def sweep(self, server: Any = None) -> int:
+    def sweep(self) -> int:
         """Release the clients' artifacts stored more than ``ttl_s`` ago; drop the pins a
         killed process left (a live one renews or releases its pins within ``ttl_s`` and a
         sweep); remove the unpinned blobs older than ``ttl_s``. Returns how many blobs were
         removed."""
-        release_artifacts(self.ttl_s, server)
+        self.release(self.ttl_s)
         self.store.drop_pins(2 * self.ttl_s + SWEEP_EVERY_S)
         return self.store.gc(self.ttl_s)
 
-    async def run(self, server: Any = None) -> None:
+    async def run(self) -> None:
         """Sweep every ``min(ttl_s / 2, 10 min)`` until cancelled (off the event loop)."""
         while True:
             await anyio.sleep(min(self.ttl_s / 2, SWEEP_EVERY_S))
-            await anyio.to_thread.run_sync(self.sweep, server)
+            await anyio.to_thread.run_sync(self.sweep)
 
 
-def artifact_keeper(settings: ToolkeeperConfig | None, state_dir: Path, *,
-                    given: str | None, workspace: Path | None) -> ArtifactKeeper | None:
-    """The store in force (swept once, now), or None when it is turned off.
+def artifact_store(root: Path | None, *, ttl_s: float, workspace: Path | None
+                   ) -> FileBlobStore | None:
+    """The store at ``root`` (made owner-only, and swept once, now), or None when it is off.
 
     Args:
-        settings: The config (its ``[server]`` section), if any.
-        state_dir: Where the store goes by default (``artifacts/``).
-        given: ``--artifacts``: a directory, or ``off``; it wins over the config.
+        root: Where it keeps its files (``--artifacts`` over ``[server]``, resolved by the
+            settings); ``None``: off.
+        ttl_s: How long a blob stays once nobody holds it (nobody does yet: serve starts).
         workspace: The directory the built-in tools reach, if they are served: the store may
             not be in it (a tool would read every client's results), nor it in the store.
 
     Raises:
         ConfigError: the directory is within reach of a tool, or cannot be made.
     """
-    section = settings.server if settings is not None else ServerSection()
-    if given == "off" or (given is None and not section.artifacts):
+    if root is None:
         return None
-    root = Path(given) if given else section.artifact_dir or state_dir / ARTIFACTS_DIR
-    root = root.expanduser().resolve()
     if workspace is not None:
         ws = workspace.expanduser().resolve()
         if root == ws or ws in root.parents or root in ws.parents:
@@ -84,6 +81,5 @@ def artifact_keeper(settings: ToolkeeperConfig | None, state_dir: Path, *,
     except OSError as exc:
         raise ConfigError(f"cannot use the artifact dir {root}: {exc.strerror or exc}; pass "
                           "--artifacts DIR (a directory you own) or --artifacts off") from exc
-    keeper = ArtifactKeeper(store=store, ttl_s=section.artifact_ttl_s)
-    keeper.sweep()
-    return keeper
+    ArtifactKeeper(store=store, ttl_s=ttl_s, release=lambda _s: 0).sweep()
+    return store

@@ -13,8 +13,8 @@ from typing import TypeGuard
 
 from ..core.spec import ToolLike
 from ..errors import UsageError
-from ..mcp.prompts import Prompt
-from ..mcp.resources import Resource
+from ..offers.prompts import Prompt
+from ..offers.resources import Resource
 from ..toolbox.catalog import CatalogBase
 from ..tools.hosted import is_hosted_tool, is_provider_defined_tool
 from ..tools.tool import Tool

@@ -16,16 +16,15 @@ from typing import Annotated
 
 import typer
 
-from ..config import load_config
 from ..core.context import Caller
 from ..errors import ToolkeeperError
 from ..extras import MissingExtraError
 from ..invoke.invoker import ToolInvoker
 from ..policy import PolicyDecision, PolicyRule, PolicyStore
 from ..policy.source import parse_text
-from ..toolbox.toolbox import Toolbox
 from .report import StateDir, Store, fail, out, state_dir_of, store_target
-from .serve_cmd import _code_mode, _invoker, _workspace
+from .serve_door import build_door
+from .serve_settings import serve_settings
 
 __all__ = ["policy_app"]
 
@@ -48,15 +47,11 @@ def _door(targets: list[str] | None, config: Path | None, no_builtins: bool,
           state_dir: Path | None, store: str | None) -> ToolInvoker:
     """The invoker serve would build (its catalog, its policies over this store)."""
     try:
-        settings = load_config(config) if config is not None else None
-        settings, ws, _ = _workspace(settings, None)
-        db = store_target(store or (settings.store if settings else None),
-                          state_dir_of(state_dir))
-        invoker = _invoker(targets or [], db, ws, settings, builtins=not no_builtins,
-                           approval_wait=0.0, approval_ttl=60.0)
-        if settings is not None and settings.codemode.enabled and \
-                isinstance(invoker.registry, Toolbox):
-            invoker.registry.add(_code_mode(invoker, settings))
+        settings = serve_settings({"targets": tuple(targets or ()), "config": config,
+                                   "no_builtins": no_builtins, "store": store,
+                                   "state_dir": state_dir_of(state_dir)})
+        store_target(settings.store, settings.state_dir)  # SQLite: its directory made
+        invoker = build_door(settings)
         assert invoker.policies is not None
         invoker.policies.load()
     except (ToolkeeperError, MissingExtraError) as exc:

@@ -1,38 +1,27 @@
-"""How ``toolkeeper serve`` listens: its socket, the start lines it prints, the server file,
-the audit flush at the end, and ``/metrics`` on a port of its own."""
+"""What ``toolkeeper serve`` says and leaves where it serves: its sockets, the start lines it
+prints, the server file in the state dir, the waits it releases and the audit it flushes as it
+stops (``serve_run`` calls them in order)."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import json
 import os
 import socket
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import anyio
 
 from ..approval.handlers import Releases
-from ..gateway.gateway import MCPGateway, attach_upstreams
 from ..invoke.invoker import ToolInvoker
-from ..mcp.server import announce_changes, close_sessions, stop_calls
-from ..notify.notifier import Notifier
 from ..server.clients import ANONYMOUS
 from ..server.oauth import OAuthResource
-from .artifact_store import ArtifactKeeper
-from .lifecycle import DRAIN_S, Lifecycle
 from .report import fail, out
 from .state import SERVER_FILE
 
-__all__ = ["Start", "bind_socket", "flush_audit", "forget_server", "listen", "record_server",
-           "release_waits", "report_lines"]
+__all__ = ["Start", "bind_socket", "flush_audit", "forget_server", "print_lines",
+           "record_server", "release_waits", "report_lines", "server_url"]
 
 def report_lines(lines: list[str]) -> None:
     """Gateway events for the operator, one line each, on stderr (stdout may be the MCP
@@ -58,6 +47,58 @@ class Start:
     client_approves: bool = False
     """``[approval] channels`` has ``client``: the agent's client may approve its own calls."""
 
+    def lines(self, url: str) -> list[str]:
+        """The start lines of a server at ``url``: where it serves, the page's login link, the
+        client config (with a client token, never the operator's), the workspace and state
+        dir in use."""
+        lines = [f"toolkeeper serving on {url} (MCP at /mcp)",
+                 f"approval page: {url}/login?code={self.login} (this link logs a browser in "
+                 "once)"]
+        entry: dict[str, object] = {"type": "http", "url": f"{url}/mcp"}
+        if self.auth == "token":
+            token = self.client_token or "<a client token: toolkeeper tokens add NAME>"
+            entry["headers"] = {"Authorization": f"Bearer {token}"}
+        lines.append("client config: " + json.dumps({"mcpServers": {"toolkeeper": entry}}))
+        if self.workspace is not None:
+            lines.append(f"workspace: {self.workspace[0]} (from {self.workspace[1]})")
+        operator = {"env": "from TOOLKEEPER_TOKEN", "new": "new", "stored": "stored"}[
+            self.token_source]
+        lines.append(f"state: {self.state_dir} (operator token {operator}: for the page, the "
+                     "API and the CLI only, never for a client)")
+        return lines + self._more_lines(url)
+
+    def _more_lines(self, url: str) -> list[str]:
+        lines = []
+        if self.oauth is not None:
+            lines.append(f"oauth: access tokens from {self.oauth.issuer} for "
+                         f"{self.oauth.resource} (metadata: {self.oauth.metadata_url})")
+        if self.metrics:
+            lines.append(f"metrics: {url}/metrics (operator token)" + (
+                f" and http://127.0.0.1:{self.metrics_port}/metrics (loopback, no credential)"
+                if self.metrics_port is not None else ""))
+        if self.auth == "none":
+            lines.append("auth none: any local process may call tools on /mcp as client "
+                         f"'{ANONYMOUS}'; deciding still needs the operator")
+        if self.client_approves:
+            lines.append("approval channels page and client: an MCP client is asked to approve "
+                         "its own calls too, and whoever answers its form decides (the agent, "
+                         "if it answers it); keep 'client' only where the person at the client "
+                         "is the approver ([approval] channels in the config)")
+        return lines
+
+
+def server_url(sock: socket.socket, host: str) -> str:
+    """The URL of the server listening on ``sock``, by the host it was asked to listen on."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{sock.getsockname()[1]}"
+
+
+def print_lines(lines: list[str]) -> None:
+    """The start lines of a server over HTTP, on stdout, in one write: a stop that comes as
+    soon as the first line is read never cuts the rest."""
+    out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket whose connections send small writes at once (``TCP_NODELAY``).
@@ -81,88 +122,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
-           invoker: ToolInvoker, life: Lifecycle, stopping: threading.Event,
-           side: tuple[Any, socket.socket] | None = None,
-           keeper: ArtifactKeeper | None = None, notifier: Notifier | None = None) -> None:
-    """Serve ``app`` until a stop signal, then stop as ``lifecycle.py`` says: calls waiting for
-    a person answered ``pending``, calls in flight given ``DRAIN_S`` and then cancelled (each
-    answered), the sessions closed, the server file removed, the audit flushed."""
-    import uvicorn  # the HTTP server: only when serving over HTTP
-
-    sock = bind_socket(start.host, port)
-
-    class Server(uvicorn.Server):
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            """None: the lifecycle holds the process's signals from its first line on."""
-            yield
-
-    quiet = Server(uvicorn.Config(side[0], log_level="warning", lifespan="off")) if side else None
-    # uvicorn's limit is a backstop: the calls still running at DRAIN_S are cancelled, and
-    # answered, before it
-    server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                   timeout_graceful_shutdown=DRAIN_S + 1))
-
-    def begin() -> None:  # in the event loop, at the first signal
-        stopping.set()  # the page's event streams end
-        release_waits(invoker)
-        server.should_exit = True
-        if quiet is not None:
-            quiet.should_exit = True
-        asyncio.get_running_loop().call_later(DRAIN_S, stop_calls, app.mcp_server)
-
-    async def run() -> None:
-        life.serving(asyncio.get_running_loop(), begin)
-        async with AsyncExitStack() as stack:
-            if gateway is not None:
-                await stack.enter_async_context(gateway)
-                stack.callback(life.at, "closing the upstream MCP servers")
-            url = _announce(sock, start)
-            invoker.approvals.page_url = url  # a waiting call's messages name its card
-            stack.callback(forget_server, start.state_dir)
-            stack.callback(flush_audit, invoker)  # last: after every request in flight has ended
-            stack.callback(life.at, "writing the audit log")
-            record_server(start.state_dir, url)
-            async with anyio.create_task_group() as group:
-                group.start_soon(announce_changes, app.mcp_server, invoker.registry)
-                if keeper is not None:  # the artifact store's sweep
-                    group.start_soon(keeper.run, app.mcp_server)
-                if notifier is not None:  # approval notifications, beside the calls
-                    group.start_soon(notifier.run)
-                ended = anyio.Event()
-                if quiet is not None and side is not None:  # /metrics on its own port
-                    group.start_soon(_serve_then_set, quiet, side[1], ended)
-                else:
-                    ended.set()
-                if gateway is not None:  # local tools are served meanwhile
-                    group.start_soon(attach_upstreams, gateway, invoker.registry, report_lines)
-                await server.serve(sockets=[sock])  # until the stop has answered every call
-                life.at("stopping the metrics port")
-                if quiet is not None:
-                    quiet.should_exit = True  # stopped with the main server, not cut off
-                with anyio.move_on_after(DRAIN_S):
-                    await ended.wait()
-                group.cancel_scope.cancel()
-            life.at("closing the client sessions")
-            await close_sessions(app.mcp_server)  # their audit summaries, before the flush
-
-    anyio.run(run)
-
-
 def release_waits(invoker: ToolInvoker) -> None:
     """Every call waiting for a person's decision answers ``pending`` now, as when its wait
     ends (the request stays stored: the call made again takes its decision)."""
     handler: object = invoker.approvals.handler
     if isinstance(handler, Releases):
         handler.release()
-
-
-async def _serve_then_set(server: Any, sock: socket.socket, ended: anyio.Event) -> None:
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        ended.set()
 
 
 def flush_audit(invoker: ToolInvoker) -> None:
@@ -191,43 +156,3 @@ def forget_server(state_dir: Path) -> None:
             path.unlink()
     except (OSError, ValueError):
         pass
-
-
-def _announce(sock: socket.socket, start: Start) -> str:
-    """The start lines: where it serves, the page's login link, the client config (with a
-    client token, never the operator's), the workspace and state dir in use. Returns the URL."""
-    host = start.host
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{sock.getsockname()[1]}"
-    lines = [f"toolkeeper serving on {url} (MCP at /mcp)",
-             f"approval page: {url}/login?code={start.login} (this link logs a browser in once)"]
-    entry: dict[str, Any] = {"type": "http", "url": f"{url}/mcp"}
-    if start.auth == "token":
-        token = start.client_token or "<a client token: toolkeeper tokens add NAME>"
-        entry["headers"] = {"Authorization": f"Bearer {token}"}
-    lines.append("client config: " + json.dumps({"mcpServers": {"toolkeeper": entry}}))
-    if start.workspace is not None:
-        lines.append(f"workspace: {start.workspace[0]} (from {start.workspace[1]})")
-    operator = {"env": "from TOOLKEEPER_TOKEN", "new": "new", "stored": "stored"}[
-        start.token_source]
-    lines.append(f"state: {start.state_dir} (operator token {operator}: for the page, the API "
-                 "and the CLI only, never for a client)")
-    if start.oauth is not None:
-        lines.append(f"oauth: access tokens from {start.oauth.issuer} for "
-                     f"{start.oauth.resource} (metadata: {start.oauth.metadata_url})")
-    if start.metrics:
-        lines.append(f"metrics: {url}/metrics (operator token)" + (
-            f" and http://127.0.0.1:{start.metrics_port}/metrics (loopback, no credential)"
-            if start.metrics_port is not None else ""))
-    if start.auth == "none":
-        lines.append("auth none: any local process may call tools on /mcp as client "
-                     f"'{ANONYMOUS}'; deciding still needs the operator")
-    if start.client_approves:
-        lines.append("approval channels page and client: an MCP client is asked to approve "
-                     "its own calls too, and whoever answers its form decides (the agent, if it "
-                     "answers it); keep 'client' only where the person at the client is the "
-                     "approver ([approval] channels in the config)")
-    # One write: a stop that comes as soon as the first line is read never cuts the rest.
-    out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
-    sys.stdout.flush()
-    return url

@@ -10,11 +10,13 @@ from typing import Literal, Protocol
 from ..errors import CallCancelledError, UsageError
 from .json import JsonObject
 
-__all__ = ["CALLER_KEY", "LIBRARY", "OPERATOR", "Caller", "Channel", "ClientLink", "LogLevel",
-           "ProgressSink", "ToolContext"]
+__all__ = ["CALLER_KEY", "LIBRARY", "OPERATOR", "STDIO_CLIENT", "Caller", "Channel", "ClientLink",
+           "LogLevel", "ProgressSink", "ToolContext"]
 
 OPERATOR = "operator"
 """The client name of the person who decides (the page, the decision API, the CLI)."""
+STDIO_CLIENT = "stdio"
+"""The client of an MCP server without an HTTP layer naming one: the process that launched it."""
 CALLER_KEY = "toolkeeper_caller"
 """Where the HTTP face puts the request's ``Caller`` (the ASGI scope's ``state``)."""
 Channel = Literal["library", "mcp", "api", "page", "cli", "code_mode"]

@@ -198,7 +198,7 @@ class MCPGateway:
                 if what == "tools":
                     if self._toolbox is not None:
                         await self.refresh(server)  # the catalog announces its own change
-                elif await self.sources.refresh(server, what) and self.relay.hub is not None:
+                elif await self.sources.refresh(server, what):
                     hub = self.relay.hub
                     await (hub.resources_changed() if what == "resources"
                            else hub.prompts_changed())
@@ -344,8 +344,7 @@ async def attach_upstreams(gateway: MCPGateway, toolbox: CatalogBase,
          *[f"MCP server '{s.name}' runs {confinement(s)}" for s in gateway.servers]])
     report = await gateway.attach(toolbox)
     hub = gateway.relay.hub  # their resources and prompts are new too
-    if hub is not None:
-        await hub.resources_changed()
-        await hub.prompts_changed()
+    await hub.resources_changed()
+    await hub.prompts_changed()
     say([*report, f"MCP server(s) {names} listed: "
                   f"{sum(1 for n in toolbox.names() if gateway.serves(n))} tool(s) served"])

@@ -27,7 +27,8 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -41,7 +42,8 @@ from ..invoke.audit import AuditEntry, AuditLog, redact_arguments
 if TYPE_CHECKING:
     import mcp_types as types
 
-__all__ = ["ClientHub", "InFlight", "Relay", "RelayLink", "calling_client", "current_client"]
+__all__ = ["ClientHub", "ClientSessions", "InFlight", "Relay", "RelayLink", "calling_client",
+           "current_client"]
 
 _log = logging.getLogger("toolkeeper.gateway")
 
@@ -90,6 +92,60 @@ class ClientHub(Protocol):
     async def prompts_changed(self) -> None: ...
 
 
+class ClientSession(Protocol):
+    """A connection's way to its client, as our MCP server's SDK hands it out per request (the
+    SDK's ``ServerSession``): what is sent on it goes on the connection, not on a request."""
+
+    async def send_log_message(self, level: Any, data: Any, logger: str | None = None) -> None:
+        ...
+
+    async def send_resource_list_changed(self) -> None: ...
+
+    async def send_prompt_list_changed(self) -> None: ...
+
+
+class ClientSessions:
+    """The ``ClientHub`` a gateway has unless given another: the last connection our MCP server
+    saw of each client (``remember``, called by the server for each request that may outlive
+    it); what concerns them all goes to each, and a connection that is closed is forgotten."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, ClientSession] = {}
+        self._listeners: list[Callable[[str], Awaitable[None]]] = []
+
+    def remember(self, client: str, session: ClientSession) -> None:
+        self._kept[client] = session
+
+    def listen(self, told: Callable[[str], Awaitable[None]]) -> None:
+        """Also tell ``told`` (a server's ``subscriptions/listen`` streams, where 2026-07-28
+        clients hear changes) that the upstreams' ``resources`` or ``prompts`` changed."""
+        self._listeners.append(told)
+
+    async def _each(self, send: Callable[[ClientSession], Awaitable[None]]) -> None:
+        for client, session in list(self._kept.items()):
+            try:
+                await send(session)
+            except Exception:  # that connection is closed: forget it
+                self._kept.pop(client, None)
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        from mcp.shared.exceptions import MCPDeprecationWarning
+
+        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, current before
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await self._each(lambda session: session.send_log_message(level, data, logger))
+
+    async def resources_changed(self) -> None:
+        for told in self._listeners:
+            await told("resources")
+        await self._each(lambda session: session.send_resource_list_changed())
+
+    async def prompts_changed(self) -> None:
+        for told in self._listeners:
+            await told("prompts")
+        await self._each(lambda session: session.send_prompt_list_changed())
+
+
 _CALLING: contextvars.ContextVar[RelayLink | None] = contextvars.ContextVar(
     "toolkeeper_calling_client", default=None)
 
@@ -125,7 +181,8 @@ class Relay:
 
     def __init__(self, *, audit: AuditLog | None = None, hub: ClientHub | None = None) -> None:
         self.audit = audit
-        self.hub = hub
+        self.hub: ClientHub = hub if hub is not None else ClientSessions()
+        """Where what concerns every client goes (by default the clients our server saw)."""
         self._flying: dict[str, list[InFlight]] = {}
 
     @contextmanager

@@ -32,14 +32,16 @@ __all__ = ["RESOURCE_PREFIX", "CompletionSource", "NotServed", "PromptSource",
            "ResourceSource", "UpstreamSources", "served_uri"]
 
 RESOURCE_PREFIX = "toolkeeper://mcp/"
-INVALID_PARAMS = -32602
 RESOURCE_NOT_FOUND = -32002
+"""MCP's code for a resource that is not there (the 2025 revisions'; the SDK names none):
+``toolkeeper.mcp.wire`` answers with this one. The gateway is loaded by commands that never
+load the SDK, so the codes the SDK names are read from it where they are used."""
 
 
 class NotServed(Exception):
     """A name or URI this source does not serve (or holds); ``code`` is the JSON-RPC error."""
 
-    def __init__(self, message: str, code: int = INVALID_PARAMS) -> None:
+    def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
 
@@ -323,10 +325,12 @@ async def _subscription(upstream: Upstream, verb: str, uri: str) -> None:
 
 async def _optional(listing: Any) -> list[Any]:
     """A listing the upstream may not offer at all (method not found): empty."""
+    from mcp_types import METHOD_NOT_FOUND
+
     try:
         return list(await listing)
     except UpstreamError as exc:
-        if "Method not found" in str(exc) or "-32601" in str(exc):
+        if "Method not found" in str(exc) or str(METHOD_NOT_FOUND) in str(exc):
             return []
         raise
 

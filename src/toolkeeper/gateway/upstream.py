@@ -285,6 +285,7 @@ class Upstream:
     def _broken(self, exc: BaseException) -> None:
         """Turn a failed request into an ``UpstreamError``; a connection fault drops it."""
         from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
 
         reason = _reason(exc)
         if self._oversized:  # the server is up; it answered too much: reconnect at once
@@ -299,7 +300,7 @@ class Upstream:
         if isinstance(exc, TimeoutError):
             raise UpstreamError(f"MCP server '{self.name}' did not answer within "
                                 f"{self.config.call_timeout_s:g} s") from exc
-        if isinstance(exc, MCPError) and exc.code not in (-32000,):
+        if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
             raise UpstreamError(f"MCP server '{self.name}' refused the request: {reason}") from exc
         self.drop(reason)
         raise UpstreamError(f"MCP server '{self.name}' connection failed ({reason}); it is "

@@ -79,6 +79,8 @@ class ToolInvoker:
             ``before``: ``class Redact(Gate): name = "redact"; after = "validate"``).
         tracer_provider: Where each call's OpenTelemetry span goes (``execute_tool {tool}``);
             by default the global provider, and no span at all while none is set up.
+        page_url: Where a person decides (an approval page's URL): a waiting call's messages
+            name its card there (``ApprovalService.where``).
         policies: Cedar policies and stored rules over the default set (``Policies``): each
             call is allowed, asked or denied by them before approval. Without them the default
             set alone decides (``[security]``: the risk ceiling, ``unapproved_tools``, a tool's
@@ -91,7 +93,8 @@ class ToolInvoker:
         hooks: HookManager | None = None, *, guardrails: Iterable[Guardrail] = (),
         audit: AuditLog | Unset | None = UNSET, approval_store: ApprovalStore | None = None,
         gates: Sequence[Gate] | None = None, extra_gates: Iterable[Gate] = (),
-        tracer_provider: TracerProvider | None = None, policies: Policies | None = None,
+        tracer_provider: TracerProvider | None = None, page_url: str | None = None,
+        policies: Policies | None = None,
     ) -> None:
         self.registry = as_toolbox(registry)
         self.policy = policy or ChainPolicy()
@@ -99,7 +102,8 @@ class ToolInvoker:
         self.holdings = Holdings()
         """Which artifacts each owner's sessions hold: a ``{"$artifact": ref}`` resolves only
         for its owner (``InvokerSession.holds``)."""
-        self.approvals = ApprovalService(approval_handler, store=approval_store, hooks=hooks)
+        self.approvals = ApprovalService(approval_handler, store=approval_store, hooks=hooks,
+                                         page_url=page_url)
         self.audit = beside(self.approvals.store) if audit is UNSET else audit
         self.tracing = TracerSource(tracer_provider)
         """Where the calls' spans (and a code-mode run's) come from."""

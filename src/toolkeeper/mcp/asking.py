@@ -17,21 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
+import mcp_types as types
+from mcp.server.request_state import RequestStateSecurity
 
 from ..approval.models import ApprovalDecision
 from ..core.call import ToolCall
 from ..core.context import ToolContext
-from ..hooks import HookEvent, HookManager
+from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
 from ..invoke.session import InvokerSession
-
-if TYPE_CHECKING:
-    import mcp_types as types
 
 __all__ = ["ClientChannel", "state_security"]
 
@@ -56,10 +55,7 @@ class ClientChannel:
     def __init__(self, invoker: ToolInvoker) -> None:
         self.invoker = invoker
         self._asking: dict[str, _Asking] = {}
-        service = invoker.approvals
-        if service.hooks is None:
-            service.hooks = HookManager()
-        service.hooks.register(HookEvent.APPROVAL_REQUESTED, self._requested)
+        invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED, self._requested)
 
     async def _requested(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         request = payload.get("request") or {}
@@ -106,7 +102,6 @@ class ClientChannel:
 
     def ask(self, request_id: str) -> types.InputRequiredResult:
         """The form for ``request_id``, as an ``input_required`` result."""
-        import mcp_types as types
 
         store = self.invoker.approvals.store
         stored = store.get(request_id) if store is not None else None
@@ -164,7 +159,6 @@ class ClientChannel:
 def state_security(secret: str, client_of: Any) -> Any:
     """The SDK's sealing of ``requestState`` under a key every replica derives from the same
     operator secret, bound to the calling client (``client_of(ctx)``)."""
-    from mcp.server.request_state import RequestStateSecurity
 
     key = hashlib.sha256(b"toolkeeper request state\0" + secret.encode()).digest()
     return RequestStateSecurity(keys=[key], ttl=3600.0, bind_principal=client_of)

@@ -17,14 +17,16 @@ import itertools
 import json
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import ServerMessageMetadata
 
 from ..core.context import LogLevel
 from ..errors import ToolkeeperError
 from ..invoke.audit import AuditEntry, AuditLog, redact_arguments
-
-if TYPE_CHECKING:
-    import mcp_types as types
+from .wire import modern
 
 __all__ = ["LEVELS", "InputWanted", "Levels", "MCPClientLink", "answers_of", "next_round"]
 
@@ -60,7 +62,7 @@ class MCPClientLink:
                  answers: dict[str, Any] | None = None) -> None:
         self.request, self.client, self.levels, self.audit = request, client, levels, audit
         self.call_id, self.tool, self.session_id = call_id, tool, session_id
-        self.rounds = str(getattr(request, "protocol_version", "")) >= "2026"
+        self.rounds = modern(request)
         self.answers = answers or {}
         self.asked: dict[str, Any] = {}
         self.missing: dict[str, dict[str, Any]] = {}
@@ -69,7 +71,6 @@ class MCPClientLink:
         self._count = itertools.count()
 
     def can(self, capability: str) -> bool:
-        import mcp_types as types
 
         declared = {"sampling": types.ClientCapabilities(sampling=types.SamplingCapability()),
                     "elicitation": types.ClientCapabilities(
@@ -81,7 +82,6 @@ class MCPClientLink:
             session.check_client_capability(wanted))
 
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None:
-        from mcp.shared.exceptions import MCPDeprecationWarning
 
         if not self.levels.allows(self.client, level):
             return
@@ -92,7 +92,6 @@ class MCPClientLink:
 
     async def sample(self, prompt: str, *, max_tokens: int, system: str | None,
                      key: str | None) -> str:
-        import mcp_types as types
 
         params = types.CreateMessageRequestParams(
             messages=[types.SamplingMessage(role="user", content=types.TextContent(text=prompt))],
@@ -103,7 +102,6 @@ class MCPClientLink:
 
     async def elicit(self, message: str, schema: dict[str, Any], *,
                      key: str | None) -> dict[str, Any]:
-        import mcp_types as types
 
         request = types.ElicitRequest(params=types.ElicitRequestFormParams(
             message=message, requested_schema=schema))
@@ -111,7 +109,6 @@ class MCPClientLink:
         return {"action": answer.get("action"), "content": answer.get("content")}
 
     async def list_roots(self, *, key: str | None) -> list[dict[str, Any]]:
-        import mcp_types as types
 
         answer = await self._ask("roots", key, types.ListRootsRequest(), {})
         return list(answer.get("roots") or [])
@@ -179,7 +176,6 @@ def answers_of(params: Any) -> dict[str, Any]:
 
 def next_round(asked: dict[str, Any], answers: dict[str, Any]) -> types.InputRequiredResult:
     """The ``input_required`` result asking what the tool still needs."""
-    import mcp_types as types
 
     return types.InputRequiredResult(input_requests=asked,
                                      request_state=json.dumps({STATE_KEY: answers}))
@@ -192,7 +188,6 @@ def _plain(value: Any) -> dict[str, Any]:
 
 
 def _result_type(request: Any) -> Any:
-    import mcp_types as types
 
     return {"sampling/createMessage": types.CreateMessageResult,
             "elicitation/create": types.ElicitResult,
@@ -200,6 +195,5 @@ def _result_type(request: Any) -> Any:
 
 
 def _related(request_id: Any) -> Any:
-    from mcp.shared.message import ServerMessageMetadata
 
     return ServerMessageMetadata(related_request_id=request_id)

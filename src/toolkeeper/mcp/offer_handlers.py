@@ -5,22 +5,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.context import CALLER_KEY, Caller, ToolContext
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from ..core.context import CALLER_KEY, STDIO_CLIENT, Caller, ToolContext
 from ..errors import ToolkeeperError
+from ..offers.prompts import PromptNotFound, Prompts
+from ..offers.resources import ResourceNotFound, Resources
 from .client_link import InputWanted, Levels, MCPClientLink, answers_of, next_round
-from .prompts import PromptNotFound, Prompts
-from .resources import ResourceNotFound, Resources
+from .wire import (
+    INVALID_PARAMS,
+    MISSING_CAPABILITY,
+    NO_WAY_BACK,
+    RESOURCE_NOT_FOUND,
+    Ctx,
+    modern,
+    not_found_code,
+)
 
 if TYPE_CHECKING:
-    import mcp_types as types
 
     from ..invoke.session import InvokerSession
 
 __all__ = ["MISSING_CAPABILITY", "NO_WAY_BACK", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT",
            "OfferHandlers", "caller_of", "client_of", "not_found_code"]
 
-STDIO_CLIENT = "stdio"
-"""The client of a server without an HTTP layer naming one: the process that launched it."""
 STDIO = Caller(client=STDIO_CLIENT, channel="mcp", via="none")
 """The caller of a server without an HTTP layer naming one: the process that launched it."""
 
@@ -33,21 +42,17 @@ class OfferHandlers:
     levels: Levels
     subscribed: dict[str, set[str]]
 
-    def session_for(self, ctx: Any) -> InvokerSession:
+    def session_for(self, ctx: Ctx) -> InvokerSession:
         raise NotImplementedError
 
-    async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
-        import mcp_types as types
+    async def list_prompts(self, _ctx: Ctx, _params: object) -> types.ListPromptsResult:
 
         return types.ListPromptsResult.model_validate({"prompts": self.prompts.listing()})
 
-    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
+    async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult | types.InputRequiredResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
 
-        answers = answers_of(params) if str(getattr(ctx, "protocol_version", "")) >= "2026" \
-            else {}
+        answers = answers_of(params) if modern(ctx) else {}
         link = MCPClientLink(ctx, client=client_of(ctx), levels=self.levels, audit=None,
                              call_id="", tool=f"prompt {params.name}", session_id="",
                              answers=answers)
@@ -62,26 +67,22 @@ class OfferHandlers:
             if link.missing:
                 raise MCPError(code=MISSING_CAPABILITY, message=str(exc),
                                data={"requiredCapabilities": link.missing}) from exc
-            raise MCPError(code=-32602, message=str(exc).strip("'\"")) from exc
+            raise MCPError(code=INVALID_PARAMS, message=str(exc).strip("'\"")) from exc
         return types.GetPromptResult.model_validate(found)
 
-    async def list_resources(self, ctx: Any, _params: object) -> types.ListResourcesResult:
-        import mcp_types as types
+    async def list_resources(self, ctx: Ctx, _params: object) -> types.ListResourcesResult:
 
         listed = self.resources.listing(self.session_for(ctx).artifacts)
         return types.ListResourcesResult.model_validate({"resources": listed})
 
-    async def list_resource_templates(self, _ctx: object, _params: object
+    async def list_resource_templates(self, _ctx: Ctx, _params: object
                                       ) -> types.ListResourceTemplatesResult:
-        import mcp_types as types
 
         listed = self.resources.template_listing()
         return types.ListResourceTemplatesResult.model_validate({"resourceTemplates": listed})
 
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
 
         uri = str(params.uri)
         try:
@@ -91,21 +92,18 @@ class OfferHandlers:
                            "them with resources/list", data={"uri": uri}) from exc
         return types.ReadResourceResult.model_validate({"contents": [content]})
 
-    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
+    async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         self.subscribed.setdefault(client_of(ctx), set()).add(str(params.uri))
         return types.EmptyResult()
 
-    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
+    async def unsubscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         self.subscribed.get(client_of(ctx), set()).discard(str(params.uri))
         return types.EmptyResult()
 
-    async def complete(self, _ctx: object, params: types.CompleteRequestParams
+    async def complete(self, _ctx: Ctx, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
-        import mcp_types as types
 
         ref, argument = params.ref, params.argument
         if getattr(ref, "type", "") == "ref/prompt":
@@ -117,36 +115,18 @@ class OfferHandlers:
         return types.CompleteResult(completion=types.Completion(
             values=values, total=len(values), has_more=False))
 
-    async def set_level(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
+    async def set_level(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         self.levels.set(client_of(ctx), params.level)
         return types.EmptyResult()
 
 
-RESOURCE_NOT_FOUND = -32002
-"""MCP's error code for a resource that is not there (or not this client's), up to the
-2025-11-25 revision; from 2026-07-28 on it is invalid params (``not_found_code``)."""
-INVALID_PARAMS = -32602
-MISSING_CAPABILITY = -32021
-"""MCP's error code for a request that needs a capability the client did not declare."""
-NO_WAY_BACK = -32600
-"""JSON-RPC's invalid request: one that needs to ask the client on a connection that cannot
-carry a request back to it (the SDK's ``NoBackChannelError`` answers the same)."""
-
-
-def caller_of(ctx: Any) -> Caller:
+def caller_of(ctx: Ctx) -> Caller:
     request = getattr(ctx, "request", None)
     found = getattr(request, "scope", {}).get("state", {}).get(CALLER_KEY)
     return found if isinstance(found, Caller) else STDIO
 
 
-def client_of(ctx: Any) -> str:
+def client_of(ctx: Ctx) -> str:
     return caller_of(ctx).client
 
-
-def not_found_code(ctx: Any) -> int:
-    """The code answering a read of a resource that is not there, as the revision the session
-    negotiated says: -32602 (invalid params) from 2026-07-28 on, -32002 before."""
-    modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
-    return INVALID_PARAMS if modern else RESOURCE_NOT_FOUND

@@ -1,6 +1,7 @@
 """Our MCP server's side of the gateway's relay: a ``RelayLink`` made from the SDK's request
-context (what the gateway needs of the client that sent a request) and a ``ClientHub`` of the
-clients seen so far (what concerns them all).
+context (what the gateway needs of the client that sent a request). What concerns every client
+goes through the gateway's own hub (``gateway.relay.ClientSessions``), which the server hands
+each client's connection.
 
 The server runs each ``tools/call`` inside ``calling_client(SdkClientLink(ctx, client))``: a
 relayed tool call then reports the upstream's log lines and asks its sampling and elicitation
@@ -12,12 +13,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
-from ..gateway.relay import Asked
+import mcp_types as types
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import ServerMessageMetadata
 
-if TYPE_CHECKING:
-    import mcp_types as types
+from ..gateway.relay import Asked, ClientSessions
+from .wire import Ctx
 
 __all__ = ["SdkClientLink", "SessionHub"]
 
@@ -26,7 +29,6 @@ __all__ = ["SdkClientLink", "SessionHub"]
 def _current() -> Iterator[None]:
     """Logging is deprecated in the 2026-07-28 revision and current before it: the SDK's
     warning about it is not news to an operator."""
-    from mcp.shared.exceptions import MCPDeprecationWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -36,7 +38,7 @@ def _current() -> Iterator[None]:
 class SdkClientLink:
     """A ``RelayLink`` over one request of the SDK's low-level server (``ctx``)."""
 
-    def __init__(self, ctx: Any, client: str) -> None:
+    def __init__(self, ctx: Ctx, client: str) -> None:
         self.ctx = ctx
         self._client = client
 
@@ -45,7 +47,6 @@ class SdkClientLink:
         return self._client
 
     def can(self, asked: Asked) -> bool:
-        import mcp_types as types
 
         session = self.ctx.session
         wanted = (types.ClientCapabilities(sampling=types.SamplingCapability())
@@ -56,23 +57,21 @@ class SdkClientLink:
     async def log(self, level: str, data: Any, logger: str | None) -> None:
         # The SDK's own gate: on a 2026-07-28 session only a request that opted in hears logs.
         with _current():
-            await self.ctx.session.send_log_message(level, data, logger,
+            await self.ctx.session.send_log_message(cast("types.LoggingLevel", level), data,
+                                                    logger,
                                                     related_request_id=self.ctx.request_id)
 
     async def forward_sampling(self, params: types.CreateMessageRequestParams) -> Any:
-        import mcp_types as types
 
         result = (types.CreateMessageResultWithTools if params.tools
                   else types.CreateMessageResult)
         return await self._send(types.CreateMessageRequest(params=params), result)
 
     async def forward_elicitation(self, params: types.ElicitRequestParams) -> Any:
-        import mcp_types as types
 
         return await self._send(types.ElicitRequest(params=params), types.ElicitResult)
 
     async def _send(self, request: Any, result: Any) -> Any:
-        from mcp.shared.message import ServerMessageMetadata
 
         return await self.ctx.session.send_request(
             request, result, metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id))
@@ -82,45 +81,23 @@ class SdkClientLink:
 
 
 class SessionHub:
-    """Every client connection seen by ``remember`` (stdio and stateful HTTP keep theirs):
-    what concerns them all goes to each on its own channel."""
+    """Every client connection seen by ``remember``: what concerns them all goes to each.
+    Goes away in 0.3.0: a gateway's relay keeps its own hub (``gateway.relay.hub``, a
+    ``toolkeeper.gateway.relay.ClientSessions``), which ``MCPFace`` hands each client's
+    connection."""
 
     def __init__(self) -> None:
-        self._kept: dict[str, Any] = {}
-        self.bus: Any = None
-        """The server's ``subscriptions/listen`` bus: 2026-07-28 clients hear changes there."""
+        self.sessions = ClientSessions()
 
-    def remember(self, ctx: Any, client: str) -> None:
+    def remember(self, ctx: Ctx, client: str) -> None:
         """Keep the connection of a request's client (the last one per client)."""
-        session = getattr(ctx, "session", None)
-        if session is not None:
-            self._kept[client] = session
-
-    async def _each(self, send: Any) -> None:
-        for client, session in list(self._kept.items()):
-            try:
-                await send(session)
-            except Exception:  # that connection is closed: forget it
-                self._kept.pop(client, None)
+        self.sessions.remember(client, ctx.session)
 
     async def log(self, level: str, data: Any, logger: str | None) -> None:
-        with _current():
-            await self._each(lambda session: session.send_log_message(level, data, logger))
+        await self.sessions.log(level, data, logger)
 
     async def resources_changed(self) -> None:
-        import mcp_types as types
-        from mcp.shared.subscriptions import ResourcesListChanged
-
-        if self.bus is not None:
-            await self.bus.publish(ResourcesListChanged())
-        await self._each(lambda session: session.send_notification(
-            types.ResourceListChangedNotification()))
+        await self.sessions.resources_changed()
 
     async def prompts_changed(self) -> None:
-        import mcp_types as types
-        from mcp.shared.subscriptions import PromptsListChanged
-
-        if self.bus is not None:
-            await self.bus.publish(PromptsListChanged())
-        await self._each(lambda session: session.send_notification(
-            types.PromptListChangedNotification()))
+        await self.sessions.prompts_changed()

@@ -11,7 +11,10 @@ upstream that fails is an internal error saying which and why.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from ..gateway.sources import (
     RESOURCE_NOT_FOUND,
@@ -21,16 +24,12 @@ from ..gateway.sources import (
     ResourceSource,
 )
 from ..gateway.upstream import UpstreamError
-from .offer_handlers import not_found_code
 from .relay_link import SdkClientLink
-
-if TYPE_CHECKING:
-    import mcp_types as types
+from .wire import INTERNAL_ERROR, INVALID_PARAMS, Ctx, not_found_code
 
 __all__ = ["RelayedHandlers"]
 
 T = TypeVar("T")
-INTERNAL_ERROR = -32603
 
 
 class Sources(ResourceSource, PromptSource, CompletionSource, Protocol):
@@ -39,12 +38,12 @@ class Sources(ResourceSource, PromptSource, CompletionSource, Protocol):
 
 async def _answered(send: Awaitable[T]) -> T:
     """A source's answer, its refusals as MCP errors."""
-    from mcp.shared.exceptions import MCPError
 
     try:
         return await send
     except NotServed as exc:
-        raise MCPError(code=exc.code, message=str(exc)) from exc
+        raise MCPError(code=exc.code if exc.code is not None else INVALID_PARAMS,
+                       message=str(exc)) from exc
     except UpstreamError as exc:
         raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
 
@@ -67,22 +66,18 @@ class RelayedHandlers:
                 "on_list_prompts": self.list_prompts, "on_get_prompt": self.get_prompt,
                 "on_completion": self.complete}
 
-    async def list_resources(self, _ctx: object, _params: object) -> types.ListResourcesResult:
-        import mcp_types as types
+    async def list_resources(self, _ctx: Ctx, _params: object) -> types.ListResourcesResult:
 
         return types.ListResourcesResult(resources=await self.sources.list_resources())
 
-    async def list_resource_templates(self, _ctx: object, _params: object
+    async def list_resource_templates(self, _ctx: Ctx, _params: object
                                       ) -> types.ListResourceTemplatesResult:
-        import mcp_types as types
 
         return types.ListResourceTemplatesResult(
             resource_templates=await self.sources.list_resource_templates())
 
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        from mcp.shared.exceptions import MCPError
-
         uri = str(params.uri)
         try:
             return await _answered(self.sources.read_resource(uri))
@@ -92,32 +87,28 @@ class RelayedHandlers:
             raise MCPError(code=not_found_code(ctx), message=exc.message,
                            data={"uri": uri}) from exc
 
-    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
+    async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         link = SdkClientLink(ctx, self.client_of(ctx))
         await _answered(self.sources.subscribe(str(params.uri), link))
         return types.EmptyResult()
 
-    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        import mcp_types as types
+    async def unsubscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
 
         link = SdkClientLink(ctx, self.client_of(ctx))
         await _answered(self.sources.unsubscribe(str(params.uri), link))
         return types.EmptyResult()
 
-    async def list_prompts(self, _ctx: object, _params: object) -> types.ListPromptsResult:
-        import mcp_types as types
+    async def list_prompts(self, _ctx: Ctx, _params: object) -> types.ListPromptsResult:
 
         return types.ListPromptsResult(prompts=await self.sources.list_prompts())
 
-    async def get_prompt(self, _ctx: object, params: types.GetPromptRequestParams
+    async def get_prompt(self, _ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
         return await _answered(self.sources.get_prompt(params.name, params.arguments))
 
-    async def complete(self, _ctx: object, params: types.CompleteRequestParams
+    async def complete(self, _ctx: Ctx, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
-        import mcp_types as types
 
         found = await _answered(self.sources.complete(params.ref, params.argument,
                                                       params.context))

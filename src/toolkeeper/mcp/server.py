@@ -14,47 +14,51 @@ import base64
 import bisect
 import secrets
 import warnings
-import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from ..codemode.chain import ToolChainTool
+from ..core.call import ToolCall
 from ..core.context import Caller, ToolContext
-from ..extras import require
 from ..formats import WireExport, render_result
 from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
-from ..gateway.relay import calling_client
-from ..gateway.sources import RESOURCE_PREFIX
-from ..hooks import HookEvent, HookManager
+from ..gateway.relay import ClientSessions, calling_client
+from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
+from ..invoke.results import InvocationResult
 from ..invoke.session import InvokerSession
+from ..offers.prompts import Prompt, Prompts
+from ..offers.resources import Resource, Resources, artifact_link
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
-from .changes import BUSES, announce_changes, declare_changes, remember
+from .changes import Changes
 from .client_link import Levels, MCPClientLink, answers_of, next_round
+from .exported import Exported
 from .offer_handlers import (
     MISSING_CAPABILITY,
     NO_WAY_BACK,
     STDIO_CLIENT,
-    OfferHandlers,
     caller_of,
     client_of,
 )
-from .prompts import Prompt, Prompts
-from .relay_link import SdkClientLink, SessionHub
+from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
-from .resources import Resource, Resources, artifact_link
+from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
+from .wire import INVALID_PARAMS, Ctx, modern
 
-if TYPE_CHECKING:
-    import mcp_types as types
-    from mcp.server.lowlevel.server import Server
-
-__all__ = ["STDIO_CLIENT", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
+__all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
            "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
 
 PAGE_SIZE = 500
@@ -68,8 +72,8 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
                skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
                page_size: int = PAGE_SIZE, ask_client: str | None = None,
                offers: Sequence[Resource | Prompt] = (),
-               state_secret: str | None = None) -> Server[Any]:
-    """A low-level MCP ``Server`` offering ``invoker``'s catalog.
+               state_secret: str | None = None) -> FaceServer:
+    """A low-level MCP ``Server`` offering ``invoker``'s catalog (``MCPFace(...).server``).
 
     Args:
         invoker: The door every call goes through (its catalog is what is listed).
@@ -98,20 +102,38 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
     and asks the client with ``ctx.sample`` and ``ctx.elicit``; a client that cancels its
     request cancels the call (recorded as cancelled in the trace and audit log).
     """
-    require("server", "an MCP server")
     return MCPFace(invoker, session=session, skills=skills, gateway=gateway,
                    page_size=page_size, ask_client=ask_client, offers=offers,
-                   state_secret=state_secret).build(name, instructions)
+                   state_secret=state_secret, name=name, instructions=instructions).server
 
 
-class MCPFace(OfferHandlers):
+class FaceServer(Server[dict[str, Any]]):
+    """The SDK's low-level ``Server`` of one ``MCPFace``, which it names (``face``): what is
+    done to a server built by ``mcp_server`` (``announce_changes``, ``stop_calls``) is done to
+    its face, found here rather than in a table of every server in the process."""
+
+    def __init__(self, face: MCPFace, name: str, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.face = face
+
+    def create_initialization_options(self, notification_options: NotificationOptions | None
+                                      = None, *more: Any, **named: Any) -> InitializationOptions:
+        """The handshake declares the list changes the face tells (``Changes.told``)."""
+        return super().create_initialization_options(
+            notification_options or self.face.changes.told, *more, **named)
+
+
+class MCPFace(RelayedOffers):
     """The handlers of one MCP server over one invoker: each MCP method a named method (the
-    tools' here, the prompts', resources', completion's and logging's in ``OfferHandlers``)."""
+    tools' here, the prompts', resources', completion's and logging's in ``OfferHandlers``),
+    and the SDK's ``Server`` that calls them (``server``), built with the face."""
 
-    def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None,
-                 skills: Sequence[Skill], gateway: MCPGateway | None, page_size: int,
-                 ask_client: str | None, offers: Sequence[Resource | Prompt],
-                 state_secret: str | None = None) -> None:
+    def __init__(self, invoker: ToolInvoker, *, session: InvokerSession | None = None,
+                 skills: Sequence[Skill] = (), gateway: MCPGateway | None = None,
+                 page_size: int = PAGE_SIZE, ask_client: str | None = None,
+                 offers: Sequence[Resource | Prompt] = (), state_secret: str | None = None,
+                 name: str = "toolkeeper", instructions: str | None = None,
+                 announces: bool = True) -> None:
         self.invoker, self.catalog, self.fixed_session = invoker, invoker.registry, session
         self.state_secret = state_secret
         self.gateway, self.page_size, self.ask_client = gateway, page_size, ask_client
@@ -120,66 +142,89 @@ class MCPFace(OfferHandlers):
         # and again only when a call names a tool it does not know: exporting on every call
         # cost 3 ms per call at 1,000 tools. A stale table is harmless — a wire name always
         # stands for the same tool name, and the invoker answers a tool that is gone.
-        self.current: WireExport = self.catalog.export("mcp")
-        self._exported_at = getattr(self.catalog, "version", None)
-        self._sorted: tuple[WireExport | None, list[dict[str, Any]], list[str]] = (None, [], [])
+        self.exported = Exported(self.catalog)
+        """The catalog's MCP export, once per catalog version, for every part that reads it."""
         self.channel = ClientChannel(invoker) if ask_client else None
         self.resources = Resources([o for o in offers if isinstance(o, Resource)],
                                    skills=skills, store=invoker.artifact_store)
         self.prompts = Prompts([o for o in offers if isinstance(o, Prompt)], skills=skills)
         self.levels = Levels()
         self.subscribed: dict[str, set[str]] = {}
-        self.server: Any = None
+        self.changes = Changes(tools=announces, relayed=announces and gateway is not None)
+        """Who hears that the catalog changed; ``announces``: the connections stay open (stdio,
+        HTTP with sessions), so list changes are told and declared at the handshake."""
+        self.state: dict[str, Any] = {}
+        """What the server's lifespan yields, the same mapping on every path: the SDK's
+        transports enter the lifespan (``lifespan``) and the one-request path in front of
+        them hands it to the SDK's kernel (``server/exchange.py``)."""
         self.calling: dict[str, MCPClientLink] = {}
         """The calls in flight, by call id: a call that waits for approval tells its client."""
         self.running: dict[str, anyio.CancelScope] = {}
         """Their cancel scopes: ``stop_calls`` ends them (a server stopping)."""
         # The gateway's upstreams: their resources and prompts beside ours, and what they say
         # or ask during a relayed call passed on to the client that made it.
-        self.hub = SessionHub()
-        if gateway is not None and gateway.relay.hub is None:
-            gateway.relay.hub = self.hub
         self.relayed = RelayedHandlers(gateway.sources, client_of) if gateway else None
-        service = invoker.approvals
-        if service.hooks is None:
-            service.hooks = HookManager()
-        service.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
+        if gateway is not None and isinstance(gateway.relay.hub, ClientSessions):
+            gateway.relay.hub.listen(self.changes.relayed)  # their changes to listeners too
+        invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
+        self.server = self._server(name, instructions)
 
-    def build(self, name: str, instructions: str | None, *, announces: bool = True
-              ) -> Server[Any]:
-        """The SDK's server of these handlers. ``announces``: its connections stay open, so it
-        tells them of list changes (stdio, HTTP with sessions) — declared so at the handshake."""
-        from mcp.server.lowlevel.server import Server
-        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-        from mcp.shared.exceptions import MCPDeprecationWarning
-
-        bus = InMemorySubscriptionBus()
+    def _server(self, name: str, instructions: str | None) -> FaceServer:
         with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, current before
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            server: Server[Any] = Server(
-                name, version=_version(), instructions=instructions,
+            server = FaceServer(
+                self, name, version=_version(), instructions=instructions, lifespan=self.lifespan,
                 on_list_tools=self.list_tools, on_call_tool=self.call_tool,
                 on_list_prompts=self.list_prompts, on_get_prompt=self.get_prompt,
                 on_list_resources=self.list_resources, on_read_resource=self.read_resource,
                 on_list_resource_templates=self.list_resource_templates,
                 on_subscribe_resource=self.subscribe, on_unsubscribe_resource=self.unsubscribe,
                 on_completion=self.complete, on_set_logging_level=self.set_level,
-                on_subscriptions_listen=ListenHandler(bus))
-        self.server = server
-        BUSES[server] = bus
-        _FACES[server] = self
-        self.hub.bus = bus  # the upstreams' resource and prompt changes, to listeners too
-        declare_changes(server, tools=announces, relayed=announces and self.gateway is not None)
-        from mcp.server.request_state import RequestStateBoundary
-
+                on_subscriptions_listen=ListenHandler(self.changes.bus),
+                get_tool_input_schema=self.exported.input_schema)
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
         # and bound to its client: under the shared secret, else one of this process's own.
+        # (The SDK's way to add a middleware: its Server's list.)
         secret = self.ask_client or self.state_secret or secrets.token_hex(32)
         server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
                                                       default_audience=name))
         return server
 
-    def session_for(self, ctx: Any) -> InvokerSession:
+    @asynccontextmanager
+    async def lifespan(self, _server: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        """The server's lifespan: the face's ``state``, kept by the face rather than read
+        back from the transport that entered it."""
+        yield self.state
+
+    def build(self, name: str | None = None, instructions: str | None = None) -> FaceServer:
+        """The face's server (built with the face, by ``MCPFace(..., name=, instructions=)``);
+        ``name`` and ``instructions`` are read there. Goes away in 0.3.0: use ``face.server``."""
+        return self.server
+
+    def remember(self, ctx: Ctx) -> None:
+        """Keep the connection of a request's client: to tell it when the catalog changes,
+        and, with a gateway, what its upstreams say to every client."""
+        client, session = client_of(ctx), ctx.session
+        self.changes.remember(client, session, modern=modern(ctx))
+        hub = self.gateway.relay.hub if self.gateway is not None else None
+        if isinstance(hub, ClientSessions):
+            hub.remember(client, session)
+
+    async def close_sessions(self) -> None:
+        """Close the client sessions (as a server stops): each writes its audit summary
+        (refused calls counted past ``max_audit_rows``) and unpins its artifacts."""
+        sessions, self.sessions = list(self.sessions.values()), {}
+        with anyio.CancelScope(shield=True):
+            for session in sessions:
+                await session.close()
+
+    def release_artifacts(self, older_than_s: float) -> int:
+        """Unpin the artifacts the client sessions stored more than ``older_than_s`` seconds
+        ago — a client's session lives as long as its server: their clients read them no
+        more, and the store's gc may remove them. Returns how many."""
+        return sum(session.release(older_than_s) for session in list(self.sessions.values()))
+
+    def session_for(self, ctx: Ctx) -> InvokerSession:
         if self.fixed_session is not None:
             return self.fixed_session
         caller = caller_of(ctx)
@@ -190,22 +235,17 @@ class MCPFace(OfferHandlers):
         return found
 
     def exported_for(self, wire: str | None = None) -> WireExport:
-        """The catalog's MCP export, made again when the catalog changed (or, for a catalog
-        that does not count its changes, at every listing) or a call names an unknown tool."""
-        version = getattr(self.catalog, "version", None)
-        if (wire is None and (version is None or version != self._exported_at)) or (
-                wire is not None and wire not in self.current.names):
-            self.current, self._exported_at = self.catalog.export("mcp"), version
-        return self.current
+        """The export in force (``Exported.of``)."""
+        return self.exported.of(wire)
+
+    @property
+    def current(self) -> WireExport:
+        """The last export made."""
+        return self.exported.current
 
     def listing(self) -> tuple[list[dict[str, Any]], list[str]]:
-        """The declarations in name order and their names, sorted once per export: a page of
-        ``tools/list`` is a bisection and a slice, not a sort of the whole catalog."""
-        exported = self.exported_for()
-        if self._sorted[0] is not exported:
-            declarations = sorted(exported.declarations, key=lambda d: str(d["name"]))
-            self._sorted = (exported, declarations, [str(d["name"]) for d in declarations])
-        return self._sorted[1], self._sorted[2]
+        """The declarations in name order and their names (``Exported.listing``)."""
+        return self.exported.listing()
 
     async def approval_asked(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         """A call of this server's waits for a person's decision: a log line to its client."""
@@ -217,11 +257,9 @@ class MCPFace(OfferHandlers):
                                               f"(request {request.get('id')}): {where}",
                                     "toolkeeper.approval"))
 
-    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
+    async def list_tools(self, ctx: Ctx, params: Any) -> types.ListToolsResult:
 
-        remember(self.server, ctx)
+        self.remember(ctx)
         if self.gateway is not None:
             await self.gateway.refresh_stale(wait_s=STALE_WAIT_S)  # a slow upstream: its own
         # an export of a large catalog takes a while: off the event loop, where other
@@ -239,7 +277,7 @@ class MCPFace(OfferHandlers):
         if cursor:
             after = _decode_cursor(cursor)
             if after is None:
-                raise MCPError(code=-32602, message="invalid cursor: pass the nextCursor of "
+                raise MCPError(code=INVALID_PARAMS, message="invalid cursor: pass the nextCursor of "
                                                     "the previous page, or none to start over")
             start = bisect.bisect_right(names, after)
         page = declarations[start:start + self.page_size]
@@ -257,51 +295,77 @@ class MCPFace(OfferHandlers):
             return {**declaration, "description": tool.description_for(caller)}
         return declaration
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
+    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
-
-        remember(self.server, ctx)
-        exported = self.exported_for(params.name)
-        if self.gateway is not None and params.name not in exported.names:
-            await self.gateway.listed(params.name)  # an upstream's, named before it is listed
-            exported = self.exported_for(params.name)
-        (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
-                                  "params": {"name": params.name,
-                                             "arguments": params.arguments or {}}})
-        in_session = self.session_for(ctx)
-        answers = answers_of(params) if str(getattr(ctx, "protocol_version", "")) >= "2026" \
-            else {}
-        link = MCPClientLink(ctx, client=client_of(ctx), levels=self.levels,
-                             audit=self.invoker.audit, call_id=call.id, tool=call.name,
-                             session_id=in_session.id, answers=answers)
+        """``tools/call`` on the wire: the request read into a call and its context, run by
+        ``run_call``, and its outcome written back as the client's revision expects."""
+        self.remember(ctx)
+        call = await self.parse_call(params.name, params.arguments or {})
+        session, client, rounds = self.session_for(ctx), client_of(ctx), modern(ctx)
+        answers = answers_of(params) if rounds else {}
+        link = MCPClientLink(ctx, client=client, levels=self.levels, audit=self.invoker.audit,
+                             call_id=call.id, tool=call.name, session_id=session.id,
+                             answers=answers)
         # Progress goes back on this request (the SDK drops it when the client gave no token).
         tool_ctx = ToolContext(
-            call_id=call.id, tool_name=call.name, session_id=in_session.id,
-            state=in_session.state, client=link,  # this request's caller (its token's scopes)
-            caller=in_session.caller if self.fixed_session is not None else caller_of(ctx),
-            progress_sink=getattr(getattr(ctx, "session", None), "report_progress", None))
-        self.calling[call.id] = link
+            call_id=call.id, tool_name=call.name, session_id=session.id,
+            state=session.state, client=link,  # this request's caller (its token's scopes)
+            caller=session.caller if self.fixed_session is not None else caller_of(ctx),
+            progress_sink=ctx.session.report_progress)
+        ask_client = self.channel is not None and rounds
+        with calling_client(SdkClientLink(ctx, client)):  # the gateway's relay
+            if self.channel is not None and ask_client:  # the client's answers so far
+                await self.channel.answer(params, session, client)
+            outcome = await self.run_call(call, session, tool_ctx, link=link,
+                                          ask_client=ask_client)
+        return await self._answer(call, outcome, link, answers)
+
+    async def parse_call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
+        """The call of the tool the wire names ``name`` (an upstream's is listed first)."""
+        exported = self.exported_for(name)
+        if self.gateway is not None and name not in exported.names:
+            await self.gateway.listed(name)  # an upstream's, named before it is listed
+            exported = self.exported_for(name)
+        (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
+                                  "params": {"name": name, "arguments": arguments}})
+        return call
+
+    async def run_call(self, call: ToolCall, session: InvokerSession, ctx: ToolContext, *,
+                       link: MCPClientLink | None = None, ask_client: bool = False
+                       ) -> InvocationResult | str | None:
+        """Run ``call`` through the door, cancellable by ``stop_calls``: its result, the
+        question for its client when it needs approval and ``ask_client`` (the client's
+        channel), or ``None`` when the server stopped it."""
+        if link is not None:  # a wait for approval is told to its client
+            self.calling[call.id] = link
         self.running[call.id] = scope = anyio.CancelScope()
-        self.hub.remember(ctx, client_of(ctx))
         try:
-            with scope, calling_client(SdkClientLink(ctx, client_of(ctx))):  # the gateway's relay
-                if self.channel is not None and \
-                        str(getattr(ctx, "protocol_version", "")) >= "2026":
-                    await self.channel.answer(params, in_session, client_of(ctx))
-                    outcome = await self.channel.invoke(call, in_session, tool_ctx)
-                    if isinstance(outcome, str):
-                        return self.channel.ask(outcome)
-                    result = outcome
+            with scope:
+                if self.channel is not None and ask_client:
+                    outcome = await self.channel.invoke(call, session, ctx)
                 else:
-                    result = await self.invoker.invoke(call, session=in_session, ctx=tool_ctx)
+                    outcome = await self.invoker.invoke(call, session=session, ctx=ctx)
         finally:
             self.calling.pop(call.id, None)
             self.running.pop(call.id, None)
-        if scope.cancelled_caught:  # the server stopped it
+        return None if scope.cancelled_caught else outcome
+
+    def _offer_files(self, call: ToolCall, result: InvocationResult) -> None:
+        for stored in result.files:
+            self.resources.remember(stored.artifact_ref, name=stored.path,
+                                    mime_type=stored.media_type, size=stored.size)
+        if result.artifact_ref is not None and self.resources.store is not None:
+            self.resources.remember(result.artifact_ref, name=f"{call.name} result",
+                                    mime_type="text/plain", size=result.artifact_size)
+
+    async def _answer(self, call: ToolCall, outcome: InvocationResult | str | None,
+                      link: MCPClientLink, answers: dict[str, Any]
+                      ) -> types.CallToolResult | types.InputRequiredResult:
+        if outcome is None:  # the server stopped it
             return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
                                         is_error=True)
+        if isinstance(outcome, str) and self.channel is not None:
+            return self.channel.ask(outcome)
         if link.unreachable:
             raise MCPError(code=NO_WAY_BACK, message=link.unreachable)
         if link.missing:
@@ -310,19 +374,16 @@ class MCPFace(OfferHandlers):
                            data={"requiredCapabilities": link.missing})
         if link.asked:
             return next_round(link.asked, answers)
-        if result.status == "denied":
-            await _quietly(link.log("warning", f"{call.name}: {result.to_tool_result().text}",
+        assert not isinstance(outcome, str)
+        if outcome.status == "denied":
+            await _quietly(link.log("warning", f"{call.name}: {outcome.to_tool_result().text}",
                                     "toolkeeper.approval"))
-        rendered = render_result(call, result.to_tool_result(), "mcp")
-        for stored in result.files:
-            self.resources.remember(stored.artifact_ref, name=stored.path,
-                                    mime_type=stored.media_type, size=stored.size)
-        if result.artifact_ref is not None and self.resources.store is not None:
-            self.resources.remember(result.artifact_ref, name=f"{call.name} result",
-                                    mime_type="text/plain", size=result.artifact_size)
+        rendered = render_result(call, outcome.to_tool_result(), "mcp")
+        self._offer_files(call, outcome)  # what it stored, as this client's resources
+        if outcome.artifact_ref is not None and self.resources.store is not None:
             rendered = {**rendered, "content": [*cast(list[Any], rendered["content"]),
-                                                artifact_link(call.name, result.artifact_ref,
-                                                              result.artifact_size)]}
+                                                artifact_link(call.name, outcome.artifact_ref,
+                                                              outcome.artifact_size)]}
         return types.CallToolResult.model_validate(rendered)
 
     def stop_calls(self) -> int:
@@ -333,65 +394,13 @@ class MCPFace(OfferHandlers):
             scope.cancel()
         return len(scopes)
 
-    # -- the gateway's upstream resources and prompts, beside this server's own ------------
-
-    async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
-        listed = await super().list_prompts(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_prompts(ctx, params)
-        return listed.model_copy(update={"prompts": [*listed.prompts, *upstream.prompts]})
-
-    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
-                         ) -> types.GetPromptResult | types.InputRequiredResult:
-        if self.relayed is not None and self.relayed.sources.serves_prompt(params.name):
-            return await self.relayed.get_prompt(ctx, params)
-        return await super().get_prompt(ctx, params)
-
-    async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
-        listed = await super().list_resources(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_resources(ctx, params)
-        return listed.model_copy(update={"resources": [*listed.resources,
-                                                       *upstream.resources]})
-
-    async def list_resource_templates(self, ctx: Any, params: Any
-                                      ) -> types.ListResourceTemplatesResult:
-        listed = await super().list_resource_templates(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_resource_templates(ctx, params)
-        return listed.model_copy(update={"resource_templates": [
-            *listed.resource_templates, *upstream.resource_templates]})
-
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
-                            ) -> types.ReadResourceResult:
-        # the gateway's namespace: it names what is wrong with a URI no upstream serves
-        if self.relayed is not None and str(params.uri).startswith(RESOURCE_PREFIX):
-            return await self.relayed.read_resource(ctx, params)
-        return await super().read_resource(ctx, params)
-
-    async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
-            return await self.relayed.subscribe(ctx, params)
-        return await super().subscribe(ctx, params)
-
-    async def unsubscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
-        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
-            return await self.relayed.unsubscribe(ctx, params)
-        return await super().unsubscribe(ctx, params)
-
-    async def complete(self, ctx: Any, params: types.CompleteRequestParams
-                       ) -> types.CompleteResult:
-        ref = params.ref
-        upstream = self.relayed is not None and (
-            self.relayed.sources.serves_prompt(str(getattr(ref, "name", "")))
-            if getattr(ref, "type", "") == "ref/prompt"
-            else self.relayed.sources.serves_resource(str(getattr(ref, "uri", ""))))
-        if upstream and self.relayed is not None:
-            return await self.relayed.complete(ctx, params)
-        return await super().complete(ctx, params)
+    async def serve_stdio(self, *, beside: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
+                          until: Callable[[], Coroutine[Any, Any, None]] | None = None,
+                          drain_s: float = 1.0) -> None:
+        """Serve one client on this process's stdin/stdout (``stdio.py``) until it leaves or
+        ``until`` returns; the tasks of ``beside`` run alongside."""
+        await run_stdio(self.server, self.server.create_initialization_options(), beside=beside,
+                        until=until, drain_s=drain_s, stop_calls=self.stop_calls)
 
 
 def stopped_text(tool: str) -> str:
@@ -427,37 +436,34 @@ def _decode_cursor(cursor: str) -> str | None:
         return None
 
 
-_FACES: weakref.WeakKeyDictionary[Any, MCPFace] = weakref.WeakKeyDictionary()
+def _face(server: Server[Any]) -> MCPFace:
+    if not isinstance(server, FaceServer):
+        raise TypeError(f"{server!r} is not a server built by mcp_server or MCPFace")
+    return server.face
 
 
-async def close_sessions(server: Any) -> None:
-    """Close the client sessions of the MCP server ``server`` (as a server stops): each writes
-    its audit summary (refused calls counted past ``max_audit_rows``) and unpins its
-    artifacts."""
-    face = _FACES.get(server)
-    if face is None:
-        return
-    sessions, face.sessions = list(face.sessions.values()), {}
-    with anyio.CancelScope(shield=True):
-        for session in sessions:
-            await session.close()
+async def announce_changes(server: Server[Any], catalog: object, poll_s: float = 0.2) -> None:
+    """Tell the clients of ``server`` (built by ``mcp_server``) whenever ``catalog`` changes:
+    ``notifications/tools/list_changed`` on the 2026-07-28 ``subscriptions/listen`` streams
+    and to the 2025-11-25 connections that stay open (``Changes.follow``). Runs until
+    cancelled."""
+    await _face(server).changes.follow(catalog, poll_s)
 
 
-def stop_calls(server: Any) -> int:
-    """Cancel the calls in flight of the MCP server ``server`` (``MCPFace.stop_calls``)."""
-    face = _FACES.get(server)
-    return face.stop_calls() if face is not None else 0
+async def close_sessions(server: Server[Any]) -> None:
+    """Close the client sessions of ``server`` (``MCPFace.close_sessions``)."""
+    await _face(server).close_sessions()
 
 
-def release_artifacts(older_than_s: float, server: Any = None) -> int:
-    """Unpin the artifacts the client sessions of the MCP server ``server`` (by default, of
-    every one in this process) stored more than ``older_than_s`` seconds ago — a client's
-    session lives as long as its server: their clients read them no more, and the store's gc
-    may remove them. Returns how many."""
-    faces = [_FACES[server]] if server in _FACES else [] if server is not None else \
-        list(_FACES.values())
-    return sum(session.release(older_than_s)
-               for face in faces for session in list(face.sessions.values()))
+def stop_calls(server: Server[Any]) -> int:
+    """Cancel the calls in flight of ``server`` (``MCPFace.stop_calls``)."""
+    return _face(server).stop_calls()
+
+
+def release_artifacts(older_than_s: float, server: Server[Any]) -> int:
+    """Unpin what the client sessions of ``server`` stored more than ``older_than_s`` seconds
+    ago (``MCPFace.release_artifacts``). Returns how many."""
+    return _face(server).release_artifacts(older_than_s)
 
 
 def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
@@ -471,11 +477,11 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
     for a person: ``pending``) and calls still running after ``drain_s`` seconds are cancelled
     and answered so (``stdio.py``). With a ``gateway``, its upstream tools are attached
     meanwhile (``attach_upstreams``: the local tools are served at once; ``on_report`` gets
-    its report). ``alongside`` runs in the same event loop until then (the approval page).
-    ``on_ready`` is called once the server is built, just before it serves."""
-    server = mcp_server(invoker, gateway=gateway, **options)
+    its report). ``alongside`` runs in the same event loop until then. ``on_ready`` is called
+    once the server is built, just before it serves. ``options``: ``MCPFace``'s."""
+    face = MCPFace(invoker, gateway=gateway, **options)
     beside: list[Callable[[], Coroutine[Any, Any, None]]] = [
-        partial(announce_changes, server, invoker.registry)]
+        partial(face.changes.follow, invoker.registry)]
     if gateway is not None:
         beside.append(partial(attach_upstreams, gateway, invoker.registry, on_report))
     if alongside is not None:
@@ -484,8 +490,10 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
         on_ready()
 
     async def run() -> None:
-        await run_stdio(server, server.create_initialization_options(), beside=beside, until=until,
-            drain_s=drain_s, stop_calls=_FACES[server].stop_calls, context=gateway)
-        await close_sessions(server)
+        async with AsyncExitStack() as stack:
+            if gateway is not None:
+                await stack.enter_async_context(gateway)
+            await face.serve_stdio(beside=beside, until=until, drain_s=drain_s)
+        await face.close_sessions()
 
     anyio.run(run)

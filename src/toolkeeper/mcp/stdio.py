@@ -29,6 +29,7 @@ from typing import Any, cast
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+from mcp.server.stdio import stdio_server
 
 __all__ = ["StdioWire", "claimed_stdio", "run_stdio"]
 
@@ -163,7 +164,6 @@ async def run_stdio(server: Any, options: Any, *,
     """Run the low-level MCP ``server`` on this process's stdin/stdout (``context`` entered
     around it, the tasks of ``beside`` alongside) until the client leaves or ``until``
     returns."""
-    from mcp.server.stdio import stdio_server
 
     wires: list[StdioWire] = []
     served = anyio.Event()

@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp.server.streamable_http import EventMessage
+
 __all__ = ["MemoryEventStore"]
 
 
@@ -29,7 +31,6 @@ class MemoryEventStore:
                                   ) -> str | None:
         """Send the events of ``last_event_id``'s stream after it; that stream's id, or None
         when the event is unknown (or too old)."""
-        from mcp.server.streamable_http import EventMessage
 
         stream = next((s for s, e, _ in self._events if e == last_event_id), None)
         if stream is None:

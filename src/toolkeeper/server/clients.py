@@ -17,9 +17,8 @@ from pathlib import Path
 
 from ..approval.pg import open_database
 from ..core.context import OPERATOR as CORE_OPERATOR
-from ..core.context import Caller
+from ..core.context import STDIO_CLIENT, Caller
 from ..errors import UsageError
-from ..mcp.server import STDIO_CLIENT
 
 __all__ = ["ANONYMOUS", "DEFAULT_CLIENT", "OPERATOR", "RESERVED", "STDIO", "ClientToken",
            "ClientTokens", "operator_name"]

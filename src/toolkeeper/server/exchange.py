@@ -29,13 +29,16 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
+from ..mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+from ..toolbox.catalog import CatalogBase
 
 __all__ = ["SingleExchange", "input_schemas"]
 
@@ -149,7 +152,8 @@ class SingleExchange:
     passed to ``app`` (the SDK's Streamable HTTP app, stateless)."""
 
     def __init__(self, app: Any, server: Any, *, security: Any, max_body_bytes: int,
-                 path: str = "/mcp", stopping: threading.Event | None = None) -> None:
+                 path: str = "/mcp", stopping: threading.Event | None = None,
+                 state: Mapping[str, Any] | None = None) -> None:
         from mcp.server.transport_security import TransportSecurityMiddleware
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -161,6 +165,9 @@ class SingleExchange:
         self.versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         self.stopping = stopping
         """Set when the server stops: a call cancelled then is answered, not dropped."""
+        self.state = state if state is not None else {}
+        """What the server's lifespan yields (``MCPFace.state``): its handlers read it as
+        ``ctx.lifespan_context`` here as on the SDK's own path."""
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST"
@@ -218,8 +225,7 @@ class SingleExchange:
             message_metadata=ServerMessageMetadata(request_context=http),
             progress_token=progress_token_from_params(params))
         connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
-        manager = getattr(self.server, "_session_manager", None)
-        lifespan_state = getattr(manager, "_lifespan_state", None) or {}
+        lifespan_state = self.state
 
         async def run() -> None:
             try:
@@ -281,31 +287,17 @@ def _stopped(request: dict[str, Any]) -> dict[str, Any]:
     moment to finish): for a tool call, an error result the model reads."""
     params = request.get("params") or {}
     if request["method"] != "tools/call":
-        return _refusal(-32603, "the server stopped before answering; send the request again",
+        return _refusal(INTERNAL_ERROR, "the server stopped before answering; send the request again",
                         request["id"])
     text = stopped_text(str(params.get("name")))
     return {"jsonrpc": "2.0", "id": request["id"],
             "result": {"content": [{"type": "text", "text": text}], "isError": True}}
 
 
-def input_schemas(catalog: Any) -> Any:
-    """A tool's input schema by its wire name, for the SDK's 2026-07-28 entry, which checks a
-    call's ``Mcp-Param-*`` headers against it: without this lookup it ran the whole
-    ``tools/list`` handler (the catalog exported and every tool validated) on every call.
-    Exported again when the catalog's version changes or a name is not known."""
-    known: dict[str, Any] = {}
-    seen: list[Any] = [object()]
-
-    def lookup(name: str) -> Mapping[str, Any] | None:
-        version = getattr(catalog, "version", None)
-        if version != seen[0] or name not in known:
-            known.clear()
-            known.update({str(d["name"]): d.get("inputSchema")
-                          for d in catalog.export("mcp").declarations})
-            seen[0] = version
-        schema = known.get(name)
-        return schema if isinstance(schema, Mapping) else None
-    return lookup
+def input_schemas(catalog: CatalogBase) -> Callable[[str], Mapping[str, Any] | None]:
+    """A tool's input schema by its wire name (``Exported.input_schema``, which an
+    ``MCPFace`` hands its server). Goes away in 0.3.0: use ``Exported(catalog).input_schema``."""
+    return Exported(catalog).input_schema
 
 
 def _on_asyncio() -> bool:
@@ -382,15 +374,15 @@ def envelope(body: bytes) -> tuple[object, dict[str, Any] | None]:
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError):
-        return None, _refusal(-32700, "Parse error: the body is not JSON")
+        return None, _refusal(PARSE_ERROR, "Parse error: the body is not JSON")
     messages = decoded if isinstance(decoded, list) else [decoded]
     if not messages:
-        return decoded, _refusal(-32600, "Invalid Request: an empty batch")
+        return decoded, _refusal(INVALID_REQUEST, "Invalid Request: an empty batch")
     for message in messages:
         problem = _message_problem(message)
         if problem is not None:
             ident = message.get("id") if isinstance(message, dict) else None
-            return decoded, _refusal(-32600, f"Invalid Request: {problem}",
+            return decoded, _refusal(INVALID_REQUEST, f"Invalid Request: {problem}",
                                      ident if _valid_id(ident) else None)
     return decoded, None
 

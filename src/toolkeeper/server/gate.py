@@ -7,37 +7,36 @@ under ``--auth none``) calls tools on ``/mcp`` and reads its own requests under 
 **operator** (a person: the operator token, or the page's login cookie) decides, on the page,
 the API and the CLI, and is refused on ``/mcp`` — an agent configured with a credential that
 can approve could approve its own calls."""
-
 from __future__ import annotations
 
-import hmac
-import json
-import time
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
 
-from ..core.context import CALLER_KEY, Caller, Channel
-from .auth import COOKIE, PERSON_PREFIX, WebSessions
-from .clients import OPERATOR, ClientTokens
-from .oauth import Grant, OAuthResource, TokenRejected, not_covered_message
+from .auth import WebSessions
+from .clients import ClientTokens
+from .gate_layers import (
+    CSP,
+    LOOPBACK,
+    OPERATOR_ON_MCP,
+    OPERATOR_PATHS,
+    ASGIApp,
+    Asked,
+    Credentials,
+    Identified,
+    Layer,
+    Metadata,
+    RateLimit,
+    Receive,
+    Required,
+    Roles,
+    SameOrigin,
+    Scope,
+    Send,
+    ToolScope,
+)
+from .oauth import OAuthResource
 
-__all__ = ["CSP", "LOOPBACK", "OPERATOR_ON_MCP", "OPERATOR_PATHS", "TokenGate"]
-
-OPERATOR_ON_MCP = ("the operator credential decides approvals and is refused on /mcp: an agent "
-                   "must never hold it. Give the agent a client token (toolkeeper tokens add "
-                   "NAME) and keep the operator token for the page, the API and the CLI")
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-OPERATOR_PATHS = ("/metrics",)
-"""Paths that answer for themselves who may read them (the operator): not refused here without
-a credential, but an OAuth access token sent there is checked like on ``/api``, so one with the
-operator scope reads them as the operator token does."""
-MAX_BUCKETS = 10_000
-"""Rate-limit buckets kept before the full ones are forgotten."""
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+__all__ = ["CSP", "LOOPBACK", "OPERATOR_ON_MCP", "OPERATOR_PATHS", "ASGIApp", "Receive", "Scope",
+           "Send", "TokenGate"]
 
 
 class TokenGate:
@@ -64,6 +63,10 @@ class TokenGate:
       ``insufficient_scope``, ``tool_name`` mapping the wire name back), and a 401 names where
       the metadata is. It is checked on ``OPERATOR_PATHS`` too (``/metrics``: the operator scope
       reads it).
+
+    The gate is its layers, in order, each one job (``gate_layers.py``): the OAuth metadata,
+    who asks, the roles, the same-origin checks, the credential required, the rate limit,
+    the token's tool scope, and who asks written into the request's state.
     """
 
     def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
@@ -75,265 +78,26 @@ class TokenGate:
                  tool_name: Callable[[str], str | None] | None = None,
                  max_body_bytes: int = 8 << 20) -> None:
         self.app = app
-        self.oauth, self.tool_name, self.max_body_bytes = oauth, tool_name, max_body_bytes
-        self.anonymous = anonymous
-        self.token = token.encode() if token is not None else None
-        self.clients = clients
-        self.sessions = sessions
-        self.protected = protected
-        self.hosts = frozenset(h.lower() for h in hosts)
-        self.rate, self.burst = rate, burst
-        self.mcp_server: Any = None
-        """The MCP ``Server`` behind it, when ``create_app`` made it."""
-        self._buckets: dict[str, tuple[float, float]] = {}
-        """client → (tokens left, when counted): a token bucket of ``rate`` requests per second
-        with room for ``burst``."""
+        self.layers: tuple[Layer, ...] = (
+            Metadata(oauth),
+            Credentials(token, clients=clients, sessions=sessions, oauth=oauth,
+                        protected=protected),
+            Roles(anonymous),
+            SameOrigin(hosts),
+            Required(protected, oauth),
+            RateLimit(rate, burst),
+            ToolScope(oauth, tool_name, max_body_bytes),
+            Identified())
+        """What each request meets, in order (``starlette``'s middleware stack, as data)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path: str = scope["path"]
-        if self.oauth is not None and self.oauth.serves(path):
-            await _metadata(send, self.oauth)
-            return
-        headers = {k.lower(): v for k, v in scope.get("headers", ())}
-        client, via, secret, person = self._who(headers)
-        grant, rejected = None, None
-        if client is None and via == "bearer" and self.oauth is not None \
-                and (path.startswith(self.protected) or path in OPERATOR_PATHS):
-            grant, rejected = await self._checked(headers)
-            client = grant.client if grant is not None else None
-        if rejected is not None and rejected.status != 401:
-            await _refuse(send, rejected.status, "unavailable",
-                          (b"retry-after", str(max(1, rejected.retry_after)).encode()),
-                          str(rejected))
-            return
-        mcp = path.startswith("/mcp")
-        if mcp and client == OPERATOR:
-            await _refuse(send, 403, "operator_on_mcp", (b"vary", b"authorization"),
-                          OPERATOR_ON_MCP)
-            return
-        if mcp and client is None and via == "none" and self.anonymous is not None:
-            client = self.anonymous
-        if not mcp:
-            problem = self._foreign(scope, headers, bearer=via == "bearer")
-            if problem is not None:
-                await _refuse(send, 403, "forbidden", (b"vary", b"origin"), problem)
+        asked = Asked(scope, scope["path"], {k.lower(): v for k, v in scope.get("headers", ())})
+        for layer in self.layers:
+            passed = await layer(asked, receive, send)
+            if passed is None:
                 return
-            send = _secured(send)
-        if client is None and path.startswith(self.protected):
-            await self._unauthorized(send, mcp=mcp, rejected=rejected)
-            return
-        if client is not None and self.rate > 0 and not self._admit(
-                caller := _caller(client, via, scope)):
-            await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"), (
-                f"rate limit: more than {self.rate:g} requests per second (bursts of "
-                f"{self.burst}) from {caller}; slow down and retry after a second, or raise "
-                "the limit: toolkeeper serve --rate-limit N (0 turns it off)"))
-            return
-        if grant is not None and grant.tools is not None and mcp and scope["method"] == "POST":
-            within = await self._within_scope(grant.tools, receive, send)
-            if within is None:
-                return
-            receive = within
-        if client is not None:
-            channel: Channel = "mcp" if mcp else "api" if path.startswith("/api") else "page"
-            scope.setdefault("state", {})[CALLER_KEY] = Caller(
-                client=client, channel=channel, via=via, page_secret=secret,
-                tools=grant.tools if grant is not None else None,
-                subject=grant.subject if grant is not None else person)
+            receive, send = passed
         await self.app(scope, receive, send)
-
-    async def _unauthorized(self, send: Send, *, mcp: bool,
-                            rejected: TokenRejected | None) -> None:
-        """401: what to send (and, with OAuth, where its metadata is and why a token sent
-        was refused)."""
-        message = ("missing or wrong bearer token: send 'Authorization: Bearer <token>' with a "
-                   "client token (the one in the config toolkeeper serve printed, or "
-                   "toolkeeper tokens add NAME)" if mcp else
-                   "missing or wrong credential: log in with the link toolkeeper serve printed "
-                   "(toolkeeper approvals login-url makes a new one), or send the operator "
-                   "token as 'Authorization: Bearer <token>'")
-        challenge = b"Bearer"
-        if self.oauth is not None:
-            challenge = self.oauth.challenge(str(rejected) if rejected is not None else None)
-            message = (f"access token refused: {rejected}. " if rejected is not None else ""
-                       ) + message + (f", or an access token from {self.oauth.issuer} (see "
-                                      f"{self.oauth.metadata_url})")
-        await _refuse(send, 401, "unauthorized", (b"www-authenticate", challenge), message)
-
-    async def _checked(self, headers: dict[bytes, bytes]
-                       ) -> tuple[Grant | None, TokenRejected | None]:
-        """The grant of the bearer as an OAuth access token, or why it was refused."""
-        assert self.oauth is not None
-        presented = headers.get(b"authorization", b"")[7:].strip().decode("latin-1")
-        if not self.oauth.looks_like_jwt(presented):
-            return None, TokenRejected("neither a client token of this server nor a JWT "
-                                       "access token")
-        try:
-            return await self.oauth.check(presented), None
-        except TokenRejected as exc:
-            return None, exc
-
-    async def _within_scope(self, tools: tuple[str, ...], receive: Receive, send: Send
-                            ) -> Receive | None:
-        """The request's ``receive`` (replaying the body read) when it is not a ``tools/call``
-        of a tool outside ``tools``; else ``None``, once refused 403 ``insufficient_scope``."""
-        receive, tool = await self._called_tool(receive)
-        if tool is None or self.oauth is None or Caller(tools=tools).may_use(tool):
-            return receive
-        await _refuse(send, 403, "insufficient_scope", (
-            b"www-authenticate", self.oauth.scope_challenge(tool)),
-            not_covered_message(self.oauth, tool))
-        return None
-
-    async def _called_tool(self, receive: Receive) -> tuple[Receive, str | None]:
-        """The tool a ``tools/call`` names (by tool name), and a ``receive`` that replays the
-        body read to find it."""
-        body, more, messages = b"", True, []
-        while more and len(body) <= self.max_body_bytes:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-
-        async def replay() -> MutableMapping[str, Any]:
-            return messages.pop(0) if messages else await receive()
-
-        try:
-            request = json.loads(body) if not more else None
-        except ValueError:
-            request = None
-        params = request.get("params") if isinstance(request, dict) else None
-        wire = params.get("name") if isinstance(params, dict) and \
-            request.get("method") == "tools/call" else None  # type: ignore[union-attr]
-        if not isinstance(wire, str):
-            return replay, None
-        # a name no tool has is judged by the name itself: the answer never tells whether a
-        # tool the token cannot see exists
-        return replay, (self.tool_name(wire) if self.tool_name is not None else None) or wire
-
-    def _foreign(self, scope: Scope, headers: dict[bytes, bytes], *, bearer: bool
-                 ) -> str | None:
-        """Why the request does not come from this server's address and page, if it does
-        not. A change made with a cookie must name this exact origin (scheme, host and port:
-        another local port is another site); a bearer token cannot ride along cross-site, so
-        an API client need not send one, but a wrong one is refused all the same."""
-        host = headers.get(b"host", b"").decode("latin-1")
-        if _hostname(host) not in self.hosts:
-            return (f"Host {host!r} is not this server's; open it by the address toolkeeper "
-                    "serve printed (DNS-rebinding protection)")
-        origin = headers.get(b"origin")
-        unsafe = scope["method"] not in ("GET", "HEAD", "OPTIONS")
-        if (unsafe and not bearer) or origin is not None:
-            allowed = (f"http://{host}", f"https://{host}")
-            if origin is None or origin.decode("latin-1") not in allowed:
-                return ("cross-origin request refused: a change must come from this server's "
-                        "own page (Origin must be " + allowed[0] + ")")
-        return None
-
-    def _admit(self, caller: str) -> bool:
-        now = time.monotonic()
-        if len(self._buckets) >= MAX_BUCKETS:
-            self._forget_full(now)
-        left, then = self._buckets.get(caller, (float(self.burst), now))
-        left = min(float(self.burst), left + (now - then) * self.rate)
-        if left < 1.0:
-            self._buckets[caller] = (left, now)
-            return False
-        self._buckets[caller] = (left - 1.0, now)
-        return True
-
-    def _forget_full(self, now: float) -> None:
-        """Drop the buckets that have refilled (a caller gone quiet, a closed connection):
-        forgetting one changes nothing for its caller."""
-        full = self.burst / self.rate
-        self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < full}
-
-    def _who(self, headers: dict[bytes, bytes]
-             ) -> tuple[str | None, Literal["bearer", "cookie", "none"], str, str]:
-        """(client, how it proved it, the page session's secret, the named operator's name
-        when it is one of theirs)."""
-        value = headers.get(b"authorization", b"")
-        if value[:7].lower() == b"bearer ":
-            presented = value[7:].strip()
-            if self.token is not None and hmac.compare_digest(presented, self.token):
-                return OPERATOR, "bearer", "", ""
-            if self.clients is not None:
-                token = presented.decode("latin-1")
-                person = self.clients.operator_for(token)
-                if person is not None:
-                    return OPERATOR, "bearer", "", person
-                return self.clients.client_for(token), "bearer", "", ""
-            return None, "bearer", "", ""
-        secret = _cookie(headers.get(b"cookie", b""), COOKIE)
-        if secret and self.sessions is not None:
-            client = self.sessions.client_for(secret)
-            if client is not None and client.startswith(PERSON_PREFIX):  # a named operator's
-                person = client.removeprefix(PERSON_PREFIX)
-                if self.clients is not None and not self.clients.is_operator(person):
-                    return None, "cookie", secret, ""  # their token was revoked: so is this
-                return OPERATOR, "cookie", secret, person
-            return client, "cookie", secret, ""
-        return None, "none", "", ""
-
-
-def _caller(client: str, via: str, scope: Scope) -> str:
-    """Whom a rate limit counts: the client of a credential; without one, the connection."""
-    if via != "none":
-        return f"client {client!r}"
-    host, port = scope.get("client") or ("?", 0)
-    return f"client {client!r} on connection {host}:{port} (no credential: each connection " \
-           "is counted apart)"
-
-
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-_SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
-                     (b"x-content-type-options", b"nosniff"),
-                     (b"referrer-policy", b"same-origin")]
-
-
-def _secured(send: Send) -> Send:
-    async def wrapped(message: MutableMapping[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            message["headers"] = [*message.get("headers", ()), *_SECURITY_HEADERS]
-        await send(message)
-    return wrapped
-
-
-def _hostname(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def _cookie(header: bytes, name: str) -> str:
-    for part in header.decode("latin-1").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == name:
-            return value
-    return ""
-
-
-async def _metadata(send: Send, oauth: OAuthResource) -> None:
-    """The protected resource's metadata: public, readable from any origin (a browser-based
-    client discovers the authorization server with it)."""
-    body = oauth.metadata_body()
-    await send({"type": "http.response.start", "status": 200, "headers": [
-        (b"content-type", b"application/json"), (b"access-control-allow-origin", b"*"),
-        (b"cache-control", b"max-age=3600"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _refuse(send: Send, status: int, error: str, header: tuple[bytes, bytes],
-                  message: str) -> None:
-    body = json.dumps({"error": error, "message": message}).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), header,
-        (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})

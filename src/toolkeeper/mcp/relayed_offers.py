@@ -1,0 +1,80 @@
+"""The gateway's upstream resources and prompts beside a server's own: ``OfferHandlers`` whose
+listings add the upstreams' and whose reads, gets, subscriptions and completions of what the
+gateway serves go to it (``RelayedHandlers``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+from ..gateway.sources import RESOURCE_PREFIX
+from .offer_handlers import OfferHandlers
+from .relayed import RelayedHandlers
+from .wire import Ctx
+
+__all__ = ["RelayedOffers"]
+
+
+class RelayedOffers(OfferHandlers):
+    """Prompts, resources and completion: this server's own, then its gateway's."""
+
+    relayed: RelayedHandlers | None
+
+    async def list_prompts(self, ctx: Ctx, params: Any) -> types.ListPromptsResult:
+        listed = await super().list_prompts(ctx, params)
+        if self.relayed is None:
+            return listed
+        upstream = await self.relayed.list_prompts(ctx, params)
+        return listed.model_copy(update={"prompts": [*listed.prompts, *upstream.prompts]})
+
+    async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult | types.InputRequiredResult:
+        if self.relayed is not None and self.relayed.sources.serves_prompt(params.name):
+            return await self.relayed.get_prompt(ctx, params)
+        return await super().get_prompt(ctx, params)
+
+    async def list_resources(self, ctx: Ctx, params: Any) -> types.ListResourcesResult:
+        listed = await super().list_resources(ctx, params)
+        if self.relayed is None:
+            return listed
+        upstream = await self.relayed.list_resources(ctx, params)
+        return listed.model_copy(update={"resources": [*listed.resources,
+                                                       *upstream.resources]})
+
+    async def list_resource_templates(self, ctx: Ctx, params: Any
+                                      ) -> types.ListResourceTemplatesResult:
+        listed = await super().list_resource_templates(ctx, params)
+        if self.relayed is None:
+            return listed
+        upstream = await self.relayed.list_resource_templates(ctx, params)
+        return listed.model_copy(update={"resource_templates": [
+            *listed.resource_templates, *upstream.resource_templates]})
+
+    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        # the gateway's namespace: it names what is wrong with a URI no upstream serves
+        if self.relayed is not None and str(params.uri).startswith(RESOURCE_PREFIX):
+            return await self.relayed.read_resource(ctx, params)
+        return await super().read_resource(ctx, params)
+
+    async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
+        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
+            return await self.relayed.subscribe(ctx, params)
+        return await super().subscribe(ctx, params)
+
+    async def unsubscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
+        if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
+            return await self.relayed.unsubscribe(ctx, params)
+        return await super().unsubscribe(ctx, params)
+
+    async def complete(self, ctx: Ctx, params: types.CompleteRequestParams
+                       ) -> types.CompleteResult:
+        ref = params.ref
+        upstream = self.relayed is not None and (
+            self.relayed.sources.serves_prompt(str(getattr(ref, "name", "")))
+            if getattr(ref, "type", "") == "ref/prompt"
+            else self.relayed.sources.serves_resource(str(getattr(ref, "uri", ""))))
+        if upstream and self.relayed is not None:
+            return await self.relayed.complete(ctx, params)
+        return await super().complete(ctx, params)

@@ -1,0 +1,57 @@
+"""The MCP wire as the face reads it, each thing named once: the request context (the SDK's
+own type), which protocol era a request speaks, and the JSON-RPC error codes the face answers
+with (the SDK's constants where it has them)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeAlias
+
+from mcp.server.context import ServerRequestContext
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
+
+from ..gateway.sources import RESOURCE_NOT_FOUND
+
+__all__ = ["CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
+           "MISSING_CAPABILITY", "MODERN", "NO_WAY_BACK", "PARSE_ERROR", "RESOURCE_NOT_FOUND", "Ctx",
+           "State", "modern", "not_found_code"]
+
+State: TypeAlias = dict[str, Any]
+"""What the face's lifespan yields (``MCPFace.state``)."""
+Ctx: TypeAlias = ServerRequestContext[State, Any]
+"""The context the SDK hands each request handler (its ``request``: the HTTP request, or
+``None`` over stdio)."""
+
+MISSING_CAPABILITY = MISSING_REQUIRED_CLIENT_CAPABILITY
+"""A request that needs a capability the client did not declare (2026-07-28)."""
+NO_WAY_BACK = INVALID_REQUEST
+"""A request that needs to ask the client on a connection that cannot carry a request back to
+it (the SDK's ``NoBackChannelError`` answers the same)."""
+MODERN = MODERN_PROTOCOL_VERSIONS[0]
+"""The first revision of the per-request era (``subscriptions/listen``, input rounds)."""
+
+
+class Versioned(Protocol):
+    @property
+    def protocol_version(self) -> str: ...
+
+
+def modern(request: Versioned) -> bool:
+    """Whether ``request`` speaks the per-request era (2026-07-28 and later): its client
+    listens with ``subscriptions/listen`` and answers questions in rounds (``inputRequests``)
+    instead of on an open connection. An unknown revision is taken for the handshake era."""
+    return is_version_at_least(request.protocol_version, MODERN)
+
+
+def not_found_code(request: Versioned) -> int:
+    """The code answering a read of a resource that is not there, as the revision ``request``
+    speaks says: invalid params in the per-request era, ``RESOURCE_NOT_FOUND`` before."""
+    return INVALID_PARAMS if modern(request) else RESOURCE_NOT_FOUND
