@@ -23,6 +23,7 @@ from .config import all_tools_with_runtime, chain_policy, load_config
 from .core.spec import ToolSpec
 from .errors import (
     ApprovalDeniedError,
+    ApprovalExpiredError,
     ApprovalPending,
     BudgetExceededError,
     CallCancelledError,
@@ -120,6 +121,7 @@ __all__ = [
     "API_FORMATS",
     "ApprovalDecision",
     "ApprovalDeniedError",
+    "ApprovalExpiredError",
     "ApprovalHandler",
     "ApprovalOutcome",
     "ApprovalPending",

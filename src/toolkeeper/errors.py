@@ -21,6 +21,7 @@ The tree (a test checks that this drawing matches the real classes)::
         │   ├── ToolNotCallableError
         │   ├── GuardrailTrippedError
         │   ├── ApprovalDeniedError
+        │   ├── ApprovalExpiredError
         │   ├── BudgetExceededError
         │   ├── PolicyViolationError
         │   │   └── PolicyDeniedError
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApprovalDeniedError",
+    "ApprovalExpiredError",
     "ApprovalPending",
     "BudgetExceededError",
     "CallCancelledError",
@@ -178,6 +180,13 @@ class ApprovalDeniedError(ToolDidNotRunError):
     """A human (or the absence of one) refused the call."""
 
     code: ClassVar[str] = "denied"
+
+
+class ApprovalExpiredError(ToolDidNotRunError):
+    """Nobody decided in time: the request expired and the call did not run. Not a denial —
+    the same call made again asks a person anew."""
+
+    code: ClassVar[str] = "expired"
 
 
 class BudgetExceededError(ToolDidNotRunError):

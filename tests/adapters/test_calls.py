@@ -73,8 +73,8 @@ async def test_a_late_approval_of_an_expired_request_asks_anew(tmp_path: Path) -
     DELETED.clear()
     world = World(tmp_path / "state.db")
     calls, request_id = await asked(world)
-    world.store.decide(ApprovalDecision(request_id=request_id, outcome="timeout",
-                                        approver="timeout"))  # what its time-to-live does
+    world.store.decide(ApprovalDecision(request_id=request_id, outcome="expired"))
+    # what its time-to-live does
     result = await calls.decided("delete_file", KEEP, "c1", approved=True)
     assert result.status == "pending" and result.approval_id != request_id
     assert DELETED == []
@@ -120,11 +120,10 @@ async def test_a_tool_reads_the_framework_as_its_caller(tmp_path: Path) -> None:
 async def test_a_framework_denial_of_an_expired_request_asks_nobody_anew(tmp_path: Path) -> None:
     world = World(tmp_path / "state.db")
     calls, request_id = await asked(world)
-    world.store.decide(ApprovalDecision(request_id=request_id, outcome="timeout",
-                                        approver="timeout"))
+    world.store.decide(ApprovalDecision(request_id=request_id, outcome="expired"))
     result = await calls.decided("delete_file", KEEP, "c1", approved=False)
     assert result.status == "denied"
-    assert [s.state for s in world.store.requests()] == ["timeout"]  # no new request
+    assert [s.state for s in world.store.requests()] == ["expired"]  # no new request
 
 
 @pytest.mark.parametrize(("module", "framework", "extra"), [

@@ -59,7 +59,7 @@ async def test_auto_handler_approves_and_rules_can_deny() -> None:
     assert "was not approved" in large.text
 
 
-async def test_blocking_waits_then_denies_on_timeout() -> None:
+async def test_blocking_waits_then_the_request_expires() -> None:
     async def never(request: object) -> ApprovalDecision:
         await anyio.sleep(10)
         raise AssertionError("unreachable")
@@ -68,8 +68,8 @@ async def test_blocking_waits_then_denies_on_timeout() -> None:
     inv = ToolInvoker(box(), CallbackApprovalHandler(never), policy=policy)
     async with inv.open_session() as session:
         result = await inv.invoke(call("wire_money", amount=1, to="x"), session=session)
-    assert result.status == "denied"
-    assert "no decision within 0.1 s" in result.text
+    assert (result.status, result.error_code) == ("error", "expired")
+    assert "nobody decided within 0.1 s" in result.text
 
 
 async def test_continue_on_timeout_approves_after_waiting_and_records_it() -> None:
@@ -192,16 +192,16 @@ async def test_no_handler_denies_everything_above_the_ceiling_but_the_ceiling_ca
         assert (await relaxed.invoke(call("delete_file", path="/t"), session=session)).ok
 
 
-async def test_a_stored_request_that_timed_out_cannot_be_approved_later(tmp_path: Path) -> None:
+async def test_a_stored_request_that_expired_cannot_be_approved_later(tmp_path: Path) -> None:
     store = SqliteApprovalStore(tmp_path / "t.db")
     policy = ChainPolicy(approval_timeout_s=0.2, call_timeout_s=5)
     inv = ToolInvoker(box(), PersistedApprovalHandler(store, wait_s=30, poll_s=0.02),
                       policy=policy)
     async with inv.open_session() as session:
         result = await inv.invoke(call("wire_money", amount=1, to="late"), session=session)
-    assert result.status == "denied" and "no decision within 0.2 s" in result.text
+    assert result.error_code == "expired" and "nobody decided within 0.2 s" in result.text
     (stored,) = [store.get(r) for r in [store.db.query("SELECT id FROM approvals")[0][0]]]
-    assert stored is not None and stored.state == "timeout"
+    assert stored is not None and stored.state == "expired"
     assert not store.decide(ApprovalDecision(request_id=stored.request.id, outcome="approved"))
 
 

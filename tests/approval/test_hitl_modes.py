@@ -117,7 +117,7 @@ async def test_a_request_past_its_time_to_live_leaves_the_inbox_and_cannot_be_ap
         assert [s.request.id for s in store.requests(state="pending")] == [first.approval_id]
         await anyio.sleep(0.25)
         assert store.requests(state="pending") == []
-        assert store.requests()[0].state == "timeout"  # in the history, as expired
+        assert store.requests()[0].state == "expired"  # in the history
         with pytest.raises(DecisionError, match="expired") as refused:
             await decide(store, None, "operator", str(first.approval_id), "approve")
         assert refused.value.code == "expired"

@@ -192,10 +192,10 @@ async def test_a_handler_without_a_store_is_told_when_the_wait_ends() -> None:
     invoker = ToolInvoker([pay], handler, policy=policy)
     async with invoker.open_session() as session:
         result = await invoker.invoke(call("pay", amount=8), session=session)
-    assert (result.status, result.error_code) == ("denied", "denied")
-    assert "no decision within 0.1 s" in result.text
+    assert (result.status, result.error_code) == ("error", "expired")
+    assert "nobody decided within 0.1 s" in result.text
     assert [(d.outcome, d.request_id.startswith("apr_")) for d in handler.expired] == [
-        ("timeout", True)]
+        ("expired", True)]
     assert RUNS == []
 
 
@@ -205,8 +205,8 @@ async def test_the_persisted_handler_expires_a_request_so_a_late_answer_cannot_a
     handler = PersistedApprovalHandler(store, wait_s=0)
     request = _request()
     assert (await handler.request(request)).outcome == "pending"
-    await handler.expire(ApprovalDecision(request_id=request.id, outcome="timeout"))
-    assert store.get(request.id).state == "timeout"  # type: ignore[union-attr]
+    await handler.expire(ApprovalDecision(request_id=request.id, outcome="expired"))
+    assert store.get(request.id).state == "expired"  # type: ignore[union-attr]
     assert not store.decide(ApprovalDecision(request_id=request.id, outcome="approved"))
 
 

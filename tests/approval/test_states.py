@@ -15,7 +15,7 @@ from toolkeeper.core.risk import ToolRisk
 from toolkeeper.testing.approval_store import ApprovalWalk
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "approval.md"
-FINAL = ("denied", "skipped", "timeout", "done")
+FINAL = ("denied", "skipped", "expired", "done")
 
 
 def _request() -> ApprovalRequest:
@@ -58,8 +58,8 @@ def test_only_a_pending_request_is_decided_or_expires() -> None:
     assert {t.by for t in _moves(operation="expire")} == {"rule"}
 
 
-def test_a_rule_only_approves_or_times_out() -> None:
-    assert {t.target for t in _moves(by="rule")} == {"approved", "timeout"}
+def test_a_rule_only_approves_or_expires() -> None:
+    assert {t.target for t in _moves(by="rule")} == {"approved", "expired"}
 
 
 def test_a_run_is_an_approval_claimed_then_completed_by_the_executor() -> None:
@@ -85,9 +85,10 @@ def test_every_outcome_is_its_own_state_or_has_no_move() -> None:
     assert states.transition("decide", "person", "pending") is None
 
 
-def test_a_timeout_or_a_rules_approver_is_the_rule_and_anyone_else_a_person() -> None:
-    assert states.decider("timeout", "") == "rule"
-    assert states.decider("timeout", "page") == "rule"
+def test_an_expiry_or_a_rules_approver_is_the_rule_and_anyone_else_a_person() -> None:
+    assert states.decider("expired", "") == "rule"
+    assert states.decider("expired", "page") == "rule"
+    assert states.decider("timeout", "") == "rule"  # an expiry's earlier name
     assert states.decider("approved", "fire_and_continue") == "rule"
     assert states.decider("approved", "timeout") == "rule"
     for approver in ("", "page", "cli", "auto", "client:c1"):

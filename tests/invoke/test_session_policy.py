@@ -81,8 +81,8 @@ async def _deploy_status(invoker: ToolInvoker, session: Any, _tmp: Path) -> obje
 
 async def _timeout_message(invoker: ToolInvoker, session: Any, _tmp: Path) -> object:
     result = await _one(invoker, session, "deploy", target="prod")
-    assert result.status == "denied", result.text
-    return result.text.split("(", 1)[1].split(")", 1)[0]  # "no decision within N s"
+    assert result.error_code == "expired", result.text
+    return result.text.split(": ", 1)[1].split(";", 1)[0]  # "nobody decided within N s"
 
 
 async def _request_lifetime(invoker: ToolInvoker, session: Any, tmp: Path) -> object:
@@ -114,10 +114,10 @@ APPROVAL: list[tuple[Case, Callable[[Path], Any], Scenario]] = [
      lambda _: None, _deploy_status),
     # a person who never answers: the call waits the session's time, then is denied
     (Case("approval_timeout_s", {"approval_timeout_s": 5.0}, {"approval_timeout_s": 0.05},
-          "no decision within 0.05 s"), lambda _: CallbackApprovalHandler(_never),
+          "nobody decided within 0.05 s"), lambda _: CallbackApprovalHandler(_never),
      _timeout_message),
     (Case("approval_timeout_s", {"approval_timeout_s": 0.05}, {"approval_timeout_s": 0.2},
-          "no decision within 0.2 s"), lambda _: CallbackApprovalHandler(_never),
+          "nobody decided within 0.2 s"), lambda _: CallbackApprovalHandler(_never),
      _timeout_message),
     # a stored request that nobody waits for: it stays approvable the session's time
     (Case("approval_ttl_s", {"approval_ttl_s": 3600.0}, {"approval_ttl_s": 60.0}, 60.0),

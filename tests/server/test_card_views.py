@@ -245,7 +245,7 @@ def test_a_pending_request_past_its_time_is_shown_expired_and_not_approvable() -
     ("api:operator", "denied", "denied by api:operator"),
     ("timeout", "approved", "approved automatically after the timeout"),
     ("fire_and_continue", "approved", "ran without waiting (announced, not asked)"),
-    ("", "timeout", "expired: nobody decided in time"),
+    ("", "expired", "expired: nobody decided in time"),
 ])
 def test_a_decided_card_says_who_decided_and_when(approver: str, outcome: str, said: str
                                                   ) -> None:

@@ -14,25 +14,47 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..core.call import ToolCall
 from ..core.risk import HitlMode, ToolRisk
 
-__all__ = ["SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision", "ApprovalOutcome",
-           "ApprovalRequest", "args_digest", "as_decision"]
+__all__ = ["OLD_EXPIRED", "SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision",
+           "ApprovalOutcome", "ApprovalRequest", "args_digest", "as_decision", "duration"]
 
 SESSION_GRANT_S = 900.0
 """How long "approve for this client" (``scope="session"``) lets the same tool run again in
 the session that asked, without asking: 15 minutes, never longer than that session."""
 
-Outcome = Literal["approved", "denied", "skipped", "timeout", "pending"]
+Outcome = Literal["approved", "denied", "skipped", "expired", "pending"]
+
+OLD_EXPIRED = "timeout"
+"""What an expired request was called before ``expired`` (stores written then hold it; a
+handler may still answer it): read as ``expired``."""
 
 
 class ApprovalOutcome(StrEnum):
     """The outcomes of an approval, as an enum: ``ApprovalDecision.APPROVED`` and its siblings
-    are these members, and each equals its string (``ApprovalOutcome.APPROVED == "approved"``)."""
+    are these members, and each equals its string (``ApprovalOutcome.APPROVED == "approved"``).
+    ``EXPIRED``: nobody decided in time (the call did not run); ``TIMEOUT`` is its old name."""
 
     APPROVED = "approved"
     DENIED = "denied"
     SKIPPED = "skipped"
-    TIMEOUT = "timeout"
+    EXPIRED = "expired"
     PENDING = "pending"
+    TIMEOUT = "expired"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ApprovalOutcome | None:
+        return cls.EXPIRED if value == OLD_EXPIRED else None
+
+
+def duration(seconds: float) -> str:
+    """How long, for a person: ``0.2 s``, ``45 s``, ``5 min``, ``60 min``, ``2 h 30 min``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{round(seconds, 2):g} s"
+    minutes = round(seconds / 60)
+    if minutes <= 90:
+        return f"{minutes} min"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} h" + (f" {rest} min" if rest else "")
 
 
 def args_digest(arguments: object) -> str:
@@ -108,7 +130,8 @@ class ApprovalDecision(BaseModel):
     APPROVED: ClassVar[ApprovalOutcome] = ApprovalOutcome.APPROVED
     DENIED: ClassVar[ApprovalOutcome] = ApprovalOutcome.DENIED
     SKIPPED: ClassVar[ApprovalOutcome] = ApprovalOutcome.SKIPPED
-    TIMEOUT: ClassVar[ApprovalOutcome] = ApprovalOutcome.TIMEOUT
+    EXPIRED: ClassVar[ApprovalOutcome] = ApprovalOutcome.EXPIRED
+    TIMEOUT: ClassVar[ApprovalOutcome] = ApprovalOutcome.EXPIRED
     PENDING: ClassVar[ApprovalOutcome] = ApprovalOutcome.PENDING
 
     request_id: str
@@ -121,7 +144,9 @@ class ApprovalDecision(BaseModel):
     @field_validator("outcome", mode="before")
     @classmethod
     def _plain_outcome(cls, value: object) -> object:
-        return value.value if isinstance(value, ApprovalOutcome) else value
+        if isinstance(value, ApprovalOutcome):
+            return value.value
+        return "expired" if value == OLD_EXPIRED else value
 
     @property
     def approved(self) -> bool:

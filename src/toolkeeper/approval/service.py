@@ -22,12 +22,12 @@ from ..core.risk import HitlMode, ToolRisk
 from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler, Expires, Rejoins, Releases
-from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision
+from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision, duration
 from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, StoredApproval
 from .where import decide_command
 
-__all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "ceiling", "may_ask",
-           "request_ttl"]
+__all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "ceiling",
+           "expired_text", "may_ask", "request_ttl"]
 
 
 class ApprovalPolicy(Protocol):
@@ -97,7 +97,8 @@ class Claim:
     request: ApprovalRequest | None
     decision: ApprovalDecision | None = None
     """The decision that approved it, when it will run."""
-    refusal: Literal["unknown", "mismatch", "pending", "denied", "already_executed"] | None = None
+    refusal: Literal["unknown", "mismatch", "pending", "denied", "expired",
+                     "already_executed"] | None = None
     message: str = ""
 
 
@@ -151,7 +152,7 @@ class ApprovalService:
     async def decide(self, request: ApprovalRequest, mode: HitlMode, *,
                      policy: ApprovalPolicy, rejoin: bool = False) -> ApprovalDecision:
         """Ask the handler and wait as ``mode`` and the call's ``policy`` say: BLOCKING up to
-        ``approval_timeout_s`` (then ``timeout``), CONTINUE_ON_TIMEOUT up to
+        ``approval_timeout_s`` (then ``expired``), CONTINUE_ON_TIMEOUT up to
         ``hitl_timeout_seconds`` (then approved, and recorded as such), FIRE_AND_CONTINUE not
         at all. A stored request that outlives the call's wait (``approval_ttl_s``) is left
         open instead: the call answers ``pending`` and is made again. With ``rejoin`` the
@@ -195,12 +196,12 @@ class ApprovalService:
                                         approver="timeout", message=f"approved automatically "
                                         f"after {limit:g} s without an answer")
         else:
-            decision = ApprovalDecision(request_id=request.id, outcome="timeout",
-                                        message=f"no decision within {limit:g} s")
+            decision = ApprovalDecision(request_id=request.id, outcome="expired",
+                                        message=f"nobody decided within {duration(limit)}")
         return await self._final(decision)
 
     async def _final(self, decision: ApprovalDecision) -> ApprovalDecision:
-        """Record a decision the service made itself (a timeout) so that a late answer cannot
+        """Record a decision the service made itself (expired) so that a late answer cannot
         apply any more; a person's answer that came first stands."""
         store = self.store
         if store is None:
@@ -245,7 +246,10 @@ class ApprovalService:
         if stored.state == "pending":
             return Claim(request=request, refusal="pending",
                          message=f"request {approval_id} is still waiting for a decision")
-        if stored.state in ("denied", "skipped", "timeout"):
+        if stored.state == "expired":
+            return Claim(request=request, refusal="expired", message=expired_text(
+                request.tool, stored.decision.message if stored.decision else ""))
+        if stored.state in ("denied", "skipped"):
             why = stored.decision.message if stored.decision else ""
             return Claim(request=request, refusal="denied",
                          message=f"request {approval_id} was {stored.state}. {why}")
@@ -286,6 +290,13 @@ class ApprovalService:
                      payload: dict[str, object]) -> None:
         if self.hooks is not None and self.hooks.has(event):
             await self.hooks.dispatch(event, {"tool": tool, "session": session, **payload})
+
+
+def expired_text(tool: str, why: str) -> str:
+    """What the model reads of a call nobody decided in time (``why``: the decision's message,
+    "nobody decided within 60 min"): it did not run, and calling again asks again."""
+    return (f"the call to '{tool}' expired: {why or 'nobody decided in time'}; it did not run; "
+            "call it again to ask again (a person is asked anew)")
 
 
 def _bounds(request: ApprovalRequest, timeout_s: float) -> tuple[float, float, bool]:

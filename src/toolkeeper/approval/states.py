@@ -11,7 +11,8 @@ Who moves a request:
   run's result again, once, to the same call made again;
 - a **person** decides: the approval page, the HTTP API, the CLI, a client's answer to the
   question it was asked, or a handler that answers for one (auto, callback, terminal);
-- a **rule** decides for the service: ``timeout`` (a wait or a time-to-live ran out) and
+- a **rule** decides for the service: ``expired`` (nobody decided before the call's wait or the
+  request's time-to-live ran out), CONTINUE_ON_TIMEOUT's approval (approver ``timeout``) and
   ``fire_and_continue`` (announced, not waited for);
 - the **executor** (the invoker, the one door) claims an approved request and completes it.
 
@@ -30,7 +31,7 @@ from ..errors import StoreError
 __all__ = ["ACTORS", "RULES", "STATES", "TRANSITIONS", "Actor", "Operation", "State",
            "Transition", "decider", "edges", "mermaid", "sources", "table", "transition"]
 
-State = Literal["pending", "approved", "denied", "skipped", "timeout", "executing", "done"]
+State = Literal["pending", "approved", "denied", "skipped", "expired", "executing", "done"]
 STATES: tuple[State, ...] = get_args(State)
 Operation = Literal["create", "decide", "expire", "claim", "complete", "replay"]
 Actor = Literal["service", "person", "rule", "executor"]
@@ -38,12 +39,13 @@ Actor = Literal["service", "person", "rule", "executor"]
 ACTORS: dict[Actor, str] = {
     "service": "the approval service, or a handler storing the request it was asked",
     "person": "the page, the HTTP API, the CLI, a client's answer, or a handler answering for one",
-    "rule": "the service's own: `timeout` or `fire_and_continue`",
+    "rule": "the service's own: `expired`, or approved by `timeout` or `fire_and_continue`",
     "executor": "the invoker (the one door) running an approved call",
 }
 
 RULES = frozenset({"timeout", "fire_and_continue"})
-"""Approvers that are rules, not people: their decisions are the service's own."""
+"""Approvers that are rules, not people: their decisions are the service's own (``timeout``
+approves a CONTINUE_ON_TIMEOUT request nobody answered)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,11 +70,11 @@ TRANSITIONS: tuple[Transition, ...] = (
                when="before its time-to-live"),
     Transition(operation="decide", sources=("pending",), target="approved", by="rule",
                when="FIRE_AND_CONTINUE at once; CONTINUE_ON_TIMEOUT when its call's wait ends"),
-    Transition(operation="decide", sources=("pending",), target="timeout", by="rule",
+    Transition(operation="decide", sources=("pending",), target="expired", by="rule",
                when="its call stopped waiting"),
     Transition(operation="expire", sources=("pending",), target="approved", by="rule",
                when="past its time-to-live, CONTINUE_ON_TIMEOUT"),
-    Transition(operation="expire", sources=("pending",), target="timeout", by="rule",
+    Transition(operation="expire", sources=("pending",), target="expired", by="rule",
                when="past its time-to-live, any other mode"),
     Transition(operation="claim", sources=("approved",), target="executing", by="executor",
                when="exactly one caller wins"),
@@ -83,7 +85,10 @@ TRANSITIONS: tuple[Transition, ...] = (
 
 
 def stored(value: object) -> State:
-    """A state read back from a store's row."""
+    """A state read back from a store's row (``timeout``, an expired request's earlier name,
+    as ``expired``)."""
+    if value == "timeout":
+        return "expired"
     for state in STATES:
         if value == state:
             return state
@@ -92,9 +97,9 @@ def stored(value: object) -> State:
 
 
 def decider(outcome: str, approver: str) -> Actor:
-    """Who made a decision: a ``timeout`` outcome or a rule's approver is the service's rule;
+    """Who made a decision: an ``expired`` outcome or a rule's approver is the service's rule;
     anything else is a person's."""
-    return "rule" if outcome == "timeout" or approver in RULES else "person"
+    return "rule" if outcome in ("expired", "timeout") or approver in RULES else "person"
 
 
 def transition(operation: Operation, by: Actor, target: str | None = None

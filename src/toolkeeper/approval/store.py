@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from ..core.risk import HitlMode
 from ..errors import StoreError
-from .models import ApprovalDecision, ApprovalRequest
+from .models import ApprovalDecision, ApprovalRequest, duration
 from .pg import CHANNEL, PgDatabase, is_url, open_database
 from .sqlite import Connection
 from .states import RULES, Operation, State, Transition, decider, sources, stored, transition
@@ -53,7 +53,10 @@ CREATE TABLE IF NOT EXISTS approval_events (
     state TEXT NOT NULL,
     ts REAL NOT NULL
 );
+UPDATE approvals SET state = 'expired' WHERE state = 'timeout';
 """
+# (the last statement: an expired request was stored as 'timeout' before it had its own name;
+# the state index makes it cheap at every open, and its decision reads as 'expired')
 
 _EVENT = ("INSERT INTO approval_events (request_id, session_id, state, ts) "
           "SELECT id, session_id, state, ? FROM approvals WHERE id = ?")
@@ -176,7 +179,7 @@ class SqliteApprovalStore:
     def settle(self, request_id: str | None = None) -> list[str]:
         """End the pending requests (or the one) whose time-to-live has passed, exactly once:
         a CONTINUE_ON_TIMEOUT request is approved (approver ``timeout``), as its mode says;
-        any other expires (state ``timeout``) and can no longer be approved. Returns the ids
+        any other expires (state ``expired``) and can no longer be approved. Returns the ids
         ended now."""
         now, expiring = time.time(), sources("expire", "rule")
         if request_id is None:
@@ -196,8 +199,8 @@ class SqliteApprovalStore:
                     message="approved automatically: nobody answered in time")
             else:
                 decision = ApprovalDecision(
-                    request_id=request.id, outcome="timeout",
-                    message="expired: nobody decided within its time-to-live")
+                    request_id=request.id, outcome="expired",
+                    message=f"nobody decided within {duration(request.expires_at - request.created_at)}")
             if self._apply(decision, "expire"):
                 ended.append(request.id)
         return ended

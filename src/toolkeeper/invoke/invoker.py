@@ -54,6 +54,7 @@ ASYNCIO_ONLY = ("ToolInvoker.invoke runs on asyncio (anyio's asyncio backend), a
 _MAX_CHAINS = 4096
 _REFUSED = {"unknown": ("error", "unknown_approval"), "mismatch": ("denied", "policy_violation"),
             "pending": ("pending", "pending"), "denied": ("denied", "denied"),
+            "expired": ("error", "expired"),
             "already_executed": ("error", "already_executed")}
 
 

@@ -15,7 +15,7 @@ __all__ = ["ChainCallRecord", "ChainFile", "ChainRunResult", "Envelope", "Invoca
            "Status"]
 
 Status = Literal["ok", "error", "denied", "pending"]
-RecordStatus = Literal["ok", "error", "denied", "pending", "timeout"]
+RecordStatus = Literal["ok", "error", "denied", "pending", "timeout", "expired"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

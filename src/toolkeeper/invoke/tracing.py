@@ -43,7 +43,8 @@ INVOKE = "toolkeeper.invoke"
 REFUSED_BY = {
     "budget_exceeded": "budget", "unknown_tool": "lookup", "malformed_call": "lookup",
     "policy_violation": "lookup", "not_callable": "kind", "invalid_arguments": "validate",
-    "denied": "approval", "pending": "approval", "cancelled": "cancellation",
+    "denied": "approval", "pending": "approval", "expired": "approval",
+    "cancelled": "cancellation",
     "timeout": "timeout", "guardrail_tripped": "guardrails",
 }
 """Which gate answers a call with each error code (``guardrails``: a guardrail on the arguments

@@ -79,7 +79,7 @@ async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, requ
         now = await anyio.to_thread.run_sync(store.get, request_id)
         state = now.state if now is not None else "gone"
         if now is not None and now.decision is not None and now.decision.approver == "" \
-                and state == "timeout":
+                and state == "expired":
             raise DecisionError(409, "expired", f"request {request_id} expired: nobody decided "
                                 "within its time-to-live, so it cannot be approved any more. "
                                 "The same call made again asks anew")

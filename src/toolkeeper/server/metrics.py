@@ -53,6 +53,8 @@ NO_CLIENT = "_none"
 CALL_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0)
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 DECIDED = ("approved", "denied", "skipped")
+EXPIRED = ("expired", "timeout")
+"""An expired request's state in the change log ('timeout': its name in earlier releases)."""
 _EVENTS = ("SELECT seq, request_id, state, ts FROM approval_events WHERE seq > ? "
            "ORDER BY seq LIMIT 500")
 
@@ -131,7 +133,7 @@ class ServerMetrics:
         while rows := store.db.query(_EVENTS, (self._cursor,)):
             for seq, request_id, state, ts in rows:
                 self._cursor = int(str(seq))
-                if state == "timeout":
+                if state in EXPIRED:
                     self.expired.inc()
                 elif state in DECIDED:
                     self.decided.labels(str(state)).inc()

@@ -128,7 +128,7 @@ def decided_text(approver: str, outcome: str) -> str:
     """Who decided, in words (the timeout and announcements are not people)."""
     if approver == "timeout" and outcome == "approved":
         return "approved automatically after the timeout"
-    if outcome == "timeout":
+    if outcome == "expired":
         return "expired: nobody decided in time"
     if approver == "fire_and_continue":
         return "ran without waiting (announced, not asked)"
@@ -139,8 +139,8 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
     """What a card shows (the template escapes every value but the blocks' own HTML)."""
     request, now = stored.request, time.time()
     expires, state = request.expires_at, str(stored.state)
-    expired = state in ("expired", "timeout") or (state == "pending" and expires is not None
-                                                  and expires <= now)
+    expired = state == "expired" or (state == "pending" and expires is not None
+                                     and expires <= now)
     sections, note, raw_too = card_sections(request.tool, request.arguments, catalog)
     anchor = f"c-{request.id}"
     decision = stored.decision
@@ -160,7 +160,7 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
         "decided": decided_text(decision.approver, decision.outcome) if decision else "",
         "decided_at": _when(decision.decided_at) if decision else "",
         "decided_ago": _age(now - decision.decided_at) if decision else "",
-        "message": plain(decision.message) if decision and decision.outcome != "timeout"
+        "message": plain(decision.message) if decision and decision.outcome != "expired"
         else "",
     }
 

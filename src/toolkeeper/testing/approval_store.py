@@ -255,13 +255,13 @@ class ApprovalWalk(RuleBasedStateMachine):
 
     def _expire(self, request_id: str) -> bool:
         """What settling does to a request past its time-to-live: CONTINUE_ON_TIMEOUT's is
-        approved by the rule ``timeout``, any other times out."""
+        approved by the rule ``timeout``, any other expires."""
         expected = self.expected.get(request_id)
         if expected is None or expected.request.expires_at is None \
                 or expected.request.expires_at > time.time():
             return False
         approves = expected.request.hitl_mode is HitlMode.CONTINUE_ON_TIMEOUT
-        outcome, approver = ("approved", "timeout") if approves else ("timeout", "")
+        outcome, approver = ("approved", "timeout") if approves else ("expired", "")
         if not self._move(request_id, "expire", "rule", outcome):
             return False
         expected.decision = (outcome, approver)

@@ -2,7 +2,8 @@
 
 The gate asks the ``ApprovalService`` it holds, under the call's own policy (``inv.policy``: a
 session's over the invoker's — the ceiling, ``unapproved_tools`` and every wait come from it):
-BLOCKING waits up to ``approval_timeout_s`` then denies; CONTINUE_ON_TIMEOUT waits
+BLOCKING waits up to ``approval_timeout_s`` then the request expires (the call did not run;
+made again, it asks anew); CONTINUE_ON_TIMEOUT waits
 ``hitl_timeout_seconds`` then approves and records that it did; FIRE_AND_CONTINUE announces the
 request and proceeds. Without a handler every call that needs approval is denied.
 """
@@ -16,12 +17,12 @@ from collections.abc import Mapping
 import anyio
 
 from ...approval.models import SESSION_GRANT_S, ApprovalDecision, ApprovalRequest
-from ...approval.service import ApprovalService, ceiling, may_ask, request_ttl
+from ...approval.service import ApprovalService, ceiling, expired_text, may_ask, request_ttl
 from ...core.context import ToolContext
 from ...core.results import ToolResult
 from ...core.risk import HitlMode, ToolRisk
 from ...core.spec import ToolLike
-from ...errors import ApprovalDeniedError, ApprovalPending
+from ...errors import ApprovalDeniedError, ApprovalExpiredError, ApprovalPending
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -93,6 +94,9 @@ class ApprovalGate(Gate):
                 f"must decide ({service.where(request.id)}). Call the same tool again with the "
                 f"same arguments once a person has approved request {request.id}; it then runs "
                 "once. Nothing ran yet.", request_id=request.id)
+        if decision.outcome == "expired":
+            raise ApprovalExpiredError(expired_text(tool.name, decision.message),
+                                       tool_name=tool.name, details={"approval_id": request.id})
         if not decision.approved:
             why = decision.message or decision.outcome
             raise ApprovalDeniedError(f"the call to '{tool.name}' was not approved ({why}); do "

@@ -12,7 +12,7 @@ from ...approval.models import args_digest
 from ...errors import CallCancelledError, InvalidArgumentsError
 from ...hooks import HookEvent, HookManager
 from ..audit import AuditEntry, AuditLog, WritesAsync
-from ..results import ChainCallRecord, InvocationResult
+from ..results import ChainCallRecord, InvocationResult, RecordStatus
 from ..state import ApprovalTrail, Gate, Invocation, Next
 from .errors import result_for
 
@@ -21,6 +21,11 @@ __all__ = ["TOLD_AGAIN", "RecordGate"]
 TOLD_AGAIN = "told again: the approved run's result; nothing ran"
 """The audit row of a call answered with its approved run's result (its first caller may have
 given up): ``ok``, and not a second run."""
+
+
+_RECORDED: dict[str, RecordStatus] = {"timeout": "timeout", "expired": "expired"}
+"""Error codes recorded as a status of their own: the tool ran out of time, or nobody decided
+on its approval in time (neither a failure of the tool nor a denial)."""
 
 
 def _told_again(result: InvocationResult) -> bool:
@@ -79,7 +84,7 @@ class RecordGate(Gate):
     async def _record(self, inv: Invocation, result: InvocationResult, started: float,
                       digest: str | None = None) -> None:
         duration = (time.perf_counter() - started) * 1000
-        status = "timeout" if result.error_code == "timeout" else result.status
+        status = _RECORDED.get(result.error_code or "", result.status)
         record = ChainCallRecord(tool=inv.call.name, call_id=inv.call.id, status=status,
                                  duration_ms=round(duration, 3), error_code=result.error_code,
                                  args_digest=digest, arguments=inv.call.arguments)
