@@ -6,6 +6,7 @@ import hashlib
 import json
 import secrets
 import time
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import ClassVar, Literal
 
@@ -15,7 +16,8 @@ from ..core.call import ToolCall
 from ..core.risk import HitlMode, ToolRisk
 
 __all__ = ["OLD_EXPIRED", "SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision",
-           "ApprovalOutcome", "ApprovalRequest", "args_digest", "as_decision", "duration"]
+           "ApprovalOutcome", "ApprovalRequest", "args_digest", "as_decision", "changed",
+           "duration"]
 
 SESSION_GRANT_S = 900.0
 """How long "approve for this client" (``scope="session"``) lets the same tool run again in
@@ -55,6 +57,13 @@ def duration(seconds: float) -> str:
         return f"{minutes} min"
     hours, rest = divmod(minutes, 60)
     return f"{hours} h" + (f" {rest} min" if rest else "")
+
+
+def changed(asked: Mapping[str, object], edited: Mapping[str, object]) -> list[str]:
+    """The top-level arguments an edit changed, added or removed, sorted."""
+    keys = set(asked) | set(edited)
+    return sorted(k for k in keys if k not in asked or k not in edited
+                  or args_digest(asked[k]) != args_digest(edited[k]))
 
 
 def args_digest(arguments: object) -> str:
@@ -140,6 +149,10 @@ class ApprovalDecision(BaseModel):
     approver: str = ""
     scope: Literal["once", "session"] = "once"
     decided_at: float = Field(default_factory=time.time)
+    arguments: dict[str, object] | None = None
+    """Approved with these arguments instead of the asked ones (a person edited them): the
+    call runs with them, once; the request stays bound to the asked arguments' digest, so the
+    same call made again is told this run's result."""
 
     @field_validator("outcome", mode="before")
     @classmethod
@@ -151,6 +164,11 @@ class ApprovalDecision(BaseModel):
     @property
     def approved(self) -> bool:
         return self.outcome == "approved"
+
+    @property
+    def edited(self) -> bool:
+        """Approved with other arguments than the asked ones."""
+        return self.arguments is not None
 
 
 ApprovalAnswer = ApprovalDecision | ApprovalOutcome | str | bool

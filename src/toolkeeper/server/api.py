@@ -8,12 +8,12 @@ import json
 import threading
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from ..approval.store import SqliteApprovalStore
+from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import WebSessions
 from .decide import DecisionError, decide
@@ -26,10 +26,14 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
-__all__ = ["HEARTBEAT_S", "POLL_S", "ApprovalAPI"]
+    from ..toolbox.catalog import CatalogBase
+
+__all__ = ["HEARTBEAT_S", "MAX_BATCH", "POLL_S", "ApprovalAPI"]
 
 POLL_S = 0.05
 """How often the change stream reads the store's event log (seconds)."""
+MAX_BATCH = 500
+"""The most decisions one batch request makes."""
 HEARTBEAT_S = 15.0
 """A quiet change stream sends a comment this often, so proxies keep it open."""
 
@@ -41,9 +45,12 @@ class ApprovalAPI:
     down; browsers reconnect and resume from their last event)."""
 
     def __init__(self, store: SqliteApprovalStore, audit: AuditLog | None,
-                 sessions: WebSessions, *, stopping: threading.Event | None = None) -> None:
+                 sessions: WebSessions, *, stopping: threading.Event | None = None,
+                 catalog: CatalogBase | None = None) -> None:
         self.store, self.audit, self.sessions = store, audit, sessions
         self.stopping = stopping or threading.Event()
+        self.catalog = catalog
+        """Where an edit's arguments are checked against its tool's schema."""
 
     def routes(self) -> list[BaseRoute]:
         from starlette.routing import Route
@@ -51,6 +58,7 @@ class ApprovalAPI:
         return [
             Route("/api/approvals", self.approvals), Route("/api/approvals/events", self.events),
             Route("/api/approvals/{id}", self.approval),
+            Route("/api/approvals/decisions", self.decide_many, methods=["POST"]),
             Route("/api/approvals/{id}/decision", self.decide, methods=["POST"]),
             Route("/api/audit", self.audit_entries),
         ]
@@ -70,30 +78,67 @@ class ApprovalAPI:
         return _json(approval_json(stored))
 
     async def decide(self, request: Request) -> Response:
+        body, refused = await self._body(request)
+        if refused is not None:
+            return refused
+        try:
+            stored = await self._decide_one(request, request.path_params["id"], body)
+        except DecisionError as exc:
+            return _error(exc.status, exc.code, str(exc))
+        return _json(approval_json(stored))
+
+    async def decide_many(self, request: Request) -> Response:
+        """Several decisions in one request (the page's "approve selected"): each its own
+        decision, bound to its own digest and audited as such; one refused does not stop the
+        others. Answers each one's outcome in order."""
+        body, refused = await self._body(request)
+        if refused is not None:
+            return refused
+        items = body.get("decisions")
+        if not isinstance(items, list) or not items or len(items) > MAX_BATCH or \
+                not all(isinstance(i, dict) and isinstance(i.get("id"), str) for i in items):
+            return _error(400, "bad_request", f'send {{"decisions": [{{"id": "apr_…", '
+                          f'"decision": "approve"|"deny", "args_digest": "…"}}, …]}} with 1 '
+                          f"to {MAX_BATCH} items")
+        outcomes: list[dict[str, object]] = []
+        for item in items:
+            try:
+                stored = await self._decide_one(request, str(item["id"]), item)
+            except DecisionError as exc:
+                outcomes.append({"id": item["id"], "error": exc.code, "message": str(exc)})
+            else:
+                outcomes.append({"id": item["id"], "state": stored.state})
+        return _json({"results": outcomes})
+
+    async def _body(self, request: Request) -> tuple[dict[str, Any], Response | None]:
+        """The JSON object a decision sends, or the refusal: a page's (cookie) request without
+        its CSRF token, or a body that is not an object."""
         caller = caller_of(request)
         if caller.via == "cookie" and not self.sessions.csrf_ok(
                 caller.page_secret, request.headers.get("x-csrf-token", "")):
-            return _error(403, "csrf", "send the page's CSRF token as X-CSRF-Token")
+            return {}, _error(403, "csrf", "send the page's CSRF token as X-CSRF-Token")
         try:
             body = json.loads(await request.body() or b"{}")
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            return _error(400, "bad_request", 'send JSON: {"decision": "approve"|"deny", '
-                          '"message": "...", "scope": "once"|"session"}')
+            return {}, _error(400, "bad_request", 'send JSON: {"decision": "approve"|"deny", '
+                              '"message": "...", "scope": "once"|"session", "arguments": '
+                              '{...} (approve with edited arguments)}')
+        return body, None
+
+    async def _decide_one(self, request: Request, request_id: str, body: dict[str, Any]
+                          ) -> StoredApproval:
+        caller = caller_of(request)
         choice = str(body.get("decision", ""))
         if body.get("scope") == "session" and choice == "approve":
             choice = "approve_session"
-        try:
-            stored = await decide(self.store, self.audit, caller.client,
-                                  request.path_params["id"], choice,
-                                  message=str(body.get("message", ""))[:MAX_MESSAGE],
-                                  digest=body.get("args_digest"),
-                                  approver=f"api:{caller.client}" + (
-                                      f" ({caller.subject})" if caller.subject else ""))
-        except DecisionError as exc:
-            return _error(exc.status, exc.code, str(exc))
-        return _json(approval_json(stored))
+        return await decide(self.store, self.audit, caller.client, request_id, choice,
+                            message=str(body.get("message", ""))[:MAX_MESSAGE],
+                            digest=body.get("args_digest"), arguments=body.get("arguments"),
+                            catalog=self.catalog,
+                            approver=f"api:{caller.client}" + (
+                                f" ({caller.subject})" if caller.subject else ""))
 
     async def events(self, request: Request) -> Response:
         from starlette.responses import StreamingResponse

@@ -4,6 +4,7 @@ from the templates beside this module with every value escaped."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,15 @@ __all__ = ["MAX_MESSAGE", "ApprovalPage"]
 HERE = Path(__file__).resolve().parent
 MAX_MESSAGE = 2000
 """The longest message to the model a decision keeps (characters)."""
+
+
+def edited_json(text: str) -> object:
+    """The edit box's arguments: a JSON object, or a decision error saying where it broke."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DecisionError(400, "bad_arguments", f"the edited arguments are not JSON ({exc}); "
+                            "write a JSON object like the one shown and approve again") from None
 
 
 class ApprovalPage:
@@ -93,11 +103,14 @@ class ApprovalPage:
             return self._render(request, "message.html", status=403, heading="Refused",
                                 text="The form is stale or came from elsewhere (CSRF check). "
                                      "Reload the page and decide again.")
+        choice, arguments = str(form.get("decision", "")), None
         try:
-            await decide(self.store, self.audit, client, request.path_params["id"],
-                         str(form.get("decision", "")),
+            if choice == "approve_edited":  # the card's edited arguments, as JSON
+                choice, arguments = "approve", edited_json(str(form.get("arguments", "")))
+            await decide(self.store, self.audit, client, request.path_params["id"], choice,
                          message=str(form.get("message", ""))[:MAX_MESSAGE],
-                         digest=str(form.get("digest", "")), approver=f"web:{client}")
+                         digest=str(form.get("digest", "")), approver=f"web:{client}",
+                         arguments=arguments, catalog=self.catalog)
         except DecisionError as exc:
             return self._render(request, "message.html", status=exc.status,
                                 heading="Not decided", text=str(exc))

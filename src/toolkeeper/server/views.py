@@ -11,10 +11,11 @@ import copy
 import json
 import logging
 import time
+import unicodedata
 from dataclasses import asdict
 from typing import Any
 
-from ..approval.models import SESSION_GRANT_S
+from ..approval.models import SESSION_GRANT_S, args_digest
 from ..approval.store import StoredApproval
 from ..builtins.fs import visible
 from ..core.spec import ToolLike
@@ -26,7 +27,7 @@ from .cards import Section, find_card_view, sections_of
 from .clients import OPERATOR
 
 __all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
-           "client_of", "decided_text", "history_row", "session_of"]
+           "client_of", "decided_text", "edit_json", "history_row", "session_of"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ def approval_json(stored: StoredApproval) -> dict[str, Any]:
         "session": request.session_id, "reason": request.reason,
         "created_at": request.created_at, "expires_at": request.expires_at,
         "decision": decision.model_dump() if decision is not None else None,
+        "run_digest": args_digest(decision.arguments)
+        if decision is not None and decision.arguments is not None else None,
         "result": stored.result,
     }
 
@@ -156,6 +159,8 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
         "blocks": render(sections, anchor), "view_note": note,
         "raw": render(generic_sections(request.arguments), anchor + "-raw") if raw_too else [],
         "digest": request.args_digest, "session_grant": SESSION_GRANT_LABEL,
+        "edit_json": edit_json(request.arguments),
+        "edited": bool(decision and decision.arguments is not None),
         "decision": decision.outcome if decision else None,
         "decided": decided_text(decision.approver, decision.outcome) if decision else "",
         "decided_at": _when(decision.decided_at) if decision else "",
@@ -163,6 +168,25 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
         "message": plain(decision.message) if decision and decision.outcome != "expired"
         else "",
     }
+
+
+def edit_json(arguments: dict[str, object]) -> str:
+    """The arguments as the edit box holds them: indented JSON in which every invisible,
+    control, bidi, separator or private character but the space and the newline is written
+    as its ``\\uXXXX`` escape (a box shows characters as they are; these would hide or
+    reorder what the person edits). The escapes read back as the same characters."""
+    text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
+    return "".join(_escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    if ch in " \n" or unicodedata.category(ch)[0] not in "CZ":
+        return ch
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a surrogate pair, as JSON writes it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def history_row(entry: AuditEntry, n: int = 0) -> dict[str, Any]:

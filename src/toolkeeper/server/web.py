@@ -38,7 +38,7 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
     (``/api/approvals…``, ``/api/audit``) over one store and audit log: ``ApprovalAPI``'s
     routes, then ``ApprovalPage``'s. Event streams end when ``stopping`` is set. ``catalog``
     (the invoker's registry) lets a card show its tool's view."""
-    api = ApprovalAPI(store, audit, sessions, stopping=stopping)
+    api = ApprovalAPI(store, audit, sessions, stopping=stopping, catalog=catalog)
     page = ApprovalPage(store, audit, sessions, title=title, catalog=catalog)
     return api.routes() + page.routes()
 
