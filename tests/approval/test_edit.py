@@ -93,3 +93,4 @@ async def test_edited_arguments_the_tool_does_not_take_run_nothing(tmp_path: Pat
 
 def test_changed_names_what_an_edit_changed_added_or_removed() -> None:
     assert changed({"a": 1, "b": [1], "c": 3}, {"a": 1, "b": [2], "d": 4}) == ["b", "c", "d"]
+    assert changed({"a": 1, "b": None}, {"a": 1}) == []  # left out is null

@@ -60,10 +60,10 @@ def duration(seconds: float) -> str:
 
 
 def changed(asked: Mapping[str, object], edited: Mapping[str, object]) -> list[str]:
-    """The top-level arguments an edit changed, added or removed, sorted."""
+    """The top-level arguments an edit changed, added or removed, sorted (one left out is
+    the same as one given as ``null``)."""
     keys = set(asked) | set(edited)
-    return sorted(k for k in keys if k not in asked or k not in edited
-                  or args_digest(asked[k]) != args_digest(edited[k]))
+    return sorted(k for k in keys if args_digest(asked.get(k)) != args_digest(edited.get(k)))
 
 
 def args_digest(arguments: object) -> str:

@@ -1,0 +1,75 @@
+"""The inbox through the real ``toolkeeper serve``: a decision with edited arguments (checked
+against the tool's schema, run once, told to the model, audited with both digests) and several
+decisions in one request (each its own, bound to its own digest)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import httpx
+
+from toolkeeper.approval.models import args_digest
+
+from .test_serve import _client
+from .test_web import ALERT, _bearer, _pending_call, served
+
+__all__ = ["served"]
+
+
+async def test_an_edited_approval_runs_once_with_the_edit_and_the_model_is_told(
+        served: tuple[str, str], tmp_path: Path) -> None:
+    url, _ = served
+    request_id = await _pending_call(url)
+    shown = httpx.get(f"{url}/api/approvals/{request_id}", headers=_bearer()).json()
+    edited = {"alert": {**ALERT["alert"], "region": "PT-13", "message": "Storm, calmer"}}
+    decision = f"{url}/api/approvals/{request_id}/decision"
+    wrong = httpx.post(decision, headers=_bearer(), json={
+        "decision": "approve", "args_digest": shown["args_digest"],
+        "arguments": {"alert": {"region": "PT-13", "level": "purple"}}})
+    assert wrong.status_code == 400 and wrong.json()["error"] == "bad_arguments"
+    assert "level" in wrong.json()["message"]  # what is wrong, before anything is recorded
+    on_deny = httpx.post(decision, headers=_bearer(), json={"decision": "deny",
+                                                            "arguments": edited})
+    assert on_deny.status_code == 400 and "approve" in on_deny.json()["message"]
+    approved = httpx.post(decision, headers=_bearer(), json={
+        "decision": "approve", "args_digest": shown["args_digest"], "arguments": edited})
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert body["state"] == "approved" and body["args_digest"] == shown["args_digest"]
+    assert body["run_digest"] == args_digest(edited)
+    async with _client(url) as client:  # the client's retry of the asked call
+        ran = await client.call_tool("broadcast_alert", ALERT)
+        again = await client.call_tool("broadcast_alert", ALERT)
+    text = ran.content[0].text + ran.content[1].text
+    assert not ran.is_error and "alert for PT-13 sent to all" in text
+    assert "a person edited the arguments" in text and "Changed: alert" in text
+    assert "alert for PT-13" in again.content[0].text and "does not run twice" in \
+        again.content[0].text
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        rows = db.execute("SELECT args_digest, decision FROM audit WHERE approval_id = ? AND "
+                          "status = 'ok'", (request_id,)).fetchall()  # the asked call's row
+    ran_rows = [r for r in rows if r[1].startswith("approved")]
+    assert ran_rows == [(args_digest(ALERT), f"approved with edited arguments (ran "
+                         f"{args_digest(edited)}; changed: alert)")]
+
+
+async def test_several_decisions_in_one_request_are_each_bound_and_audited(
+        served: tuple[str, str]) -> None:
+    url, _ = served
+    ids = [await _pending_call(url, region=f"B-{n}") for n in range(3)]
+    digests = {i: httpx.get(f"{url}/api/approvals/{i}", headers=_bearer()).json()["args_digest"]
+               for i in ids}
+    batch = httpx.post(f"{url}/api/approvals/decisions", headers=_bearer(), json={"decisions": [
+        {"id": ids[0], "decision": "approve", "args_digest": digests[ids[0]]},
+        {"id": ids[1], "decision": "deny", "args_digest": digests[ids[1]], "message": "no"},
+        {"id": ids[2], "decision": "approve", "args_digest": "0" * 64}]})
+    assert batch.status_code == 200, batch.text
+    assert batch.json()["results"] == [
+        {"id": ids[0], "state": "approved"}, {"id": ids[1], "state": "denied"},
+        {"id": ids[2], "error": "mismatch", "message": batch.json()["results"][2]["message"]}]
+    states = [httpx.get(f"{url}/api/approvals/{i}", headers=_bearer()).json()["state"]
+              for i in ids]
+    assert states == ["approved", "denied", "pending"]
+    empty = httpx.post(f"{url}/api/approvals/decisions", headers=_bearer(), json={})
+    assert empty.status_code == 400 and "decisions" in empty.json()["message"]
