@@ -12,7 +12,7 @@ import httpx
 from toolkeeper.approval.models import args_digest
 
 from .test_serve import _client
-from .test_web import ALERT, _bearer, _pending_call, served
+from .test_web import ALERT, _bearer, _login, _pending_call, served, start_page, stop
 
 __all__ = ["served"]
 
@@ -73,3 +73,18 @@ async def test_several_decisions_in_one_request_are_each_bound_and_audited(
     assert states == ["approved", "denied", "pending"]
     empty = httpx.post(f"{url}/api/approvals/decisions", headers=_bearer(), json={})
     assert empty.status_code == 400 and "decisions" in empty.json()["message"]
+
+
+async def test_a_tool_the_config_says_never_expires_outlives_the_default(tmp_path: Path
+                                                                          ) -> None:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[approval]\nttl = { broadcast_alert = "never" }\n')
+    proc, url, login = start_page(tmp_path, "--config", str(config), "--approval-ttl", "1")
+    try:
+        request_id = await _pending_call(url)
+        shown = httpx.get(f"{url}/api/approvals/{request_id}", headers=_bearer()).json()
+        assert shown["expires_at"] - shown["created_at"] > 50 * 365 * 86400
+        card = _login(url, login).get(f"/approvals/{request_id}").text
+        assert "<dt>expires</dt><dd>never</dd>" in card
+    finally:
+        stop(proc)

@@ -15,9 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..core.call import ToolCall
 from ..core.risk import HitlMode, ToolRisk
 
-__all__ = ["OLD_EXPIRED", "SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision",
+__all__ = ["NEVER_S", "OLD_EXPIRED", "SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision",
            "ApprovalOutcome", "ApprovalRequest", "args_digest", "as_decision", "changed",
            "duration"]
+
+NEVER_S = 100 * 365 * 86400.0
+"""A time-to-live of ``never``: a request that waits for a person however long it takes (a
+hundred years, so the store keeps a number and every bound stays finite)."""
 
 SESSION_GRANT_S = 900.0
 """How long "approve for this client" (``scope="session"``) lets the same tool run again in

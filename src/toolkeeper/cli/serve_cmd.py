@@ -364,7 +364,8 @@ def _invoker(targets: list[str], db: str | Path, workspace: Path,
     policy = policy.model_copy(update={"approval_ttl_s": approval_ttl,
                                        "approval_timeout_s": approval_wait})
     if settings is not None:  # a client's session and a code-mode run alike
-        policy = policy.model_copy(update={"max_audit_rows": settings.security.max_audit_rows})
+        policy = policy.model_copy(update={"max_audit_rows": settings.security.max_audit_rows,
+                                           "approval_ttl_tools": settings.approval.ttl})
     shared = is_url(db)
     store = PostgresApprovalStore(str(db)) if shared else SqliteApprovalStore(db)
     audit = PostgresAuditLog(str(db)) if shared else SqliteAuditLog(db)

@@ -205,6 +205,18 @@ class ApprovalSection(_Section):
     be the agent's user rather than the approver. The first decision from any channel wins."""
 
     channels: list[Channel] = Field(default_factory=lambda: list[Channel](["page"]))
+    ttl: dict[str, float | Literal["never"]] = Field(default_factory=dict)
+    """Per tool name, how long its requests stay approvable: seconds, or ``"never"`` (it waits
+    for a person however long it takes). Over the tool's own ``approval_ttl`` and over
+    ``--approval-ttl``, which stays the default for every other tool."""
+
+    @field_validator("ttl")
+    @classmethod
+    def _positive(cls, value: dict[str, float | str]) -> dict[str, float | str]:
+        bad = [name for name, ttl in value.items() if ttl != "never" and float(ttl) <= 0]
+        if bad:
+            raise ValueError(f"ttl of {', '.join(bad)}: give seconds above 0, or \"never\"")
+        return value
 
     @field_validator("channels")
     @classmethod

@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import asdict
 from typing import Any
 
-from ..approval.models import SESSION_GRANT_S, args_digest
+from ..approval.models import NEVER_S, SESSION_GRANT_S, args_digest
 from ..approval.store import StoredApproval
 from ..builtins.fs import visible
 from ..core.spec import ToolLike
@@ -154,7 +154,8 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
         "client": plain(client_of(request.session_id)),
         "session": plain(request.session_id), "reason": plain(request.reason),
         "age": _age(now - request.created_at), "asked_at": _when(request.created_at),
-        "expires": "never" if expires is None else "expired" if expires <= now else
+        "expires": "never" if expires is None or expires - request.created_at >= NEVER_S / 2
+        else "expired" if expires <= now else
         f"in {_age(expires - now)}",
         "blocks": render(sections, anchor), "view_note": note,
         "raw": render(generic_sections(request.arguments), anchor + "-raw") if raw_too else [],
