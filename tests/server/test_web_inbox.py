@@ -11,6 +11,7 @@ import httpx
 
 from toolkeeper.approval.models import args_digest
 
+from .test_metrics import _scrape
 from .test_serve import _client
 from .test_web import ALERT, _bearer, _login, _pending_call, served, start_page, stop
 
@@ -88,3 +89,22 @@ async def test_a_tool_the_config_says_never_expires_outlives_the_default(tmp_pat
         assert "<dt>expires</dt><dd>never</dd>" in card
     finally:
         stop(proc)
+
+
+async def test_the_queues_figures_are_in_metrics_and_on_the_page(
+        served: tuple[str, str]) -> None:
+    url, login = served
+    ids = [await _pending_call(url, region=f"M-{n}") for n in range(3)]
+    for request_id in ids[:2]:
+        decided = httpx.post(f"{url}/api/approvals/{request_id}/decision", headers=_bearer(),
+                             json={"decision": "deny", "message": "no"})
+        assert decided.status_code == 200
+    samples = _scrape(url)
+    assert samples[("toolkeeper_approvals_pending", ())] == 1
+    assert samples[("toolkeeper_approvals_oldest_waiting_seconds", ())] > 0
+    median = samples[("toolkeeper_approval_time_to_decision_seconds", (("quantile", "0.5"),))]
+    p95 = samples[("toolkeeper_approval_time_to_decision_seconds", (("quantile", "0.95"),))]
+    assert 0 < median <= p95
+    page = _login(url, login).get("/").text
+    assert 'id="figures"' in page and "1 waiting" in page and "0 expired" in page
+    assert "median" in page and "p95" in page

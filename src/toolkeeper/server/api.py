@@ -17,7 +17,7 @@ from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import WebSessions
 from .decide import DecisionError, decide
-from .page import MAX_MESSAGE
+from .page import MAX_BATCH, MAX_MESSAGE
 from .requests import audit_filters, caller_of, query_audit, visible_request
 from .views import approval_json, audit_json, session_of
 
@@ -28,12 +28,10 @@ if TYPE_CHECKING:
 
     from ..toolbox.catalog import CatalogBase
 
-__all__ = ["HEARTBEAT_S", "MAX_BATCH", "POLL_S", "ApprovalAPI"]
+__all__ = ["HEARTBEAT_S", "POLL_S", "ApprovalAPI"]
 
 POLL_S = 0.05
 """How often the change stream reads the store's event log (seconds)."""
-MAX_BATCH = 500
-"""The most decisions one batch request makes."""
 HEARTBEAT_S = 15.0
 """A quiet change stream sends a comment this often, so proxies keep it open."""
 

@@ -14,8 +14,9 @@ from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import COOKIE, WebSessions
 from .decide import DecisionError, decide
+from .queue import AGES, RISKS, QueueFilter, waiting_page
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
-from .views import card, history_row, session_of
+from .views import card, figures_text, history_row, session_of
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -29,6 +30,8 @@ __all__ = ["MAX_MESSAGE", "ApprovalPage"]
 HERE = Path(__file__).resolve().parent
 MAX_MESSAGE = 2000
 """The longest message to the model a decision keeps (characters)."""
+MAX_BATCH = 500
+"""The most cards one "approve selected" decides."""
 
 
 def edited_json(text: str) -> object:
@@ -65,6 +68,7 @@ class ApprovalPage:
 
         return [
             Route("/", self.inbox), Route("/fragments/inbox", self.inbox_cards),
+            Route("/approvals/batch", self.decide_many, methods=["POST"]),
             Route("/approvals/{id}", self.detail),
             Route("/approvals/{id}/decide", self.decide, methods=["POST"]),
             Route("/history", self.history), Route("/login", self.login),
@@ -114,6 +118,34 @@ class ApprovalPage:
         except DecisionError as exc:
             return self._render(request, "message.html", status=exc.status,
                                 heading="Not decided", text=str(exc))
+        return self._home(request)
+
+    async def decide_many(self, request: Request) -> Response:
+        """The selected cards, each decided on its own (bound to the digest its card showed);
+        one refused does not stop the others, and the page names each refused one."""
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+        form = await request.form(max_files=0, max_fields=MAX_BATCH + 4)
+        if not self.sessions.csrf_ok(caller_of(request).page_secret, str(form.get("csrf", ""))):
+            return self._render(request, "message.html", status=403, heading="Refused",
+                                text="The form is stale or came from elsewhere (CSRF check). "
+                                     "Reload the page and decide again.")
+        picks = [str(p).partition(":") for p in form.getlist("pick")][:MAX_BATCH]
+        refused = []
+        for request_id, _, digest in picks:
+            try:
+                await decide(self.store, self.audit, client, request_id,
+                             str(form.get("decision", "")),
+                             message=str(form.get("message", ""))[:MAX_MESSAGE],
+                             digest=digest, approver=f"web:{client}")
+            except DecisionError as exc:
+                refused.append(f"{request_id}: {exc}")
+        if not picks or refused:
+            return self._render(request, "message.html", status=409 if refused else 400,
+                                heading="Not all decided" if refused else "Nothing selected",
+                                text=" · ".join(refused) or "Select cards with their check "
+                                     "boxes (or x), then approve or deny them together.")
         return self._home(request)
 
     async def history(self, request: Request) -> Response:
@@ -166,14 +198,27 @@ class ApprovalPage:
         client = caller_of(request).client or None
         if client is None:
             return self._login_needed(request)
+        wanted, problem = QueueFilter.of(request.query_params)
 
-        def read() -> tuple[list[dict[str, Any]], int]:
+        def read() -> dict[str, Any]:
             cursor = self.store.last_event()  # read first: a change after it is replayed
-            listed = self.store.requests(state="pending", session_id=session_of(client))
-            return [self._card(s) for s in reversed(listed)], cursor  # views may read files
+            shown = waiting_page(self.store, wanted, session_id=session_of(client),
+                                 upstream_of=self._upstream_of)
+            figures = self.store.figures() if session_of(client) is None else None
+            return {"cards": [self._card(s) for s in shown.items], "cursor": cursor,
+                    "queue": shown, "figures": figures_text(figures) if figures else None}
 
-        cards, cursor = await anyio.to_thread.run_sync(read)
-        return self._render(request, template, cards=cards, cursor=cursor)
+        values = await anyio.to_thread.run_sync(read)  # views may read files
+        return self._render(request, template, status=400 if problem else 200,
+                            wanted=wanted, problem=problem, ages=AGES, risks=RISKS,
+                            **values)
+
+    def _upstream_of(self, name: str) -> str:
+        """The upstream MCP server a gateway tool comes from ("" for any other tool)."""
+        tool = self.catalog.get(name) if self.catalog is not None else None
+        if tool is None or tool.metadata.source != "mcp":
+            return ""
+        return str(getattr(tool, "namespace", "") or "")
 
     def _card(self, stored: StoredApproval) -> dict[str, Any]:
         return card(stored, self.catalog)

@@ -15,8 +15,8 @@ import unicodedata
 from dataclasses import asdict
 from typing import Any
 
-from ..approval.models import NEVER_S, SESSION_GRANT_S, args_digest
-from ..approval.store import StoredApproval
+from ..approval.models import NEVER_S, SESSION_GRANT_S, args_digest, duration
+from ..approval.store import QueueFigures, StoredApproval
 from ..builtins.fs import visible
 from ..core.spec import ToolLike
 from ..invoke.audit import AuditEntry
@@ -27,7 +27,8 @@ from .cards import Section, find_card_view, sections_of
 from .clients import OPERATOR
 
 __all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
-           "client_of", "decided_text", "edit_json", "history_row", "session_of"]
+           "client_of", "decided_text", "edit_json", "figures_text", "history_row",
+           "session_of"]
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,18 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
         "message": plain(decision.message) if decision and decision.outcome != "expired"
         else "",
     }
+
+
+def figures_text(figures: QueueFigures) -> dict[str, str]:
+    """The queue's figures as the inbox says them."""
+    def said(seconds: float | None) -> str:
+        return "—" if seconds is None else duration(seconds)
+
+    return {"waiting": f"{figures.waiting} waiting",
+            "oldest": f"oldest {said(figures.oldest_s)}" if figures.waiting else "",
+            "decision": f"time to decision: median {said(figures.median_s)}, "
+                        f"p95 {said(figures.p95_s)}",
+            "expired": f"{figures.expired} expired"}
 
 
 def edit_json(arguments: dict[str, object]) -> str:
