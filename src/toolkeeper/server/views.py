@@ -172,6 +172,10 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
     }
 
 
+MAX_EDIT = 512 * 1024
+"""The longest arguments (as JSON characters) a card offers to edit in its box."""
+
+
 def figures_text(figures: QueueFigures) -> dict[str, str]:
     """The queue's figures as the inbox says them."""
     def said(seconds: float | None) -> str:
@@ -188,8 +192,11 @@ def edit_json(arguments: dict[str, object]) -> str:
     """The arguments as the edit box holds them: indented JSON in which every invisible,
     control, bidi, separator or private character but the space and the newline is written
     as its ``\\uXXXX`` escape (a box shows characters as they are; these would hide or
-    reorder what the person edits). The escapes read back as the same characters."""
+    reorder what the person edits). The escapes read back as the same characters. Empty when
+    the arguments are longer than ``MAX_EDIT`` characters (edit those through the API)."""
     text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
+    if len(text) > MAX_EDIT:
+        return ""
     return "".join(_escaped(ch) for ch in text)
 
 
