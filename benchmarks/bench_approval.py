@@ -12,7 +12,7 @@ chromium (Playwright). Per request:
 Then the server is killed (-9) and started again on the same port, and the same open page (its
 event stream reconnects with Last-Event-ID) is measured again. Last, ``--waiting N`` requests
 are left waiting (stored as their calls would store them) and the inbox is loaded again and
-again: from navigating to the first page of cards (50, paged and filtered on the server) being
+again: from navigating to the first page of cards (25, paged and filtered on the server) being
 in the DOM.
 
 The client calls with the default client token ``serve`` makes (the operator's is refused on
@@ -131,11 +131,13 @@ def _fill(work: Path, count: int) -> None:
 
 def _loads(page: Any, url: str, count: int) -> list[float]:
     """Navigate to the inbox ``count`` times: until its first page of cards is in the DOM."""
-    took = []
+    from toolkeeper.server.queue import PAGE_SIZE
+
+    took, shown = [], PAGE_SIZE
     for _ in range(count):
         started = time.time()
         page.goto(f"{url}/", wait_until="domcontentloaded")
-        page.wait_for_function("document.querySelectorAll('article.card').length === 50",
+        page.wait_for_function(f"document.querySelectorAll('article.card').length === {shown}",
                                timeout=30000)
         took.append(time.time() - started)
     return took

@@ -18,6 +18,7 @@ import pytest
 
 from toolkeeper.approval import ApprovalRequest, SqliteApprovalStore
 from toolkeeper.approval.models import args_digest
+from toolkeeper.server.queue import PAGE_SIZE
 
 from .test_serve import _client
 from .test_web import ALERT, start_page, stop
@@ -95,7 +96,7 @@ def test_twenty_requests_approved_with_the_keyboard_alone_each_run_once(
             _cards(page, left)
         _clean(page)
         ran = _made(url, regions)  # each call made again runs, once
-        assert [t.startswith(f"alert for {r} sent") for t, r in zip(ran, regions)] == [True] * 20
+        assert [t.startswith(f"alert for {r} sent") for t, r in zip(ran, regions, strict=True)] == [True] * 20
         with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
             states = db.execute("SELECT state, COUNT(*) FROM approvals GROUP BY state").fetchall()
             runs = db.execute("SELECT approval_id, COUNT(*) FROM audit WHERE tool = "
@@ -157,19 +158,19 @@ def _fill(store: SqliteApprovalStore, count: int) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_thousand_waiting_requests_are_shown_a_page_at_a_time_and_filtered(
         browser: Any, tmp_path: Path, width: int) -> None:
-    proc, url, login = start_page(tmp_path, "--approval-ttl", "3600")
+    proc, _url, login = start_page(tmp_path, "--approval-ttl", "3600")
     try:
         _fill(SqliteApprovalStore(tmp_path / "state" / "toolkeeper.db"), 1000)
         page = _page(browser, context=browser.new_context(
             viewport={"width": width, "height": 800}))
         page.goto(login)
-        _cards(page, 50)
-        assert "1000 match · page 1 of 20" in page.inner_text("#shown")
+        _cards(page, PAGE_SIZE)
+        assert f"1000 match · page 1 of {1000 // PAGE_SIZE}" in page.inner_text("#shown")
         assert "1000 waiting" in page.inner_text("#figures")
         page.click("a[rel=next]")
-        _cards(page, 50)
-        assert "page 2 of 20" in page.inner_text("#shown")
-        assert "R-0050" in page.inner_text(PENDING)
+        _cards(page, PAGE_SIZE)
+        assert f"page 2 of {1000 // PAGE_SIZE}" in page.inner_text("#shown")
+        assert f"R-{PAGE_SIZE:04}" in page.inner_text(PENDING)  # the oldest first
         page.fill("input[name=q]", "NEEDLE")
         page.click("#filters button[type=submit]")
         _cards(page, 1)

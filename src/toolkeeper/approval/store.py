@@ -348,9 +348,11 @@ class SqliteApprovalStore:
                                  (after, session_id, limit))
         return [(int(str(r[0])), str(r[1]), str(r[2])) for r in rows]
 
-    def figures(self) -> QueueFigures:
-        """The queue's figures now (``QueueFigures``); requests past their time expire first."""
-        self.settle()
+    def figures(self, *, settle: bool = True) -> QueueFigures:
+        """The queue's figures now (``QueueFigures``); requests past their time expire first
+        (``settle=False``: the caller just settled them)."""
+        if settle:
+            self.settle()
         counts = {str(r[0]): int(str(r[1])) for r in self.db.query(
             "SELECT state, COUNT(*) FROM approvals WHERE state IN ('pending', 'expired') "
             "GROUP BY state")}

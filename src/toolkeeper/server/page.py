@@ -204,7 +204,7 @@ class ApprovalPage:
             cursor = self.store.last_event()  # read first: a change after it is replayed
             shown = waiting_page(self.store, wanted, session_id=session_of(client),
                                  upstream_of=self._upstream_of)
-            figures = self.store.figures() if session_of(client) is None else None
+            figures = self.store.figures(settle=False) if session_of(client) is None else None
             return {"cards": [self._card(s) for s in shown.items], "cursor": cursor,
                     "queue": shown, "figures": figures_text(figures) if figures else None}
 

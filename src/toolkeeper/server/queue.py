@@ -17,7 +17,7 @@ from .views import client_of
 
 __all__ = ["AGES", "PAGE_SIZE", "RISKS", "QueueFilter", "QueuePage", "waiting_page"]
 
-PAGE_SIZE = 50
+PAGE_SIZE = 25
 """Cards on one page of the inbox."""
 AGES: dict[str, float] = {"": 0.0, "5m": 300.0, "1h": 3600.0, "1d": 86400.0}
 """The age filter's choices: waiting at least this long (seconds)."""
