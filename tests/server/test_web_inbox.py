@@ -63,7 +63,8 @@ async def test_several_decisions_in_one_request_are_each_bound_and_audited(
                for i in ids}
     batch = httpx.post(f"{url}/api/approvals/decisions", headers=_bearer(), json={"decisions": [
         {"id": ids[0], "decision": "approve", "args_digest": digests[ids[0]]},
-        {"id": ids[1], "decision": "deny", "args_digest": digests[ids[1]], "message": "no"},
+        {"id": ids[1], "decision": "deny", "args_digest": digests[ids[1]],
+         "message": "wrong region, use B-9"},
         {"id": ids[2], "decision": "approve", "args_digest": "0" * 64}]})
     assert batch.status_code == 200, batch.text
     assert batch.json()["results"] == [
@@ -72,6 +73,10 @@ async def test_several_decisions_in_one_request_are_each_bound_and_audited(
     states = [httpx.get(f"{url}/api/approvals/{i}", headers=_bearer()).json()["state"]
               for i in ids]
     assert states == ["approved", "denied", "pending"]
+    async with _client(url) as client:  # the denial's reason reaches the model
+        told = await client.call_tool("broadcast_alert",
+                                      {"alert": {**ALERT["alert"], "region": "B-1"}})
+    assert told.is_error and "wrong region, use B-9" in told.content[0].text
     empty = httpx.post(f"{url}/api/approvals/decisions", headers=_bearer(), json={})
     assert empty.status_code == 400 and "decisions" in empty.json()["message"]
 
