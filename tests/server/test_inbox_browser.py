@@ -126,8 +126,15 @@ def test_an_edit_on_the_card_runs_the_edited_call_and_the_model_is_told(
         shown = box.input_value()
         assert "\\u202e" in shown and "\u202e" not in shown  # the bidi character made visible
         assert json.loads(shown) == {**hostile, "channels": None}  # …and read back as itself
+        box.fill(json.dumps({"alert": {"region": "PT-13", "level": "purple", "message": "R"}}))
+        page.click("button.preview")  # checked against the tool's schema before anything
+        page.wait_for_selector(".preview-out .note.warn", timeout=30000)
+        assert "level" in page.inner_text(".preview-out")
         edited = {"alert": {"region": "PT-13", "level": "yellow", "message": "Rain"}}
         box.fill(json.dumps(edited))
+        page.click("button.preview")  # the edit through the card's own view
+        page.wait_for_selector(".preview-out section.block", timeout=30000)
+        assert "PT-13" in page.inner_text(".preview-out")
         page.click("button.approve-edited")
         _cards(page, 0)
         _clean(page)

@@ -4,6 +4,7 @@ decisions in one request (each its own, bound to its own digest)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from toolkeeper.approval.models import args_digest
 
 from .test_metrics import _scrape
 from .test_serve import _client
-from .test_web import ALERT, _bearer, _login, _pending_call, served, start_page, stop
+from .test_web import ALERT, _bearer, _csrf, _login, _pending_call, served, start_page, stop
 
 __all__ = ["served"]
 
@@ -113,3 +114,36 @@ async def test_the_queues_figures_are_in_metrics_and_on_the_page(
     page = _login(url, login).get("/").text
     assert 'id="figures"' in page and "1 waiting" in page and "0 expired" in page
     assert "median" in page and "p95" in page
+
+
+async def test_an_edit_is_previewed_through_the_cards_own_view_as_a_diff(tmp_path: Path
+                                                                         ) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("one\ntwo\nthree\n")
+    (tmp_path / "tools.py").write_text(
+        "from toolkeeper import tool\n\n\n@tool\ndef echo(text: str) -> str:\n"
+        "    \"\"\"Echo.\"\"\"\n    return text\n")
+    proc, url, login = start_page(tmp_path, "--workspace", str(tmp_path / "ws"),
+                                  tools=str(tmp_path / "tools.py"), builtins=True)
+    try:
+        async with _client(url) as client:
+            asked = await client.call_tool("file_write", {"path": "notes.txt",
+                                                          "content": "one\nTWO\nthree\n"})
+        request_id = asked.content[0].text.split("(request ")[1].split(")")[0]
+        browser = _login(url, login)
+        csrf = _csrf(browser.get("/").text)
+        edit = {"path": "notes.txt", "content": "one\ntwo\nthree\nfour\n"}
+        shown = browser.post(f"/approvals/{request_id}/preview", headers={"origin": url},
+                             data={"csrf": csrf, "arguments": json.dumps(edit)})
+        assert shown.status_code == 200, shown.text
+        assert "block-diff" in shown.text and "four" in shown.text and "TWO" not in shown.text
+        wrong = browser.post(f"/approvals/{request_id}/preview", headers={"origin": url},
+                             data={"csrf": csrf, "arguments": '{"path": 3}'})
+        assert wrong.status_code == 400 and "do not fit" in wrong.text
+        stale = browser.post(f"/approvals/{request_id}/preview", headers={"origin": url},
+                             data={"csrf": "forged", "arguments": json.dumps(edit)})
+        assert stale.status_code == 403
+        state = httpx.get(f"{url}/api/approvals/{request_id}", headers=_bearer()).json()
+        assert state["state"] == "pending"  # a preview decides nothing
+    finally:
+        stop(proc)

@@ -13,10 +13,10 @@ import anyio.to_thread
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import COOKIE, WebSessions
-from .decide import DecisionError, decide
+from .decide import DecisionError, decide, edit_checked
 from .queue import AGES, RISKS, QueueFilter, waiting_page
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
-from .views import card, figures_text, history_row, session_of
+from .views import card, edit_blocks, figures_text, history_row, session_of
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -70,6 +70,7 @@ class ApprovalPage:
             Route("/", self.inbox), Route("/fragments/inbox", self.inbox_cards),
             Route("/approvals/batch", self.decide_many, methods=["POST"]),
             Route("/approvals/{id}", self.detail),
+            Route("/approvals/{id}/preview", self.preview, methods=["POST"]),
             Route("/approvals/{id}/decide", self.decide, methods=["POST"]),
             Route("/history", self.history), Route("/login", self.login),
             Route("/logout", self.logout, methods=["POST"]),
@@ -119,6 +120,33 @@ class ApprovalPage:
             return self._render(request, "message.html", status=exc.status,
                                 heading="Not decided", text=str(exc))
         return self._home(request)
+
+    async def preview(self, request: Request) -> Response:
+        """An edit of a card's arguments as the card would show it (its own views: a diff
+        against the file, a script's lines), checked against the tool's schema first; a
+        fragment the page's script puts under the edit box. Changes nothing."""
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+        form = await request.form(max_files=0, max_fields=4)
+        if not self.sessions.csrf_ok(caller_of(request).page_secret, str(form.get("csrf", ""))):
+            return self._render(request, "preview.html", status=403, blocks=[],
+                                problem="The form is stale (CSRF check): reload the page.")
+        stored = await visible_request(self.store, request, client)
+        if stored is None:
+            return self._render(request, "preview.html", status=404, blocks=[],
+                                problem="No such request, or not yours to see.")
+        try:
+            edited = edit_checked(stored, "approve", edited_json(str(form.get("arguments", ""))),
+                                  self.catalog)
+        except DecisionError as exc:
+            return self._render(request, "preview.html", status=exc.status, blocks=[],
+                                problem=str(exc))
+        shown = edited if edited is not None else stored.request.arguments
+        blocks, note = await anyio.to_thread.run_sync(edit_blocks, stored, shown, self.catalog)
+        return self._render(request, "preview.html", blocks=blocks, problem="",
+                            note=note or ("" if edited is not None else
+                                          "Unchanged: these are the asked arguments."))
 
     async def decide_many(self, request: Request) -> Response:
         """The selected cards, each decided on its own (bound to the digest its card showed);

@@ -27,7 +27,7 @@ from .cards import Section, find_card_view, sections_of
 from .clients import OPERATOR
 
 __all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
-           "client_of", "decided_text", "edit_json", "figures_text", "history_row",
+           "client_of", "decided_text", "edit_blocks", "edit_json", "figures_text", "history_row",
            "session_of"]
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,14 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str
 
 MAX_EDIT = 512 * 1024
 """The longest arguments (as JSON characters) a card offers to edit in its box."""
+
+
+def edit_blocks(stored: StoredApproval, arguments: dict[str, Any],
+                catalog: CatalogBase | None = None) -> tuple[list[Block], str]:
+    """An edit of ``stored``'s arguments through the card's own views (a write as its diff
+    against the file, a command as its text): the blocks and the view's note."""
+    sections, note, _ = card_sections(stored.request.tool, arguments, catalog)
+    return render(sections, f"p-{stored.request.id}"), note
 
 
 def figures_text(figures: QueueFigures) -> dict[str, str]:

@@ -21,6 +21,18 @@
   window.addEventListener("hashchange", reveal);
   document.addEventListener("DOMContentLoaded", reveal);
 
+  // "Preview the edit": the edited arguments through the card's own views, rendered (and
+  // escaped) by the server after checking them against the tool's schema.
+  document.addEventListener("click", async (e) => {
+    const button = e.target.closest && e.target.closest("button.preview");
+    if (!button) return;
+    const form = button.closest("form");
+    const body = new URLSearchParams({ csrf: form.querySelector("input[name=csrf]").value,
+                                       arguments: form.querySelector("textarea[name=arguments]").value });
+    const response = await fetch(button.dataset.action, { method: "POST", body: body,
+                                                          credentials: "same-origin", cache: "no-store" });
+    form.querySelector(".preview-out").innerHTML = await response.text();  // server-rendered, escaped
+  });
   const inbox = document.getElementById("inbox");
   if (!inbox) return;
   let busy = false, again = false, current = 0;
