@@ -147,3 +147,16 @@ async def test_an_edit_is_previewed_through_the_cards_own_view_as_a_diff(tmp_pat
         assert state["state"] == "pending"  # a preview decides nothing
     finally:
         stop(proc)
+
+
+async def test_the_api_pages_and_filters_the_queue_as_the_inbox_does(
+        served: tuple[str, str]) -> None:
+    url, _ = served
+    ids = [await _pending_call(url, region=f"Q-{n}") for n in range(3)]
+    queue = httpx.get(f"{url}/api/approvals/queue?q=q-1", headers=_bearer()).json()
+    assert [a["id"] for a in queue["approvals"]] == [ids[1]]
+    assert (queue["total"], queue["page"], queue["pages"]) == (1, 1, 1)
+    everything = httpx.get(f"{url}/api/approvals/queue", headers=_bearer()).json()
+    assert [a["id"] for a in everything["approvals"]] == ids  # the oldest first
+    bad = httpx.get(f"{url}/api/approvals/queue?risk=low", headers=_bearer())
+    assert bad.status_code == 400 and "risk must be one of" in bad.json()["message"]

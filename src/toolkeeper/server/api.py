@@ -18,6 +18,7 @@ from ..invoke.audit import AuditLog
 from .auth import WebSessions
 from .decide import DecisionError, decide
 from .page import MAX_BATCH, MAX_MESSAGE
+from .queue import PAGE_SIZE, QueueFilter, upstream_of, waiting_page
 from .requests import audit_filters, caller_of, query_audit, visible_request
 from .views import approval_json, audit_json, session_of
 
@@ -55,6 +56,7 @@ class ApprovalAPI:
 
         return [
             Route("/api/approvals", self.approvals), Route("/api/approvals/events", self.events),
+            Route("/api/approvals/queue", self.queue),
             Route("/api/approvals/{id}", self.approval),
             Route("/api/approvals/decisions", self.decide_many, methods=["POST"]),
             Route("/api/approvals/{id}/decision", self.decide, methods=["POST"]),
@@ -67,6 +69,20 @@ class ApprovalAPI:
         listed = await anyio.to_thread.run_sync(
             lambda: self.store.requests(state=state, session_id=session_of(client)))
         return _json({"approvals": [approval_json(s) for s in listed]})
+
+    async def queue(self, request: Request) -> Response:
+        """The waiting requests a page at a time, oldest first, filtered and searched on the
+        server as the inbox is (``client``, ``tool``, ``risk``, ``upstream``, ``age``, ``q``,
+        ``page``)."""
+        wanted, problem = QueueFilter.of(request.query_params)
+        if problem:
+            return _error(400, "bad_request", problem)
+        scope = session_of(caller_of(request).client)
+        shown = await anyio.to_thread.run_sync(lambda: waiting_page(
+            self.store, wanted, session_id=scope, upstream_of=partial(upstream_of, self.catalog)))
+        return _json({"approvals": [approval_json(s) for s in shown.items],
+                      "total": shown.total, "page": shown.page, "pages": shown.pages,
+                      "page_size": PAGE_SIZE})
 
     async def approval(self, request: Request) -> Response:
         stored = await visible_request(self.store, request, caller_of(request).client)

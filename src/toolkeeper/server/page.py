@@ -5,6 +5,7 @@ from the templates beside this module with every value escaped."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import COOKIE, WebSessions
 from .decide import DecisionError, decide, edit_checked
-from .queue import AGES, RISKS, QueueFilter, waiting_page
+from .queue import AGES, RISKS, QueueFilter, upstream_of, waiting_page
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
 from .views import card, edit_blocks, figures_text, history_row, session_of
 
@@ -231,7 +232,7 @@ class ApprovalPage:
         def read() -> dict[str, Any]:
             cursor = self.store.last_event()  # read first: a change after it is replayed
             shown = waiting_page(self.store, wanted, session_id=session_of(client),
-                                 upstream_of=self._upstream_of)
+                                 upstream_of=partial(upstream_of, self.catalog))
             figures = self.store.figures(settle=False) if session_of(client) is None else None
             return {"cards": [self._card(s) for s in shown.items], "cursor": cursor,
                     "queue": shown, "figures": figures_text(figures) if figures else None}
@@ -240,13 +241,6 @@ class ApprovalPage:
         return self._render(request, template, status=400 if problem else 200,
                             wanted=wanted, problem=problem, ages=AGES, risks=RISKS,
                             **values)
-
-    def _upstream_of(self, name: str) -> str:
-        """The upstream MCP server a gateway tool comes from ("" for any other tool)."""
-        tool = self.catalog.get(name) if self.catalog is not None else None
-        if tool is None or tool.metadata.source != "mcp":
-            return ""
-        return str(getattr(tool, "namespace", "") or "")
 
     def _card(self, stored: StoredApproval) -> dict[str, Any]:
         return card(stored, self.catalog)

@@ -13,9 +13,11 @@ from urllib.parse import urlencode
 from ..approval.models import ApprovalRequest
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..core.risk import ToolRisk
+from ..toolbox.catalog import CatalogBase
 from .views import client_of
 
-__all__ = ["AGES", "PAGE_SIZE", "RISKS", "QueueFilter", "QueuePage", "waiting_page"]
+__all__ = ["AGES", "PAGE_SIZE", "RISKS", "QueueFilter", "QueuePage", "upstream_of",
+           "waiting_page"]
 
 PAGE_SIZE = 25
 """Cards on one page of the inbox."""
@@ -101,6 +103,14 @@ def waiting_page(store: SqliteApprovalStore, wanted: QueueFilter, *, session_id:
              for _, raw in shown]
     return QueuePage(items=items, total=len(passed), page=page, pages=pages,
                      clients=sorted(clients), tools=sorted(tools), upstreams=sorted(upstreams))
+
+
+def upstream_of(catalog: CatalogBase | None, name: str) -> str:
+    """The upstream MCP server a gateway tool comes from ("" for any other tool)."""
+    tool = catalog.get(name) if catalog is not None else None
+    if tool is None or tool.metadata.source != "mcp":
+        return ""
+    return str(getattr(tool, "namespace", "") or "")
 
 
 def _passes(wanted: QueueFilter, client: str, tool: str, upstream: str, age: float) -> bool:
