@@ -88,7 +88,7 @@ async def test_edited_arguments_the_tool_does_not_take_run_nothing(tmp_path: Pat
                                       arguments={"amount": "lots", "to": "x"}))
         result = await door.invoke(call("wire_money", amount=1, to="x"), session=session)
     assert result.error_code == "invalid_arguments" and RAN == []
-    assert "edited arguments" in result.text and "a person must decide again" in result.text
+    assert "edited arguments" in result.text and "this approval will not run" in result.text
 
 
 def test_changed_names_what_an_edit_changed_added_or_removed() -> None:

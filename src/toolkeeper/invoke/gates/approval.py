@@ -228,8 +228,9 @@ class Edit:
         except InvalidArgumentsError as exc:
             raise InvalidArgumentsError(
                 f"request {self.request_id} was approved with edited arguments that "
-                f"'{tool.name}' does not take ({exc}); nothing ran — a person must decide "
-                "again", tool_name=tool.name, details={"approval_id": self.request_id}) from None
+                f"'{tool.name}' does not take ({exc}); nothing ran, and this approval will "
+                "not run: make the call with other arguments to have a person decide anew",
+                tool_name=tool.name, details={"approval_id": self.request_id}) from None
         if inv.approval is not None:
             inv.approval.edit(args_digest(self.arguments), changed(self.asked, self.arguments))
         return inv.evolve(arguments=dict(checked), resolved=None)
