@@ -76,16 +76,18 @@ def ceiling(policy: ApprovalPolicy, *, chain: bool) -> ToolRisk:
     return ToolRisk.SAFE if chain else ToolRisk.SENSITIVE
 
 
-def request_ttl(policy: ApprovalPolicy, mode: HitlMode, tool: ToolLike | None = None) -> float:
+def request_ttl(policy: ApprovalPolicy, mode: HitlMode, tool: ToolLike | None = None,
+                asked: float | str | None = None) -> float:
     """How long a request asked in ``mode`` stays approvable: CONTINUE_ON_TIMEOUT's ends at
-    ``hitl_timeout_seconds`` (then it is approved); any other's at the tool's own time-to-live
-    — the policy's ``approval_ttl_tools`` for it, else its metadata's ``approval_ttl`` —, else
+    ``hitl_timeout_seconds`` (then it is approved); any other's at ``asked`` (the ``@ttl`` of
+    the policy that asks), else the tool's own time-to-live — the policy's
+    ``approval_ttl_tools`` for it, else its metadata's ``approval_ttl`` —, else
     ``approval_ttl_s`` (a server's call answers 'pending' and is made again), else when the
     call stops waiting (``approval_timeout_s``). ``never`` is ``NEVER_S``."""
     if mode is HitlMode.CONTINUE_ON_TIMEOUT:
         return policy.hitl_timeout_seconds
-    own: float | str | None = None
-    if tool is not None:
+    own: float | str | None = asked
+    if own is None and tool is not None:
         own = policy.approval_ttl_tools.get(tool.name, tool.metadata.approval_ttl)
     if own is not None:
         return NEVER_S if own == "never" else float(own)

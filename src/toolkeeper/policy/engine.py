@@ -114,7 +114,7 @@ class Policies:
         matched = written.matched
         reason = matched.reason or rule.reason
         return Written(matched=Matched(id=rule.id, effect=matched.effect, ask=matched.ask,
-                                       reason=reason, where="store"),
+                                       reason=reason, where="store", ttl=matched.ttl),
                        est=written.est, text=written.text, expires=rule.expires)
 
     def _build(self, files: list[Written], rules: list[Written]) -> None:

@@ -110,8 +110,29 @@ def _written(est: dict[str, object], text: str, where: str, *, stored: bool,
         raise ConfigError(f"{where}: @ask marks a permit that asks a person; a forbid never asks")
     policy_id = origin if stored else str(notes.get("id") or where)
     matched = Matched(id=policy_id, effect=effect, ask="ask" in notes,
-                      reason=str(notes.get("reason") or ""), where="store" if stored else where)
+                      reason=str(notes.get("reason") or ""), where="store" if stored else where,
+                      ttl=_ttl(notes, where))
     return Written(matched=matched, est=est, text=text)
+
+
+def _ttl(notes: dict[str, object], where: str) -> float | Literal["never"] | None:
+    """An asking permit's ``@ttl("900")`` or ``@ttl("never")``."""
+    if "ttl" not in notes:
+        return None
+    value = str(notes["ttl"]).strip()
+    if "ask" not in notes:
+        raise ConfigError(f"{where}: @ttl says how long an @ask permit's request stays "
+                          "approvable; add @ask, or remove @ttl")
+    if value == "never":
+        return "never"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f'{where}: @ttl("{value}") must be seconds above 0 (@ttl("900")) '
+                          'or @ttl("never")')
+    return seconds
 
 
 def nearest(name: str, known: Iterable[str]) -> str:

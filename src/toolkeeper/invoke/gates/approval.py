@@ -79,7 +79,8 @@ class ApprovalGate(Gate):
         request = ApprovalRequest.for_call(
             call_id=inv.call.id, tool=inv.call.name, risk=tool.risk, hitl_mode=mode,
             arguments=inv.arguments, session_id=inv.session.id,
-            reason=_why(inv, top, mode), timeout_s=request_ttl(policy, mode, tool))
+            reason=_why(inv, top, mode), timeout_s=request_ttl(policy, mode, tool,
+                                  inv.decision.ttl() if inv.decision is not None else None))
         found = await service.find_open(request)
         if found is not None and found.state == "executing":
             raise ApprovalDeniedError(
