@@ -10,9 +10,20 @@
   against the same script run by smolagents' ``LocalPythonExecutor`` (an AST interpreter in
   the host process, no OS boundary, no invoker) with the tool as a plain function.
 
+With ``--replay``, the cost of resuming a paused run instead: a script makes N calls of the
+same tool, then a call that needs a person, and pauses; once it is approved the same script
+runs again and its N calls are answered from the run's journal. Measured: a journaled call
+answered in the re-run and a live call of the first run (both timed inside the script, per
+call), the journal's write at the asking call and its load at the re-run's start (per entry),
+and the re-run's wall time against a run of the same N live calls (per call). The journal is
+in a SQLite file, or on PostgreSQL with ``--postgres`` (a throwaway server). With
+``--policies`` the door has an operator's policy (a plain permit of the tool): any call may then
+ask, so each live call of a run that may pause stores its journal entry before it goes on.
+
 Runs interleaved, random arguments, medians.
 
     python benchmarks/bench_codemode.py [--runs 20]
+    python benchmarks/bench_codemode.py --replay [--calls 50] [--postgres] [--policies] [--runs 20]
 """
 
 from __future__ import annotations
@@ -30,12 +41,21 @@ from typing import Any
 
 import anyio
 
-from toolkeeper import ToolInvoker, tool
+from toolkeeper import ToolInvoker, ToolRisk, tool
+from toolkeeper.approval import (
+    ApprovalDecision,
+    PersistedApprovalHandler,
+    PostgresApprovalStore,
+    SqliteApprovalStore,
+)
+from toolkeeper.approval.journal import JournalEntry, journals_of
 from toolkeeper.codemode import ToolChainTool
 from toolkeeper.core.call import ToolCall
 from toolkeeper.invoke import ChainPolicy
+from toolkeeper.policy import Policies
 from toolkeeper.sandbox.base import Limits
 from toolkeeper.sandbox.bubblewrap import run_confined
+from toolkeeper.toolbox import Toolbox
 
 CALLS = 100
 
@@ -47,6 +67,30 @@ async def lookup(key: int) -> int:
 
 
 SCRIPT = """
+import time
+start = time.perf_counter()
+for i in range({calls}):
+    lookup(key={seed} + i)
+result = (time.perf_counter() - start) / {calls}
+"""
+
+
+@tool(risk=ToolRisk.CRITICAL)
+async def launch(n: int) -> int:
+    """Launch (needs a person)."""
+    return n
+
+
+REPLAY = """
+import time
+start = time.perf_counter()
+for i in range({calls}):
+    lookup(key={seed} + i)
+print((time.perf_counter() - start) / {calls}, flush=True)
+launch(n=1)
+"""
+
+LIVE = """
 import time
 start = time.perf_counter()
 for i in range({calls}):
@@ -118,10 +162,109 @@ def smolagents_call(seed: int) -> float:
     return float(executor.state["result"] if output.output is None else output.output)
 
 
+def _store(target: str) -> SqliteApprovalStore:
+    return PostgresApprovalStore(target) if target.startswith("postgresql://") else \
+        SqliteApprovalStore(target)
+
+
+PERMIT = 'permit (principal, action == Action::"lookup", resource);'
+
+
+async def replay_run(seed: int, calls: int, target: str, governed: bool = False
+                     ) -> dict[str, float]:
+    """One paused run and its resumption; the figures of ``--replay`` (seconds)."""
+    store, box = _store(target), Toolbox([lookup, launch])
+    invoker = ToolInvoker(box, PersistedApprovalHandler(store, wait_s=0),
+                          approval_store=store, policy=ChainPolicy(max_tool_calls=10**6),
+                          policies=Policies(box, text={"team": PERMIT}) if governed else None)
+    chain = ToolChainTool(invoker, policy=ChainPolicy(max_tool_calls=10**6))
+    code, session = REPLAY.format(calls=calls, seed=seed), f"client-bench-{seed}"
+    first = await chain.run_chain(code, session_id=session)
+    assert first.status == "pending" and first.approval_id, first.output_text
+    store.decide(ApprovalDecision(request_id=first.approval_id, outcome="approved"))
+    started = time.perf_counter()
+    again = await chain.run_chain(code, session_id=session)
+    rerun = time.perf_counter() - started
+    assert again.status == "ok" and sum(r.replayed for r in again.call_trace) == calls
+    started = time.perf_counter()
+    live = await chain.run_chain(LIVE.format(calls=calls, seed=seed), session_id=session)
+    fresh = time.perf_counter() - started
+    assert live.status == "ok", live.output_text
+    plain = await chain.run_chain(LIVE.format(calls=calls, seed=seed))  # no session: no journal
+    assert plain.status == "ok", plain.output_text
+    return {"replay: a journaled call, answered from the journal (inside the re-run)":
+            float(again.output_text.split()[0]),
+            "replay: a live bridged call of the first run (journal kept in memory; "
+            f"{'stored at each call' if governed else 'stored at the asking call'})":
+            float(first.output_text.split()[0]),
+            "replay: a live bridged call of a run with no session (no journal)":
+            float(plain.value),  # type: ignore[arg-type]
+            "replay: re-run wall time − a run of the same live calls, per journaled call":
+            (rerun - fresh) / calls, **_journal_io(store, calls, seed)}
+
+
+def _journal_io(store: SqliteApprovalStore, calls: int, seed: int) -> dict[str, float]:
+    """The journal's write at the asking call and its load at a re-run, per entry."""
+    journals = journals_of(store)
+    assert journals is not None
+    entries = [JournalEntry(seq=n, tool="lookup", args_digest=f"{seed:064x}", line=4,
+                            answer={"status": "ok", "text": str(2 * n), "structured":
+                                    {"result": 2 * n}, "artifact_ref": None,
+                                    "error_code": None, "files": []})
+               for n in range(1, calls + 1)]
+    run_id = f"run_bench_{seed}"
+    started = time.perf_counter()
+    journals.write(run_id, session_id="bench", code=REPLAY, entries=entries)
+    written = time.perf_counter() - started
+    started = time.perf_counter()
+    found = journals.load(run_id)
+    loaded = time.perf_counter() - started
+    assert found is not None and len(found.entries) == calls
+    journals.drop(run_id)
+    return {"replay: journal written at the asking call, per entry": written / calls,
+            "replay: journal loaded at the re-run's start, per entry": loaded / calls}
+
+
+def replay_main(runs: int, calls: int, postgres: bool, governed: bool) -> None:
+    from contextlib import ExitStack
+
+    samples: dict[str, list[float]] = {}
+    with ExitStack() as stack, tempfile.TemporaryDirectory() as folder:
+        target = str(Path(folder) / "toolkeeper.db")
+        if postgres:
+            from toolkeeper.testing.postgres import create_database, postgres_server
+
+            target = create_database(stack.enter_context(postgres_server()))
+        for run in range(runs):
+            seed = random.Random(run).randrange(10**6)
+            for name, value in anyio.run(replay_run, seed, calls, target, governed).items():
+                samples.setdefault(name, []).append(value)
+    print(f"Python {sys.version.split()[0]}, {runs} runs; {calls} journaled calls per run; "
+          f"journal on {'PostgreSQL' if postgres else 'SQLite'}"
+          f"{'; an operator policy (each live call stored)' if governed else ''}\n")
+    _table(samples)
+
+
+def _table(samples: dict[str, list[float]]) -> None:
+    print("| measurement | p50 ms | p95 ms |")
+    print("|---|---:|---:|")
+    for name, values in samples.items():
+        ordered = sorted(values)
+        p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+        print(f"| {name} | {statistics.median(values) * 1000:,.3f} | {p95 * 1000:,.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--replay", action="store_true", help="the cost of resuming a run")
+    parser.add_argument("--calls", type=int, default=50, help="journaled calls (--replay)")
+    parser.add_argument("--postgres", action="store_true", help="the journal on PostgreSQL")
+    parser.add_argument("--policies", action="store_true", help="an operator policy (--replay)")
     args = parser.parse_args()
+    if args.replay:
+        replay_main(args.runs, args.calls, args.postgres, args.policies)
+        return
     samples: dict[str, list[float]] = {}
     WARM.warm_up()
     for run in range(args.runs):
@@ -139,12 +282,7 @@ def main() -> None:
             samples.setdefault(name, []).append(job())
     print(f"Python {sys.version.split()[0]}, {args.runs} interleaved runs; calls: {CALLS} per "
           "run, time per call\n")
-    print("| measurement | p50 ms | p95 ms |")
-    print("|---|---:|---:|")
-    for name, values in samples.items():
-        ordered = sorted(values)
-        p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-        print(f"| {name} | {statistics.median(values) * 1000:,.3f} | {p95 * 1000:,.3f} |")
+    _table(samples)
     WARM.close()
 
 

@@ -1,6 +1,7 @@
 """``--approval-wait`` is the wait of the one policy a real ``toolkeeper serve`` runs calls under:
 a client's direct calls and its code-mode scripts' calls alike wait that long for a person,
-whatever the tool's HITL mode, then answer 'pending' (the request stays open)."""
+whatever the tool's HITL mode, then answer 'pending' (a script's run pauses on it; the request
+stays open)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,10 @@ async def test_a_call_waits_the_approval_wait_whatever_its_mode_in_a_script_too(
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) in (0, 130)
     assert direct.is_error and "waiting for approval" in direct.content[0].text  # type: ignore[union-attr]
-    assert scripted.structured_content is not None
-    assert scripted.structured_content["value"] == "pending", scripted.content
+    scripted_text = scripted.content[0].text  # type: ignore[union-attr]
+    # the script's call waited as long, then its run paused on the request (not denied)
+    assert scripted.is_error and scripted_text.startswith("status: pending"), scripted_text
+    assert "paused at call 1 ('restart'" in scripted_text
     with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
         rows = db.execute("SELECT state FROM approvals ORDER BY rowid").fetchall()
     assert [r[0] for r in rows] == ["pending", "pending"]  # open: a person may still decide

@@ -10,7 +10,6 @@ directory by the script's side, up to a per-run total.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -18,16 +17,24 @@ import marshal
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 
+from ..approval.journal import JournalEntry
+from ..approval.models import args_digest
+from ..approval.service import ApprovalService
+from ..approval.store import Settles
 from ..core.call import ToolCall
 from ..core.json import JsonObject
 from ..errors import BudgetExceededError
 from ..invoke.audit import AuditEntry
 from ..invoke.results import ChainCallRecord, ChainFile, InvocationResult, RecordStatus
 from ..invoke.session import InvokerSession
+from .channel import Channel
+from .journal import RunLog, Stop
 from .prelude import MAX_FRAME
 from .signatures import function_names, signature
 
@@ -53,9 +60,19 @@ class Bridge:
     a broken or forged frame, or the run ending (``stop``)."""
 
     def __init__(self, chain: ToolChainTool, sock: socket.socket, secret: str,
-                 session: InvokerSession, code: str, workspace: str | None = None) -> None:
+                 session: InvokerSession, code: str, workspace: str | None = None, *,
+                 log: RunLog | None = None, kill: Callable[[], None] = lambda: None) -> None:
         self.chain, self.sock, self.secret = chain, sock, secret
         self.session, self.code, self.workspace = session, code, workspace
+        self.log, self._kill = log, kill
+        self.ended: Stop | None = None
+        """Where the run stopped without answering a call: it paused, or what it paused on
+        expired (``None``: it was not stopped so)."""
+        self.killed = False
+        """The bridge ended the sandbox itself (a run stopped at a call), not its limits."""
+        self.notes: list[str] = []
+        """Lines the run's output carries after the script's own (why it could not pause)."""
+        self._lines = code.count("\n") + 1
         self.allowed = {t.name: t for t in chain.callable_tools()  # and the caller's only
                         if session.caller.may_use(t.name)}
         self.functions = function_names(self.allowed)
@@ -66,7 +83,7 @@ class Bridge:
         self.files: list[ChainFile] = []
         self._media_bytes = 0
         self._calls = 0
-        self._channel = _Channel(sock)
+        self._channel = Channel(sock)
         self._stopped = False
 
     def stop(self) -> None:
@@ -97,10 +114,13 @@ class Bridge:
                     self.value, self.done = frame.get("value"), True
                 elif kind == "error":
                     self.error = str(frame.get("error", ""))[-4000:]
-                elif kind == "call":
-                    await self._send(await self._call(frame))
-                elif kind == "search":
-                    await self._send(await self._search(frame))
+                elif kind in ("call", "search"):
+                    reply = await (self._call(frame) if kind == "call" else self._search(frame))
+                    if reply is None:  # the run stops here (paused, or refused to go on)
+                        self.killed = True
+                        self._kill()
+                        return
+                    await self._send(reply)
                 else:
                     self.error = f"the bridge received an unknown frame type {kind!r}"
                     return
@@ -115,17 +135,108 @@ class Bridge:
             # frame), the script's end reads EOF now: it cannot wait on an answer forever
             self.stop()
 
-    async def _call(self, frame: dict[str, object]) -> dict[str, Any]:
+    async def _call(self, frame: dict[str, object]) -> dict[str, Any] | None:
+        """The answer to one call frame; ``None`` when the run stops at this call instead."""
         # a tool outside the chain's set is refused by the invoker itself (session.tools):
         # denied, policy_violation, in the trace and the audit log like any call
         name, arguments = str(frame.get("tool", ""))[:NAME_CHARS], frame.get("arguments")
         self._calls += 1  # the host numbers the calls: nothing the script sends names them
-        call = ToolCall(id=f"chain-{self._calls}", name=name,
+        seq, line = self._calls, self._line(frame.get("line"))
+        call = ToolCall(id=f"chain-{seq}", name=name,
                         arguments=arguments if isinstance(arguments, dict) else {})
+        log = self.log
+        digest = args_digest(call.arguments) if log is not None else ""
+        if log is not None:
+            journaled = await self._journaled(log, call, seq, digest, line)
+            if journaled is not None or self.error or self.ended is not None:
+                return journaled
+            if not log.unresumable and self._may_ask(name):
+                await log.before_asking(seq, name, digest, line)
         result = await self.chain._invoker.invoke(call, session=self.session)
         if result.error_code == "budget_exceeded" and self._budget_spent():
             self._end_spent()
-        return self._shown(result)
+        answer = self._answer(result)
+        if log is not None:
+            entry = JournalEntry(seq=seq, tool=name, args_digest=digest, line=line,
+                                 answer=answer)
+            if not await self._journal(log, entry, result.approval_id
+                                       if result.status == "pending" else None):
+                return None
+        return self._framed(answer)
+
+    async def _journal(self, log: RunLog, entry: JournalEntry, pending: str | None) -> bool:
+        """Record a live call's answer; a call that waits for a person (``pending``: its
+        request) pauses the run instead, where the journal can resume it. Whether the run
+        goes on."""
+        if pending is not None:
+            if not log.stored:  # it asked though none was foreseen: keep what came before
+                await log.before_asking(entry.seq, entry.tool, entry.args_digest, entry.line)
+            if not log.unresumable:
+                await log.paused(pending)
+                self.ended = Stop(kind="paused", request_id=pending, seq=entry.seq,
+                                  tool=entry.tool, line=entry.line)
+                return False
+            self.notes.append(f"[the run could not pause at call {entry.seq} ('{entry.tool}'): "
+                              f"{log.unresumable}; the call answered 'pending' to the script "
+                              "instead]")
+        await log.answered(entry)
+        return True
+
+    async def _journaled(self, log: RunLog, call: ToolCall, seq: int, digest: str,
+                         line: int | None) -> dict[str, Any] | None:
+        """The answer of call ``seq`` from the journal, counted against the budget and
+        recorded in the trace (nothing runs); ``None`` past the journal. A call that is not
+        the journaled one ends the run (``error``), and so does the call the journal's run
+        paused on when its request expired (``ended``)."""
+        step = log.step(seq, call.name, digest)
+        if isinstance(step, str):
+            self.error = step
+            return None
+        if step is None:
+            if log.at_pause(seq) and log.paused_on is not None and \
+                    await self._expired(log.paused_on):
+                self.ended = Stop(kind="expired", request_id=log.paused_on, seq=seq,
+                                  tool=call.name, line=line)
+                await log.unlink()
+            return None
+        tool = self.allowed.get(call.name)
+        try:
+            self.session.reserve(call.name, tool.namespace if tool is not None else None)
+        except BudgetExceededError:
+            return None  # the door refuses it as it would any call past the budget
+        answer = step.answer
+        self.session.record(ChainCallRecord(
+            tool=call.name, call_id=call.id, status=_status(answer.get("status")),
+            duration_ms=0.0, error_code=_text_or_none(answer.get("error_code")),
+            args_digest=digest, replayed=True))
+        return self._framed(answer)
+
+    async def _expired(self, request_id: str) -> bool:
+        """Whether the request a paused run waits on expired (one past its time-to-live is
+        ended first, as a person's decision would find it)."""
+        store = self.chain._invoker.approvals.store
+        if store is None:
+            return False
+        if isinstance(store, Settles):
+            await anyio.to_thread.run_sync(store.settle, request_id)
+        stored = await anyio.to_thread.run_sync(store.get, request_id)
+        return stored is not None and stored.state == "timeout"
+
+    def _may_ask(self, name: str) -> bool:
+        """Whether a call of ``name`` may ask a person in this run (then the journal is
+        stored before it goes to the door). Under the operator's policies any call may: an
+        @ask permit can hold a safe tool's call, by its arguments as the door validates them."""
+        tool = self.allowed.get(name)
+        if tool is None or self.session.granted(name):
+            return False
+        policies = self.chain._invoker.policies
+        return (policies is not None and policies.governs) or \
+            ApprovalService.needs_approval(tool, policy=self.session.policy, chain=True)
+
+    def _line(self, sent: object) -> int | None:
+        """The line of the script a call was made on, as the script's side reports it (a
+        hint for the reviewer's card; ``None`` when it is not a line of the script)."""
+        return sent if isinstance(sent, int) and 0 < sent <= self._lines else None
 
     def _budget_spent(self) -> bool:
         return self.session.call_count >= self.session.policy.max_tool_calls
@@ -137,9 +248,9 @@ class Bridge:
                       f"{self.session.policy.max_tool_calls} tool calls and searches; the run "
                       "ends here (what ran is in the trace)")
 
-    def _shown(self, result: InvocationResult) -> dict[str, Any]:
-        """What the script gets back: the text cut to the inline limit with a note, and the
-        call's media as files of this run."""
+    def _answer(self, result: InvocationResult) -> dict[str, Any]:
+        """What the script gets back, as the journal keeps it: the text cut to the inline
+        limit with a note, and the call's media listed (their bytes are sent by ``_framed``)."""
         inline = self.session.policy.max_inline_result_bytes
         text = result.text
         data = text.encode("utf-8", "surrogatepass")
@@ -154,7 +265,14 @@ class Bridge:
                                    "another tool" if result.artifact_ref else "") + "]")
         return {"status": result.status, "text": text, "structured": structured,
                 "artifact_ref": result.artifact_ref, "error_code": result.error_code,
-                "files": [self._file(f) for f in result.files]}
+                "files": [dataclasses.asdict(f) for f in result.files]}
+
+    def _framed(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """An answer as it goes to the script: each media file named for this run, with its
+        bytes while the run's share lasts."""
+        files = answer.get("files")
+        return {**answer, "files": [self._file(ChainFile(**f)) for f in files]
+                if isinstance(files, list) else []}
 
     def _file(self, produced: ChainFile) -> JsonObject:
         stem, _, ext = produced.path.rpartition(".")
@@ -174,15 +292,20 @@ class Bridge:
                 self._media_bytes += item.size
         return shown
 
-    async def _search(self, frame: dict[str, Any]) -> dict[str, Any]:
+    async def _search(self, frame: dict[str, Any]) -> dict[str, Any] | None:
         """A search of the chain's tools: counted against the run's budget like a call, and
-        recorded in its trace and the audit log as a call of ``search_tools``."""
+        recorded in its trace and the audit log as a call of ``search_tools`` (``None``: the
+        run stops, its journaled run made a call here)."""
         try:
             limit = max(1, min(int(frame.get("limit", 5)), 20))
         except (TypeError, ValueError):
             limit = 5
         query = str(frame.get("query", ""))[:QUERY_CHARS]
         self._calls += 1
+        differs = self.log.search(self._calls) if self.log is not None else None
+        if differs is not None:  # the journaled run made a call here: the run stops
+            self.error = differs
+            return None
         call_id, arguments = f"chain-{self._calls}", {"query": query, "limit": limit}
         started = time.perf_counter()
         try:
@@ -243,6 +366,18 @@ class Bridge:
         return await self._channel.exact(size)
 
 
+def _status(value: object) -> RecordStatus:
+    """A journaled answer's status as a trace record's."""
+    for status in ("ok", "error", "denied", "pending", "timeout"):
+        if value == status:
+            return status
+    return "error"
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def _same_secret(sent: object, secret: str) -> bool:
     """Whether a frame carries the run's secret, compared in constant time as bytes (a string
     with characters outside ASCII cannot be compared as a string, and any value may arrive)."""
@@ -266,85 +401,3 @@ def _too_big(value: Any, offloaded: bool) -> bool:
         return len(json.dumps(value, default=repr)) > STRUCTURED_BYTES
     except (TypeError, ValueError, RecursionError):
         return True
-
-
-class _Channel:
-    """Buffered reads from the bridge socket. On asyncio the socket stays registered with the
-    loop for the whole run (one wake-up per frame, no register/unregister per read: ~20 µs
-    less per call here); elsewhere it waits with anyio. Reading pauses while a frame and a
-    half is buffered, so a script flooding the socket cannot grow the host's memory."""
-
-    HIGH = 2 * MAX_FRAME
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = bytearray()
-        self.eof = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._reading = False
-        self._waiter: asyncio.Future[None] | None = None
-
-    def open(self) -> None:
-        try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None  # another anyio backend: wait per read
-
-    def _resume(self) -> None:
-        if self._loop is not None and not self._reading and not self.eof:
-            self._loop.add_reader(self.sock.fileno(), self._readable)
-            self._reading = True
-
-    def _pause(self) -> None:
-        if self._loop is not None and self._reading:
-            self._reading = False
-            with contextlib.suppress(ValueError, OSError, RuntimeError):
-                self._loop.remove_reader(self.sock.fileno())
-
-    def _readable(self) -> None:
-        try:
-            chunk = self.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        if chunk:
-            self.buffer += chunk
-            if len(self.buffer) > self.HIGH:
-                self._pause()
-        else:
-            self.eof = True
-            self._pause()
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def exact(self, size: int) -> bytes | None:
-        buffer = self.buffer
-        while len(buffer) < size:
-            if self.eof:
-                return None
-            if self._loop is not None:
-                self._resume()
-                self._waiter = self._loop.create_future()
-                try:
-                    await self._waiter
-                finally:
-                    self._waiter = None
-                continue
-            try:
-                chunk = self.sock.recv(max(65536, size - len(buffer)))
-            except BlockingIOError:
-                await anyio.wait_readable(self.sock)
-                continue
-            if not chunk:
-                self.eof = True
-                return None
-            buffer += chunk
-        data = bytes(buffer[:size])
-        del buffer[:size]
-        if len(buffer) <= self.HIGH:
-            self._resume()
-        return data
-
-    def close(self) -> None:
-        self._pause()

@@ -25,13 +25,14 @@ from typing import Literal
 
 import anyio
 
+from ..approval.journal import RunJournals, journals_of
 from ..builtins.policy import SecurityPolicy
 from ..builtins.preflight import Preflight
 from ..builtins.protected import Protection
 from ..core.context import LIBRARY, Caller, ToolContext
 from ..core.metadata import ToolMetadata
 from ..core.results import ToolResult
-from ..errors import SandboxUnavailableError, UsageError
+from ..errors import ApprovalPending, SandboxUnavailableError, UsageError
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
@@ -41,6 +42,7 @@ from ..sandbox.detect import default_sandbox
 from ..sandbox.overlay import new_overlay
 from ..tools.tool import Tool
 from .bridge import NAME, Bridge
+from .journal import RunLog
 from .runner import Started, WarmPool
 from .signatures import function_names, signature
 
@@ -57,6 +59,9 @@ SHOWN_CALLS = 100
 KILL_WAIT_S = 10.0
 """How long a killed sandbox may take to be gone (a fork bomb's teardown) before the run
 answers anyway."""
+PAUSED_TTL_S = 3600.0
+"""How long a request a paused run waits on stays approvable, when the chain's policy does not
+say (``approval_ttl_s``)."""
 
 
 class ToolChainTool(Tool):
@@ -97,6 +102,7 @@ class ToolChainTool(Tool):
     _protection: Protection | None
     _trace_limit: int | None
     _pool: WarmPool
+    _journals: RunJournals | None
 
     def __init__(self, invoker: ToolInvoker, *, tools: Sequence[str] | None = None,
                  policy: ChainPolicy | None = None, sandbox: Sandbox | None = None,
@@ -118,9 +124,14 @@ class ToolChainTool(Tool):
             writable = writable and not security.read_only and security.autonomy != "read_only"
             shared = (SharedPath(path, writable=writable),)
             protection = Protection(security, path)
+        journals = journals_of(invoker.approvals.store)
+        policy = policy or ChainPolicy()
+        if journals is not None and policy.approval_ttl_s is None:  # a paused run's request
+            policy = policy.model_copy(update={"approval_ttl_s": PAUSED_TTL_S})  # outlives it
         self._invoker, self._allowed = invoker, tuple(tools) if tools else None
-        self._policy, self._sandbox, self._shared = policy or ChainPolicy(), sandbox, shared
+        self._policy, self._sandbox, self._shared = policy, sandbox, shared
         self._protection, self._trace_limit = protection, trace_limit
+        self._journals = journals
         self._pool = WarmPool(warm, idle_s, self._start)
         super().__init__(name=NAME, description=self._describe(),
                          parameters={"type": "object", "properties": {"code": {
@@ -185,6 +196,7 @@ class ToolChainTool(Tool):
         trace = run.call_trace
         lines = [f"status: {run.status}", *(
             f"call {i}: {r.tool} → {r.status}" + (f" ({r.error_code})" if r.error_code else "")
+            + (" [from the journal: nothing ran]" if r.replayed else "")
             for i, r in enumerate(trace[:SHOWN_CALLS], 1))]
         if len(trace) > SHOWN_CALLS:
             lines.append(f"… and {len(trace) - SHOWN_CALLS} more calls")
@@ -200,9 +212,14 @@ class ToolChainTool(Tool):
                 if len(shown) > VALUE_CHARS else ""))
             if len(shown) > VALUE_CHARS:
                 value = None  # the model reads the cut text, not a megabyte of structure
-        return ToolResult.text_result("\n".join(lines), is_error=run.status != "ok",
+        if run.status == "pending" and run.approval_id is not None:
+            raise ApprovalPending("\n".join(lines), request_id=run.approval_id)
+        told = ToolResult.text_result("\n".join(lines), is_error=run.status != "ok",
                                       structured_content={"status": run.status,
                                                           "value": value})
+        if run.status == "expired":
+            return told.model_copy(update={"error_code": "expired"})
+        return told
 
     def _sandbox_or_refuse(self, code: str = "") -> Sandbox:
         """The sandbox scripts run in; also the tool's pre-flight (whatever ``code`` is).
@@ -301,7 +318,7 @@ class ToolChainTool(Tool):
                 raise
             current.set_attributes({"toolkeeper.code_mode.status": run.status,
                                     "toolkeeper.code_mode.calls": len(run.call_trace)})
-            if run.status != "ok":
+            if run.status not in ("ok", "pending"):  # a paused run waits; it did not fail
                 failed(current, run.status)
             return run
 
@@ -314,6 +331,10 @@ class ToolChainTool(Tool):
         sandbox = self._sandbox_or_refuse()
         policy = self._policy
         started = time.monotonic()
+        log = None
+        if self._journals is not None and session_id is not None:  # it can be found again
+            log = RunLog(self._journals, session_id=session_id, code=code)
+            await log.load()
         run = self._take(sandbox)
         workspace = str(self._shared[0].path) if self._shared else None
         try:
@@ -321,7 +342,8 @@ class ToolChainTool(Tool):
                     session_id=session_id, chain=True, policy=policy,  # its own limits
                     trace_limit=self._trace_limit,
                     caller=(caller or LIBRARY).through("code_mode")) as session:
-                bridge = Bridge(self, run.host, run.secret, session, code, workspace)
+                bridge = Bridge(self, run.host, run.secret, session, code, workspace, log=log,
+                                kill=run.cancel.set)
                 async with anyio.create_task_group() as group:
                     group.start_soon(bridge.serve)
                     if not await run.wait(policy.total_timeout_s):
@@ -335,8 +357,50 @@ class ToolChainTool(Tool):
             run.discard()  # a cancelled run kills its sandbox too
         if run.failure is not None:
             raise run.failure
-        return replace(_outcome(run, bridge, trace, started), trace_dropped=dropped[0],
-                       audit_dropped=dropped[1])
+        outcome = _outcome(run, bridge, trace, started)
+        if bridge.ended is not None:
+            outcome = self._stopped(outcome, bridge)
+        elif log is not None and not log.diverged:
+            outcome = await _journal_end(log, outcome)
+        return replace(outcome, trace_dropped=dropped[0], audit_dropped=dropped[1])
+
+    def _stopped(self, outcome: ChainRunResult, bridge: Bridge) -> ChainRunResult:
+        """The outcome of a run that stopped at a call: paused on a request, or found the
+        request its journal's run paused on expired."""
+        stop = bridge.ended
+        assert stop is not None
+        at = f"call {stop.seq} ('{stop.tool}'" + (f", line {stop.line}" if stop.line else "") + ")"
+        journaled = "" if stop.seq == 1 else (
+            ("the call before it is" if stop.seq == 2 else f"the {stop.seq - 1} calls before "
+             "it are") + " answered from the run's journal (not run again), ")
+        if stop.kind == "paused":
+            said = (f"The script paused at {at}: it waits for a person to approve request "
+                    f"{stop.request_id} ({self._invoker.approvals.where(stop.request_id)}). "
+                    f"Nothing after it ran. Once a person has decided, call {NAME} again with "
+                    f"exactly the same code: {journaled}the approved call runs once and the "
+                    "script goes on; you then get its output (a denied call is answered to the "
+                    "script as denied).")
+        else:
+            said = (f"Request {stop.request_id} for {at} expired: nobody decided in time. It "
+                    f"did not run, nor anything after it. Call {NAME} again with the same code "
+                    f"to ask again: {journaled}the call asks a person anew.")
+        text = outcome.output_text + ("\n" if outcome.output_text else "") + said
+        return replace(outcome, status="pending" if stop.kind == "paused" else "expired",
+                       output_text=text, approval_id=stop.request_id)
+
+
+async def _journal_end(log: RunLog, outcome: ChainRunResult) -> ChainRunResult:
+    """A run that ended without pausing leaves no journal — unless its limits cut it while it
+    had one: a call may have been waiting for a person, and that request outlives the run, so
+    the same script sent again must answer what already ran from the journal."""
+    if not (log.stored and outcome.status in ("timeout", "killed")):
+        await log.ended()
+        return outcome
+    kept = ("[the run's journal is kept: sent again unchanged, the script has the calls that "
+            "ran answered from it (not run again), and a call a person was asked about joins "
+            "its request]")
+    return replace(outcome, output_text=outcome.output_text + (
+        "\n" if outcome.output_text else "") + kept)
 
 
 def _view(shared: SharedPath, sandbox: Sandbox) -> Overlay | None:
@@ -358,16 +422,20 @@ def _outcome(run: Started, bridge: Bridge, trace: tuple[ChainCallRecord, ...], s
         status: Literal["ok", "error", "timeout", "killed"] = "killed"
         stdout = stderr = ""
     else:
-        status = ("timeout" if result.timed_out else "killed" if result.oom_killed or (
-            result.exit_code is not None and result.exit_code < 0) else
-            "ok" if bridge.done and result.exit_code == 0 else "error")
+        status = ("error" if bridge.killed else "timeout" if result.timed_out else "killed"
+                  if result.oom_killed or (result.exit_code is not None and result.exit_code < 0)
+                  else "ok" if bridge.done and result.exit_code == 0 else "error")
         stdout, stderr = result.stdout, result.stderr
     text = stdout
     if bridge.error:
         text += ("\n" if text else "") + bridge.error
+    elif bridge.ended is not None:
+        pass  # said by the run (_stopped), not the script's traceback
     elif status != "ok" and stderr:
         text += ("\n" if text else "") + stderr[-2000:]
     text = text[-16_000:]
+    if bridge.notes:
+        text += ("\n" if text else "") + "\n".join(bridge.notes)
     if run.refused:  # said after the cut: the model always reads it
         text += ("\n" if text else "") + run.refused
     return ChainRunResult(status=status, output_text=text, call_trace=trace,

@@ -117,8 +117,12 @@ def _bridge():
         counter[0] += 1
         payload = dict(arguments or {})
         payload.update(keywords)
-        send('"type":"call","id":%d,"tool":%s,"arguments":%s'
-             % (counter[0], encode(str(name)), encode(payload)))
+        frame = sys._getframe(1)  # the script's line of the call, for the approval card
+        while frame is not None and frame.f_code.co_filename != "<script>":
+            frame = frame.f_back
+        send('"type":"call","id":%d,"tool":%s,"arguments":%s,"line":%d'
+             % (counter[0], encode(str(name)), encode(payload),
+                (frame.f_lineno or 0) if frame is not None else 0))
         return Result(answer())
 
     def search_tools(query, limit=5):

@@ -111,13 +111,16 @@ class ChainCallRecord:
     """One entry of a session's trace, appended on every outcome.
 
     ``args_digest`` (SHA-256 of the canonical arguments) is computed when first read.
+    ``replayed``: a code-mode run answered the call from the journal of the run that paused
+    before it (nothing ran).
     """
 
-    __slots__ = ("_arguments", "_digest", "call_id", "duration_ms", "error_code", "status", "tool")
+    __slots__ = ("_arguments", "_digest", "call_id", "duration_ms", "error_code", "replayed",
+                 "status", "tool")
 
     def __init__(self, *, tool: str, call_id: str, status: RecordStatus, duration_ms: float,
                  error_code: str | None = None, args_digest: str | None = None,
-                 arguments: dict[str, object] | None = None) -> None:
+                 arguments: dict[str, object] | None = None, replayed: bool = False) -> None:
         self.tool = tool
         self.call_id = call_id
         self.status = status
@@ -125,6 +128,7 @@ class ChainCallRecord:
         self.error_code = error_code
         self._digest = args_digest
         self._arguments = arguments
+        self.replayed = replayed
 
     @property
     def args_digest(self) -> str:
@@ -143,7 +147,10 @@ class ChainRunResult:
     """The outcome of a code-mode run: its output, its ``result`` value and every call it made
     (listed even when the script crashed, timed out or was killed)."""
 
-    status: Literal["ok", "error", "timeout", "killed"]
+    status: Literal["ok", "error", "timeout", "killed", "pending", "expired"]
+    """``pending``: the run paused at a call that waits for a person (``approval_id``); the
+    same script sent again by the same client resumes it. ``expired``: the request it paused on
+    expired before anyone decided; sent again, the script asks anew."""
     output_text: str
     call_trace: tuple[ChainCallRecord, ...]
     duration_ms: float
@@ -155,3 +162,5 @@ class ChainRunResult:
     audit_dropped: int = 0
     """Refused calls counted rather than stored in the audit log past the policy's
     ``max_audit_rows`` (one summary row, ``audit_bound``, says how many)."""
+    approval_id: str | None = None
+    """The request the run paused on (``pending``), or the one that expired (``expired``)."""

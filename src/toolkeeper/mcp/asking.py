@@ -139,7 +139,7 @@ class ClientChannel:
             return
         stored = await anyio.to_thread.run_sync(store.get, request_id)
         if stored is None or stored.request.session_id != session.id or \
-                stored.request.tool != params.name:
+                (stored.request.tool != params.name and not self._runs_scripts(params.name)):
             return  # not this client's request: nothing to decide
         action = getattr(answer, "action", None)
         content = getattr(answer, "content", None) or {}
@@ -152,6 +152,13 @@ class ClientChannel:
             approver=f"client:{client}",
             message=note or ("approved at the client" if approved else "denied at the client"))
         await anyio.to_thread.run_sync(store.decide, decision)
+
+
+    def _runs_scripts(self, name: str) -> bool:
+        """Whether calls of ``name`` run scripts whose own calls ask (code mode: the request
+        a paused run waits on is for the script's call, not for ``tool_chain``)."""
+        tool = self.invoker.registry.get(name)
+        return tool is not None and tool.runs_scripts
 
 
 def state_security(secret: str, client_of: Any) -> Any:

@@ -39,6 +39,8 @@ CONTEXT = 3
 WBR = 2_000
 DIFF_MAX_LINES = 20_000
 DIFF_MAX_CHARS = 4_000_000
+MARK = "▶"
+"""The sign of the line a text block points at."""
 
 _ODD = re.compile(r"[^\t\x20-\x7e]+")
 # Letters of other scripts that read as Latin ones (fullwidth and mathematical forms are found
@@ -227,11 +229,13 @@ def _label(line: Line) -> str:
     return f"line {line.number}" if line.number else f"old line {line.old}"
 
 
-def text_block(title: str, text: str, *, anchor: str, note: str = "") -> Block:
-    """A titled text with numbered lines."""
+def text_block(title: str, text: str, *, anchor: str, note: str = "",
+               marked: int | None = None) -> Block:
+    """A titled text with numbered lines (line ``marked`` pointed at)."""
     marker = _Marker()
     lines = _lines_of(text)
-    rendered = [marker.line(t, where=f"line {n}", anchor=f"{anchor}-L{n}", number=str(n))
+    rendered = [marker.line(t, where=f"line {n}", anchor=f"{anchor}-L{n}", number=str(n),
+                            sign=MARK if n == marked else "")
                 for n, t in enumerate(lines, 1)]
     summary = (f"{len(lines):,} line{'s' if len(lines) != 1 else ''}, "
                f"{len(text):,} character{'s' if len(text) != 1 else ''}")

@@ -33,13 +33,15 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class TextSection(BaseModel):
-    """A text shown with line numbers (a script, a message, a query)."""
+    """A text shown with line numbers (a script, a message, a query); ``marked`` points at one
+    of its lines (counted from 1)."""
 
     model_config = _FROZEN
     kind: Literal["text"] = "text"
     title: str
     text: str
     note: str = ""
+    marked: int | None = None
 
 
 class DiffSection(BaseModel):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from ..approval.journal import journals_of
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import COOKIE, WebSessions
@@ -59,6 +60,7 @@ class ApprovalPage:
 
         self.store, self.audit, self.sessions = store, audit, sessions
         self.title, self.catalog = title, catalog
+        self.journals = journals_of(store)  # where a script's call shows its script from
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True,
                                                             default_for_string=True))
@@ -243,7 +245,9 @@ class ApprovalPage:
                             **values)
 
     def _card(self, stored: StoredApproval) -> dict[str, Any]:
-        return card(stored, self.catalog)
+        journals = self.journals
+        script = journals.script_for(stored.request) if journals is not None else None
+        return card(stored, self.catalog, script)
 
     def _render(self, request: Request, name: str, status: int = 200, **values: Any
                 ) -> Response:

@@ -15,6 +15,7 @@ import unicodedata
 from dataclasses import asdict
 from typing import Any
 
+from ..approval.journal import ScriptView
 from ..approval.models import NEVER_S, SESSION_GRANT_S, args_digest, duration
 from ..approval.store import QueueFigures, StoredApproval
 from ..builtins.fs import visible
@@ -23,12 +24,12 @@ from ..invoke.audit import AuditEntry
 from ..toolbox.catalog import CatalogBase
 from .card_builtins import BUILTIN_VIEWS, generic_sections
 from .card_text import Block, diff_block, plain, rows_block, text_block, url_block
-from .cards import Section, find_card_view, sections_of
+from .cards import RowsSection, Section, TextSection, find_card_view, sections_of
 from .clients import OPERATOR
 
 __all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
            "client_of", "decided_text", "edit_blocks", "edit_json", "figures_text", "history_row",
-           "session_of"]
+           "script_sections", "session_of"]
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def render(sections: list[Section], anchor: str) -> list[Block]:
     for n, section in enumerate(sections):
         at = f"{anchor}-{n}"
         if section.kind == "text":
-            blocks.append(text_block(section.title, section.text, anchor=at, note=section.note))
+            blocks.append(text_block(section.title, section.text, anchor=at, note=section.note,
+                                     marked=section.marked))
         elif section.kind == "diff":
             blocks.append(diff_block(section.title, section.old, section.new, anchor=at,
                                      note=section.note))
@@ -139,13 +141,35 @@ def decided_text(approver: str, outcome: str) -> str:
     return f"{outcome} by {plain(approver)}" if approver else outcome
 
 
-def card(stored: StoredApproval, catalog: CatalogBase | None = None) -> dict[str, Any]:
-    """What a card shows (the template escapes every value but the blocks' own HTML)."""
+def script_sections(script: ScriptView) -> list[Section]:
+    """The script a call came from (a code-mode run's): the code with the call's line marked,
+    and the calls it made before."""
+    where = (f"line {script.line} (marked) is this call, as the script's side reported it; "
+             "the call itself is what is shown above" if script.line is not None else
+             "the line of this call is not known: the whole script is shown")
+    sections: list[Section] = [TextSection(
+        title="the script this call came from (tool_chain)", text=script.code, note=where,
+        marked=script.line)]
+    if script.before:
+        sections.append(RowsSection(
+            title="calls the script made before this one (answered, not run again, when it "
+                  "resumes)",
+            rows=[(f"call {n}", f"{tool}: {status}")
+                  for n, (tool, status) in enumerate(script.before, 1)]))
+    return sections
+
+
+def card(stored: StoredApproval, catalog: CatalogBase | None = None,
+         script: ScriptView | None = None) -> dict[str, Any]:
+    """What a card shows (the template escapes every value but the blocks' own HTML); a call
+    a code-mode script made shows the ``script`` below it."""
     request, now = stored.request, time.time()
     expires, state = request.expires_at, str(stored.state)
     expired = state == "expired" or (state == "pending" and expires is not None
                                      and expires <= now)
     sections, note, raw_too = card_sections(request.tool, request.arguments, catalog)
+    if script is not None:
+        sections = [*sections, *script_sections(script)]
     anchor = f"c-{request.id}"
     decision = stored.decision
     return {

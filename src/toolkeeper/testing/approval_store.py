@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import get_args
 
 from ..approval import states
+from ..approval.journal import Asking, JournalEntry, journals_of
 from ..approval.models import ApprovalDecision, ApprovalRequest, Outcome, args_digest
 from ..approval.store import ApprovalStore, Replays, Settles, StoredApproval
 from ..core.risk import HitlMode, ToolRisk
@@ -102,6 +103,32 @@ class ApprovalStoreConformance:
         store.complete(request.id, {"status": "ok"})
         stored = store.get(request.id)
         assert stored is not None and stored.state == "done" and stored.result == {"status": "ok"}
+
+    def test_a_run_journal_keeps_each_answer_once_and_names_the_script_of_its_request(
+            self, tmp_path: Path) -> None:
+        journals = journals_of(self.make_store(tmp_path))
+        if journals is None:  # a store without journals: code mode does not pause under it
+            return
+        request = _request(session="s1")
+        entries = [JournalEntry(seq=n, tool="note", args_digest=f"d{n}", line=n,
+                                answer={"status": "ok", "text": f"noted {n}"}) for n in (1, 2)]
+        asking = Asking(seq=3, tool=request.tool, args_digest=request.args_digest, line=7)
+        journals.write("run_1", session_id="s1", code="script", entries=entries[:1],
+                       asking=asking)
+        journals.write("run_1", session_id="s1", code="script", entries=[
+            JournalEntry(seq=1, tool="note", args_digest="d1", line=1,
+                         answer={"status": "error"}), entries[1]])
+        found = journals.load("run_1")
+        assert found is not None and found.entries == tuple(entries)  # the first answer stays
+        assert (found.code, found.asking, found.request_id) == ("script", asking, None)
+        shown = journals.script_for(request)  # found by its asking call before it is linked
+        assert shown is not None and (shown.code, shown.line) == ("script", 7)
+        assert shown.before == (("note", "ok"), ("note", "ok"))
+        journals.link("run_1", request.id)
+        assert journals.load("run_1").request_id == request.id  # type: ignore[union-attr]
+        assert journals.script_for(_request(session="s2")) is None
+        journals.drop("run_1")
+        assert journals.load("run_1") is None and journals.script_for(request) is None
 
     def test_no_walk_of_operations_makes_a_move_the_state_table_forbids(
             self, tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...core.spec import HandlesCalls
-from ...errors import PolicyViolationError, ToolCallError, ToolRaisedError
+from ...errors import ApprovalPending, PolicyViolationError, ToolCallError, ToolRaisedError
 from ...tools.tool import Tool
 from ..results import InvocationResult
 from ..state import Invocation
@@ -12,7 +12,8 @@ __all__ = ["execute"]
 
 
 async def execute(inv: Invocation) -> InvocationResult:
-    """Run the tool with its final arguments; its exception becomes ``ToolRaisedError``."""
+    """Run the tool with its final arguments; its exception becomes ``ToolRaisedError`` (but
+    ``ApprovalPending``: a tool that waits for a person, as a paused code-mode run does)."""
     tool = inv.known_tool
     try:
         if tool.kind == "provider" and isinstance(tool, HandlesCalls):
@@ -25,7 +26,7 @@ async def execute(inv: Invocation) -> InvocationResult:
             wants_ctx = inv.ctx is not None or tool._ctx_param() is not None
             value = await tool.call_async(inv.arguments, inv.context() if wants_ctx else None)
             result = tool.to_result(value)
-    except ToolCallError:
+    except (ToolCallError, ApprovalPending):
         raise
     except Exception as exc:
         raise ToolRaisedError(f"tool '{inv.call.name}' failed: {type(exc).__name__}: {exc}",
