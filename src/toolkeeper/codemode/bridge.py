@@ -220,7 +220,7 @@ class Bridge:
         if isinstance(store, Settles):
             await anyio.to_thread.run_sync(store.settle, request_id)
         stored = await anyio.to_thread.run_sync(store.get, request_id)
-        return stored is not None and stored.state == "timeout"
+        return stored is not None and stored.state == "expired"
 
     def _may_ask(self, name: str) -> bool:
         """Whether a call of ``name`` may ask a person in this run (then the journal is
@@ -368,7 +368,7 @@ class Bridge:
 
 def _status(value: object) -> RecordStatus:
     """A journaled answer's status as a trace record's."""
-    for status in ("ok", "error", "denied", "pending", "timeout"):
+    for status in ("ok", "error", "denied", "pending", "timeout", "expired"):
         if value == status:
             return status
     return "error"
