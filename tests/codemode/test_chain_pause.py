@@ -206,7 +206,7 @@ async def test_a_run_that_never_asks_writes_no_journal(tmp_path: Path,
     assert journal_rows(tmp_path) == 0
 
 
-async def test_without_a_store_a_slow_person_is_still_a_denial_the_script_reads(
+async def test_without_a_store_a_slow_person_is_an_expiry_the_script_reads(
         ledger: list[str]) -> None:
     async def never(_request: object) -> bool:
         await anyio.sleep(60)
@@ -215,7 +215,9 @@ async def test_without_a_store_a_slow_person_is_still_a_denial_the_script_reads(
     invoker = ToolInvoker([note, deploy], approval_handler=CallbackApprovalHandler(never))
     chain = ToolChainTool(invoker, policy=ChainPolicy(call_timeout_s=3, approval_timeout_s=0.3))
     shown = await chain.run_chain(SCRIPT, session_id="client-alice")
-    assert shown.status == "ok" and shown.value[0] == "denied"  # type: ignore[index]
+    assert shown.status == "ok" and shown.value[0] == "error"  # type: ignore[index]
+    told = str(shown.value[1])  # type: ignore[index]
+    assert "nobody decided within 0.3 s" in told and "it did not run" in told  # not a denial
     assert ledger == ["note a", "note b", "note c"]
 
 
