@@ -168,7 +168,7 @@ class ApprovalPage:
             try:
                 await decide(self.store, self.audit, client, request_id,
                              str(form.get("decision", "")),
-                             message=str(form.get("message", ""))[:MAX_MESSAGE],
+                             message=str(form.get("batch_message", ""))[:MAX_MESSAGE],
                              digest=digest, approver=f"web:{client}")
             except DecisionError as exc:
                 refused.append(f"{request_id}: {exc}")

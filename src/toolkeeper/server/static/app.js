@@ -111,7 +111,7 @@
   function decideSelected(decision) {
     const chosen = [...picked].map(v => v.split(":"));
     if (!chosen.length) return;
-    const message = document.querySelector("#batch input[name=message]")?.value || "";
+    const message = document.querySelector("#batch input[name=batch_message]")?.value || "";
     picked.clear();
     post("/api/approvals/decisions", { decisions: chosen.map(([id, digest]) =>
       ({ id: id, decision: decision, args_digest: digest, message: message })) });
