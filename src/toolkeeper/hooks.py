@@ -22,6 +22,9 @@ class HookEvent(StrEnum):
     APPROVAL_DECIDED = "approval_decided"
     ARTIFACT_STORED = "artifact_stored"
     GUARDRAIL_TRIPPED = "guardrail_tripped"
+    NOTIFICATION = "notification"
+    """A notification of an approval request was sent, retried, failed or dropped (payload:
+    channel, outcome, kind, request_id, attempts, error)."""
 
 
 Hook = Callable[[HookEvent, dict[str, Any]], Awaitable[None] | None]

@@ -13,6 +13,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
@@ -23,7 +24,7 @@ from toolkeeper.approval import ApprovalDecision
 from .world import DELETED, World
 
 pytestmark = pytest.mark.anyio
-THREAD = {"configurable": {"thread_id": "conversation-1"}}
+THREAD: RunnableConfig = {"configurable": {"thread_id": "conversation-1"}}
 
 
 class ScriptedChatModel(FakeMessagesListChatModel):
@@ -160,7 +161,7 @@ async def test_an_edit_made_on_toolkeepers_side_resumes_the_graph_as_an_edit(
             request_id=request.id, outcome="approved" if keep else "denied",
             approver="web:alice", arguments={"path": "/tmp/other"} if keep else None))
     command = await governed.resume_from_store(run["__interrupt__"])
-    assert command is not None
+    assert command is not None and isinstance(command.resume, dict), command
     edits = [d for v in command.resume.values() for d in v["decisions"] if d["type"] == "edit"]
     assert edits == [{"type": "edit", "edited_action": {"name": "delete_file",
                                                         "args": {"path": "/tmp/other"}}}]

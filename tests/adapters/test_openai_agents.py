@@ -64,7 +64,7 @@ class ScriptedModel(Model):
         raise NotImplementedError
 
 
-TURNS = [[call("c1", "add", {"a": "x", "b": 2})],
+TURNS: list[list[Any]] = [[call("c1", "add", {"a": "x", "b": 2})],
          [call("c2", "add", {"a": 1, "b": 2}), call("c3", "delete_file", {"path": "/keep"}),
           call("c4", "delete_file", {"path": "/tmp/x"})],
          [say("done")]]
@@ -78,7 +78,7 @@ def outputs(model: ScriptedModel) -> dict[str, str]:
 def agent(world: World) -> tuple[Agent[Any], ToolkeeperTools, ScriptedModel]:
     governed = ToolkeeperTools(world.invoker, session_id="conversation-1")
     model = ScriptedModel(TURNS)
-    return Agent(name="ops", model=model, tools=governed.tools, hooks=governed.hooks), \
+    return Agent(name="ops", model=model, tools=[*governed.tools], hooks=governed.hooks), \
         governed, model
 
 
@@ -141,7 +141,7 @@ async def test_broken_arguments_and_a_failing_tool_are_error_outputs(tmp_path: P
                                       name="add", arguments="{not json", status="completed")
     model = ScriptedModel([[broken, call("c2", "fetch", {"url": "http://x"})], [say("ok")],
                            [say("ok")]])
-    run = await Runner.run(Agent(name="a", model=model, tools=governed.tools), "go")
+    run = await Runner.run(Agent(name="a", model=model, tools=[*governed.tools]), "go")
     assert run.final_output == "ok"
     told = outputs(model)
     assert "not valid JSON" in told["c1"]
@@ -154,6 +154,6 @@ async def test_a_call_the_invokers_own_handler_approves_runs_once_without_interr
     governed = ToolkeeperTools(invoker)
     model = ScriptedModel([[call("c1", "delete_file", {"path": "/keep"})], [say("ok")],
                            [say("ok")]])
-    run = await Runner.run(Agent(name="a", model=model, tools=governed.tools), "go")
+    run = await Runner.run(Agent(name="a", model=model, tools=[*governed.tools]), "go")
     assert run.final_output == "ok" and run.interruptions == []
     assert outputs(model)["c1"] == "deleted /keep" and DELETED == ["/keep"]

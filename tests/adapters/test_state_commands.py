@@ -97,9 +97,9 @@ async def test_an_openai_agents_run_is_audited_beside_its_store_and_resumes_from
     scripted = ScriptedModel([[call("c1", "add", {"a": 1, "b": 2}),
                                call("c2", "delete_file", {"path": "/keep"})],
                               [say("done")], [say("done")]])
-    agent = AgentsAgent(name="ops", model=scripted, tools=governed.tools, hooks=governed.hooks)
+    agent = AgentsAgent(name="ops", model=scripted, tools=[*governed.tools], hooks=governed.hooks)
     run = await Runner.run(agent, "clean up")
-    assert [i.raw_item.name for i in run.interruptions] == ["delete_file"]
+    assert [getattr(i.raw_item, "name", None) for i in run.interruptions] == ["delete_file"]
     options = f"--state-dir {state}"
     assert audited(options, tmp_path / "xdg") == [("add", "ok"), ("delete_file", "pending")]
 

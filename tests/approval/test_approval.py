@@ -50,7 +50,7 @@ def box() -> Toolbox:
 
 
 async def test_auto_handler_approves_and_rules_can_deny() -> None:
-    inv = ToolInvoker(box(), AutoApprovalHandler(rule=lambda r: r.arguments["amount"] < 100))
+    inv = ToolInvoker(box(), AutoApprovalHandler(rule=lambda r: int(str(r.arguments["amount"])) < 100))
     async with inv.open_session() as session:
         small = await inv.invoke(call("wire_money", amount=5, to="bob"), session=session)
         large = await inv.invoke(call("wire_money", amount=500, to="eve"), session=session)
@@ -200,7 +200,7 @@ async def test_a_stored_request_that_expired_cannot_be_approved_later(tmp_path: 
     async with inv.open_session() as session:
         result = await inv.invoke(call("wire_money", amount=1, to="late"), session=session)
     assert result.error_code == "expired" and "nobody decided within 0.2 s" in result.text
-    (stored,) = [store.get(r) for r in [store.db.query("SELECT id FROM approvals")[0][0]]]
+    (stored,) = [store.get(r) for r in [str(store.db.query("SELECT id FROM approvals")[0][0])]]
     assert stored is not None and stored.state == "expired"
     assert not store.decide(ApprovalDecision(request_id=stored.request.id, outcome="approved"))
 

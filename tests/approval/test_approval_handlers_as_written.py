@@ -113,14 +113,14 @@ async def test_any_other_answer_is_a_clear_error_and_nothing_runs(answer: object
 
 def test_an_approval_request_is_built_from_the_call_it_is_about() -> None:
     call = ToolCall(id="call_7", name="send_email", arguments={"to": "x@example.com"})
-    request = ApprovalRequest(call=call, risk=ToolRisk.CRITICAL)
+    request = ApprovalRequest(call=call, risk=ToolRisk.CRITICAL)  # type: ignore[call-arg]
     assert request.call == call
     assert (request.call_id, request.tool, request.arguments) == (
         "call_7", "send_email", {"to": "x@example.com"})
     again = ApprovalRequest.model_validate_json(request.model_dump_json())
     assert again == request and again.call == call  # immutable and fully serializable
     with pytest.raises(ValueError, match="call must be a ToolCall"):
-        ApprovalRequest(call={"name": "send_email"}, risk=ToolRisk.CRITICAL)
+        ApprovalRequest(call={"name": "send_email"}, risk=ToolRisk.CRITICAL)  # type: ignore[call-arg]
 
 
 async def test_hook_payloads_carry_tool_name_beside_tool() -> None:

@@ -41,6 +41,7 @@ def test_a_killed_process_leaves_its_request_pending_and_resume_runs_once(tmp_pa
     finally:
         if waiting.poll() is None:
             waiting.kill()
+        waiting.communicate(timeout=30)  # reaped, its pipes closed
     # A fresh connection, as after a restart: the request is still pending, nothing ran.
     store = SqliteApprovalStore(db)
     assert [r.id for r in store.pending()] == [approval_id]

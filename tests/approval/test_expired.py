@@ -89,6 +89,7 @@ def test_a_store_written_before_reads_its_timed_out_requests_as_expired(tmp_path
 
 
 def test_the_outcome_keeps_its_old_name_as_an_alias() -> None:
-    assert ApprovalOutcome("timeout") is ApprovalOutcome.EXPIRED == "expired"
+    assert ApprovalOutcome("timeout") is ApprovalOutcome.EXPIRED
+    assert str(ApprovalOutcome.EXPIRED.value) == "expired"
     assert ApprovalDecision.TIMEOUT is ApprovalDecision.EXPIRED
     assert ApprovalDecision(request_id="r", outcome="timeout").outcome == "expired"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,9 @@ async def test_a_persons_answer_that_lands_as_the_wait_times_out_stands(tmp_path
             await anyio.sleep(30)
             raise AssertionError("the wait should have ended")
 
-    policy = ChainPolicy(approval_timeout_s=0.2, call_timeout_s=5)
+    # The wait must outlast the handler's two writes even on a busy machine (0.2 s did not):
+    # the answer is stored before the wait ends, and the handler never reports it.
+    policy = ChainPolicy(approval_timeout_s=3, call_timeout_s=10)
     invoker = ToolInvoker([pay], LastMoment(), approval_store=store, policy=policy)
     async with invoker.open_session() as session:
         result = await invoker.invoke(call("pay", amount=5), session=session)
@@ -311,7 +314,7 @@ async def test_a_store_without_the_optional_abilities_neither_rejoins_nor_replay
         def claim(self, request_id: str) -> bool:
             return inner.claim(request_id)
 
-        def complete(self, request_id: str, result: dict[str, Any]) -> None:
+        def complete(self, request_id: str, result: Mapping[str, object]) -> None:
             inner.complete(request_id, result)
 
         def pending(self, session_id: str | None = None) -> list[ApprovalRequest]:

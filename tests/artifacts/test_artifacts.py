@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,7 +93,7 @@ async def test_a_session_releases_what_it_pinned_longer_ago_than_asked(store: ob
         assert session.release(older_than_s=3600) == 0
         assert session.artifacts == (again.artifact_ref,)
         assert session.release(older_than_s=0) == 1
-        assert session.artifacts == ()
+        assert list(session.artifacts) == []
         _age(store, 100)
         assert store.gc(ttl_s=10) == 1  # type: ignore[attr-defined]  # no longer pinned
         assert store.stat(first.artifact_ref) is None  # type: ignore[attr-defined]
@@ -226,9 +227,11 @@ async def test_truncation_reaches_what_is_rendered_for_the_model() -> None:
     shaped = result.to_tool_result()
     assert shaped.text == result.text and "characters truncated" in shaped.text
     exported = export([report], "anthropic")
+    message: Any
     (message,) = exported.render([(call("report", rows=100), shaped)])
     (block,) = message["content"]
     assert "characters truncated" in str(block["content"]) and len(str(block["content"])) < 400
+    batch: Any
     (batch,) = box.execute_tool_calls([call("report", rows=100)], invoker=inv)
     assert batch.text == result.text
 

@@ -73,7 +73,7 @@ class Site(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         host = self.headers["Host"].split(":")[0]
         Site.asked.append((host, self.path))
-        port = self.server.server_address[1]
+        port = self.server.server_address[1]  # type: ignore[index]  # a TCP server's (host, port)
         if self.path.startswith("/go/"):
             self.send_response(302)
             self.send_header("Location", self.path[len("/go/"):].replace("PORT", str(port)))
@@ -205,7 +205,7 @@ def udp() -> Iterator[socket.socket]:
 def _arrived(sock: socket.socket) -> list[tuple[Any, bytes]]:
     """The datagrams waiting on ``sock``: on loopback a datagram is queued when it is sent, and
     everything the browser sent was sent before the call returned (the browser is closed)."""
-    found = []
+    found: list[tuple[Any, bytes]] = []
     while True:
         try:
             data, sender = sock.recvfrom(65536)

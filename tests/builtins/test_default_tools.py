@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ def test_the_seven_minimal_tools_with_risks_and_hints(ws: Path) -> None:
 
 def test_semantic_code_search_ranks_chunks(ws: Path) -> None:
     tools = {t.name: t for t in default_tools(SecurityPolicy(workspace=ws))}
-    out = tools["semantic_code_search"].run_raw({"query": "where are tokens refreshed"})
+    out = str(tools["semantic_code_search"].run_raw({"query": "where are tokens refreshed"}))
     assert out.startswith("## auth.py:1-3")
 
 
@@ -67,8 +68,9 @@ def test_builtins_have_english_and_chinese_descriptions(ws: Path) -> None:
 
     box = Toolbox(default_tools(SecurityPolicy(workspace=ws)))
     chinese = box.localized("zh-CN")
-    assert chinese.get("file_read").description.startswith("读取文本文件")
-    assert chinese.get("file_read").parameters["properties"]["path"]["description"] == (
+    read: Any = chinese.get("file_read")
+    assert read.description.startswith("读取文本文件")
+    assert read.parameters["properties"]["path"]["description"] == (
         "文件路径（相对于工作区）。")
-    assert all(chinese.get(name).description != box.get(name).description for name in box.names())
+    assert all(chinese.lookup(name).description != box.lookup(name).description for name in box.names())
     assert chinese.search("搜索文件内容")[0].name in ("content_search", "glob_search")

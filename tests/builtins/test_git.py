@@ -31,7 +31,7 @@ def backend(request: pytest.FixtureRequest) -> Sandbox:
 def ws(reachable: Path) -> Path:
     root = reachable / "ws"
     root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=60)
     (root / "hello.txt").write_text("hello\n")
     hand_over(root)
     return root
@@ -43,13 +43,13 @@ def git(ws: Path, backend: Sandbox | None = None) -> Tool:
 
 def test_add_commit_status_log_diff(ws: Path, backend: Sandbox) -> None:
     tool = git(ws, backend)
-    assert "hello.txt" in tool.run_raw({"operation": "status", "args": ["--short"]})
+    assert "hello.txt" in str(tool.run_raw({"operation": "status", "args": ["--short"]}))
     tool.run_raw({"operation": "add", "args": ["hello.txt"]})
-    committed = tool.run_raw({"operation": "commit", "args": ["-m", "first commit"]})
+    committed = str(tool.run_raw({"operation": "commit", "args": ["-m", "first commit"]}))
     assert "first commit" in committed and "[exit code 0]" in committed
-    assert "first commit" in tool.run_raw({"operation": "log", "args": ["--oneline"]})
+    assert "first commit" in str(tool.run_raw({"operation": "log", "args": ["--oneline"]}))
     (ws / "hello.txt").write_text("hello world\n")
-    assert "+hello world" in tool.run_raw({"operation": "diff"})
+    assert "+hello world" in str(tool.run_raw({"operation": "diff"}))
 
 
 @pytest.mark.parametrize("args", [["--output=/tmp/x"], ["--ext-diff"], ["-c", "x=y"],
@@ -88,5 +88,5 @@ def test_host_and_user_git_configuration_is_not_read(ws: Path, backend: Sandbox)
     tool.run_raw({"operation": "add", "args": ["hello.txt"]})
     tool.run_raw({"operation": "commit", "args": ["-m", "first"]})
     (ws / "hello.txt").write_text("changed\n")
-    diff = tool.run_raw({"operation": "diff"})
+    diff = str(tool.run_raw({"operation": "diff"}))
     assert "--- a/hello.txt" in diff and "[exit code 0]" in diff

@@ -66,11 +66,11 @@ def server() -> Iterator[str]:
 
 
 def fetch(tmp_path: Path, **policy: object) -> Tool:
-    return http_tools(SecurityPolicy(workspace=tmp_path, **policy))[0]  # type: ignore[arg-type]
+    return http_tools(SecurityPolicy(workspace=tmp_path, **policy))[0]
 
 
 def test_html_becomes_readable_text(server: str, tmp_path: Path) -> None:
-    text = fetch(tmp_path, allow_loopback_http=True).run_raw({"url": f"{server}/page"})
+    text = str(fetch(tmp_path, allow_loopback_http=True).run_raw({"url": f"{server}/page"}))
     assert "# Title" in text and "Hello **web**" in text and "<html>" not in text
 
 
@@ -140,7 +140,7 @@ def test_domain_allowlist_matches_on_label_boundaries(tmp_path: Path) -> None:
 
 def test_redirects_are_validated_again(server: str, tmp_path: Path) -> None:
     tool = fetch(tmp_path, allow_loopback_http=True)
-    assert "Hello" in tool.run_raw({"url": f"{server}/redirect-to/{server}/page"})
+    assert "Hello" in str(tool.run_raw({"url": f"{server}/redirect-to/{server}/page"}))
     with pytest.raises(PolicyViolationError, match="not a public address"):
         tool.run_raw({"url": f"{server}/redirect-to/http://169.254.169.254/latest"})
     with pytest.raises(PolicyViolationError, match="redirects"):
@@ -149,9 +149,9 @@ def test_redirects_are_validated_again(server: str, tmp_path: Path) -> None:
 
 def test_bodies_are_capped_after_decompression(server: str, tmp_path: Path) -> None:
     tool = fetch(tmp_path, allow_loopback_http=True, max_output_bytes=100_000)
-    big = tool.run_raw({"url": f"{server}/big"})
+    big = str(tool.run_raw({"url": f"{server}/big"}))
     assert "[body cut at 100000 bytes]" in big and len(big) < 101_000
-    bomb = tool.run_raw({"url": f"{server}/bomb"})
+    bomb = str(tool.run_raw({"url": f"{server}/bomb"}))
     assert "[body cut at 100000 bytes]" in bomb and len(bomb) < 101_000
 
 
@@ -159,7 +159,7 @@ def test_proxy_variables_are_ignored(server: str, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
-    assert "Hello" in fetch(tmp_path, allow_loopback_http=True).run_raw({"url": f"{server}/page"})
+    assert "Hello" in str(fetch(tmp_path, allow_loopback_http=True).run_raw({"url": f"{server}/page"}))
 
 
 def test_one_deadline_covers_the_whole_exchange(server: str, tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ def ws(reachable: Path) -> Path:
 
 
 def shell(ws: Path, **policy: object) -> Tool:
-    return shell_tool(SecurityPolicy(workspace=ws, autonomy="full",  # type: ignore[arg-type]
+    return shell_tool(SecurityPolicy(workspace=ws, autonomy="full",
                                      allowed_commands=COMMANDS, **policy),
                       sandbox=BubblewrapSandbox())
 

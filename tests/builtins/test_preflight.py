@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 def ws(reachable: Path) -> Path:
     root = reachable / "ws"
     root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=60)
     (root / "notes.txt").write_text("hello\n")
     os.link(root / "notes.txt", reachable / "linked.txt")  # notes.txt: two links
     (root / "plain.txt").write_text("plain\n")
@@ -51,7 +51,7 @@ def ws(reachable: Path) -> Path:
 
 
 def policy(ws: Path, **rules: object) -> SecurityPolicy:
-    return SecurityPolicy(workspace=ws, max_file_bytes=64, **rules)  # type: ignore[arg-type]
+    return SecurityPolicy(workspace=ws, max_file_bytes=64, **rules)
 
 
 async def refusals(tool: Tool, arguments: dict[str, object]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,11 +29,11 @@ def repo(reachable: Path) -> Path:
     """A repository the sandbox user owns, with one commit."""
     root = reachable / "ws"
     root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=60)
     (root / "hello.txt").write_text("hello\n")
-    subprocess.run(["git", "-C", str(root), "add", "hello.txt"], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "hello.txt"], check=True, timeout=60)
     subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-qm", "first"], check=True)
+                    "commit", "-qm", "first"], check=True, timeout=60)
     hand_over(root)
     return root
 
@@ -115,7 +116,7 @@ def test_git_operations_runs_no_program_the_repository_configuration_names(
     (repo / "hello.txt").write_text("changed\n")
     hand_over(repo)
     tool = git_tool(SecurityPolicy(workspace=repo), sandbox=backend)
-    said = [tool.run_raw({"operation": "status"}), tool.run_raw({"operation": "diff"}),
+    said: list[Any] = [tool.run_raw({"operation": "status"}), tool.run_raw({"operation": "diff"}),
             tool.run_raw({"operation": "add", "args": ["hello.txt"]}),
             tool.run_raw({"operation": "commit", "args": ["-m", "second"]}),
             tool.run_raw({"operation": "log", "args": ["-n", "1"]})]
@@ -131,7 +132,7 @@ def test_git_operations_refuses_a_repository_whose_commondir_points_elsewhere(
     evil = repo / "evil"
     evil.mkdir()
     subprocess.run(["cp", "-r", str(repo / ".git" / "objects"), str(repo / ".git" / "refs"),
-                    str(evil)], check=True)
+                    str(evil)], check=True, timeout=60)
     (evil / "config").write_text(_evil_config(marker))
     (repo / ".git" / "commondir").write_text("../evil\n")
     hand_over(repo)
@@ -149,10 +150,10 @@ def test_git_operations_writes_only_the_repositorys_data(repo: Path) -> None:
     (repo / "new.txt").write_text("new\n")
     hand_over(repo)
     tool.run_raw({"operation": "add", "args": ["new.txt"]})
-    out = tool.run_raw({"operation": "commit", "args": ["-m", "add new"]})
+    out = str(tool.run_raw({"operation": "commit", "args": ["-m", "add new"]}))
     assert "[exit code 0]" in out and "refused" not in out, out
     shown = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), "log", "--oneline"],
-                           capture_output=True, text=True, check=True).stdout
+                           capture_output=True, text=True, check=True, timeout=60).stdout
     assert "add new" in shown  # the person's git sees the commit
     assert (repo / ".git" / "config").read_text() == config_before
 

@@ -38,7 +38,7 @@ def test_glob_matches_any_depth_without_following_symlinks(ws: Path) -> None:
     assert glob.run_raw({"pattern": "*.md"}) == "README.md"
     assert glob.run_raw({"pattern": "**/*.md"}) == "README.md\nsrc/notes.md"
     assert glob.run_raw({"pattern": "*.py", "path": "src/pkg"}) == "src/pkg/core.py"
-    assert "toolkeeper.toml" not in glob.run_raw({"pattern": "*"})
+    assert "toolkeeper.toml" not in str(glob.run_raw({"pattern": "*"}))
     with pytest.raises(PolicyViolationError):
         glob.run_raw({"pattern": "*", "path": "escape"})
 
@@ -53,7 +53,7 @@ def test_content_search_backends_give_the_same_lines(ws: Path, backend: str,
     if backend == "python":
         monkeypatch.setattr(module, "_grep", lambda *a: None)
     search = tools(ws)["content_search"]
-    found = sorted(search.run_raw({"pattern": "needle"}).splitlines())
+    found = sorted(str(search.run_raw({"pattern": "needle"})).splitlines())
     assert found == ["src/notes.md:1:a needle in the notes", "src/pkg/core.py:2:    return 'needle'"]
     assert search.run_raw({"pattern": "NEEDLE", "ignore_case": True, "glob": "*.py"}) == (
         "src/pkg/core.py:2:    return 'needle'")
@@ -69,7 +69,7 @@ def test_content_search_refuses_bad_patterns_and_escapes(ws: Path) -> None:
         search.run_raw({"pattern": "needle", "path": "../outside"})
     with pytest.raises(PolicyViolationError):
         search.run_raw({"pattern": "needle", "path": "escape"})
-    assert "OUTSIDE" not in search.run_raw({"pattern": "needle"})
+    assert "OUTSIDE" not in str(search.run_raw({"pattern": "needle"}))
 
 
 def test_ripgrep_ignores_configuration_from_the_environment(ws: Path, tmp_path: Path,
@@ -79,7 +79,7 @@ def test_ripgrep_ignores_configuration_from_the_environment(ws: Path, tmp_path: 
     config = tmp_path / "rgrc"
     config.write_text("--follow\n--pre=/bin/false\n")
     monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
-    out = tools(ws)["content_search"].run_raw({"pattern": "needle"})
+    out = str(tools(ws)["content_search"].run_raw({"pattern": "needle"}))
     assert "OUTSIDE" not in out and "core.py" in out
     assert os.environ["RIPGREP_CONFIG_PATH"] == str(config)
 
@@ -106,9 +106,9 @@ def test_search_refuses_hard_links_like_file_read(ws: Path, tmp_path: Path, back
         monkeypatch.setattr(module, "_ripgrep", lambda *a: None)
     if backend == "python":
         monkeypatch.setattr(module, "_grep", lambda *a: None)
-    out = tools(ws)["content_search"].run_raw({"pattern": "needle"})
+    out = str(tools(ws)["content_search"].run_raw({"pattern": "needle"}))
     assert "OUTSIDE" not in out and "core.py" in out
-    code = code_search_tool(SecurityPolicy(workspace=ws)).run_raw({"query": "needle OUTSIDE"})
+    code = str(code_search_tool(SecurityPolicy(workspace=ws)).run_raw({"query": "needle OUTSIDE"}))
     assert "OUTSIDE" not in code
 
 
@@ -126,7 +126,7 @@ def test_search_output_is_streamed_under_the_cap_not_buffered(ws: Path) -> None:
     search = {t.name: t for t in module.search_tools(policy)}["content_search"]
     tracemalloc.start()
     try:
-        out = search.run_raw({"pattern": "needle", "limit": 100_000})
+        out = str(search.run_raw({"pattern": "needle", "limit": 100_000}))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -138,7 +138,7 @@ def test_search_output_is_streamed_under_the_cap_not_buffered(ws: Path) -> None:
 def test_names_with_control_characters_are_escaped_in_search_results(ws: Path) -> None:
     (ws / "evil\x1b[2Jname.md").write_text("needle\n")
     t = tools(ws)
-    listed = t["glob_search"].run_raw({"pattern": "*.md"})
-    found = t["content_search"].run_raw({"pattern": "needle", "glob": "evil*"})
+    listed = str(t["glob_search"].run_raw({"pattern": "*.md"}))
+    found = str(t["content_search"].run_raw({"pattern": "needle", "glob": "evil*"}))
     for out in (listed, found):
         assert "\x1b" not in out and "evil\\x1b[2Jname.md" in out

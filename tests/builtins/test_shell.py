@@ -39,7 +39,7 @@ def ws(base: Path) -> Path:
 
 def shell(ws: Path, **policy: object) -> Tool:
     commands = (*DEFAULT_COMMANDS, *EXTRA)
-    return shell_tool(SecurityPolicy(workspace=ws, allowed_commands=commands,  # type: ignore[arg-type]
+    return shell_tool(SecurityPolicy(workspace=ws, allowed_commands=commands,
                                      **policy), sandbox=BubblewrapSandbox())
 
 
@@ -259,7 +259,7 @@ def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
     assert "CapEff:\t0000000000000000" in status
     groups = next(line for line in status.splitlines() if line.startswith("Groups:"))
     assert groups.split(":", 1)[1].strip() == ""
-    limits = {" ".join(line.split()[:-3]): line.split()[-3:-1] for line in status.splitlines()
+    maxima = {" ".join(line.split()[:-3]): line.split()[-3:-1] for line in status.splitlines()
               if line.startswith("Max ")}
     # With prlimit, the limit is set inside the sandbox's own user namespace, where it counts
     # the sandbox's processes only: exactly the call's. Without it (the fallback), it is set on
@@ -267,8 +267,8 @@ def test_limits_and_the_uid_drop_hold_however_the_sandbox_is_launched(
     # backstop with room for several calls; pids.max bounds each call.
     pids_groups = cgroups.probe().pids is not None
     nproc = str(99 * base.CONCURRENT_CALLS if pids_groups and launch != "exec helpers" else 99)
-    assert limits["Max cpu time"] == ["7", "8"] and limits["Max processes"] == [nproc, nproc]
-    assert limits["Max core file size"] == ["0", "0"] and limits["Max open files"] == ["256", "256"]
+    assert maxima["Max cpu time"] == ["7", "8"] and maxima["Max processes"] == [nproc, nproc]
+    assert maxima["Max core file size"] == ["0", "0"] and maxima["Max open files"] == ["256", "256"]
 
 
 def test_clean_up_never_follows_a_planted_symlink_out_of_the_workspace(ws: Path, base: Path

@@ -18,6 +18,8 @@ from toolkeeper.cli.main import app
 from toolkeeper.core.risk import ToolRisk
 from toolkeeper.server.auth import WebSessions
 
+from .command import toolkeeper
+
 runner = CliRunner()
 FIRST = "apr_AbCdEfGh1jKlMnOpQrStUv"
 SECOND = "apr_AbCdZZZZ1jKlMnOpQrStUv"
@@ -175,7 +177,7 @@ def test_login_url_without_a_running_server_prints_the_path_and_says_what_to_pas
 
 def test_login_url_ignores_the_server_json_of_a_server_that_is_gone(tmp_path: Path) -> None:
     gone = subprocess.Popen(["true"])
-    gone.wait()  # reaped: its pid names no process now
+    gone.wait(timeout=30)  # reaped: its pid names no process now
     state_with_server(tmp_path, "http://127.0.0.1:45678", gone.pid)
     code, stdout, stderr = approvals(tmp_path, "login-url")
     assert code == 0 and stdout.startswith("/login?code=")
@@ -222,3 +224,28 @@ def test_without_state_dir_list_and_login_url_use_serves_per_user_state_dir(
     assert listed.exit_code == 0 and FIRST in listed.stdout
     link = runner.invoke(app, ["approvals", "login-url"], env=env)
     assert link.stdout.startswith("http://127.0.0.1:45678/login?code=")
+
+
+def test_list_at_80_columns_never_breaks_a_fact_across_lines(tmp_path: Path) -> None:
+    store = SqliteApprovalStore(tmp_path / "toolkeeper.db")
+    arguments = {"region": "PT-11"}
+    # a tool name that put "client" at the end of a line and "default" at the start of the next
+    store.create(ApprovalRequest(
+        id=FIRST, call_id="call-0", tool="broadcast_storm_alert", risk=ToolRisk.HIGH,
+        arguments=arguments, args_digest=args_digest(arguments), session_id="client-default"))
+    done = toolkeeper("approvals", "list", "--state-dir", str(tmp_path), columns=80)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    facts = [fact for line in lines[:2] for fact in line.strip().split("  ")]
+    assert facts[:5] == [FIRST, "broadcast_storm_alert", "risk high", "pending",
+                         "client default"], done.stdout
+    assert facts[5].endswith(" s ago"), done.stdout
+
+
+def test_list_before_any_serve_says_nothing_waits_yet(tmp_path: Path) -> None:
+    done = toolkeeper("approvals", "list", "--state-dir", str(tmp_path / "never-served"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("no approval requests yet: ") and done.stdout.count("\n") == 1
+    listed = toolkeeper("approvals", "list", "--json", "--state-dir", str(tmp_path / "x"))
+    assert json.loads(listed.stdout) == {"approvals": []}, listed.stdout

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from toolkeeper.cli.main import app
 
+from .command import toolkeeper
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "weather.py")
 runner = CliRunner()
@@ -127,7 +129,7 @@ def test_a_syntax_error_in_the_users_module_is_one_line_with_file_and_line(tmp_p
     target = _user_module(tmp_path, "broken.py", "from toolkeeper import tool\n\n"
                                                  "def f(x:\n    return x\n")
     result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "schema", target],
-                            capture_output=True, text=True, check=False)
+                            capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: {target}:3: syntax error: '(' was never closed"]
@@ -137,12 +139,12 @@ def test_a_syntax_error_in_the_users_module_is_one_line_with_file_and_line(tmp_p
 def test_an_error_raised_while_importing_names_the_users_line(tmp_path: Path) -> None:
     target = _user_module(tmp_path, "raises.py", "import json\n\nCONFIG = json.loads('{')\n")
     result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "schema", target],
-                            capture_output=True, text=True, check=False)
+                            capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {target}:3: JSONDecodeError: ") and "--debug" in line
     debug = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "--debug", "schema", target],
-                           capture_output=True, text=True, check=False)
+                           capture_output=True, text=True, check=False, timeout=60)
     assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
 
 
@@ -170,3 +172,39 @@ def test_the_readme_search_for_a_storm_warning_finds_the_alert_tool(
     rows = [line for line in done.stdout.splitlines() if line.lstrip("│ ").startswith("1 ")]
     assert rows and "broadcast_alert" in rows[0], done.stdout
     assert ("semantic" in rows[0]) == (semantic == "on"), done.stdout
+
+
+def _commands_panel(help_text: str) -> list[tuple[str, str]]:
+    """The rows of ``--help``'s Commands panel: (name, summary); a row that continues the one
+    before has no name."""
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "─ Commands ─" in line)
+    rows = []
+    for line in lines[start + 1:]:
+        if line.startswith("╰"):
+            break
+        inner = line.strip("│ ")
+        name, _, rest = inner.partition(" ")
+        rows.append((name if line.startswith("│ ") and not line.startswith("│  ") else "",
+                     rest.strip()))
+    return rows
+
+
+def test_help_lists_every_registered_command_with_its_one_line_summary() -> None:
+    done = toolkeeper("--help", columns=80)
+    assert done.returncode == 0, done.stderr
+    rows = _commands_panel(done.stdout)
+    registered = [(c.name or getattr(c.callback, "__name__", ""), c.short_help)
+                  for c in app.registered_commands] + [
+        (g.name, g.short_help) for g in app.registered_groups]
+    assert all(name for name, _ in rows), f"a summary takes more than one line:\n{done.stdout}"
+    assert rows == registered, done.stdout
+    assert all(summary and summary.endswith(".") for _, summary in rows), rows
+
+
+def test_tokens_list_before_any_serve_says_so_and_makes_no_state(tmp_path: Path) -> None:
+    state = tmp_path / "never-served"
+    done = toolkeeper("tokens", "list", "--state-dir", str(state))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("no client tokens yet: ") and "┃" not in done.stdout
+    assert not state.exists()  # listing made nothing: a state dir is serve's to make

@@ -79,7 +79,7 @@ def _ended(proc: subprocess.Popen[str], sig: int) -> str:
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail(f"serve did not end within {STOP_BOUND_S:g} s of {sig!r}: "
-                    f"{proc.communicate()[1][-2000:]}")
+                    f"{proc.communicate(timeout=30)[1][-2000:]}")
     err = _rest(proc)
     assert proc.returncode == (-signal.SIGTERM if sig == signal.SIGTERM else 130), err
     assert "Traceback" not in err, err
@@ -247,8 +247,9 @@ def _quiet(err: str) -> bool:
     the toolkeeper package (runpy's ``_get_module_details`` in the stack, every toolkeeper
     frame a module's top level): no code of the command had run yet to take the signal, and
     what it ends in is Python's (a ``KeyboardInterrupt``, or an extension module that panics
-    when it is interrupted while loading)."""
-    if "Traceback" not in err:
+    when it is interrupted while loading). On a busy machine the signal can come earlier
+    still, while Python loads ``runpy`` itself ("Could not import runpy module")."""
+    if "Traceback" not in err or err.startswith("Could not import runpy module"):
         return True
     return "_get_module_details" in err and not COMMAND_FRAME.search(err)
 
@@ -276,7 +277,9 @@ def test_a_stop_signal_at_any_moment_of_the_start_ends_serve_quietly(
             proc.kill()
             pytest.fail(f"{moment}: serve did not end within {STOP_BOUND_S:g} s of {sig!r}")
         assert _quiet(err), f"{moment}: {err[-3000:]}"
-        if "Traceback" not in err:  # serve's own end (not Python's, while it loaded)
+        if "stopped at once" in err:  # the stop deadline ended a start slowed by the load
+            assert proc.returncode == 128 + sig, (moment, proc.returncode, err[-2000:])
+        elif "Traceback" not in err:  # serve's own end (not Python's, while it loaded)
             # killed by SIGTERM; after SIGINT 130, or killed by it before Python took it
             assert proc.returncode in ((-sig,) if sig == signal.SIGTERM else (130, -sig)), (
                 moment, proc.returncode, err[-2000:])
@@ -335,7 +338,7 @@ def test_a_stop_while_an_upstream_connects_ends_the_upstream_too(tmp_path: Path,
     (tmp_path / "stubborn.py").write_text(STUBBORN)
     pid_file = tmp_path / "upstream.pid"
     (tmp_path / "toolkeeper.toml").write_text(
-        f'[mcp]\nenabled = true\n[[mcp.servers]]\nname = "stubborn"\n'
+        f'[mcp]\nenabled = true\n[[mcp.servers]]\nname = "stubborn"\nsandbox = false\n'
         f'command = {json.dumps(sys.executable)}\n'
         f'args = {json.dumps([str(tmp_path / "stubborn.py"), str(pid_file)])}\n')
     proc, _url = _start(tmp_path, "--config", str(tmp_path / "toolkeeper.toml"))

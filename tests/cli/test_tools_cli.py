@@ -9,6 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from toolkeeper.cli.main import app
+from toolkeeper.gateway.pins import SqlitePins
+
+from .command import toolkeeper
 
 runner = CliRunner()
 MODULE = '''
@@ -127,3 +130,30 @@ def _rows(table: str) -> dict[str, str]:
         if len(cells) == 3:
             rows[cells[0]] = f"{cells[1]} {cells[2]}"
     return rows
+
+
+def test_pins_without_any_pin_says_so_and_how_a_tool_gets_pinned(tmp_path: Path) -> None:
+    SqlitePins(tmp_path / "toolkeeper.db")  # a server's state, no upstream listed yet
+    done = toolkeeper("tools", "pins", "--state-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert said.startswith("no pins yet: only the tools of upstream MCP servers are pinned")
+    assert "[mcp] servers" in said and "┃" not in done.stdout  # no empty table
+    fresh = toolkeeper("tools", "pins", "--state-dir", str(tmp_path / "never-served"))
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.startswith("no pins yet: ") and "[mcp] servers" in fresh.stdout
+
+
+def test_tools_explain_names_lines_under_commented_headers_before_the_workspace_exists(
+        tmp_path: Path) -> None:
+    """A header with a comment after it (as the documented example writes them) still names
+    the line that decided, and a workspace not created yet is a reason, not a traceback (as
+    root, commands run as another uid, whose access to the workspace is checked)."""
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[security]\nworkspace = "not-yet"\n\n[web_fetch]      # pages as text\n'
+                      "enabled = true\n")
+    done = toolkeeper("tools", "explain", "--config", str(config), columns=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert f"web_fetch.enabled ({config}:5)" in rows["web_fetch"], rows["web_fetch"]

@@ -5,10 +5,11 @@ sandbox holding against escape attempts."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
-from toolkeeper import ToolInvoker, ToolRisk, tool
+from toolkeeper import Toolbox, ToolInvoker, ToolRisk, tool
 from toolkeeper.codemode import ToolChainTool
 from toolkeeper.invoke import ChainPolicy
 from toolkeeper.invoke.audit import SqliteAuditLog
@@ -91,6 +92,7 @@ async def test_approval_denied_inside_a_script_and_tools_outside_the_set_refused
     SENT.clear()
     invoker = ToolInvoker([get_weather, shout, send_email])
     chain_tool = ToolChainTool(invoker, tools=["get_weather", "send_email"])
+    assert isinstance(invoker.registry, Toolbox)
     invoker.registry.add(chain_tool)  # the chain is in its own catalog: still not callable
     run = await chain_tool.run_chain(
         "a = send_email(to='eve@example.com', body='hi')\n"
@@ -99,9 +101,9 @@ async def test_approval_denied_inside_a_script_and_tools_outside_the_set_refused
         "d = call_tool('rm_rf', {})\n"
         "result = [(r.status, r.error_code) for r in (a, b, c, d)] + [b.text]")
     assert SENT == []
-    assert run.value[:4] == [["denied", "denied"], ["denied", "policy_violation"],
+    assert cast(Any, run.value)[:4] == [["denied", "denied"], ["denied", "policy_violation"],
                              ["denied", "policy_violation"], ["error", "unknown_tool"]]
-    assert "'tool_chain' is not callable in this session" in run.value[4]
+    assert "'tool_chain' is not callable in this session" in cast(Any, run.value)[4]
     assert [(r.tool, r.status) for r in run.call_trace] == [
         ("send_email", "denied"), ("tool_chain", "denied"), ("shout", "denied"),
         ("rm_rf", "error")]  # refused attempts are in the trace like any call
@@ -144,7 +146,7 @@ result = found
 """
     run = await chain().run_chain(script)
     assert run.status == "ok", run.output_text
-    found = run.value
+    found = cast(Any, run.value)
     assert found[str(secret)] != "host secret" and found["/etc/shadow"] != ""
     assert found["net"] != "connected"
     assert found["env"] == []  # the bridge's fd and secret left the environment
@@ -247,7 +249,7 @@ async def test_a_slow_call_is_cut_at_the_per_call_limit_inside_a_script() -> Non
     run = await ToolChainTool(ToolInvoker([slow]), policy=ChainPolicy(
         call_timeout_s=1, approval_timeout_s=0.5)).run_chain(
         "r = slow(seconds=20)\nresult = [r.status, r.error_code]")
-    assert run.status == "ok" and run.value[0] in ("error", "timeout") and run.duration_ms < 10_000
+    assert run.status == "ok" and cast(Any, run.value)[0] in ("error", "timeout") and run.duration_ms < 10_000
     assert run.call_trace[0].error_code == "timeout"
 
 

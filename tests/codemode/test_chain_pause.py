@@ -9,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -89,7 +90,7 @@ async def run(invoker: ToolInvoker, code: str = SCRIPT, client: str = "client-al
 
 
 def decide(store: SqliteApprovalStore, request_id: str, outcome: str, message: str = "") -> None:
-    assert store.decide(ApprovalDecision(request_id=request_id, outcome=outcome,  # type: ignore[arg-type]
+    assert store.decide(ApprovalDecision(request_id=request_id, outcome=outcome,
                                          approver="alice", message=message))
 
 
@@ -134,7 +135,7 @@ async def test_a_denied_call_is_answered_to_the_resumed_script_as_denied(
     second = await run(invoker)
     assert second.status == "ok", second.text
     assert ledger == ["note a", "note b", "note c"]  # deploy never ran, no note twice
-    value = second.result.structured_content["value"]  # type: ignore[index]
+    value: Any = second.result.structured_content["value"]  # type: ignore[index]
     assert value[0] == "denied" and "not today" in value[1]
 
 
@@ -191,7 +192,8 @@ async def test_a_result_too_big_to_journal_says_plainly_that_the_run_cannot_paus
             "result = [len(r.text), d.status]")
     shown = await run(invoker, code)
     assert shown.status == "ok", shown.text
-    length, status = shown.result.structured_content["value"]  # type: ignore[index]
+    shown_value: Any = shown.result.structured_content["value"]  # type: ignore[index]
+    length, status = shown_value
     assert length >= 1_500_000 and status == "pending"  # the script went on, told 'pending'
     assert "could not pause at call 2 ('deploy')" in shown.text
     assert "call 1 ('report', 1,500," in shown.text and "over what a journal keeps" in shown.text
@@ -215,9 +217,9 @@ async def test_without_a_store_a_slow_person_is_an_expiry_the_script_reads(
     invoker = ToolInvoker([note, deploy], approval_handler=CallbackApprovalHandler(never))
     chain = ToolChainTool(invoker, policy=ChainPolicy(call_timeout_s=3, approval_timeout_s=0.3))
     shown = await chain.run_chain(SCRIPT, session_id="client-alice")
-    assert shown.status == "ok" and shown.value[0] == "error"  # type: ignore[index]
-    told = str(shown.value[1])  # type: ignore[index]
-    assert "nobody decided within 0.3 s" in told and "it did not run" in told  # not a denial
+    assert shown.status == "ok", shown.output_text
+    status, text = cast(Any, shown.value)[0], cast(Any, shown.value)[1]
+    assert status == "error" and "nobody decided within 0.3 s; it did not run" in text, text
     assert ledger == ["note a", "note b", "note c"]
 
 

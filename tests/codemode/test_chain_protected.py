@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -84,10 +85,10 @@ async def test_a_script_cannot_read_a_protected_file_of_its_workspace(project: P
         "result['.git'] = sorted(os.listdir(os.path.join(WORKSPACE, '.git')))")
     assert run.status == "ok", run.output_text
     assert "SECRET" not in str(run.value), run.value
-    assert run.value["notes.txt"] == "ordinary notes" and run.value["sub"] == "pass\n"
-    assert run.value[".git"] == []
+    assert cast(Any, run.value)["notes.txt"] == "ordinary notes" and cast(Any, run.value)["sub"] == "pass\n"
+    assert cast(Any, run.value)[".git"] == []
     # a covered file cannot be opened; a covered directory is empty
-    assert all(run.value[rel] in ("PermissionError", "FileNotFoundError") for rel in SECRETS)
+    assert all(cast(Any, run.value)[rel] in ("PermissionError", "FileNotFoundError") for rel in SECRETS)
 
 
 TARGETS = [".git/hooks/pre-commit", ".git/config", ".envrc", ".mcp.json", "toolkeeper.toml",
@@ -101,7 +102,7 @@ async def test_a_script_cannot_change_an_existing_protected_file(project: Path, 
     run = await chain(project, writable=True).run_chain(
         ATTEMPT + f"result = [attempt({target!r}, 'EVIL\\n'), attempt('notes.txt', 'b\\n')]")
     assert run.status == "ok", run.output_text
-    assert run.value[0] in ("PermissionError", "OSError") and run.value[1] == "wrote"
+    assert cast(Any, run.value)[0] in ("PermissionError", "OSError") and cast(Any, run.value)[1] == "wrote"
     assert (project / target).read_text() == "ORIGINAL\n"
     assert (project / "notes.txt").read_text() == "a\nb\n"
 
@@ -113,7 +114,7 @@ async def test_what_a_script_writes_at_a_protected_path_never_reaches_the_worksp
     run = await chain(project, writable=True).run_chain(
         ATTEMPT + f"result = [attempt({target!r}, 'EVIL\\n'), attempt('notes.txt', 'b\\n')]")
     assert run.status == "ok", run.output_text
-    assert run.value[1] == "wrote"
+    assert cast(Any, run.value)[1] == "wrote"
     assert not (project / target).exists()
     assert "these changes were not applied to the workspace" in run.output_text
     assert (target.split("/")[0] if target.startswith(".git/") else target) in run.output_text
@@ -236,8 +237,8 @@ async def test_a_protected_path_a_script_writes_is_never_in_the_workspace_even_d
         ATTEMPT + f"wrote = [attempt(rel, 'EVIL') for rel in {planted!r}]\n"
         "result = [wrote, look().structured]")
     assert run.status == "ok", run.output_text
-    assert run.value[0] == ["wrote"] * 4  # the script's own view took the writes …
-    assert run.value[1] == {"result": []}  # … and the workspace never held them
+    assert cast(Any, run.value)[0] == ["wrote"] * 4  # the script's own view took the writes …
+    assert cast(Any, run.value)[1] == {"result": []}  # … and the workspace never held them
     assert not any(os.path.lexists(project / rel) for rel in planted)
     for rel in (".mcp.json", ".vscode", ".envrc", "lib/.git"):
         assert rel in run.output_text
@@ -246,7 +247,7 @@ async def test_a_protected_path_a_script_writes_is_never_in_the_workspace_even_d
 async def test_a_commondir_a_script_writes_never_makes_the_persons_git_run_a_program(
         project: Path) -> None:
     marker = project.parent / "a-program-ran"
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True, timeout=60)
     _fill(project, {"notes.txt": "a\n"})
     config = f'[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch {marker}; false"\n'
     run = await chain(project, writable=True).run_chain(

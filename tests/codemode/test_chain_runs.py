@@ -11,6 +11,7 @@ import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -65,7 +66,7 @@ async def test_media_become_files_under_media_the_script_can_read() -> None:
         "          [open(f['path'], 'rb').read()[:8].hex() for f in a.files + b.files],\n"
         "          [f['artifact_ref'] for f in b.files]]")
     assert run.status == "ok", run.output_text
-    paths, heads, refs = run.value
+    paths, heads, refs = cast(Any, run.value)
     assert paths == ["media/screenshot_0.png", "media/screenshot_1.png"]
     assert heads == [b"\x89PNG\r\n\x1a\n".hex()] * 2
     assert [f.path for f in run.files] == paths
@@ -146,7 +147,7 @@ async def test_a_slow_human_inside_a_script_yields_expired_before_the_call_limit
         "r = wire_money(amount=100)\nafter = word_count(text='still running')\n"
         "result = [r.status, r.error_code, r.text, after.ok]")
     assert run.status == "ok", run.output_text
-    status, code, text, after = run.value
+    status, code, text, after = cast(Any, run.value)
     assert (status, code, after) == ("error", "expired", True) and sent == []
     assert "nobody decided within 0.5 s; it did not run" in text
     assert time.monotonic() - started < 3  # the wait, not the call limit
@@ -157,7 +158,7 @@ async def test_a_slow_human_inside_a_script_yields_expired_before_the_call_limit
 async def test_a_memory_flood_is_stopped_and_the_calls_before_it_are_kept() -> None:
     run = await ToolChainTool(ToolInvoker([word_count])).run_chain(
         "word_count(text='a b')\nblocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))")
-    assert run.status in ("error", "killed") and run.status != "ok"
+    assert run.status in ("error", "killed")
     assert [r.tool for r in run.call_trace] == ["word_count"]
 
 
@@ -316,7 +317,7 @@ result = [forged, big.structured, 'stays on the host' in big.text, big.artifact_
 """
     run = await ToolChainTool(invoker).run_chain(forged)
     assert run.status == "ok", run.output_text
-    assert run.value[:4] == ["ok", None, True, True], str(run.value)[:300]
+    assert cast(Any, run.value)[:4] == ["ok", None, True, True], str(run.value)[:300]
     assert [r.call_id for r in run.call_trace] == ["chain-1", "chain-2"]
     from toolkeeper.core.call import ToolCall
 
@@ -341,21 +342,23 @@ async def test_waiting_runs_hold_no_worker_thread_their_calls_need(tmp_path: Pat
     try:
         store = SqliteApprovalStore(tmp_path / "approvals.db")
         invoker = ToolInvoker([deploy], approval_handler=PersistedApprovalHandler(store, wait_s=0))
-        chain = ToolChainTool(invoker, policy=ChainPolicy(total_timeout_s=20))
+        # A run that held the one worker thread while it waited would leave the others
+        # without it until their time limit: they would end 'error', not 'pending'. The
+        # limit is generous so that a busy machine's slow sandbox start is not mistaken
+        # for that.
+        chain = ToolChainTool(invoker, policy=ChainPolicy(total_timeout_s=120))
         runs: list[object] = []
 
         async def one(i: int) -> None:
             runs.append(await chain.run_chain(f"result = deploy(version='v{i}').status"))
 
-        started = time.monotonic()
         async with anyio.create_task_group() as group:
             for i in range(3):
                 group.start_soon(one, i)
-        elapsed = time.monotonic() - started
     finally:
         limiter.total_tokens = saved
     assert [(r.status, r.value) for r in runs] == [("ok", "pending")] * 3  # type: ignore[attr-defined]
-    assert elapsed < 15 and len(store.requests()) == 3
+    assert len(store.requests()) == 3
 
 
 async def test_a_refused_call_from_a_script_is_in_the_audit_log(tmp_path: Path) -> None:
@@ -380,6 +383,6 @@ async def test_a_script_of_a_caller_limited_to_some_tools_sees_and_calls_only_th
         "result = [found, 'screenshot' in globals(), refused.status, word_count(text='a b').ok]",
         caller=Caller(client="oauth:agent", channel="mcp", tools=("word_*",)))
     assert run.status == "ok", run.output_text
-    found, stub, refused, counted = run.value
+    found, stub, refused, counted = cast(Any, run.value)
     assert "screenshot" not in str(found) and not stub
     assert (refused, counted) == ("denied", True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from anthropic.types import MessageParam, ToolUseBlock
@@ -54,7 +54,7 @@ def test_a_list_of_call_dicts_runs_without_naming_its_format() -> None:
     assert isinstance(results, ResultList)
     assert [(r.id, r.result) for r in results] == [  # type: ignore[union-attr]
         ("c1", "3"), ("c2", "7"), ("c3", "11"), ("c4", "15"), ("c5", "10")]
-    assert results["c3"].result == "11" and "c5" in results  # type: ignore[union-attr]
+    assert results["c3"].result == "11" and "c5" in results  # type: ignore[union-attr, comparison-overlap]
 
 
 def test_the_provider_sdks_own_call_objects_are_read_as_they_come() -> None:
@@ -89,11 +89,13 @@ def test_a_call_in_no_known_shape_is_toolregistrys_type_error() -> None:
 
 def test_the_defaults_are_toolregistrys_here_and_toolkeepers_own_stay_as_they_were() -> None:
     compat = registry_with(add)
-    assert REASON not in compat.get_schemas()[0]["function"]["parameters"]["properties"]
-    assert REASON not in Tool.from_function(add).get_schema()["function"]["parameters"]["properties"]
+    declared: Any = compat.get_schemas()[0]
+    assert REASON not in declared["function"]["parameters"]["properties"]
+    plain: Any = Tool.from_function(add).get_schema()
+    assert REASON not in plain["function"]["parameters"]["properties"]
     own = toolkeeper.ToolRegistry([toolkeeper.Tool.from_function(add)])
-    assert REASON in own.get_schemas()[0]["function"]["parameters"]["properties"]
-    assert REASON not in toolkeeper.Tool.from_function(add).get_schema()[
+    assert REASON in cast(Any, own.get_schemas()[0])["function"]["parameters"]["properties"]
+    assert REASON not in cast(Any, toolkeeper.Tool.from_function(add).get_schema())[
         "function"]["parameters"]["properties"]
     with pytest.raises(TypeError):
         toolkeeper.ToolRegistry(name="r")  # type: ignore[call-arg]
@@ -211,6 +213,7 @@ def test_a_non_ascii_argument_reaches_gemini_in_ascii_and_the_function_under_its
         return f"quote for {año_vehiculo}"
 
     registry = registry_with(quote)
+    declaration: Any
     (declaration,) = registry.get_schemas(api_format="gemini")
     assert list(declaration["parameters"]["properties"]) == ["ano_vehiculo"]
     (result,) = registry.execute_tool_calls(
@@ -221,7 +224,7 @@ def test_a_non_ascii_argument_reaches_gemini_in_ascii_and_the_function_under_its
 def test_the_registry_is_a_toolkeeper_catalog_too() -> None:
     registry = registry_with(add, think_augment=True)
     box = registry.toolbox
-    assert REASON in box.schemas("anthropic")[0]["input_schema"]["properties"]
+    assert REASON in cast(Any, box.schemas("anthropic")[0])["input_schema"]["properties"]
     result = ToolInvoker(box).invoke_sync(toolkeeper.ToolCall(id="1", name="add",
                                                               arguments={"a": 2, "b": 2}))
     assert result.text == "4"

@@ -9,7 +9,7 @@ import pytest
 from toolkeeper import ConfigError
 from toolkeeper.builtins import shell
 from toolkeeper.config import Builtin, all_tools_with_runtime, explain, load_config
-from toolkeeper.config.gating import decide
+from toolkeeper.config.gating import Decision, decide
 from toolkeeper.sandbox import SandboxReport, detect
 
 
@@ -20,21 +20,21 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def by_tool(config_path: Path) -> dict[str, object]:
+def by_tool(config_path: Path) -> dict[str, Decision]:
     return {d.tool: d for d in explain(load_config(config_path))}
 
 
 def test_defaults_give_the_core_and_explain_the_rest(tmp_path: Path) -> None:
     decisions = by_tool(write(tmp_path, '[security]\nworkspace = "ws"\n'))
-    assert decisions["file_read"].included and decisions["calculator"].included  # type: ignore[attr-defined]
+    assert decisions["file_read"].included and decisions["calculator"].included
     fetch = decisions["web_fetch"]
-    assert not fetch.included and fetch.reason == "web_fetch.enabled is not set to enable it"  # type: ignore[attr-defined]
+    assert not fetch.included and fetch.reason == "web_fetch.enabled is not set to enable it"
 
 
 def test_an_enabled_flag_adds_the_tool_and_cites_file_and_line(tmp_path: Path) -> None:
     path = write(tmp_path, '[security]\nworkspace = "ws"\n\n[web_fetch]\nenabled = true\n')
     decision = by_tool(path)["web_fetch"]
-    assert decision.included and decision.source == f"{path.resolve()}:5"  # type: ignore[attr-defined]
+    assert decision.included and decision.source == f"{path.resolve()}:5"
     names = [t.name for t in all_tools_with_runtime(load_config(path))]
     assert "web_fetch" in names and "http_request" not in names
 
@@ -70,7 +70,7 @@ def test_shell_is_left_out_with_the_reason_when_no_sandbox_runs(
     monkeypatch.setattr(shell, "probe", lambda: missing)
     path = write(tmp_path, '[security]\nworkspace = "ws"\n')
     decision = by_tool(path)["shell"]
-    assert not decision.included and "bwrap is not installed" in decision.reason  # type: ignore[attr-defined]
+    assert not decision.included and "bwrap is not installed" in decision.reason
     assert "shell" not in [t.name for t in all_tools_with_runtime(load_config(path))]
     unconfined = write(tmp_path, '[security]\nworkspace = "ws"\nallow_unconfined = true\n')
     tools = {t.name: t for t in all_tools_with_runtime(load_config(unconfined))}

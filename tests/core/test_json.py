@@ -18,7 +18,8 @@ def describe(name: str) -> JsonObject:
 def test_a_tool_returning_a_json_object_declares_a_recursive_json_output_schema() -> None:
     schema = describe.spec.output_schema
     assert schema is not None and schema["type"] == "object"
-    value = schema["$defs"]["JsonValue"]["anyOf"]
+    value: object = schema["$defs"]["JsonValue"]["anyOf"]  # type: ignore[index, call-overload]
+    assert isinstance(value, list)
     assert {"type": "null"} in value and {"type": "string"} in value
     assert {"items": {"$ref": "#/$defs/JsonValue"}, "type": "array"} in value
 

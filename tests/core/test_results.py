@@ -89,7 +89,8 @@ def test_return_annotation_gives_an_output_schema_and_wraps_scalars() -> None:
         "type": "object", "properties": {"result": {"type": "number"}}, "required": ["result"],
         "x-toolkeeper-wrap-result": True,
     }
-    assert Tool.from_function(point).output_schema["properties"]["x"] == {"type": "integer"}
+    point_schema: Any = Tool.from_function(point).output_schema
+    assert point_schema["properties"]["x"] == {"type": "integer"}
     result = Tool.from_function(area).to_result(6.0)
     assert result.structured_content == {"result": 6.0}
 

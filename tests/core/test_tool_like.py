@@ -22,7 +22,7 @@ def add(a: int, b: int) -> int:
 
 class Computer(ProviderDefinedTool):
     async def handle_call(self, call: ToolCall, ctx: ToolContext | None) -> ToolResult:
-        return ToolResult.from_text("clicked")
+        return ToolResult.text_result("clicked")
 
 
 SEARCH = HostedTool(name="web_search", provider_specs={"openai": {"type": "web_search"}})
@@ -53,7 +53,7 @@ def test_a_hosted_tool_cannot_be_executed_directly() -> None:
 
 
 def test_hitl_explicit_tells_a_chosen_mode_from_an_inherited_one() -> None:
-    plain = Tool.from_function(add.callable, name="plain").replace(risk=ToolRisk.HIGH)
+    plain = Tool.from_function(add.run_raw, name="plain").replace(risk=ToolRisk.HIGH)
     chosen = plain.replace(hitl_mode=HitlMode.BLOCKING)
     assert (plain.hitl_explicit, chosen.hitl_explicit) == (False, True)
     service = ApprovalService()  # the default ceiling is above nothing the chain may not do

@@ -110,6 +110,7 @@ def test_render_takes_the_invokers_results_as_append_turn_does() -> None:
     response = CASES["anthropic"]([("c1", "get_forecast", {"city": "Lisbon"})])
     calls = exported.parse(response)
     results = [ToolInvoker([get_forecast]).invoke_sync(call) for call in calls]
+    message: Any
     (message,) = exported.render(zip(calls, results, strict=True))
     assert message == exported.render([(calls[0], results[0].to_tool_result())])[0]
     assert message["content"][0]["tool_use_id"] == "c1"

@@ -68,7 +68,7 @@ def test_a_non_ascii_argument_goes_to_gemini_as_ascii_and_comes_back_under_its_o
     exported = export([tool], "gemini")
     declaration = exported.declarations[0]
     genai.FunctionDeclaration.model_validate(declaration)
-    params = declaration["parameters"]
+    params: Any = declaration["parameters"]
     assert sorted(params["properties"]) == ["ano_vehiculo", "marca"]
     assert sorted(params["required"]) == ["ano_vehiculo", "marca"]
     assert "año_vehiculo" in params["properties"]["ano_vehiculo"]["description"]
@@ -79,6 +79,7 @@ def test_a_non_ascii_argument_goes_to_gemini_as_ascii_and_comes_back_under_its_o
 
 def test_a_catalog_runs_a_gemini_call_with_renamed_arguments_end_to_end() -> None:
     box = Toolbox([quote])
+    message: Any
     (message,) = box.execute_tool_calls(_gemini_response({"ano_vehiculo": 2020, "marca": "Kia"}),
                                         "gemini")
     (part,) = message["parts"]
@@ -149,7 +150,8 @@ def test_any_name_gets_a_gemini_name_that_maps_back(name: str) -> None:
     tool = Tool(name="t", description="T.", callable=lambda **kw: kw,
                 parameters={"type": "object", "properties": {name: {"type": "string"}}})
     exported = export([tool], "gemini")
-    (wire,) = exported.declarations[0]["parameters"]["properties"]
+    parameters: Any = exported.declarations[0]["parameters"]
+    (wire,) = parameters["properties"]
     assert GEMINI_NAME.fullmatch(wire)
     (call,) = exported.parse(_gemini_response({wire: "v"}, "t"))
     assert call.arguments == {name: "v"}

@@ -162,7 +162,7 @@ ERR = ToolResult.error("invalid arguments for tool 'simple': missing required ar
 
 
 def test_openai_chat_results_render_as_tool_messages_plus_images() -> None:
-    messages = render_results([(CALL, OK), (CALL, ERR)], "openai-chat")
+    messages: Any = render_results([(CALL, OK), (CALL, ERR)], "openai-chat")
     tool_adapter = TypeAdapter(ChatCompletionToolMessageParam)
     tool_adapter.validate_python(messages[0])
     assert messages[0]["tool_call_id"] == "call_1"
@@ -173,7 +173,7 @@ def test_openai_chat_results_render_as_tool_messages_plus_images() -> None:
 
 
 def test_responses_results_render_as_function_call_output_items() -> None:
-    item = render_result(CALL, OK, "openai-responses")
+    item: Any = render_result(CALL, OK, "openai-responses")
     TypeAdapter(FunctionCallOutput).validate_python(item)
     assert item["output"][0] == {"type": "input_text", "text": "3 hits"}
     assert item["output"][1]["type"] == "input_image"
@@ -182,6 +182,7 @@ def test_responses_results_render_as_function_call_output_items() -> None:
 
 
 def test_anthropic_results_render_as_tool_result_blocks_with_is_error() -> None:
+    message: Any
     (message,) = render_results([(CALL, OK), (CALL, ERR)], "anthropic")
     TypeAdapter(MessageParam).validate_python(message)
     ok_block, err_block = message["content"]
@@ -223,6 +224,7 @@ def test_end_to_end_round_trip_through_anthropic() -> None:
         except Exception as exc:  # the invoker does this for real in a later layer
             result = ToolResult.error(str(exc), code=getattr(exc, "code", "tool_raised"))
         pairs.append((call, result))
+    message: Any
     (message,) = exported.render(pairs)
     assert message["content"][0]["content"][0]["text"] == '["x","x"]'
     assert message["content"][1]["is_error"] is True

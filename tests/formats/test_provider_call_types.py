@@ -35,6 +35,7 @@ from toolkeeper import (
     export,
     tool,
 )
+from toolkeeper.core.spec import ToolLike
 
 pytestmark = pytest.mark.anyio
 
@@ -116,7 +117,7 @@ def function_call() -> ResponseFunctionToolCall:
 
 async def test_each_declared_call_type_reaches_handle_call_and_returns_its_output_item() -> None:
     computer, patcher, shell = ComputerTool(), ApplyPatchTool(), ShellTool()
-    tools = [computer, patcher, shell, get_forecast]
+    tools: list[ToolLike] = [computer, patcher, shell, get_forecast]
     exported = export(tools, "openai-responses")
     TypeAdapter(list[ToolParam]).validate_python(exported.tools)  # the SDK accepts the tools
     reply = response(computer_call(), patch_call(), function_call(), shell_call())
@@ -158,8 +159,12 @@ async def test_a_risky_provider_call_is_asked_about_and_refused_without_a_yes() 
     reply = response(patch_call())
     (call,) = exported.parse(reply)
     asked: list[str] = []
-    invoker = ToolInvoker([patcher], approval_handler=AutoApprovalHandler(
-        rule=lambda request: asked.append(request.tool) is not None))  # records, then says no
+
+    def says_no(request: Any) -> bool:  # records, then says no
+        asked.append(request.tool)
+        return False
+
+    invoker = ToolInvoker([patcher], approval_handler=AutoApprovalHandler(rule=says_no))
     async with invoker.open_session() as session:
         (result,) = await invoker.invoke_many([call], session=session)
     assert (result.status, asked, patcher.handled) == ("denied", ["apply_patch"], [])

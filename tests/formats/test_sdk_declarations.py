@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as mcp_types
 import pytest
@@ -61,7 +61,7 @@ def test_anthropic_declarations_validate_with_the_sdk() -> None:
     adapter = TypeAdapter(ToolParam)
     for declaration in export(zoo(), "anthropic").declarations:
         adapter.validate_python(declaration)
-        assert declaration["input_schema"]["type"] == "object"
+        assert cast(Any, declaration)["input_schema"]["type"] == "object"
 
 
 def test_gemini_declarations_validate_with_the_sdk_schema_model() -> None:
@@ -112,7 +112,7 @@ def test_strict_declarations_obey_the_strict_rules(api_format: str) -> None:
     exported = export(zoo(), api_format, strict=True)
     strict_count = 0
     for declaration in exported.declarations:
-        body = declaration.get("function", declaration)
+        body: Any = declaration.get("function", declaration)
         schema = body.get("parameters") or body.get("input_schema")
         if not body.get("strict"):
             continue
@@ -129,18 +129,18 @@ def test_strict_declarations_obey_the_strict_rules(api_format: str) -> None:
 
 def test_strict_mode_moves_defaults_and_constraints_into_descriptions() -> None:
     t = next(t for t in zoo() if t.name == "constrained")
-    props = t.get_schema("anthropic", strict=True)["input_schema"]["properties"]
+    props = cast(Any, t.get_schema("anthropic", strict=True))["input_schema"]["properties"]
     assert props["count"]["type"] == ["integer", "null"]
     assert "Default: 1." in props["count"]["description"]
     assert "Constraint: minimum 1." in props["count"]["description"]
     assert "maximum" not in props["count"]
-    openai_props = t.get_schema("openai-chat", strict=True)["function"]["parameters"]["properties"]
+    openai_props = cast(Any, t.get_schema("openai-chat", strict=True))["function"]["parameters"]["properties"]
     assert openai_props["count"]["minimum"] == 1  # OpenAI strict keeps numeric bounds
 
 
 def test_strict_request_that_cannot_be_honoured_falls_back_and_says_why() -> None:
     t = next(t for t in zoo() if t.name == "open_map")
-    declaration = t.get_schema("openai-chat", strict=True)
+    declaration: Any = t.get_schema("openai-chat", strict=True)
     assert "strict" not in declaration["function"]
     problems = t.check("openai-chat", strict=True)
     assert any(p.severity == "error" and "strict mode is not possible" in p.message
@@ -149,7 +149,7 @@ def test_strict_request_that_cannot_be_honoured_falls_back_and_says_why() -> Non
 
 def test_gemini_shows_int_enums_as_strings_and_calls_convert_back() -> None:
     t = next(t for t in zoo() if t.name == "nested")
-    props = t.get_schema("gemini")["parameters"]["properties"]
+    props = cast(Any, t.get_schema("gemini"))["parameters"]["properties"]
     assert props["priority"]["enum"] == ["1", "2"] and props["priority"]["type"] == "string"
     assert props["tags"]["nullable"] is True
     kwargs = t.validate_arguments({"address": {"street": "s", "city": "c"}, "priority": "2"})
@@ -158,11 +158,11 @@ def test_gemini_shows_int_enums_as_strings_and_calls_convert_back() -> None:
 
 def test_refs_are_inlined_except_recursion() -> None:
     nested = next(t for t in zoo() if t.name == "nested")
-    params = nested.get_schema("openai-chat")["function"]["parameters"]
+    params = cast(Any, nested.get_schema("openai-chat"))["function"]["parameters"]
     assert "$defs" not in params and "$ref" not in str(params)
     assert params["properties"]["address"]["properties"]["city"]["description"] == "City name."
     recursive = next(t for t in zoo() if t.name == "recursive")
-    assert "$defs" in recursive.get_schema("mcp")["inputSchema"]
+    assert "$defs" in cast(Any, recursive.get_schema("mcp"))["inputSchema"]
     gemini = recursive.get_schema("gemini")["parameters"]
     assert "$ref" not in str(gemini)
     assert any(p.severity == "warning" and "recursive" in p.message
@@ -171,7 +171,7 @@ def test_refs_are_inlined_except_recursion() -> None:
 
 def test_think_augment_adds_the_reason_to_the_declaration_only() -> None:
     t = Tool.from_function(lambda q: q, name="echo")
-    declaration = t.get_schema("openai-chat", think_augment=True)
+    declaration: Any = t.get_schema("openai-chat", think_augment=True)
     assert "toolcall_reason" in declaration["function"]["parameters"]["properties"]
     assert "toolcall_reason" not in t.parameters["properties"]
     assert t.run_raw({"q": "x", "toolcall_reason": "because"}) == "x"

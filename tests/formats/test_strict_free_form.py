@@ -27,7 +27,8 @@ def configure_tool(options_schema: dict[str, Any]) -> Tool:
 
 
 def _function(declaration: dict[str, Any]) -> dict[str, Any]:
-    return declaration.get("function", declaration)
+    body: dict[str, Any] = declaration.get("function", declaration)
+    return body
 
 
 def _params(declaration: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def test_objects_with_declared_keys_and_tools_without_arguments_stay_strict() ->
     ping = Tool(name="ping", description="Ping.", callable=lambda: "pong",
                 parameters={"type": "object"})
     for tool in (closed, ping):
-        declaration = tool.get_schema("openai-chat", strict=True)
+        declaration: Any = tool.get_schema("openai-chat", strict=True)
         assert declaration["function"]["strict"] is True
         assert all(p.severity != "error" for p in tool.check("openai-chat", strict=True))
 

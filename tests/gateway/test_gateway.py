@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,9 +30,9 @@ UPSTREAM = str(Path(__file__).with_name("upstream_server.py"))
 
 
 def _stdio(state: Path, **extra: object) -> MCPServerConfig:
-    return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
+    return MCPServerConfig(name="up", sandbox=False, command=sys.executable, args=[UPSTREAM, str(state)],
                            env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-                           connect_timeout_s=20, **extra)  # type: ignore[arg-type]
+                           connect_timeout_s=20, **extra)
 
 
 def _calls(state: Path) -> list[dict[str, object]]:
@@ -62,7 +63,7 @@ async def test_remote_tools_are_namespaced_governed_and_typed(tmp_path: Path) ->
         assert bad.status == "error" and bad.error_code == "invalid_arguments"  # type: ignore[attr-defined]
         wiped = await _invoke(invoker, "up-wipe")
         assert wiped.status == "denied"  # type: ignore[attr-defined]
-        exported = {d["name"]: d for d in toolbox.export("mcp").declarations}
+        exported: dict[Any, Any] = {d["name"]: d for d in toolbox.export("mcp").declarations}
         assert exported["up-wipe"]["annotations"]["destructiveHint"] is True
         assert exported["up-add"]["outputSchema"]["required"] == ["sum"]
     # only the validated, allowed call reached the upstream
@@ -91,7 +92,7 @@ async def test_a_tool_swapped_after_it_was_trusted_is_disabled_until_trusted_aga
         pins.trust("up-echo")  # the operator reviewed it
         await gateway.refresh("up")
         assert "up-echo" in toolbox.names()
-        assert toolbox.get("up-echo").description == poisoned
+        assert toolbox.lookup("up-echo").description == poisoned
 
 
 async def test_explicit_trust_serves_nothing_until_a_tool_is_trusted(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ def http_upstream(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port_file.read_text()}/mcp", proc
     proc.kill()
-    proc.wait()
+    proc.wait(timeout=30)
 
 
 async def test_a_dead_upstream_answers_at_once_and_comes_back(
@@ -133,7 +134,7 @@ async def test_a_dead_upstream_answers_at_once_and_comes_back(
         invoker = ToolInvoker(toolbox)
         assert (await _invoke(invoker, "up-echo", text="one")).text == "one"  # type: ignore[attr-defined]
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.wait(timeout=30)
         started = time.monotonic()
         down = await _invoke(invoker, "up-echo", text="two")
         again = await _invoke(invoker, "up-echo", text="three")

@@ -171,7 +171,7 @@ def http_upstream(tmp_path: Path) -> Iterator[str]:
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
     proc.kill()
-    proc.wait()
+    proc.wait(timeout=30)
 
 
 async def test_an_http_upstream_result_over_the_cap_is_refused(

@@ -43,7 +43,7 @@ README = "toolkeeper://mcp/up/file:///notes/readme.md"
 
 def _config(state: Path, **extra: Any) -> MCPServerConfig:
     (state / "relay").write_text("yes")
-    return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
+    return MCPServerConfig(name="up", sandbox=False, command=sys.executable, args=[UPSTREAM, str(state)],
                            env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
                            connect_timeout_s=20, risk="safe", **extra)
 
@@ -78,6 +78,12 @@ class Heard:
     async def log(self, level: str, data: Any, logger: str | None) -> None:
         self.events.append(("log", (level, logger, data)))
 
+    async def forward_sampling(self, params: Any) -> Any:
+        raise AssertionError(f"{self.client} was asked to sample: {params}")
+
+    async def forward_elicitation(self, params: Any) -> Any:
+        raise AssertionError(f"{self.client} was asked to elicit: {params}")
+
     async def resources_changed(self) -> None:
         self.events.append(("resources_changed", None))
 
@@ -95,9 +101,10 @@ async def test_resources_and_templates_are_listed_and_read_under_the_namespace(
         (template,) = await sources.list_resource_templates()
         assert template.uri_template == "toolkeeper://mcp/up/file:///logs/{day}"
         read = await sources.read_resource(README)
-        assert read.contents[0].uri == README and "hello from upstream" in read.contents[0].text
+        assert isinstance(text := read.contents[0], types.TextResourceContents)
+        assert text.uri == README and "hello from upstream" in text.text
         day = await sources.read_resource("toolkeeper://mcp/up/file:///logs/monday")
-        assert day.contents[0].text == "log of monday: all quiet"
+        assert getattr(day.contents[0], "text", None) == "log of monday: all quiet"
         assert sources.serves_resource(README)
         assert not sources.serves_resource("toolkeeper://artifact/abc")
         with pytest.raises(NotServed, match="no MCP server serves"):
@@ -329,7 +336,7 @@ def _serve(tmp_path: Path, **relay: bool) -> StdioServerParameters:
     keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in relay.items())
     config = tmp_path / "toolkeeper.toml"
     config.write_text(
-        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\n"
+        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\nsandbox = false\n"
         f"command = {json.dumps(sys.executable)}\n"
         f"args = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         f"connect_timeout_s = 30\nrisk = \"safe\"\n{keys}")
@@ -348,24 +355,24 @@ def _audit(tmp_path: Path) -> list[tuple[str, str, str | None, str]]:
 async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_calling_client(
         tmp_path: Path, errlog: TextIO) -> None:
     logs: list[tuple[str, str | None, Any]] = []
-    progress: list[tuple[float, float | None, str | None]] = []
+    progressed: list[tuple[float, float | None, str | None]] = []
     asked: list[str] = []
     contexts: list[str | None] = []
 
     async def log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append((params.level, params.logger, params.data))
 
-    async def heard(done: float, total: float | None, message: str | None) -> None:
-        progress.append((done, total, message))
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        progressed.append((progress, total, message))
 
-    async def sample(_ctx: Any, params: types.CreateMessageRequestParams
+    async def sample(context: Any, params: types.CreateMessageRequestParams
                      ) -> types.CreateMessageResult:
         asked.append(params.messages[0].content.text)  # type: ignore[union-attr]
         contexts.append(params.include_context)
         return types.CreateMessageResult(role="assistant", model="our-model",
                                          content=types.TextContent(text="Doors open, calls flow"))
 
-    async def elicit(_ctx: Any, params: Any) -> types.ElicitResult:
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Grace"})
 
@@ -380,7 +387,7 @@ async def test_serve_relays_logs_progress_sampling_and_elicitation_to_the_callin
     assert "Traceback" not in said and "Warning" not in said, said
     assert chatty.content[0].text == "worked"  # type: ignore[union-attr]
     assert ("info", "up/work", "step one of two") in logs
-    assert progress == [(1, 2, "half way"), (2, 2, "done")]
+    assert progressed == [(1, 2, "half way"), (2, 2, "done")]
     assert haiku.content[0].text == "the model said: Doors open, calls flow"  # type: ignore[union-attr]
     assert named.content[0].text == 'accept: {"name": "Grace"}'  # type: ignore[union-attr]
     assert asked == ["Write a haiku about gateways.", "MCP server 'up' asks: What is your name?"]
@@ -395,7 +402,7 @@ async def test_serve_refuses_sampling_to_the_upstream_unless_enabled_and_audits_
         tmp_path: Path, errlog: TextIO) -> None:
     asked: list[Any] = []
 
-    async def sample(_ctx: Any, params: Any) -> types.CreateMessageResult:
+    async def sample(context: Any, params: Any) -> types.CreateMessageResult:
         asked.append(params)
         return types.CreateMessageResult(role="assistant", model="m",
                                          content=types.TextContent(text="no"))

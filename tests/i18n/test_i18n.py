@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_locale_file_with_per_key_english_fallback(tmp_path: Path) -> None:
     assert catalog.description("other") == "English only"
     assert catalog.description("missing", "own text") == "own text"
     view = Toolbox([file_read]).localized(catalog=catalog)
-    localized = view.get("file_read")
+    localized: Any = view.get("file_read")
     assert localized.description == "读取文件内容并显示行号。"
     assert localized.parameters["properties"]["path"]["description"] == "要读取的文件路径。"
     assert localized.run_raw({"path": "a.txt"}) == "a.txt"  # validation and call unchanged
@@ -56,9 +57,9 @@ def test_locale_file_with_per_key_english_fallback(tmp_path: Path) -> None:
 
 def test_shipped_locales_cover_the_meta_tools() -> None:
     view = Toolbox().with_tool_search().localized("zh-CN")
-    assert view.get("tool_search").description.startswith("按功能搜索")
+    assert view.lookup("tool_search").description.startswith("按功能搜索")
     english = Toolbox().with_tool_search().localized("en")
-    assert english.get("tool_search").description.startswith("Search for more tools")
+    assert english.lookup("tool_search").description.startswith("Search for more tools")
 
 
 def test_workspace_files_override_shipped_ones(tmp_path: Path) -> None:
@@ -66,9 +67,9 @@ def test_workspace_files_override_shipped_ones(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "en.toml").write_text('[tools]\ntool_search = "Find tools (custom)."\n')
     view = Toolbox().with_tool_search().localized("en", workspace=tmp_path)
-    assert view.get("tool_search").description == "Find tools (custom)."
+    assert view.lookup("tool_search").description == "Find tools (custom)."
 
 
 def test_unlocalized_tools_keep_their_own_description() -> None:
     plain = Tool.from_function(lambda: 1, name="plain_tool", description="Own words")
-    assert Toolbox([plain]).localized("zh-CN").get("plain_tool").description == "Own words"
+    assert Toolbox([plain]).localized("zh-CN").lookup("plain_tool").description == "Own words"

@@ -13,7 +13,7 @@ import re
 import shutil
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -98,7 +98,7 @@ def _text(table: dict[str, Any], key: str) -> str:
 
 
 def _args(tool: Tool) -> dict[str, Any]:
-    hints = tool.metadata.extra.get("i18n", {})
+    hints: Any = tool.metadata.extra.get("i18n", {})
     return dict(hints.get("args", {}))
 
 
@@ -141,7 +141,7 @@ def test_each_locale_localizes_every_built_in(locale: str, tools: list[Tool]) ->
     table = _load(locale)
     catalog = DescriptionCatalog(locale)
     for tool in tools:
-        shown = localize_tool(tool, catalog)
+        shown: Any = localize_tool(tool, catalog)
         if tool.name not in DYNAMIC:
             key = description_key(tool) or tool.name
             assert shown.description == fill(table["tools"][key], _args(tool))
@@ -170,7 +170,7 @@ def test_a_key_missing_from_a_locale_falls_back_to_english_for_that_key_only(
     catalog = DescriptionCatalog("de_DE.UTF-8")
     assert catalog.dirs[-2] == shipped
     de, en = _load("de"), _load("en")
-    file_read = localize_tool(next(t for t in tools if t.name == "file_read"), catalog)
+    file_read: Any = localize_tool(next(t for t in tools if t.name == "file_read"), catalog)
     params = file_read.parameters["properties"]
     assert file_read.description == en["tools"]["file_read"]
     assert params["offset"]["description"] == en["parameters"]["file_read"]["offset"]
@@ -192,7 +192,7 @@ def test_a_variant_missing_everywhere_keeps_the_tools_own_words(
     monkeypatch.setattr("toolkeeper.i18n.catalog.PACKAGE_DIR", shipped)
     monkeypatch.chdir(tmp_path)
     unconfined = next(t for t in tools if description_key(t) == "shell.unconfined")
-    shown = localize_tool(unconfined, DescriptionCatalog("de"))
+    shown: Any = localize_tool(unconfined, DescriptionCatalog("de"))
     assert shown.description == unconfined.description and "UNCONFINED" in shown.description
     assert shown.parameters["properties"]["command"]["description"] == \
         _load("de")["parameters"]["shell"]["command"]
@@ -215,7 +215,7 @@ def test_a_workspace_file_overrides_the_shipped_one_key_by_key(
     catalog = DescriptionCatalog("de_DE.UTF-8", workspace=workspace)
     de = _load("de")
     by_name = {t.name: t for t in tools if description_key(t) is None}
-    shell, file_read = (localize_tool(by_name[n], catalog) for n in ("shell", "file_read"))
+    shell, file_read = (cast(Any, localize_tool(by_name[n], catalog)) for n in ("shell", "file_read"))
     assert shell.description == "Befehl ausführen (Hausregel: nur make)."  # the workspace's
     assert shell.parameters["properties"]["command"]["description"] == \
         de["parameters"]["shell"]["command"]  # the rest of the tool: the shipped file's

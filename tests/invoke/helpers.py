@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Any
 
-from toolkeeper import Tool, ToolMetadata, tool
+from toolkeeper import ToolMetadata, tool
+from toolkeeper.core.spec import ToolLike
 from toolkeeper.hooks import HookEvent, HookManager
 from toolkeeper.invoke import ToolCall, ToolInvoker
 from toolkeeper.toolbox import Toolbox
@@ -61,7 +62,7 @@ def call(tool_name: str, /, **arguments: Any) -> ToolCall:
 call.counter = 0  # type: ignore[attr-defined]
 
 
-def toolbox(*extra: Tool) -> Toolbox:
+def toolbox(*extra: ToolLike) -> Toolbox:
     return Toolbox([add, add_inline, boom, slow, delete_file, big, *extra])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -52,16 +53,16 @@ async def test_a_thousand_concurrent_invocations(tmp_path: Path) -> None:
     SEEN.clear()
     inv = ToolInvoker(Toolbox([record]), policy=ChainPolicy(max_tool_calls=5000),
                       audit=SqliteAuditLog(tmp_path / "load.db"))
-    results = [None] * 1000
+    results: list[Any] = [None] * 1000
     async with inv.open_session() as session:
         async def one(i: int) -> None:
-            results[i] = await inv.invoke(call("record", n=i), session=session)  # type: ignore[call-overload]
+            results[i] = await inv.invoke(call("record", n=i), session=session)
 
         async with anyio.create_task_group() as group:
             for i in range(1000):
                 group.start_soon(one, i)
     assert sorted(SEEN) == list(range(1000))
-    assert [r.text for r in results] == [str(i) for i in range(1000)]  # type: ignore[union-attr]
+    assert [r.text for r in results] == [str(i) for i in range(1000)]
     assert len(session.trace) == 1000 and session.call_count == 1000
     assert len({r.call_id for r in session.trace}) == 1000
     assert len(SqliteAuditLog(tmp_path / "load.db").query(limit=5000)) == 1000

@@ -34,7 +34,7 @@ def wire(amount: int) -> str:
 
 def _decided_by(approver: str, outcome: str) -> CallbackApprovalHandler:
     def decide(request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision(request_id=request.id, outcome=outcome,  # type: ignore[arg-type]
+        return ApprovalDecision(request_id=request.id, outcome=outcome,
                                 approver=approver, message="checked the account")
     return CallbackApprovalHandler(decide)
 

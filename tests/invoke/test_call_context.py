@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from toolkeeper import ToolContext, ToolInvoker, tool
+from toolkeeper import Toolbox, ToolContext, ToolInvoker, tool
 from toolkeeper.core.context import LIBRARY, Caller
 from toolkeeper.invoke import ChainPolicy, InvocationResult
 from toolkeeper.invoke.state import Gate, Invocation, Next
@@ -126,6 +126,7 @@ async def test_a_script_may_not_call_the_tool_that_runs_scripts() -> None:
 
     invoker = ToolInvoker([long_text])
     chain = ToolChainTool(invoker, tools=["long_text"])
+    assert isinstance(invoker.registry, Toolbox)
     invoker.registry.add(chain)
     async with invoker.open_session(chain=True) as session:
         nested = await invoker.invoke(call("tool_chain", code="result = 1"), session=session)

@@ -217,7 +217,7 @@ def test_a_policy_error_that_is_not_ours_stays_a_validation_error() -> None:
     with pytest.raises(ValidationError, match="max_tool_calls"):
         ChainPolicy(max_tool_calls=-1)
     with pytest.raises(ValidationError, match="truncation"):
-        ChainPolicy(truncation="middle")  # type: ignore[arg-type]
+        ChainPolicy(truncation="middle")
 
 
 def test_a_trace_record_computes_its_digest_from_the_arguments_once() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from toolkeeper import StoreError, Tool, tool
 from toolkeeper.approval import CallbackApprovalHandler
+from toolkeeper.approval.sqlite import SqliteFile
 from toolkeeper.invoke import ChainPolicy, ToolInvoker
 from toolkeeper.invoke.audit import SqliteAuditLog
 from toolkeeper.toolbox import Toolbox
@@ -75,6 +76,7 @@ async def test_namespace_budgets() -> None:
 async def test_a_broken_audit_store_reaches_the_host_and_the_trace_keeps_the_call(
         tmp_path: Path) -> None:
     audit = SqliteAuditLog(tmp_path / "audit.db")
+    assert isinstance(audit.db, SqliteFile)
     audit.db.close()
     inv = ToolInvoker(Toolbox([garbage]), audit=audit)
     session = inv.open_session()

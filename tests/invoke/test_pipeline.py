@@ -23,6 +23,7 @@ from toolkeeper.core.context import ToolContext
 from toolkeeper.invoke import ChainPolicy, ToolCall, ToolInvoker
 from toolkeeper.invoke.builder import GATE_ORDER
 from toolkeeper.invoke.policy import ChainPolicy as Policy
+from toolkeeper.toolbox import Toolbox
 
 from .helpers import THREADS, call, invoker, recording_hooks, toolbox
 
@@ -111,7 +112,7 @@ async def test_sync_tools_run_in_worker_threads_unless_inline() -> None:
 
 async def test_hosted_tools_are_not_run_and_provider_defined_tools_go_to_handle_call() -> None:
     class Computer(ProviderDefinedTool):
-        async def handle_call(self, call: object, ctx: object) -> ToolResult:  # type: ignore[override]
+        async def handle_call(self, call: object, ctx: object) -> ToolResult:
             return ToolResult.text_result(f"clicked {call.arguments['x']}")  # type: ignore[attr-defined]
 
     hosted = HostedTool(name="web_search", provider_specs={"openai": {"type": "web_search"}})
@@ -258,7 +259,7 @@ def _gate_names(chain: object) -> list[str]:
     names = []
     while hasattr(chain, "keywords"):
         names.append(chain.func.__self__.name)  # type: ignore[attr-defined]
-        chain = chain.keywords["call_next"]  # type: ignore[attr-defined]
+        chain = chain.keywords["call_next"]
     return names
 
 
@@ -334,7 +335,7 @@ async def test_the_type_gate_refuses_hosted_provider_defined_and_tool_chain_in_a
     """The type gate: in a chain session, is_hosted_tool, is_provider_defined_tool and the
     recursive tool_chain name are refused with status="error" — can't call from a chain."""
     class Computer(ProviderDefinedTool):
-        async def handle_call(self, call: object, ctx: object) -> ToolResult:  # type: ignore[override]
+        async def handle_call(self, call: object, ctx: object) -> ToolResult:
             return ToolResult.text_result("clicked")
 
     hosted = HostedTool(name="web_search", provider_specs={"openai": {"type": "web_search"}})
@@ -342,6 +343,7 @@ async def test_the_type_gate_refuses_hosted_provider_defined_and_tool_chain_in_a
                         risk=ToolRisk.SAFE, hitl_mode="none")
     invoker = ToolInvoker(toolbox(hosted, computer))
     chain_tool = ToolChainTool(invoker)
+    assert isinstance(invoker.registry, Toolbox)
     invoker.registry.add(chain_tool)
     async with invoker.open_session(chain=True) as session:
         results = [await invoker.invoke(call(name, x=1), session=session)

@@ -62,7 +62,7 @@ class Wire(BaseTool):
             raise PolicyViolationError(f"{amount} is over the 1000 limit (rule payments.limit)",
                                        tool_name="wire")
 
-    async def execute(self, *, amount: int, to: str) -> str:
+    async def execute(self, *, amount: int, to: str) -> str:  # type: ignore[override]
         await self.preflight(amount=amount, to=to)
         return f"wired {amount} to {to}"
 

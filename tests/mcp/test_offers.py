@@ -84,10 +84,10 @@ async def interview(ctx: Any) -> str:
     await ctx.log("asking")
     answer = await ctx.elicit("Your name?", {"type": "object", "properties": {
         "name": {"type": "string"}}}, key="name")
-    return await ctx.sample(f"Greet {answer['content']['name']}", max_tokens=20)
+    return str(await ctx.sample(f"Greet {answer['content']['name']}", max_tokens=20))
 
 
-async def _sample(_ctx: Any, params: Any) -> Any:
+async def _sample(context: Any, params: Any) -> Any:
     import mcp_types as types
 
     asked = params.messages[0].content.text
@@ -95,7 +95,7 @@ async def _sample(_ctx: Any, params: Any) -> Any:
                                      content=types.TextContent(text=f"model: {asked}"))
 
 
-async def _elicit(_ctx: Any, _params: Any) -> Any:
+async def _elicit(context: Any, params: Any) -> Any:
     import mcp_types as types
 
     return types.ElicitResult(action="accept", content={"name": "Ada"})

@@ -28,7 +28,7 @@ README = "toolkeeper://mcp/up/file:///notes/readme.md"
 
 
 def _config(state: Path) -> MCPServerConfig:
-    return MCPServerConfig(name="up", command=sys.executable, args=[UPSTREAM, str(state)],
+    return MCPServerConfig(name="up", sandbox=False, command=sys.executable, args=[UPSTREAM, str(state)],
                            env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
                            connect_timeout_s=20)
 

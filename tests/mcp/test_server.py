@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from toolkeeper import ToolContext, ToolInvoker, ToolRisk, tool
+from toolkeeper import Toolbox, ToolContext, ToolInvoker, ToolRisk, tool
 from toolkeeper.mcp.server import mcp_server
+
+from ..blocks import text_of
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.anyio
@@ -53,9 +55,9 @@ async def test_calls_go_through_the_invoker_and_failures_are_error_results() -> 
         unknown = await client.call_tool("forcast", {})
     assert not ok.is_error and ok.structured_content == {"city": "Lisbon", "days": 1,
                                                          "summary": "sunny"}
-    assert invalid.is_error and "missing required argument 'city'" in invalid.content[0].text
-    assert denied.is_error and "needs approval" in denied.content[0].text
-    assert unknown.is_error and "did you mean 'forecast'" in unknown.content[0].text
+    assert invalid.is_error and "missing required argument 'city'" in text_of(invalid.content[0])
+    assert denied.is_error and "needs approval" in text_of(denied.content[0])
+    assert unknown.is_error and "did you mean 'forecast'" in text_of(unknown.content[0])
     assert [(r.tool, r.status) for r in session.trace] == [
         ("forecast", "ok"), ("forecast", "error"), ("wipe", "denied"), ("forcast", "error")]
 
@@ -70,7 +72,7 @@ async def test_a_real_server_process_over_stdio(tmp_path: Path) -> None:
         refused = await client.call_tool("delete_everything", {"path": "/"})
     assert names == ["add", "crunch", "delete_everything", "grow"]
     assert added.structured_content == {"result": 5} and not added.is_error
-    assert refused.is_error and "needs approval" in refused.content[0].text
+    assert refused.is_error and "needs approval" in text_of(refused.content[0])
     assert log.read_text() == "add\n"  # the denied tool never ran
 
 
@@ -92,7 +94,7 @@ async def test_skills_are_offered_as_prompts() -> None:
             missing = ""
     assert [(p.name, p.description) for p in prompts] == [("release-notes",
                                                            "Write release notes.")]
-    assert "Read the log since the last tag" in prompt.messages[0].content.text
+    assert "Read the log since the last tag" in text_of(prompt.messages[0].content)
     assert "no prompt named 'nope'" in missing and "release-notes" in missing
 
 
@@ -110,7 +112,7 @@ async def test_a_tool_returning_text_keeps_the_promise_of_its_output_schema() ->
         result = await client.call_tool("greet", {"name": "Ada"})
     assert listed.output_schema is not None
     assert result.structured_content == {"result": "hello Ada"}
-    assert result.content[0].text == "hello Ada"
+    assert text_of(result.content[0]) == "hello Ada"
 
 
 async def test_tools_added_or_removed_after_the_server_was_built_are_seen() -> None:
@@ -130,7 +132,7 @@ async def test_tools_added_or_removed_after_the_server_was_built_are_seen() -> N
         box.remove("forecast")
         gone = await client.call_tool("forecast", {"city": "Lisbon"})
     assert not added.is_error and added.structured_content == {"result": 42}
-    assert gone.is_error and "unknown tool" in gone.content[0].text.lower()
+    assert gone.is_error and "unknown tool" in text_of(gone.content[0]).lower()
 
 
 async def test_tools_list_is_paged_in_name_order_with_an_opaque_cursor() -> None:
@@ -177,7 +179,7 @@ async def test_progress_reaches_the_client_and_a_cancelled_request_cancels_the_c
         with anyio.move_on_after(1):
             await client.call_tool("crunch", {"steps": 4})
         await anyio.sleep(0.2)
-    assert done.content[0].text == "done"
+    assert text_of(done.content[0]) == "done"
     assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
     assert finished == ["crunch"]  # the cancelled call never finished
     assert [(r.status, r.error_code) for r in session.trace] == [
@@ -284,7 +286,7 @@ async def test_progress_cancellation_and_change_notifications_over_stdio(tmp_pat
             await told.wait()
         names = [t.name for t in (await client.list_tools()).tools]
         await anyio.sleep(0.5)
-    assert done.content[0].text == "crunched" and seen == [1, 2, 3]
+    assert text_of(done.content[0]) == "crunched" and seen == [1, 2, 3]
     assert "late" in names
     assert log.read_text() == "crunch\n"  # the cancelled call never finished
 
@@ -314,6 +316,7 @@ async def test_a_caller_limited_to_some_tools_lists_and_calls_only_those_code_mo
     from toolkeeper.core.context import Caller
 
     invoker = ToolInvoker([wipe, forecast])
+    assert isinstance(invoker.registry, Toolbox)
     invoker.registry.add(ToolChainTool(invoker))
     everything = ToolChainTool(invoker).description
     limited = Caller(client="oauth:agent", channel="mcp", tools=("forecast", "tool_chain"))
@@ -325,4 +328,4 @@ async def test_a_caller_limited_to_some_tools_lists_and_calls_only_those_code_mo
     described = listed["tool_chain"].description or ""
     assert "def forecast(" in described and "wipe" not in described and "wipe" in everything
     assert refused.is_error and "not among the tools client 'oauth:agent' may call" in \
-        refused.content[0].text
+        text_of(refused.content[0])

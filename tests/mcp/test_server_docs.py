@@ -29,12 +29,12 @@ async def test_the_documented_module_serves_resources_prompts_and_asks_the_clien
     tools = [v for v in module.values() if isinstance(v, Tool)]
     offers = [v for v in module.values() if isinstance(v, Resource | Prompt)]
 
-    async def sample(_ctx: Any, params: types.CreateMessageRequestParams
+    async def sample(context: Any, params: types.CreateMessageRequestParams
                      ) -> types.CreateMessageResult:
         return types.CreateMessageResult(role="assistant", model="m",
                                          content=types.TextContent(text="A short summary."))
 
-    async def elicit(_ctx: Any, _params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"keep": True})
 
     server = mcp_server(ToolInvoker(tools), offers=offers)

@@ -10,8 +10,8 @@ its URL; then it is stopped, and must stop cleanly. A directory named by an abso
 deployment's ``/var/lib/…``) is replaced by one in the temporary directory through the flag
 that wins over it (``--workspace``, ``--artifacts``): the test writes nothing outside it. A
 configuration that names an upstream MCP server is served as written: its upstreams attach in
-the background (a temporary ``HOME`` with an offline npm keeps ``npx`` from downloading
-anything).
+the background (a temporary ``HOME`` and private homes of sandboxed upstreams, each with an
+offline npm, keep ``npx`` from downloading anything).
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def _environment(block: Block, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLKEEPER_", "XDG_"))}
     env.update({name: f"doc-example-{name.lower()}"
                 for name in re.findall(r"\$\{(\w+)\}", block.code)})
-    env.update(HOME=str(home), TOOLKEEPER_TOKEN="docs-config-operator-token-0123456789")
+    env.update(HOME=str(home), TOOLKEEPER_TOKEN="docs-config-operator-token-0123456789",
+               TOOLKEEPER_CACHE_DIR=str(home.parent / "cache"))
     return env
 
 
@@ -111,6 +112,10 @@ def test_every_documented_config_starts_a_real_server(block: Block, tmp_path: Pa
     home = tmp_path / "home"
     home.mkdir()
     (home / ".npmrc").write_text("offline=true\n")  # an example's npx must not download
+    for server in tomllib.loads(block.code).get("mcp", {}).get("servers", []):
+        private = tmp_path / "cache" / "mcp" / server["name"]  # a sandboxed upstream's home
+        private.mkdir(parents=True)
+        (private / ".npmrc").write_text("offline=true\n")
     command = [sys.executable, "-m", "toolkeeper.cli", "serve", str(EXAMPLE), "--config",
                "toolkeeper.toml", "--port", "0", "--state-dir", str(tmp_path / "state"), *flags]
     proc = subprocess.Popen(command, cwd=folder, env=_environment(block, home), text=True,
@@ -128,6 +133,6 @@ def test_every_documented_config_starts_a_real_server(block: Block, tmp_path: Pa
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGTERM, err
     assert "Traceback" not in err, err

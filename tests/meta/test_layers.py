@@ -19,7 +19,7 @@ FLOORS = {
     "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2,
     "hooks": 2,
     "invoke": 3, "approval": 3, "policy": 3,  # policy: Cedar beside approval, before it
-    "builtins": 4, "config": 4, "sandbox": 4,
+    "builtins": 4, "config": 4, "sandbox": 4, "notify": 4,
     "mcp": 5, "codemode": 5, "gateway": 5,
     "cli": 6, "server": 6, "testing": 6, "adapters": 6,
     "compat": 6,  # other tool layers' APIs over the catalog, the formats and the door
@@ -61,6 +61,7 @@ LAZY = {
     "opentelemetry": "imported only once the application uses OpenTelemetry itself (it is in "
                      "sys.modules): a process without it pays nothing at import",
     "prometheus_client": "serve's /metrics (the mcp extra): loaded when `serve` builds it",
+    "apprise": "the notify extra: loaded when `serve` builds its approval notifications",
     "cedarpy": "the policy extra: loaded when a Cedar policy is read or evaluated; the default "
                "set needs no engine",
 }

@@ -325,8 +325,10 @@ def test_with_the_cli_extra_alone_check_runs_and_serve_names_the_server_extra(
     served = _core_python(tmp_path / "b", "import sys; " + command, "serve", example,
                           "--state-dir", str(tmp_path / "state"), extras=("cli",))
     assert served.returncode == 2
-    assert served.stderr.strip() == ("error: toolkeeper serve needs the [server] extra: "
-                                     "pip install 'toolkeeper[server]'"), served.stderr
+    assert served.stderr.strip() == (
+        "error: toolkeeper serve needs the [server] and [builtins] extras (the server; the "
+        "built-in tools; --no-builtins serves without): pip install "
+        "'toolkeeper[server,builtins]'"), served.stderr
 
 
 def test_the_entry_point_is_the_one_that_says_which_extra() -> None:

@@ -74,3 +74,86 @@ def test_make_check_prints_the_declarations_when_the_lint_warns(tmp_path: Path) 
     declaration = json.loads(result.stdout[result.stdout.index("\n{") + 1:])
     assert declaration["function"]["name"] == "tally"  # ...and the job went on
     assert result.returncode == 0, result.stderr
+
+
+def _first_run(tmp_path: Path, makefile: Path = ROOT / "Makefile") -> subprocess.Popen[str]:
+    """``make run`` on a machine where .venv is not installed yet: a fresh VENV folder whose
+    python and toolkeeper are this environment's, the install step itself skipped (PIP=true:
+    pip's own output is not what is checked here)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(VENV / "bin" / "python")
+    (venv / "bin" / "toolkeeper").symlink_to(VENV / "bin" / "toolkeeper")
+    env = {**os.environ, "TOOLKEEPER_TOKEN": "make-run-test-token"}
+    return subprocess.Popen(
+        ["make", "-f", str(makefile), "-C", str(ROOT), "run", f"VENV={venv}", "PIP=true",
+         "PORT=0", f"STATE={tmp_path / 'state'}", f"WORKSPACE={tmp_path / 'workspace'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+
+
+def _lines_until_serving(proc: subprocess.Popen[str]) -> list[str]:
+    """stdout's lines up to serve's first one (90 s at most), or what came before it ended."""
+    assert proc.stdout is not None
+    seen: list[str] = []
+    while not seen or not seen[-1].startswith("toolkeeper serving on"):
+        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            proc.kill()
+            pytest.fail(f"make run did not start serving; stdout so far: {seen}; stderr: "
+                        f"{proc.communicate(timeout=30)[1]}")
+        seen.append(line.rstrip("\n"))
+    return seen
+
+
+def test_make_run_says_what_it_installs_and_ctrl_c_stops_it_without_an_error(
+        tmp_path: Path) -> None:
+    proc = _first_run(tmp_path)
+    try:
+        before = _lines_until_serving(proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
+    _, stderr = proc.communicate(timeout=60)
+    assert any(line.startswith("installing toolkeeper and its serve extras into ")
+               and "first run only" in line for line in before), before
+    assert "Error" not in stderr and "Interrupt" not in stderr, stderr
+    assert proc.returncode in (0, -signal.SIGINT), (proc.returncode, stderr)
+
+
+def test_make_run_passes_sigterm_on_to_serve_and_ends_without_an_error(tmp_path: Path) -> None:
+    """A supervisor stops ``make run`` with SIGTERM to make alone: serve stops too."""
+    proc = _first_run(tmp_path)
+    try:
+        _lines_until_serving(proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)  # to make only, not to its group
+    _, stderr = proc.communicate(timeout=60)
+    assert "Error" not in stderr, stderr
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        pass  # nothing of the group is left: serve ended with make
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("serve outlived make run after SIGTERM")
+
+
+def test_make_run_starts_serve_with_sigint_not_ignored(tmp_path: Path) -> None:
+    """The recipe starts serve in the background of its shell, which would start it with
+    SIGINT ignored (a Ctrl-C before serve takes the signal would be lost). A stand-in for the
+    command reports the signals it started with ignored."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(VENV / "bin" / "python")
+    stand_in = venv / "bin" / "toolkeeper"
+    stand_in.write_text("#!/bin/sh\ngrep SigIgn /proc/self/status\n")
+    stand_in.chmod(0o755)
+    done = subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "run", f"VENV={venv}", "PIP=true",
+         f"STATE={tmp_path / 'state'}", f"WORKSPACE={tmp_path / 'workspace'}"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("SigIgn:")]
+    ignored = int(line.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGINT - 1)), line

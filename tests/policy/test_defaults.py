@@ -3,6 +3,8 @@ Cedar for ``policy show`` — and the two, and the approval service's own rule, 
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +35,7 @@ settings_of = st.fixed_dictionaries({
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(settings_of)
-def test_the_default_set_decides_as_the_approval_service_and_as_its_cedar_text(case: dict
+def test_the_default_set_decides_as_the_approval_service_and_as_its_cedar_text(case: dict[str, Any]
                                                                                 ) -> None:
     made = _tool(case["risk"], case["mode"])
     limits = ChainPolicy(max_risk_unapproved=case["ceiling"],

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 SCALARS = st.sampled_from([str, int, float, bool])
 _WORD = st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=6)
 LITERALS = st.lists(_WORD, min_size=1, max_size=3, unique=True).map(
-    lambda values: Literal[tuple(values)]  # type: ignore[valid-type]
+    lambda values: Literal[tuple(values)]
 )
 
 
@@ -65,7 +65,7 @@ def signatures(draw: st.DrawFn) -> tuple[inspect.Signature, dict[str, Any]]:
     for name in names:
         tp = draw(TYPES)
         has_default = seen_default or draw(st.booleans())
-        default = inspect.Parameter.empty
+        default: object = inspect.Parameter.empty
         if has_default:
             seen_default = True
             default = draw(values_of(tp).filter(lambda v: isinstance(v, str | int | float | bool)

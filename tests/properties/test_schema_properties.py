@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as mcp_types
 from anthropic.types import ToolParam
@@ -61,12 +61,12 @@ def test_valid_arguments_round_trip_through_validation(sig_call: Any) -> None:
 def test_strict_calls_with_null_for_optional_arguments_still_validate(sig_call: Any) -> None:
     signature, call = sig_call
     tool = Tool.from_function(make_function("generated", signature))
-    strict = tool.get_schema("openai-chat", strict=True)["function"]
+    strict = cast(Any, tool.get_schema("openai-chat", strict=True))["function"]
     if not strict.get("strict"):
         return
     required = set(strict["parameters"].get("required", []))
     sent = {name: call.get(name) for name in required}  # null for everything not given
-    result = tool.run_raw(sent)
+    result: Any = tool.run_raw(sent)
     for name, value in call.items():
         assert result[name] == value
 
@@ -131,7 +131,7 @@ def test_exports_never_change_the_tool_schema(sig_call: Any) -> None:
     assert tool.parameters == before
 
 
-_KEYS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
+_KEYS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1,
                 max_size=12)
 _ARGUMENT_RULES = {"gemini": r"[A-Za-z_][A-Za-z0-9_]{0,63}", "anthropic": r"[a-zA-Z0-9_.-]{1,64}"}
 
@@ -161,6 +161,6 @@ def test_any_argument_names_fit_the_provider_and_come_back_as_they_were(
         assert all(re.fullmatch(rule, k) for k in keys), (api_format, keys)
         renamed = exported.names.arguments.get("t")
         to_wire = renamed.to_wire if renamed is not None else {}
-        wire_args = {to_wire.get(n, n): {to_wire.get(k, k): v for k, v in inner.items()}
+        wire_args: dict[str, object] = {to_wire.get(n, n): {to_wire.get(k, k): v for k, v in inner.items()}
                      for n, inner in args.items()}
         assert exported.names.decode("t", wire_args) == args

@@ -14,6 +14,7 @@ from toolkeeper.sandbox import (
     HiddenPath,
     LandlockSandbox,
     RunOptions,
+    Sandbox,
     SharedPath,
     UnconfinedSandbox,
 )
@@ -43,7 +44,7 @@ def test_a_hidden_path_that_is_not_plainly_below_its_mount_is_refused(
 
 
 @pytest.mark.parametrize("backend", [LandlockSandbox, UnconfinedSandbox])
-def test_a_backend_that_cannot_hide_refuses_rather_than_shows(backend: type,
+def test_a_backend_that_cannot_hide_refuses_rather_than_shows(backend: type[Sandbox],
                                                               tmp_path: Path) -> None:
     (tmp_path / ".envrc").write_text("x")
     assert backend.protects_paths is False

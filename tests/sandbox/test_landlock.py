@@ -35,7 +35,7 @@ def ws(reachable: Path) -> Path:
 def tool(ws: Path, **policy: object) -> Tool:
     return shell.shell_tool(sandbox=LandlockSandbox(), policy=SecurityPolicy(
         workspace=ws, allowed_commands=(*DEFAULT_COMMANDS, "python3", "sleep", "id", "env", "setsid"),
-        **policy))  # type: ignore[arg-type]
+        **policy))
 
 
 def run(t: Tool, command: str) -> str:

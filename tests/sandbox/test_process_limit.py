@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 SERVER_UID = 64_999
 """The server's user in these tests: one no other process uses, so its task count is its own."""
@@ -73,7 +74,7 @@ finally:
 """
 
 
-def _as_server(ws: Path, case: str) -> dict[str, object]:
+def _as_server(ws: Path, case: str) -> dict[str, Any]:
     command = [sys.executable, "-c", SERVER, str(ws), case]
     if os.geteuid() == 0:  # the server as an unprivileged user of its own, as it is deployed
         command = ["setpriv", f"--reuid={SERVER_UID}", f"--regid={SERVER_UID}",
@@ -92,7 +93,7 @@ def test_a_sandbox_starts_while_its_uid_runs_more_tasks_than_its_limit(reachable
         os.chown(ws, SERVER_UID, SERVER_UID)
     found = _as_server(ws, "busy-uid")
     assert found["few"] == [0, "started\n", ""]
-    code, out, start_error = found["bomb"]  # type: ignore[misc]
+    code, out, start_error = found["bomb"]
     assert start_error == ""  # it started; its own fork bomb hit its own limit
     assert "all-100-started" not in out
     assert code != 0

@@ -27,7 +27,7 @@ def test_children_are_found(children_file: bool, monkeypatch: pytest.MonkeyPatch
         assert proc.pid in _reaper._children()
     finally:
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=30)
 
 
 def test_bad_usage_is_refused_with_a_message() -> None:

@@ -67,7 +67,12 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
 def _cards(browser: Any, url: str, login: str) -> tuple[Any, dict[str, str], list[str]]:
     page = _page(browser, login)
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     calls = [_Call(url, {"path": "deploy.sh", "content": SCRIPT}, tool="file_write"),
              _Call(url, {"title": "</pre><svg onload=alert(4)>", "body": BODY,
                          "attachments": [HUGE]}, tool="publish")]
@@ -83,7 +88,8 @@ def _cards(browser: Any, url: str, login: str) -> tuple[Any, dict[str, str], lis
 def _nothing_ran(page: Any, dialogs: list[str]) -> None:
     assert dialogs == [] and page.evaluate("window.__alerts") == []
     assert page.evaluate("window.__violations") == []
-    assert page.evaluate("document.scripts.length") == 1  # app.js, and nothing injected
+    scripts = page.eval_on_selector_all("script", "ss => ss.map(s => s.src)")
+    assert [s.rsplit("/", 1)[-1] for s in scripts] == ["app.js", "rules.js"]  # nothing injected
     assert page.query_selector_all("article.card img, article.card script, article.card svg"
                                    ) == []
 

@@ -250,7 +250,7 @@ def test_a_pending_request_past_its_time_is_shown_expired_and_not_approvable() -
 def test_a_decided_card_says_who_decided_and_when(approver: str, outcome: str, said: str
                                                   ) -> None:
     decided_at = time.time() - 125
-    decision = ApprovalDecision(request_id="apr_x", outcome=outcome,  # type: ignore[arg-type]
+    decision = ApprovalDecision(request_id="apr_x", outcome=outcome,
                                 approver=approver, decided_at=decided_at)
     shown = card(_stored("t", {}, state=outcome, decision=decision))
     assert shown["decided"] == said and not shown["approvable"]

@@ -24,9 +24,10 @@ ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
 
 
 def _asking_client(url: str, answer: Any, asked: list[str]) -> Client:
-    async def elicit(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
-        return await answer(params)
+        answered: types.ElicitResult = await answer(params)
+        return answered
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[url]}"},
                               timeout=60)
@@ -76,7 +77,7 @@ async def test_the_person_at_the_client_decides_with_a_form_and_the_channel_is_r
     assert len(asked) == 1 and "'broadcast_alert' (risk critical)" in asked[0]
     assert "PT-11" in asked[0] and "/approvals/apr_" in asked[0]
     assert result.is_error is not ran, result
-    text = result.content[0].text  # type: ignore[union-attr]
+    text = result.content[0].text
     assert ("PT-11" in text) if ran else ("denied at the client" in text)
     assert _decisions(tmp_path) == [("done" if ran else "denied", "client:default")]
 
@@ -95,8 +96,8 @@ async def test_a_decision_on_the_page_first_wins_over_the_clients_answer(
         return types.ElicitResult(action="accept", content={"decision": "approve"})
 
     result = await _call_asking(proc, url, answer, asked)
-    assert result.is_error and "not now" in result.content[0].text  # type: ignore[union-attr]
-    assert _decisions(tmp_path) == [("denied", "api:operator")]
+    assert result.is_error and "not now" in result.content[0].text
+    assert _decisions(tmp_path) == [("denied", "operator:operator")]
 
 
 async def test_by_default_only_the_page_decides_and_the_client_is_never_asked(
@@ -109,7 +110,7 @@ async def test_by_default_only_the_page_decides_and_the_client_is_never_asked(
 
     result = await _call_asking(proc, url, answer, asked)
     assert asked == [] and result.is_error
-    assert "waiting for approval" in result.content[0].text  # type: ignore[union-attr]
+    assert "waiting for approval" in result.content[0].text
     assert _decisions(tmp_path) == [("pending", "")]
 
 
@@ -126,7 +127,9 @@ def test_serve_says_at_start_when_a_client_may_approve_its_own_calls(
         tmp_path: Path, channels: str) -> None:
     proc, _url = _start(tmp_path, "--config", _config(tmp_path, channels))
     proc.send_signal(signal.SIGTERM)
-    out, _err = proc.communicate(timeout=20)
+    assert proc.stdout is not None
+    out = proc.stdout.read()  # through the reader's buffer, which may hold the start lines
+    proc.wait(timeout=20)
     said = [line for line in out.splitlines() if line.startswith("approval channels")]
     if channels == '["page"]':
         assert said == []

@@ -20,6 +20,7 @@ from toolkeeper.approval import ApprovalRequest, SqliteApprovalStore
 from toolkeeper.approval.models import args_digest
 from toolkeeper.server.queue import PAGE_SIZE
 
+from ..blocks import text_of
 from .test_serve import _client
 from .test_web import ALERT, start_page, stop
 from .test_web_browser import _Call, _page, browser
@@ -37,7 +38,7 @@ def _alert(region: str) -> dict[str, Any]:
 async def _each(url: str, regions: list[str]) -> list[str]:
     """Make the example's critical call once per region in one MCP session; each text."""
     async with _client(url) as client:
-        return [(await client.call_tool("broadcast_alert", _alert(r))).content[0].text
+        return [text_of((await client.call_tool("broadcast_alert", _alert(r))).content[0])
                 for r in regions]
 
 
@@ -115,7 +116,7 @@ def test_an_edit_on_the_card_runs_the_edited_call_and_the_model_is_told(
     try:
         hostile = {"alert": {**ALERT["alert"], "message": "Storm\u202e<script>alert(1)</script>"}}
         first = _Call(url, hostile).wait()
-        assert first.is_error and "waiting for approval" in first.content[0].text
+        assert first.is_error and "waiting for approval" in text_of(first.content[0])
         page = _page(browser, context=browser.new_context(
             viewport={"width": width, "height": 800}))
         page.goto(login)

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..blocks import text_of
 from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start
 from .test_serve_gateway import UPSTREAM
 
@@ -66,10 +67,11 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     config.write_text(
         "[mcp]\nenabled = true\n"
         "[[mcp.servers]]\nname = \"up\"\n"
+        "sandbox = false\n"  # a test server of ours, with the test's own folder
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         "connect_timeout_s = 30\n"
         "[[mcp.servers]]\nname = \"gone\"\n"
-        f"command = {json.dumps(str(tmp_path / 'no-such-server'))}\nconnect_timeout_s = 5\n")
+        f"sandbox = false\ncommand = {json.dumps(str(tmp_path / 'no-such-server'))}\nconnect_timeout_s = 5\n")
     proc, url = _start(tmp_path, "--config", str(config), "--metrics-port", "0")
     line = _metrics_line(proc)
     assert f"{url}/metrics (operator token)" in line
@@ -97,7 +99,7 @@ async def test_calls_approvals_and_upstreams_are_counted_as_they_happen(
         assert (await client.call_tool(f"made_up_{'x' * 40}", {})).is_error
         assert not (await client.call_tool("up-add", {"a": 1, "b": 2})).is_error
         pending = await client.call_tool("broadcast_alert", alert)
-    assert "waiting for approval" in pending.content[0].text
+    assert "waiting for approval" in text_of(pending.content[0])
     after = _scrape(url)
     calls = {labels: v for (name, labels), v in after.items()
              if name == "toolkeeper_tool_calls_total"}

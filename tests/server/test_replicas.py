@@ -19,6 +19,7 @@ import anyio
 import httpx
 import pytest
 
+from ..blocks import text_of
 from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start
 
 TOOLS = '''
@@ -92,7 +93,7 @@ async def test_a_call_waiting_on_one_replica_is_approved_on_another_and_runs_onc
         decided = _api(b, f"/api/approvals/{request['id']}/decision", {"decision": "approve"})
         assert decided.status_code == 200, decided.text
     (result,) = results
-    assert not result.is_error and result.content[0].text == "launched 1"
+    assert not result.is_error and text_of(result.content[0]) == "launched 1"
     assert _marks(tmp_path) == ["start 1", "done 1"]
     final = _api(c, f"/api/approvals/{request['id']}").json()
     assert final["state"] == "done"
@@ -121,7 +122,7 @@ async def test_a_replica_killed_while_running_an_approved_call_is_never_followed
         group.cancel_scope.cancel()
     async with _client(b) as client:
         again = await client.call_tool("launch", arguments)
-    assert again.is_error and "does not run twice" in again.content[0].text
+    assert again.is_error and "does not run twice" in text_of(again.content[0])
     assert _api(b, f"/api/approvals/{listed[0]['id']}").json()["state"] == "executing"
     assert _marks(tmp_path) == ["start 2"]  # one start, on the replica that died
 
@@ -140,7 +141,7 @@ async def test_a_thousand_concurrent_calls_over_three_replicas_leave_a_thousand_
                 n = k * per_client + i
                 result = await client.call_tool("ping", {"n": n})
                 assert not result.is_error, result
-                answered.append(int(result.content[0].text))
+                answered.append(int(text_of(result.content[0])))
 
     started = time.monotonic()
     async with anyio.create_task_group() as group:

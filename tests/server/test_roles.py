@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -20,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from toolkeeper.invoke.gates.record import TOLD_AGAIN
 
+from ..blocks import text_of
 from ..workspaces import hand_over, reachable  # noqa: F401  (a fixture)
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _start, _tokens
 
@@ -47,7 +49,7 @@ async def _ask(url: str, token: str | None = None, **alert: str) -> str:
         result = await client.call_tool("broadcast_alert",
                                         {"alert": {**ALERT["alert"], **alert}})
     assert result.is_error, result
-    return result.content[0].text.split("request ")[1].split(")")[0].split(";")[0]
+    return text_of(result.content[0]).split("request ")[1].split(")")[0].split(";")[0]
 
 
 def test_the_operator_token_is_refused_on_mcp_with_the_way_to_make_a_client_token(
@@ -117,7 +119,7 @@ async def test_auth_none_opens_mcp_only_and_deciding_still_needs_the_operator(
         async with Client(streamable_http_client(
                 f"{url}/mcp", http_client=httpx2.AsyncClient(timeout=60))) as client:
             asked = await client.call_tool("broadcast_alert", ALERT)
-        request_id = asked.content[0].text.split("request ")[1].split(")")[0].split(";")[0]
+        request_id = text_of(asked.content[0]).split("request ")[1].split(")")[0].split(";")[0]
         for headers in ({}, {"Authorization": "Bearer nothing"}):
             assert _decide(url, request_id, headers).status_code in (401, 403)
         assert httpx.get(f"{url}/api/approvals", timeout=10).status_code == 401
@@ -169,7 +171,7 @@ async def _try_to_read_credentials(url: str, state: Path) -> list[str]:
     leaked = []
     async with _client(url) as client:
 
-        async def call(tool: str, arguments: dict[str, object]) -> str:
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
             """The call's text, approved by the operator when it asks (as a person would)."""
             for _ in range(2):
                 result = await client.call_tool(tool, arguments)
@@ -454,5 +456,5 @@ async def test_a_call_whose_client_gave_up_loses_nothing_and_runs_once(tmp_path:
         rows = db.execute("SELECT decision, approver, approval_id FROM audit WHERE tool = "
                           "'broadcast_alert' AND status = 'ok' ORDER BY rowid").fetchall()
     # one approved run (who approved it, which request), then its answer told again
-    assert rows == [("approved", "api:operator", listed[0]["id"]),
+    assert rows == [("approved", "operator:operator", listed[0]["id"]),
                     (TOLD_AGAIN, None, listed[0]["id"])]

@@ -18,6 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from ..blocks import text_of
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "weather.py")
 TOKEN = "test-operator-token-0123456789"
@@ -87,8 +89,8 @@ async def test_an_mcp_client_lists_and_calls_through_the_governed_door(
             "region": "PT-11", "level": "red", "message": "Storm"}})
     assert names == ["broadcast_alert", "get_forecast"]
     assert not forecast.is_error and forecast.structured_content["city"] == "Lisbon"
-    assert invalid.is_error and "missing required argument 'city'" in invalid.content[0].text
-    assert alert.is_error and "waiting for approval" in alert.content[0].text
+    assert invalid.is_error and "missing required argument 'city'" in text_of(invalid.content[0])
+    assert alert.is_error and "waiting for approval" in text_of(alert.content[0])
     with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
         (state,) = db.execute("SELECT state FROM approvals WHERE tool = 'broadcast_alert'").fetchone()
         audited = [r[0] for r in db.execute("SELECT tool FROM audit ORDER BY rowid")]
@@ -204,6 +206,7 @@ async def test_a_config_decides_the_built_ins_autonomy_and_skills(tmp_path: Path
                       f'[skills]\ndir = "{tmp_path / "skills"}"\n')
     proc, url = _start(tmp_path, "--config", str(config))
     proc_args = proc.args
+    assert isinstance(proc_args, list)
     assert "--no-builtins" in proc_args  # _start always passes it: restart without it
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=20)
@@ -222,7 +225,7 @@ async def test_a_config_decides_the_built_ins_autonomy_and_skills(tmp_path: Path
             read = await client.call_tool("file_read", {"path": "notes.txt"})
             prompts = [p.name for p in (await client.list_prompts()).prompts]
         assert "file_read" in names and not names & {"shell", "file_write", "file_edit"}
-        assert not read.is_error and "hello" in read.content[0].text
+        assert not read.is_error and "hello" in text_of(read.content[0])
         assert prompts == ["triage"]
     finally:
         proc.send_signal(signal.SIGINT)
@@ -303,7 +306,7 @@ async def test_a_call_waits_for_a_decision_made_from_another_terminal_and_runs_o
         async with _client(url) as client, anyio.create_task_group() as group:
             group.start_soon(decide_when_it_shows)
             result = await client.call_tool("broadcast_alert", alert)
-        assert not result.is_error and "PT-11" in result.content[0].text
+        assert not result.is_error and "PT-11" in text_of(result.content[0])
         again = _approvals(tmp_path, "decide", decided[0], "deny")
         assert again.returncode == 2 and "already decided" in again.stderr
         with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:

@@ -74,6 +74,7 @@ def _config(tmp_path: Path, server: str = "") -> Path:
     config = tmp_path / "toolkeeper.toml"
     config.write_text(
         f"{'[server]' if server else ''}\n{server}\n[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\n"
+        "sandbox = false\n"  # a test server of ours, with the test's own folder
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         "connect_timeout_s = 30\nrisk = \"safe\"\n")
     return config
@@ -132,7 +133,7 @@ async def test_a_large_result_is_a_preview_and_a_link_only_its_client_can_read(
     assert relayed_link.size == 300_000 and relayed_full.text == "x" * 300_000  # type: ignore[union-attr]
     assert mine[link.uri].size == link.size and mine[link.uri].mime_type == "text/plain"
     assert mine[link.uri].name == "report result" and relayed_link.uri in mine
-    assert theirs == unknown and theirs[0] == -32002  # another client's is as if not there
+    assert theirs == unknown and theirs[0] == -32602  # 2026-07-28: another client's is as if not there
     assert link.uri not in listed
 
 

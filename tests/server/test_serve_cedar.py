@@ -15,11 +15,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 
+from ..blocks import text_of
 from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start, _started
 
 pytestmark = pytest.mark.anyio
@@ -88,7 +90,7 @@ def served(tmp_path: Path) -> Iterator[str]:
 async def _call(url: str, tool: str, token: str | None = None, **arguments: str) -> str:
     async with _client(url, token) as client:
         result = await client.call_tool(tool, arguments)
-    text = result.content[0].text
+    text = text_of(result.content[0])
     if not result.is_error:
         return "ok: " + text
     return ("pending: " if "waiting for approval" in text else "refused: ") + text
@@ -139,7 +141,7 @@ async def test_a_stored_rule_runs_the_similar_call_and_still_asks_for_another_ar
     rule = added.stdout.split()[0]
     await _poll(served, "ok", service="web", env="staging")
     await _poll(served, "pending", service="web", env="qa")
-    deadline, found = time.monotonic() + 30, {}
+    deadline, found = time.monotonic() + 30, dict[str, Any]()
     while time.monotonic() < deadline and not found.get("uses"):  # counted off the call path
         listed = _cli(tmp_path, "policy", "list", str(tmp_path / "tools.py"), "--no-builtins",
                       "--config", str(tmp_path / "toolkeeper.toml"), *state, "--json")
@@ -194,8 +196,8 @@ async def test_no_tool_a_client_calls_reads_or_writes_a_policy(tmp_path: Path) -
             wrote = await _call(url, "file_write", path=path, content="permit (principal, "
                                 "action, resource);")
             assert not wrote.startswith("ok"), wrote
-        assert read.is_error and "forbidden" in read.content[0].text
-        assert "team.cedar" not in (found.content[0].text if found.content else "")
+        assert read.is_error and "forbidden" in text_of(read.content[0])
+        assert "team.cedar" not in (text_of(found.content[0]) if found.content else "")
         assert not (project / "open.cedar").exists()
         assert (project / "policies" / "team.cedar").read_text() == TEAM
         api = httpx.get(f"{url}/api/policies", timeout=10, headers={

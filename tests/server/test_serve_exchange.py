@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -17,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from ..blocks import text_of
 from .test_serve import CLIENT_TOKENS, _start
 
 pytestmark = pytest.mark.anyio
@@ -89,8 +91,8 @@ async def test_a_2025_client_lists_calls_and_reads_errors_as_before(
         unknown = await client.call_tool("nothing_here", {})
     assert names == ["add", "crunch", "launch", "linger"]
     assert right.structured_content == {"result": 42} and not right.is_error
-    assert invalid.is_error and "'a'" in invalid.content[0].text
-    assert unknown.is_error and "nothing_here" in unknown.content[0].text
+    assert invalid.is_error and "'a'" in text_of(invalid.content[0])
+    assert unknown.is_error and "nothing_here" in text_of(unknown.content[0])
 
 
 async def test_progress_turns_the_answer_into_an_event_stream(
@@ -104,20 +106,20 @@ async def test_progress_turns_the_answer_into_an_event_stream(
     async with _legacy(url) as client:
         done = await client.call_tool("crunch", {"steps": 3}, progress_callback=on_progress)
         quiet = await client.call_tool("crunch", {"steps": 2})
-    assert done.content[0].text == "crunched 3"
+    assert text_of(done.content[0]) == "crunched 3"
     assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
-    assert quiet.content[0].text == "crunched 2"
+    assert text_of(quiet.content[0]) == "crunched 2"
 
 
 def test_one_json_body_without_notifications_an_event_stream_with_them(
         served: tuple[str, subprocess.Popen[str]]) -> None:
     url, _ = served
-    call = {"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
-            "params": {"name": "crunch", "arguments": {"steps": 2}}}
+    call: dict[str, Any] = {"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+                            "params": {"name": "crunch", "arguments": {"steps": 2}}}
     plain = _post(url, call)
     assert plain.headers["content-type"] == "application/json"
     assert plain.json()["result"]["content"][0]["text"] == "crunched 2"
-    call["params"]["_meta"] = {"progressToken": "p1"}  # type: ignore[index]
+    call["params"]["_meta"] = {"progressToken": "p1"}
     streamed = _post(url, call)
     assert streamed.headers["content-type"].startswith("text/event-stream")
     events = [line.removeprefix("data: ") for line in streamed.text.splitlines()

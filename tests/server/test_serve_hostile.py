@@ -35,6 +35,7 @@ def _config(tmp_path: Path, extra: str = "", mcp: str = "") -> Path:
     config = tmp_path / "toolkeeper.toml"
     config.write_text(
         f"{extra}[mcp]\nenabled = true\n{mcp}[[mcp.servers]]\nname = \"up\"\n"
+        "sandbox = false\n"  # a test server of ours, with the test's own folder
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
         "connect_timeout_s = 30\nrisk = \"safe\"\n")
     return config

@@ -17,6 +17,7 @@ import httpx
 import mcp_types as types
 import pytest
 
+from ..blocks import text_of
 from .test_client_channel import _asking_client
 from .test_serve import TOKEN, _client, _start
 from .test_web import _login, start_page, stop
@@ -105,7 +106,7 @@ async def test_a_paused_script_runs_each_call_once_across_kill_9_and_restarts(
     (tmp_path / "tools.py").write_text(TOOLS)
     (tmp_path / "toolkeeper.toml").write_text(CONFIG)
     answer, request = await _paused_killed_resumed(tmp_path, store, SCRIPT)
-    text = answer.content[0].text  # type: ignore[union-attr]
+    text = answer.content[0].text
     assert request["tool"] == "deploy" and request["arguments"] == {"version": "v1"}
     # each call of the script ran once: the journaled ones before, the approved one after
     assert _ledger(tmp_path) == ["note a", "note b", "deploy v1", "note c"], text
@@ -123,7 +124,7 @@ async def test_a_safe_call_a_policy_asks_about_pauses_and_resumes_once_across_ki
         'when { context.args.text == "c" };\n')
     script = "note(text='a')\nnote(text='b')\nnote(text='c')\nresult = note(text='d').text\n"
     answer, request = await _paused_killed_resumed(tmp_path, None, script)
-    text = answer.content[0].text  # type: ignore[union-attr]
+    text = answer.content[0].text
     assert request["tool"] == "note" and request["arguments"] == {"text": "c"}
     assert _ledger(tmp_path) == ["note a", "note b", "note c", "note d"], text
     assert not answer.is_error, text
@@ -178,7 +179,7 @@ async def test_a_paused_call_tells_the_model_it_waits_and_how_to_resume(
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-    text = answer.content[0].text  # type: ignore[union-attr]
+    text = text_of(answer.content[0])
     assert answer.is_error and text.startswith("status: pending"), text
     assert "paused at call 3 ('deploy', line 4)" in text and "exactly the same code" in text
     assert "/approvals/apr_" in text  # where a person decides

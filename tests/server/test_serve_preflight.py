@@ -74,7 +74,7 @@ def _root(config: str) -> Path:
     root.chmod(0o755)
     ws = root / "ws"
     ws.mkdir()
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=60)
     (ws / "notes.txt").write_text("hello\n")
     (root / "outside.txt").write_text("OUTSIDE")
     hand_over(ws)

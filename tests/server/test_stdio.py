@@ -61,10 +61,10 @@ async def _wait_for(errlog: Path, pattern: str) -> re.Match[str]:
 async def test_a_desktop_launch_from_root_dir_keeps_state_per_user_and_offers_the_page(
         home: Path, tmp_path: Path) -> None:
     errlog = tmp_path / "server.log"
-    progress: list[str] = []
+    said: list[str] = []
 
-    async def heard(_done: float, _total: float | None, message: str | None) -> None:
-        progress.append(message or "")
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        said.append(message or "")
 
     with errlog.open("w") as err:
         async with Client(stdio_client(_launch(home, "--approval-wait", "2.5"), errlog=err)) as client:
@@ -87,7 +87,7 @@ async def test_a_desktop_launch_from_root_dir_keeps_state_per_user_and_offers_th
     assert {"get_forecast", "broadcast_alert"} <= names and not forecast.is_error
     assert asked.is_error and "Call the same tool again with the same arguments" in text
     assert f"{url}/approvals/{request_id}" in text  # the model can tell the user where
-    assert progress and all(request_id in m and url in m for m in progress)
+    assert said and all(request_id in m and url in m for m in said)
     assert not ran.is_error and "PT-11" in ran.content[0].text  # type: ignore[union-attr]
     assert (state / "toolkeeper.db").stat().st_mode & 0o777 == 0o600
     assert state.stat().st_mode & 0o777 == 0o700

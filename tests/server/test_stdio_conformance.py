@@ -23,14 +23,14 @@ pytestmark = [pytest.mark.anyio,  # the 2025-11-25 wire on purpose: its methods 
               pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")]
 
 
-async def _sample(_ctx: Any, params: types.CreateMessageRequestParams
+async def _sample(context: Any, params: types.CreateMessageRequestParams
                   ) -> types.CreateMessageResult:
     asked = params.messages[0].content.text  # type: ignore[union-attr]
     return types.CreateMessageResult(role="assistant", model="echo",
                                      content=types.TextContent(text=f"echo {asked}"))
 
 
-async def _elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+async def _elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
     schema = getattr(params, "requested_schema", {})
     return types.ElicitResult(action="accept", content={
         name: field.get("default", "yes") for name, field in schema["properties"].items()})
@@ -38,13 +38,13 @@ async def _elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitR
 
 async def test_the_suites_server_checks_pass_over_stdio(tmp_path: Path) -> None:
     logged: list[Any] = []
-    progress: list[float] = []
+    moves: list[float] = []
 
     async def heard(params: types.LoggingMessageNotificationParams) -> None:
         logged.append(params.data)
 
-    async def moved(done: float, _total: float | None, _message: str | None) -> None:
-        progress.append(done)
+    async def moved(progress: float, total: float | None, message: str | None) -> None:
+        moves.append(progress)
 
     launch = StdioServerParameters(
         command=sys.executable, cwd=str(tmp_path),
@@ -97,7 +97,7 @@ async def test_the_suites_server_checks_pass_over_stdio(tmp_path: Path) -> None:
     assert failed.is_error
     assert logged == ["Tool execution started", "Tool processing data",
                       "Tool execution completed"]
-    assert progress == [0, 50, 100]
+    assert moves == [0, 50, 100]
     assert sampled.content[0].text == "LLM response: echo What is 2+2?"  # type: ignore[union-attr]
     assert json.loads(elicited.content[0].text.split("content=")[1]) == {  # type: ignore[union-attr]
         "response": "yes"}

@@ -24,6 +24,7 @@ import anyio
 import httpx
 import pytest
 
+from ..blocks import text_of
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _tokens
 
 ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
@@ -74,7 +75,7 @@ async def _pending_call(url: str, token: str | None = None, **alert: str) -> str
     async with _client(url, token) as client:
         result = await client.call_tool("broadcast_alert", arguments)
     assert result.is_error
-    return result.content[0].text.split("(request ")[1].split(")")[0]
+    return text_of(result.content[0]).split("(request ")[1].split(")")[0]
 
 
 def _login(url: str, login: str) -> httpx.Client:
@@ -156,7 +157,7 @@ async def test_a_decision_is_bound_to_the_arguments_and_the_first_one_wins(
     assert len(refused) == 1  # the mismatched attempt is on record
     async with _client(url) as client:  # the model is told, and nothing ran
         again = await client.call_tool("broadcast_alert", ALERT)
-    assert again.is_error and "not today" in again.content[0].text
+    assert again.is_error and "not today" in text_of(again.content[0])
 
 
 async def test_forms_need_the_csrf_token_and_this_servers_origin(
@@ -377,7 +378,8 @@ async def test_the_handler_mounted_at_a_prefix_keeps_every_link_form_and_redirec
     links = [link for link in _links(page.text) if not link.startswith("#")]
     assert links and all(link.startswith("/approvals/") for link in links), links
     assert "/approvals/favicon.ico" in links and "/approvals/static/app.css" in links
-    for link in {link for link in links if not link.endswith(("/decide", "/logout", "/batch"))}:
+    for link in {link for link in links
+                 if not link.endswith(("/decide", "/logout", "/batch", "/rule"))}:
         assert browser.get(link).status_code == 200, link
     icon = browser.get("/approvals/favicon.ico")
     assert icon.headers["content-type"].startswith("image/svg+xml")
@@ -393,7 +395,7 @@ async def test_the_handler_mounted_at_a_prefix_keeps_every_link_form_and_redirec
                       headers=_bearer("lib-token")).json()
     assert shown["state"] == "approved"
     detail = browser.get(f"/approvals/approvals/{request_id}").text
-    assert "approved by web:operator, 20" in detail  # who, and when
+    assert "approved by operator:operator, 20" in detail  # who, and when
     out = browser.post("/approvals/logout", data={"csrf": _csrf(detail)},
                        headers={"Origin": url})
     assert out.status_code == 303 and out.headers["location"] == "/approvals/"

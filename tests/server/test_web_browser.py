@@ -66,7 +66,8 @@ class _Call(threading.Thread):
     def __init__(self, url: str, arguments: dict[str, Any], tool: str = "broadcast_alert"
                  ) -> None:
         super().__init__(daemon=True)
-        self.url, self.arguments, self.result, self.error = url, arguments, None, None
+        self.url, self.arguments, self.result = url, arguments, None
+        self.error: BaseException | None = None
         self.tool = tool
         self.start()
 
@@ -134,7 +135,7 @@ def test_a_denial_reaches_the_model_and_a_restart_keeps_the_pending_card(
         fresh = _page(browser)  # a new login link for the restarted server, from the CLI
         made = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "approvals", "login-url",
                                "--url", url, "--state-dir", str(tmp_path / "state")],
-                              capture_output=True, text=True, check=True)
+                              capture_output=True, text=True, check=True, timeout=60)
         fresh.goto(made.stdout.strip())
         fresh.wait_for_selector("article.card", timeout=15000)
         fresh.fill("input[name=message]", "Use the yellow level for this region.")

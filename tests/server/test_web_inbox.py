@@ -12,6 +12,7 @@ import httpx
 
 from toolkeeper.approval.models import args_digest
 
+from ..blocks import text_of
 from .test_metrics import _scrape
 from .test_serve import _client
 from .test_web import ALERT, _bearer, _csrf, _login, _pending_call, served, start_page, stop
@@ -43,11 +44,11 @@ async def test_an_edited_approval_runs_once_with_the_edit_and_the_model_is_told(
     async with _client(url) as client:  # the client's retry of the asked call
         ran = await client.call_tool("broadcast_alert", ALERT)
         again = await client.call_tool("broadcast_alert", ALERT)
-    text = ran.content[0].text + ran.content[1].text
+    text = text_of(ran.content[0]) + text_of(ran.content[1])
     assert not ran.is_error and "alert for PT-13 sent to all" in text
     assert "a person edited the arguments" in text and "Changed: alert" in text
-    assert "alert for PT-13" in again.content[0].text and "does not run twice" in \
-        again.content[0].text
+    assert "alert for PT-13" in text_of(again.content[0]) and "does not run twice" in \
+        text_of(again.content[0])
     with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
         rows = db.execute("SELECT args_digest, decision FROM audit WHERE approval_id = ? AND "
                           "status = 'ok'", (request_id,)).fetchall()  # the asked call's row
@@ -77,7 +78,7 @@ async def test_several_decisions_in_one_request_are_each_bound_and_audited(
     async with _client(url) as client:  # the denial's reason reaches the model
         told = await client.call_tool("broadcast_alert",
                                       {"alert": {**ALERT["alert"], "region": "B-1"}})
-    assert told.is_error and "wrong region, use B-9" in told.content[0].text
+    assert told.is_error and "wrong region, use B-9" in text_of(told.content[0])
     empty = httpx.post(f"{url}/api/approvals/decisions", headers=_bearer(), json={})
     assert empty.status_code == 400 and "decisions" in empty.json()["message"]
 
@@ -129,7 +130,7 @@ async def test_an_edit_is_previewed_through_the_cards_own_view_as_a_diff(tmp_pat
         async with _client(url) as client:
             asked = await client.call_tool("file_write", {"path": "notes.txt",
                                                           "content": "one\nTWO\nthree\n"})
-        request_id = asked.content[0].text.split("(request ")[1].split(")")[0]
+        request_id = text_of(asked.content[0]).split("(request ")[1].split(")")[0]
         browser = _login(url, login)
         csrf = _csrf(browser.get("/").text)
         edit = {"path": "notes.txt", "content": "one\ntwo\nthree\nfour\n"}

@@ -87,6 +87,6 @@ def test_read_skill_returns_the_full_text_on_demand(tmp_path: Path) -> None:
     skill = load_skill(write(tmp_path, "notes", GOOD))
     reader = read_skill_tool([skill])
     assert reader.parameters["properties"]["name"]["enum"] == ["release-notes"]
-    assert "Read the log since the last tag" in reader.run_raw({"name": "release-notes"})
+    assert "Read the log since the last tag" in str(reader.run_raw({"name": "release-notes"}))
     with pytest.warns(DeprecationWarning, match="run_raw"):
-        assert "must be one of 'release-notes', got 'nope'" in reader.run({"name": "nope"})
+        assert "must be one of 'release-notes', got 'nope'" in str(reader.run({"name": "nope"}))

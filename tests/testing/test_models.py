@@ -60,7 +60,7 @@ async def test_openai_chat() -> None:
         model="gpt-4.1", messages=m, tools=t), [USER])
     assert isinstance(final, ChatCompletion) and final.choices[0].message.content == \
         "Sunny in Lisbon."
-    sent = client.requests[1]["messages"]
+    sent: Any = client.requests[1]["messages"]
     TypeAdapter(list[ChatCompletionMessageParam]).validate_python(sent)
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
     assert "sunny for 1 day" in sent[2]["content"]
@@ -73,7 +73,7 @@ async def test_openai_responses() -> None:
     final = await loop("openai-responses", client, lambda c, m, t: c.responses.create(
         model="gpt-4.1", input=m, tools=t), [USER])
     assert isinstance(final, Response) and final.output_text == "Sunny in Lisbon."
-    sent = client.requests[1]["input"]
+    sent: Any = client.requests[1]["input"]
     TypeAdapter(ResponseInputParam).validate_python(sent)
     outputs = [i["output"] for i in sent if isinstance(i, dict) and
                i.get("type") == "function_call_output"]
@@ -85,7 +85,7 @@ async def test_anthropic() -> None:
     final = await loop("anthropic", client, lambda c, m, t: c.messages.create(
         model="claude-sonnet-4-5", max_tokens=1024, messages=m, tools=t), [USER])
     assert isinstance(final, Message) and final.content[0].text == "Sunny in Lisbon."  # type: ignore[union-attr]
-    sent = client.requests[1]["messages"]
+    sent: Any = client.requests[1]["messages"]
     TypeAdapter(list[MessageParam]).validate_python(sent)
     results = sent[-1]["content"]
     assert [r["type"] for r in results] == ["tool_result", "tool_result"]
@@ -98,7 +98,7 @@ async def test_gemini() -> None:
     final = await loop("gemini", client, lambda c, m, t: c.models.generate_content(
         model="gemini-2.5-flash", contents=m, config={"tools": t}), [user])
     assert isinstance(final, genai.GenerateContentResponse) and final.text == "Sunny in Lisbon."
-    sent = client.requests[1]["contents"]
+    sent: Any = client.requests[1]["contents"]
     contents = [genai.Content.model_validate(c) for c in sent]
     responses = [p.function_response for p in contents[-1].parts or [] if p.function_response]
     assert len(responses) == 2 and "sunny for 1 day" in str(responses[0].response)

@@ -37,5 +37,5 @@ def test_the_server_never_runs_as_root() -> None:
     with postgres_server() as base:
         port = base.rsplit(":", 1)[1]
         owners = subprocess.run(["ps", "-o", "user=", "-C", "postgres"], capture_output=True,
-                                text=True).stdout.split()
+                                text=True, timeout=60).stdout.split()
     assert port and owners and "root" not in owners

@@ -104,7 +104,7 @@ def test_search_results_are_capability_entries() -> None:
     entry = registry.entry("plot_chart")
     assert isinstance(entry, CapabilityEntry)
     assert (entry.description, entry.tags) == ("Draw a line chart of a series of numbers.",
-                                               {"chart"})
+                                               frozenset({"chart"}))
     assert not isinstance(object(), CapabilityEntry)
 
 

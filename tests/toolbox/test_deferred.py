@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 from anthropic.types import ToolParam
 from openai.types.responses import FunctionToolParam, ToolSearchToolParam
@@ -10,7 +12,7 @@ from pydantic import TypeAdapter
 from toolkeeper import Tool, ToolMetadata, UnknownToolError, UsageError
 from toolkeeper.toolbox import Toolbox, native_deferred_tools
 
-DEFER = ToolMetadata(defer=True)
+DEFER = ToolMetadata(defer_loading=True)
 
 
 def catalog() -> Toolbox:
@@ -27,12 +29,12 @@ def catalog() -> Toolbox:
 
 def test_deferred_tools_are_hidden_until_tool_search_finds_them() -> None:
     view = catalog().with_tool_search()
-    assert [d["function"]["name"] for d in view.schemas()] == ["tool_search", "get_weather"]
+    assert [d["function"]["name"] for d in cast(Any, view.schemas())] == ["tool_search", "get_weather"]
     with pytest.raises(UnknownToolError):
         view.execute_tool("convert_currency", amount=1, to="EUR")
-    found = view.execute_tool("tool_search", query="convert money to euros")
+    found: Any = view.execute_tool("tool_search", query="convert money to euros")
     assert [d["function"]["name"] for d in found["tools"]] == ["convert_currency"]
-    assert "convert_currency" in [d["function"]["name"] for d in view.schemas()]
+    assert "convert_currency" in [d["function"]["name"] for d in cast(Any, view.schemas())]
     assert view.execute_tool("convert_currency", amount=5, to="EUR") == 5
     assert "search_flights" not in view.names()
 
@@ -41,7 +43,7 @@ def test_tool_search_answers_in_the_callers_wire_format() -> None:
     from toolkeeper.toolbox import DeferredView
 
     view = DeferredView(catalog(), api_format="anthropic")
-    found = view.execute_tool("tool_search", query="flights between airports")
+    found: Any = view.execute_tool("tool_search", query="flights between airports")
     assert found["tools"][0]["name"] == "search_flights"
     assert "input_schema" in found["tools"][0]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -168,7 +168,7 @@ def test_schemas_leave_out_deferred_and_disabled_tools() -> None:
                                   metadata=__import__("toolkeeper").ToolMetadata(defer=True))
     tb = Toolbox([send_email, plot, deferred])
     tb.disable("plot")
-    assert [d["function"]["name"] for d in tb.schemas()] == ["send_email"]
+    assert [d["function"]["name"] for d in cast(Any, tb.schemas())] == ["send_email"]
     assert [d["name"] for d in tb.deferred_schemas("anthropic")] == ["rare"]
     assert tb.schema_for("rare", "mcp")["name"] == "rare"
 
@@ -177,7 +177,7 @@ def test_execute_tool_calls_with_calls_and_with_a_provider_response() -> None:
     from toolkeeper import ToolCall
 
     tb = box()
-    results = tb.execute_tool_calls([ToolCall(id="1", name="table", arguments={"rows": "3"}),
+    results: list[Any] = tb.execute_tool_calls([ToolCall(id="1", name="table", arguments={"rows": "3"}),
                                      ToolCall(id="2", name="table", arguments={}),
                                      ToolCall(id="3", name="ghost")])
     assert results[0].text == "3 rows"
@@ -185,6 +185,7 @@ def test_execute_tool_calls_with_calls_and_with_a_provider_response() -> None:
     assert results[2].error_code == "unknown_tool"
     response: dict[str, Any] = {"content": [
         {"type": "tool_use", "id": "t1", "name": "send_email", "input": {"to": "a", "subject": "s"}}]}
+    message: Any
     (message,) = tb.execute_tool_calls(response, api_format="anthropic")
     assert message["content"][0]["content"][0]["text"] == "sent to a"
 
@@ -210,7 +211,7 @@ def test_get_agrees_with_the_entries_through_adds_aliases_disables_and_removes()
                 warnings.simplefilter("ignore")
                 box.register_tool(tool, aliases=[f"alias_{name}", f"a{step % 7}"])
         elif name in box:
-            {"disable": box.disable, "enable": box.enable, "remove": box.remove}[action](name)
+            getattr(box, action)(name)  # disable, enable or remove
         for probe in [*names, *[f"alias_{n}" for n in names], *[f"a{k}" for k in range(7)]]:
             entry = box.entry(probe)
             expected = entry.tool if entry is not None and entry.enabled else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -53,7 +53,7 @@ def test_prefixed_and_renamed_views_route_calls_to_the_right_tool() -> None:
     assert renamed.names() == ["first", "beta", "gamma"]
     assert renamed.execute_tool("first") == "alpha"
     assert renamed.get("alpha") is None
-    assert tb.get("alpha").name == "alpha"  # the tools themselves are unchanged
+    assert (alpha := tb.get("alpha")) is not None and alpha.name == "alpha"  # tools unchanged
 
 
 def test_views_compose_and_search_through_them() -> None:
@@ -109,8 +109,8 @@ def test_any_stack_of_views_calls_the_tool_it_lists(lenses: list[tuple[str, Any]
         base_key = view.resolve(entry.name)
         assert base_key is not None
         assert view.execute_tool(entry.name) == base_key  # reaches the tool that was listed
-        assert view.get(entry.name) is entry.tool or view.get(entry.name).name == entry.name
-        declared = entry.tool.get_schema("openai-chat")["function"]["name"]
+        assert (got := view.get(entry.name)) is entry.tool or (got is not None and got.name == entry.name)
+        declared = cast(Any, entry.tool.get_schema("openai-chat"))["function"]["name"]
         exported = view.export("openai-chat")
         assert exported.names.name(declared) == entry.name
 

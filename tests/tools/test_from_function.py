@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import socket
 import typing
 from enum import Enum
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, cast
 
 import pytest
 from pydantic import BaseModel, Field
@@ -245,16 +246,14 @@ def test_decorator_bare_and_with_options_keeps_the_function_callable() -> None:
 
 
 def test_a_function_is_inspected_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkeeper.tools.signature as sig
-
     calls = {"n": 0}
-    original = sig.inspect.signature
+    original = inspect.signature  # what toolkeeper.tools.signature calls
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(sig.inspect, "signature", counting)
+    monkeypatch.setattr(inspect, "signature", counting)
 
     def f(a: int) -> int:
         return a
@@ -269,7 +268,7 @@ def test_a_function_is_inspected_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("returns", [int, float, str, bool, list, dict, list[int], dict[str, float],
                                      int | None, list[str] | None, Literal["a", "b"]])
-def test_the_output_schema_of_a_common_return_type_is_pydantics(returns: object) -> None:
+def test_the_output_schema_of_a_common_return_type_is_pydantics(returns: Any) -> None:
     from pydantic import TypeAdapter
 
     from toolkeeper.tools.signature import strip_titles
@@ -280,6 +279,6 @@ def test_the_output_schema_of_a_common_return_type_is_pydantics(returns: object)
     expected = strip_titles(TypeAdapter(returns).json_schema(mode="serialization"))
     assert schema is not None
     if schema.get("x-toolkeeper-wrap-result"):
-        assert schema["properties"]["result"] == expected
+        assert cast(Any, schema)["properties"]["result"] == expected
     else:
         assert schema == expected

@@ -179,7 +179,7 @@ def test_hosted_and_provider_defined_dispatch_order() -> None:
     class Computer(ProviderDefinedTool):
         call_types = ("computer_call",)
 
-        async def handle_call(self, call: object, ctx: object) -> ToolResult:  # type: ignore[override]
+        async def handle_call(self, call: object, ctx: object) -> ToolResult:
             return ToolResult.text_result("clicked")
 
     computer = Computer(name="computer", provider_specs={"openai-responses": {

@@ -127,7 +127,10 @@ def sandbox_blocker(policy: SecurityPolicy, sandbox: Sandbox | None = None
     if os.geteuid() != 0:
         return None
     for path in [policy.workspace, *policy.workspace.parents]:
-        info = path.stat()
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            return f"the workspace {policy.workspace} does not exist; create it"
         if info.st_uid != UNPRIVILEGED_UID and not info.st_mode & 0o001:
             return (f"commands run as uid {UNPRIVILEGED_UID} because toolkeeper runs as root, "
                     f"and {path} is not reachable by it; run toolkeeper as a non-root user, or "

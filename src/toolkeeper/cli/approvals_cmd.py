@@ -23,10 +23,10 @@ from ..builtins.fs import visible
 from ..errors import ToolkeeperError
 from ..invoke.audit import SqliteAuditLog
 from ..server.auth import WebSessions
-from ..server.clients import OPERATOR
+from ..server.clients import OPERATOR, ClientTokens
 from ..server.decide import DecisionError, decide
 from ..server.views import approval_json, client_of, shown_json
-from .report import Db, StateDir, Store, err, fail, out, state_dir_of, store_target
+from .report import Db, StateDir, Store, err, fail, kept, out, state_dir_of, store_target
 from .state import SERVER_FILE
 
 __all__ = ["approvals_app"]
@@ -64,6 +64,12 @@ def list_pending(
     """The requests (pending by default), with the exact arguments that would run."""
     if state != "all" and state not in STATES:
         raise fail(f"unknown state {state!r}: use one of {', '.join(STATES)}, or all")
+    if store is None and db is None and not kept(state_dir_of(state_dir),
+                                                 nothing="no approval requests yet",
+                                                 to=err if as_json else out):
+        if as_json:
+            print(json.dumps({"approvals": []}, indent=1))
+        return
     listed = _store(state_dir, store, db).requests(state=None if state == "all" else state)
     if as_json:
         print(json.dumps({"approvals": [approval_json(s) for s in listed]}, indent=1))
@@ -81,9 +87,24 @@ def _print_request(stored: StoredApproval) -> None:
     facts = (request.id, visible(request.tool), f"risk {request.risk.value}", stored.state,
              f"client {visible(client_of(request.session_id))}",
              f"{time.time() - request.created_at:.0f} s ago")
-    out.print("  ".join(facts), markup=False, highlight=False, overflow="fold")
+    for line in fact_lines(facts, out.width):
+        out.print(line, markup=False, highlight=False, overflow="fold")
     out.print(textwrap.indent(shown_json(request.arguments), "    "), markup=False,
               highlight=False, overflow="fold")
+
+
+def fact_lines(facts: tuple[str, ...], width: int) -> list[str]:
+    """Facts two spaces apart, as many to a line as fit in ``width``: a line breaks between two
+    facts, never inside one ("client default" stays whole); only a fact longer than a whole
+    line is folded."""
+    lines = [""]
+    for fact in facts:
+        joined = f"{lines[-1]}  {fact}" if lines[-1] else fact
+        if len(joined) <= width or not lines[-1]:
+            lines[-1] = joined
+        else:
+            lines.append(fact)
+    return lines
 
 
 def resolve(approvals: SqliteApprovalStore, given: str, *, state: str | None) -> str:
@@ -191,6 +212,9 @@ def login_url(
                     ] = None,
     state_dir: StateDir = None,
     store: Store = None,
+    operator: Annotated[str | None, typer.Option(
+        "--operator", help="Log in as this named operator (toolkeeper tokens add NAME "
+        "--operator): the page's decisions are theirs.")] = None,
 ) -> None:
     """A new one-time link that logs a browser in to the approval page (valid 15 minutes)."""
     if url is not None and port is not None:
@@ -202,7 +226,12 @@ def login_url(
     why = ""
     if base is None:
         base, why = running_server(state)
-    code = WebSessions(store_target(store, state, create=False)).login_code()
+    target = store_target(store, state, create=False)
+    if operator is not None and not any(
+            t.operator and t.name == operator for t in ClientTokens(target).list()):
+        raise fail(f"{operator!r} is not a named operator: make one with toolkeeper tokens "
+                   f"add {operator} --operator")
+    code = WebSessions(target).login_code(operator or "")
     if base is None:
         err.print(f"note: {escape(why)}, so the server's address is unknown: open this path "
                   "on it, or pass --url http://HOST:PORT (or --port PORT)", soft_wrap=True)

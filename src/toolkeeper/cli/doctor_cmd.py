@@ -21,8 +21,10 @@ _MARKS = {"ok": "[green]ok[/]", "missing": "[yellow]missing[/]", "warn": "[yello
 
 
 def doctor() -> None:
-    """Report each confinement backend, the one commands will use, cgroups, openat2, the
-    search programs and the user toolkeeper runs as. Exits 1 when no sandbox can run."""
+    """Report what confinement this host offers commands.
+
+    Each confinement backend, the one commands will use, cgroups, openat2, the search
+    programs and the user toolkeeper runs as. Exits 1 when no sandbox can run."""
     table = Table("check", "result", "detail")
     bwrap = probe_bwrap()
     table.add_row("bubblewrap", _MARKS["ok" if bwrap.available else "missing"], bwrap.detail)

@@ -274,7 +274,9 @@ def install(
     config_path: Annotated[Path | None, Opt(help="Write this file instead of the client's.")
                            ] = None,
 ) -> None:
-    """Add toolkeeper to a desktop client's MCP servers: Claude Desktop, Cursor or VS Code."""
+    """Add toolkeeper to a desktop client's MCP servers.
+
+    The client is Claude Desktop, Cursor or VS Code."""
     spec = CLIENTS[client]
     if project is not None and client is ClientKind.CLAUDE_DESKTOP:
         raise fail("--project is for cursor and vscode; Claude Desktop has one config per user")

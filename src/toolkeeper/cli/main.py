@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 import sys
 from importlib.metadata import version as package_version
 from typing import Annotated
@@ -10,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.models import DefaultPlaceholder
 
 from ..errors import ToolkeeperError
 from ..formats import API_FORMATS, check, export, get_format
@@ -26,18 +29,19 @@ from .tools_cmd import tools_app
 
 app = typer.Typer(
     name="toolkeeper",
-    help="The tool layer for LLM agents: export tool declarations and lint them per provider.",
+    help="The tool layer for LLM agents: define tools, export and lint them per provider, and "
+         "serve them to MCP clients with approval, policy and an audit log.",
     no_args_is_help=True,
     add_completion=False,
 )
-app.add_typer(tools_app, name="tools")
-app.add_typer(tokens_app, name="tokens")
-app.add_typer(approvals_app, name="approvals")
-app.add_typer(policy_app, name="policy")
+app.command("serve", short_help="Serve tools to MCP clients, every call governed.")(serve)
+app.command("install")(install)
 app.command("audit")(audit)
 app.command("doctor")(doctor)
-app.command("serve")(serve)
-app.command("install")(install)
+app.add_typer(tools_app, name="tools")
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(policy_app, name="policy")
+app.add_typer(tokens_app, name="tokens")
 _out = Console()
 _err = Console(stderr=True)
 
@@ -78,7 +82,9 @@ def schema(
     strict: StrictOpt = False,
     think: Annotated[bool, typer.Option("--think", help="Add the toolcall_reason argument.")] = False,
 ) -> None:
-    """Print tool declarations as JSON: one tool's, or the tools= list for several."""
+    """Print tool declarations as JSON in a provider's format.
+
+    One tool's declaration, or the tools= list for several."""
     try:
         tools = load_tools(target)
         exported = export(tools, api_format, strict=strict, think_augment=think or None)
@@ -110,7 +116,9 @@ def check_cmd(
     ] = "warning",
     show_info: Annotated[bool, typer.Option("--info", help="Also list info-level notes.")] = False,
 ) -> None:
-    """Lint tools per provider: what each export changes, loses, or cannot honour."""
+    """Lint tools for every provider's format.
+
+    What each export changes, loses, or cannot honour."""
     if fail_on not in _RANK:
         _err.print(f"[bold red]error:[/] --fail-on must be one of {', '.join(_RANK)}")
         raise typer.Exit(code=2)
@@ -140,6 +148,30 @@ def _strict_for(api_format: str, strict: bool, requested: str) -> bool:
     if requested != "all":
         return strict
     return strict and get_format(api_format).profile.strict_keep is not None
+
+
+def summary(text: str) -> str:
+    """A help text's first sentence, on one line: what ``--help`` lists for a command."""
+    first = " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+    return re.split(r"(?<=\.) ", first, maxsplit=1)[0]
+
+
+def _summarize(group: typer.Typer) -> None:
+    """Give each command and group registered in ``group`` (and in its groups) the line
+    ``--help`` lists it with: its own ``short_help`` if it was registered with one, else the
+    first sentence of its docstring or help — read from the registry, so it cannot drift."""
+    for command in group.registered_commands:
+        if command.short_help is None:
+            command.short_help = summary(command.help or inspect.getdoc(command.callback) or "")
+    for sub in group.registered_groups:
+        if sub.typer_instance is None:
+            continue
+        given = sub.help if not isinstance(sub.help, DefaultPlaceholder) else None
+        sub.short_help = summary(given or sub.typer_instance.info.help or "")
+        _summarize(sub.typer_instance)
+
+
+_summarize(app)
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from .serve_cmd import _code_mode, _invoker, _workspace
 
 __all__ = ["policy_app"]
 
-policy_app = typer.Typer(help="Show, test and change the policies toolkeeper serve decides with.",
+policy_app = typer.Typer(help="Show, test and change the policies serve decides with.",
                          no_args_is_help=True)
 Targets = Annotated[list[str] | None, typer.Argument(
     help="The tools serve is given ('pkg.mod', 'file.py'), to check policies against.")]

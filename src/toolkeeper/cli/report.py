@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from .state import default_state_dir
 
-__all__ = ["Db", "StateDir", "Store", "err", "fail", "out", "set_debug", "state_dir_of",
+__all__ = ["Db", "StateDir", "Store", "err", "fail", "kept", "out", "set_debug", "state_dir_of",
            "store_target"]
 
 Store = Annotated[str | None, typer.Option(
@@ -52,6 +52,19 @@ def fail(error: BaseException | str) -> typer.Exit:
 def state_dir_of(given: Path | None) -> Path:
     """``--state-dir`` as given, else where ``toolkeeper serve`` keeps its state by default."""
     return given if given is not None else default_state_dir()
+
+
+def kept(state_dir: Path, *, nothing: str, to: Console = out) -> bool:
+    """Whether ``toolkeeper serve`` has kept state in ``state_dir``. When it has not (a fresh
+    machine, before the first ``serve``: not an error), one line on ``to`` says ``nothing``
+    and where serve would keep it."""
+    db = state_dir / "toolkeeper.db"
+    if db.exists():
+        return True
+    to.print(f"{nothing}: toolkeeper serve keeps its state in {db}, which does not exist yet "
+             "(--state-dir or --store reads another server's)", markup=False, highlight=False,
+             soft_wrap=True)
+    return False
 
 
 def store_target(store: str | None, state_dir: Path, *, create: bool = True,

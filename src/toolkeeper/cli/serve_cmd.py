@@ -50,6 +50,7 @@ from .artifact_store import ArtifactKeeper, artifact_keeper
 from .lifecycle import DRAIN_S, Lifecycle, Stopped
 from .loader import load_offers, load_tools
 from .report import fail, store_target
+from .serve_extras import ServeAsks, missing_extras
 from .serve_listen import (
     Start,
     bind_socket,
@@ -60,6 +61,7 @@ from .serve_listen import (
     release_waits,
     report_lines,
 )
+from .serve_notify import Notifying, notifying
 from .state import default_state_dir, no_state_in, out_of_reach, secure_state_dir
 
 __all__ = ["serve"]
@@ -164,12 +166,10 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
            oauth_issuer: str | None, oauth_resource: str | None,
            oauth_audience: list[str] | None, oauth_jwks_url: str | None,
            metrics_port: int | None, artifacts: str | None) -> None:
-    try:
-        require("server", "toolkeeper serve")
-        if not no_builtins:
-            require("builtins", "toolkeeper serve's built-in tools (--no-builtins serves without)")
-    except MissingExtraError as exc:
-        raise fail(exc) from None
+    absent = missing_extras(ServeAsks(config=config, builtins=not no_builtins, store=store,
+                                      oauth=bool(oauth_issuer or oauth_resource)))
+    if absent is not None:  # every extra missing, in one install line, before anything starts
+        raise fail(absent)
     if not 0 <= approval_wait < SERVER_POLICY.approval_timeout_s:
         raise fail(f"--approval-wait must be between 0 and "
                    f"{SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)")
@@ -206,6 +206,7 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
         section = oauth_settings(settings.server.oauth if settings else None,
                                  issuer=oauth_issuer, resource=oauth_resource,
                                  jwks_url=oauth_jwks_url, audience=oauth_audience or [])
+        notify = notifying(settings, invoker)
     except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
     report_lines(host_warnings(invoker.registry.all()))  # one line per tool that cannot run
@@ -222,7 +223,7 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
     token, source = operator_token(state)
     life.check()
     if stdio:
-        _serve_stdio(invoker, skills, gateway, state, db, token, offers, life, keeper)
+        _serve_stdio(invoker, skills, gateway, state, db, token, offers, life, keeper, notify)
         return
     try:
         check_shared_token(db, token)
@@ -241,7 +242,7 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
                      anonymous=ANONYMOUS if auth == "none" else None,
                      ask_client=ask_client,
                      offers=offers, keep_sessions=keep_sessions, oauth=oauth,
-                     metrics=metrics)
+                     metrics=metrics, links=notify.links if notify else None)
     life.check()
     side = None
     if metrics_port is not None:
@@ -251,12 +252,13 @@ def _serve(life: Lifecycle, *, targets: list[str] | None, config: Path | None, s
                   token_source=source, oauth=oauth, metrics=True,
                   metrics_port=side[1].getsockname()[1] if side else None,
                   client_approves=ask_client)
-    listen(app, port, start, gateway, invoker, life, stopping, side, keeper)
+    listen(app, port, start, gateway, invoker, life, stopping, side, keeper,
+           notify.notifier if notify else None)
 
 
 def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | None,
                  state: Path, db: str | Path, token: str, offers: list[Any], life: Lifecycle,
-                 keeper: ArtifactKeeper | None = None) -> None:
+                 keeper: ArtifactKeeper | None = None, notify: Notifying | None = None) -> None:
     """MCP on stdin/stdout (what a desktop client launches), and the approval page on a free
     loopback port: its login link, and a line for each call that waits, go to stderr (the
     client's server log). It serves until the client closes stdin or a stop signal."""
@@ -278,7 +280,8 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
             yield
 
     page = Page(uvicorn.Config(page_app(invoker, token=token, sessions=sessions,
-                                        stopping=stopping),
+                                        stopping=stopping,
+                                        links=notify.links if notify else None),
                                log_level="warning", lifespan="off"))
 
     async def run_page() -> None:
@@ -286,6 +289,8 @@ def _serve_stdio(invoker: ToolInvoker, skills: list[Any], gateway: MCPGateway | 
             async with anyio.create_task_group() as group:
                 if keeper is not None:
                     group.start_soon(keeper.run)
+                if notify is not None:  # beside the calls, never in their way
+                    group.start_soon(notify.notifier.run)
                 await page.serve(sockets=[sock])
                 group.cancel_scope.cancel()
         finally:

@@ -23,6 +23,7 @@ from ..approval.handlers import Releases
 from ..gateway.gateway import MCPGateway, attach_upstreams
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import announce_changes, close_sessions, stop_calls
+from ..notify.notifier import Notifier
 from ..server.clients import ANONYMOUS
 from ..server.oauth import OAuthResource
 from .artifact_store import ArtifactKeeper
@@ -83,7 +84,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
            invoker: ToolInvoker, life: Lifecycle, stopping: threading.Event,
            side: tuple[Any, socket.socket] | None = None,
-           keeper: ArtifactKeeper | None = None) -> None:
+           keeper: ArtifactKeeper | None = None, notifier: Notifier | None = None) -> None:
     """Serve ``app`` until a stop signal, then stop as ``lifecycle.py`` says: calls waiting for
     a person answered ``pending``, calls in flight given ``DRAIN_S`` and then cancelled (each
     answered), the sessions closed, the server file removed, the audit flushed."""
@@ -127,6 +128,8 @@ def listen(app: Any, port: int, start: Start, gateway: MCPGateway | None,
                 group.start_soon(announce_changes, app.mcp_server, invoker.registry)
                 if keeper is not None:  # the artifact store's sweep
                     group.start_soon(keeper.run, app.mcp_server)
+                if notifier is not None:  # approval notifications, beside the calls
+                    group.start_soon(notifier.run)
                 ended = anyio.Event()
                 if quiet is not None and side is not None:  # /metrics on its own port
                     group.start_soon(_serve_then_set, quiet, side[1], ended)
@@ -224,7 +227,7 @@ def _announce(sock: socket.socket, start: Start) -> str:
                      "its own calls too, and whoever answers its form decides (the agent, if it "
                      "answers it); keep 'client' only where the person at the client is the "
                      "approver ([approval] channels in the config)")
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    # One write: a stop that comes as soon as the first line is read never cuts the rest.
+    out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()
     return url

@@ -21,9 +21,9 @@ from ..toolbox.entry import CatalogEntry
 from ..toolbox.semantic import SWITCH, semantic_available, switched_off
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
-from .report import StateDir, Store, fail, state_dir_of, store_target
+from .report import StateDir, Store, fail, kept, state_dir_of, store_target
 
-tools_app = typer.Typer(help="Inspect a catalog: list, show, search and browse its tools.",
+tools_app = typer.Typer(help="List, search and explain tools; pin and trust remote ones.",
                         no_args_is_help=True)
 _out = Console()
 
@@ -76,7 +76,7 @@ def show(target: Target, name: str,
 @tools_app.command("search")
 def search(target: Target, query: str,
            limit: Annotated[int, typer.Option("--limit", "-n")] = 5) -> None:
-    """Rank tools for a natural-language query and show which signals matched."""
+    """Rank tools for a request in words, with the signals that matched."""
     catalog = _catalog(target)
     hits = catalog.search(query, limit=limit)
     if not hits:
@@ -129,11 +129,12 @@ def explain_cmd(
                                                "the one in the current directory by default.")
                       ] = None,
 ) -> None:
-    """Every known built-in tool, included or not, with the reason and the deciding key (the
+    """Which built-in tools a config includes, and why.
+
+    Every known built-in tool, included or not, with the reason and the deciding key (the
     tools an agent runtime's config may ask for that toolkeeper does not provide among them,
-    with the section asking for each);
-    then what the gateway relays of each upstream MCP server (held prompts and templates:
-    tools pins)."""
+    with the section asking for each); then what the gateway relays of each upstream MCP
+    server (held prompts and templates: tools pins)."""
     try:
         settings = load_config(config)
         decisions = explain(settings)
@@ -166,10 +167,29 @@ def _relayed(server: MCPServerConfig) -> list[str]:
 
 @tools_app.command("pins")
 def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
-    """Remote (MCP gateway) tools, prompts and resource templates: whether each is trusted,
-    changed since (held: not served), or untrusted, and what to run to serve it."""
+    """Remote tools, prompts and templates, and whether each is trusted.
+
+    The tools, prompts and resource templates of upstream MCP servers (the gateway's): whether
+    each is trusted, changed since (held: not served), or untrusted, and what to run to serve
+    it; and how each server runs (sandboxed, or unconfined where its config says so)."""
+    state = state_dir_of(state_dir)
+    if store is None and not kept(state, nothing="no pins yet"):
+        _out.print(_HOW_PINNED, markup=False, highlight=False)
+        return
+    pins = SqlitePins(store_target(store, state, create=False))
+    servers = pins.servers()
+    if servers:
+        runs = Table("mcp server", "runs")
+        for server, how in servers.items():
+            runs.add_row(escape(server), f"[red]{escape(how)}[/]" if how.startswith("unconfined")
+                         else escape(how))
+        _out.print(runs)
+    listed = pins.all()
+    if not listed:
+        _out.print(f"no pins yet: {_HOW_PINNED}", markup=False, highlight=False)
+        return
     table = Table("name", "kind", "server", "state", "fingerprint", "held until")
-    for pin in SqlitePins(store_target(store, state_dir_of(state_dir), create=False)).all():
+    for pin in listed:
         color = {"trusted": "green", "changed": "red", "untrusted": "yellow"}[pin.state]
         until = "" if pin.state == "trusted" else f"toolkeeper tools trust {pin.tool}"
         if pin.held is not None:  # refused by the gateway, whatever its trust
@@ -179,12 +199,19 @@ def pins_cmd(state_dir: StateDir = None, store: Store = None) -> None:
     _out.print(table)
 
 
+_HOW_PINNED = ("only the tools of upstream MCP servers are pinned: list one under [mcp] servers "
+               "in the --config of toolkeeper serve, and its tools are pinned when serve first "
+               "lists them; docs/mcp.md, the gateway")
+
+
 @tools_app.command("trust")
 def trust_cmd(name: str, state_dir: StateDir = None, store: Store = None
               ) -> None:
-    """Trust what an MCP server now declares for tool NAME (after reviewing it): the gateway
-    serves it again at its next listing. A prompt is ``prompt:NAME``, a resource template
-    ``template:NAME`` (as ``toolkeeper tools pins`` lists them)."""
+    """Trust what an MCP server now declares for tool NAME.
+
+    After reviewing it: the gateway serves it again at its next listing. A prompt is
+    ``prompt:NAME``, a resource template ``template:NAME`` (as ``toolkeeper tools pins`` lists
+    them)."""
     pins = SqlitePins(store_target(store, state_dir_of(state_dir), create=False))
     pin = pins.get(name)
     if pin is None:

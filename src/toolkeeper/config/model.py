@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
+from .lines import line_of, section_line
+from .notify import NotifySection
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
            "MCPServerConfig", "OAuthSection", "PolicySection", "ServerSection", "ToolkeeperConfig",
@@ -156,12 +158,22 @@ class MCPServerConfig(_Section):
     """Relay its sampling requests to the client whose call caused them (audited)."""
     elicitation: bool = False
     """Relay its elicitation requests to the client whose call caused them (audited)."""
+    sandbox: bool = True
+    """Confine a stdio server (its view: ``read_paths``, ``write_paths``, ``network``; relative
+    paths from the config's folder); ``false``: toolkeeper's own rights (shown in tools pins)."""
+    read_paths: list[Path] = Field(default_factory=list)
+    write_paths: list[Path] = Field(default_factory=list)
+    network: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError(f"MCP server {self.name!r} needs exactly one of 'command' (stdio) "
                              "or 'url' (Streamable HTTP)")
+        confining = {"read_paths", "write_paths", "network"} & self.model_fields_set
+        if confining and (self.url is not None or not self.sandbox):
+            raise ValueError(f"MCP server {self.name!r}: {', '.join(sorted(confining))} confine "
+                             "only a sandboxed stdio server ('command', without sandbox = false)")
         return self
 
 
@@ -202,9 +214,12 @@ class ApprovalSection(_Section):
     """``[approval]``: where a person decides. ``page`` (the approval page, the API and the
     CLI) always; ``client`` also asks the person at the MCP client (an input-required result
     with a form, on 2026-07-28 sessions) — off by default, since the person at the client may
-    be the agent's user rather than the approver. The first decision from any channel wins."""
+    be the agent's user rather than the approver. The first decision from any channel wins.
+    ``[approval.notify]`` tells a person that a request waits (``config/notify.py``)."""
 
     channels: list[Channel] = Field(default_factory=lambda: list[Channel](["page"]))
+    notify: NotifySection = Field(default_factory=NotifySection)
+    """``[approval.notify]``: notifications of each request (ntfy, email, Slack, …)."""
     ttl: dict[str, float | Literal["never"]] = Field(default_factory=dict)
     """Per tool name, how long its requests stay approvable: seconds, or ``"never"`` (it waits
     for a person however long it takes). Over the tool's own ``approval_ttl`` and over
@@ -381,7 +396,7 @@ class ToolkeeperConfig(_Section):
         """Where a key was decided: ``file:line`` when the file sets it, else "default"."""
         if self.path is None:
             return "default"
-        line = _line_of(self.path.read_text(encoding="utf-8"), key)
+        line = line_of(self.path.read_text(encoding="utf-8"), key)
         return f"{self.path}:{line}" if line else f"{self.path} (default)"
 
     def section_source(self, section: str) -> str | None:
@@ -389,23 +404,8 @@ class ToolkeeperConfig(_Section):
         ``file:line``, or ``None`` when the file does not have it."""
         if self.path is None or section not in self.present:
             return None
-        line = _section_line(self.path.read_text(encoding="utf-8"), section)
+        line = section_line(self.path.read_text(encoding="utf-8"), section)
         return f"{self.path}:{line}" if line else str(self.path)
-
-
-def _section_line(text: str, section: str) -> int | None:
-    top = True
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("["):
-            top, name = False, line.strip("[]").strip()
-        elif top:
-            name = line.split("=", 1)[0].strip()
-        else:
-            continue
-        if name == section or name.startswith(section + "."):
-            return number
-    return None
 
 
 _AUTONOMY_KEYS = {"level": "autonomy", "allowed_commands": "allowed_commands",
@@ -424,28 +424,10 @@ def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file
         value = "read_only" if given[key] == "readonly" else given[key]
         if target in security and security[target] != value:
             raise ConfigError(
-                f"{file}:{_line_of(text, 'autonomy.' + key)}: autonomy.{key} = {given[key]!r} "
+                f"{file}:{line_of(text, 'autonomy.' + key)}: autonomy.{key} = {given[key]!r} "
                 f"contradicts security.{target} = {security[target]!r} "
-                f"({file}:{_line_of(text, 'security.' + target)}); keep one of them")
+                f"({file}:{line_of(text, 'security.' + target)}); keep one of them")
         setattr(config.security, target, value)
-
-
-def _line_of(text: str, key: str) -> int | None:
-    section, _, leaf = key.rpartition(".")
-    in_section = not section
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("["):
-            header = line.strip("[]").strip()
-            if not section and (header == leaf or header.startswith(leaf + ".")):
-                return number  # a top-level key written as a section
-            in_section = header == section
-            if in_section and not leaf:
-                return number
-            continue
-        if in_section and line.split("=", 1)[0].strip() == leaf:
-            return number
-    return None
 
 
 def _did_you_mean(error: Any) -> str:
@@ -479,7 +461,7 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
         problems = []
         for error in exc.errors(include_url=False):
             key = ".".join(str(p) for p in error["loc"])
-            line = _line_of(text, key)
+            line = line_of(text, key)
             where = f"{file}:{line}" if line else str(file)
             problems.append(f"{where}: {key}: {error['msg']}{_did_you_mean(error)}")
         raise ConfigError("invalid configuration:\n" + "\n".join(problems)) from exc
@@ -496,4 +478,7 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
     artifacts = config.server.artifact_dir
     if artifacts is not None and not artifacts.is_absolute():
         config.server.artifact_dir = (file.parent / artifacts).resolve()
+    for server in config.mcp.servers:  # like the workspace
+        server.read_paths = [file.parent / p for p in server.read_paths]
+        server.write_paths = [file.parent / p for p in server.write_paths]
     return config.model_copy(update={"path": file.resolve(), "present": frozenset(data)})

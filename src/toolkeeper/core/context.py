@@ -36,7 +36,8 @@ class Caller:
             ``get_forecast``, ``github-*``); ``None``: every tool. An OAuth access token's
             scopes decide it (``[server.oauth.scopes]``); a client token grants every tool.
         subject: Who stands behind the credential when it says (an access token's client
-            and ``sub``, as ``oauth:CLIENT:SUB``), for the record of what they decided.
+            and ``sub``, as ``oauth:CLIENT:SUB``; a named operator token's name), for the
+            record of what they decided.
     """
 
     client: str = ""

@@ -7,12 +7,16 @@ an error naming the cap and how to raise it."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import anyio
 import anyio.abc
+
+from .confine import Launch
 
 __all__ = ["STOP_GRACE_S", "capped_stdio"]
 
@@ -22,14 +26,21 @@ next step: a server that stops does so within two seconds, its upstreams include
 
 
 @asynccontextmanager
-async def capped_stdio(command: str, args: list[str], env: dict[str, str], cwd: Any,
-                       limit: int, over: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
-    """Run ``command`` and speak MCP with it over stdio (newline-delimited JSON-RPC); ``over()``
-    is called when it sends a message longer than ``limit`` bytes, then the connection ends."""
+async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
+                       ) -> AsyncIterator[tuple[Any, Any]]:
+    """Start what ``launch`` says in a session of its own and speak MCP with it over stdio
+    (newline-delimited JSON-RPC); ``over()`` is called when it sends a message longer than
+    ``limit`` bytes, then the connection ends."""
     import mcp_types as types
     from mcp.shared.message import SessionMessage
 
-    process = await anyio.open_process([command, *args], env=env, cwd=cwd, stderr=None)
+    try:
+        process = await anyio.open_process(launch.argv, env=launch.env, cwd=launch.cwd,
+                                           stderr=None, start_new_session=True,
+                                           pass_fds=launch.pass_fds)
+    except BaseException:
+        launch.release()
+        raise
     reads_in, reads = anyio.create_memory_object_stream[Any](0)
     writes, writes_out = anyio.create_memory_object_stream[Any](0)
 
@@ -87,7 +98,10 @@ async def capped_stdio(command: str, args: list[str], env: dict[str, str], cwd: 
             yield reads, writes
         finally:
             with anyio.CancelScope(shield=True):
-                await _stop(process)
+                try:
+                    await _stop(process)
+                finally:
+                    launch.release()
                 for stream in (reads, writes, reads_in, writes_out):
                     await stream.aclose()
             group.cancel_scope.cancel()
@@ -105,14 +119,15 @@ def _decoded(line: bytearray) -> str | ValueError:
 
 
 async def _stop(process: anyio.abc.Process) -> None:
-    """Close its stdin and give it ``STOP_GRACE_S`` to exit, then terminate it, then kill it;
-    then release its pipes."""
+    """Close its stdin and give it ``STOP_GRACE_S`` to exit, then terminate its process group,
+    then kill it (what it started goes with it: a sandbox's whole pid namespace); then release
+    its pipes."""
     if process.stdin is not None:
         await process.stdin.aclose()
-    for signal_it in (None, process.terminate, process.kill):
-        if signal_it is not None and process.returncode is None:
-            with suppress(ProcessLookupError):
-                signal_it()
+    for signum in (None, signal.SIGTERM, signal.SIGKILL):
+        if signum is not None and process.returncode is None:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signum)
         with anyio.move_on_after(STOP_GRACE_S):
             await process.wait()
             break

@@ -38,6 +38,7 @@ from ..toolbox.catalog import CatalogBase
 from ..toolbox.toolbox import Toolbox
 from ..tools.naming import qualify
 from ..tools.tool import Tool
+from .confine import confinement
 from .names import shadowing, wire_clashes
 from .pins import SqlitePins, fingerprint
 from .relay import ClientHub, Relay
@@ -99,6 +100,9 @@ class MCPGateway:
     async def __aenter__(self) -> MCPGateway:
         self._group = await anyio.create_task_group().__aenter__()
         self._upstreams.update({s.name: Upstream(s, self._group, self) for s in self.servers})
+        if self.pins is not None:  # for ``toolkeeper tools pins``
+            for server in self.servers:
+                self.pins.runs(server.name, confinement(server))
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -336,7 +340,8 @@ async def attach_upstreams(gateway: MCPGateway, toolbox: CatalogBase,
     names = ", ".join(f"'{s.name}'" for s in gateway.servers)
     say = on_report or (lambda _lines: None)
     say([f"listing the tools of MCP server(s) {names}; local tools are served meanwhile, "
-         "theirs as each listing ends"])
+         "theirs as each listing ends",
+         *[f"MCP server '{s.name}' runs {confinement(s)}" for s in gateway.servers]])
     report = await gateway.attach(toolbox)
     hub = gateway.relay.hub  # their resources and prompts are new too
     if hub is not None:

@@ -32,6 +32,11 @@ CREATE TABLE IF NOT EXISTS mcp_pins (
     seen_declaration TEXT NOT NULL,
     updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS mcp_servers (
+    server TEXT PRIMARY KEY,
+    runs TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS mcp_held (
     tool TEXT PRIMARY KEY,
     server TEXT NOT NULL,
@@ -134,6 +139,19 @@ class SqlitePins:
         pin = self.get(tool)
         assert pin is not None
         return pin
+
+    def runs(self, server: str, how: str) -> None:
+        """Record how the gateway runs ``server`` now (sandboxed and with what, unconfined,
+        remote), for ``toolkeeper tools pins``."""
+        with self.db.transaction() as conn:
+            conn.execute("INSERT INTO mcp_servers (server, runs, updated_at) VALUES (?, ?, ?) "
+                         "ON CONFLICT(server) DO UPDATE SET runs = excluded.runs, "
+                         "updated_at = excluded.updated_at", (server, how, time.time()))
+
+    def servers(self) -> dict[str, str]:
+        """Each server the gateway last ran → how it ran it."""
+        return {str(server): str(how) for server, how in
+                self.db.query("SELECT server, runs FROM mcp_servers ORDER BY server")}
 
     def trust(self, tool: str) -> Pin | None:
         """Pin what was last seen for ``tool`` (after an operator reviewed it)."""

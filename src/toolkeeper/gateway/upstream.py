@@ -19,6 +19,7 @@ from anyio.abc import TaskGroup
 from ..config.model import MCPServerConfig
 from ..errors import ConfigError
 from .capped import capped_http, capped_stdio
+from .confine import Unconfinable, launch
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -138,6 +139,8 @@ class Upstream:
                     await drop.wait()
             if scope.cancelled_caught and self._client is None:
                 self._failed(f"no connection within {self.config.connect_timeout_s:g} s")
+        except Unconfinable as exc:  # its message names the fix
+            self._failed(str(exc))
         except Exception as exc:  # every way a connection fails ends up here, once
             self._failed(_reason(exc))
         finally:
@@ -198,12 +201,8 @@ class Upstream:
                 headers=headers, timeout=timeout,
                 transport=capped_http(cfg.max_result_bytes, self._over)))
             return streamable_http_client(cfg.url, http_client=http)
-        from mcp.client.stdio import get_default_environment
-
-        env = {**get_default_environment(),
-               **{k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}}
-        return capped_stdio(cfg.command or "", list(cfg.args), env, cfg.cwd,
-                            cfg.max_result_bytes, self._over)
+        env = {k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
+        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
 
     def _over(self) -> None:
         """The server sent a message over ``max_result_bytes``: the request waiting fails."""

@@ -6,7 +6,7 @@ deny, with the tool, its risk and its exact arguments) and the request id as its
 ``requestState`` (sealed by the SDK; bound to the client). The client shows the form to its
 user and retries the call with the answer: the answer decides the request — unless a decision
 from another channel (the page, the API, the CLI) came first: the first one wins, once, and
-its approver names its channel (``client:NAME``, ``web:operator``, …). The retried call then
+its approver names its channel (``client:NAME``, ``operator:NAME``, …). The retried call then
 runs (or is refused) through the door like any call made again.
 
 Off by default: the person at the client may be the agent's user rather than the approver.

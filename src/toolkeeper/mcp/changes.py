@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-__all__ = ["BUSES", "Announces", "announce_changes", "remember"]
+__all__ = ["BUSES", "Announces", "announce_changes", "declare_changes", "remember"]
 
 _SESSIONS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()
 BUSES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -25,6 +25,22 @@ def remember(server: Any, ctx: Any) -> None:
     connection = getattr(getattr(ctx, "session", None), "_connection", None)
     if connection is not None and hasattr(connection, "send_tool_list_changed"):
         _SESSIONS.setdefault(server, weakref.WeakSet()).add(connection)
+
+
+def declare_changes(server: Any, *, tools: bool, relayed: bool) -> None:
+    """Make ``server``'s 2025-11-25 handshake declare (``listChanged``) the list changes it
+    tells: the tools' when its connections stay open (``tools``), the resources' and prompts'
+    when a gateway's hub tells its upstreams' (``relayed``) — no more, no less."""
+    from mcp.server.lowlevel.server import NotificationOptions
+
+    told = NotificationOptions(tools_changed=tools, prompts_changed=relayed,
+                               resources_changed=relayed)
+    initial = server.create_initialization_options
+
+    def declared(options: Any = None, *more: Any, **named: Any) -> Any:
+        return initial(options or told, *more, **named)
+
+    server.create_initialization_options = declared
 
 
 async def announce_changes(server: Any, catalog: Any, poll_s: float = 0.2) -> None:

@@ -7,7 +7,8 @@ How a request reaches the client depends on the wire. On a connection that keeps
 ``input_required`` result: the call stops, the client retries it with the answers, and the
 tool runs again from the start, each ask now answered (the answers of earlier rounds travel
 in the sealed ``requestState``). A capability the client did not declare is an error the
-client sees (-32021), never a request it cannot answer."""
+client sees (-32021), never a request it cannot answer; a connection with no way back to the
+client (stateless HTTP on the 2025-11-25 wire) is an invalid request (-32600) saying so."""
 
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ class MCPClientLink:
         self.answers = answers or {}
         self.asked: dict[str, Any] = {}
         self.missing: dict[str, dict[str, Any]] = {}
+        self.unreachable: str | None = None
+        """Why the client could not be asked at all (no way back to it), once it could not."""
         self._count = itertools.count()
 
     def can(self, capability: str) -> bool:
@@ -116,6 +119,15 @@ class MCPClientLink:
     async def _ask(self, capability: str, key: str | None, request: Any,
                    detail: dict[str, Any]) -> dict[str, Any]:
         key = key or f"{capability}-{next(self._count)}"
+        session = getattr(self.request, "session", None)
+        if not self.rounds and not getattr(session, "can_send_request", True):
+            # A stateless POST has no way back for a request of ours: what the client
+            # declared is not even known here, so it is not said to have failed to declare it.
+            self.unreachable = (
+                f"tool '{self.tool}' asks the client ({capability}), but this connection "
+                "cannot carry a request back to the client: toolkeeper serve answers HTTP "
+                "statelessly unless run with --sessions (or use a 2026-07-28 client, or stdio)")
+            raise ToolkeeperError(self.unreachable)
         if not self.can(capability):
             self.missing[capability] = {}
             raise ToolkeeperError(f"the client did not declare the '{capability}' capability "

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
     from ..invoke.session import InvokerSession
 
-__all__ = ["MISSING_CAPABILITY", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT", "OfferHandlers", "caller_of",
-           "client_of"]
+__all__ = ["MISSING_CAPABILITY", "NO_WAY_BACK", "RESOURCE_NOT_FOUND", "STDIO", "STDIO_CLIENT",
+           "OfferHandlers", "caller_of", "client_of", "not_found_code"]
 
 STDIO_CLIENT = "stdio"
 """The client of a server without an HTTP layer naming one: the process that launched it."""
@@ -57,6 +57,8 @@ class OfferHandlers:
         except InputWanted:
             return next_round(link.asked, answers)
         except (PromptNotFound, ToolkeeperError) as exc:
+            if link.unreachable:
+                raise MCPError(code=NO_WAY_BACK, message=link.unreachable) from exc
             if link.missing:
                 raise MCPError(code=MISSING_CAPABILITY, message=str(exc),
                                data={"requiredCapabilities": link.missing}) from exc
@@ -85,7 +87,7 @@ class OfferHandlers:
         try:
             content = await self.resources.read(uri, self.session_for(ctx).artifacts)
         except ResourceNotFound as exc:
-            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"no resource {uri!r}: list "
+            raise MCPError(code=not_found_code(ctx), message=f"no resource {uri!r}: list "
                            "them with resources/list", data={"uri": uri}) from exc
         return types.ReadResourceResult.model_validate({"contents": [content]})
 
@@ -123,9 +125,14 @@ class OfferHandlers:
 
 
 RESOURCE_NOT_FOUND = -32002
-"""MCP's error code for a resource that is not there (or not this client's)."""
+"""MCP's error code for a resource that is not there (or not this client's), up to the
+2025-11-25 revision; from 2026-07-28 on it is invalid params (``not_found_code``)."""
+INVALID_PARAMS = -32602
 MISSING_CAPABILITY = -32021
 """MCP's error code for a request that needs a capability the client did not declare."""
+NO_WAY_BACK = -32600
+"""JSON-RPC's invalid request: one that needs to ask the client on a connection that cannot
+carry a request back to it (the SDK's ``NoBackChannelError`` answers the same)."""
 
 
 def caller_of(ctx: Any) -> Caller:
@@ -136,3 +143,10 @@ def caller_of(ctx: Any) -> Caller:
 
 def client_of(ctx: Any) -> str:
     return caller_of(ctx).client
+
+
+def not_found_code(ctx: Any) -> int:
+    """The code answering a read of a resource that is not there, as the revision the session
+    negotiated says: -32602 (invalid params) from 2026-07-28 on, -32002 before."""
+    modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
+    return INVALID_PARAMS if modern else RESOURCE_NOT_FOUND

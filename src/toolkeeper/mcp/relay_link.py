@@ -87,6 +87,8 @@ class SessionHub:
 
     def __init__(self) -> None:
         self._kept: dict[str, Any] = {}
+        self.bus: Any = None
+        """The server's ``subscriptions/listen`` bus: 2026-07-28 clients hear changes there."""
 
     def remember(self, ctx: Any, client: str) -> None:
         """Keep the connection of a request's client (the last one per client)."""
@@ -107,12 +109,18 @@ class SessionHub:
 
     async def resources_changed(self) -> None:
         import mcp_types as types
+        from mcp.shared.subscriptions import ResourcesListChanged
 
+        if self.bus is not None:
+            await self.bus.publish(ResourcesListChanged())
         await self._each(lambda session: session.send_notification(
             types.ResourceListChangedNotification()))
 
     async def prompts_changed(self) -> None:
         import mcp_types as types
+        from mcp.shared.subscriptions import PromptsListChanged
 
+        if self.bus is not None:
+            await self.bus.publish(PromptsListChanged())
         await self._each(lambda session: session.send_notification(
             types.PromptListChangedNotification()))

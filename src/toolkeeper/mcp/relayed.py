@@ -13,8 +13,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..gateway.sources import CompletionSource, NotServed, PromptSource, ResourceSource
+from ..gateway.sources import (
+    RESOURCE_NOT_FOUND,
+    CompletionSource,
+    NotServed,
+    PromptSource,
+    ResourceSource,
+)
 from ..gateway.upstream import UpstreamError
+from .offer_handlers import not_found_code
 from .relay_link import SdkClientLink
 
 if TYPE_CHECKING:
@@ -72,9 +79,18 @@ class RelayedHandlers:
         return types.ListResourceTemplatesResult(
             resource_templates=await self.sources.list_resource_templates())
 
-    async def read_resource(self, _ctx: object, params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        return await _answered(self.sources.read_resource(str(params.uri)))
+        from mcp.shared.exceptions import MCPError
+
+        uri = str(params.uri)
+        try:
+            return await _answered(self.sources.read_resource(uri))
+        except MCPError as exc:  # not there: the code the session's revision says
+            if exc.code != RESOURCE_NOT_FOUND:
+                raise
+            raise MCPError(code=not_found_code(ctx), message=exc.message,
+                           data={"uri": uri}) from exc
 
     async def subscribe(self, ctx: Any, params: Any) -> types.EmptyResult:
         import mcp_types as types

@@ -34,10 +34,11 @@ from ..invoke.invoker import ToolInvoker
 from ..invoke.session import InvokerSession
 from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
-from .changes import BUSES, announce_changes, remember
+from .changes import BUSES, announce_changes, declare_changes, remember
 from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .offer_handlers import (
     MISSING_CAPABILITY,
+    NO_WAY_BACK,
     STDIO_CLIENT,
     OfferHandlers,
     caller_of,
@@ -144,7 +145,10 @@ class MCPFace(OfferHandlers):
             service.hooks = HookManager()
         service.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
 
-    def build(self, name: str, instructions: str | None) -> Server[Any]:
+    def build(self, name: str, instructions: str | None, *, announces: bool = True
+              ) -> Server[Any]:
+        """The SDK's server of these handlers. ``announces``: its connections stay open, so it
+        tells them of list changes (stdio, HTTP with sessions) — declared so at the handshake."""
         from mcp.server.lowlevel.server import Server
         from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
         from mcp.shared.exceptions import MCPDeprecationWarning
@@ -164,6 +168,8 @@ class MCPFace(OfferHandlers):
         self.server = server
         BUSES[server] = bus
         _FACES[server] = self
+        self.hub.bus = bus  # the upstreams' resource and prompt changes, to listeners too
+        declare_changes(server, tools=announces, relayed=announces and self.gateway is not None)
         from mcp.server.request_state import RequestStateBoundary
 
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
@@ -296,6 +302,8 @@ class MCPFace(OfferHandlers):
         if scope.cancelled_caught:  # the server stopped it
             return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
                                         is_error=True)
+        if link.unreachable:
+            raise MCPError(code=NO_WAY_BACK, message=link.unreachable)
         if link.missing:
             raise MCPError(code=MISSING_CAPABILITY, message=f"tool {call.name!r} needs the "
                            f"client capabilities {sorted(link.missing)}; declare them",
@@ -465,8 +473,6 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
     meanwhile (``attach_upstreams``: the local tools are served at once; ``on_report`` gets
     its report). ``alongside`` runs in the same event loop until then (the approval page).
     ``on_ready`` is called once the server is built, just before it serves."""
-    from mcp.server.lowlevel.server import NotificationOptions
-
     server = mcp_server(invoker, gateway=gateway, **options)
     beside: list[Callable[[], Coroutine[Any, Any, None]]] = [
         partial(announce_changes, server, invoker.registry)]
@@ -478,8 +484,7 @@ def serve_stdio(invoker: ToolInvoker, *, gateway: MCPGateway | None = None,
         on_ready()
 
     async def run() -> None:
-        await run_stdio(server, server.create_initialization_options(
-            NotificationOptions(tools_changed=True)), beside=beside, until=until,
+        await run_stdio(server, server.create_initialization_options(), beside=beside, until=until,
             drain_s=drain_s, stop_calls=_FACES[server].stop_calls, context=gateway)
         await close_sessions(server)
 

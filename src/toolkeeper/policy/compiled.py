@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from ..core.context import Caller
 from ..core.spec import ToolLike
 from .decision import Matched
-from .schema import CALL_TOOL, CedarType, cedar_args, client_entity, request_context, tool_entity
+from .schema import (
+    CALL_TOOL,
+    DECIDE,
+    CedarType,
+    cedar_args,
+    client_entity,
+    request_context,
+    tool_entity,
+)
 from .source import Written
 
 __all__ = ["CompiledSet", "Verdict"]
@@ -47,27 +55,31 @@ class CompiledSet:
 
     policies: Sequence[Written]
     args: Mapping[str, CedarType]
+    decide_args: CedarType = field(default_factory=lambda: {"type": "Record", "attributes": {}})
+    """The type of ``decide``'s ``context.args`` (see ``schema.decide_args_type``)."""
     next_expiry: float = float("inf")
-    _by_tool: dict[str, _ToolSet | None] = field(default_factory=dict)
+    _by_tool: dict[tuple[str, bool], _ToolSet | None] = field(default_factory=dict)
     _entities: dict[tuple[str, str, str, str, str], object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ends = [p.expires for p in self.policies if p.expires is not None]
         self.next_expiry = min(ends, default=float("inf"))
 
-    def for_tool(self, name: str) -> _ToolSet | None:
-        """The policies that can apply to calls of ``name`` (``None``: none can)."""
-        if name in self._by_tool:
-            return self._by_tool[name]
+    def for_tool(self, name: str, *, deciding: bool = False) -> _ToolSet | None:
+        """The policies that can apply to calls of ``name`` (``deciding``: to decisions on
+        requests for it) — ``None``: none can."""
+        key = (name, deciding)
+        if key in self._by_tool:
+            return self._by_tool[key]
         import cedarpy
 
-        chosen = {p.id: p for p in self.policies if _applies(p.est, name)}
+        chosen = {p.id: p for p in self.policies if _applies(p.est, name, deciding=deciding)}
         built = None
         if chosen:
             document = {"staticPolicies": {k: p.est for k, p in chosen.items()},
                         "templates": {}, "templateLinks": []}
             built = _ToolSet(cedarpy.PolicySet.from_json_str(json.dumps(document)), chosen)
-        self._by_tool[name] = built
+        self._by_tool[key] = built
         return built
 
     def evaluate(self, tool: ToolLike, caller: Caller, arguments: object, *, code_mode: bool,
@@ -88,6 +100,26 @@ class CompiledSet:
                    "resource": {"type": "Tool", "id": name}, "context": context}
         answer = cedarpy.is_authorized(request, chosen.policies,  # type: ignore[arg-type]
                                        self._entities_for(caller, tool))  # type: ignore[arg-type]
+        return _verdict(answer, chosen.written)
+
+    def evaluate_decide(self, operator: dict[str, object], tool: dict[str, object],
+                        context: dict[str, object]) -> Verdict:
+        """Cedar's answer for ``operator`` (an ``Operator`` entity) deciding a request for
+        ``tool`` (its ``Tool`` entity), the request as ``context``."""
+        uid = tool["uid"]
+        assert isinstance(uid, dict)
+        chosen = self.for_tool(str(uid["id"]), deciding=True)
+        if chosen is None:
+            return Verdict()
+        import cedarpy
+
+        request = {"principal": operator["uid"], "action": {"type": "Action", "id": DECIDE},
+                   "resource": uid, "context": context}
+        entities = cedarpy.Entities.from_json_str(json.dumps([
+            operator, tool, {"uid": {"type": "Action", "id": DECIDE}, "attrs": {},
+                             "parents": []}]))
+        answer = cedarpy.is_authorized(request, chosen.policies,  # type: ignore[arg-type]
+                                       entities)
         return _verdict(answer, chosen.written)
 
     def _entities_for(self, caller: Caller, tool: ToolLike) -> object:
@@ -140,11 +172,13 @@ def _names(scope: Mapping[str, object]) -> list[tuple[str, str]]:
     return out
 
 
-def _applies(est: Mapping[str, object], tool: str) -> bool:
-    """Whether a policy's scope can match a call of ``tool`` (when unsure: yes)."""
+def _applies(est: Mapping[str, object], tool: str, *, deciding: bool = False) -> bool:
+    """Whether a policy's scope can match a call of ``tool`` (``deciding``: a decision on a
+    request for it) — when unsure: yes."""
     action, resource = est.get("action"), est.get("resource")
+    actions = (DECIDE,) if deciding else (tool, CALL_TOOL)
     if isinstance(action, dict) and action.get("op") in ("==", "in") and not any(
-            kind == "Action" and name in (tool, CALL_TOOL) for kind, name in _names(action)):
+            kind == "Action" and name in actions for kind, name in _names(action)):
         return False
     if isinstance(resource, dict) and resource.get("op") in ("==", "in", "is"):
         if resource.get("op") == "is" and resource.get("entity_type") != "Tool":

@@ -24,6 +24,7 @@ class Matched:
         where: Where it is written: ``FILE:LINE``, ``store`` or ``default``.
         ttl: An asking permit's ``@ttl``: how long the request it makes stays approvable
             (seconds, or ``"never"``); ``None`` when it gives none.
+        once: A stored rule marked ``@once``: it decides one call, then it is spent.
     """
 
     id: str
@@ -32,6 +33,7 @@ class Matched:
     reason: str = ""
     where: str = ""
     ttl: float | Literal["never"] | None = None
+    once: bool = False
 
     def describe(self) -> str:
         """``policy ID (REASON)``, for messages."""
@@ -56,6 +58,14 @@ class PolicyDecision:
     @property
     def forbids(self) -> tuple[Matched, ...]:
         return tuple(p for p in self.policies if p.effect == "forbid")
+
+    @property
+    def claims(self) -> tuple[Matched, ...]:
+        """The ``@once`` rules this outcome rests on (each must be spent before the outcome
+        holds): none when a lasting policy of theirs decides it as well."""
+        once = tuple(p for p in self.policies if p.once)
+        lasting = [p for p in self.policies if not p.once]
+        return () if lasting or not once else once
 
     @property
     def by_default_set(self) -> bool:

@@ -1,6 +1,7 @@
 """The default set: today's settings — the risk ceiling (``max_risk_unapproved``),
 ``unapproved_tools`` (``security.autonomy = "full"`` puts the built-ins there) and each tool's
-own HITL mode — as three permits, one of them asking.
+own HITL mode — as three permits, one of them asking; resources and prompts are read, and every
+operator may decide every approval request.
 
 It is evaluated without Cedar (``decide_default``: the same three rules in Python, so the core
 install needs no engine and a call pays a microsecond); ``default_set_text`` writes the same
@@ -18,8 +19,8 @@ from ..core.risk import HitlMode, ToolRisk
 from ..core.spec import ToolLike
 from .decision import Matched
 
-__all__ = ["ASK", "READ", "UNAPPROVED", "WITHIN", "Limits", "ceiling_of", "decide_default",
-           "default_set_text", "tool_asks"]
+__all__ = ["ASK", "DECIDE", "READ", "UNAPPROVED", "WITHIN", "Limits", "ceiling_of",
+           "decide_default", "default_set_text", "tool_asks"]
 
 UNAPPROVED = Matched(id="default.unapproved-tools", effect="permit", where="default",
                      reason="the tool is in unapproved_tools")
@@ -29,6 +30,8 @@ ASK = Matched(id="default.ask", effect="permit", ask=True, where="default",
               reason="its risk is above max_risk_unapproved, or the tool asks")
 READ = Matched(id="default.read", effect="permit", where="default",
                reason="resources and prompts are read without asking")
+DECIDE = Matched(id="default.decide", effect="permit", where="default",
+                 reason="every operator may decide every request")
 
 
 class Limits(Protocol):
@@ -97,4 +100,6 @@ def default_set_text(limits: Limits) -> str:
                  "resource);")
     parts.append(f"{_annotations(READ)}\npermit (principal, action in [Action::\"read_resource\","
                  " Action::\"get_prompt\"], resource);")
+    parts.append(f"{_annotations(DECIDE)}\npermit (principal, action == Action::\"decide\", "
+                 "resource);")
     return "\n\n".join(parts) + "\n"

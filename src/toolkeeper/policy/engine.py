@@ -26,8 +26,16 @@ from ..extras import MissingExtraError
 from ..toolbox.catalog import CatalogBase
 from .compiled import CompiledSet, Verdict
 from .decision import Matched, PolicyDecision
-from .defaults import Limits, decide_default, default_set_text
-from .schema import args_type, cedar_schema
+from .defaults import DECIDE, Limits, decide_default, default_set_text
+from .schema import (
+    args_type,
+    cedar_args,
+    cedar_schema,
+    decide_args_type,
+    decide_context,
+    operator_entity,
+    tool_entity,
+)
 from .source import Written, check, parse_text
 from .store import PolicyRule, PolicyStore
 
@@ -114,7 +122,8 @@ class Policies:
         matched = written.matched
         reason = matched.reason or rule.reason
         return Written(matched=Matched(id=rule.id, effect=matched.effect, ask=matched.ask,
-                                       reason=reason, where="store", ttl=matched.ttl),
+                                       reason=reason, where="store", ttl=matched.ttl,
+                                       once=matched.once),
                        est=written.est, text=written.text, expires=rule.expires)
 
     def _build(self, files: list[Written], rules: list[Written]) -> None:
@@ -132,7 +141,7 @@ class Policies:
         _unique(policies)
         schema = cedarpy.Schema.from_json_str(json.dumps(cedar_schema(tools)))
         check(policies, schema, {name: frozenset(_attributes(kind)) for name, kind in args.items()})
-        return CompiledSet(policies=policies, args=args)
+        return CompiledSet(policies=policies, args=args, decide_args=decide_args_type(tools))
 
     def check_with(self, rule: PolicyRule) -> None:
         """Check the set with ``rule`` added, as a server would read it (nothing changes).
@@ -170,10 +179,60 @@ class Policies:
             self._expire()
             return self.decide(tool, caller, arguments, limits=limits, chain=chain, era=era)
         decision = combine(verdict, default)
-        stored = [p.id for p in decision.policies if p.where == "store"]
+        stored = [p.id for p in decision.policies if p.where == "store" and not p.once]
         if stored:
             with self._counting:
                 self._uses.update(stored)
+        return decision
+
+    def settle(self, decision: PolicyDecision, tool: ToolLike, caller: Caller,
+               arguments: object, *, limits: Limits, chain: bool, era: str = ""
+               ) -> PolicyDecision:
+        """The outcome once the ``@once`` rules it rests on are spent (``decision.claims``):
+        the first one the store still holds is spent (used up on every replica at once) and
+        the outcome stands; those already spent elsewhere are dropped here and the call is
+        decided again. A store write: run it off the event loop."""
+        while decision.claims:
+            spent = self._spend(decision.claims)
+            if spent:
+                return decision
+            decision = self.decide(tool, caller, arguments, limits=limits, chain=chain,
+                                   era=era)
+        return decision
+
+    def _spend(self, claims: tuple[Matched, ...]) -> bool:
+        """Spend one of ``claims`` in the store; each is dropped from this process's set
+        either way (spent now, or by another process before)."""
+        assert self.store is not None
+        try:
+            return any(self.store.spend(rule.id) for rule in claims)
+        finally:
+            with self._lock:
+                gone = {rule.id for rule in claims}
+                self._rules = [r for r in self._rules if r.id not in gone]
+                self._build(self._files, self._rules)
+
+    def may_decide(self, operator: str, *, tool: str, found: ToolLike | None, risk: str,
+                   client: str, reason: str, arguments: object, via: str = ""
+                   ) -> PolicyDecision:
+        """Whether ``operator`` may decide a request for ``tool`` (``found``: the tool in the
+        catalog, ``None`` when it is gone) asked by ``client``: ``allow`` or ``deny`` with the
+        policies that said so. The default set lets every operator decide everything."""
+        default = DECIDE if self.defaults else None
+        compiled = self._current()
+        if compiled is None or not compiled.policies:
+            return combine(Verdict(), default)
+        entity = tool_entity(found) if found is not None else _gone_tool(tool, risk)
+        context = decide_context(cedar_args(arguments, compiled.decide_args) or {},
+                                 client=client, risk=risk, reason=reason)
+        verdict = compiled.evaluate_decide(operator_entity(operator, via), entity, context)
+        if verdict.expired:
+            self._expire()
+            return self.may_decide(operator, tool=tool, found=found, risk=risk, client=client,
+                                   reason=reason, arguments=arguments, via=via)
+        decision = combine(verdict, default)
+        if decision.outcome == "ask":  # @ask means nothing to a decision: a permit is a permit
+            return PolicyDecision(outcome="allow", policies=decision.policies)
         return decision
 
     def _current(self) -> CompiledSet | None:
@@ -272,6 +331,16 @@ def combine(verdict: Verdict, default: Matched | None) -> PolicyDecision:
     if permits:
         return PolicyDecision(outcome="ask", policies=permits)
     return PolicyDecision(outcome="deny")
+
+
+def _gone_tool(name: str, risk: str) -> dict[str, object]:
+    """The ``Tool`` entity of a request whose tool is no longer in the catalog: its name and
+    the risk it was asked with."""
+    rank = {"safe": 0, "sensitive": 1, "high": 2, "critical": 3}.get(risk, 3)
+    return {"uid": {"type": "Tool", "id": name}, "parents": [], "attrs": {
+        "name": name, "namespace": "", "server": "", "kind": "", "risk": risk, "level": rank,
+        "asks": False, "hitl_mode": "", "tags": [], "read_only": False, "destructive": False,
+        "idempotent": False, "open_world": False}}
 
 
 def _attributes(kind: Mapping[str, object]) -> list[str]:

@@ -3,10 +3,16 @@
 Principal: ``Client::"NAME"`` (the caller: its client's name, the door it came through, how it
 proved itself, its OAuth subject, whether it is a code-mode run). Action: one per tool, named as
 the tool, each a member of ``Action::"call_tool"``; ``read_resource``, ``get_prompt`` and
-``decide`` (an approval; reserved for who may decide what). Resource: ``Tool::"NAME"`` with its
-attributes. Context: ``args`` typed from the tool's input schema, ``code_mode``, the time
-(``now``, ``hour``, ``weekday``, UTC), ``era`` (reserved for the MCP protocol era; empty until
-the MCP face passes it) and the ``workspace``.
+``decide``. Resource: ``Tool::"NAME"`` with its attributes. Context: ``args`` typed from the
+tool's input schema, ``code_mode``, the time (``now``, ``hour``, ``weekday``, UTC), ``era``
+(reserved for the MCP protocol era; empty until the MCP face passes it) and the ``workspace``.
+
+Deciding an approval request is itself a request: principal ``Operator::"NAME"`` (the person),
+action ``decide``, resource the request's ``Tool`` (its attributes), context the request as its
+card shows it — ``client``, ``risk``, ``reason``, the time and ``args``. One action serves every
+tool, so its ``args`` holds each argument name that has one type in every tool that has it
+(optional: a policy tests ``context.args has NAME`` first); a name typed differently by two
+tools is left out.
 
 JSON Schema maps to Cedar as: string → String, integer → Long, boolean → Bool, array → Set,
 object with properties → Record (required properties required). What Cedar cannot hold (numbers
@@ -25,11 +31,13 @@ from ..core.json import JsonObject, JsonValue
 from ..core.spec import ToolLike
 from ..errors import ConfigError
 
-__all__ = ["ACTIONS", "CALL_TOOL", "CedarType", "args_type", "cedar_args", "cedar_schema",
-           "client_entity", "request_context", "tool_entity"]
+__all__ = ["ACTIONS", "CALL_TOOL", "DECIDE", "CedarType", "args_type", "cedar_args",
+           "cedar_schema", "client_entity", "decide_args_type", "decide_context",
+           "operator_entity", "request_context", "tool_entity"]
 
 CALL_TOOL: Final = "call_tool"
-ACTIONS: Final = (CALL_TOOL, "read_resource", "get_prompt", "decide")
+DECIDE: Final = "decide"
+ACTIONS: Final = (CALL_TOOL, "read_resource", "get_prompt", DECIDE)
 """The actions that are not a tool's own (a tool of one of these names cannot be governed)."""
 
 CedarType = dict[str, object]
@@ -48,6 +56,7 @@ def _record(attributes: Mapping[str, CedarType]) -> CedarType:
 
 CLIENT_SHAPE = _record({"name": _STRING, "channel": _STRING, "via": _STRING,
                         "subject": _STRING, "code_mode": _BOOL})
+OPERATOR_SHAPE = _record({"name": _STRING, "via": _STRING})
 TOOL_SHAPE = _record({
     "name": _STRING, "namespace": _STRING, "server": _STRING, "kind": _STRING,
     "risk": _STRING, "level": _LONG_T, "asks": _BOOL, "hitl_mode": _STRING, "tags": _TAGS,
@@ -119,8 +128,32 @@ def _context_type(args: CedarType) -> CedarType:
                     "weekday": _LONG_T, "era": _STRING, "workspace": _STRING})
 
 
+def decide_args_type(tools: Iterable[ToolLike]) -> CedarType:
+    """The record of ``decide``'s ``context.args``: each argument name that has the same Cedar
+    type in every tool that has it, optional (a name typed differently is left out)."""
+    found: dict[str, CedarType] = {}
+    clashing: set[str] = set()
+    for tool in tools:
+        attributes = args_type(tool).get("attributes")
+        assert isinstance(attributes, dict)
+        for name, kind in attributes.items():
+            typed = {k: v for k, v in kind.items() if k != "required"}
+            if name in found and found[name] != typed:
+                clashing.add(name)
+            found.setdefault(name, typed)
+    return _record({name: {**kind, "required": False} for name, kind in sorted(found.items())
+                    if name not in clashing})
+
+
+def _decide_context_type(args: CedarType) -> CedarType:
+    return _record({"args": args, "client": _STRING, "risk": _STRING, "reason": _STRING,
+                    "now": _LONG_T, "hour": _LONG_T, "weekday": _LONG_T})
+
+
 def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
-    """The Cedar schema (JSON form) for a catalog: one action per tool, typed context."""
+    """The Cedar schema (JSON form) for a catalog: one action per tool, typed context, and
+    ``decide`` (an operator deciding a request for a tool)."""
+    tools = list(tools)
     applies: dict[str, object] = {"principalTypes": ["Client"], "resourceTypes": ["Tool"]}
     actions: dict[str, object] = {
         CALL_TOOL: {},
@@ -129,8 +162,8 @@ def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
                                         "context": _context_type(_record({}))}},
         "get_prompt": {"appliesTo": {"principalTypes": ["Client"], "resourceTypes": ["Prompt"],
                                      "context": _context_type(_record({}))}},
-        "decide": {"appliesTo": {"principalTypes": ["Client"], "resourceTypes": ["Approval"],
-                                 "context": _context_type(_record({}))}},
+        DECIDE: {"appliesTo": {"principalTypes": ["Operator"], "resourceTypes": ["Tool"],
+                               "context": _decide_context_type(decide_args_type(tools))}},
     }
     for tool in tools:
         name = tool.qualified_name
@@ -140,10 +173,9 @@ def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
         applies_to: dict[str, object] = {**applies, "context": _context_type(args_type(tool))}
         actions[name] = {"memberOf": [{"id": CALL_TOOL}], "appliesTo": applies_to}
     return {"": {"entityTypes": {
-        "Client": {"shape": CLIENT_SHAPE}, "Tool": {"shape": TOOL_SHAPE},
-        "Resource": {"shape": _record({"uri": _STRING})},
+        "Client": {"shape": CLIENT_SHAPE}, "Operator": {"shape": OPERATOR_SHAPE},
+        "Tool": {"shape": TOOL_SHAPE}, "Resource": {"shape": _record({"uri": _STRING})},
         "Prompt": {"shape": _record({"name": _STRING})},
-        "Approval": {"shape": _record({"tool": _STRING, "risk": _STRING})},
     }, "actions": actions}}
 
 
@@ -184,6 +216,13 @@ def client_entity(caller: Caller) -> dict[str, object]:
         "subject": caller.subject, "code_mode": caller.channel == "code_mode"}}
 
 
+def operator_entity(name: str, via: str = "") -> dict[str, object]:
+    """The principal of ``decide``: ``Operator::"NAME"`` (the person deciding) and how they
+    proved it (``token``, ``oauth``, ``page``, ``cli``)."""
+    return {"uid": {"type": "Operator", "id": name}, "parents": [],
+            "attrs": {"name": name, "via": via}}
+
+
 def tool_entity(tool: ToolLike) -> dict[str, object]:
     """The resource: ``Tool::"NAME"`` with its attributes (a hint the tool does not give is
     false)."""
@@ -205,3 +244,12 @@ def request_context(args: object, *, code_mode: bool, era: str = "",
     moment = time.gmtime(stamp)
     return {"args": args, "code_mode": code_mode, "now": int(stamp), "hour": moment.tm_hour,
             "weekday": moment.tm_wday, "era": era, "workspace": workspace}
+
+
+def decide_context(args: object, *, client: str, risk: str, reason: str,
+                   now: float | None = None) -> dict[str, object]:
+    """The context of one ``decide`` request (``args`` already converted by ``cedar_args``)."""
+    stamp = time.time() if now is None else now
+    moment = time.gmtime(stamp)
+    return {"args": args, "client": client, "risk": risk, "reason": reason, "now": int(stamp),
+            "hour": moment.tm_hour, "weekday": moment.tm_wday}

@@ -108,10 +108,14 @@ def _written(est: dict[str, object], text: str, where: str, *, stored: bool,
     effect: Literal["permit", "forbid"] = "forbid" if est.get("effect") == "forbid" else "permit"
     if "ask" in notes and effect == "forbid":
         raise ConfigError(f"{where}: @ask marks a permit that asks a person; a forbid never asks")
+    if "once" in notes and not stored:
+        raise ConfigError(f"{where}: @once marks a stored rule that decides one call (made "
+                          "from a decision, or with toolkeeper policy add); a file's policy "
+                          "decides until it is edited out")
     policy_id = origin if stored else str(notes.get("id") or where)
     matched = Matched(id=policy_id, effect=effect, ask="ask" in notes,
                       reason=str(notes.get("reason") or ""), where="store" if stored else where,
-                      ttl=_ttl(notes, where))
+                      ttl=_ttl(notes, where), once="once" in notes)
     return Written(matched=matched, est=est, text=text)
 
 
@@ -160,6 +164,7 @@ def check(policies: list[Written], schema: object, tools: Mapping[str, frozenset
 
     for policy in policies:
         _known_tools(policy, tools)
+        _enforced(policy)
     if not policies:
         return
     text = "\n".join(p.text for p in policies)
@@ -204,3 +209,20 @@ def _known_tools(policy: Written, tools: Mapping[str, frozenset[str]]) -> None:
         if kind == "Tool" and name not in tools:
             raise ConfigError(f"{policy.matched.where}: no tool '{name}' in the catalog"
                               f"{nearest(name, tools)}")
+
+
+_NOT_ENFORCED = ("read_resource", "get_prompt")
+
+
+def _enforced(policy: Written) -> None:
+    """A forbid or an ask on an action the door does not decide yet is refused, never loaded
+    to do nothing: resources and prompts are not checked against policies (a permit of them
+    says what happens anyway)."""
+    if policy.matched.effect == "permit" and not policy.matched.ask:
+        return
+    for kind, name in _entities(policy.est.get("action")):
+        if kind == "Action" and name in _NOT_ENFORCED:
+            raise ConfigError(
+                f"{policy.matched.where}: policies on {name} are not enforced yet (resources "
+                "and prompts are served to every client that may connect); remove this "
+                "policy, and govern the tools that reach the data instead")

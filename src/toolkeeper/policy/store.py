@@ -103,6 +103,21 @@ class PolicyStore:
                          (rule_id, "revoke", now))
         return True
 
+    def spend(self, rule_id: str) -> bool:
+        """Use up an ``@once`` rule: it decides this one call and no other, in any process
+        sharing the store (the first to spend it wins); ``False`` when it was already spent,
+        revoked or gone."""
+        now = time.time()
+        with self.db.transaction() as conn:
+            cursor = conn.execute("UPDATE policy_rules SET revoked = ?, uses = uses + 1 WHERE "
+                                  "id = ? AND revoked IS NULL AND (expires IS NULL OR "
+                                  "expires > ?)", (now, rule_id, now))
+            if cursor.rowcount != 1:
+                return False
+            conn.execute("INSERT INTO policy_changes (rule_id, change, ts) VALUES (?, ?, ?)",
+                         (rule_id, "spend", now))
+        return True
+
     def get(self, rule_id: str) -> PolicyRule | None:
         rows = self.db.query(f"SELECT {_COLUMNS} FROM policy_rules WHERE id = ?", (rule_id,))
         return _rule(rows[0]) if rows else None

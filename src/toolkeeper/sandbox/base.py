@@ -116,6 +116,11 @@ class SharedPath:
     hidden: tuple[HiddenPath, ...] = ()
     overlay: Overlay | None = None
     """Writable through this copy-on-write view instead of directly (``Overlay``)."""
+    fd: int | None = None
+    """The directory as the caller opened it (an ``O_PATH`` fd it keeps open for the run):
+    bound from the fd rather than the path, so a directory swapped for a symlink after the
+    caller resolved it binds nothing else, and one the sandbox's user could not reach by its
+    path (below a private home) is bound all the same."""
 
 
 def check_shared(shared: Sequence[SharedPath]) -> None:

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -37,7 +38,8 @@ from .overlay import launcher, probe_overlay, sandbox_ids
 from .process import run_process
 from .seccomp import bpf_fd
 
-__all__ = ["BubblewrapSandbox", "bwrap_argv", "probe_bwrap", "run_confined"]
+__all__ = ["BubblewrapSandbox", "ConfinedCommand", "bwrap_argv", "confined_command", "probe_bwrap",
+           "run_confined"]
 
 
 def _outermost(hidden: Sequence[HiddenPath]) -> list[HiddenPath]:
@@ -47,16 +49,17 @@ def _outermost(hidden: Sequence[HiddenPath]) -> list[HiddenPath]:
             if not any(h.rel.startswith(d + "/") for d in dirs if d != h.rel)]
 
 
-def _open_parents(root: Path, rels: Sequence[str]) -> list[int]:
-    """An ``O_PATH`` fd of each directory ``rels`` names below ``root``, walked one name at a
-    time without following any symlink (``O_NOFOLLOW | O_DIRECTORY``): a directory swapped
-    for a symlink after the caller's check fails the run instead of binding what it points to.
+def _open_parents(root: Path | int, rels: Sequence[str]) -> list[int]:
+    """An ``O_PATH`` fd of each directory ``rels`` names below ``root`` (a path, or a
+    directory fd the caller opened), walked one name at a time without following any symlink
+    (``O_NOFOLLOW | O_DIRECTORY``): a directory swapped for a symlink after the caller's check
+    fails the run instead of binding what it points to.
     """
     flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     fds: list[int] = []
     try:
         for rel in rels:
-            fd = os.open(root, flags)
+            fd = os.dup(root) if isinstance(root, int) else os.open(root, flags)
             try:
                 for part in rel.split("/"):
                     step = os.open(part, flags, dir_fd=fd)
@@ -73,7 +76,7 @@ def _open_parents(root: Path, rels: Sequence[str]) -> list[int]:
     return fds
 
 
-def _hiding(root: Path, inside: str, hidden: Sequence[HiddenPath], *, writable: bool
+def _hiding(root: Path | int, inside: str, hidden: Sequence[HiddenPath], *, writable: bool
             ) -> tuple[list[str], list[int]]:
     """bwrap arguments that hide ``hidden`` below ``root`` (mounted at ``inside``), and the
     fds they pass (closed by the caller once bwrap has started).
@@ -116,16 +119,16 @@ def _mounts(workspace: Path, hidden: Sequence[HiddenPath], shared: Sequence[Shar
     try:
         for root, inside, covered, writable, view in [
                 (workspace, "/workspace", hidden, True, overlay),
-                *[(item.path, str(item.path), item.hidden, item.writable, item.overlay)
-                  for item in shared]]:
+                *[(item.path if item.fd is None else item.fd, str(item.path), item.hidden,
+                   item.writable, item.overlay) for item in shared]]:
             if inside != "/workspace":
-                source = view.view if view is not None else root
-                args += ["--bind" if writable else "--ro-bind", str(source), inside]
+                args += _bind(root, inside, writable=writable, view=view)
             if view is not None:
                 check_hidden(covered)
                 args += _covers(inside, _outermost(covered))
                 continue
-            more, opened = _hiding(Path(root), inside, covered, writable=writable)
+            more, opened = _hiding(root if isinstance(root, int) else Path(root), inside,
+                                   covered, writable=writable)
             args += more
             fds += opened
     except BaseException:
@@ -135,13 +138,26 @@ def _mounts(workspace: Path, hidden: Sequence[HiddenPath], shared: Sequence[Shar
     return args, fds
 
 
+def _bind(source: Path | str | int, inside: str, *, writable: bool, view: Overlay | None
+          ) -> list[str]:
+    """The bind of one shared directory: from its overlay's view, its fd or its path."""
+    if view is not None:
+        return ["--bind" if writable else "--ro-bind", str(view.view), inside]
+    if isinstance(source, int):
+        return ["--bind-fd" if writable else "--ro-bind-fd", str(source), inside]
+    return ["--bind" if writable else "--ro-bind", str(source), inside]
+
+
 def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", network: bool = False,
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
                seccomp_fd: int | None = None, info_fd: int | None = None,
-               mounts: Sequence[str] = (), ids: tuple[int, int] | None = None) -> list[str]:
+               mounts: Sequence[str] = (), ids: tuple[int, int] | None = None,
+               workspace_fd: int | None = None) -> list[str]:
     """The bwrap command line of the strict profile; ``mounts`` go after the workspace's bind
     (``_mounts``: hidden entries and shared directories). ``ids``: the uid and gid the command
-    runs as, when bwrap starts inside a namespace of its own (``overlay.launcher``)."""
+    runs as, when bwrap starts inside a namespace of its own (``overlay.launcher``).
+    ``workspace_fd``: the workspace as the caller opened it, bound from the fd. ``cwd`` is
+    relative to the workspace, or an absolute path inside the sandbox (a shared directory)."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
     if ids is not None:
@@ -158,13 +174,58 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
              "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
              "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
              "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-             "--bind", str(workspace), "/workspace", *mounts,
-             "--chdir", "/workspace" if cwd in ("", ".") else f"/workspace/{cwd}",
+             *(["--bind", str(workspace)] if workspace_fd is None
+               else ["--bind-fd", str(workspace_fd)]), "/workspace", *mounts,
+             "--chdir", "/workspace" if cwd in ("", ".") else (
+                 cwd if cwd.startswith("/") else f"/workspace/{cwd}"),
              "--clearenv", "--setenv", "PATH", SYSTEM_PATH, "--setenv", "HOME", "/workspace",
              "--setenv", "LANG", "C.UTF-8", "--hostname", "sandbox"]
     for key, value in (env or {}).items():
         argv += ["--setenv", key, value]
     return [*argv, "--", *command]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfinedCommand:
+    """A command line that starts ``command`` in a bubblewrap sandbox of the strict profile."""
+
+    argv: list[str]
+    fds: tuple[int, ...]
+    """What bwrap must inherit (the seccomp program, the directories it binds from fds); the
+    caller passes them and closes them once bwrap has started."""
+    counted: bool
+    """``argv`` sets its process limit inside the sandbox (``counted_inside``)."""
+
+
+def confined_command(workspace: Path, command: Sequence[str], *, limits: Limits,
+                     cwd: str = ".", network: bool = False,
+                     env: Mapping[str, str] | None = None, hidden: Sequence[HiddenPath] = (),
+                     shared: Sequence[SharedPath] = (), overlay: Overlay | None = None,
+                     info_fd: int | None = None, workspace_fd: int | None = None
+                     ) -> ConfinedCommand:
+    """The one way a sandbox is described: the bwrap command line (behind a namespace launcher
+    when an overlay needs one) for ``command`` with ``workspace`` at ``/workspace``, hidden
+    entries covered and shared directories bound, and the fds it needs."""
+    check_shared(shared)  # refuse a bad shared path before any fd is open
+    check_hidden(hidden)
+    views = [(workspace, overlay)] if overlay is not None else []
+    views += [(item.path, item.overlay) for item in shared if item.overlay is not None]
+    mounts, mount_fds = _mounts(workspace, hidden, shared, overlay)
+    try:
+        filter_fd = bpf_fd(network)
+    except BaseException:
+        for fd in mount_fds:
+            os.close(fd)
+        raise
+    counted = counted_inside(list(command), limits)  # the sandbox's processes, not the uid's
+    argv = bwrap_argv(overlay.view if overlay is not None else workspace, counted or command,
+                      cwd=cwd, network=network, env=env, seccomp_fd=filter_fd,
+                      info_fd=info_fd, mounts=mounts, workspace_fd=workspace_fd,
+                      ids=sandbox_ids() if views else None)
+    if views:
+        argv = [*launcher(views), *argv]
+    fds = tuple(mount_fds) if filter_fd is None else (filter_fd, *mount_fds)
+    return ConfinedCommand(argv=argv, fds=fds, counted=counted is not None)
 
 
 def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
@@ -180,31 +241,22 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     """
     check_shared(shared)  # refuse a bad shared path before any fd is open
     check_hidden(hidden)
-    views = [(workspace, overlay)] if overlay is not None else []
-    views += [(item.path, item.overlay) for item in shared if item.overlay is not None]
-    mounts, mount_fds = _mounts(workspace, hidden, shared, overlay)
-    try:
-        filter_fd = bpf_fd(network)
-        info_read, info_write = os.pipe()
-    except BaseException:
-        for fd in mount_fds:
-            os.close(fd)
-        raise
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
-    counted = counted_inside(list(command), limits)  # the sandbox's processes, not the uid's
-    argv = bwrap_argv(overlay.view if overlay is not None else workspace, counted or command,
-                      cwd=cwd, network=network, env=env, seccomp_fd=filter_fd,
-                      info_fd=info_write, mounts=mounts,
-                      ids=sandbox_ids() if views else None)
-    if views:
-        argv = [*launcher(views), *argv]
-    passed = (info_write, *mount_fds) if filter_fd is None else (
-        info_write, filter_fd, *mount_fds)
+    info_read, info_write = os.pipe()
     try:
-        return run_process(argv, cwd=None, env={"PATH": SYSTEM_PATH}, timeout_s=timeout_s,
-                    output_cap=output_cap, limits=limits, pass_fds=(*passed, *pass_fds),
-                    info_fd=info_read, nproc_inside=counted is not None,
-                    close_after_start=passed, cancel=cancel)
+        confined = confined_command(workspace, command, limits=limits, cwd=cwd,
+                                    network=network, env=env, hidden=hidden, shared=shared,
+                                    overlay=overlay, info_fd=info_write)
+    except BaseException:
+        os.close(info_read)
+        os.close(info_write)
+        raise
+    passed = (info_write, *confined.fds)
+    try:
+        return run_process(confined.argv, cwd=None, env={"PATH": SYSTEM_PATH},
+                    timeout_s=timeout_s, output_cap=output_cap, limits=limits,
+                    pass_fds=(*passed, *pass_fds), info_fd=info_read,
+                    nproc_inside=confined.counted, close_after_start=passed, cancel=cancel)
     finally:
         os.close(info_read)
 

@@ -17,6 +17,7 @@ from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import WebSessions
 from .decide import DecisionError, decide
+from .deciding import Deciders, approver_of
 from .page import MAX_BATCH, MAX_MESSAGE
 from .queue import PAGE_SIZE, QueueFilter, upstream_of, waiting_page
 from .requests import audit_filters, caller_of, query_audit, visible_request
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from ..toolbox.catalog import CatalogBase
+    from .rules_api import RuleRoutes
 
 __all__ = ["HEARTBEAT_S", "POLL_S", "ApprovalAPI"]
 
@@ -45,8 +47,10 @@ class ApprovalAPI:
 
     def __init__(self, store: SqliteApprovalStore, audit: AuditLog | None,
                  sessions: WebSessions, *, stopping: threading.Event | None = None,
-                 catalog: CatalogBase | None = None) -> None:
+                 catalog: CatalogBase | None = None, deciders: Deciders | None = None,
+                 rules: RuleRoutes | None = None) -> None:
         self.store, self.audit, self.sessions = store, audit, sessions
+        self.deciders, self.rules = deciders or Deciders(), rules
         self.stopping = stopping or threading.Event()
         self.catalog = catalog
         """Where an edit's arguments are checked against its tool's schema."""
@@ -64,10 +68,12 @@ class ApprovalAPI:
         ]
 
     async def approvals(self, request: Request) -> Response:
-        client = caller_of(request).client
+        caller = caller_of(request)
+        client = caller.client
         state = request.query_params.get("state") or None
         listed = await anyio.to_thread.run_sync(
-            lambda: self.store.requests(state=state, session_id=session_of(client)))
+            lambda: [s for s in self.store.requests(state=state, session_id=session_of(client))
+                     if self.deciders.may(caller, s)])
         return _json({"approvals": [approval_json(s) for s in listed]})
 
     async def queue(self, request: Request) -> Response:
@@ -77,15 +83,21 @@ class ApprovalAPI:
         wanted, problem = QueueFilter.of(request.query_params)
         if problem:
             return _error(400, "bad_request", problem)
-        scope = session_of(caller_of(request).client)
+        caller = caller_of(request)
+        scope = session_of(caller.client)
+        keep = partial(self.deciders.may, caller) if self.deciders.policies else None
         shown = await anyio.to_thread.run_sync(lambda: waiting_page(
-            self.store, wanted, session_id=scope, upstream_of=partial(upstream_of, self.catalog)))
+            self.store, wanted, session_id=scope, upstream_of=partial(upstream_of, self.catalog),
+            keep=keep))
         return _json({"approvals": [approval_json(s) for s in shown.items],
                       "total": shown.total, "page": shown.page, "pages": shown.pages,
                       "page_size": PAGE_SIZE})
 
     async def approval(self, request: Request) -> Response:
         stored = await visible_request(self.store, request, caller_of(request).client)
+        if stored is not None and not await anyio.to_thread.run_sync(
+                self.deciders.may, caller_of(request), stored):
+            stored = None  # a request this operator may not decide is not theirs to see
         if stored is None:
             return _error(404, "not_found", f"no approval request "
                           f"{request.path_params['id']!r} visible to this token")
@@ -95,6 +107,8 @@ class ApprovalAPI:
         body, refused = await self._body(request)
         if refused is not None:
             return refused
+        if body.get("rule") is not None and self.rules is not None:  # the rule's edits too
+            return await self.rules.decide_api(request, body, catalog=self.catalog)
         try:
             stored = await self._decide_one(request, request.path_params["id"], body)
         except DecisionError as exc:
@@ -150,9 +164,8 @@ class ApprovalAPI:
         return await decide(self.store, self.audit, caller.client, request_id, choice,
                             message=str(body.get("message", ""))[:MAX_MESSAGE],
                             digest=body.get("args_digest"), arguments=body.get("arguments"),
-                            catalog=self.catalog,
-                            approver=f"api:{caller.client}" + (
-                                f" ({caller.subject})" if caller.subject else ""))
+                            catalog=self.catalog, approver=approver_of(caller),
+                            judge=partial(self.deciders.refusal, caller))
 
     async def events(self, request: Request) -> Response:
         from starlette.responses import StreamingResponse

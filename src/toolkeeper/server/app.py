@@ -15,12 +15,14 @@ from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
 from ..mcp.server import PAGE_SIZE, MCPFace
 from ..mcp.streams import MemoryEventStore
+from ..notify.links import DecisionLinks
 from ..skills.skill import Skill
 from .auth import WebSessions
 from .clients import ClientTokens
 from .exchange import SingleExchange, input_schemas
 from .gate import LOOPBACK, TokenGate
 from .metrics import ServerMetrics
+from .notify_links import DecisionLinkPage
 from .oauth import OAuthResource
 from .tracecontext import ContinuedTrace
 from .web import web_routes
@@ -35,7 +37,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                public_hosts: Sequence[str] = (), anonymous: str | None = None,
                ask_client: bool = False, offers: Sequence[Any] = (),
                keep_sessions: bool = False, oauth: OAuthResource | None = None,
-               metrics: ServerMetrics | None = None) -> TokenGate:
+               metrics: ServerMetrics | None = None,
+               links: DecisionLinks | None = None) -> TokenGate:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own too.
     With ``sessions`` and a SQLite approval store, the approval page and API are served too.
     ``rate_limit``: requests per second per client (0: no limit). ``public_hosts``: names
@@ -51,7 +54,8 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     resumable streams) instead of stateless answers; one process only. ``oauth``: accept
     OAuth access tokens too (``[server.oauth]``), their scopes deciding each client's tools.
     ``metrics``: serve them at ``/metrics``, to the operator only. A request carrying a W3C
-    ``traceparent`` makes its calls' spans part of that trace."""
+    ``traceparent`` makes its calls' spans part of that trace. ``links``: the single-use
+    decision links of notifications (``/notify/{token}``)."""
     require("server", "the toolkeeper serve app")
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
@@ -73,13 +77,15 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     store = invoker.approvals.store
     if sessions is not None and isinstance(store, SqliteApprovalStore):
         routes += web_routes(store, invoker.audit, sessions, stopping=stopping,
-                             catalog=invoker.registry)
+                             catalog=invoker.registry, policies=invoker.policies)
+    if links is not None and isinstance(store, SqliteApprovalStore):
+        routes += DecisionLinkPage(store, invoker.audit, links, catalog=invoker.registry).routes()
     if ask_client and token is None:
         raise ValueError("asking the client needs the operator token (its key seals the "
                          "request state every replica shares)")
     face = MCPFace(invoker, session=None, skills=skills, gateway=gateway, page_size=PAGE_SIZE,
                    ask_client=token if ask_client else None, offers=offers, state_secret=token)
-    server = face.build("toolkeeper", None)
+    server = face.build("toolkeeper", None, announces=keep_sessions)
 
     def tool_name(wire: str) -> str | None:
         try:
@@ -107,17 +113,22 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
 
 
 def page_app(invoker: ToolInvoker, *, token: str, sessions: WebSessions,
-             stopping: threading.Event | None = None) -> TokenGate:
+             stopping: threading.Event | None = None,
+             links: DecisionLinks | None = None) -> TokenGate:
     """The approval page and its API alone, for loopback (``toolkeeper serve --stdio``: the
-    client speaks MCP over stdio, a person decides in a browser)."""
+    client speaks MCP over stdio, a person decides in a browser), with the notifications'
+    decision links (``links``)."""
     require("server", "the approval page")
     from starlette.applications import Starlette
 
     store = invoker.approvals.store
     if not isinstance(store, SqliteApprovalStore):
         raise TypeError("the approval page needs the invoker's approval store")
-    inner = Starlette(routes=web_routes(store, invoker.audit, sessions, stopping=stopping,
-                                        catalog=invoker.registry))
+    routes = web_routes(store, invoker.audit, sessions, stopping=stopping,
+                        catalog=invoker.registry, policies=invoker.policies)
+    if links is not None:
+        routes += DecisionLinkPage(store, invoker.audit, links, catalog=invoker.registry).routes()
+    inner = Starlette(routes=routes)
     return TokenGate(inner, token, sessions=sessions, hosts=LOOPBACK, protected=("/api",))
 
 

@@ -18,9 +18,12 @@ from pathlib import Path
 
 from ..approval.pg import open_database
 
-__all__ = ["COOKIE", "WebSessions"]
+__all__ = ["COOKIE", "PERSON_PREFIX", "WebSessions"]
 
 COOKIE = "toolkeeper_session"
+PERSON_PREFIX = "operator:"
+"""A session's client that names a named operator (``operator:alice``): the operator, as
+that person."""
 LOGIN_TTL_S = 15 * 60
 SESSION_TTL_S = 7 * 24 * 3600
 
@@ -28,6 +31,10 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS web_logins (
     digest TEXT PRIMARY KEY,
     expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS web_login_people (
+    digest TEXT PRIMARY KEY,
+    person TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS web_sessions (
     digest TEXT PRIMARY KEY,
@@ -47,14 +54,20 @@ class WebSessions:
     def __init__(self, path: str | Path) -> None:
         self.db = open_database(path, _SCHEMA, "web_sessions")
 
-    def login_code(self) -> str:
-        """A new one-time login code for the printed URL."""
+    def login_code(self, person: str = "") -> str:
+        """A new one-time login code for the printed URL; with ``person``, the page's session
+        is that named operator's (``operator:NAME`` decides)."""
         code = secrets.token_urlsafe(16)
         now = time.time()
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM web_logins WHERE expires_at < ?", (now,))
+            conn.execute("DELETE FROM web_login_people WHERE digest NOT IN (SELECT digest "
+                         "FROM web_logins)")
             conn.execute("INSERT INTO web_logins (digest, expires_at) VALUES (?, ?)",
                          (_digest(code), now + LOGIN_TTL_S))
+            if person:
+                conn.execute("INSERT INTO web_login_people (digest, person) VALUES (?, ?)",
+                             (_digest(code), person))
         return code
 
     def redeem(self, code: str, client: str = "operator") -> str | None:
@@ -65,6 +78,11 @@ class WebSessions:
                                   (_digest(code), now))
             if cursor.rowcount != 1:
                 return None
+            person = conn.execute("SELECT person FROM web_login_people WHERE digest = ?",
+                                  (_digest(code),)).fetchone()
+            if person is not None:
+                conn.execute("DELETE FROM web_login_people WHERE digest = ?", (_digest(code),))
+                client = f"{PERSON_PREFIX}{person[0]}"
             secret = secrets.token_urlsafe(32)
             conn.execute("INSERT INTO web_sessions (digest, client, expires_at) VALUES (?, ?, ?)",
                          (_digest(secret), client, now + SESSION_TTL_S))

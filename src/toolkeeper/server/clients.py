@@ -1,6 +1,10 @@
 """One token per client: ``toolkeeper tokens add NAME`` makes one (shown once), ``list`` and
 ``revoke NAME`` manage them. Only a SHA-256 digest of each token is stored, in the state
-database; every session, approval request and audit row of a client carries its name."""
+database; every session, approval request and audit row of a client carries its name.
+
+``toolkeeper tokens add NAME --operator`` makes a named operator's token instead: a person who
+decides approvals (the page, the API), never a client — it is refused on ``/mcp`` like the
+operator token, and the page and the audit name the person (``operator:NAME``)."""
 
 from __future__ import annotations
 
@@ -13,11 +17,12 @@ from pathlib import Path
 
 from ..approval.pg import open_database
 from ..core.context import OPERATOR as CORE_OPERATOR
+from ..core.context import Caller
 from ..errors import UsageError
 from ..mcp.server import STDIO_CLIENT
 
 __all__ = ["ANONYMOUS", "DEFAULT_CLIENT", "OPERATOR", "RESERVED", "STDIO", "ClientToken",
-           "ClientTokens"]
+           "ClientTokens", "operator_name"]
 
 OPERATOR = CORE_OPERATOR
 ANONYMOUS = "anonymous"
@@ -36,6 +41,11 @@ CREATE TABLE IF NOT EXISTS client_tokens (
     created_at REAL NOT NULL,
     revoked_at REAL
 );
+CREATE TABLE IF NOT EXISTS operator_tokens (
+    name TEXT PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL
+);
 """
 
 
@@ -46,6 +56,8 @@ class ClientToken:
     name: str
     created_at: float
     revoked_at: float | None
+    operator: bool = False
+    """A named operator's token (a person who decides), not a client's."""
 
 
 def _digest(token: str) -> str:
@@ -58,22 +70,29 @@ class ClientTokens:
     def __init__(self, path: str | Path) -> None:
         self._db = open_database(path, _SCHEMA, "client_tokens")
 
-    def add(self, name: str) -> str:
-        """A new token for ``name`` (returned once; only its digest is kept).
+    def add(self, name: str, *, operator: bool = False) -> str:
+        """A new token for ``name`` (returned once; only its digest is kept); with
+        ``operator``, a named operator's (a person who decides approvals).
 
         Raises:
             UsageError: the name is not a plain lower-case name, is reserved (operator,
-                anonymous, stdio), or is taken.
+                anonymous, stdio), or is taken (by a client or an operator).
         """
+        what = "an operator" if operator else "a client"
         if not _NAME.fullmatch(name) or name in RESERVED:
-            raise UsageError(f"{name!r} is not a client name: use lower-case letters, digits, "
+            raise UsageError(f"{name!r} is not {what} name: use lower-case letters, digits, "
                              f"'-' and '_' (and none of {', '.join(sorted(RESERVED))})")
-        token = "tkc_" + secrets.token_urlsafe(32)
+        token = ("tko_" if operator else "tkc_") + secrets.token_urlsafe(32)
         with self._db.transaction() as conn:
-            if conn.execute("SELECT 1 FROM client_tokens WHERE name = ?", (name,)).fetchone():
-                raise UsageError(f"client {name!r} already has a token; revoke it first")
-            conn.execute("INSERT INTO client_tokens VALUES (?, ?, ?, NULL)",
-                         (name, _digest(token), time.time()))
+            for table in ("client_tokens", "operator_tokens"):
+                if conn.execute(f"SELECT 1 FROM {table} WHERE name = ?", (name,)).fetchone():
+                    raise UsageError(f"{name!r} already has a token; revoke it first")
+            if operator:
+                conn.execute("INSERT INTO operator_tokens VALUES (?, ?, ?)",
+                             (name, _digest(token), time.time()))
+            else:
+                conn.execute("INSERT INTO client_tokens VALUES (?, ?, ?, NULL)",
+                             (name, _digest(token), time.time()))
         return token
 
     def revoke(self, name: str) -> bool:
@@ -82,17 +101,42 @@ class ClientTokens:
             found = conn.execute("SELECT 1 FROM client_tokens WHERE name = ? AND revoked_at "
                                  "IS NULL", (name,)).fetchone()
             conn.execute("DELETE FROM client_tokens WHERE name = ?", (name,))
-        return found is not None
+            person = conn.execute("DELETE FROM operator_tokens WHERE name = ?", (name,))
+        return found is not None or person.rowcount == 1
 
     def list(self) -> list[ClientToken]:
         rows = self._db.query("SELECT name, created_at, revoked_at FROM client_tokens "
                               "ORDER BY name")
         return [ClientToken(name=str(n), created_at=float(str(c)),
                             revoked_at=None if r is None else float(str(r)))
-                for n, c, r in rows]
+                for n, c, r in rows] + [
+            ClientToken(name=str(n), created_at=float(str(c)), revoked_at=None, operator=True)
+            for n, c in self._db.query("SELECT name, created_at FROM operator_tokens ORDER BY "
+                                       "name")]
 
     def client_for(self, token: str) -> str | None:
         """The client a presented token belongs to, or ``None``."""
         rows = self._db.query("SELECT name FROM client_tokens WHERE digest = ? AND revoked_at "
                               "IS NULL", (_digest(token),))
         return str(rows[0][0]) if rows else None
+
+    def is_operator(self, name: str) -> bool:
+        """Whether ``name`` is a named operator (their token not revoked)."""
+        return bool(self._db.query("SELECT 1 FROM operator_tokens WHERE name = ?", (name,)))
+
+    def operator_for(self, token: str) -> str | None:
+        """The named operator a presented token belongs to, or ``None``."""
+        rows = self._db.query("SELECT name FROM operator_tokens WHERE digest = ?",
+                              (_digest(token),))
+        return str(rows[0][0]) if rows else None
+
+
+def operator_name(caller: Caller) -> str:
+    """The person behind an operator's credential: a named operator token's name, an OAuth
+    access token's ``sub`` (its client id when it names no user), else ``operator`` (the
+    operator token of the state dir, the page's login)."""
+    subject = caller.subject
+    if subject.startswith("oauth:"):
+        parts = subject.split(":", 2)
+        return parts[2] if len(parts) == 3 and parts[2] else parts[1]
+    return subject or OPERATOR

@@ -9,6 +9,7 @@ token (an agent) never approves its own calls.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -43,14 +44,17 @@ class DecisionError(Exception):
 async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, request_id: str,
                  choice: str, *, message: str = "", digest: Any = None,
                  approver: str = "", arguments: object = None,
-                 catalog: CatalogBase | None = None) -> StoredApproval:
+                 catalog: CatalogBase | None = None,
+                 judge: Callable[[StoredApproval], str | None] | None = None
+                 ) -> StoredApproval:
     """Record ``choice`` (approve, approve_session, deny) for ``request_id``; returns the
     request as it now stands. ``arguments`` (with ``approve`` only): approve the call with
     these instead of the asked ones, once they pass the tool's schema (``catalog`` holds it).
 
     Raises:
         DecisionError: 403 for a client token, 404 for a request it cannot see, 400 for an
-            unknown choice or edited arguments the tool does not take, 409 when the
+            unknown choice or edited arguments the tool does not take, 403 when ``judge``
+            (the ``decide`` policies) refuses this operator the request, 409 when the
             arguments differ from the ones seen (recorded in the audit log) or when the
             request was already decided.
     """
@@ -64,6 +68,9 @@ async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, requ
     scope = session_of(client)
     if stored is None or (scope is not None and stored.request.session_id != scope):
         raise DecisionError(404, "not_found", f"no approval request {request_id!r}")
+    refused = judge(stored) if judge is not None else None
+    if refused is not None:
+        raise DecisionError(403, "not_allowed", refused)
     request = stored.request
     if digest is not None and digest != request.args_digest:
         if audit is not None:

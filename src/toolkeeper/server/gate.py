@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Literal
 
 from ..core.context import CALLER_KEY, Caller, Channel
-from .auth import COOKIE, WebSessions
+from .auth import COOKIE, PERSON_PREFIX, WebSessions
 from .clients import OPERATOR, ClientTokens
 from .oauth import Grant, OAuthResource, TokenRejected, not_covered_message
 
@@ -98,7 +98,7 @@ class TokenGate:
             await _metadata(send, self.oauth)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
-        client, via, secret = self._who(headers)
+        client, via, secret, person = self._who(headers)
         grant, rejected = None, None
         if client is None and via == "bearer" and self.oauth is not None \
                 and (path.startswith(self.protected) or path in OPERATOR_PATHS):
@@ -142,7 +142,7 @@ class TokenGate:
             scope.setdefault("state", {})[CALLER_KEY] = Caller(
                 client=client, channel=channel, via=via, page_secret=secret,
                 tools=grant.tools if grant is not None else None,
-                subject=grant.subject if grant is not None else "")
+                subject=grant.subject if grant is not None else person)
         await self.app(scope, receive, send)
 
     async def _unauthorized(self, send: Send, *, mcp: bool,
@@ -254,20 +254,31 @@ class TokenGate:
         self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < full}
 
     def _who(self, headers: dict[bytes, bytes]
-             ) -> tuple[str | None, Literal["bearer", "cookie", "none"], str]:
-        """(client, how it proved it, the page session's secret)."""
+             ) -> tuple[str | None, Literal["bearer", "cookie", "none"], str, str]:
+        """(client, how it proved it, the page session's secret, the named operator's name
+        when it is one of theirs)."""
         value = headers.get(b"authorization", b"")
         if value[:7].lower() == b"bearer ":
             presented = value[7:].strip()
             if self.token is not None and hmac.compare_digest(presented, self.token):
-                return OPERATOR, "bearer", ""
+                return OPERATOR, "bearer", "", ""
             if self.clients is not None:
-                return self.clients.client_for(presented.decode("latin-1")), "bearer", ""
-            return None, "bearer", ""
+                token = presented.decode("latin-1")
+                person = self.clients.operator_for(token)
+                if person is not None:
+                    return OPERATOR, "bearer", "", person
+                return self.clients.client_for(token), "bearer", "", ""
+            return None, "bearer", "", ""
         secret = _cookie(headers.get(b"cookie", b""), COOKIE)
         if secret and self.sessions is not None:
-            return self.sessions.client_for(secret), "cookie", secret
-        return None, "none", ""
+            client = self.sessions.client_for(secret)
+            if client is not None and client.startswith(PERSON_PREFIX):  # a named operator's
+                person = client.removeprefix(PERSON_PREFIX)
+                if self.clients is not None and not self.clients.is_operator(person):
+                    return None, "cookie", secret, ""  # their token was revoked: so is this
+                return OPERATOR, "cookie", secret, person
+            return client, "cookie", secret, ""
+        return None, "none", "", ""
 
 
 def _caller(client: str, via: str, scope: Scope) -> str:

@@ -12,7 +12,10 @@
   ``toolkeeper_approval_time_to_decision_seconds{quantile="0.5"|"0.95"}`` (over the latest
   ``FIGURED`` decisions): the queue's figures, read from the store at each scrape;
 - ``toolkeeper_upstream_up{upstream}``: 1 while the gateway holds a live connection to that
-  MCP server, else 0.
+  MCP server, else 0;
+- ``toolkeeper_notifications_total{channel,outcome}``: this process's notifications of approval
+  requests (the ``NOTIFICATION`` hook): ``sent``, ``retried`` (an attempt failed, another
+  follows), ``failed`` (every attempt failed) or ``dropped`` (too many waiting).
 
 Only the operator reads it (the operator token, an OAuth access token with the operator scope,
 or the page's login), or anyone on loopback
@@ -86,6 +89,9 @@ class ServerMetrics:
         self.waited = Histogram("toolkeeper_approval_wait_seconds", "From a request to its "
                                 "decision.", ["outcome"], buckets=WAIT_BUCKETS,
                                 registry=self.registry)
+        self.notifications = Counter("toolkeeper_notifications", "Notifications of approval "
+                                     "requests, by channel and how they ended.",
+                                     ["channel", "outcome"], registry=self.registry)
         self.registry.register(_Live(self))
         store = invoker.approvals.store
         self.store = store if isinstance(store, SqliteApprovalStore) else None
@@ -96,6 +102,11 @@ class ServerMetrics:
         hooks = invoker.approvals.hooks
         if hooks is not None:
             hooks.register(HookEvent.TOOL_END, self._ended)
+            hooks.register(HookEvent.NOTIFICATION, self._notified)
+
+    def _notified(self, _event: HookEvent, payload: dict[str, Any]) -> None:
+        self.notifications.labels(str(payload.get("channel", "")),
+                                  str(payload.get("outcome", ""))).inc()
 
     def _ended(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         tool, status = self._label(str(payload.get("tool", ""))), str(payload.get("status", ""))

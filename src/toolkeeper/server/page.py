@@ -5,6 +5,7 @@ from the templates beside this module with every value escaped."""
 from __future__ import annotations
 
 import json
+import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,10 +13,15 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ..approval.journal import journals_of
+from ..approval.sqlite import Database
 from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
+from ..notify.ledger import last_failure
 from .auth import COOKIE, WebSessions
+from .card_text import plain
+from .clients import OPERATOR
 from .decide import DecisionError, decide, edit_checked
+from .deciding import Deciders, approver_of
 from .queue import AGES, RISKS, QueueFilter, upstream_of, waiting_page
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
 from .views import card, edit_blocks, figures_text, history_row, session_of
@@ -45,6 +51,17 @@ def edited_json(text: str) -> object:
                             "write a JSON object like the one shown and approve again") from None
 
 
+def failure_line(db: Database) -> str:
+    """The page's line about notifications, when the last one to some channel failed."""
+    failure = last_failure(db)
+    if failure is None:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(failure.ts))
+    return (f"Notifications: the last one to {failure.channel} failed at {when} after "
+            f"{failure.attempts} attempt{'s' if failure.attempts > 1 else ''} "
+            f"({plain(failure.error)}); requests still wait here.")
+
+
 class ApprovalPage:
     """The page's routes (``/``, ``/fragments/inbox``, ``/approvals/{id}`` and its decision
     form, ``/history``, ``/login``, ``/logout``, ``/favicon.ico``, ``/static``).
@@ -55,11 +72,12 @@ class ApprovalPage:
 
     def __init__(self, store: SqliteApprovalStore, audit: AuditLog | None,
                  sessions: WebSessions, *, title: str = "toolkeeper",
-                 catalog: CatalogBase | None = None) -> None:
+                 catalog: CatalogBase | None = None, deciders: Deciders | None = None) -> None:
         from jinja2 import Environment, FileSystemLoader, select_autoescape
 
         self.store, self.audit, self.sessions = store, audit, sessions
         self.title, self.catalog = title, catalog
+        self.deciders = deciders or Deciders()
         self.journals = journals_of(store)  # where a script's call shows its script from
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True,
@@ -96,6 +114,9 @@ class ApprovalPage:
         if client is None:
             return self._login_needed(request)
         stored = await visible_request(self.store, request, client)
+        if stored is not None and not await anyio.to_thread.run_sync(
+                self.deciders.may, caller_of(request), stored):
+            stored = None  # a request this operator may not decide is not theirs to see
         if stored is None:
             return self._render(request, "message.html", status=404, heading="No such request",
                                 text="It does not exist, or it is not yours to see.")
@@ -117,7 +138,9 @@ class ApprovalPage:
                 choice, arguments = "approve", edited_json(str(form.get("arguments", "")))
             await decide(self.store, self.audit, client, request.path_params["id"], choice,
                          message=str(form.get("message", ""))[:MAX_MESSAGE],
-                         digest=str(form.get("digest", "")), approver=f"web:{client}",
+                         digest=str(form.get("digest", "")),
+                         approver=approver_of(caller_of(request)),
+                         judge=partial(self.deciders.refusal, caller_of(request)),
                          arguments=arguments, catalog=self.catalog)
         except DecisionError as exc:
             return self._render(request, "message.html", status=exc.status,
@@ -136,6 +159,9 @@ class ApprovalPage:
             return self._render(request, "preview.html", status=403, blocks=[],
                                 problem="The form is stale (CSRF check): reload the page.")
         stored = await visible_request(self.store, request, client)
+        if stored is not None and not await anyio.to_thread.run_sync(
+                self.deciders.may, caller_of(request), stored):
+            stored = None  # a request this operator may not decide is not theirs to see
         if stored is None:
             return self._render(request, "preview.html", status=404, blocks=[],
                                 problem="No such request, or not yours to see.")
@@ -169,7 +195,8 @@ class ApprovalPage:
                 await decide(self.store, self.audit, client, request_id,
                              str(form.get("decision", "")),
                              message=str(form.get("batch_message", ""))[:MAX_MESSAGE],
-                             digest=digest, approver=f"web:{client}")
+                             digest=digest, approver=approver_of(caller_of(request)),
+                             judge=partial(self.deciders.refusal, caller_of(request)))
             except DecisionError as exc:
                 refused.append(f"{request_id}: {exc}")
         if not picks or refused:
@@ -231,13 +258,19 @@ class ApprovalPage:
             return self._login_needed(request)
         wanted, problem = QueueFilter.of(request.query_params)
 
+        caller = caller_of(request)
+        keep = partial(self.deciders.may, caller) if self.deciders.policies else None
+
         def read() -> dict[str, Any]:
             cursor = self.store.last_event()  # read first: a change after it is replayed
             shown = waiting_page(self.store, wanted, session_id=session_of(client),
-                                 upstream_of=partial(upstream_of, self.catalog))
+                                 upstream_of=partial(upstream_of, self.catalog),
+                                 keep=keep)  # only what this person may decide
             figures = self.store.figures(settle=False) if session_of(client) is None else None
+            failed = failure_line(self.store.db) if client == OPERATOR else ""
             return {"cards": [self._card(s) for s in shown.items], "cursor": cursor,
-                    "queue": shown, "figures": figures_text(figures) if figures else None}
+                    "queue": shown, "figures": figures_text(figures) if figures else None,
+                    "notify_failure": failed}
 
         values = await anyio.to_thread.run_sync(read)  # views may read files
         return self._render(request, template, status=400 if problem else 200,

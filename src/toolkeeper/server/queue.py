@@ -79,15 +79,20 @@ class QueuePage:
 
 
 def waiting_page(store: SqliteApprovalStore, wanted: QueueFilter, *, session_id: str | None,
-                 upstream_of: Callable[[str], str]) -> QueuePage:
+                 upstream_of: Callable[[str], str],
+                 keep: Callable[[StoredApproval], bool] | None = None) -> QueuePage:
     """The page ``wanted`` asks for of the requests waiting now (of ``session_id`` only, for a
-    client; every one for the operator). Blocking: run it in a thread."""
+    client; every one for the operator), of those ``keep`` passes (the ones this person may
+    decide; its lists offer only those too). Blocking: run it in a thread."""
     store.settle()
     rows = store.db.query(_WAITING + (" AND session_id = ?" if session_id else "") +
                           " ORDER BY updated_at", (session_id,) if session_id else ())
     now, needle, passed = time.time(), wanted.q.casefold(), []
     clients, tools, upstreams = set(), set(), set()
     for request_id, session, tool, raw, updated in rows:
+        if keep is not None and not keep(StoredApproval(
+                request=ApprovalRequest.model_validate_json(str(raw)), state="pending")):
+            continue
         client, name, upstream = client_of(str(session)), str(tool), upstream_of(str(tool))
         clients.add(client)
         tools.add(name)

@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING, Any
 from ..approval.persisted import PersistedApprovalHandler
 from ..approval.store import SqliteApprovalStore
 from ..invoke.audit import AuditLog
+from ..policy.engine import Policies
 from .api import ApprovalAPI
 from .auth import WebSessions
+from .deciding import Deciders
 from .gate import TokenGate
 from .page import ApprovalPage
+from .rules_api import RuleRoutes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -33,14 +36,20 @@ __all__ = ["WebApprovalHandler", "web_routes"]
 
 def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: WebSessions,
                *, title: str = "toolkeeper", stopping: threading.Event | None = None,
-               catalog: CatalogBase | None = None) -> list[BaseRoute]:
+               catalog: CatalogBase | None = None,
+               policies: Policies | None = None) -> list[BaseRoute]:
     """The page (``/``, ``/approvals/{id}``, ``/history``, ``/login``) and the API
     (``/api/approvals…``, ``/api/audit``) over one store and audit log: ``ApprovalAPI``'s
     routes, then ``ApprovalPage``'s. Event streams end when ``stopping`` is set. ``catalog``
-    (the invoker's registry) lets a card show its tool's view."""
-    api = ApprovalAPI(store, audit, sessions, stopping=stopping, catalog=catalog)
-    page = ApprovalPage(store, audit, sessions, title=title, catalog=catalog)
-    return api.routes() + page.routes()
+    (the invoker's registry) lets a card show its tool's view and checks an edit's arguments.
+    ``policies`` (the invoker's) decide who may decide what and keep the rules made from
+    decisions (``rules_api.py``)."""
+    deciders = Deciders(policies)
+    rules = RuleRoutes(store, audit, sessions, policies, title=title)
+    api = ApprovalAPI(store, audit, sessions, stopping=stopping, catalog=catalog,
+                      deciders=deciders, rules=rules)
+    page = ApprovalPage(store, audit, sessions, title=title, catalog=catalog, deciders=deciders)
+    return rules.routes() + api.routes() + page.routes()
 
 
 class WebApprovalHandler(PersistedApprovalHandler):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from collections.abc import Awaitable
 from typing import Annotated
 
 from pydantic import Field
@@ -25,6 +26,7 @@ from toolkeeper import (
     resource,
     tool,
 )
+from toolkeeper.core.json import JsonObject, JsonValue
 
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
        "rkJggg==")
@@ -159,9 +161,9 @@ async def test_elicitation_sep1034_defaults(ctx: ToolContext) -> str:
 @tool
 async def test_elicitation_sep1330_enums(ctx: ToolContext) -> str:
     """Ask for a form with every kind of enum field."""
-    titled = [{"const": c, "title": t} for c, t in
+    titled: list[JsonValue] = [{"const": c, "title": t} for c, t in
               (("low", "Low Priority"), ("medium", "Medium Priority"), ("high", "High Priority"))]
-    tags = [{"const": c, "title": t} for c, t in
+    tags: list[JsonValue] = [{"const": c, "title": t} for c, t in
             (("feature", "New Feature"), ("bug", "Bug Fix"), ("docs", "Documentation"))]
     answer = await ctx.elicit("Please select values using different enum schema types", {
         "type": "object", "required": ["untitledSingle", "titledSingle", "untitledMulti",
@@ -238,7 +240,13 @@ def test_prompt_with_image() -> list[object]:
     return [ImageBlock(data=PNG, media_type="image/png"), "Please analyze the image above."]
 
 
-NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+def _field(answer: JsonObject, name: str, default: str | None = None) -> JsonValue:
+    """One field of an elicitation's answer (its default when the person declined)."""
+    content = answer["content"]
+    return content.get(name, default) if isinstance(content, dict) else default
+
+
+NAME_FORM: JsonObject = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
 @tool
@@ -251,7 +259,7 @@ async def test_missing_capability(ctx: ToolContext) -> str:
 async def test_input_required_result_elicitation(ctx: ToolContext) -> str:
     """Ask the user's name, then greet them."""
     answer = await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
-    return f"Hello, {(answer['content'] or {}).get('name', 'stranger')}!"
+    return f"Hello, {_field(answer, 'name', 'stranger')}!"
 
 
 @tool
@@ -266,7 +274,7 @@ async def test_input_required_result_sampling(ctx: ToolContext) -> str:
 async def test_input_required_result_list_roots(ctx: ToolContext) -> str:
     """Ask the client for its roots."""
     roots = await ctx.list_roots(key="client_roots")
-    return f"Client exposed {len(roots)} root(s): " + ", ".join(r["uri"] for r in roots)
+    return f"Client exposed {len(roots)} root(s): " + ", ".join(str(r["uri"]) for r in roots)
 
 
 @tool
@@ -293,7 +301,7 @@ async def test_input_required_result_multi_round(ctx: ToolContext) -> str:
     color = await ctx.elicit("Step 2: What is your favorite color?", {
         "type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
         key="step2")
-    return f"{(name['content'] or {}).get('name')} likes {(color['content'] or {}).get('color')}."
+    return f"{_field(name, 'name')} likes {_field(color, 'color')}."
 
 
 @tool
@@ -307,7 +315,7 @@ async def test_input_required_result_tampered_state(ctx: ToolContext) -> str:
 @tool
 async def test_input_required_result_capabilities(ctx: ToolContext) -> str:
     """Ask only what the client can answer."""
-    asks = []
+    asks: list[Awaitable[object]] = []
     if ctx.client_can("sampling"):
         asks.append(ctx.sample("Say hello", max_tokens=50, key="sample"))
     if ctx.client_can("elicitation"):
@@ -331,7 +339,7 @@ async def test_input_required_result_prompt(ctx: ToolContext) -> str:
     answer = await ctx.elicit("What context should the prompt use?", {
         "type": "object", "properties": {"context": {"type": "string"}},
         "required": ["context"]}, key="user_context")
-    return f"Use the following context: {(answer['content'] or {}).get('context', '?')}"
+    return f"Use the following context: {_field(answer, 'context', '?')}"
 
 
 @tool

@@ -146,3 +146,17 @@ def test_server_info_names_toolkeeper_and_its_version(served: str) -> None:
     events = [line[6:] for line in answer.text.splitlines() if line.startswith("data: {")]
     info = json.loads(events[-1] if events else answer.text)["result"]["serverInfo"]
     assert info == {"name": "toolkeeper", "version": version("toolkeeper")}
+
+
+def test_a_resource_that_is_not_there_is_answered_as_the_2026_revision_says(
+        served: str, tmp_path: Path) -> None:
+    """``sep-2164``'s checks are warnings (a SHOULD), which the legs above let pass: every
+    one of them succeeds here (-32602, the URI in the error's data)."""
+    out = tmp_path / "results"
+    subprocess.run(
+        ["node", "--import", str(PRELOAD), str(_suite(PRERELEASE)), "server", "--url", served,
+         "--scenario", "sep-2164-resource-not-found", "--spec-version", "2026-07-28",
+         "--output-dir", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    checks = [c for found in out.glob("server-*/checks.json")
+              for c in json.loads(found.read_text())]
+    assert checks and {c["status"] for c in checks} == {"SUCCESS"}, checks

@@ -9,6 +9,10 @@ own policy (``inv.policy``) each time.
 
 from __future__ import annotations
 
+from functools import partial
+
+import anyio.to_thread
+
 from ...core.spec import ToolLike
 from ...errors import ConfigError, PolicyDeniedError, StoreError
 from ...extras import MissingExtraError
@@ -44,6 +48,10 @@ class PolicyGate(Gate):
         try:
             decision = self.policies.decide(tool, caller, inv.arguments, limits=inv.policy,
                                             chain=inv.session.chain)
+            if decision.claims:  # an @once rule decides: spend it in the store first
+                decision = await anyio.to_thread.run_sync(partial(
+                    self.policies.settle, decision, tool, caller, inv.arguments,
+                    limits=inv.policy, chain=inv.session.chain))
         except (ConfigError, MissingExtraError, StoreError) as exc:
             raise PolicyDeniedError(f"the call to '{tool.name}' is refused: the policies cannot "
                                     f"be read ({exc}); the operator must fix them",

@@ -1,0 +1,204 @@
+"""From a person's decision to a stored rule: the rule a card proposes ("allow similar",
+"forbid similar") and the check that a rule saved from a decision is no wider than what the
+person saw.
+
+A proposal names this tool (``resource == Tool::"TOOL"``), this client or any client, and the
+arguments that matter: a string with ``*`` is a pattern (``context.args.path like
+"reports/*"``), any other value must be equal. The person may edit the text before it is saved;
+what is saved must still name the request's tool as its resource, an action that calls it
+(``Action::"TOOL"`` or ``Action::"call_tool"``), this client or any client as its principal, and
+in its conditions only ``context.args`` of arguments the card showed. Anything else — another
+tool, another action (``decide``), another client, the caller's or the tool's attributes, the
+time — is refused with a message saying what to take out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import ConfigError
+from .schema import CALL_TOOL
+from .source import parse_text
+
+__all__ = ["DURATIONS", "Proposal", "expiry_of", "narrow", "propose"]
+
+DURATIONS: Mapping[str, float | None] = {"once": None, "1h": 3600.0, "8h": 8 * 3600.0,
+                                         "24h": 24 * 3600.0, "revoked": None}
+"""How long a rule from a decision decides: one call, an hour, 8 hours, a day, or until it is
+revoked."""
+_SHORT = re.compile(r"^(\d+(?:\.\d+)?)s$")
+_ANNOTATIONS = frozenset({"reason", "once", "ask", "id"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposal:
+    """A rule as a card proposes it.
+
+    Attributes:
+        effect: ``permit`` (allow similar) or ``forbid`` (forbid similar).
+        tool: The request's tool.
+        client: The request's client; empty: any client.
+        args: The arguments that matter, each a value (equal) or a string pattern with ``*``.
+        optional: The argument names the tool does not require (tested with ``has`` first).
+        once: Decide one call, then be spent (``@once``).
+        reason: Shown when the rule decides.
+    """
+
+    effect: Literal["permit", "forbid"]
+    tool: str
+    client: str = ""
+    args: Mapping[str, object] | None = None
+    optional: Collection[str] = ()
+    once: bool = False
+    reason: str = ""
+
+
+def propose(proposal: Proposal) -> str:
+    """The Cedar text of ``proposal`` (what the card shows for the person to edit)."""
+    notes = []
+    if proposal.reason:
+        notes.append(f"@reason({json.dumps(proposal.reason)})")
+    if proposal.once:
+        notes.append("@once")
+    principal = (f"principal == Client::{json.dumps(proposal.client)}" if proposal.client
+                 else "principal")
+    head = (f"{proposal.effect} ({principal}, action == Action::{json.dumps(proposal.tool)}, "
+            f"resource == Tool::{json.dumps(proposal.tool)})")
+    tests = [_test(name, value, name in proposal.optional)
+             for name, value in sorted((proposal.args or {}).items())]
+    body = f"\nwhen {{ {' && '.join(tests)} }}" if tests else ""
+    return "\n".join([*notes, head]) + body + ";"
+
+
+def _test(name: str, value: object, optional: bool) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ConfigError(f"argument {name!r} cannot be named in a rule (not a plain name)")
+    path = f"context.args.{name}"
+    if isinstance(value, str) and "*" in value:
+        test = f'{path} like "{_pattern(value)}"'
+    elif isinstance(value, bool | int | str):
+        test = f"{path} == {json.dumps(value)}"
+    else:
+        raise ConfigError(f"argument {name!r}: a rule tests a string, a pattern, a whole "
+                          "number or true/false; leave this argument out of the rule")
+    return f"context.args has {name} && {test}" if optional else test
+
+
+def _pattern(value: str) -> str:
+    """A Cedar ``like`` pattern: ``*`` is the wildcard, everything else is literal."""
+    return "*".join(json.dumps(part)[1:-1].replace("*", r"\*") for part in value.split("*"))
+
+
+def expiry_of(duration: object, *, now: float | None = None) -> tuple[float | None, bool]:
+    """(when the rule ends, whether it decides one call) for a duration: ``once``, ``1h``,
+    ``8h``, ``24h``, ``revoked`` (until revoked), or ``Ns`` (N seconds).
+
+    Raises:
+        ConfigError: another duration.
+    """
+    moment = time.time() if now is None else now
+    text = str(duration)
+    if text in DURATIONS:
+        seconds = DURATIONS[text]
+        return (None if seconds is None else moment + seconds), text == "once"
+    short = _SHORT.match(text)
+    if short is None or float(short.group(1)) <= 0:
+        raise ConfigError(f"rule duration {text!r}: give one of {', '.join(DURATIONS)} "
+                          "(or a number of seconds, as 90s)")
+    return moment + float(short.group(1)), False
+
+
+def narrow(text: str, *, tool: str, client: str, shown: Collection[str]) -> str:
+    """``text`` (one Cedar policy, stripped) when it is no wider than a decision on a request
+    for ``tool`` by ``client`` whose card showed the arguments ``shown``.
+
+    Raises:
+        ConfigError: it is not one policy, or it reaches beyond that request (the message says
+            what to change).
+    """
+    written = parse_text(text, "the rule", stored=True)[0]
+    est = written.est
+    _scope(est, tool=tool, client=client)
+    extra = set(_notes(est)) - _ANNOTATIONS
+    if extra:
+        raise ConfigError(f"the rule carries @{sorted(extra)[0]}: a rule from a decision may "
+                          "carry @reason, @once and @ask only")
+    conditions = est.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict):
+            _within(condition.get("body"), shown)
+    return text.strip()
+
+
+def _notes(est: Mapping[str, object]) -> dict[str, object]:
+    notes = est.get("annotations")
+    return dict(notes) if isinstance(notes, dict) else {}
+
+
+def _scope(est: Mapping[str, object], *, tool: str, client: str) -> None:
+    resource, action, principal = (est.get(k) for k in ("resource", "action", "principal"))
+    if _entity(resource) != ("Tool", tool):
+        raise ConfigError(f'the rule must name this request\'s tool: resource == Tool::"{tool}" '
+                          "(a rule from a decision never reaches another tool)")
+    calls = {("Action", tool), ("Action", CALL_TOOL)}
+    if _entity(action) not in calls:
+        raise ConfigError(f'the rule must be about calling the tool: action == Action::"{tool}"'
+                          " (a rule from a decision never covers another action, such as "
+                          "decide)")
+    if not (isinstance(principal, dict) and principal.get("op") == "All") \
+            and _entity(principal) != ("Client", client):
+        raise ConfigError(f'the rule\'s principal must be this request\'s client (principal == '
+                          f'Client::"{client}") or any client (principal)')
+
+
+def _entity(scope: object) -> tuple[str, str] | None:
+    """``(type, id)`` of a scope ``== ENTITY`` (or ``in ENTITY``, for an action)."""
+    if not isinstance(scope, dict) or scope.get("op") not in ("==", "in"):
+        return None
+    entity = scope.get("entity")
+    if not isinstance(entity, dict):
+        return None
+    kind = entity.get("type", "Action" if "type" not in entity and "id" in entity else None)
+    return (str(kind), str(entity.get("id")))
+
+
+def _within(node: object, shown: Collection[str]) -> None:
+    """Refuse any part of a condition that reads more than ``context.args`` of ``shown``."""
+    if isinstance(node, list):
+        for item in node:
+            _within(item, shown)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in (".", "has") and isinstance(value, dict):
+            _reads(value, shown)
+        elif key == "Var":
+            raise ConfigError(f"the rule's condition reads {value}: a rule from a decision may "
+                              "test only the arguments the card showed (context.args.NAME)")
+        elif key != "Value":
+            _within(value, shown)
+
+
+def _reads(access: Mapping[str, object], shown: Collection[str]) -> None:
+    """An attribute access: fine when it is ``context.args.NAME…`` for a shown NAME (or
+    ``context.args has NAME``)."""
+    path, node = [str(access.get("attr"))], access.get("left")
+    while isinstance(node, dict) and isinstance(node.get("."), dict):
+        inner = node["."]
+        path.insert(0, str(inner.get("attr")))
+        node = inner.get("left")
+    if not (isinstance(node, dict) and node.get("Var") == "context"):
+        _within(node, shown)  # refuses a variable; an expression's own parts are checked
+        raise ConfigError("the rule's condition reads an attribute of something other than "
+                          "context.args; test only the arguments the card showed")
+    if len(path) < 2 or path[0] != "args" or path[1] not in shown:
+        named = ".".join(["context", *path])
+        raise ConfigError(f"the rule's condition reads {named}: a rule from a decision may "
+                          "test only the arguments the card showed ("
+                          + ", ".join(f"context.args.{n}" for n in sorted(shown)) + ")")

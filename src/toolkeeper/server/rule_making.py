@@ -1,0 +1,125 @@
+"""A rule made from a decision: what "allow similar" / "forbid similar" proposes for one
+request, and the stored rule it becomes once the person has chosen (and perhaps edited it).
+
+What the person chooses (``RuleChoice``): the effect, this client or any client, the arguments
+that matter (each a value or a ``*`` pattern), how long (``once``, ``1h``, ``8h``, ``24h``,
+``revoked``) and, if they edited it, the Cedar text. Whatever they wrote, the rule saved is no
+wider than the request they saw (``policy.proposal.narrow``) and checks against the catalog's
+schema (``Policies.check_with``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ..approval.store import StoredApproval
+from ..core.spec import ToolLike
+from ..errors import ConfigError
+from ..policy.engine import Policies
+from ..policy.proposal import Proposal, expiry_of, narrow, propose
+from ..policy.schema import args_type
+from ..policy.source import parse_text
+from ..policy.store import PolicyRule
+from .views import client_of
+
+__all__ = ["RuleChoice", "choice_of", "proposal_text", "rule_json", "rule_of", "shown_args"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuleChoice:
+    """What the person chose for the rule (see the module)."""
+
+    effect: Literal["permit", "forbid"] = "permit"
+    any_client: bool = False
+    args: Mapping[str, object] | None = None
+    """The arguments that matter; ``None``: every argument the rule can test, as sent."""
+    duration: str = "once"
+    text: str = ""
+    reason: str = ""
+
+
+def choice_of(body: object, *, approve: bool) -> RuleChoice:
+    """A ``RuleChoice`` from the API's ``rule`` object: ``effect`` (``permit`` / ``forbid``;
+    by default the decision's), ``client`` (``this`` / ``any``), ``args``, ``for``, ``text``,
+    ``reason``.
+
+    Raises:
+        ConfigError: a field of the wrong kind.
+    """
+    if not isinstance(body, dict):
+        raise ConfigError('"rule" must be an object: {"for": "1h", "client": "this", '
+                          '"args": {"path": "reports/*"}} or {"text": "CEDAR"}')
+    effect = body.get("effect", "permit" if approve else "forbid")
+    client = body.get("client", "this")
+    args = body.get("args")
+    if effect not in ("permit", "forbid") or client not in ("this", "any") or not (
+            args is None or isinstance(args, dict)):
+        raise ConfigError('rule: "effect" is permit or forbid, "client" is this or any, '
+                          '"args" an object of argument names to values or "*" patterns')
+    return RuleChoice(effect=effect, any_client=client == "any", args=args,
+                      duration=str(body.get("for", "once")), text=str(body.get("text") or ""),
+                      reason=str(body.get("reason") or "")[:500])
+
+
+def shown_args(stored: StoredApproval) -> dict[str, object]:
+    """The arguments a rule can test, as the card showed them (strings, whole numbers,
+    true/false)."""
+    return {name: value for name, value in stored.request.arguments.items()
+            if isinstance(value, bool | int | str) and name.isidentifier()}
+
+
+def proposal_text(stored: StoredApproval, choice: RuleChoice, policies: Policies) -> str:
+    """The Cedar text the card proposes for ``choice``."""
+    request = stored.request
+    args = shown_args(stored) if choice.args is None else dict(choice.args)
+    unknown = sorted(set(args) - set(request.arguments))
+    if unknown:
+        raise ConfigError(f"the request has no argument {unknown[0]!r}; a rule tests the "
+                          "arguments the card shows: " + ", ".join(sorted(request.arguments)))
+    tool = policies.catalog.get(request.tool)
+    required = set(_required(tool)) if tool is not None else set()
+    _, once = expiry_of(choice.duration)
+    return propose(Proposal(
+        effect=choice.effect, tool=request.tool,
+        client="" if choice.any_client else client_of(request.session_id), args=args,
+        optional=set(args) - required, once=once, reason=choice.reason))
+
+
+def _required(tool: ToolLike) -> list[str]:
+    attributes = args_type(tool).get("attributes")
+    return [name for name, kind in (attributes.items() if isinstance(attributes, dict) else ())
+            if isinstance(kind, dict) and kind.get("required", True)]
+
+
+def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
+            author: str) -> PolicyRule:
+    """The stored rule for ``choice`` on ``stored`` (checked, not yet saved).
+
+    Raises:
+        ConfigError: it is wider than the request, does not parse, or does not check against
+            the catalog (the message says what to change).
+    """
+    request = stored.request
+    expires, once = expiry_of(choice.duration)
+    text = choice.text.strip() or proposal_text(stored, choice, policies)
+    if once and "@once" not in text:
+        text = "@once\n" + text
+    text = narrow(text, tool=request.tool, client=client_of(request.session_id),
+                  shown=set(request.arguments))
+    said = parse_text(text, "the rule", stored=True)[0].matched
+    verb = "allowed" if said.effect == "permit" else "forbidden"
+    rule = PolicyRule(id=PolicyRule.new_id(), cedar=text, author=author,
+                      reason=said.reason or choice.reason
+                      or f"{verb} by {author} from request {request.id}",
+                      created=time.time(), expires=expires)
+    policies.check_with(rule)
+    return rule
+
+
+def rule_json(rule: PolicyRule) -> dict[str, object]:
+    return {"id": rule.id, "author": rule.author, "reason": rule.reason,
+            "created": rule.created, "expires": rule.expires, "uses": rule.uses,
+            "revoked": rule.revoked, "cedar": rule.cedar, "live": rule.live()}

@@ -1,0 +1,80 @@
+""""Allow similar" in a real browser (Debian's chromium, driven by Playwright): the card
+proposes a rule as Cedar text, the person narrows an argument to a pattern and edits the text,
+saves it with the decision, the call runs, the next similar call runs without asking, and the
+rules page lists the rule and revokes it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .test_serve import TOKEN
+from .test_web import start_page, stop
+from .test_web_browser import _Call, _page, browser  # noqa: F401  (a fixture)
+
+TOOLS = '''
+from toolkeeper import ToolRisk, tool
+
+
+@tool(risk=ToolRisk.HIGH)
+def read_report(path: str, lines: int = 10) -> str:
+    """Read the first lines of a report."""
+    return f"report {path} ({lines} lines)"
+'''
+
+
+def _shows(page: Any, selector: str, needle: str) -> str:
+    """The value of the field once it holds ``needle`` (15 s at most; the page's CSP forbids
+    the string predicates of ``wait_for_function``)."""
+    deadline, seen = time.monotonic() + 15, ""
+    while time.monotonic() < deadline:
+        seen = page.input_value(selector)
+        if needle in seen:
+            return str(seen)
+        page.wait_for_timeout(100)  # a pace for the poll; the condition decides
+    pytest.fail(f"{selector} never held {needle!r}; last: {seen!r}")
+
+
+def test_allow_similar_proposes_an_editable_rule_that_runs_the_next_similar_call(
+        browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url, login = start_page(tmp_path, "--approval-wait", "40",
+                                  tools=str(tmp_path / "tools.py"))
+    try:
+        page = _page(browser, login)
+        call = _Call(url, {"path": "reports/q1.txt", "lines": 5}, tool="read_report")
+        page.wait_for_selector("article.card", timeout=15000)
+        page.click("details.rule summary")
+        area = "form.rule-form textarea[name=text]"
+        proposed = _shows(page, area, 'resource == Tool::"read_report"')
+        assert 'context.args.path == "reports/q1.txt"' in proposed, proposed
+        assert "context.args.lines == 5" in proposed and "@once" in proposed
+        page.select_option("form.rule-form select[name=for]", "8h")
+        page.uncheck("form.rule-form input[name=arg_on][value=lines]")
+        page.fill("form.rule-form input[name='arg.path']", "reports/*")
+        shown = _shows(page, area, 'context.args.path like "reports/*"')
+        assert "lines" not in shown and "@once" not in shown, shown
+        page.fill(area, '@reason("quarterly reports are fine")\n' + shown)  # edited by hand
+        page.click("form.rule-form button.save-rule")
+        result = call.wait()
+        assert not result.is_error and "report reports/q1.txt" in result.content[0].text
+        page.wait_for_selector("#empty", timeout=15000)
+        similar = _Call(url, {"path": "reports/q2.txt", "lines": 50}, tool="read_report").wait()
+        assert not similar.is_error and "reports/q2.txt" in similar.content[0].text
+        rules = httpx.get(f"{url}/api/rules", headers={"Authorization": f"Bearer {TOKEN}"},
+                          timeout=10).json()["rules"]
+        assert len(rules) == 1 and rules[0]["reason"] == "quarterly reports are fine"
+        assert rules[0]["author"] == "operator:operator" and rules[0]["expires"] is not None
+        page.goto(f"{url}/rules")
+        listed = page.inner_text(f"article#{rules[0]['id']}")
+        assert "operator:operator" in listed and 'like "reports/*"' in listed
+        page.click(f"article#{rules[0]['id']} button.deny")
+        page.wait_for_selector(f"article#{rules[0]['id']}.ended", timeout=15000)
+        assert page.evaluate("window.__alerts") == []
+        assert page.evaluate("window.__violations") == []
+    finally:
+        stop(proc)
