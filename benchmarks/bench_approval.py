@@ -10,13 +10,17 @@ chromium (Playwright). Per request:
   SQLite, the waiting call noticing it).
 
 Then the server is killed (-9) and started again on the same port, and the same open page (its
-event stream reconnects with Last-Event-ID) is measured again.
+event stream reconnects with Last-Event-ID) is measured again. Last, ``--waiting N`` requests
+are left waiting (stored as their calls would store them) and the inbox is loaded again and
+again: from navigating to the first page of cards (25, paged and filtered on the server) being
+in the DOM.
 
 The client calls with the default client token ``serve`` makes (the operator's is refused on
 ``/mcp``). With ``--script-lines N`` each call also carries an N-line script (one line a
 ``curl … | sh``), so each card draws a numbered text block as a reviewer sees it.
 
     python benchmarks/bench_approval.py [--requests 50] [--after-restart 20] [--script-lines 200]
+                                        [--waiting 1000]
 """
 
 from __future__ import annotations
@@ -111,6 +115,34 @@ def _measure(page: Any, url: str, work: Path, first: int, count: int, script: st
     return cards, clicks
 
 
+def _fill(work: Path, count: int) -> None:
+    """``count`` waiting requests of ``launch`` in the server's store."""
+    from toolkeeper.approval import ApprovalRequest, SqliteApprovalStore
+    from toolkeeper.approval.models import args_digest
+
+    store, now = SqliteApprovalStore(work / "state" / "toolkeeper.db"), time.time()
+    for n in range(count):
+        arguments: dict[str, object] = {"n": 100_000 + n, "script": f"echo {n}\n"}
+        store.create(ApprovalRequest(
+            call_id=f"w{n}", tool="launch", risk="critical", arguments=arguments,
+            args_digest=args_digest(arguments), session_id="client-default",
+            reason="risk critical is above sensitive", created_at=now, expires_at=now + 3600))
+
+
+def _loads(page: Any, url: str, count: int) -> list[float]:
+    """Navigate to the inbox ``count`` times: until its first page of cards is in the DOM."""
+    from toolkeeper.server.queue import PAGE_SIZE
+
+    took, shown = [], PAGE_SIZE
+    for _ in range(count):
+        started = time.time()
+        page.goto(f"{url}/", wait_until="domcontentloaded")
+        page.wait_for_function(f"document.querySelectorAll('article.card').length === {shown}",
+                               timeout=30000)
+        took.append(time.time() - started)
+    return took
+
+
 def _row(name: str, values: list[float]) -> str:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
@@ -124,6 +156,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--after-restart", type=int, default=20)
+    parser.add_argument("--waiting", type=int, default=1000,
+                        help="requests left waiting when the inbox's first page is timed")
     parser.add_argument("--script-lines", type=int, default=0,
                         help="each call carries a script of this many lines (0: none)")
     args = parser.parse_args()
@@ -147,6 +181,8 @@ def main() -> None:
         try:
             cards_after, clicks_after = _measure(page, url, work, 10_000, args.after_restart,
                                                  script)
+            _fill(work, args.waiting)
+            loads = _loads(page, url, 20)
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=30)
@@ -159,6 +195,7 @@ def main() -> None:
     print(_row("click Approve → tool starts", clicks))
     print(_row("after a restart (kill -9): tools/call → card", cards_after))
     print(_row("after a restart (kill -9): click → tool starts", clicks_after))
+    print(_row(f"{args.waiting:,} waiting: open the inbox → first page of cards", loads))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
-from toolkeeper.adapters.langchain import ToolkeeperTools, decision_of
+from toolkeeper.adapters.langchain import ToolkeeperTools, decision_of, edited_arguments
 from toolkeeper.approval import ApprovalDecision
 
 from .world import DELETED, World
@@ -117,8 +117,56 @@ def test_a_resume_value_that_is_not_a_decision_denies_and_says_what_to_send() ->
     assert decision_of({"decisions": [{"type": "approve"}]}) == (True, "")
     assert decision_of({"type": "reject", "message": "no"}) == (False, "no")
     assert decision_of(True) == (True, "")
-    approved, message = decision_of({"type": "edit"})
+    approved, message = decision_of({"type": "maybe"})
     assert not approved and "resume with {'decisions': [{'type': 'approve'}]}" in message
+    approved, message = decision_of({"type": "edit"})  # an edit without its arguments
+    assert not approved and "edited_action" in message
+    edit = {"decisions": [{"type": "edit", "edited_action": {"name": "x", "args": {"a": 1}}}]}
+    assert decision_of(edit) == (True, "") and edited_arguments(edit) == {"a": 1}
+
+
+async def test_an_edit_decision_runs_the_edited_call_once_and_says_so(tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    governed = ToolkeeperTools(world.invoker, session_id="conversation-1")
+    graph = create_agent(script(), governed.tools, checkpointer=InMemorySaver())
+    run = await graph.ainvoke({"messages": [{"role": "user", "content": "clean up"}]}, THREAD)
+    asked = run["__interrupt__"]
+    configs = asked[0].value["review_configs"][0]["allowed_decisions"]
+    assert configs == ["approve", "edit", "reject"]
+    resume = {i.id: {"decisions": [
+        {"type": "edit", "edited_action": {"name": "delete_file",
+                                           "args": {"path": "/tmp/keep-copy"}}}
+        if i.value["action_requests"][0]["args"]["path"] == "/keep"
+        else {"type": "reject", "message": "no"}]} for i in asked}
+    done = await graph.ainvoke(Command(resume=resume), THREAD)
+    assert done["messages"][-1].content == "done"
+    assert DELETED == ["/tmp/keep-copy"]  # the edit ran once; nothing was asked anew
+    told = tool_messages(done["messages"])["c3"]
+    assert told[0] == "success" and "a person edited the arguments" in told[1]
+    assert world.decisions() == {"/keep": ("done", "langgraph:user"),
+                                 "/tmp/x": ("denied", "langgraph:user")}
+
+
+async def test_an_edit_made_on_toolkeepers_side_resumes_the_graph_as_an_edit(
+        tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    governed = ToolkeeperTools(world.invoker, session_id="conversation-1")
+    graph = create_agent(script(), governed.tools, checkpointer=InMemorySaver())
+    run = await graph.ainvoke({"messages": [{"role": "user", "content": "clean up"}]}, THREAD)
+    for request in world.store.pending("conversation-1"):
+        keep = request.arguments["path"] == "/keep"
+        world.store.decide(ApprovalDecision(
+            request_id=request.id, outcome="approved" if keep else "denied",
+            approver="web:alice", arguments={"path": "/tmp/other"} if keep else None))
+    command = await governed.resume_from_store(run["__interrupt__"])
+    assert command is not None and isinstance(command.resume, dict), command
+    edits = [d for v in command.resume.values() for d in v["decisions"] if d["type"] == "edit"]
+    assert edits == [{"type": "edit", "edited_action": {"name": "delete_file",
+                                                        "args": {"path": "/tmp/other"}}}]
+    done = await graph.ainvoke(command, THREAD)
+    assert done["messages"][-1].content == "done" and DELETED == ["/tmp/other"]
 
 
 async def test_a_failing_tool_is_an_error_tool_message(tmp_path: Path) -> None:

@@ -129,18 +129,45 @@ async def test_a_tool_that_fails_is_a_failed_result_and_the_run_goes_on(tmp_path
     assert [r.status for r in world.rows("fetch")] == ["error"]
 
 
-async def test_an_approval_that_edits_the_arguments_is_asked_anew(tmp_path: Path) -> None:
+async def test_an_approval_that_edits_the_arguments_runs_the_edit_once_and_says_so(
+        tmp_path: Path) -> None:
     DELETED.clear()
+    SEEN.clear()
     world = World(tmp_path / "state.db")
     run = await agent(world).run("clean up")
     edited = DeferredToolResults(approvals={
-        "c3": ToolApproved(override_args={"path": "/etc"}), "c4": False})
+        "c3": ToolApproved(override_args={"path": "/tmp/keep-copy"}), "c4": False})
     again = await agent(world).run(message_history=run.all_messages(),
                                    deferred_tool_results=edited)
-    assert isinstance(again.output, DeferredToolRequests)  # the edited call waits for a person
-    assert DELETED == []
-    assert world.decisions()["/etc"] == ("pending", "")
-    assert world.decisions()["/keep"] == ("pending", "")  # the approval did not apply to it
+    assert again.output == "done"  # nothing asked anew
+    assert DELETED == ["/tmp/keep-copy"]  # the edit ran, once; the asked path never
+    told = next(p for p in SEEN[-1] if "/tmp/keep-copy" in p)
+    assert "a person edited the arguments" in told and "Changed: path" in told
+    assert world.decisions() == {"/keep": ("done", "pydantic-ai:user"),
+                                 "/tmp/x": ("denied", "pydantic-ai:user")}
+    (ran,) = [r for r in world.rows("delete_file") if r.status == "ok"]
+    assert ran.arguments == {"path": "/keep"} and "with edited arguments" in (ran.decision or "")
+
+
+async def test_an_edit_made_on_toolkeepers_side_resumes_as_override_args(tmp_path: Path) -> None:
+    DELETED.clear()
+    world = World(tmp_path / "state.db")
+    run = await agent(world).run("clean up")
+    requests = run.output
+    assert isinstance(requests, DeferredToolRequests)
+    for request in world.store.pending():
+        keep = request.arguments["path"] == "/keep"
+        world.store.decide(ApprovalDecision(
+            request_id=request.id, outcome="approved" if keep else "denied",
+            approver="web:alice", arguments={"path": "/tmp/other"} if keep else None))
+    governed = ToolkeeperToolset(world.invoker, session_id="conversation-1")
+    results = await governed.results_from_store(requests)
+    approved = results.approvals["c3"]
+    assert isinstance(approved, ToolApproved) and approved.override_args == {"path": "/tmp/other"}
+    resumed = await agent(world).run(message_history=run.all_messages(),
+                                     deferred_tool_results=results)
+    assert resumed.output == "done" and DELETED == ["/tmp/other"]
+    assert world.decisions()["/keep"] == ("done", "web:alice")
 
 
 async def test_with_pydantic_ais_instrumentation_a_call_has_one_execute_tool_span_ours_inside(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
-from ..approval.models import ApprovalDecision, args_digest
+from ..approval.models import ApprovalDecision, args_digest, changed
 from ..approval.store import ApprovalStore, FindsOpen, StoredApproval
 from ..core.call import ToolCall
 from ..core.context import Caller
@@ -106,13 +106,16 @@ class GovernedCalls:
                                               self.tool_name(wire_name), args_digest(dict(arguments)))
 
     async def decided(self, wire_name: str, arguments: Mapping[str, object], call_id: str, *,
-                      approved: bool, message: str = "") -> InvocationResult:
-        """The framework's person approved or denied this call: record it (once) and make the
-        call again through the door — approved, it runs exactly once; denied, the model is told
-        why and the audit log has the denial."""
+                      approved: bool, message: str = "",
+                      edited: Mapping[str, object] | None = None) -> InvocationResult:
+        """The framework's person approved or denied this call (``arguments``: as the model
+        asked it; ``edited``: the arguments the person approved instead): record it (once) and
+        make the asked call again through the door — approved, it runs exactly once (with the
+        edit, and the model is told so); denied, the model is told why and the audit log has
+        the denial."""
         found = await self.open_request(wire_name, arguments)
         if found is not None and found.state == "pending":
-            await self._record(found, approved=approved, message=message)
+            await self._record(found, approved=approved, message=message, edited=edited)
             if not approved:
                 found = await self.open_request(wire_name, arguments)
         if not approved and (found is None or found.state != "denied"):
@@ -125,15 +128,20 @@ class GovernedCalls:
                 approval_id=found.request.id if found else None)
         return await self.call(wire_name, arguments, call_id)
 
-    async def _record(self, found: StoredApproval, *, approved: bool, message: str) -> None:
+    async def _record(self, found: StoredApproval, *, approved: bool, message: str,
+                      edited: Mapping[str, object] | None = None) -> None:
         """The framework's person's decision, in the store: applied only while the request is
-        pending (a decision made first elsewhere stands)."""
+        pending (a decision made first elsewhere stands). An edit that changes nothing is an
+        approval as asked."""
         store = self.store
         if store is None:
             return
+        if edited is not None and (not approved or not changed(found.request.arguments,
+                                                                edited)):
+            edited = None
         decision = ApprovalDecision(
             request_id=found.request.id, outcome="approved" if approved else "denied",
-            approver=self.approver,
+            approver=self.approver, arguments=dict(edited) if edited is not None else None,
             message=message or ("" if approved else f"denied in {self.framework}"))
         await anyio.to_thread.run_sync(store.decide, decision)
 

@@ -15,8 +15,10 @@ Every call the agent makes goes through ``ToolInvoker.invoke``. In LangChain's i
   calls LangGraph's ``interrupt`` with a request shaped like ``HumanInTheLoopMiddleware``'s
   (``action_requests``, ``review_configs``) plus the stored request's ``approval_id``. Resume
   the graph with ``Command(resume={"decisions": [{"type": "approve"}]})`` (or
-  ``{"type": "reject", "message": ...}``): the decision is recorded in the approval store and
-  the audit log, and an approved call runs once through the door. Needs a checkpointer (a
+  ``{"type": "reject", "message": ...}``, or ``{"type": "edit", "edited_action": {"name": ...,
+  "args": {...}}}`` to approve it with other arguments): the decision is recorded in the
+  approval store and the audit log, and an approved call runs once through the door (an edited
+  one with the edit, and the model is told what changed). Needs a checkpointer (a
   SQLite one carries a run across a restart; give the new objects the same ``session_id``).
   Several risky calls in one turn are several interrupts: resume with a map of interrupt id to
   decision, ``Command(resume={i.id: {"decisions": [...]} for i in run["__interrupt__"]})``, as
@@ -34,6 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ..approval.models import ApprovalDecision
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
 from ..tools.runner import run_coroutine_sync
@@ -48,7 +51,7 @@ except ImportError as exc:
     raise ImportError("toolkeeper.adapters.langchain needs langchain-core and langgraph; install "
                       "them with pip install 'toolkeeper[langchain]'") from exc
 
-__all__ = ["GovernedTool", "ToolkeeperTools", "decision_of"]
+__all__ = ["GovernedTool", "ToolkeeperTools", "decision_of", "edited_arguments"]
 
 FRAMEWORK = "langgraph"
 _CALL_ID: ContextVar[str] = ContextVar("toolkeeper_langchain_call_id", default="")
@@ -77,18 +80,22 @@ class GovernedTool(BaseTool):
         arguments, call_id = _arguments(kwargs), _CALL_ID.get() or _new_call_id()
         result: InvocationResult = run_coroutine_sync(self._first(arguments, call_id))
         if result.status == "pending":
-            approved, message = self._interrupt(arguments, result)
+            resumed = self._interrupt(arguments, result)
+            approved, message = decision_of(resumed)
             result = run_coroutine_sync(self.calls.decided(
-                self.name, arguments, call_id, approved=approved, message=message))
+                self.name, arguments, call_id, approved=approved, message=message,
+                edited=edited_arguments(resumed)))
         return answer(result)
 
     async def _arun(self, *args: object, **kwargs: object) -> str:
         arguments, call_id = _arguments(kwargs), _CALL_ID.get() or _new_call_id()
         result = await self._first(arguments, call_id)
         if result.status == "pending":
-            approved, message = self._interrupt(arguments, result)
+            resumed = self._interrupt(arguments, result)
+            approved, message = decision_of(resumed)
             result = await self.calls.decided(self.name, arguments, call_id,
-                                              approved=approved, message=message)
+                                              approved=approved, message=message,
+                                              edited=edited_arguments(resumed))
         return answer(result)
 
     async def _first(self, arguments: dict[str, object], call_id: str) -> InvocationResult:
@@ -102,10 +109,9 @@ class GovernedTool(BaseTool):
                 approval_id=found.request.id)
         return await calls.call(self.name, arguments, call_id)
 
-    def _interrupt(self, arguments: dict[str, object], result: InvocationResult
-                   ) -> tuple[bool, str]:
-        """Stop the graph for the graph's person (LangGraph's ``interrupt``); resumed, their
-        decision."""
+    def _interrupt(self, arguments: dict[str, object], result: InvocationResult) -> object:
+        """Stop the graph for the graph's person (LangGraph's ``interrupt``); resumed, what
+        the graph was resumed with (their decision)."""
         try:
             asked = interrupt(_request(self, arguments, result, self.calls))
         except KeyError:  # called outside a graph run: nothing to stop and resume
@@ -115,7 +121,7 @@ class GovernedTool(BaseTool):
                 "Run the tool in a graph with a checkpointer, or decide the request "
                 f"({self.calls.invoker.approvals.where(result.approval_id or '')}) and call "
                 "again") from None
-        return decision_of(asked)
+        return asked
 
 
 class ToolkeeperTools:
@@ -156,10 +162,7 @@ class ToolkeeperTools:
             decision = (await self.calls.decisions([approval_id])).get(approval_id)
             if decision is None:
                 continue
-            resume[pending.id] = {"decisions": [
-                {"type": "approve"} if decision.approved else
-                {"type": "reject", "message": decision.message or
-                 f"denied by {decision.approver or 'a person'}"}]}
+            resume[pending.id] = {"decisions": [_as_hitl(decision, value)]}
         return Command(resume=resume) if resume else None
 
     def resume_from_store_sync(self, interrupts: Iterable[Interrupt]) -> Command[str] | None:
@@ -200,21 +203,57 @@ def _request(tool: BaseTool, arguments: Mapping[str, object], result: Invocation
                                  f"(request {result.approval_id}, also decided by {where}); "
                                  "nothing ran yet"}],
             "review_configs": [{"action_name": tool.name,
-                                "allowed_decisions": ["approve", "reject"]}],
+                                "allowed_decisions": ["approve", "edit", "reject"]}],
             "approval_id": result.approval_id}
+
+
+def _as_hitl(decision: ApprovalDecision, request: Mapping[str, object]) -> dict[str, object]:
+    """A decision made on toolkeeper's side in HumanInTheLoopMiddleware's shape (an edit as
+    ``edit`` with its ``edited_action``)."""
+    if not decision.approved:
+        return {"type": "reject",
+                "message": decision.message or f"denied by {decision.approver or 'a person'}"}
+    if decision.arguments is None:
+        return {"type": "approve"}
+    actions = request.get("action_requests")
+    first = actions[0] if isinstance(actions, list) and actions else {}
+    name = first.get("name", "") if isinstance(first, Mapping) else ""
+    return {"type": "edit", "edited_action": {"name": name, "args": decision.arguments}}
+
+
+def _first_decision(resume: object) -> object:
+    if isinstance(resume, Mapping) and isinstance(resume.get("decisions"), list) \
+            and resume["decisions"]:
+        return resume["decisions"][0]
+    return resume
+
+
+def edited_arguments(resume: object) -> dict[str, object] | None:
+    """The arguments a person approved instead of the asked ones: an ``edit`` decision's
+    ``edited_action["args"]`` (HumanInTheLoopMiddleware's), else ``None``."""
+    decision = _first_decision(resume)
+    if not isinstance(decision, Mapping) or decision.get("type") != "edit":
+        return None
+    action = decision.get("edited_action")
+    args = action.get("args") if isinstance(action, Mapping) else None
+    return {str(k): v for k, v in args.items()} if isinstance(args, Mapping) else None
 
 
 def decision_of(resume: object) -> tuple[bool, str]:
     """(approved, message) from what the graph was resumed with: ``{"decisions": [{"type":
     "approve"}]}`` (HumanInTheLoopMiddleware's), ``{"type": "reject", "message": "…"}``,
     ``"approve"``/``"reject"`` or a bool. Anything else is a denial that says what to send."""
-    if isinstance(resume, Mapping) and isinstance(resume.get("decisions"), list) \
-            and resume["decisions"]:
-        resume = resume["decisions"][0]
+    resume = _first_decision(resume)
     if isinstance(resume, bool):
         return resume, ""
     if isinstance(resume, str):
         resume = {"type": resume}
+    if isinstance(resume, Mapping) and resume.get("type") == "edit":
+        if edited_arguments(resume) is None:
+            return False, ("the graph was resumed with an edit without edited_action.args; "
+                           "resume with {'type': 'edit', 'edited_action': {'name': ..., "
+                           "'args': {...}}}")
+        return True, ""
     if isinstance(resume, Mapping) and resume.get("type") in ("approve", "reject"):
         return resume["type"] == "approve", str(resume.get("message") or "")
     return False, (f"the graph was resumed with {resume!r}, which is not a decision; resume "

@@ -12,11 +12,14 @@ Every call the agent makes goes through ``ToolInvoker.invoke``. In pydantic-ai's
 - a call that waits for a person (the door answered ``pending``) raises ``ApprovalRequired``:
   the run ends with ``DeferredToolRequests`` (``metadata[call_id]["approval_id"]`` names the
   stored request). Resume the run with ``DeferredToolResults``: a ``ToolApproved`` call is
-  recorded as approved in the approval store and runs once through the door; a ``ToolDenied``
-  one is recorded as denied (the capability sees the results before the calls are made);
+  recorded as approved in the approval store and runs once through the door — with
+  ``ToolApproved(override_args={...})`` it runs once with those arguments instead (the request
+  asked with the model's is the one approved, and the model is told what changed); a
+  ``ToolDenied`` one is recorded as denied (the capability sees the results before the calls
+  are made);
 - ``await governed.results_from_store(requests)`` turns the decisions made on toolkeeper's side
   (the approval page, the API, ``toolkeeper approvals decide``) into the ``DeferredToolResults``
-  that resume the run.
+  that resume the run (an edit made there as ``override_args``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..approval.models import args_digest
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
 from .calls import GovernedCalls
@@ -32,6 +36,7 @@ try:
     from pydantic_ai import CallToolsNode, RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed
+    from pydantic_ai.messages import ModelResponse
     from pydantic_ai.tools import (
         DeferredToolRequests,
         DeferredToolResults,
@@ -94,8 +99,11 @@ class ToolkeeperToolset(AbstractToolset[object]):
     async def call_tool(self, name: str, tool_args: dict[str, object], ctx: RunContext[object],
                         tool: ToolsetTool[object]) -> object:
         call_id = ctx.tool_call_id or ""
-        if ctx.tool_call_approved:
-            result = await self.calls.decided(name, tool_args, call_id, approved=True)
+        if ctx.tool_call_approved:  # the person may have approved other arguments
+            asked = _asked(ctx, call_id, tool_args)
+            result = await self.calls.decided(
+                name, asked, call_id, approved=True,
+                edited=tool_args if asked is not tool_args else None)
         else:
             result = await self.calls.call(name, tool_args, call_id)
         return answer(result)
@@ -109,9 +117,26 @@ class ToolkeeperToolset(AbstractToolset[object]):
             decision = found.decision if found is not None else None
             if decision is None or decision.outcome == "pending":
                 continue
-            approvals[part.tool_call_id] = ToolApproved() if decision.approved else ToolDenied(
-                decision.message or f"denied by {decision.approver or 'a person'}")
+            approvals[part.tool_call_id] = ToolApproved(override_args=decision.arguments) \
+                if decision.approved else ToolDenied(
+                    decision.message or f"denied by {decision.approver or 'a person'}")
         return DeferredToolResults(approvals=approvals)
+
+
+def _asked(ctx: RunContext[object], call_id: str, given: dict[str, object]
+           ) -> dict[str, object]:
+    """The arguments the model asked with, for a call resumed as approved: pydantic-ai passes
+    a person's ``ToolApproved(override_args=…)`` as the call's arguments, and the request waits
+    under the asked ones (found in the run's messages). ``given`` itself when they are the
+    same or the call is not found."""
+    for message in reversed(ctx.messages):
+        if not isinstance(message, ModelResponse):
+            continue
+        for part in message.tool_calls:
+            if part.tool_call_id == call_id:
+                asked = part.args_as_dict()
+                return given if args_digest(asked) == args_digest(given) else asked
+    return given
 
 
 def answer(result: InvocationResult) -> object:

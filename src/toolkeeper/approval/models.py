@@ -6,6 +6,7 @@ import hashlib
 import json
 import secrets
 import time
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import ClassVar, Literal
 
@@ -14,8 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..core.call import ToolCall
 from ..core.risk import HitlMode, ToolRisk
 
-__all__ = ["OLD_EXPIRED", "SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision",
-           "ApprovalOutcome", "ApprovalRequest", "args_digest", "as_decision", "duration"]
+__all__ = ["NEVER_S", "OLD_EXPIRED", "SESSION_GRANT_S", "ApprovalAnswer", "ApprovalDecision",
+           "ApprovalOutcome", "ApprovalRequest", "args_digest", "as_decision", "changed",
+           "duration"]
+
+NEVER_S = 100 * 365 * 86400.0
+"""A time-to-live of ``never``: a request that waits for a person however long it takes (a
+hundred years, so the store keeps a number and every bound stays finite)."""
 
 SESSION_GRANT_S = 900.0
 """How long "approve for this client" (``scope="session"``) lets the same tool run again in
@@ -55,6 +61,13 @@ def duration(seconds: float) -> str:
         return f"{minutes} min"
     hours, rest = divmod(minutes, 60)
     return f"{hours} h" + (f" {rest} min" if rest else "")
+
+
+def changed(asked: Mapping[str, object], edited: Mapping[str, object]) -> list[str]:
+    """The top-level arguments an edit changed, added or removed, sorted (one left out is
+    the same as one given as ``null``)."""
+    keys = set(asked) | set(edited)
+    return sorted(k for k in keys if args_digest(asked.get(k)) != args_digest(edited.get(k)))
 
 
 def args_digest(arguments: object) -> str:
@@ -140,6 +153,10 @@ class ApprovalDecision(BaseModel):
     approver: str = ""
     scope: Literal["once", "session"] = "once"
     decided_at: float = Field(default_factory=time.time)
+    arguments: dict[str, object] | None = None
+    """Approved with these arguments instead of the asked ones (a person edited them): the
+    call runs with them, once; the request stays bound to the asked arguments' digest, so the
+    same call made again is told this run's result."""
 
     @field_validator("outcome", mode="before")
     @classmethod
@@ -151,6 +168,11 @@ class ApprovalDecision(BaseModel):
     @property
     def approved(self) -> bool:
         return self.outcome == "approved"
+
+    @property
+    def edited(self) -> bool:
+        """Approved with other arguments than the asked ones."""
+        return self.arguments is not None
 
 
 ApprovalAnswer = ApprovalDecision | ApprovalOutcome | str | bool

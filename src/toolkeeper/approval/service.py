@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import anyio
@@ -22,7 +22,14 @@ from ..core.risk import HitlMode, ToolRisk
 from ..core.spec import ToolLike
 from ..hooks import HookEvent, HookManager
 from .handlers import ApprovalHandler, Expires, Rejoins, Releases
-from .models import ApprovalDecision, ApprovalRequest, args_digest, as_decision, duration
+from .models import (
+    NEVER_S,
+    ApprovalDecision,
+    ApprovalRequest,
+    args_digest,
+    as_decision,
+    duration,
+)
 from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, StoredApproval
 from .where import decide_command
 
@@ -43,6 +50,8 @@ class ApprovalPolicy(Protocol):
     @property
     def approval_ttl_s(self) -> float | None: ...
     @property
+    def approval_ttl_tools(self) -> Mapping[str, float | Literal["never"]]: ...
+    @property
     def hitl_timeout_seconds(self) -> float: ...
 
 
@@ -55,6 +64,7 @@ class WaitPolicy:
     unapproved_tools: frozenset[str] = frozenset()
     approval_timeout_s: float = 55.0
     approval_ttl_s: float | None = None
+    approval_ttl_tools: Mapping[str, float | Literal["never"]] = field(default_factory=dict)
     hitl_timeout_seconds: float = 30.0
 
 
@@ -66,13 +76,21 @@ def ceiling(policy: ApprovalPolicy, *, chain: bool) -> ToolRisk:
     return ToolRisk.SAFE if chain else ToolRisk.SENSITIVE
 
 
-def request_ttl(policy: ApprovalPolicy, mode: HitlMode) -> float:
+def request_ttl(policy: ApprovalPolicy, mode: HitlMode, tool: ToolLike | None = None,
+                asked: float | str | None = None) -> float:
     """How long a request asked in ``mode`` stays approvable: CONTINUE_ON_TIMEOUT's ends at
-    ``hitl_timeout_seconds`` (then it is approved), BLOCKING's at ``approval_ttl_s`` (a
-    server's call answers 'pending' and is made again) or, without one, when the call stops
-    waiting (``approval_timeout_s``)."""
+    ``hitl_timeout_seconds`` (then it is approved); any other's at ``asked`` (the ``@ttl`` of
+    the policy that asks), else the tool's own time-to-live — the policy's
+    ``approval_ttl_tools`` for it, else its metadata's ``approval_ttl`` —, else
+    ``approval_ttl_s`` (a server's call answers 'pending' and is made again), else when the
+    call stops waiting (``approval_timeout_s``). ``never`` is ``NEVER_S``."""
     if mode is HitlMode.CONTINUE_ON_TIMEOUT:
         return policy.hitl_timeout_seconds
+    own: float | str | None = asked
+    if own is None and tool is not None:
+        own = policy.approval_ttl_tools.get(tool.name, tool.metadata.approval_ttl)
+    if own is not None:
+        return NEVER_S if own == "never" else float(own)
     ttl = policy.approval_ttl_s
     return ttl if ttl is not None else policy.approval_timeout_s
 

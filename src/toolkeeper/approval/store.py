@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from .pg import CHANNEL, PgDatabase, is_url, open_database
 from .sqlite import Connection
 from .states import RULES, Operation, State, Transition, decider, sources, stored, transition
 
-__all__ = ["RULES", "AnnouncesChanges", "ApprovalStore", "FindsOpen", "PostgresApprovalStore", "Replays",
-           "Settles", "SqliteApprovalStore", "State", "StoredApproval"]
+__all__ = ["FIGURED", "RULES", "AnnouncesChanges", "ApprovalStore", "FindsOpen",
+           "PostgresApprovalStore", "QueueFigures", "Replays", "Settles", "SqliteApprovalStore",
+           "State", "StoredApproval"]
 
 DENIAL_HOLDS_S = 600.0
 """How long a denial (or a run whose caller may have given up) answers the same call made
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS approval_events (
     state TEXT NOT NULL,
     ts REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS approval_events_request ON approval_events(request_id, state);
 UPDATE approvals SET state = 'expired' WHERE state = 'timeout';
 """
 # (the last statement: an expired request was stored as 'timeout' before it had its own name;
@@ -60,6 +63,34 @@ UPDATE approvals SET state = 'expired' WHERE state = 'timeout';
 
 _EVENT = ("INSERT INTO approval_events (request_id, session_id, state, ts) "
           "SELECT id, session_id, state, ? FROM approvals WHERE id = ?")
+
+
+FIGURED = 1000
+"""How many of the latest decisions the median and p95 time to decision are taken over."""
+_DECISION_TIMES = (
+    "SELECT d.ts - p.ts FROM approval_events d JOIN approval_events p ON p.request_id = "
+    "d.request_id AND p.state = 'pending' WHERE d.state IN ('approved', 'denied', 'skipped') "
+    "ORDER BY d.seq DESC LIMIT ?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueFigures:
+    """Where the queue stands: requests waiting now, how long the oldest has waited, the median
+    and 95th percentile of the time from a request to its decision over the latest
+    ``FIGURED`` decisions (``None`` before any), and how many requests expired."""
+
+    waiting: int
+    oldest_s: float | None
+    median_s: float | None
+    p95_s: float | None
+    expired: int
+
+
+def _quantile(ordered: list[float], q: float) -> float | None:
+    """The ``q`` quantile of sorted values (nearest rank); ``None`` for none."""
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,6 +347,24 @@ class SqliteApprovalStore:
                                  "seq > ? AND session_id = ? ORDER BY seq LIMIT ?",
                                  (after, session_id, limit))
         return [(int(str(r[0])), str(r[1]), str(r[2])) for r in rows]
+
+    def figures(self, *, settle: bool = True) -> QueueFigures:
+        """The queue's figures now (``QueueFigures``); requests past their time expire first
+        (``settle=False``: the caller just settled them)."""
+        if settle:
+            self.settle()
+        counts = {str(r[0]): int(str(r[1])) for r in self.db.query(
+            "SELECT state, COUNT(*) FROM approvals WHERE state IN ('pending', 'expired') "
+            "GROUP BY state")}
+        oldest = self.db.query("SELECT MIN(updated_at) FROM approvals WHERE state = 'pending'")
+        times = sorted(max(0.0, float(str(r[0])))
+                       for r in self.db.query(_DECISION_TIMES, (FIGURED,)))
+        first = oldest[0][0] if oldest else None
+        return QueueFigures(
+            waiting=counts.get("pending", 0),
+            oldest_s=max(0.0, time.time() - float(str(first))) if first is not None else None,
+            median_s=_quantile(times, 0.5), p95_s=_quantile(times, 0.95),
+            expired=counts.get("expired", 0))
 
     def last_event(self) -> int:
         """The cursor of the newest change (0 when there is none)."""

@@ -98,7 +98,8 @@ def _policy(settings: ServeSettings) -> ChainPolicy:
     policy = policy.model_copy(update={"approval_ttl_s": settings.flags.approval_ttl,
                                        "approval_timeout_s": settings.flags.approval_wait})
     if config is not None:
-        policy = policy.model_copy(update={"max_audit_rows": config.security.max_audit_rows})
+        policy = policy.model_copy(update={"max_audit_rows": config.security.max_audit_rows,
+                                           "approval_ttl_tools": config.approval.ttl})
     return policy
 
 

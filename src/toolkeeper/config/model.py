@@ -220,6 +220,18 @@ class ApprovalSection(_Section):
     channels: list[Channel] = Field(default_factory=lambda: list[Channel](["page"]))
     notify: NotifySection = Field(default_factory=NotifySection)
     """``[approval.notify]``: notifications of each request (ntfy, email, Slack, …)."""
+    ttl: dict[str, float | Literal["never"]] = Field(default_factory=dict)
+    """Per tool name, how long its requests stay approvable: seconds, or ``"never"`` (it waits
+    for a person however long it takes). Over the tool's own ``approval_ttl`` and over
+    ``--approval-ttl``, which stays the default for every other tool."""
+
+    @field_validator("ttl")
+    @classmethod
+    def _positive(cls, value: dict[str, float | str]) -> dict[str, float | str]:
+        bad = [name for name, ttl in value.items() if ttl != "never" and float(ttl) <= 0]
+        if bad:
+            raise ValueError(f"ttl of {', '.join(bad)}: give seconds above 0, or \"never\"")
+        return value
 
     @field_validator("channels")
     @classmethod

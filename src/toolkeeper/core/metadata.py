@@ -63,10 +63,21 @@ class ToolMetadata(BaseModel):
     locality: Literal["local", "remote", "any"] = "any"
     """Where it must run: ``local`` (the user's machine: files, a shell), ``remote`` (best served
     by a server, e.g. web search) or ``any``."""
+    approval_ttl: float | Literal["never"] | None = None
+    """How long a request to run this tool stays approvable (seconds, or ``"never"``: it waits
+    for a person however long it takes); ``None``: the policy's. An operator's per-tool
+    setting (``ChainPolicy.approval_ttl_tools``, ``[approval] ttl``) wins over it."""
     extra: dict[str, object] = Field(default_factory=dict)
     """Application-specific data. toolkeeper reads one key of its own: ``security_policy``,
     which the built-in file and shell tools set so the approval page can show a write as a
     diff against the workspace and a command with its sandbox. Never exported to a provider."""
+
+    @field_validator("approval_ttl")
+    @classmethod
+    def _positive_ttl(cls, value: float | str | None) -> float | str | None:
+        if isinstance(value, float | int) and value <= 0:
+            raise ValueError("approval_ttl must be a number of seconds above 0, or 'never'")
+        return value
 
     @field_validator("tags", "custom_tags", mode="before")
     @classmethod

@@ -269,6 +269,7 @@ class ToolInvoker:
         trail = ApprovalTrail(id=approval_id)
         if claim.decision is not None:
             trail.decided(claim.decision.outcome, claim.decision.approver)
+            trail.run_with = claim.decision.arguments
         result = await self.invoke(call, session=session, _pre_approved=trail)
         await self.approvals.complete(approval_id, {
             "status": result.status, "text": result.text[:2000], "error_code": result.error_code})

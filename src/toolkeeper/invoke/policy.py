@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..core.risk import ToolRisk
 from ..errors import ConfigError
@@ -45,6 +52,10 @@ class ChainPolicy(BaseModel):
     server's calls answer 'pending' and are made again); ``None``: as long as a call waits
     (``approval_timeout_s``). Past it, the request expires (CONTINUE_ON_TIMEOUT: it is
     approved, as that mode says)."""
+    approval_ttl_tools: dict[str, float | Literal["never"]] = Field(default_factory=dict)
+    """Per tool name, how long its stored requests stay approvable (seconds, or ``"never"``),
+    over ``approval_ttl_s`` and over the tool's own ``metadata.approval_ttl``
+    (``[approval] ttl`` in a config)."""
     unapproved_tools: frozenset[str] = frozenset()
     """Tools that never need approval whatever their risk (the built-ins under
     ``autonomy = "full"``)."""
@@ -77,6 +88,15 @@ class ChainPolicy(BaseModel):
             if own:
                 raise own[0] from None
             raise
+
+    @field_validator("approval_ttl_tools")
+    @classmethod
+    def _positive_ttls(cls, value: dict[str, float | str]) -> dict[str, float | str]:
+        bad = [name for name, ttl in value.items() if ttl != "never" and float(ttl) <= 0]
+        if bad:
+            raise ValueError(f"approval_ttl_tools of {', '.join(bad)}: give seconds above 0, "
+                             "or 'never'")
+        return value
 
     @model_validator(mode="after")
     def _approval_before_call_timeout(self) -> ChainPolicy:

@@ -36,9 +36,27 @@ class ApprovalTrail:
     waited_s: float | None = None
     """How long the call waited for the decision (``None``: it did not wait)."""
 
+    ran_digest: str | None = None
+    """The digest of the arguments that ran, when a person edited them before approving."""
+    edited: tuple[str, ...] = ()
+    """The arguments that edit changed."""
+    run_with: dict[str, object] | None = None
+    """Set by ``resume``: the edited arguments the approved call runs with."""
+
     def decided(self, outcome: str, approver: str) -> None:
         """Record a final decision (``approver`` empty when nobody said who)."""
         self.outcome, self.approver = outcome, approver or None
+
+    def edit(self, ran_digest: str, edited: list[str]) -> None:
+        """Record that the call runs with a person's edit of its arguments."""
+        self.ran_digest, self.edited = ran_digest, tuple(edited)
+
+    def described(self) -> str | None:
+        """The audit row's decision: the outcome, and an edit's digest and changed names."""
+        if self.outcome is None or self.ran_digest is None:
+            return self.outcome
+        return (f"{self.outcome} with edited arguments (ran {self.ran_digest}; changed: "
+                f"{', '.join(self.edited) or 'none'})")
 
 
 class Changes(TypedDict, total=False):

@@ -22,6 +22,8 @@ class Matched:
         ask: A permit marked ``@ask`` (a person decides).
         reason: Its ``@reason``, when it gives one.
         where: Where it is written: ``FILE:LINE``, ``store`` or ``default``.
+        ttl: An asking permit's ``@ttl``: how long the request it makes stays approvable
+            (seconds, or ``"never"``); ``None`` when it gives none.
         once: A stored rule marked ``@once``: it decides one call, then it is spent.
     """
 
@@ -30,6 +32,7 @@ class Matched:
     ask: bool = False
     reason: str = ""
     where: str = ""
+    ttl: float | Literal["never"] | None = None
     once: bool = False
 
     def describe(self) -> str:
@@ -82,6 +85,15 @@ class PolicyDecision:
         return (f"the call to '{tool}' is refused: no policy permits it (deny by default); "
                 "it did not run — the operator can add a permit policy for it (toolkeeper "
                 "policy explain shows which policies were considered)")
+
+    def ttl(self) -> float | Literal["never"] | None:
+        """The time-to-live the asking policies give the request (``ask`` only): the shortest
+        ``@ttl`` among them, ``"never"`` only when that is all they say; ``None`` for none."""
+        given = [p.ttl for p in self.policies if p.ask and p.ttl is not None]
+        seconds = [t for t in given if t != "never"]
+        if seconds:
+            return min(seconds)
+        return "never" if given else None
 
     def summary(self) -> str:
         """``allow by policy X``, for the audit row and ``policy explain``."""

@@ -122,7 +122,8 @@ class Policies:
         matched = written.matched
         reason = matched.reason or rule.reason
         return Written(matched=Matched(id=rule.id, effect=matched.effect, ask=matched.ask,
-                                       reason=reason, where="store", once=matched.once),
+                                       reason=reason, where="store", ttl=matched.ttl,
+                                       once=matched.once),
                        est=written.est, text=written.text, expires=rule.expires)
 
     def _build(self, files: list[Written], rules: list[Written]) -> None:

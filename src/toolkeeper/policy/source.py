@@ -115,8 +115,28 @@ def _written(est: dict[str, object], text: str, where: str, *, stored: bool,
     policy_id = origin if stored else str(notes.get("id") or where)
     matched = Matched(id=policy_id, effect=effect, ask="ask" in notes,
                       reason=str(notes.get("reason") or ""), where="store" if stored else where,
-                      once="once" in notes)
+                      ttl=_ttl(notes, where), once="once" in notes)
     return Written(matched=matched, est=est, text=text)
+
+
+def _ttl(notes: dict[str, object], where: str) -> float | Literal["never"] | None:
+    """An asking permit's ``@ttl("900")`` or ``@ttl("never")``."""
+    if "ttl" not in notes:
+        return None
+    value = str(notes["ttl"]).strip()
+    if "ask" not in notes:
+        raise ConfigError(f"{where}: @ttl says how long an @ask permit's request stays "
+                          "approvable; add @ask, or remove @ttl")
+    if value == "never":
+        return "never"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f'{where}: @ttl("{value}") must be seconds above 0 (@ttl("900")) '
+                          'or @ttl("never")')
+    return seconds
 
 
 def nearest(name: str, known: Iterable[str]) -> str:

@@ -8,17 +8,18 @@ import json
 import threading
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from ..approval.store import SqliteApprovalStore
+from ..approval.store import SqliteApprovalStore, StoredApproval
 from ..invoke.audit import AuditLog
 from .auth import WebSessions
 from .decide import DecisionError, decide
 from .deciding import Deciders, approver_of
-from .page import MAX_MESSAGE
+from .page import MAX_BATCH, MAX_MESSAGE
+from .queue import PAGE_SIZE, QueueFilter, upstream_of, waiting_page
 from .requests import audit_filters, caller_of, query_audit, visible_request
 from .views import approval_json, audit_json, session_of
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
+    from ..toolbox.catalog import CatalogBase
     from .rules_api import RuleRoutes
 
 __all__ = ["HEARTBEAT_S", "POLL_S", "ApprovalAPI"]
@@ -45,17 +47,22 @@ class ApprovalAPI:
 
     def __init__(self, store: SqliteApprovalStore, audit: AuditLog | None,
                  sessions: WebSessions, *, stopping: threading.Event | None = None,
-                 deciders: Deciders | None = None, rules: RuleRoutes | None = None) -> None:
+                 catalog: CatalogBase | None = None, deciders: Deciders | None = None,
+                 rules: RuleRoutes | None = None) -> None:
         self.store, self.audit, self.sessions = store, audit, sessions
         self.deciders, self.rules = deciders or Deciders(), rules
         self.stopping = stopping or threading.Event()
+        self.catalog = catalog
+        """Where an edit's arguments are checked against its tool's schema."""
 
     def routes(self) -> list[BaseRoute]:
         from starlette.routing import Route
 
         return [
             Route("/api/approvals", self.approvals), Route("/api/approvals/events", self.events),
+            Route("/api/approvals/queue", self.queue),
             Route("/api/approvals/{id}", self.approval),
+            Route("/api/approvals/decisions", self.decide_many, methods=["POST"]),
             Route("/api/approvals/{id}/decision", self.decide, methods=["POST"]),
             Route("/api/audit", self.audit_entries),
         ]
@@ -69,6 +76,23 @@ class ApprovalAPI:
                      if self.deciders.may(caller, s)])
         return _json({"approvals": [approval_json(s) for s in listed]})
 
+    async def queue(self, request: Request) -> Response:
+        """The waiting requests a page at a time, oldest first, filtered and searched on the
+        server as the inbox is (``client``, ``tool``, ``risk``, ``upstream``, ``age``, ``q``,
+        ``page``)."""
+        wanted, problem = QueueFilter.of(request.query_params)
+        if problem:
+            return _error(400, "bad_request", problem)
+        caller = caller_of(request)
+        scope = session_of(caller.client)
+        keep = partial(self.deciders.may, caller) if self.deciders.policies else None
+        shown = await anyio.to_thread.run_sync(lambda: waiting_page(
+            self.store, wanted, session_id=scope, upstream_of=partial(upstream_of, self.catalog),
+            keep=keep))
+        return _json({"approvals": [approval_json(s) for s in shown.items],
+                      "total": shown.total, "page": shown.page, "pages": shown.pages,
+                      "page_size": PAGE_SIZE})
+
     async def approval(self, request: Request) -> Response:
         stored = await visible_request(self.store, request, caller_of(request).client)
         if stored is not None and not await anyio.to_thread.run_sync(
@@ -80,32 +104,68 @@ class ApprovalAPI:
         return _json(approval_json(stored))
 
     async def decide(self, request: Request) -> Response:
+        body, refused = await self._body(request)
+        if refused is not None:
+            return refused
+        if body.get("rule") is not None and self.rules is not None:  # the rule's edits too
+            return await self.rules.decide_api(request, body, catalog=self.catalog)
+        try:
+            stored = await self._decide_one(request, request.path_params["id"], body)
+        except DecisionError as exc:
+            return _error(exc.status, exc.code, str(exc))
+        return _json(approval_json(stored))
+
+    async def decide_many(self, request: Request) -> Response:
+        """Several decisions in one request (the page's "approve selected"): each its own
+        decision, bound to its own digest and audited as such; one refused does not stop the
+        others. Answers each one's outcome in order."""
+        body, refused = await self._body(request)
+        if refused is not None:
+            return refused
+        items = body.get("decisions")
+        if not isinstance(items, list) or not items or len(items) > MAX_BATCH or \
+                not all(isinstance(i, dict) and isinstance(i.get("id"), str) for i in items):
+            return _error(400, "bad_request", f'send {{"decisions": [{{"id": "apr_…", '
+                          f'"decision": "approve"|"deny", "args_digest": "…"}}, …]}} with 1 '
+                          f"to {MAX_BATCH} items")
+        outcomes: list[dict[str, object]] = []
+        for item in items:
+            try:
+                stored = await self._decide_one(request, str(item["id"]), item)
+            except DecisionError as exc:
+                outcomes.append({"id": item["id"], "error": exc.code, "message": str(exc)})
+            else:
+                outcomes.append({"id": item["id"], "state": stored.state})
+        return _json({"results": outcomes})
+
+    async def _body(self, request: Request) -> tuple[dict[str, Any], Response | None]:
+        """The JSON object a decision sends, or the refusal: a page's (cookie) request without
+        its CSRF token, or a body that is not an object."""
         caller = caller_of(request)
         if caller.via == "cookie" and not self.sessions.csrf_ok(
                 caller.page_secret, request.headers.get("x-csrf-token", "")):
-            return _error(403, "csrf", "send the page's CSRF token as X-CSRF-Token")
+            return {}, _error(403, "csrf", "send the page's CSRF token as X-CSRF-Token")
         try:
             body = json.loads(await request.body() or b"{}")
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            return _error(400, "bad_request", 'send JSON: {"decision": "approve"|"deny", '
-                          '"message": "...", "scope": "once"|"session"}')
-        if body.get("rule") is not None and self.rules is not None:
-            return await self.rules.decide_api(request, body)
+            return {}, _error(400, "bad_request", 'send JSON: {"decision": "approve"|"deny", '
+                              '"message": "...", "scope": "once"|"session", "arguments": '
+                              '{...} (approve with edited arguments)}')
+        return body, None
+
+    async def _decide_one(self, request: Request, request_id: str, body: dict[str, Any]
+                          ) -> StoredApproval:
+        caller = caller_of(request)
         choice = str(body.get("decision", ""))
         if body.get("scope") == "session" and choice == "approve":
             choice = "approve_session"
-        try:
-            stored = await decide(self.store, self.audit, caller.client,
-                                  request.path_params["id"], choice,
-                                  message=str(body.get("message", ""))[:MAX_MESSAGE],
-                                  digest=body.get("args_digest"),
-                                  approver=approver_of(caller),
-                                  judge=partial(self.deciders.refusal, caller))
-        except DecisionError as exc:
-            return _error(exc.status, exc.code, str(exc))
-        return _json(approval_json(stored))
+        return await decide(self.store, self.audit, caller.client, request_id, choice,
+                            message=str(body.get("message", ""))[:MAX_MESSAGE],
+                            digest=body.get("args_digest"), arguments=body.get("arguments"),
+                            catalog=self.catalog, approver=approver_of(caller),
+                            judge=partial(self.deciders.refusal, caller))
 
     async def events(self, request: Request) -> Response:
         from starlette.responses import StreamingResponse

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
 
-from ..approval.models import ApprovalDecision
+from ..approval.models import ApprovalDecision, args_digest
 from ..approval.store import ApprovalStore, StoredApproval
+from ..errors import InvalidArgumentsError
 from ..invoke.audit import AuditEntry, AuditLog
+from ..tools.tool import Tool
 from .clients import ANONYMOUS, OPERATOR
 from .views import client_of, session_of
 
-__all__ = ["CHOICES", "DecisionError", "decide"]
+if TYPE_CHECKING:
+    from ..toolbox.catalog import CatalogBase
+
+__all__ = ["CHOICES", "DecisionError", "decide", "edit_checked"]
 
 CHOICES: dict[str, tuple[Literal["approved", "denied"], Literal["once", "session"]]] = {
     "approve": ("approved", "once"), "approve_session": ("approved", "session"),
@@ -38,17 +43,20 @@ class DecisionError(Exception):
 
 async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, request_id: str,
                  choice: str, *, message: str = "", digest: Any = None,
-                 approver: str = "",
+                 approver: str = "", arguments: object = None,
+                 catalog: CatalogBase | None = None,
                  judge: Callable[[StoredApproval], str | None] | None = None
                  ) -> StoredApproval:
     """Record ``choice`` (approve, approve_session, deny) for ``request_id``; returns the
-    request as it now stands.
+    request as it now stands. ``arguments`` (with ``approve`` only): approve the call with
+    these instead of the asked ones, once they pass the tool's schema (``catalog`` holds it).
 
     Raises:
         DecisionError: 403 for a client token, 404 for a request it cannot see, 400 for an
-            unknown choice, 403 when ``judge`` (the ``decide`` policies) refuses this
-            operator the request, 409 when the arguments differ from the ones seen (recorded in the
-            audit log) or when the request was already decided.
+            unknown choice or edited arguments the tool does not take, 403 when ``judge``
+            (the ``decide`` policies) refuses this operator the request, 409 when the
+            arguments differ from the ones seen (recorded in the audit log) or when the
+            request was already decided.
     """
     if client != OPERATOR:
         raise DecisionError(403, "forbidden", "only the operator decides approval requests; "
@@ -79,9 +87,10 @@ async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, requ
         raise DecisionError(409, "no_session_grant", f"request {request_id} comes from an "
                             "unauthenticated client (--auth none): every local process is that "
                             "client, so it can only be approved once; approve this call alone")
+    edited = None if arguments is None else edit_checked(stored, choice, arguments, catalog)
     decision = ApprovalDecision(request_id=request_id, outcome=outcome,
                                 message=message, approver=approver,
-                                scope=scope_of)
+                                scope=scope_of, arguments=edited)
     if not await anyio.to_thread.run_sync(store.decide, decision):
         now = await anyio.to_thread.run_sync(store.get, request_id)
         state = now.state if now is not None else "gone"
@@ -95,3 +104,34 @@ async def decide(store: ApprovalStore, audit: AuditLog | None, client: str, requ
     after = await anyio.to_thread.run_sync(store.get, request_id)
     assert after is not None
     return after
+
+
+def edit_checked(stored: StoredApproval, choice: str, arguments: object,
+                 catalog: CatalogBase | None) -> dict[str, object] | None:
+    """A person's edit of ``stored``'s arguments, checked before it is recorded: an object,
+    with ``approve`` alone, and taken by the tool's schema. ``None`` when it changes nothing
+    (approved as asked).
+
+    Raises:
+        DecisionError: 400 naming what is wrong and how to send it.
+    """
+    request = stored.request
+    if not isinstance(arguments, dict):
+        raise DecisionError(400, "bad_arguments", "arguments must be a JSON object of the "
+                            f"tool's arguments, like the request's: {type(arguments).__name__} "
+                            "sent")
+    if choice != "approve":
+        raise DecisionError(400, "bad_arguments", "edited arguments go with decision "
+                            "'approve' (this call alone); a denial or a session grant takes "
+                            "none")
+    edited = {str(k): v for k, v in arguments.items()}
+    if args_digest(edited) == request.args_digest:
+        return None
+    tool = catalog.get(request.tool) if catalog is not None else None
+    if isinstance(tool, Tool):
+        try:
+            tool.validate_arguments(edited)
+        except InvalidArgumentsError as exc:
+            raise DecisionError(400, "bad_arguments", f"the edited arguments do not fit "
+                                f"'{request.tool}': {exc}. Fix them and approve again") from None
+    return edited

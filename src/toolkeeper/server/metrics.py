@@ -8,7 +8,9 @@
 - ``toolkeeper_approvals_pending``, ``toolkeeper_approvals_decided_total{outcome}``,
   ``toolkeeper_approvals_expired_total`` and ``toolkeeper_approval_wait_seconds{outcome}``:
   read from the approval store's changes (so a decision made on the page, the CLI or another
-  replica counts too);
+  replica counts too); ``toolkeeper_approvals_oldest_waiting_seconds`` and
+  ``toolkeeper_approval_time_to_decision_seconds{quantile="0.5"|"0.95"}`` (over the latest
+  ``FIGURED`` decisions): the queue's figures, read from the store at each scrape;
 - ``toolkeeper_upstream_up{upstream}``: 1 while the gateway holds a live connection to that
   MCP server, else 0;
 - ``toolkeeper_notifications_total{channel,outcome}``: this process's notifications of approval
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from ..approval.store import SqliteApprovalStore
+from ..approval.store import FIGURED, QueueFigures, SqliteApprovalStore
 from ..gateway.gateway import MCPGateway
 from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
@@ -160,11 +162,9 @@ class ServerMetrics:
         self.catch_up()
         return generate_latest(self.registry)
 
-    def pending(self) -> int:
-        if self.store is None:
-            return 0
-        rows = self.store.db.query("SELECT COUNT(*) FROM approvals WHERE state = 'pending'")
-        return int(str(rows[0][0]))
+    def figures(self) -> QueueFigures | None:
+        """The queue's figures now (``None`` without a store)."""
+        return self.store.figures() if self.store is not None else None
 
     def upstreams(self) -> dict[str, bool]:
         gateway = self.gateway
@@ -227,8 +227,23 @@ class _Live:
 
         pending = GaugeMetricFamily("toolkeeper_approvals_pending",
                                     "Approval requests waiting for a person now.")
-        pending.add_metric([], self.metrics.pending())
+        figures = self.metrics.figures()
+        pending.add_metric([], figures.waiting if figures else 0)
         yield pending
+        oldest = GaugeMetricFamily("toolkeeper_approvals_oldest_waiting_seconds",
+                                   "How long the oldest request waiting now has waited (0: none "
+                                   "waits).")
+        oldest.add_metric([], figures.oldest_s or 0.0 if figures else 0.0)
+        yield oldest
+        decision = GaugeMetricFamily(
+            "toolkeeper_approval_time_to_decision_seconds", "From a request to a person's "
+            f"decision, over the latest {FIGURED} decisions: the median and the 95th "
+            "percentile.", labels=["quantile"])
+        for label, value in (("0.5", figures.median_s if figures else None),
+                             ("0.95", figures.p95_s if figures else None)):
+            if value is not None:
+                decision.add_metric([label], value)
+        yield decision
         up = GaugeMetricFamily("toolkeeper_upstream_up", "1 while the gateway is connected to "
                                "the upstream MCP server, else 0.", labels=["upstream"])
         for name, live in sorted(self.metrics.upstreams().items()):

@@ -4,6 +4,7 @@ from the templates beside this module with every value escaped."""
 
 from __future__ import annotations
 
+import json
 import time
 from functools import partial
 from pathlib import Path
@@ -19,10 +20,11 @@ from ..notify.ledger import last_failure
 from .auth import COOKIE, WebSessions
 from .card_text import plain
 from .clients import OPERATOR
-from .decide import DecisionError, decide
+from .decide import DecisionError, decide, edit_checked
 from .deciding import Deciders, approver_of
+from .queue import AGES, RISKS, QueueFilter, upstream_of, waiting_page
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
-from .views import card, history_row, session_of
+from .views import card, edit_blocks, figures_text, history_row, session_of
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -36,6 +38,17 @@ __all__ = ["MAX_MESSAGE", "ApprovalPage"]
 HERE = Path(__file__).resolve().parent
 MAX_MESSAGE = 2000
 """The longest message to the model a decision keeps (characters)."""
+MAX_BATCH = 500
+"""The most cards one "approve selected" decides."""
+
+
+def edited_json(text: str) -> object:
+    """The edit box's arguments: a JSON object, or a decision error saying where it broke."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DecisionError(400, "bad_arguments", f"the edited arguments are not JSON ({exc}); "
+                            "write a JSON object like the one shown and approve again") from None
 
 
 def failure_line(db: Database) -> str:
@@ -76,7 +89,9 @@ class ApprovalPage:
 
         return [
             Route("/", self.inbox), Route("/fragments/inbox", self.inbox_cards),
+            Route("/approvals/batch", self.decide_many, methods=["POST"]),
             Route("/approvals/{id}", self.detail),
+            Route("/approvals/{id}/preview", self.preview, methods=["POST"]),
             Route("/approvals/{id}/decide", self.decide, methods=["POST"]),
             Route("/history", self.history), Route("/login", self.login),
             Route("/logout", self.logout, methods=["POST"]),
@@ -117,16 +132,78 @@ class ApprovalPage:
             return self._render(request, "message.html", status=403, heading="Refused",
                                 text="The form is stale or came from elsewhere (CSRF check). "
                                      "Reload the page and decide again.")
+        choice, arguments = str(form.get("decision", "")), None
         try:
-            await decide(self.store, self.audit, client, request.path_params["id"],
-                         str(form.get("decision", "")),
+            if choice == "approve_edited":  # the card's edited arguments, as JSON
+                choice, arguments = "approve", edited_json(str(form.get("arguments", "")))
+            await decide(self.store, self.audit, client, request.path_params["id"], choice,
                          message=str(form.get("message", ""))[:MAX_MESSAGE],
                          digest=str(form.get("digest", "")),
                          approver=approver_of(caller_of(request)),
-                         judge=partial(self.deciders.refusal, caller_of(request)))
+                         judge=partial(self.deciders.refusal, caller_of(request)),
+                         arguments=arguments, catalog=self.catalog)
         except DecisionError as exc:
             return self._render(request, "message.html", status=exc.status,
                                 heading="Not decided", text=str(exc))
+        return self._home(request)
+
+    async def preview(self, request: Request) -> Response:
+        """An edit of a card's arguments as the card would show it (its own views: a diff
+        against the file, a script's lines), checked against the tool's schema first; a
+        fragment the page's script puts under the edit box. Changes nothing."""
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+        form = await request.form(max_files=0, max_fields=4)
+        if not self.sessions.csrf_ok(caller_of(request).page_secret, str(form.get("csrf", ""))):
+            return self._render(request, "preview.html", status=403, blocks=[],
+                                problem="The form is stale (CSRF check): reload the page.")
+        stored = await visible_request(self.store, request, client)
+        if stored is not None and not await anyio.to_thread.run_sync(
+                self.deciders.may, caller_of(request), stored):
+            stored = None  # a request this operator may not decide is not theirs to see
+        if stored is None:
+            return self._render(request, "preview.html", status=404, blocks=[],
+                                problem="No such request, or not yours to see.")
+        try:
+            edited = edit_checked(stored, "approve", edited_json(str(form.get("arguments", ""))),
+                                  self.catalog)
+        except DecisionError as exc:
+            return self._render(request, "preview.html", status=exc.status, blocks=[],
+                                problem=str(exc))
+        shown = edited if edited is not None else stored.request.arguments
+        blocks, note = await anyio.to_thread.run_sync(edit_blocks, stored, shown, self.catalog)
+        return self._render(request, "preview.html", blocks=blocks, problem="",
+                            note=note or ("" if edited is not None else
+                                          "Unchanged: these are the asked arguments."))
+
+    async def decide_many(self, request: Request) -> Response:
+        """The selected cards, each decided on its own (bound to the digest its card showed);
+        one refused does not stop the others, and the page names each refused one."""
+        client = caller_of(request).client or None
+        if client is None:
+            return self._login_needed(request)
+        form = await request.form(max_files=0, max_fields=MAX_BATCH + 4)
+        if not self.sessions.csrf_ok(caller_of(request).page_secret, str(form.get("csrf", ""))):
+            return self._render(request, "message.html", status=403, heading="Refused",
+                                text="The form is stale or came from elsewhere (CSRF check). "
+                                     "Reload the page and decide again.")
+        picks = [str(p).partition(":") for p in form.getlist("pick")][:MAX_BATCH]
+        refused = []
+        for request_id, _, digest in picks:
+            try:
+                await decide(self.store, self.audit, client, request_id,
+                             str(form.get("decision", "")),
+                             message=str(form.get("batch_message", ""))[:MAX_MESSAGE],
+                             digest=digest, approver=approver_of(caller_of(request)),
+                             judge=partial(self.deciders.refusal, caller_of(request)))
+            except DecisionError as exc:
+                refused.append(f"{request_id}: {exc}")
+        if not picks or refused:
+            return self._render(request, "message.html", status=409 if refused else 400,
+                                heading="Not all decided" if refused else "Nothing selected",
+                                text=" · ".join(refused) or "Select cards with their check "
+                                     "boxes (or x), then approve or deny them together.")
         return self._home(request)
 
     async def history(self, request: Request) -> Response:
@@ -179,20 +256,26 @@ class ApprovalPage:
         client = caller_of(request).client or None
         if client is None:
             return self._login_needed(request)
+        wanted, problem = QueueFilter.of(request.query_params)
 
         caller = caller_of(request)
+        keep = partial(self.deciders.may, caller) if self.deciders.policies else None
 
-        def read() -> tuple[list[dict[str, Any]], int, str]:
+        def read() -> dict[str, Any]:
             cursor = self.store.last_event()  # read first: a change after it is replayed
-            listed = [s for s in self.store.requests(state="pending",
-                                                     session_id=session_of(client))
-                      if self.deciders.may(caller, s)]  # only what this person may decide
+            shown = waiting_page(self.store, wanted, session_id=session_of(client),
+                                 upstream_of=partial(upstream_of, self.catalog),
+                                 keep=keep)  # only what this person may decide
+            figures = self.store.figures(settle=False) if session_of(client) is None else None
             failed = failure_line(self.store.db) if client == OPERATOR else ""
-            return [self._card(s) for s in reversed(listed)], cursor, failed
+            return {"cards": [self._card(s) for s in shown.items], "cursor": cursor,
+                    "queue": shown, "figures": figures_text(figures) if figures else None,
+                    "notify_failure": failed}
 
-        cards, cursor, failed = await anyio.to_thread.run_sync(read)
-        return self._render(request, template, cards=cards, cursor=cursor,
-                            notify_failure=failed)
+        values = await anyio.to_thread.run_sync(read)  # views may read files
+        return self._render(request, template, status=400 if problem else 200,
+                            wanted=wanted, problem=problem, ages=AGES, risks=RISKS,
+                            **values)
 
     def _card(self, stored: StoredApproval) -> dict[str, Any]:
         journals = self.journals

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
+    from ..toolbox.catalog import CatalogBase
+
 __all__ = ["RuleRoutes"]
 
 HERE = Path(__file__).resolve().parent
@@ -82,15 +84,18 @@ class RuleRoutes:
 
     # -- the API ----------------------------------------------------------------------------
 
-    async def decide_api(self, request: Request, body: dict[str, Any]) -> Response:
-        """``POST /api/approvals/{id}/decision`` with a ``rule``."""
+    async def decide_api(self, request: Request, body: dict[str, Any], *,
+                         catalog: CatalogBase | None = None) -> Response:
+        """``POST /api/approvals/{id}/decision`` with a ``rule`` (and, approving, perhaps
+        edited ``arguments``, checked against the tool's schema in ``catalog``)."""
         caller = caller_of(request)
         choice_text = str(body.get("decision", ""))
         try:
             choice = choice_of(body.get("rule"), approve=choice_text == "approve")
             after, rule = await self._decide(caller, request.path_params["id"], choice_text,
                                              choice, message=str(body.get("message", "")),
-                                             digest=body.get("args_digest"))
+                                             digest=body.get("args_digest"),
+                                             arguments=body.get("arguments"), catalog=catalog)
         except (ConfigError, MissingExtraError) as exc:
             return _error(400, "bad_rule", str(exc))
         except DecisionError as exc:
@@ -196,7 +201,8 @@ class RuleRoutes:
         return stored
 
     async def _decide(self, caller: Caller, request_id: str, decision: str,
-                      choice: RuleChoice, *, message: str, digest: object
+                      choice: RuleChoice, *, message: str, digest: object,
+                      arguments: object = None, catalog: CatalogBase | None = None
                       ) -> tuple[StoredApproval, PolicyRule]:
         """Check the rule, record the decision (naming the rule), then save the rule."""
         stored = await self._decidable(caller, request_id)
@@ -208,7 +214,8 @@ class RuleRoutes:
         after = await decide(self.store, self.audit, caller.client, request_id, decision,
                              message=message[:MAX_MESSAGE], digest=digest,
                              approver=f"{author} (rule {rule.id})",
-                             judge=partial(self.deciders.refusal, caller))
+                             judge=partial(self.deciders.refusal, caller),
+                             arguments=arguments, catalog=catalog)
         await anyio.to_thread.run_sync(self._save, rule)
         return after, rule
 

@@ -11,12 +11,13 @@ import copy
 import json
 import logging
 import time
+import unicodedata
 from dataclasses import asdict
 from typing import Any
 
 from ..approval.journal import ScriptView
-from ..approval.models import SESSION_GRANT_S
-from ..approval.store import StoredApproval
+from ..approval.models import NEVER_S, SESSION_GRANT_S, args_digest, duration
+from ..approval.store import QueueFigures, StoredApproval
 from ..builtins.fs import visible
 from ..core.spec import ToolLike
 from ..invoke.audit import AuditEntry
@@ -27,7 +28,8 @@ from .cards import RowsSection, Section, TextSection, find_card_view, sections_o
 from .clients import OPERATOR
 
 __all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
-           "client_of", "decided_text", "history_row", "script_sections", "session_of"]
+           "client_of", "decided_text", "edit_blocks", "edit_json", "figures_text", "history_row",
+           "script_sections", "session_of"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ def approval_json(stored: StoredApproval) -> dict[str, Any]:
         "session": request.session_id, "reason": request.reason,
         "created_at": request.created_at, "expires_at": request.expires_at,
         "decision": decision.model_dump() if decision is not None else None,
+        "run_digest": args_digest(decision.arguments)
+        if decision is not None and decision.arguments is not None else None,
         "result": stored.result,
     }
 
@@ -175,11 +179,14 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         "client": plain(client_of(request.session_id)),
         "session": plain(request.session_id), "reason": plain(request.reason),
         "age": _age(now - request.created_at), "asked_at": _when(request.created_at),
-        "expires": "never" if expires is None else "expired" if expires <= now else
+        "expires": "never" if expires is None or expires - request.created_at >= NEVER_S / 2
+        else "expired" if expires <= now else
         f"in {_age(expires - now)}",
         "blocks": render(sections, anchor), "view_note": note,
         "raw": render(generic_sections(request.arguments), anchor + "-raw") if raw_too else [],
         "digest": request.args_digest, "session_grant": SESSION_GRANT_LABEL,
+        "edit_json": edit_json(request.arguments),
+        "edited": bool(decision and decision.arguments is not None),
         "decision": decision.outcome if decision else None,
         "decided": decided_text(decision.approver, decision.outcome) if decision else "",
         "decided_at": _when(decision.decided_at) if decision else "",
@@ -187,6 +194,52 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         "message": plain(decision.message) if decision and decision.outcome != "expired"
         else "",
     }
+
+
+MAX_EDIT = 512 * 1024
+"""The longest arguments (as JSON characters) a card offers to edit in its box."""
+
+
+def edit_blocks(stored: StoredApproval, arguments: dict[str, Any],
+                catalog: CatalogBase | None = None) -> tuple[list[Block], str]:
+    """An edit of ``stored``'s arguments through the card's own views (a write as its diff
+    against the file, a command as its text): the blocks and the view's note."""
+    sections, note, _ = card_sections(stored.request.tool, arguments, catalog)
+    return render(sections, f"p-{stored.request.id}"), note
+
+
+def figures_text(figures: QueueFigures) -> dict[str, str]:
+    """The queue's figures as the inbox says them."""
+    def said(seconds: float | None) -> str:
+        return "—" if seconds is None else duration(seconds)
+
+    return {"waiting": f"{figures.waiting} waiting",
+            "oldest": f"oldest {said(figures.oldest_s)}" if figures.waiting else "",
+            "decision": f"time to decision: median {said(figures.median_s)}, "
+                        f"p95 {said(figures.p95_s)}",
+            "expired": f"{figures.expired} expired"}
+
+
+def edit_json(arguments: dict[str, object]) -> str:
+    """The arguments as the edit box holds them: indented JSON in which every invisible,
+    control, bidi, separator or private character but the space and the newline is written
+    as its ``\\uXXXX`` escape (a box shows characters as they are; these would hide or
+    reorder what the person edits). The escapes read back as the same characters. Empty when
+    the arguments are longer than ``MAX_EDIT`` characters (edit those through the API)."""
+    text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
+    if len(text) > MAX_EDIT:
+        return ""
+    return "".join(_escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    if ch in " \n" or unicodedata.category(ch)[0] not in "CZ":
+        return ch
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a surrogate pair, as JSON writes it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def history_row(entry: AuditEntry, n: int = 0) -> dict[str, Any]:

@@ -41,11 +41,13 @@ def web_routes(store: SqliteApprovalStore, audit: AuditLog | None, sessions: Web
     """The page (``/``, ``/approvals/{id}``, ``/history``, ``/login``) and the API
     (``/api/approvals…``, ``/api/audit``) over one store and audit log: ``ApprovalAPI``'s
     routes, then ``ApprovalPage``'s. Event streams end when ``stopping`` is set. ``catalog``
-    (the invoker's registry) lets a card show its tool's view. ``policies`` (the invoker's)
-    decide who may decide what and keep the rules made from decisions (``rules_api.py``)."""
+    (the invoker's registry) lets a card show its tool's view and checks an edit's arguments.
+    ``policies`` (the invoker's) decide who may decide what and keep the rules made from
+    decisions (``rules_api.py``)."""
     deciders = Deciders(policies)
     rules = RuleRoutes(store, audit, sessions, policies, title=title)
-    api = ApprovalAPI(store, audit, sessions, stopping=stopping, deciders=deciders, rules=rules)
+    api = ApprovalAPI(store, audit, sessions, stopping=stopping, catalog=catalog,
+                      deciders=deciders, rules=rules)
     page = ApprovalPage(store, audit, sessions, title=title, catalog=catalog, deciders=deciders)
     return rules.routes() + api.routes() + page.routes()
 

@@ -10,19 +10,32 @@ request and proceeds. Without a handler every call that needs approval is denied
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
 
 import anyio
 
-from ...approval.models import SESSION_GRANT_S, ApprovalDecision, ApprovalRequest
+from ...approval.models import (
+    SESSION_GRANT_S,
+    ApprovalDecision,
+    ApprovalRequest,
+    args_digest,
+    changed,
+)
 from ...approval.service import ApprovalService, ceiling, expired_text, may_ask, request_ttl
 from ...core.context import ToolContext
-from ...core.results import ToolResult
+from ...core.results import TextBlock, ToolResult
 from ...core.risk import HitlMode, ToolRisk
 from ...core.spec import ToolLike
-from ...errors import ApprovalDeniedError, ApprovalExpiredError, ApprovalPending
+from ...errors import (
+    ApprovalDeniedError,
+    ApprovalExpiredError,
+    ApprovalPending,
+    InvalidArgumentsError,
+)
+from ...tools.tool import Tool
 from ..results import InvocationResult
 from ..state import Gate, Invocation, Next
 
@@ -49,6 +62,10 @@ class ApprovalGate(Gate):
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         tool, service, policy, chain = inv.known_tool, self.service, inv.policy, inv.session.chain
+        trail = inv.approval
+        if inv.pre_approved is not None and trail is not None and trail.run_with is not None:
+            resumed = Edit(inv.pre_approved, inv.call.arguments, trail.run_with)
+            return resumed.told(await call_next(resumed.applied(inv)))
         if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
                 not self._asks(inv):
             return await call_next(inv)
@@ -62,7 +79,8 @@ class ApprovalGate(Gate):
         request = ApprovalRequest.for_call(
             call_id=inv.call.id, tool=inv.call.name, risk=tool.risk, hitl_mode=mode,
             arguments=inv.arguments, session_id=inv.session.id,
-            reason=_why(inv, top, mode), timeout_s=request_ttl(policy, mode))
+            reason=_why(inv, top, mode), timeout_s=request_ttl(policy, mode, tool,
+                                  inv.decision.ttl() if inv.decision is not None else None))
         found = await service.find_open(request)
         if found is not None and found.state == "executing":
             raise ApprovalDeniedError(
@@ -70,7 +88,6 @@ class ApprovalGate(Gate):
                 "taken for execution (by another call, or by a replica that stopped while "
                 "running it); it does not run twice — check its outcome before calling again",
                 tool_name=tool.name, details={"approval_id": found.request.id})
-        trail = inv.approval
         if trail is not None:  # from here on the call has a request: its audit row names it
             trail.id = found.request.id if found is not None else request.id
         if found is not None and found.state == "done":
@@ -102,13 +119,20 @@ class ApprovalGate(Gate):
             raise ApprovalDeniedError(f"the call to '{tool.name}' was not approved ({why}); do "
                                       "not retry it unless the user asks", tool_name=tool.name,
                                       details={"approval_id": request.id})
+        run = inv.evolve(approval_id=request.id)
+        edit = None if decision.arguments is None else \
+            Edit(request.id, request.arguments, decision.arguments)
+        if edit is not None:  # checked before the request is taken
+            run = edit.applied(run)
         if not await service.take(request.id):
             raise ApprovalDeniedError(f"request {request.id} for '{tool.name}' was already "
                                       "executed by another process; it runs once",
                                       tool_name=tool.name, details={"approval_id": request.id})
         if decision.scope == "session":
             inv.session.grant(inv.call.name, SESSION_GRANT_S)
-        result = await call_next(inv.evolve(approval_id=request.id))
+        result = await call_next(run)
+        if edit is not None:
+            result = edit.told(result)
         await service.complete(request.id, _summary(result))
         return result
 
@@ -183,6 +207,47 @@ def _why(inv: Invocation, top: ToolRisk, mode: HitlMode) -> str:
     if tool.risk > top:
         return f"risk {tool.risk.value} is above {top.value}"
     return f"the tool asks ({mode.value})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Edit:
+    """A person's edit of an approved call's arguments: ``asked`` what the request was for,
+    ``arguments`` what runs instead."""
+
+    request_id: str
+    asked: Mapping[str, object]
+    arguments: dict[str, object]
+
+    def applied(self, inv: Invocation) -> Invocation:
+        """The call as edited: its arguments validated against the tool's schema (a
+        provider's tool takes them as they are), and its audit trail told the digest that
+        runs and what changed."""
+        tool = inv.known_tool
+        try:
+            checked = tool.validate_arguments(self.arguments) if isinstance(tool, Tool) \
+                else self.arguments
+        except InvalidArgumentsError as exc:
+            raise InvalidArgumentsError(
+                f"request {self.request_id} was approved with edited arguments that "
+                f"'{tool.name}' does not take ({exc}); nothing ran, and this approval will "
+                "not run: make the call with other arguments to have a person decide anew",
+                tool_name=tool.name, details={"approval_id": self.request_id}) from None
+        if inv.approval is not None:
+            inv.approval.edit(args_digest(self.arguments), changed(self.asked, self.arguments))
+        return inv.evolve(arguments=dict(checked), resolved=None)
+
+    def told(self, result: InvocationResult) -> InvocationResult:
+        """The result with a note the model reads first: a person changed the arguments
+        before approving, which ones, and what ran (cut at 2,000 characters)."""
+        keys = ", ".join(changed(self.asked, self.arguments)) or "none"
+        shown = json.dumps(self.arguments, ensure_ascii=False, default=str)
+        if len(shown) > 2000:
+            shown = shown[:2000] + "…"
+        note = TextBlock(text=f"[a person edited the arguments before approving request "
+                              f"{self.request_id}; the call ran with the edited arguments, not "
+                              f"the ones asked. Changed: {keys}. Ran with: {shown}]")
+        shaped = result.result.model_copy(update={"content": (note, *result.result.content)})
+        return dataclasses.replace(result, result=shaped)
 
 
 def _summary(result: InvocationResult) -> dict[str, object]:

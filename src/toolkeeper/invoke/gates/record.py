@@ -97,7 +97,7 @@ class RecordGate(Gate):
                 tool=inv.call.name, args_digest=record.args_digest, arguments=inv.call.arguments,
                 status=status, error_code=result.error_code, duration_ms=duration,
                 approval_id=result.approval_id or trail.id,
-                decision=TOLD_AGAIN if told_again else trail.outcome or _refused(result),
+                decision=TOLD_AGAIN if told_again else trail.described() or _refused(result),
                 approver=None if told_again else trail.approver)
             if isinstance(self.audit, WritesAsync):  # off the event loop
                 await self.audit.record_async(entry)

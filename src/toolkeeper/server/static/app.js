@@ -1,7 +1,10 @@
 // Live updates of the inbox: a stream of change events (resumable: the browser sends
-// Last-Event-ID when it reconnects), each followed by a fresh server-rendered list of cards.
-// Everything works without this script; it only saves reloading the page, and opens the folds
-// around a flagged character when its link is followed.
+// Last-Event-ID when it reconnects), each followed by a fresh server-rendered list of cards
+// (the same filter and page). The keyboard: j/k move, a/d/e approve, deny or edit the current
+// card, x selects it, A/D decide the selected ones, ? lists the keys. Decisions go to the JSON
+// API by POST with the page's CSRF token in X-CSRF-Token, each bound to its card's digest.
+// Everything but the keys works without this script; it only saves reloading the page, and
+// opens the folds around a flagged character when its link is followed.
 "use strict";
 (function () {
   const root = document.body.dataset.root || "";
@@ -18,9 +21,30 @@
   window.addEventListener("hashchange", reveal);
   document.addEventListener("DOMContentLoaded", reveal);
 
+  // "Preview the edit": the edited arguments through the card's own views, rendered (and
+  // escaped) by the server after checking them against the tool's schema.
+  document.addEventListener("click", async (e) => {
+    const button = e.target.closest && e.target.closest("button.preview");
+    if (!button) return;
+    const form = button.closest("form");
+    const body = new URLSearchParams({ csrf: form.querySelector("input[name=csrf]").value,
+                                       arguments: form.querySelector("textarea[name=arguments]").value });
+    const response = await fetch(button.dataset.action, { method: "POST", body: body,
+                                                          credentials: "same-origin", cache: "no-store" });
+    form.querySelector(".preview-out").innerHTML = await response.text();  // server-rendered, escaped
+  });
   const inbox = document.getElementById("inbox");
-  if (!inbox || !window.EventSource) return;
-  let busy = false, again = false;
+  if (!inbox) return;
+  let busy = false, again = false, current = 0;
+  const cards = () => [...inbox.querySelectorAll("article.card[data-state=pending]")];
+  function mark(index, scroll) {
+    const all = cards();
+    for (const c of all) c.classList.remove("current");
+    if (!all.length) return;
+    current = Math.max(0, Math.min(index, all.length - 1));
+    all[current].classList.add("current");
+    if (scroll) all[current].scrollIntoView({ block: "nearest" });
+  }
   // New cards without losing the reader's place: open folds stay open, scrolled blocks stay.
   function replace(html) {
     const open = new Set([...inbox.querySelectorAll("details[open][data-key]")].map(d => d.dataset.key));
@@ -37,12 +61,14 @@
     for (const e of inbox.querySelectorAll(".lines[data-key]")) {
       if (scrolled.has(e.dataset.key)) e.scrollTop = scrolled.get(e.dataset.key);
     }
+    for (const box of inbox.querySelectorAll("input.pick")) box.checked = picked.has(box.value);
+    mark(current, false);
   }
   async function refresh() {
     if (busy) { again = true; return; }
     busy = true;
     try {
-      const response = await fetch(root + "/fragments/inbox", { credentials: "same-origin", cache: "no-store" });
+      const response = await fetch(root + "/fragments/inbox" + location.search, { credentials: "same-origin", cache: "no-store" });
       if (response.ok) {
         // not under the hands of someone deciding: typing a message, pressing a button
         const focused = document.activeElement && inbox.contains(document.activeElement) &&
@@ -55,6 +81,70 @@
       if (again) { again = false; setTimeout(refresh, 300); }
     }
   }
+  const picked = new Set();  // the selection outlives a refresh of the cards
+  inbox.addEventListener("change", (e) => {
+    const box = e.target;
+    if (box.classList && box.classList.contains("pick")) {
+      if (box.checked) picked.add(box.value); else picked.delete(box.value);
+    }
+  });
+  async function post(path, body) {
+    const response = await fetch(root + path, {
+      method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "content-type": "application/json", "x-csrf-token": inbox.dataset.csrf || "" },
+      body: JSON.stringify(body) });
+    if (!response.ok) {
+      const said = await response.json().catch(() => ({}));
+      window.alert("Not decided: " + (said.message || response.status));
+    }
+    await refresh();
+  }
+  function decideCurrent(decision) {
+    const card = cards()[current];
+    if (!card) return;
+    const form = card.querySelector("form.decide");
+    const message = form ? form.querySelector("input[name=message]").value : "";
+    const digest = form ? form.querySelector("input[name=digest]").value : "";
+    post("/api/approvals/" + encodeURIComponent(card.dataset.id) + "/decision",
+         { decision: decision, args_digest: digest, message: message });
+  }
+  function decideSelected(decision) {
+    const chosen = [...picked].map(v => v.split(":"));
+    if (!chosen.length) return;
+    const message = document.querySelector("#batch input[name=batch_message]")?.value || "";
+    picked.clear();
+    post("/api/approvals/decisions", { decisions: chosen.map(([id, digest]) =>
+      ({ id: id, decision: decision, args_digest: digest, message: message })) });
+  }
+  function edit() {
+    const card = cards()[current];
+    const details = card && card.querySelector("details.edit");
+    if (!details) return;
+    details.open = true;
+    details.querySelector("textarea").focus();
+  }
+  function select() {
+    const box = cards()[current]?.querySelector("input.pick");
+    if (!box) return;
+    box.checked = !box.checked;
+    box.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+  const keys = {
+    j: () => mark(current + 1, true), k: () => mark(current - 1, true),
+    a: () => decideCurrent("approve"), d: () => decideCurrent("deny"), e: edit, x: select,
+    A: () => decideSelected("approve"), D: () => decideSelected("deny"),
+    "?": () => { const help = document.getElementById("keys"); if (help) help.hidden = !help.hidden; },
+  };
+  document.addEventListener("keydown", (e) => {
+    const typing = e.target.closest && e.target.closest("input, textarea, select");
+    if (typing) { if (e.key === "Escape") e.target.blur(); return; }
+    if (e.ctrlKey || e.metaKey || e.altKey || !Object.hasOwn(keys, e.key)) return;
+    e.preventDefault();
+    keys[e.key]();
+  });
+  mark(0, false);
+
+  if (!window.EventSource) return;
   const events = new EventSource(root + "/api/approvals/events?after=" + encodeURIComponent(inbox.dataset.cursor || "0"));
   events.addEventListener("approval", refresh);
   events.addEventListener("open", refresh);

@@ -1,0 +1,192 @@
+"""The inbox in a real browser (Debian's chromium, driven by Playwright) at a desktop's and a
+phone's width: twenty requests approved with the keyboard alone (each ran once), an edit made
+on the card (the tool ran with it and the model was told), and a thousand waiting requests
+shown a page at a time, filtered and searched on the server — every value escaped, the CSP
+strict, every decision a POST with the page's CSRF token."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolkeeper.approval import ApprovalRequest, SqliteApprovalStore
+from toolkeeper.approval.models import args_digest
+from toolkeeper.server.queue import PAGE_SIZE
+
+from ..blocks import text_of
+from .test_serve import _client
+from .test_web import ALERT, start_page, stop
+from .test_web_browser import _Call, _page, browser
+
+__all__ = ["browser"]
+
+WIDTHS = (1280, 375)
+PENDING = "article.card[data-state=pending]"
+
+
+def _alert(region: str) -> dict[str, Any]:
+    return {"alert": {**ALERT["alert"], "region": region}}
+
+
+async def _each(url: str, regions: list[str]) -> list[str]:
+    """Make the example's critical call once per region in one MCP session; each text."""
+    async with _client(url) as client:
+        return [text_of((await client.call_tool("broadcast_alert", _alert(r))).content[0])
+                for r in regions]
+
+
+def _made(url: str, regions: list[str]) -> list[str]:
+    """``_each`` in a thread of its own (Playwright's sync API owns this one's event loop)."""
+    out: list[list[str]] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(anyio.run(_each, url, regions))
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive() and not failed, failed
+    return out[0]
+
+
+def _cards(page: Any, count: int) -> None:
+    """Wait (bounded) until the inbox shows ``count`` waiting cards; say what it showed."""
+    try:
+        page.wait_for_function(f"n => document.querySelectorAll('{PENDING}').length === n",
+                               arg=count, timeout=30000)
+    except Exception:
+        shown = page.eval_on_selector_all(PENDING, "cs => cs.length")
+        pytest.fail(f"the inbox showed {shown} waiting cards, not {count}")
+
+
+def _clean(page: Any) -> None:
+    assert page.evaluate("window.__alerts") == []
+    assert page.evaluate("window.__violations") == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_twenty_requests_approved_with_the_keyboard_alone_each_run_once(
+        browser: Any, tmp_path: Path, width: int) -> None:
+    proc, url, login = start_page(tmp_path)  # --approval-wait 0: each call answers 'pending'
+    regions = [f"K-{n:02}" for n in range(20)]
+    try:
+        asked = _made(url, regions)
+        assert all("waiting for approval" in text for text in asked)
+        page = _page(browser, context=browser.new_context(
+            viewport={"width": width, "height": 800}))
+        page.goto(login)
+        _cards(page, 20)
+        page.keyboard.press("?")
+        assert page.is_visible("#keys")
+        page.keyboard.press("?")
+        page.keyboard.press("j")
+        page.keyboard.press("k")  # back on the first, oldest card
+        for left in range(19, -1, -1):
+            page.keyboard.press("a")
+            _cards(page, left)
+        _clean(page)
+        ran = _made(url, regions)  # each call made again runs, once
+        assert [t.startswith(f"alert for {r} sent") for t, r in zip(ran, regions, strict=True)] == [True] * 20
+        with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+            states = db.execute("SELECT state, COUNT(*) FROM approvals GROUP BY state").fetchall()
+            runs = db.execute("SELECT approval_id, COUNT(*) FROM audit WHERE tool = "
+                              "'broadcast_alert' AND status = 'ok' GROUP BY approval_id"
+                              ).fetchall()
+        assert states == [("done", 20)]
+        assert len(runs) == 20 and {n for _, n in runs} == {1}
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_edit_on_the_card_runs_the_edited_call_and_the_model_is_told(
+        browser: Any, tmp_path: Path, width: int) -> None:
+    proc, url, login = start_page(tmp_path)
+    try:
+        hostile = {"alert": {**ALERT["alert"], "message": "Storm\u202e<script>alert(1)</script>"}}
+        first = _Call(url, hostile).wait()
+        assert first.is_error and "waiting for approval" in text_of(first.content[0])
+        page = _page(browser, context=browser.new_context(
+            viewport={"width": width, "height": 800}))
+        page.goto(login)
+        _cards(page, 1)
+        page.keyboard.press("e")
+        box = page.locator("details.edit textarea")
+        assert box.evaluate("b => b === document.activeElement")
+        shown = box.input_value()
+        assert "\\u202e" in shown and "\u202e" not in shown  # the bidi character made visible
+        assert json.loads(shown) == {**hostile, "channels": None}  # …and read back as itself
+        box.fill(json.dumps({"alert": {"region": "PT-13", "level": "purple", "message": "R"}}))
+        page.click("button.preview")  # checked against the tool's schema before anything
+        page.wait_for_selector(".preview-out .note.warn", timeout=30000)
+        assert "level" in page.inner_text(".preview-out")
+        edited = {"alert": {"region": "PT-13", "level": "yellow", "message": "Rain"}}
+        box.fill(json.dumps(edited))
+        page.click("button.preview")  # the edit through the card's own view
+        page.wait_for_selector(".preview-out section.block", timeout=30000)
+        assert "PT-13" in page.inner_text(".preview-out")
+        page.click("button.approve-edited")
+        _cards(page, 0)
+        _clean(page)
+        ran = _Call(url, hostile).wait()  # the client's retry of the asked call
+        told = "\n".join(block.text for block in ran.content)
+        assert not ran.is_error and "alert for PT-13 sent" in told
+        assert "a person edited the arguments" in told and "Changed: alert" in told
+        with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+            (decision,) = db.execute("SELECT decision FROM audit WHERE status = 'ok' AND tool = "
+                                     "'broadcast_alert'").fetchone()
+        assert f"ran {args_digest(edited)}" in decision
+    finally:
+        stop(proc)
+
+
+def _fill(store: SqliteApprovalStore, count: int) -> None:
+    """``count`` waiting requests of the example's tool, as its calls would store them."""
+    now = time.time()
+    for n in range(count):
+        arguments: dict[str, object] = {"alert": {"region": f"R-{n:04}", "level": "red",
+                                                  "message": "needle" if n == 777 else "Storm"}}
+        store.create(ApprovalRequest(
+            call_id=f"c{n}", tool="broadcast_alert", risk="critical", arguments=arguments,
+            args_digest=args_digest(arguments), session_id="client-default",
+            reason="risk critical is above sensitive", created_at=now, expires_at=now + 3600))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_thousand_waiting_requests_are_shown_a_page_at_a_time_and_filtered(
+        browser: Any, tmp_path: Path, width: int) -> None:
+    proc, _url, login = start_page(tmp_path, "--approval-ttl", "3600")
+    try:
+        _fill(SqliteApprovalStore(tmp_path / "state" / "toolkeeper.db"), 1000)
+        page = _page(browser, context=browser.new_context(
+            viewport={"width": width, "height": 800}))
+        page.goto(login)
+        _cards(page, PAGE_SIZE)
+        assert f"1000 match · page 1 of {1000 // PAGE_SIZE}" in page.inner_text("#shown")
+        assert "1000 waiting" in page.inner_text("#figures")
+        page.click("a[rel=next]")
+        _cards(page, PAGE_SIZE)
+        assert f"page 2 of {1000 // PAGE_SIZE}" in page.inner_text("#shown")
+        assert f"R-{PAGE_SIZE:04}" in page.inner_text(PENDING)  # the oldest first
+        page.fill("input[name=q]", "NEEDLE")
+        page.click("#filters button[type=submit]")
+        _cards(page, 1)
+        assert "R-0777" in page.inner_text(PENDING)
+        page.select_option("select[name=risk]", "high")
+        page.click("#filters button[type=submit]")
+        _cards(page, 0)
+        assert "Nothing is waiting that matches" in page.inner_text("#inbox")
+        _clean(page)
+    finally:
+        stop(proc)
