@@ -118,31 +118,27 @@ def test_no_network_by_default(ws: Path) -> None:
 def test_background_and_setsid_children_do_not_survive_the_call(ws: Path) -> None:
     start = time.monotonic()
     out = run(shell(ws), "sleep 31 & setsid sleep 32 & echo started")
-    assert "started" in out and time.monotonic() - start < 10
+    assert "started" in out and "[exit code 0]" in out
+    assert time.monotonic() - start < 30  # the call did not wait for the 31 s sleep
     assert running("sleep 31") == [] and running("sleep 32") == []
 
 
 def test_a_timeout_kills_the_whole_sandbox(ws: Path) -> None:
-    start = time.monotonic()
     with pytest.raises(SandboxLimitError, match="longer than 1 s"):
         run(shell(ws, shell_timeout_s=1), "sleep 33 & sleep 34")
-    assert time.monotonic() - start < 8
     assert running("sleep 33") == [] and running("sleep 34") == []
 
 
 def test_an_output_flood_is_cut_and_stopped(ws: Path) -> None:
-    start = time.monotonic()
     out = run(shell(ws, max_output_bytes=100_000), "yes flood")
     assert "[output cut at 100000 bytes; the command was stopped]" in out
-    assert len(out) < 110_000 and time.monotonic() - start < 10
+    assert len(out) < 110_000
 
 
 def test_a_fork_bomb_is_contained(ws: Path) -> None:
     script = "import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass"
-    start = time.monotonic()
     with pytest.raises(SandboxLimitError):
         run(shell(ws, shell_timeout_s=3), f"python3 -c \"exec('{script}')\" tk-fork-bomb")
-    assert time.monotonic() - start < 20
     # The call returns only once the kernel has torn the whole pid namespace down: nothing is
     # left, and the sandbox uid's process limit is free for the next call at once.
     assert running("tk-fork-bomb") == []

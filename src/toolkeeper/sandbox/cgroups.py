@@ -218,7 +218,7 @@ class CallGroup:
                 members.update(int(pid) for pid in (directory / "cgroup.procs").read_text().split())
         return members
 
-    def kill_all(self, timeout_s: float = 5.0) -> None:
+    def kill_all(self, timeout_s: float = 60.0) -> None:
         """SIGKILL every process left in the group until it is empty."""
         deadline = time.monotonic() + timeout_s
         while (members := self._members()) and time.monotonic() < deadline:

@@ -21,6 +21,11 @@ from .limits import call_group, limited
 __all__ = ["KILL_GRACE_S", "collect", "command_env", "kill_group", "run_helper", "run_process"]
 
 KILL_GRACE_S = 3.0
+# How long a call waits, at most, for everything it started to be gone once it is killed. The
+# kernel tears a fork bomb down asynchronously, and on a loaded machine that takes seconds; the
+# call does not return before it is done, so this bound is only a guard against a process the
+# kernel cannot kill (one stuck in uninterruptible sleep).
+GONE_BOUND_S = 60.0
 
 
 def run_helper(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout_s: float,
@@ -157,6 +162,14 @@ class _Namespace:
             self.pidfd = None
 
 
+def _drain(info_fd: int, namespace: _Namespace) -> None:
+    """Read what bwrap has written to its info pipe and not been read yet (the loop may end on
+    the deadline before it did), so the namespace's init can be waited for."""
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(info_fd, 65536):
+            namespace.feed(chunk)
+
+
 def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
              info_fd: int | None = None, namespace: _Namespace | None = None,
              stop: Callable[[subprocess.Popen[bytes]], None] = kill_group,
@@ -205,6 +218,8 @@ def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
                 break
     finally:
         selector.close()
+        if info_fd is not None:  # the init's pid, if bwrap wrote it while the loop was done
+            _drain(info_fd, namespace)
         if truncated or timed_out or exited_at is not None:
             stop(proc)  # the whole group: nothing the command started outlives the call
         try:
@@ -213,8 +228,8 @@ def collect(proc: subprocess.Popen[bytes], deadline: float, cap: int, *,
             kill_group(proc)
             proc.wait(timeout=5)
         if truncated or timed_out or exited_at is not None:
-            wait_group_gone(proc.pid, 5.0)
-        namespace.wait_gone(5.0)
+            wait_group_gone(proc.pid, GONE_BOUND_S)
+        namespace.wait_gone(GONE_BOUND_S)
         proc.stdout.close()
         proc.stderr.close()
     out = bytes(buffers[out_fd][:cap])
