@@ -116,10 +116,10 @@ def test_a_session_policy_feeds_the_default_set_per_call() -> None:
     ('@id("a") permit (principal, action, resource);\n@id("a") forbid (principal, action, '
      'resource);', "t:2: @id('a') is also the id of the policy at t:1"),
     ('@ask forbid (principal, action, resource);', "t:1: @ask marks a permit"),
-    ('forbid (principal, action == Action::"read_resource", resource);',
-     "t:1: policies on read_resource are not enforced yet"),
-    ('forbid (principal, action in [Action::"get_prompt"], resource);',
-     "t:1: policies on get_prompt are not enforced yet"),
+    ('@ask permit (principal, action == Action::"read_resource", resource);',
+     "t:1: @ask on read_resource: a person is never asked about reading a resource"),
+    ('@ask permit (principal, action in [Action::"get_prompt"], resource);',
+     "t:1: @ask on get_prompt: a person is never asked"),
 ])
 def test_a_policy_naming_what_does_not_exist_is_refused_with_its_line(text: str,
                                                                       message: str) -> None:

@@ -123,12 +123,15 @@ def _decide(invoker: ToolInvoker, call_json: str) -> tuple[str, PolicyDecision]:
         raise fail(f"CALL_JSON names no tool of the catalog ({name!r}); known: {known}")
     channel = str(call.get("channel", "mcp"))
     caller = Caller(client=str(call.get("client", "")), channel=channel,  # type: ignore[arg-type]
-                    subject=str(call.get("subject", "")))
+                    subject=str(call.get("subject", "")),
+                    scopes=tuple(sorted(str(s) for s in call.get("scopes", []))))
     assert invoker.policies is not None
     try:
         decision = invoker.policies.decide(tool, caller, call.get("arguments", {}),
                                            limits=invoker.policy,
-                                           chain=bool(call.get("code_mode")))
+                                           chain=bool(call.get("code_mode")),
+                                           protocol=str(call.get("protocol", "")),
+                                           era=str(call.get("era", "")))
     except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
     return tool.qualified_name, decision

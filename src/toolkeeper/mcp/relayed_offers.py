@@ -1,17 +1,24 @@
 """The gateway's upstream resources and prompts beside a server's own: ``OfferHandlers`` whose
 listings add the upstreams' and whose reads, gets, subscriptions and completions of what the
-gateway serves go to it (``RelayedHandlers``)."""
+gateway serves go to it (``RelayedHandlers``). Every read and get, the server's own or
+relayed, is first decided by the door's policies (``offer_policy``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from ..gateway.sources import RESOURCE_PREFIX
-from .offer_handlers import OfferHandlers
+from ..core.context import Caller
+from ..gateway.sources import RESOURCE_PREFIX, resource_server
+from .offer_handlers import OfferHandlers, caller_of
+from .offer_policy import check_prompt, check_resource
 from .relayed import RelayedHandlers
 from .wire import Ctx
+
+if TYPE_CHECKING:
+    from ..invoke.invoker import ToolInvoker
+    from ..invoke.session import InvokerSession
 
 __all__ = ["RelayedOffers"]
 
@@ -20,6 +27,12 @@ class RelayedOffers(OfferHandlers):
     """Prompts, resources and completion: this server's own, then its gateway's."""
 
     relayed: RelayedHandlers | None
+    invoker: ToolInvoker
+    fixed_session: InvokerSession | None
+
+    def caller_for(self, ctx: Ctx) -> Caller:
+        """Who makes this request (a server with a fixed session: that session's caller)."""
+        return self.fixed_session.caller if self.fixed_session is not None else caller_of(ctx)
 
     async def list_prompts(self, ctx: Ctx, params: Any) -> types.ListPromptsResult:
         listed = await super().list_prompts(ctx, params)
@@ -30,7 +43,11 @@ class RelayedOffers(OfferHandlers):
 
     async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult | types.InputRequiredResult:
-        if self.relayed is not None and self.relayed.sources.serves_prompt(params.name):
+        relayed = self.relayed is not None and self.relayed.sources.serves_prompt(params.name)
+        server = self.relayed.sources.prompt_server(params.name) \
+            if self.relayed is not None and relayed else ""
+        check_prompt(self.invoker.policies, ctx, self.caller_for(ctx), params.name, server)
+        if self.relayed is not None and relayed:
             return await self.relayed.get_prompt(ctx, params)
         return await super().get_prompt(ctx, params)
 
@@ -53,8 +70,12 @@ class RelayedOffers(OfferHandlers):
 
     async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        relayed = self.relayed is not None and uri.startswith(RESOURCE_PREFIX)
+        check_resource(self.invoker.policies, ctx, self.caller_for(ctx), uri,
+                       resource_server(uri) if relayed else "")
         # the gateway's namespace: it names what is wrong with a URI no upstream serves
-        if self.relayed is not None and str(params.uri).startswith(RESOURCE_PREFIX):
+        if self.relayed is not None and relayed:
             return await self.relayed.read_resource(ctx, params)
         return await super().read_resource(ctx, params)
 
