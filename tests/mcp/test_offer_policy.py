@@ -1,6 +1,7 @@
 """Policies decide more than tool calls, through a real ``toolkeeper serve`` and the official MCP
 client: a resource read and a prompt get — the server's own and the gateway's relayed ones — are
-served when allowed and refused with the policy's id and reason when forbidden; ``@ask`` on a read
+served when allowed and refused with the policy's id and reason when forbidden (a subscription
+and a prompt's completions too); ``@ask`` on a read
 is refused when the policies are read; a policy on ``context.era`` tells the two protocol eras
 apart; an OAuth subject's scopes are the principal's, so a policy can say what a scope may run."""
 
@@ -19,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import PromptReference
 
 from ..blocks import text_of
 from ..gateway.test_relay import README, _serve
@@ -112,6 +114,7 @@ async def _refusal(client: Client, read: str = "", prompt: str = "") -> str:
     return caught.value.error.message
 
 
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # subscribe
 async def test_resources_and_prompts_are_served_or_refused_by_policy(served: str,
                                                                      tmp_path: Path) -> None:
     async with _client(served) as client:
@@ -122,6 +125,12 @@ async def test_resources_and_prompts_are_served_or_refused_by_policy(served: str
         day = await client.read_resource("toolkeeper://mcp/up/file:///logs/monday")
         review = await _refusal(client, prompt="review")
         greet = await _refusal(client, prompt="up-greet")
+    async with _http(served, "legacy") as client:  # what may not be read is not watched
+        await client.subscribe_resource("notes://public")
+        with pytest.raises(MCPError, match="forbidden by policy no-secret-notes"):
+            await client.subscribe_resource("notes://secret")
+        with pytest.raises(MCPError, match="forbidden by policy review-for-reviewers"):
+            await client.complete(PromptReference(name="review"), {"name": "topic", "value": ""})
     assert "public words" in public.contents[0].text  # type: ignore[union-attr]
     assert secret == ("reading resource 'notes://secret' is forbidden by policy no-secret-notes "
                       "(the secret notes are for people only); do not retry it unless the user "

@@ -41,12 +41,18 @@ class RelayedOffers(OfferHandlers):
         upstream = await self.relayed.list_prompts(ctx, params)
         return listed.model_copy(update={"prompts": [*listed.prompts, *upstream.prompts]})
 
+    def checked_prompt(self, ctx: Ctx, name: str) -> bool:
+        """Refuse getting the prompt ``name`` when the policies deny it (``MCPError``);
+        whether the gateway relays it."""
+        relayed = self.relayed is not None and self.relayed.sources.serves_prompt(name)
+        server = self.relayed.sources.prompt_server(name) \
+            if self.relayed is not None and relayed else ""
+        check_prompt(self.invoker.policies, ctx, self.caller_for(ctx), name, server)
+        return relayed
+
     async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult | types.InputRequiredResult:
-        relayed = self.relayed is not None and self.relayed.sources.serves_prompt(params.name)
-        server = self.relayed.sources.prompt_server(params.name) \
-            if self.relayed is not None and relayed else ""
-        check_prompt(self.invoker.policies, ctx, self.caller_for(ctx), params.name, server)
+        relayed = self.checked_prompt(ctx, params.name)
         if self.relayed is not None and relayed:
             return await self.relayed.get_prompt(ctx, params)
         return await super().get_prompt(ctx, params)
@@ -80,6 +86,9 @@ class RelayedOffers(OfferHandlers):
         return await super().read_resource(ctx, params)
 
     async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
+        uri = str(params.uri)  # what may not be read is not watched either
+        check_resource(self.invoker.policies, ctx, self.caller_for(ctx), uri,
+                       resource_server(uri) if uri.startswith(RESOURCE_PREFIX) else "")
         if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
             return await self.relayed.subscribe(ctx, params)
         return await super().subscribe(ctx, params)
@@ -92,6 +101,8 @@ class RelayedOffers(OfferHandlers):
     async def complete(self, ctx: Ctx, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
         ref = params.ref
+        if getattr(ref, "type", "") == "ref/prompt":  # a prompt refused has no values offered
+            self.checked_prompt(ctx, str(getattr(ref, "name", "")))
         upstream = self.relayed is not None and (
             self.relayed.sources.serves_prompt(str(getattr(ref, "name", "")))
             if getattr(ref, "type", "") == "ref/prompt"
