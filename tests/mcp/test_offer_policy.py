@@ -164,6 +164,7 @@ async def _until_relayed(client: Client) -> None:
     assert README in seen, f"the upstream's resources were not listed within 30 s: {seen}"
 
 
+SCRIPT = "n = read_note(path='a')\nresult = n.status\n"
 ERAS = '''
 @id("per-request-only")
 @reason("notes are read by clients of the per-request era")
@@ -188,17 +189,24 @@ async def test_a_policy_on_the_protocol_era_tells_the_two_eras_apart(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
     config = _project(tmp_path, ERAS)
+    config.write_text('[codemode]\nenabled = true\ntools = ["read_note"]\n')
     proc, url = _start(tmp_path, "--config", str(config), tools=str(tmp_path / "tools.py"))
+    seen = {}
     try:
-        async with _http(url, "legacy") as client:
-            legacy = await client.call_tool("read_note", {"path": "a"})
-        async with _http(url, "auto") as client:
-            modern = await client.call_tool("read_note", {"path": "a"})
+        for mode in ("legacy", "auto"):
+            async with _http(url, mode) as client:
+                direct = await client.call_tool("read_note", {"path": "a"})
+                script = await client.call_tool("tool_chain", {"code": SCRIPT})
+            seen[mode] = (direct.is_error, text_of(direct.content[0]),
+                          text_of(script.content[0]))
     finally:
         assert "Traceback" not in _stop(proc)
-    assert legacy.is_error and "forbidden by policy per-request-only (notes are read by " \
-        "clients of the per-request era)" in text_of(legacy.content[0])
-    assert not modern.is_error and text_of(modern.content[0]) == "note a"
+    failed, said, run = seen["legacy"]
+    assert failed and "forbidden by policy per-request-only (notes are read by clients of " \
+        "the per-request era)" in said
+    assert "call 1: read_note → denied (policy_denied)" in run  # a script's calls: its era
+    assert seen["auto"][:2] == (False, "note a")
+    assert "call 1: read_note → ok" in seen["auto"][2], seen["auto"][2]
 
 
 async def test_without_the_default_set_a_read_nothing_permits_is_refused(

@@ -45,7 +45,8 @@ class PolicyGate(Gate):
         assert self.policies is not None
         tool = inv.known_tool
         caller = inv.ctx.caller if inv.ctx is not None else inv.session.caller
-        wire = {"protocol": inv.ctx.protocol, "era": inv.ctx.era} if inv.ctx is not None else {}
+        said = inv.ctx if inv.ctx is not None else inv.session  # a script's: its run's request
+        wire = {"protocol": said.protocol, "era": said.era}
         try:
             decision = self.policies.decide(tool, caller, inv.arguments, limits=inv.policy,
                                             chain=inv.session.chain, **wire)
