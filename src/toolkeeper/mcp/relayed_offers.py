@@ -74,21 +74,24 @@ class RelayedOffers(OfferHandlers):
         return listed.model_copy(update={"resource_templates": [
             *listed.resource_templates, *upstream.resource_templates]})
 
-    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
-                            ) -> types.ReadResourceResult:
-        uri = str(params.uri)
+    def checked_resource(self, ctx: Ctx, uri: str) -> bool:
+        """Refuse reading ``uri`` when the policies deny it (``MCPError``); whether it is in
+        the gateway's namespace."""
         relayed = self.relayed is not None and uri.startswith(RESOURCE_PREFIX)
         check_resource(self.invoker.policies, ctx, self.caller_for(ctx), uri,
                        resource_server(uri) if relayed else "")
+        return relayed
+
+    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        relayed = self.checked_resource(ctx, str(params.uri))
         # the gateway's namespace: it names what is wrong with a URI no upstream serves
         if self.relayed is not None and relayed:
             return await self.relayed.read_resource(ctx, params)
         return await super().read_resource(ctx, params)
 
     async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
-        uri = str(params.uri)  # what may not be read is not watched either
-        check_resource(self.invoker.policies, ctx, self.caller_for(ctx), uri,
-                       resource_server(uri) if uri.startswith(RESOURCE_PREFIX) else "")
+        self.checked_resource(ctx, str(params.uri))  # what may not be read is not watched
         if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
             return await self.relayed.subscribe(ctx, params)
         return await super().subscribe(ctx, params)
