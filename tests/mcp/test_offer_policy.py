@@ -1,7 +1,7 @@
 """Policies decide more than tool calls, through a real ``toolkeeper serve`` and the official MCP
 client: a resource read and a prompt get — the server's own and the gateway's relayed ones — are
 served when allowed and refused with the policy's id and reason when forbidden (a subscription
-and a prompt's completions too); ``@ask`` on a read
+and a prompt's completions too), and listed only when allowed; ``@ask`` on a read
 is refused when the policies are read; a policy on ``context.era`` tells the two protocol eras
 apart; an OAuth subject's scopes are the principal's, so a policy can say what a scope may run."""
 
@@ -27,6 +27,7 @@ from ..gateway.test_relay import README, _serve
 from ..server.test_serve import CLIENT_TOKENS, TOKEN, _client, _start
 
 pytestmark = pytest.mark.anyio
+UPSTREAM = "toolkeeper://mcp/up/"
 
 TOOLS = '''
 from toolkeeper import tool
@@ -119,6 +120,8 @@ async def test_resources_and_prompts_are_served_or_refused_by_policy(served: str
                                                                      tmp_path: Path) -> None:
     async with _client(served) as client:
         await _until_relayed(client)
+        resources = [str(r.uri) for r in (await client.list_resources()).resources]
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
         public = await client.read_resource("notes://public")
         secret = await _refusal(client, read="notes://secret")
         readme = await _refusal(client, read=README)
@@ -131,6 +134,7 @@ async def test_resources_and_prompts_are_served_or_refused_by_policy(served: str
             await client.subscribe_resource("notes://secret")
         with pytest.raises(MCPError, match="forbidden by policy review-for-reviewers"):
             await client.complete(PromptReference(name="review"), {"name": "topic", "value": ""})
+    assert (resources, prompts) == (["notes://public"], [])  # only what it may read or get
     assert "public words" in public.contents[0].text  # type: ignore[union-attr]
     assert secret == ("reading resource 'notes://secret' is forbidden by policy no-secret-notes "
                       "(the secret notes are for people only); do not retry it unless the user "
@@ -146,6 +150,8 @@ async def test_resources_and_prompts_are_served_or_refused_by_policy(served: str
     assert bot.returncode == 0, bot.stderr
     async with _client(served, bot.stdout.strip()) as client:
         got = await client.get_prompt("review", {"topic": "the release"})
+        shown = [p.name for p in (await client.list_prompts()).prompts]
+    assert shown == ["review"]
     assert got.messages[0].content.text == "Review the release."  # type: ignore[union-attr]
 
 
@@ -154,14 +160,17 @@ def _cli() -> list[str]:
 
 
 async def _until_relayed(client: Client) -> None:
-    """Wait (30 s at most) until the upstream's resources are listed."""
+    """Wait (30 s at most) until the upstream's resource templates are listed (its readme is
+    not: a listing shows only what the client may read)."""
     seen: list[str] = []
     with anyio.move_on_after(30):
-        while README not in seen:
-            seen = [str(r.uri) for r in (await client.list_resources()).resources]
-            if README not in seen:
+        while not any(t.startswith(UPSTREAM) for t in seen):
+            listed = (await client.list_resource_templates()).resource_templates
+            seen = [t.uri_template for t in listed]
+            if not any(t.startswith(UPSTREAM) for t in seen):
                 await anyio.sleep(0.1)
-    assert README in seen, f"the upstream's resources were not listed within 30 s: {seen}"
+    assert any(t.startswith(UPSTREAM) for t in seen), \
+        f"the upstream's templates were not listed within 30 s: {seen}"
 
 
 SCRIPT = "n = read_note(path='a')\nresult = n.status\n"

@@ -1,13 +1,17 @@
 """The gateway's upstream resources and prompts beside a server's own: ``OfferHandlers`` whose
 listings add the upstreams' and whose reads, gets, subscriptions and completions of what the
 gateway serves go to it (``RelayedHandlers``). Every read and get, the server's own or
-relayed, is first decided by the door's policies (``offer_policy``)."""
+relayed, is first decided by the door's policies (``offer_policy``), and a listing shows only
+what its caller may read or get."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
 from ..core.context import Caller
 from ..gateway.sources import RESOURCE_PREFIX, resource_server
@@ -36,10 +40,11 @@ class RelayedOffers(OfferHandlers):
 
     async def list_prompts(self, ctx: Ctx, params: Any) -> types.ListPromptsResult:
         listed = await super().list_prompts(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_prompts(ctx, params)
-        return listed.model_copy(update={"prompts": [*listed.prompts, *upstream.prompts]})
+        upstream = await self.relayed.list_prompts(ctx, params) \
+            if self.relayed is not None else None
+        prompts = [*listed.prompts, *(upstream.prompts if upstream else [])]
+        shown = [p for p in prompts if _allowed(partial(self.checked_prompt, ctx, p.name))]
+        return listed.model_copy(update={"prompts": shown})
 
     def checked_prompt(self, ctx: Ctx, name: str) -> bool:
         """Refuse getting the prompt ``name`` when the policies deny it (``MCPError``);
@@ -59,11 +64,12 @@ class RelayedOffers(OfferHandlers):
 
     async def list_resources(self, ctx: Ctx, params: Any) -> types.ListResourcesResult:
         listed = await super().list_resources(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_resources(ctx, params)
-        return listed.model_copy(update={"resources": [*listed.resources,
-                                                       *upstream.resources]})
+        upstream = await self.relayed.list_resources(ctx, params) \
+            if self.relayed is not None else None
+        resources = [*listed.resources, *(upstream.resources if upstream else [])]
+        shown = [r for r in resources
+                 if _allowed(partial(self.checked_resource, ctx, str(r.uri)))]
+        return listed.model_copy(update={"resources": shown})
 
     async def list_resource_templates(self, ctx: Ctx, params: Any
                                       ) -> types.ListResourceTemplatesResult:
@@ -113,3 +119,12 @@ class RelayedOffers(OfferHandlers):
         if upstream and self.relayed is not None:
             return await self.relayed.complete(ctx, params)
         return await super().complete(ctx, params)
+
+
+def _allowed(check: Callable[[], object]) -> bool:
+    """Whether ``check`` passes: a listing shows only what the caller may read or get."""
+    try:
+        check()
+    except MCPError:
+        return False
+    return True
