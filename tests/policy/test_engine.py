@@ -201,3 +201,33 @@ def test_a_file_broken_while_watched_is_reported_once_and_the_last_good_set_deci
     finally:
         policies.close()
     assert len(lines) == 1  # said once, not at every look
+
+
+def test_a_read_is_served_or_refused_and_never_asked() -> None:
+    asking = '@ask permit (principal, action, resource) when { principal == Client::"x" };\n'
+    x = Caller(client="x", channel="mcp")
+    with_defaults = Policies(BOX, text={"t": asking})
+    alone = Policies(BOX, text={"t": asking}, defaults=False)
+    assert with_defaults.decide_offer("read_resource", "a://b", x).summary() == \
+        "allow by default.read"
+    # an asking permit of an open scope asks about calls only: it serves no read
+    assert alone.decide_offer("get_prompt", "p", x).summary() == "deny by no policy"
+    assert alone.decide(lookup, x, {"key": "k"}, limits=ChainPolicy(), chain=False
+                        ).outcome == "ask"
+
+
+def test_a_forbid_on_a_read_names_the_upstream_and_the_scopes() -> None:
+    team = Policies(BOX, text={"t": '''@id("gh") @reason("for bots")
+forbid (principal, action == Action::"read_resource", resource)
+when { resource.server == "github" } unless { principal.scopes.contains("bots") };'''})
+    person = Caller(client="oauth:app:ann", channel="mcp", scopes=("repo",))
+    bot = Caller(client="oauth:app:bot", channel="mcp", scopes=("bots", "repo"))
+    refused = team.decide_offer("read_resource", "toolkeeper://mcp/github/x", person,
+                                server="github")
+    assert refused.summary() == "deny by gh"
+    assert refused.refusal("read_resource", "reading resource 'x'") == (
+        "reading resource 'x' is forbidden by policy gh (for bots); do not retry it unless "
+        "the user asks")
+    assert team.decide_offer("read_resource", "toolkeeper://mcp/github/x", bot,
+                             server="github").outcome == "allow"
+    assert team.decide_offer("read_resource", "notes://a", person).outcome == "allow"
