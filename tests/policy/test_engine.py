@@ -1,6 +1,7 @@
 """Policies through the door: a forbid denies before anything runs and names its id and reason,
 a plain permit runs a call without asking, an @ask permit asks, nothing permitted is denied,
-and a policy that names what does not exist is refused with its line and the nearest name."""
+and a policy that names what does not exist is refused with its line and the nearest name; a
+resource read or a prompt get is served or refused, never asked."""
 
 from __future__ import annotations
 
