@@ -1,7 +1,7 @@
 """Policies decide more than tool calls, through a real ``toolkeeper serve`` and the official MCP
 client: a resource read and a prompt get — the server's own and the gateway's relayed ones — are
 served when allowed and refused with the policy's id and reason when forbidden (a subscription
-and a prompt's completions too), and listed only when allowed; ``@ask`` on a read
+and a prompt's completions too), and listed only when allowed, over HTTP and over stdio; ``@ask`` on a read
 is refused when the policies are read; a policy on ``context.era`` tells the two protocol eras
 apart; an OAuth subject's scopes are the principal's, so a policy can say what a scope may run."""
 
@@ -18,6 +18,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference
@@ -250,3 +251,17 @@ def test_an_ask_on_a_read_stops_serve_with_one_line(tmp_path: Path) -> None:
                         "read_resource: a person is never asked about reading a resource or "
                         "getting a prompt; write a permit (served) or a forbid (refused) "
                         "instead, or ask about the tools that reach the data")
+
+
+async def test_over_stdio_the_launching_process_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "team.cedar").write_text('''@id("no-readme-over-stdio")
+forbid (principal == Client::"stdio", action == Action::"read_resource", resource)
+when { resource.server == "up" && resource.uri like "*readme*" };''')
+    with (tmp_path / "serve.log").open("w") as errlog:
+        async with Client(stdio_client(_serve(tmp_path), errlog=errlog)) as client:
+            await _until_relayed(client)
+            refused = await _refusal(client, read=README)
+            day = await client.read_resource("toolkeeper://mcp/up/file:///logs/monday")
+    assert "forbidden by policy no-readme-over-stdio" in refused
+    assert day.contents
