@@ -56,6 +56,28 @@ def test_test_decides_a_call_without_running_it(project: list[str], call: dict[s
     assert (tried.exit_code, tried.output.strip()) == (code, said)
 
 
+READS = '''@id("no-secrets") @reason("secrets are for people")
+forbid (principal, action == Action::"read_resource", resource) when { resource.uri like "s://*" };
+
+@id("upstream-prompts-for-bots")
+forbid (principal, action == Action::"get_prompt", resource) when { resource.server == "up" }
+unless { principal.scopes.contains("bots") };
+'''
+
+
+@pytest.mark.parametrize(("call", "code", "said"), [
+    ({"resource": "s://key"}, 3, "deny by no-secrets"),
+    ({"resource": "notes://a"}, 0, "allow by default.read"),
+    ({"prompt": "up-greet", "server": "up"}, 3, "deny by upstream-prompts-for-bots"),
+    ({"prompt": "up-greet", "server": "up", "scopes": ["bots"]}, 0, "allow by default.read"),
+])
+def test_test_decides_a_read_or_a_prompt(project: list[str], tmp_path: Path,
+                                         call: dict[str, object], code: int, said: str) -> None:
+    (tmp_path / "policies" / "reads.cedar").write_text(READS)
+    tried = runner.invoke(app, ["policy", "test", json.dumps(call), *project])
+    assert (tried.exit_code, tried.output.strip()) == (code, said)
+
+
 def test_explain_names_the_deciding_policy_and_what_was_considered(project: list[str]) -> None:
     told = runner.invoke(app, ["policy", "explain", json.dumps(
         {"tool": "deploy", "arguments": {"service": "w", "env": "prod"}, "client": "ci"}),

@@ -1,6 +1,7 @@
 """Policies through the door: a forbid denies before anything runs and names its id and reason,
 a plain permit runs a call without asking, an @ask permit asks, nothing permitted is denied,
-and a policy that names what does not exist is refused with its line and the nearest name."""
+and a policy that names what does not exist is refused with its line and the nearest name; a
+resource read or a prompt get is served or refused, never asked."""
 
 from __future__ import annotations
 
@@ -116,10 +117,10 @@ def test_a_session_policy_feeds_the_default_set_per_call() -> None:
     ('@id("a") permit (principal, action, resource);\n@id("a") forbid (principal, action, '
      'resource);', "t:2: @id('a') is also the id of the policy at t:1"),
     ('@ask forbid (principal, action, resource);', "t:1: @ask marks a permit"),
-    ('forbid (principal, action == Action::"read_resource", resource);',
-     "t:1: policies on read_resource are not enforced yet"),
-    ('forbid (principal, action in [Action::"get_prompt"], resource);',
-     "t:1: policies on get_prompt are not enforced yet"),
+    ('@ask permit (principal, action == Action::"read_resource", resource);',
+     "t:1: @ask on read_resource: a person is never asked about reading a resource"),
+    ('@ask permit (principal, action in [Action::"get_prompt"], resource);',
+     "t:1: @ask on get_prompt: a person is never asked"),
 ])
 def test_a_policy_naming_what_does_not_exist_is_refused_with_its_line(text: str,
                                                                       message: str) -> None:
@@ -201,3 +202,33 @@ def test_a_file_broken_while_watched_is_reported_once_and_the_last_good_set_deci
     finally:
         policies.close()
     assert len(lines) == 1  # said once, not at every look
+
+
+def test_a_read_is_served_or_refused_and_never_asked() -> None:
+    asking = '@ask permit (principal, action, resource) when { principal == Client::"x" };\n'
+    x = Caller(client="x", channel="mcp")
+    with_defaults = Policies(BOX, text={"t": asking})
+    alone = Policies(BOX, text={"t": asking}, defaults=False)
+    assert with_defaults.decide_offer("read_resource", "a://b", x).summary() == \
+        "allow by default.read"
+    # an asking permit of an open scope asks about calls only: it serves no read
+    assert alone.decide_offer("get_prompt", "p", x).summary() == "deny by no policy"
+    assert alone.decide(lookup, x, {"key": "k"}, limits=ChainPolicy(), chain=False
+                        ).outcome == "ask"
+
+
+def test_a_forbid_on_a_read_names_the_upstream_and_the_scopes() -> None:
+    team = Policies(BOX, text={"t": '''@id("gh") @reason("for bots")
+forbid (principal, action == Action::"read_resource", resource)
+when { resource.server == "github" } unless { principal.scopes.contains("bots") };'''})
+    person = Caller(client="oauth:app:ann", channel="mcp", scopes=("repo",))
+    bot = Caller(client="oauth:app:bot", channel="mcp", scopes=("bots", "repo"))
+    refused = team.decide_offer("read_resource", "toolkeeper://mcp/github/x", person,
+                                server="github")
+    assert refused.summary() == "deny by gh"
+    assert refused.refusal("read_resource", "reading resource 'x'") == (
+        "reading resource 'x' is forbidden by policy gh (for bots); do not retry it unless "
+        "the user asks")
+    assert team.decide_offer("read_resource", "toolkeeper://mcp/github/x", bot,
+                             server="github").outcome == "allow"
+    assert team.decide_offer("read_resource", "notes://a", person).outcome == "allow"

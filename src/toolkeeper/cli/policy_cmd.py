@@ -12,15 +12,17 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ..core.context import Caller
+from ..core.spec import ToolLike
 from ..errors import ToolkeeperError
 from ..extras import MissingExtraError
 from ..invoke.invoker import ToolInvoker
 from ..policy import PolicyDecision, PolicyRule, PolicyStore
+from ..policy.schema import GET_PROMPT, READ_RESOURCE
 from ..policy.source import parse_text
 from .report import StateDir, Store, fail, out, state_dir_of, store_target
 from .serve_door import build_door
@@ -36,7 +38,8 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="toolkeeper.tom
 NoBuiltins = Annotated[bool, typer.Option("--no-builtins", help="As serve's --no-builtins.")]
 CallJson = Annotated[str, typer.Argument(
     help='The call: {"tool": NAME, "arguments": {...}, "client": NAME, "channel": "mcp", '
-         '"code_mode": false}.')]
+         '"code_mode": false}; or a read: {"resource": URI} or {"prompt": NAME}, with '
+         '"server" for the gateway\'s.')]
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DENIED_EXIT, ASK_EXIT = 3, 1
@@ -111,27 +114,56 @@ def _when(stamp: float | None) -> str:
 
 
 def _decide(invoker: ToolInvoker, call_json: str) -> tuple[str, PolicyDecision]:
+    """What the policies say of the call, resource read or prompt get ``call_json`` names:
+    (the tool's, resource's or prompt's name, the decision)."""
+    call = _call(call_json)
+    caller = Caller(client=str(call.get("client", "")),
+                    channel=str(call.get("channel", "mcp")),  # type: ignore[arg-type]
+                    subject=str(call.get("subject", "")),
+                    scopes=tuple(sorted(str(s) for s in call.get("scopes", []))))
+    wire = {"protocol": str(call.get("protocol", "")), "era": str(call.get("era", ""))}
+    assert invoker.policies is not None
+    offer = _offer(call)
+    try:
+        if offer is not None:
+            return offer[1], invoker.policies.decide_offer(
+                *offer, caller, server=str(call.get("server", "")), **wire)
+        tool = _tool(invoker, call)
+        return tool.qualified_name, invoker.policies.decide(
+            tool, caller, call.get("arguments", {}), limits=invoker.policy,
+            chain=bool(call.get("code_mode")), **wire)
+    except (ToolkeeperError, MissingExtraError) as exc:
+        raise fail(exc) from exc
+
+
+def _call(call_json: str) -> dict[str, Any]:
     try:
         call = json.loads(call_json)
     except json.JSONDecodeError as exc:
         raise fail(f"CALL_JSON is not JSON ({exc}); give e.g. "
                    '\'{"tool": "shell", "arguments": {"command": "ls"}}\'') from None
-    name = call.get("tool", call.get("name")) if isinstance(call, dict) else None
+    if not isinstance(call, dict):
+        raise fail('CALL_JSON is not an object; give e.g. \'{"tool": "shell", "arguments": '
+                   '{"command": "ls"}}\' or \'{"resource": "notes://a"}\'')
+    return call
+
+
+def _offer(call: dict[str, Any]) -> tuple[str, str] | None:
+    """``(read_resource, URI)`` or ``(get_prompt, NAME)`` when the call names one."""
+    for key, action in (("resource", READ_RESOURCE), ("prompt", GET_PROMPT)):
+        if isinstance(call.get(key), str):
+            return action, str(call[key])
+    return None
+
+
+def _tool(invoker: ToolInvoker, call: dict[str, Any]) -> ToolLike:
+    name = call.get("tool", call.get("name"))
     tool = invoker.registry.get(str(name)) if name else None
-    if tool is None or not isinstance(call, dict):
+    if tool is None:
         known = ", ".join(sorted(invoker.registry.names())[:20])
-        raise fail(f"CALL_JSON names no tool of the catalog ({name!r}); known: {known}")
-    channel = str(call.get("channel", "mcp"))
-    caller = Caller(client=str(call.get("client", "")), channel=channel,  # type: ignore[arg-type]
-                    subject=str(call.get("subject", "")))
-    assert invoker.policies is not None
-    try:
-        decision = invoker.policies.decide(tool, caller, call.get("arguments", {}),
-                                           limits=invoker.policy,
-                                           chain=bool(call.get("code_mode")))
-    except (ToolkeeperError, MissingExtraError) as exc:
-        raise fail(exc) from exc
-    return tool.qualified_name, decision
+        raise fail(f"CALL_JSON names no tool of the catalog ({name!r}), nor a \"resource\" or "
+                   f"a \"prompt\"; known tools: {known}")
+    return tool
 
 
 @policy_app.command("test")
@@ -159,10 +191,15 @@ def explain(call_json: CallJson, targets: Targets = None, config: ConfigOpt = No
                   markup=False, highlight=False)
     for error in decision.errors:
         out.print(f"  failed to evaluate: {error}", markup=False, highlight=False)
+    offer = _offer(_call(call_json))
     if decision.outcome == "deny" and not decision.policies:
-        out.print(f"  {decision.message(name)}", markup=False, highlight=False)
-    tool = invoker.registry.get(name)
-    assert tool is not None
+        what = ("reading resource" if offer[0] == READ_RESOURCE else "getting prompt") \
+            if offer else ""
+        told = decision.refusal(offer[0], f"{what} {name!r}") if offer else decision.message(name)
+        out.print(f"  {told}", markup=False, highlight=False)
+    tool = invoker.registry.get(name) if offer is None else None
+    if tool is None:
+        return
     considered = invoker.policies.candidates(tool)
     out.print(f"  considered {len(considered)} written or stored polic"
               f"{'y' if len(considered) == 1 else 'ies'} whose scope can name {name}"

@@ -192,7 +192,7 @@ class ToolChainTool(Tool):
 
     async def _run_tool(self, code: str, ctx: ToolContext | None = None) -> ToolResult:
         run = await self.run_chain(code, session_id=ctx.session_id if ctx else None,
-                                   caller=ctx.caller if ctx else None)
+                                   caller=ctx.caller if ctx else None, origin=ctx)
         trace = run.call_trace
         lines = [f"status: {run.status}", *(
             f"call {i}: {r.tool} → {r.status}" + (f" ({r.error_code})" if r.error_code else "")
@@ -291,12 +291,14 @@ class ToolChainTool(Tool):
         self._pool.close()
 
     async def run_chain(self, code: str, *, session_id: str | None = None,
-                        caller: Caller | None = None) -> ChainRunResult:
+                        caller: Caller | None = None, origin: ToolContext | None = None
+                        ) -> ChainRunResult:
         """Run ``code`` once in a fresh sandbox; every call it makes goes through the invoker.
 
         The run has its own session (budget, trace, pins) with the id ``session_id`` — the
         session that called ``tool_chain``, so the script's calls are recorded, audited and
-        asked about under the client that ran it; a fresh id when ``None``.
+        asked about under the client that ran it; a fresh id when ``None``. ``origin``: the
+        request that runs it, whose MCP revision and era its calls speak (for the policies).
 
         Raises:
             UsageError: no confining sandbox here, or ``code`` is not a string of at most
@@ -309,10 +311,10 @@ class ToolChainTool(Tool):
         """
         tracer = self._invoker.tracing.tracer()
         if tracer is None:
-            return await self._run_chain(code, session_id, caller)
+            return await self._run_chain(code, session_id, caller, origin)
         with span(tracer, "code_mode run", {"toolkeeper.code_mode.tool": self.name}) as current:
             try:
-                run = await self._run_chain(code, session_id, caller)
+                run = await self._run_chain(code, session_id, caller, origin)
             except BaseException as exc:
                 failed(current, type(exc).__name__)
                 raise
@@ -322,8 +324,8 @@ class ToolChainTool(Tool):
                 failed(current, run.status)
             return run
 
-    async def _run_chain(self, code: str, session_id: str | None, caller: Caller | None
-                         ) -> ChainRunResult:
+    async def _run_chain(self, code: str, session_id: str | None, caller: Caller | None,
+                         origin: ToolContext | None = None) -> ChainRunResult:
         if not isinstance(code, str) or len(code.encode("utf-8", "surrogatepass")
                                              ) > MAX_CODE_BYTES:
             raise UsageError(f"code must be a Python script of at most {MAX_CODE_BYTES} bytes; "
@@ -342,6 +344,8 @@ class ToolChainTool(Tool):
                     session_id=session_id, chain=True, policy=policy,  # its own limits
                     trace_limit=self._trace_limit,
                     caller=(caller or LIBRARY).through("code_mode")) as session:
+                if origin is not None:
+                    session.protocol, session.era = origin.protocol, origin.era
                 bridge = Bridge(self, run.host, run.secret, session, code, workspace, log=log,
                                 kill=run.cancel.set)
                 async with anyio.create_task_group() as group:

@@ -48,6 +48,8 @@ class Caller:
     page_secret: str = field(default="", repr=False)
     tools: tuple[str, ...] | None = None
     subject: str = ""
+    scopes: tuple[str, ...] = ()
+    """An OAuth access token's scopes, sorted (empty for every other credential)."""
 
     @property
     def is_operator(self) -> bool:
@@ -61,7 +63,7 @@ class Caller:
         """The same caller, through another door (a code-mode script's calls: the same
         tools, never more)."""
         return Caller(client=self.client, channel=channel, via=self.via, tools=self.tools,
-                      subject=self.subject)
+                      subject=self.subject, scopes=self.scopes)
 
 
 LIBRARY = Caller()
@@ -111,6 +113,11 @@ class ToolContext:
     progress_sink: ProgressSink | None = None
     cancelled: bool = False
     client: ClientLink | None = None
+    protocol: str = ""
+    """The MCP protocol revision the request speaks (``2025-11-25``); empty outside MCP."""
+    era: str = ""
+    """Its era: ``handshake`` (a session opened by ``initialize``) or ``per-request`` (each
+    request says its revision: 2026-07-28 and later); empty outside MCP."""
 
     def cancel(self) -> None:
         """Ask the run to stop: calls not yet started are refused."""

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import mcp_types as types
 
 __all__ = ["RESOURCE_PREFIX", "CompletionSource", "NotServed", "PromptSource",
-           "ResourceSource", "UpstreamSources", "served_uri"]
+           "ResourceSource", "UpstreamSources", "resource_server", "served_uri"]
 
 RESOURCE_PREFIX = "toolkeeper://mcp/"
 RESOURCE_NOT_FOUND = -32002
@@ -67,6 +67,10 @@ class PromptSource(Protocol):
 
     def serves_prompt(self, name: str) -> bool: ...
 
+    def prompt_server(self, name: str) -> str:
+        """The upstream that serves the prompt ``name`` (empty: none)."""
+        ...
+
     async def get_prompt(self, name: str, arguments: dict[str, str] | None
                          ) -> types.GetPromptResult: ...
 
@@ -82,6 +86,12 @@ class CompletionSource(Protocol):
 def served_uri(server: str, uri: str) -> str:
     """How an upstream's resource URI (or URI template) is served."""
     return f"{RESOURCE_PREFIX}{server}/{uri}"
+
+
+def resource_server(uri: str) -> str:
+    """The upstream a served URI names (empty for a URI the gateway does not serve)."""
+    split = _split(uri)
+    return split[0] if split is not None else ""
 
 
 def _split(uri: str) -> tuple[str, str] | None:
@@ -276,6 +286,10 @@ class UpstreamSources:
     def serves_prompt(self, name: str) -> bool:
         return any(name in listed.prompts or name in listed.held_prompts
                    for listed in self._listed.values())
+
+    def prompt_server(self, name: str) -> str:
+        return next((server for server, listed in self._listed.items()
+                     if name in listed.prompts or name in listed.held_prompts), "")
 
     def _prompt(self, name: str) -> tuple[Upstream, str]:
         for server, listed in self._listed.items():

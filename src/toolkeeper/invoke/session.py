@@ -39,6 +39,11 @@ class InvokerSession:
         self.id = session_id or "ses_" + secrets.token_urlsafe(12)
         self.caller = caller
         """Who makes this session's calls (an MCP client, a code-mode run of one, a program)."""
+        self.protocol = ""
+        """The MCP revision its calls speak when they carry no context of their own (a
+        code-mode run's: the request that ran the script); empty outside MCP."""
+        self.era = ""
+        """That revision's era (``handshake``, ``per-request``), as ``ToolContext.era``."""
         self.invoker = invoker
         self.policy: ChainPolicy = policy if policy is not None else invoker.policy
         """The limits of this session's calls: its own (a code-mode run's) when given, else

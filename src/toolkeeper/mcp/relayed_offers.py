@@ -1,17 +1,28 @@
 """The gateway's upstream resources and prompts beside a server's own: ``OfferHandlers`` whose
 listings add the upstreams' and whose reads, gets, subscriptions and completions of what the
-gateway serves go to it (``RelayedHandlers``)."""
+gateway serves go to it (``RelayedHandlers``). Every read and get, the server's own or
+relayed, is first decided by the door's policies (``offer_policy``), and a listing shows only
+what its caller may read or get."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 
-from ..gateway.sources import RESOURCE_PREFIX
-from .offer_handlers import OfferHandlers
+from ..core.context import Caller
+from ..gateway.sources import RESOURCE_PREFIX, resource_server
+from .offer_handlers import OfferHandlers, caller_of
+from .offer_policy import check_prompt, check_resource
 from .relayed import RelayedHandlers
 from .wire import Ctx
+
+if TYPE_CHECKING:
+    from ..invoke.invoker import ToolInvoker
+    from ..invoke.session import InvokerSession
 
 __all__ = ["RelayedOffers"]
 
@@ -20,27 +31,45 @@ class RelayedOffers(OfferHandlers):
     """Prompts, resources and completion: this server's own, then its gateway's."""
 
     relayed: RelayedHandlers | None
+    invoker: ToolInvoker
+    fixed_session: InvokerSession | None
+
+    def caller_for(self, ctx: Ctx) -> Caller:
+        """Who makes this request (a server with a fixed session: that session's caller)."""
+        return self.fixed_session.caller if self.fixed_session is not None else caller_of(ctx)
 
     async def list_prompts(self, ctx: Ctx, params: Any) -> types.ListPromptsResult:
         listed = await super().list_prompts(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_prompts(ctx, params)
-        return listed.model_copy(update={"prompts": [*listed.prompts, *upstream.prompts]})
+        upstream = await self.relayed.list_prompts(ctx, params) \
+            if self.relayed is not None else None
+        prompts = [*listed.prompts, *(upstream.prompts if upstream else [])]
+        shown = [p for p in prompts if _allowed(partial(self.checked_prompt, ctx, p.name))]
+        return listed.model_copy(update={"prompts": shown})
+
+    def checked_prompt(self, ctx: Ctx, name: str) -> bool:
+        """Refuse getting the prompt ``name`` when the policies deny it (``MCPError``);
+        whether the gateway relays it."""
+        relayed = self.relayed is not None and self.relayed.sources.serves_prompt(name)
+        server = self.relayed.sources.prompt_server(name) \
+            if self.relayed is not None and relayed else ""
+        check_prompt(self.invoker.policies, ctx, self.caller_for(ctx), name, server)
+        return relayed
 
     async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult | types.InputRequiredResult:
-        if self.relayed is not None and self.relayed.sources.serves_prompt(params.name):
+        relayed = self.checked_prompt(ctx, params.name)
+        if self.relayed is not None and relayed:
             return await self.relayed.get_prompt(ctx, params)
         return await super().get_prompt(ctx, params)
 
     async def list_resources(self, ctx: Ctx, params: Any) -> types.ListResourcesResult:
         listed = await super().list_resources(ctx, params)
-        if self.relayed is None:
-            return listed
-        upstream = await self.relayed.list_resources(ctx, params)
-        return listed.model_copy(update={"resources": [*listed.resources,
-                                                       *upstream.resources]})
+        upstream = await self.relayed.list_resources(ctx, params) \
+            if self.relayed is not None else None
+        resources = [*listed.resources, *(upstream.resources if upstream else [])]
+        shown = [r for r in resources
+                 if _allowed(partial(self.checked_resource, ctx, str(r.uri)))]
+        return listed.model_copy(update={"resources": shown})
 
     async def list_resource_templates(self, ctx: Ctx, params: Any
                                       ) -> types.ListResourceTemplatesResult:
@@ -51,14 +80,24 @@ class RelayedOffers(OfferHandlers):
         return listed.model_copy(update={"resource_templates": [
             *listed.resource_templates, *upstream.resource_templates]})
 
+    def checked_resource(self, ctx: Ctx, uri: str) -> bool:
+        """Refuse reading ``uri`` when the policies deny it (``MCPError``); whether it is in
+        the gateway's namespace."""
+        relayed = self.relayed is not None and uri.startswith(RESOURCE_PREFIX)
+        check_resource(self.invoker.policies, ctx, self.caller_for(ctx), uri,
+                       resource_server(uri) if relayed else "")
+        return relayed
+
     async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
+        relayed = self.checked_resource(ctx, str(params.uri))
         # the gateway's namespace: it names what is wrong with a URI no upstream serves
-        if self.relayed is not None and str(params.uri).startswith(RESOURCE_PREFIX):
+        if self.relayed is not None and relayed:
             return await self.relayed.read_resource(ctx, params)
         return await super().read_resource(ctx, params)
 
     async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
+        self.checked_resource(ctx, str(params.uri))  # what may not be read is not watched
         if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
             return await self.relayed.subscribe(ctx, params)
         return await super().subscribe(ctx, params)
@@ -71,6 +110,8 @@ class RelayedOffers(OfferHandlers):
     async def complete(self, ctx: Ctx, params: types.CompleteRequestParams
                        ) -> types.CompleteResult:
         ref = params.ref
+        if getattr(ref, "type", "") == "ref/prompt":  # a prompt refused has no values offered
+            self.checked_prompt(ctx, str(getattr(ref, "name", "")))
         upstream = self.relayed is not None and (
             self.relayed.sources.serves_prompt(str(getattr(ref, "name", "")))
             if getattr(ref, "type", "") == "ref/prompt"
@@ -78,3 +119,12 @@ class RelayedOffers(OfferHandlers):
         if upstream and self.relayed is not None:
             return await self.relayed.complete(ctx, params)
         return await super().complete(ctx, params)
+
+
+def _allowed(check: Callable[[], object]) -> bool:
+    """Whether ``check`` passes: a listing shows only what the caller may read or get."""
+    try:
+        check()
+    except MCPError:
+        return False
+    return True

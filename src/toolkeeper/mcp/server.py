@@ -56,7 +56,7 @@ from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
-from .wire import INVALID_PARAMS, Ctx, modern
+from .wire import INVALID_PARAMS, Ctx, era_of, modern
 
 __all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
            "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
@@ -311,7 +311,7 @@ class MCPFace(RelayedOffers):
             call_id=call.id, tool_name=call.name, session_id=session.id,
             state=session.state, client=link,  # this request's caller (its token's scopes)
             caller=session.caller if self.fixed_session is not None else caller_of(ctx),
-            progress_sink=ctx.session.report_progress)
+            progress_sink=ctx.session.report_progress, protocol=ctx.protocol_version, era=era_of(ctx))
         ask_client = self.channel is not None and rounds
         with calling_client(SdkClientLink(ctx, client)):  # the gateway's relay
             if self.channel is not None and ask_client:  # the client's answers so far

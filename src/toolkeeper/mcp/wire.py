@@ -22,7 +22,7 @@ from ..gateway.sources import RESOURCE_NOT_FOUND
 
 __all__ = ["CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
            "MISSING_CAPABILITY", "MODERN", "NO_WAY_BACK", "PARSE_ERROR", "RESOURCE_NOT_FOUND", "Ctx",
-           "State", "modern", "not_found_code"]
+           "State", "era_of", "modern", "not_found_code"]
 
 State: TypeAlias = dict[str, Any]
 """What the face's lifespan yields (``MCPFace.state``)."""
@@ -49,6 +49,12 @@ def modern(request: Versioned) -> bool:
     listens with ``subscriptions/listen`` and answers questions in rounds (``inputRequests``)
     instead of on an open connection. An unknown revision is taken for the handshake era."""
     return is_version_at_least(request.protocol_version, MODERN)
+
+
+def era_of(request: Versioned) -> str:
+    """The era ``request`` speaks, as a policy reads it (``context.era``): ``per-request``
+    (2026-07-28 and later) or ``handshake``."""
+    return "per-request" if modern(request) else "handshake"
 
 
 def not_found_code(request: Versioned) -> int:

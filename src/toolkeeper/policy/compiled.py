@@ -21,6 +21,7 @@ from .schema import (
     CedarType,
     cedar_args,
     client_entity,
+    offer_entity,
     request_context,
     tool_entity,
 )
@@ -59,7 +60,7 @@ class CompiledSet:
     """The type of ``decide``'s ``context.args`` (see ``schema.decide_args_type``)."""
     next_expiry: float = float("inf")
     _by_tool: dict[tuple[str, bool], _ToolSet | None] = field(default_factory=dict)
-    _entities: dict[tuple[str, str, str, str, str], object] = field(default_factory=dict)
+    _entities: dict[tuple[str, ...], object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ends = [p.expires for p in self.policies if p.expires is not None]
@@ -71,19 +72,43 @@ class CompiledSet:
         key = (name, deciding)
         if key in self._by_tool:
             return self._by_tool[key]
-        import cedarpy
-
         chosen = {p.id: p for p in self.policies if _applies(p.est, name, deciding=deciding)}
-        built = None
-        if chosen:
-            document = {"staticPolicies": {k: p.est for k, p in chosen.items()},
-                        "templates": {}, "templateLinks": []}
-            built = _ToolSet(cedarpy.PolicySet.from_json_str(json.dumps(document)), chosen)
+        built = _tool_set(chosen)
         self._by_tool[key] = built
         return built
 
+    def for_offer(self, action: str) -> _ToolSet | None:
+        """The policies that can apply to ``action`` (``read_resource``, ``get_prompt``)."""
+        key = (action, True)  # no tool has an action's name, and only DECIDE is "deciding"
+        if key not in self._by_tool:
+            self._by_tool[key] = _tool_set({p.id: p for p in self.policies
+                                            if _names_action(p.est, (action,))})
+        return self._by_tool[key]
+
+    def evaluate_offer(self, action: str, name: str, caller: Caller, *, server: str = "",
+                       protocol: str = "", era: str = "", workspace: str = "") -> Verdict:
+        """Cedar's answer for ``caller`` reading the resource ``name`` (a URI) or getting
+        the prompt ``name`` (``action``), relayed from the upstream ``server`` if any."""
+        chosen = self.for_offer(action)
+        if chosen is None:
+            return Verdict()
+        import cedarpy
+
+        entity = offer_entity(action, name, server)
+        request = {"principal": {"type": "Client", "id": caller.client},
+                   "action": {"type": "Action", "id": action}, "resource": entity["uid"],
+                   "context": request_context({}, code_mode=caller.channel == "code_mode",
+                                              protocol=protocol, era=era,
+                                              workspace=workspace)}
+        entities = cedarpy.Entities.from_json_str(json.dumps([
+            client_entity(caller), entity,
+            {"uid": {"type": "Action", "id": action}, "attrs": {}, "parents": []}]))
+        answer = cedarpy.is_authorized(request, chosen.policies,  # type: ignore[arg-type]
+                                       entities)
+        return _verdict(answer, chosen.written)
+
     def evaluate(self, tool: ToolLike, caller: Caller, arguments: object, *, code_mode: bool,
-                 era: str = "", workspace: str = "") -> Verdict:
+                 protocol: str = "", era: str = "", workspace: str = "") -> Verdict:
         """Cedar's answer for a call of ``tool`` by ``caller`` with ``arguments``."""
         name = tool.qualified_name
         chosen = self.for_tool(name)
@@ -93,7 +118,7 @@ class CompiledSet:
 
         kind = self.args.get(name, {"type": "Record", "attributes": {}})
         context = request_context(cedar_args(arguments, kind) or {},
-                                  code_mode=code_mode, era=era,
+                                  code_mode=code_mode, protocol=protocol, era=era,
                                   workspace=workspace)
         request = {"principal": {"type": "Client", "id": caller.client},
                    "action": {"type": "Action", "id": name},
@@ -123,7 +148,8 @@ class CompiledSet:
         return _verdict(answer, chosen.written)
 
     def _entities_for(self, caller: Caller, tool: ToolLike) -> object:
-        key = (caller.client, caller.channel, caller.via, caller.subject, tool.qualified_name)
+        key = (caller.client, caller.channel, caller.via, caller.subject,
+               ",".join(caller.scopes), tool.qualified_name)
         found = self._entities.get(key)
         if found is None:
             import cedarpy
@@ -137,6 +163,17 @@ class CompiledSet:
                  "parents": [{"type": "Action", "id": CALL_TOOL}]},
                 {"uid": {"type": "Action", "id": CALL_TOOL}, "attrs": {}, "parents": []}]))
         return found
+
+
+def _tool_set(chosen: dict[str, Written]) -> _ToolSet | None:
+    """``chosen`` as one Cedar policy set (``None`` when there is none)."""
+    if not chosen:
+        return None
+    import cedarpy
+
+    document = {"staticPolicies": {k: p.est for k, p in chosen.items()},
+                "templates": {}, "templateLinks": []}
+    return _ToolSet(cedarpy.PolicySet.from_json_str(json.dumps(document)), chosen)
 
 
 def _verdict(answer: object, written: Mapping[str, Written]) -> Verdict:
@@ -172,13 +209,18 @@ def _names(scope: Mapping[str, object]) -> list[tuple[str, str]]:
     return out
 
 
+def _names_action(est: Mapping[str, object], actions: tuple[str, ...]) -> bool:
+    """Whether a policy's action scope is open or names one of ``actions``."""
+    action = est.get("action")
+    return not (isinstance(action, dict) and action.get("op") in ("==", "in") and not any(
+        kind == "Action" and name in actions for kind, name in _names(action)))
+
+
 def _applies(est: Mapping[str, object], tool: str, *, deciding: bool = False) -> bool:
     """Whether a policy's scope can match a call of ``tool`` (``deciding``: a decision on a
     request for it) — when unsure: yes."""
-    action, resource = est.get("action"), est.get("resource")
-    actions = (DECIDE,) if deciding else (tool, CALL_TOOL)
-    if isinstance(action, dict) and action.get("op") in ("==", "in") and not any(
-            kind == "Action" and name in actions for kind, name in _names(action)):
+    resource = est.get("resource")
+    if not _names_action(est, (DECIDE,) if deciding else (tool, CALL_TOOL)):
         return False
     if isinstance(resource, dict) and resource.get("op") in ("==", "in", "is"):
         if resource.get("op") == "is" and resource.get("entity_type") != "Tool":

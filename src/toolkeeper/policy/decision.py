@@ -86,6 +86,20 @@ class PolicyDecision:
                 "it did not run — the operator can add a permit policy for it (toolkeeper "
                 "policy explain shows which policies were considered)")
 
+    def refusal(self, action: str, what: str) -> str:
+        """Why ``what`` (``reading resource 'URI'``, ``getting prompt 'NAME'``: the
+        ``action`` ``read_resource``, ``get_prompt``) is refused, for the client (``deny``
+        only)."""
+        if self.forbids:
+            named = "; ".join(p.describe() for p in self.forbids)
+            return f"{what} is forbidden by {named}; do not retry it unless the user asks"
+        if self.errors:
+            return (f"{what} is refused: a forbid policy could not be evaluated "
+                    f"({'; '.join(self.errors)}), so it counts as applying; the operator must "
+                    "fix the policy")
+        return (f"{what} is refused: no policy permits it (deny by default); the operator "
+                f'can permit it (permit (principal, action == Action::"{action}", resource);)')
+
     def ttl(self) -> float | Literal["never"] | None:
         """The time-to-live the asking policies give the request (``ask`` only): the shortest
         ``@ttl`` among them, ``"never"`` only when that is all they say; ``None`` for none."""

@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..core.context import Caller
@@ -26,7 +26,7 @@ from ..extras import MissingExtraError
 from ..toolbox.catalog import CatalogBase
 from .compiled import CompiledSet, Verdict
 from .decision import Matched, PolicyDecision
-from .defaults import DECIDE, Limits, decide_default, default_set_text
+from .defaults import DECIDE, READ, Limits, decide_default, default_set_text
 from .schema import (
     args_type,
     cedar_args,
@@ -166,18 +166,20 @@ class Policies:
         return True
 
     def decide(self, tool: ToolLike, caller: Caller, arguments: object, *, limits: Limits,
-               chain: bool, era: str = "") -> PolicyDecision:
+               chain: bool, protocol: str = "", era: str = "") -> PolicyDecision:
         """Allow, ask or deny a call of ``tool`` by ``caller`` with ``arguments`` (validated),
-        under ``limits`` (the call's own policy, which the default set reads)."""
+        under ``limits`` (the call's own policy, which the default set reads); ``protocol`` and
+        ``era``: the MCP revision the request speaks and its era (empty outside MCP)."""
         default = decide_default(tool, limits, chain=chain) if self.defaults else None
         compiled = self._current()
         if compiled is None or not compiled.policies:
             return combine(Verdict(), default)
-        verdict = compiled.evaluate(tool, caller, arguments, code_mode=chain, era=era,
-                                    workspace=self.workspace)
+        verdict = compiled.evaluate(tool, caller, arguments, code_mode=chain, protocol=protocol,
+                                    era=era, workspace=self.workspace)
         if verdict.expired:
             self._expire()
-            return self.decide(tool, caller, arguments, limits=limits, chain=chain, era=era)
+            return self.decide(tool, caller, arguments, limits=limits, chain=chain,
+                               protocol=protocol, era=era)
         decision = combine(verdict, default)
         stored = [p.id for p in decision.policies if p.where == "store" and not p.once]
         if stored:
@@ -186,8 +188,8 @@ class Policies:
         return decision
 
     def settle(self, decision: PolicyDecision, tool: ToolLike, caller: Caller,
-               arguments: object, *, limits: Limits, chain: bool, era: str = ""
-               ) -> PolicyDecision:
+               arguments: object, *, limits: Limits, chain: bool, protocol: str = "",
+               era: str = "") -> PolicyDecision:
         """The outcome once the ``@once`` rules it rests on are spent (``decision.claims``):
         the first one the store still holds is spent (used up on every replica at once) and
         the outcome stands; those already spent elsewhere are dropped here and the call is
@@ -197,7 +199,7 @@ class Policies:
             if spent:
                 return decision
             decision = self.decide(tool, caller, arguments, limits=limits, chain=chain,
-                                   era=era)
+                                   protocol=protocol, era=era)
         return decision
 
     def _spend(self, claims: tuple[Matched, ...]) -> bool:
@@ -212,9 +214,29 @@ class Policies:
                 self._rules = [r for r in self._rules if r.id not in gone]
                 self._build(self._files, self._rules)
 
+    def decide_offer(self, action: str, name: str, caller: Caller, *, server: str = "",
+                     protocol: str = "", era: str = "") -> PolicyDecision:
+        """Allow or deny ``caller`` reading the resource ``name`` (``action``
+        ``read_resource``; a URI) or getting the prompt ``name`` (``get_prompt``), relayed
+        from the upstream ``server`` if any. A person is never asked about a read: an ``@ask``
+        permit (one whose scope leaves the action open) does not apply to it."""
+        default = READ if self.defaults else None
+        compiled = self._current()
+        if compiled is None or not compiled.policies:
+            return combine(Verdict(), default)
+        verdict = compiled.evaluate_offer(action, name, caller, server=server,
+                                          protocol=protocol, era=era, workspace=self.workspace)
+        if verdict.expired:
+            self._expire()
+            return self.decide_offer(action, name, caller, server=server, protocol=protocol,
+                                     era=era)
+        plain = tuple(p for p in verdict.permits if not p.ask and not p.once)
+        return combine(Verdict(permits=plain, forbids=verdict.forbids,
+                               failed_forbids=verdict.failed_forbids), default)
+
     def may_decide(self, operator: str, *, tool: str, found: ToolLike | None, risk: str,
-                   client: str, reason: str, arguments: object, via: str = ""
-                   ) -> PolicyDecision:
+                   client: str, reason: str, arguments: object, via: str = "",
+                   scopes: Iterable[str] = ()) -> PolicyDecision:
         """Whether ``operator`` may decide a request for ``tool`` (``found``: the tool in the
         catalog, ``None`` when it is gone) asked by ``client``: ``allow`` or ``deny`` with the
         policies that said so. The default set lets every operator decide everything."""
@@ -225,11 +247,12 @@ class Policies:
         entity = tool_entity(found) if found is not None else _gone_tool(tool, risk)
         context = decide_context(cedar_args(arguments, compiled.decide_args) or {},
                                  client=client, risk=risk, reason=reason)
-        verdict = compiled.evaluate_decide(operator_entity(operator, via), entity, context)
+        verdict = compiled.evaluate_decide(operator_entity(operator, via, scopes), entity,
+                                           context)
         if verdict.expired:
             self._expire()
             return self.may_decide(operator, tool=tool, found=found, risk=risk, client=client,
-                                   reason=reason, arguments=arguments, via=via)
+                                   reason=reason, arguments=arguments, via=via, scopes=scopes)
         decision = combine(verdict, default)
         if decision.outcome == "ask":  # @ask means nothing to a decision: a permit is a permit
             return PolicyDecision(outcome="allow", policies=decision.policies)

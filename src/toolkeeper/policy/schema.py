@@ -1,11 +1,13 @@
 """The Cedar schema generated from the catalog, and each call as a Cedar request.
 
 Principal: ``Client::"NAME"`` (the caller: its client's name, the door it came through, how it
-proved itself, its OAuth subject, whether it is a code-mode run). Action: one per tool, named as
-the tool, each a member of ``Action::"call_tool"``; ``read_resource``, ``get_prompt`` and
-``decide``. Resource: ``Tool::"NAME"`` with its attributes. Context: ``args`` typed from the
-tool's input schema, ``code_mode``, the time (``now``, ``hour``, ``weekday``, UTC), ``era``
-(reserved for the MCP protocol era; empty until the MCP face passes it) and the ``workspace``.
+proved itself, its OAuth subject and scopes, whether it is a code-mode run). Action: one per
+tool, named as the tool, each a member of ``Action::"call_tool"``; ``read_resource``,
+``get_prompt`` and ``decide``. Resource: ``Tool::"NAME"`` with its attributes (a read's
+``Resource::"URI"``, a prompt's ``Prompt::"NAME"``). Context: ``args`` typed from the tool's
+input schema, ``code_mode``, the time (``now``, ``hour``, ``weekday``, UTC), the MCP revision
+the request speaks (``protocol``) and its ``era`` (``handshake``, ``per-request``; empty outside
+MCP) and the ``workspace``.
 
 Deciding an approval request is itself a request: principal ``Operator::"NAME"`` (the person),
 action ``decide``, resource the request's ``Tool`` (its attributes), context the request as its
@@ -33,11 +35,13 @@ from ..errors import ConfigError
 
 __all__ = ["ACTIONS", "CALL_TOOL", "DECIDE", "CedarType", "args_type", "cedar_args",
            "cedar_schema", "client_entity", "decide_args_type", "decide_context",
-           "operator_entity", "request_context", "tool_entity"]
+           "offer_entity", "operator_entity", "request_context", "tool_entity"]
 
 CALL_TOOL: Final = "call_tool"
 DECIDE: Final = "decide"
-ACTIONS: Final = (CALL_TOOL, "read_resource", "get_prompt", DECIDE)
+READ_RESOURCE: Final = "read_resource"
+GET_PROMPT: Final = "get_prompt"
+ACTIONS: Final = (CALL_TOOL, READ_RESOURCE, GET_PROMPT, DECIDE)
 """The actions that are not a tool's own (a tool of one of these names cannot be governed)."""
 
 CedarType = dict[str, object]
@@ -55,8 +59,11 @@ def _record(attributes: Mapping[str, CedarType]) -> CedarType:
 
 
 CLIENT_SHAPE = _record({"name": _STRING, "channel": _STRING, "via": _STRING,
-                        "subject": _STRING, "code_mode": _BOOL})
-OPERATOR_SHAPE = _record({"name": _STRING, "via": _STRING})
+                        "subject": _STRING, "scopes": _TAGS, "code_mode": _BOOL})
+OPERATOR_SHAPE = _record({"name": _STRING, "via": _STRING, "scopes": _TAGS})
+OFFER_SHAPES: Final = {READ_RESOURCE: ("Resource", _record({"uri": _STRING, "server": _STRING})),
+                       GET_PROMPT: ("Prompt", _record({"name": _STRING, "server": _STRING}))}
+"""The entity type and shape of what ``read_resource`` and ``get_prompt`` name."""
 TOOL_SHAPE = _record({
     "name": _STRING, "namespace": _STRING, "server": _STRING, "kind": _STRING,
     "risk": _STRING, "level": _LONG_T, "asks": _BOOL, "hitl_mode": _STRING, "tags": _TAGS,
@@ -125,7 +132,8 @@ def args_type(tool: ToolLike) -> CedarType:
 
 def _context_type(args: CedarType) -> CedarType:
     return _record({"args": args, "code_mode": _BOOL, "now": _LONG_T, "hour": _LONG_T,
-                    "weekday": _LONG_T, "era": _STRING, "workspace": _STRING})
+                    "weekday": _LONG_T, "protocol": _STRING, "era": _STRING,
+                    "workspace": _STRING})
 
 
 def decide_args_type(tools: Iterable[ToolLike]) -> CedarType:
@@ -157,11 +165,9 @@ def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
     applies: dict[str, object] = {"principalTypes": ["Client"], "resourceTypes": ["Tool"]}
     actions: dict[str, object] = {
         CALL_TOOL: {},
-        "read_resource": {"appliesTo": {"principalTypes": ["Client"],
-                                        "resourceTypes": ["Resource"],
-                                        "context": _context_type(_record({}))}},
-        "get_prompt": {"appliesTo": {"principalTypes": ["Client"], "resourceTypes": ["Prompt"],
-                                     "context": _context_type(_record({}))}},
+        **{action: {"appliesTo": {"principalTypes": ["Client"], "resourceTypes": [kind],
+                                  "context": _context_type(_record({}))}}
+           for action, (kind, _) in OFFER_SHAPES.items()},
         DECIDE: {"appliesTo": {"principalTypes": ["Operator"], "resourceTypes": ["Tool"],
                                "context": _decide_context_type(decide_args_type(tools))}},
     }
@@ -174,8 +180,8 @@ def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
         actions[name] = {"memberOf": [{"id": CALL_TOOL}], "appliesTo": applies_to}
     return {"": {"entityTypes": {
         "Client": {"shape": CLIENT_SHAPE}, "Operator": {"shape": OPERATOR_SHAPE},
-        "Tool": {"shape": TOOL_SHAPE}, "Resource": {"shape": _record({"uri": _STRING})},
-        "Prompt": {"shape": _record({"name": _STRING})},
+        "Tool": {"shape": TOOL_SHAPE},
+        **{kind: {"shape": shape} for kind, shape in OFFER_SHAPES.values()},
     }, "actions": actions}}
 
 
@@ -213,14 +219,25 @@ def client_entity(caller: Caller) -> dict[str, object]:
     """The principal: ``Client::"NAME"`` and what the caller says of itself."""
     return {"uid": {"type": "Client", "id": caller.client}, "parents": [], "attrs": {
         "name": caller.client, "channel": caller.channel, "via": caller.via,
-        "subject": caller.subject, "code_mode": caller.channel == "code_mode"}}
+        "subject": caller.subject, "scopes": sorted(caller.scopes),
+        "code_mode": caller.channel == "code_mode"}}
 
 
-def operator_entity(name: str, via: str = "") -> dict[str, object]:
-    """The principal of ``decide``: ``Operator::"NAME"`` (the person deciding) and how they
-    proved it (``token``, ``oauth``, ``page``, ``cli``)."""
+def operator_entity(name: str, via: str = "", scopes: Iterable[str] = ()) -> dict[str, object]:
+    """The principal of ``decide``: ``Operator::"NAME"`` (the person deciding), how they
+    proved it (``bearer``, ``cookie``) and their OAuth access token's scopes (none for a token
+    of the state dir)."""
     return {"uid": {"type": "Operator", "id": name}, "parents": [],
-            "attrs": {"name": name, "via": via}}
+            "attrs": {"name": name, "via": via, "scopes": sorted(scopes)}}
+
+
+def offer_entity(action: str, name: str, server: str = "") -> dict[str, object]:
+    """The resource of ``read_resource`` (``Resource::"URI"``) or ``get_prompt``
+    (``Prompt::"NAME"``); ``server``: the upstream MCP server the gateway relays it from."""
+    kind, _ = OFFER_SHAPES[action]
+    key = "uri" if kind == "Resource" else "name"
+    return {"uid": {"type": kind, "id": name}, "parents": [],
+            "attrs": {key: name, "server": server}}
 
 
 def tool_entity(tool: ToolLike) -> dict[str, object]:
@@ -237,13 +254,14 @@ def tool_entity(tool: ToolLike) -> dict[str, object]:
         "idempotent": bool(meta.idempotent_hint), "open_world": bool(meta.open_world_hint)}}
 
 
-def request_context(args: object, *, code_mode: bool, era: str = "",
+def request_context(args: object, *, code_mode: bool, protocol: str = "", era: str = "",
                     workspace: str = "", now: float | None = None) -> dict[str, object]:
     """The context of one call (``args`` already converted by ``cedar_args``)."""
     stamp = time.time() if now is None else now
     moment = time.gmtime(stamp)
     return {"args": args, "code_mode": code_mode, "now": int(stamp), "hour": moment.tm_hour,
-            "weekday": moment.tm_wday, "era": era, "workspace": workspace}
+            "weekday": moment.tm_wday, "protocol": protocol, "era": era,
+            "workspace": workspace}
 
 
 def decide_context(args: object, *, client: str, risk: str, reason: str,

@@ -211,18 +211,17 @@ def _known_tools(policy: Written, tools: Mapping[str, frozenset[str]]) -> None:
                               f"{nearest(name, tools)}")
 
 
-_NOT_ENFORCED = ("read_resource", "get_prompt")
+_NEVER_ASKED = ("read_resource", "get_prompt")
 
 
 def _enforced(policy: Written) -> None:
-    """A forbid or an ask on an action the door does not decide yet is refused, never loaded
-    to do nothing: resources and prompts are not checked against policies (a permit of them
-    says what happens anyway)."""
-    if policy.matched.effect == "permit" and not policy.matched.ask:
+    """An ``@ask`` naming a read (a resource, a prompt) is refused, never loaded to do
+    nothing: a person is asked only about tool calls — a read is allowed or forbidden."""
+    if not policy.matched.ask:
         return
     for kind, name in _entities(policy.est.get("action")):
-        if kind == "Action" and name in _NOT_ENFORCED:
+        if kind == "Action" and name in _NEVER_ASKED:
             raise ConfigError(
-                f"{policy.matched.where}: policies on {name} are not enforced yet (resources "
-                "and prompts are served to every client that may connect); remove this "
-                "policy, and govern the tools that reach the data instead")
+                f"{policy.matched.where}: @ask on {name}: a person is never asked about "
+                "reading a resource or getting a prompt; write a permit (served) or a forbid "
+                "(refused) instead, or ask about the tools that reach the data")

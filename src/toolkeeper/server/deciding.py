@@ -44,7 +44,7 @@ class Deciders:
         return self.policies.may_decide(
             operator_name(caller), tool=request.tool, found=found, risk=request.risk.value,
             client=client_of(request.session_id), reason=request.reason,
-            arguments=request.arguments, via=caller.via)
+            arguments=request.arguments, via=caller.via, scopes=caller.scopes)
 
     def refusal(self, caller: Caller, stored: StoredApproval) -> str | None:
         """Why ``caller`` may not decide ``stored``; ``None`` when they may. When the policies

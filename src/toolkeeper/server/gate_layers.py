@@ -342,7 +342,7 @@ class ToolScope:
 class Identified:
     """Who asks, into the request's state as a ``Caller`` (``CALLER_KEY``): the client's name,
     the channel (mcp, api, page), how it proved it, the page session's secret, an access
-    token's tools and subject, or the named operator's name as the subject."""
+    token's tools, subject and scopes, or the named operator's name as the subject."""
 
     async def __call__(self, asked: Asked, receive: Receive, send: Send) -> Passed:
         if asked.client is not None:
@@ -352,7 +352,8 @@ class Identified:
             asked.scope.setdefault("state", {})[CALLER_KEY] = Caller(
                 client=asked.client, channel=channel, via=asked.via, page_secret=asked.secret,
                 tools=grant.tools if grant is not None else None,
-                subject=grant.subject if grant is not None else asked.person)
+                subject=grant.subject if grant is not None else asked.person,
+                scopes=tuple(sorted(grant.scopes)) if grant is not None else ())
         return receive, send
 
 

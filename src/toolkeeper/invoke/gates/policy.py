@@ -45,13 +45,15 @@ class PolicyGate(Gate):
         assert self.policies is not None
         tool = inv.known_tool
         caller = inv.ctx.caller if inv.ctx is not None else inv.session.caller
+        said = inv.ctx if inv.ctx is not None else inv.session  # a script's: its run's request
+        wire = {"protocol": said.protocol, "era": said.era}
         try:
             decision = self.policies.decide(tool, caller, inv.arguments, limits=inv.policy,
-                                            chain=inv.session.chain)
+                                            chain=inv.session.chain, **wire)
             if decision.claims:  # an @once rule decides: spend it in the store first
                 decision = await anyio.to_thread.run_sync(partial(
                     self.policies.settle, decision, tool, caller, inv.arguments,
-                    limits=inv.policy, chain=inv.session.chain))
+                    limits=inv.policy, chain=inv.session.chain, **wire))
         except (ConfigError, MissingExtraError, StoreError) as exc:
             raise PolicyDeniedError(f"the call to '{tool.name}' is refused: the policies cannot "
                                     f"be read ({exc}); the operator must fix them",
