@@ -17,11 +17,19 @@ config's value, else the default. Both values pickle, so a worker process can be
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from ..approval.where import default_state_dir
@@ -73,6 +81,14 @@ class ServeFlags(BaseModel):
     oauth_jwks_url: str | None = None
     metrics_port: Port | None = Field(None, description="a port from 0 to 65535")
     artifacts: str | None = None
+    workers: int = Field(1, ge=1, le=1024, description=(
+        "a number of processes from 1 to 1024, or 'auto' (one per core)"))
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _cores(cls, given: object) -> object:
+        """``auto``: one worker per core this process may run on."""
+        return len(os.sched_getaffinity(0)) if given == "auto" else given
 
     @model_validator(mode="after")
     def _rules_between_flags(self) -> ServeFlags:
@@ -82,7 +98,24 @@ class ServeFlags(BaseModel):
         if self.metrics_port is not None and self.stdio:
             raise ValueError("--metrics-port must be a port from 0 to 65535, and serving over "
                              "HTTP (not with --stdio)")
+        if self.workers > 1:
+            _one_worker_only(self)
         return self
+
+
+def _one_worker_only(flags: ServeFlags) -> None:
+    """What several workers cannot share (``--workers N`` with N > 1): refused in one line."""
+    if flags.stdio:
+        raise ValueError("--workers serves HTTP from several processes on one port; over "
+                         "--stdio one client owns one process: drop --workers")
+    if flags.keep_sessions:
+        raise ValueError("--sessions keeps each client's MCP session in one process's memory, "
+                         "and with --workers N another worker may answer its next request: "
+                         "serve session clients with --workers 1 (the default)")
+    if flags.metrics_port is not None:
+        raise ValueError("--metrics-port would count one worker's requests only: with "
+                         "--workers N read /metrics on the main port (each answer is the "
+                         "answering worker's), or serve with --workers 1")
 
 
 class ServeSettings(BaseModel):
@@ -105,6 +138,9 @@ class ServeSettings(BaseModel):
     artifact_ttl_s: float
     oauth: OAuthSection | None
     """``--oauth-*`` over ``[server.oauth]``; ``None`` when neither asks for OAuth."""
+    worker: int = 0
+    """Which of ``--workers`` this process is (1 to N), handed to it by the supervisor; 0:
+    the only process."""
 
     @model_validator(mode="after")
     def _rules_of_the_whole(self) -> ServeSettings:
