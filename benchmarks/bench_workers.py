@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from bench_serve import LUA, _RESULT
+from bench_serve import _RESULT, LUA
 
 TOKEN = "bench-operator-token-0123456789"
 TOOLS = '''
@@ -115,9 +115,9 @@ def wake(serve: Serve, approvals: int) -> list[float]:
         answered: list[float] = []
         body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
                 "params": {"name": "launch", "arguments": {"n": n}}}
-        call = threading.Thread(target=lambda b=body: (caller.post(
+        call = threading.Thread(target=lambda b=body, got=answered: (caller.post(
             "/mcp", json=b, headers={"Accept": "application/json, text/event-stream"}),
-            answered.append(time.perf_counter())))
+            got.append(time.perf_counter())))
         call.start()
         pending = _until(lambda: operator.get("/api/approvals?state=pending").json()[
             "approvals"])

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -182,9 +183,12 @@ def test_the_rate_limit_counts_a_client_across_the_workers(tmp_path: Path) -> No
 def _supervisor_stops(served: Served, sig: int) -> str:
     err = _ended(served.proc, sig)
     for pid in served.pids:
-        _until(lambda pid=pid: not Path(f"/proc/{pid}").exists(), f"worker pid {pid} ended",
-               within_s=STOP_BOUND_S)
+        _until(partial(_gone, pid), f"worker pid {pid} ended", within_s=STOP_BOUND_S)
     return err
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -223,14 +227,14 @@ def test_a_worker_that_dies_is_reported_in_one_line_and_stops_the_server(
     assert status == 1, err
     assert f"worker 2 (pid {dead}) ended (killed by SIGKILL) while serving" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    _until(lambda: not Path(f"/proc/{served.pids[0]}").exists(), "worker 1 stopped too",
-           within_s=STOP_BOUND_S)
+    _until(partial(_gone, served.pids[0]), "worker 1 stopped too", within_s=STOP_BOUND_S)
 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--stdio"], "over --stdio one client owns one process: drop --workers"),
     (["--sessions"], "serve session clients with --workers 1 (the default)"),
     (["--metrics-port", "0"], "with --workers N read /metrics on the main port"),
+    (["--artifacts", "results"], "--workers N sends large results whole"),
 ])
 def test_what_several_workers_cannot_share_is_refused_in_one_line(
         tmp_path: Path, args: list[str], says: str) -> None:

@@ -190,7 +190,8 @@ class ServeSettings(BaseModel):
             "flags": flags, "config": config, "state_dir": state_dir, "workspace": workspace,
             "workspace_from": where, "oauth": oauth,
             "store": flags.store or (config.store if config is not None else None),
-            "artifact_dir": _artifact_dir(flags.artifacts, config, state_dir),
+            "artifact_dir": _artifact_dir(flags.artifacts, config, state_dir,
+                                          workers=flags.workers),
             "artifact_ttl_s": server.artifact_ttl_s if server is not None else 86400.0})
 
 
@@ -238,12 +239,21 @@ def _workspace(config: ToolkeeperConfig | None, given: Path | None
     return None, Path.cwd().resolve(), "the current directory"
 
 
-def _artifact_dir(given: str | None, config: ToolkeeperConfig | None, state_dir: Path
-                  ) -> Path | None:
+def _artifact_dir(given: str | None, config: ToolkeeperConfig | None, state_dir: Path, *,
+                  workers: int = 1) -> Path | None:
     """``--artifacts`` (a directory, or ``off``) over ``[server] artifacts``/``artifact_dir``
-    over ``artifacts/`` in the state dir."""
+    over ``artifacts/`` in the state dir. With several workers none by default (results sent
+    whole), and one asked for is refused: which artifacts a client may read is kept by the
+    worker that answered its call, and its read may reach another."""
     server = config.server if config is not None else None
     if given == "off" or (given is None and server is not None and not server.artifacts):
+        return None
+    if workers > 1:
+        if given is not None or (server is not None and server.artifact_dir is not None):
+            raise ConfigError("--workers N sends large results whole: which artifacts a "
+                              "client may read is kept by the worker that stored them, and its "
+                              "next request may reach another; drop --artifacts (or [server] "
+                              "artifact_dir), or serve with --workers 1")
         return None
     root = Path(given) if given else (server.artifact_dir if server is not None else None) \
         or state_dir / ARTIFACTS_DIR

@@ -128,7 +128,8 @@ class Crew:
                 return await self._ended(worker, starting=True)
         pids = ", ".join(str(w.proc.pid) for w in self.workers)
         print_lines([*lines, f"workers: {len(self.workers)} processes on port "
-                     f"{self.settings.flags.port} (pids {pids}); one that ends stops them all"])
+                     f"{self.settings.flags.port} (pids {pids}); one that ends stops them "
+                     "all; large results are sent whole (no artifact store)"])
         record_server(self.settings.state_dir, url)
         waits = {asyncio.ensure_future(w.proc.wait()): w for w in self.workers}
         stopped = asyncio.ensure_future(self.stop.wait())
