@@ -188,7 +188,12 @@ def _supervisor_stops(served: Served, sig: int) -> str:
 
 
 def _gone(pid: int) -> bool:
-    return not Path(f"/proc/{pid}").exists()
+    """The process has ended (a zombie waiting to be reaped has ended too)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -251,3 +256,11 @@ def test_a_wrong_number_of_workers_is_refused_naming_what_it_must_be(
                       "--workers", given, cwd=tmp_path, columns=400)
     assert done.returncode == 2, done.stderr
     assert "--workers must be a number of processes from 1 to 1024, or 'auto'" in done.stderr
+
+
+def test_workers_whose_supervisor_is_killed_stop_instead_of_serving_on(served: Served) -> None:
+    os.kill(served.proc.pid, signal.SIGKILL)
+    served.proc.wait(timeout=STOP_BOUND_S)
+    for pid in served.pids:
+        _until(partial(_gone, pid), f"worker pid {pid} stopped once its supervisor died",
+               within_s=STOP_BOUND_S)
