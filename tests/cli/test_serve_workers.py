@@ -264,3 +264,17 @@ def test_workers_whose_supervisor_is_killed_stop_instead_of_serving_on(served: S
     for pid in served.pids:
         _until(partial(_gone, pid), f"worker pid {pid} stopped once its supervisor died",
                within_s=STOP_BOUND_S)
+
+
+def test_what_the_start_tells_the_operator_is_said_once_not_once_per_worker(
+        tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "toolkeeper.toml").write_text(
+        '[mcp]\nenabled = false\n\n[[mcp.servers]]\nname = "notes"\ncommand = "python3"\n'
+        'args = ["notes_server.py"]\n')
+    proc, url = _start(tmp_path, "--workers", "2", "--config", str(tmp_path / "toolkeeper.toml"),
+                       tools=str(tmp_path / "tools.py"))
+    Served(proc, url, tmp_path / "state")
+    proc.send_signal(signal.SIGTERM)
+    err = _ended(proc, signal.SIGTERM)
+    assert err.count("1 MCP server(s) configured but not served") == 1, err

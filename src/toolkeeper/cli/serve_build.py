@@ -116,7 +116,8 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
                           source=source, oauth=oauth, store=store, notify=notify)
     except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
-    report_lines(host_warnings(invoker.registry.all()))  # one line per tool that cannot run
+    if settings.worker <= 1:  # one line per tool that cannot run (worker 1 says it for all)
+        report_lines(host_warnings(invoker.registry.all()))
     life.check()
     return served
 
@@ -151,8 +152,9 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
     config = settings.config
     gateway = None
     if config is not None and config.mcp.servers and not config.mcp.enabled:
-        report_lines([f"{len(config.mcp.servers)} MCP server(s) configured but not served: "
-                      "set enabled = true under [mcp]"])
+        if settings.worker <= 1:  # worker 1 says it for all
+            report_lines([f"{len(config.mcp.servers)} MCP server(s) configured but not "
+                          "served: set enabled = true under [mcp]"])
     elif config is not None and config.mcp.servers:
         gateway = MCPGateway(config.mcp.servers, pins=SqlitePins(settings.db),
                              refresh_s=config.mcp.refresh_s, audit=invoker.audit)
