@@ -278,3 +278,29 @@ def test_what_the_start_tells_the_operator_is_said_once_not_once_per_worker(
     proc.send_signal(signal.SIGTERM)
     err = _ended(proc, signal.SIGTERM)
     assert err.count("1 MCP server(s) configured but not served") == 1, err
+
+
+def test_on_postgresql_a_call_waiting_in_one_worker_is_approved_through_another_once(
+        tmp_path: Path, postgres_url: str) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--workers", "2", "--approval-wait", "30", "--store",
+                       postgres_url, tools=str(tmp_path / "tools.py"))
+    served = Served(proc, url, tmp_path / "state")
+    try:
+        caller = served.client(worker=1)
+        answers: list[httpx.Response] = []
+        waiting = threading.Thread(target=lambda: answers.append(_call(caller, "launch",
+                                                                       {"n": 3})))
+        waiting.start()
+        operator = served.client(worker=2, operator=True)
+        listed = _until(lambda: operator.get("/api/approvals?state=pending").json()[
+            "approvals"], "the call's request stored")
+        operator.post(f"/api/approvals/{listed[0]['id']}/decision",
+                      json={"decision": "approve"}).raise_for_status()
+        waiting.join(timeout=60)
+        (answer,) = answers
+        assert _result(answer)["content"][0]["text"] == "launched 3"
+        assert (tmp_path / "marks").read_text() == "launch 3\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _ended(proc, signal.SIGTERM)
