@@ -146,8 +146,11 @@ class Crew:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-P", "-m", WORKER_MODULE, stdin=subprocess.PIPE,
                 pass_fds=(write,), process_group=0)
+        except BaseException:
+            os.close(read)
+            raise
         finally:
-            os.close(write)
+            os.close(write)  # the worker's now: its end is the worker's end
         assert proc.stdin is not None
         proc.stdin.write(pickle.dumps((sys.path, write, pickle.dumps(settings))))
         await proc.stdin.drain()  # the pipe stays open: its end tells the worker to stop
