@@ -58,6 +58,9 @@ class Lifecycle:
         self.phase = "starting"
         """What the process is doing (the line printed if the deadline passes names it)."""
         self.deadline_s = deadline_s
+        self.at_once: Callable[[], None] | None = None
+        """What must still happen when the process ends at once (a second signal, the
+        deadline): a supervisor kills its workers, so that none is left behind."""
         self._begin: Callable[[], None] | None = None
 
     def install(self) -> None:
@@ -109,6 +112,8 @@ class Lifecycle:
     def _end_now(self, why: str) -> None:
         try:
             print(f"toolkeeper: {why}", file=sys.stderr, flush=True)
+            if self.at_once is not None:
+                self.at_once()
         finally:
             os._exit(self.exit_status())
 

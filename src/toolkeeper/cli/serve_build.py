@@ -36,6 +36,7 @@ from ..server.clients import ANONYMOUS, ClientTokens
 from ..server.gate import ASGIApp
 from ..server.metrics import ServerMetrics
 from ..server.oauth import OAuthResource
+from ..server.rate_buckets import SharedBuckets
 from ..server.tokens import check_shared_token, default_client_token, operator_token
 from ..skills import load_skills
 from .artifact_store import ArtifactKeeper, artifact_store
@@ -43,7 +44,7 @@ from .lifecycle import DRAIN_S, Lifecycle
 from .loader import load_offers
 from .report import fail
 from .serve_door import build_door, govern
-from .serve_listen import Start, bind_socket, report_lines, server_url
+from .serve_listen import Start, WorkerHeader, bind_socket, report_lines, server_url
 from .serve_notify import Notifying, notifying
 from .serve_settings import ServeSettings
 from .state import no_state_in, out_of_reach, secure_state_dir
@@ -97,7 +98,8 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
         _state_out_of_reach(settings)
         life.check()
         main = bind_socket(settings.flags.host if not settings.flags.stdio else "127.0.0.1",
-                           0 if settings.flags.stdio else settings.flags.port)
+                           0 if settings.flags.stdio else settings.flags.port,
+                           reuse_port=settings.flags.workers > 1)
         url = server_url(main, settings.flags.host if not settings.flags.stdio else "127.0.0.1")
         store = artifact_store(settings.artifact_dir, ttl_s=settings.artifact_ttl_s,
                                workspace=settings.workspace if settings.served else None)
@@ -114,7 +116,8 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
                           source=source, oauth=oauth, store=store, notify=notify)
     except (ToolkeeperError, MissingExtraError) as exc:
         raise fail(exc) from exc
-    report_lines(host_warnings(invoker.registry.all()))  # one line per tool that cannot run
+    if settings.worker <= 1:  # one line per tool that cannot run (worker 1 says it for all)
+        report_lines(host_warnings(invoker.registry.all()))
     life.check()
     return served
 
@@ -149,8 +152,9 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
     config = settings.config
     gateway = None
     if config is not None and config.mcp.servers and not config.mcp.enabled:
-        report_lines([f"{len(config.mcp.servers)} MCP server(s) configured but not served: "
-                      "set enabled = true under [mcp]"])
+        if settings.worker <= 1:  # worker 1 says it for all
+            report_lines([f"{len(config.mcp.servers)} MCP server(s) configured but not "
+                          "served: set enabled = true under [mcp]"])
     elif config is not None and config.mcp.servers:
         gateway = MCPGateway(config.mcp.servers, pins=SqlitePins(settings.db),
                              refresh_s=config.mcp.refresh_s, audit=invoker.audit)
@@ -214,10 +218,13 @@ def _over_http(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | Non
     metrics = ServerMetrics(invoker, gateway=gateway)
     access = Access(token=token, host=flags.host, public_hosts=flags.public_host,
                     clients=clients, sessions=sessions, oauth=oauth, rate_limit=flags.rate_limit,
-                    anonymous=ANONYMOUS if flags.auth == "none" else None)
-    app = http_app(face, access, keep_sessions=flags.keep_sessions, stopping=stopping,
-                   routes=page_routes(invoker, sessions, metrics=metrics, stopping=stopping,
-                                      links=links))
+                    anonymous=ANONYMOUS if flags.auth == "none" else None,
+                    shared_rate=_shared_rate(settings))
+    app: ASGIApp = http_app(face, access, keep_sessions=flags.keep_sessions, stopping=stopping,
+                            routes=page_routes(invoker, sessions, metrics=metrics,
+                                               stopping=stopping, links=links))
+    if settings.worker:  # one of --workers: its answers name it
+        app = WorkerHeader(app, settings.worker)
     listeners = [Listener(app, main, lifespan=True, grace_s=DRAIN_S + 1)]
     if flags.metrics_port is not None:
         listeners.append(Listener(metrics_app(metrics),
@@ -231,6 +238,15 @@ def _over_http(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | Non
     return Served(settings=settings, invoker=invoker, face=face, gateway=gateway, url=url,
                   listeners=tuple(listeners), tasks=tasks, stopping=stopping,
                   lines=partial(start.lines, url))
+
+
+def _shared_rate(settings: ServeSettings) -> SharedBuckets | None:
+    """With several workers, a client's connections land on any of them: its rate limit is
+    counted in the store they share."""
+    rate = settings.flags.rate_limit
+    if settings.flags.workers == 1 or rate <= 0:
+        return None
+    return SharedBuckets(settings.db, rate=rate, burst=max(1, int(rate * 2)))
 
 
 def _tell_operator(invoker: ToolInvoker) -> Callable[[HookEvent, dict[str, object]],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, cast
 
@@ -12,8 +13,9 @@ from .lifecycle import Lifecycle, Stopped
 from .report import fail
 from .serve_extras import ServeAsks, missing_extras
 from .serve_settings import ServeSettings, serve_settings
+from .serve_workers import supervise
 
-__all__ = ["serve", "serve_settings_of"]
+__all__ = ["guarded", "serve", "serve_settings_of"]
 
 
 def serve(
@@ -76,15 +78,24 @@ def serve(
         help="Where results above max_inline_result_bytes are offloaded (a directory), or "
              "'off' to send them inline. Default: the config's [server] artifact_dir, else "
              "artifacts/ in --state-dir.")] = None,
+    workers: Annotated[str, typer.Option(
+        help="Processes that serve on the one port (SO_REUSEPORT), sharing the store: a "
+             "number, or 'auto' for one per core. A worker that ends stops them all.")] = "1",
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""
     options = dict(locals())  # the command's options, as given
     life = Lifecycle()
     life.install()  # SIGTERM and SIGINT are serve's from here on, whatever it is doing
+    guarded(life, lambda: _serve(life, serve_settings_of(options)))
+
+
+def guarded(life: Lifecycle, body: Callable[[], None]) -> None:
+    """Run ``body`` (serve's start and serving) as serve ends: quietly on a stop signal while
+    starting, in one line on an unexpected error, as the signal asks once stopped."""
     try:
         try:
-            _serve(life, serve_settings_of(options))
+            body()
         except* Stopped:  # a signal while starting: nothing serves yet, nothing to answer
             pass
     except (typer.Exit, typer.Abort):
@@ -118,6 +129,9 @@ def serve_settings_of(options: dict[str, object]) -> ServeSettings:
 
 def _serve(life: Lifecycle, settings: ServeSettings) -> None:
     life.check()
+    if settings.flags.workers > 1:  # the supervisor: its workers load the server
+        supervise(settings, life)
+        return
     # The server, and the MCP SDK under it (most of a second to import), are loaded here, when
     # serve runs: every other command, and serve's --help, load neither.
     from .serve_run import run

@@ -10,18 +10,45 @@ import os
 import socket
 import sys
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..approval.handlers import Releases
 from ..invoke.invoker import ToolInvoker
 from ..server.clients import ANONYMOUS
+from ..server.gate import ASGIApp, Receive, Scope, Send
 from ..server.oauth import OAuthResource
 from .report import fail, out
 from .state import SERVER_FILE
 
-__all__ = ["Start", "bind_socket", "flush_audit", "forget_server", "print_lines",
-           "record_server", "release_waits", "report_lines", "server_url"]
+__all__ = ["WORKER_HEADER", "Start", "WorkerHeader", "bind_socket", "flush_audit",
+           "forget_server", "print_lines", "record_server", "release_waits", "report_lines", "server_url"]
+
+WORKER_HEADER = b"toolkeeper-worker"
+"""The response header naming the worker of ``--workers`` that answered (1 to N)."""
+
+
+class WorkerHeader:
+    """Every answer of worker ``index`` says so (``toolkeeper-worker: 2``): an operator sees
+    how the kernel spreads connections, a test which worker took a request."""
+
+    def __init__(self, app: ASGIApp, index: int) -> None:
+        self.app, self.value = app, str(index).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def told(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), (WORKER_HEADER, self.value)]
+            await send(message)
+
+        await self.app(scope, receive, told)
+
 
 def report_lines(lines: list[str]) -> None:
     """Gateway events for the operator, one line each, on stderr (stdout may be the MCP
@@ -100,16 +127,21 @@ def print_lines(lines: list[str]) -> None:
     sys.stdout.flush()
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """A listening TCP socket whose connections send small writes at once (``TCP_NODELAY``).
     An answer goes out in pieces (the status line and headers, then the body, then the end of
     a chunked body): with Nagle's algorithm on, the last piece waited for the client's delayed
     ACK, 40 ms on every request after the first on a kept-alive connection. asyncio turns
     Nagle off only on sockets made with ``IPPROTO_TCP`` (a plain ``socket()`` has protocol 0),
-    and Linux copies the option from the listening socket to each accepted one: both are set."""
+    and Linux copies the option from the listening socket to each accepted one: both are set.
+
+    With ``reuse_port`` (a worker of ``--workers``) the socket joins the others on the port
+    (``SO_REUSEPORT``: the kernel spreads new connections over them)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))

@@ -18,7 +18,7 @@ runs the same lifecycle.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 
 import anyio
@@ -54,13 +54,18 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
-def run(settings: ServeSettings, life: Lifecycle) -> None:
+Announce = Callable[[list[str]], None]
+"""How a worker of ``--workers`` hands its start lines to the supervisor, which says them."""
+
+
+def run(settings: ServeSettings, life: Lifecycle, announce: Announce | None = None) -> None:
     """Build the server of ``settings`` and serve until it is stopped or its client leaves."""
-    anyio.run(serve, assemble(settings, life), life)
+    anyio.run(serve, assemble(settings, life), life, announce)
 
 
-async def serve(served: Served, life: Lifecycle) -> None:
-    """Start ``served``, serve, and stop as the module says."""
+async def serve(served: Served, life: Lifecycle, announce: Announce | None = None) -> None:
+    """Start ``served``, serve, and stop as the module says. With ``announce`` (a worker)
+    the start lines are handed to it, and the supervisor keeps the server file."""
     servers = [_Uvicorn(listener) for listener in served.listeners]
     stdio = served.settings.flags.stdio
     stdin_done = anyio.Event()  # over stdio: the stop reached the client's pipe
@@ -80,13 +85,15 @@ async def serve(served: Served, life: Lifecycle) -> None:
             await stack.enter_async_context(served.gateway)
             stack.callback(life.at, "closing the upstream MCP servers")
         state = served.settings.state_dir
-        stack.callback(forget_server, state)
+        if announce is None:
+            stack.callback(forget_server, state)
         stack.callback(flush_audit, served.invoker)  # last: every request in flight has ended
         if served.invoker.policies is not None:  # its watcher stopped, its counts written
             stack.callback(served.invoker.policies.close)
         stack.callback(life.at, "writing the audit log")
-        record_server(state, served.url)
-        (report_lines if stdio else print_lines)(served.lines())
+        if announce is None:
+            record_server(state, served.url)
+        (announce or (report_lines if stdio else print_lines))(served.lines())
         async with anyio.create_task_group() as group:
             for task in served.tasks:
                 group.start_soon(task)

@@ -17,11 +17,19 @@ config's value, else the default. Both values pickle, so a worker process can be
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from ..approval.where import default_state_dir
@@ -73,6 +81,14 @@ class ServeFlags(BaseModel):
     oauth_jwks_url: str | None = None
     metrics_port: Port | None = Field(None, description="a port from 0 to 65535")
     artifacts: str | None = None
+    workers: int = Field(1, ge=1, le=1024, description=(
+        "a number of processes from 1 to 1024, or 'auto' (one per core)"))
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _cores(cls, given: object) -> object:
+        """``auto``: one worker per core this process may run on."""
+        return len(os.sched_getaffinity(0)) if given == "auto" else given
 
     @model_validator(mode="after")
     def _rules_between_flags(self) -> ServeFlags:
@@ -82,7 +98,24 @@ class ServeFlags(BaseModel):
         if self.metrics_port is not None and self.stdio:
             raise ValueError("--metrics-port must be a port from 0 to 65535, and serving over "
                              "HTTP (not with --stdio)")
+        if self.workers > 1:
+            _one_worker_only(self)
         return self
+
+
+def _one_worker_only(flags: ServeFlags) -> None:
+    """What several workers cannot share (``--workers N`` with N > 1): refused in one line."""
+    if flags.stdio:
+        raise ValueError("--workers serves HTTP from several processes on one port; over "
+                         "--stdio one client owns one process: drop --workers")
+    if flags.keep_sessions:
+        raise ValueError("--sessions keeps each client's MCP session in one process's memory, "
+                         "and with --workers N another worker may answer its next request: "
+                         "serve session clients with --workers 1 (the default)")
+    if flags.metrics_port is not None:
+        raise ValueError("--metrics-port would count one worker's requests only: with "
+                         "--workers N read /metrics on the main port (each answer is the "
+                         "answering worker's), or serve with --workers 1")
 
 
 class ServeSettings(BaseModel):
@@ -105,6 +138,9 @@ class ServeSettings(BaseModel):
     artifact_ttl_s: float
     oauth: OAuthSection | None
     """``--oauth-*`` over ``[server.oauth]``; ``None`` when neither asks for OAuth."""
+    worker: int = 0
+    """Which of ``--workers`` this process is (1 to N), handed to it by the supervisor; 0:
+    the only process."""
 
     @model_validator(mode="after")
     def _rules_of_the_whole(self) -> ServeSettings:
@@ -154,7 +190,8 @@ class ServeSettings(BaseModel):
             "flags": flags, "config": config, "state_dir": state_dir, "workspace": workspace,
             "workspace_from": where, "oauth": oauth,
             "store": flags.store or (config.store if config is not None else None),
-            "artifact_dir": _artifact_dir(flags.artifacts, config, state_dir),
+            "artifact_dir": _artifact_dir(flags.artifacts, config, state_dir,
+                                          workers=flags.workers),
             "artifact_ttl_s": server.artifact_ttl_s if server is not None else 86400.0})
 
 
@@ -202,12 +239,21 @@ def _workspace(config: ToolkeeperConfig | None, given: Path | None
     return None, Path.cwd().resolve(), "the current directory"
 
 
-def _artifact_dir(given: str | None, config: ToolkeeperConfig | None, state_dir: Path
-                  ) -> Path | None:
+def _artifact_dir(given: str | None, config: ToolkeeperConfig | None, state_dir: Path, *,
+                  workers: int = 1) -> Path | None:
     """``--artifacts`` (a directory, or ``off``) over ``[server] artifacts``/``artifact_dir``
-    over ``artifacts/`` in the state dir."""
+    over ``artifacts/`` in the state dir. With several workers none by default (results sent
+    whole), and one asked for is refused: which artifacts a client may read is kept by the
+    worker that answered its call, and its read may reach another."""
     server = config.server if config is not None else None
     if given == "off" or (given is None and server is not None and not server.artifacts):
+        return None
+    if workers > 1:
+        if given is not None or (server is not None and server.artifact_dir is not None):
+            raise ConfigError("--workers N sends large results whole: which artifacts a "
+                              "client may read is kept by the worker that stored them, and its "
+                              "next request may reach another; drop --artifacts (or [server] "
+                              "artifact_dir), or serve with --workers 1")
         return None
     root = Path(given) if given else (server.artifact_dir if server is not None else None) \
         or state_dir / ARTIFACTS_DIR

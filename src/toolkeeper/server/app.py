@@ -25,6 +25,7 @@ from .auth import WebSessions
 from .clients import ClientTokens
 from .exchange import SingleExchange
 from .gate import LOOPBACK, TokenGate
+from .gate_layers import Shared
 from .metrics import ServerMetrics
 from .notify_links import DecisionLinkPage
 from .oauth import OAuthResource
@@ -59,6 +60,14 @@ class Access:
     anonymous: str | None = None
     oauth: OAuthResource | None = None
     rate_limit: float = 50.0
+    shared_rate: Shared | None = None
+    """Where the rate limit's buckets are counted when several processes serve (the store);
+    ``None``: in this process."""
+
+    @property
+    def burst(self) -> int:
+        """The requests a client may send at once: twice its rate per second."""
+        return max(1, int(self.rate_limit * 2))
 
     @property
     def hosts(self) -> frozenset[str]:
@@ -123,7 +132,7 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
                           stopping=stopping, state=face.state)
 
     gate = TokenGate(ContinuedTrace(lean), access.token, clients=access.clients,
-                     rate=access.rate_limit, burst=max(1, int(access.rate_limit * 2)),
+                     rate=access.rate_limit, burst=access.burst, shared=access.shared_rate,
                      sessions=access.sessions, hosts=tuple(access.hosts),
                      anonymous=access.anonymous, oauth=access.oauth, tool_name=face.exported.tool_name,
                      max_body_bytes=max_body_bytes)

@@ -31,6 +31,7 @@ from .gate_layers import (
     SameOrigin,
     Scope,
     Send,
+    Shared,
     ToolScope,
 )
 from .oauth import OAuthResource
@@ -70,7 +71,7 @@ class TokenGate:
     """
 
     def __init__(self, app: ASGIApp, token: str | None, *, clients: ClientTokens | None = None,
-                 rate: float = 50.0, burst: int = 100,
+                 rate: float = 50.0, burst: int = 100, shared: Shared | None = None,
                  protected: tuple[str, ...] = ("/mcp", "/api"),
                  sessions: WebSessions | None = None,
                  hosts: Sequence[str] = LOOPBACK, anonymous: str | None = None,
@@ -85,7 +86,7 @@ class TokenGate:
             Roles(anonymous),
             SameOrigin(hosts),
             Required(protected, oauth),
-            RateLimit(rate, burst),
+            RateLimit(rate, burst, shared),
             ToolScope(oauth, tool_name, max_body_bytes),
             Identified())
         """What each request meets, in order (``starlette``'s middleware stack, as data)."""

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+import anyio.to_thread
+
 from ..core.context import CALLER_KEY, Caller, Channel
 from .auth import COOKIE, PERSON_PREFIX, WebSessions
 from .clients import OPERATOR, ClientTokens
@@ -23,7 +25,7 @@ from .oauth import Grant, OAuthResource, TokenRejected, not_covered_message
 
 __all__ = ["CSP", "LOOPBACK", "OPERATOR_ON_MCP", "OPERATOR_PATHS", "ASGIApp", "Asked", "Credentials",
            "Identified", "Layer", "Metadata", "Passed", "RateLimit", "Receive", "Required", "Roles",
-           "SameOrigin", "Scope", "Send", "ToolScope"]
+           "SameOrigin", "Scope", "Send", "Shared", "ToolScope"]
 
 OPERATOR_ON_MCP = ("the operator credential decides approvals and is refused on /mcp: an agent "
                    "must never hold it. Give the agent a client token (toolkeeper tokens add "
@@ -242,17 +244,24 @@ class Required:
         await _refuse(send, 401, "unauthorized", (b"www-authenticate", challenge), message)
 
 
+class Shared(Protocol):
+    """Buckets kept where several processes count them (``SharedBuckets``, in the store)."""
+
+    def admit(self, caller: str) -> bool: ...
+
+
 class RateLimit:
     """A token bucket of ``rate`` requests per second per caller (``rate`` 0: no limit):
-    per client for a credential; without one, per connection."""
+    per client for a credential; without one, per connection. In this process's memory, or
+    with ``shared`` where every worker of the server counts (a store write per request)."""
 
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate, self.burst = rate, burst
+    def __init__(self, rate: float, burst: int, shared: Shared | None = None) -> None:
+        self.rate, self.burst, self.shared = rate, burst, shared
         self._buckets: dict[str, tuple[float, float]] = {}
         """caller → (tokens left, when counted), with room for ``burst``."""
 
     async def __call__(self, asked: Asked, receive: Receive, send: Send) -> Passed:
-        if asked.client is not None and self.rate > 0 and not self._admit(
+        if asked.client is not None and self.rate > 0 and not await self._admitted(
                 caller := _caller(asked.client, asked.via, asked.scope)):
             await _refuse(send, 429, "rate_limited", (b"retry-after", b"1"), (
                 f"rate limit: more than {self.rate:g} requests per second (bursts of "
@@ -260,6 +269,11 @@ class RateLimit:
                 "the limit: toolkeeper serve --rate-limit N (0 turns it off)"))
             return None
         return receive, send
+
+    async def _admitted(self, caller: str) -> bool:
+        if self.shared is None:
+            return self._admit(caller)
+        return await anyio.to_thread.run_sync(self.shared.admit, caller)
 
     def _admit(self, caller: str) -> bool:
         now = time.monotonic()

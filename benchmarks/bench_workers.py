@@ -1,0 +1,193 @@
+"""Benchmark: ``toolkeeper serve --workers N`` — calls/s for 1 and 2 workers (and per worker),
+what the rate limit counted in the store costs, and how soon a decision wakes a call waiting in
+another worker.
+
+- **capacity**: the real command (SQLite audit on, auth on, the ``add`` tool of
+  ``bench_serve.py``) with ``--workers 1`` and ``--workers 2``; ``wrk`` (one thread, the Lua
+  script of ``bench_serve.py`` checking every answer) posts ``tools/call``s over 16 kept-alive
+  connections for ``--duration`` seconds. Nothing is pinned: the workers and ``wrk`` share the
+  machine's cores, as they would on a small host, so the figures say what N workers give
+  *with the load generator beside them*. ``--rate-limit 0`` (no counting) and, for N = 2, a
+  limit too high to refuse anything (``--rate-limit 1000000``: every request counted in the
+  store, which is the cost measured).
+- **decision to wake**: ``--workers 2`` and a tool that needs approval; a call is sent on a
+  connection that landed on worker 1 and, once its request is stored, approved through a
+  connection that landed on worker 2. The figure is the time from the decision's answer to the
+  call's answer (the wake-up, the tool and the answer), over ``--approvals`` calls.
+
+Rounds are interleaved; each figure is the median over the rounds.
+
+    python benchmarks/bench_workers.py [--rounds 3] [--duration 5] [--approvals 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from bench_serve import _RESULT, LUA
+
+TOKEN = "bench-operator-token-0123456789"
+TOOLS = '''
+from toolkeeper import ToolRisk, tool
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(risk=ToolRisk.CRITICAL)
+def launch(n: int) -> str:
+    """Launch run n: a person decides."""
+    return f"launched {n}"
+'''
+RUNS = (("1 worker", 1, "0"), ("2 workers", 2, "0"), ("2 workers, rate limit counted", 2,
+                                                       "1000000"))
+
+
+class Serve:
+    """A running ``toolkeeper serve --workers N``."""
+
+    def __init__(self, scratch: Path, workers: int, rate_limit: str, *args: str) -> None:
+        state = Path(tempfile.mkdtemp(dir=scratch))
+        (scratch / "tools.py").write_text(TOOLS)
+        env = {**os.environ, "TOOLKEEPER_TOKEN": TOKEN}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "toolkeeper.cli", "serve", str(scratch / "tools.py"),
+             "--no-builtins", "--port", "0", "--rate-limit", rate_limit, "--workers",
+             str(workers), "--state-dir", str(state / "state"), "--workspace", str(state),
+             *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            cwd=state)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line.startswith("toolkeeper serving on "):
+            self.proc.kill()
+            raise SystemExit(f"toolkeeper serve did not start: {line!r}")
+        self.url = line.split()[3]
+        self.token = (state / "state" / "client-token").read_text().strip()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+    def on(self, worker: int, token: str) -> httpx.Client:
+        """A kept-alive connection that landed on ``worker``."""
+        for _ in range(500):
+            client = httpx.Client(base_url=self.url, timeout=60)
+            if client.get("/healthz").headers.get("toolkeeper-worker", "1") == str(worker):
+                client.headers["Authorization"] = f"Bearer {token}"
+                return client
+            client.close()
+        raise SystemExit(f"no connection landed on worker {worker}")
+
+
+def capacity(serve: Serve, seconds: float) -> tuple[float, int]:
+    """wrk over 16 connections: (calls/s, wrong or failed answers)."""
+    done = subprocess.run(["wrk", "-t1", "-c16", f"-d{round(seconds)}s", "--timeout", "10s",
+                           "-s", str(LUA), f"{serve.url}/mcp", "--", serve.token],
+                          capture_output=True, text=True, timeout=seconds + 60, check=False)
+    found = _RESULT.search(done.stdout)
+    if found is None:
+        raise SystemExit(f"wrk gave no result: {done.stdout} {done.stderr}")
+    requests, answered, wrong, errors, _, _, duration = map(int, found.groups())
+    return answered / (duration / 1e6), wrong + errors + (requests - answered)
+
+
+def wake(serve: Serve, approvals: int) -> list[float]:
+    """Seconds from each decision's answer (on worker 2) to its call's answer (worker 1)."""
+    caller, operator = serve.on(1, serve.token), serve.on(2, TOKEN)
+    times = []
+    for n in range(approvals):
+        answered: list[float] = []
+        body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                "params": {"name": "launch", "arguments": {"n": n}}}
+        call = threading.Thread(target=lambda b=body, got=answered: (caller.post(
+            "/mcp", json=b, headers={"Accept": "application/json, text/event-stream"}),
+            got.append(time.perf_counter())))
+        call.start()
+        pending = _until(lambda: operator.get("/api/approvals?state=pending").json()[
+            "approvals"])
+        operator.post(f"/api/approvals/{pending[0]['id']}/decision",
+                      json={"decision": "approve"}).raise_for_status()
+        decided = time.perf_counter()
+        call.join(timeout=60)
+        times.append(answered[0] - decided)
+    return times
+
+
+def _until(seen: Callable[[], list[dict[str, object]]]) -> list[dict[str, object]]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = seen()
+        if found:
+            return found
+        time.sleep(0.01)
+    raise SystemExit("a call's request was never stored")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--approvals", type=int, default=40, help="decisions timed per round")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is missing: make bench installs it (Debian package wrk)")
+    rates: dict[str, list[float]] = {}
+    wakes: list[float] = []
+    wrong = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(args.rounds):
+            for name, workers, limit in RUNS[round_ % 2:] + RUNS[:round_ % 2]:
+                serve = Serve(Path(scratch), workers, limit)
+                try:
+                    capacity(serve, 1.0)  # warm up
+                    rate, bad = capacity(serve, args.duration)
+                    rates.setdefault(name, []).append(rate)
+                    wrong += bad
+                finally:
+                    serve.stop()
+            serve = Serve(Path(scratch), 2, "0", "--approval-wait", "30")
+            try:
+                wakes += wake(serve, args.approvals)
+            finally:
+                serve.stop()
+            print(f"round {round_ + 1} done", file=sys.stderr, flush=True)
+    report(rates, sorted(wakes), wrong, args)
+
+
+def report(rates: dict[str, list[float]], wakes: list[float], wrong: int,
+           args: argparse.Namespace) -> None:
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores (workers and wrk share "
+          f"them), load average {os.getloadavg()[0]:.2f} at the end; wrk -t1 -c16 for "
+          f"{args.duration:g} s per run, {args.rounds} interleaved rounds (median); wrong "
+          f"answers: {wrong}\n")
+    print("| run | calls/s | calls/s per worker |")
+    print("|---|---:|---:|")
+    for name, workers, _ in RUNS:
+        rate = statistics.median(rates[name])
+        print(f"| {name} | {rate:,.0f} | {rate / workers:,.0f} |")
+    p50, p95 = statistics.median(wakes), wakes[int(len(wakes) * 0.95) - 1]
+    print(f"\ndecision to wake, the call in worker 1 approved through worker 2 "
+          f"({len(wakes)} decisions): p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, "
+          f"max {wakes[-1] * 1000:.0f} ms")
+    if wrong:
+        raise SystemExit(f"{wrong} wrong or failed answers")
+
+
+if __name__ == "__main__":
+    main()

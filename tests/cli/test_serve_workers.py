@@ -1,0 +1,306 @@
+"""``toolkeeper serve --workers 2`` as a real process: two workers on one port behind the
+supervisor the operator started, sharing one SQLite store.
+
+Calls land on both workers (each answer names its worker in the ``toolkeeper-worker`` header)
+and each leaves its one audit row; a call waiting for a person in one worker is approved through
+either worker's API and runs once; the rate limit counts a client across the workers; SIGTERM
+and SIGINT stop every worker within the bound, leaving no process behind; a worker that dies is
+reported in one line and stops the server. A connection stays on the worker that accepted it,
+so a test reaches a given worker by opening connections until one lands there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ..server.test_serve import CLIENT_TOKENS, TOKEN, _start
+from .command import toolkeeper
+from .test_serve_lifecycle import STOP_BOUND_S, _ended, _until
+
+TOOLS = '''
+from pathlib import Path
+
+from toolkeeper import ToolRisk, tool
+
+MARKS = Path(__file__).with_name("marks")
+
+
+@tool
+def ping(n: int) -> int:
+    """Answer n."""
+    return n
+
+
+@tool(risk=ToolRisk.CRITICAL)
+def launch(n: int) -> str:
+    """Launch run n: a person decides."""
+    with MARKS.open("a") as marks:
+        marks.write(f"launch {n}\\n")
+    return f"launched {n}"
+'''
+WORKER = "toolkeeper-worker"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+class Served:
+    """A started ``serve --workers 2``: its process, URL, state dir and workers' pids."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str, state: Path) -> None:
+        self.proc, self.url, self.state = proc, url, state
+        self.pids = _worker_pids(proc)
+
+    def client(self, *, worker: int, operator: bool = False) -> httpx.Client:
+        """A kept-alive connection that landed on ``worker`` (new connections until one
+        does: the kernel spreads them)."""
+        token = TOKEN if operator else CLIENT_TOKENS[self.url]
+        seen = []
+        for _ in range(200):
+            client = httpx.Client(base_url=self.url, timeout=60)
+            seen.append(client.get("/healthz").headers[WORKER])  # no credential: not counted
+            if seen[-1] == str(worker):
+                client.headers["Authorization"] = f"Bearer {token}"
+                return client
+            client.close()
+        pytest.fail(f"no connection of 200 landed on worker {worker}: {sorted(set(seen))}")
+
+
+def _worker_pids(proc: subprocess.Popen[str]) -> list[int]:
+    """The pids the supervisor's ``workers:`` start line names (after the first line)."""
+    assert proc.stdout is not None
+    for _ in range(20):
+        line = proc.stdout.readline()
+        if line.startswith("workers: "):
+            listed = line.split("(pids ")[1].split(")")[0]
+            return [int(pid) for pid in listed.split(", ")]
+    pytest.fail("no 'workers:' start line")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--workers", "2", "--approval-wait", "30",
+                       tools=str(tmp_path / "tools.py"))
+    yield Served(proc, url, tmp_path / "state")
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def _call(client: httpx.Client, tool: str, arguments: dict[str, object]) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}
+    return client.post("/mcp", json=body, headers=MCP_HEADERS)
+
+
+def _result(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC result of a ``tools/call`` answered as JSON or as an event stream."""
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("application/json"):
+        return dict(response.json()["result"])
+    for line in response.text.splitlines():
+        if line.startswith("data:") and '"result"' in line:
+            return dict(json.loads(line[5:])["result"])
+    pytest.fail(f"no result in {response.text!r}")
+
+
+def _audit(state: Path, tool: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(state / "toolkeeper.db") as db:
+        return db.execute("SELECT status, approval_id FROM audit WHERE tool = ?",
+                          (tool,)).fetchall()
+
+
+def test_calls_land_on_both_workers_and_each_leaves_its_one_audit_row(served: Served) -> None:
+    answered: dict[str, int] = {}
+    for n in range(40):
+        with httpx.Client(base_url=served.url, timeout=60, headers={
+                "Authorization": f"Bearer {CLIENT_TOKENS[served.url]}"}) as client:
+            response = _call(client, "ping", {"n": n})
+        assert _result(response)["structuredContent"] == {"result": n}
+        answered[response.headers[WORKER]] = answered.get(response.headers[WORKER], 0) + 1
+    assert set(answered) == {"1", "2"}, answered
+    _until(lambda: len(_audit(served.state, "ping")) == 40, "40 audit rows for 40 calls")
+    assert len(set(served.pids)) == 2
+
+
+@pytest.mark.parametrize("decider", [1, 2], ids=["same-worker", "other-worker"])
+def test_a_call_waiting_in_one_worker_is_approved_through_either_and_runs_once(
+        served: Served, decider: int) -> None:
+    caller = served.client(worker=1)
+    answers: list[httpx.Response] = []
+    waiting = threading.Thread(target=lambda: answers.append(_call(caller, "launch", {"n": 7})))
+    waiting.start()
+    operator = served.client(worker=decider, operator=True)
+    listed = _until(lambda: operator.get("/api/approvals?state=pending").json()["approvals"],
+                    "the call's request stored")
+    decided = operator.post(f"/api/approvals/{listed[0]['id']}/decision",
+                            json={"decision": "approve"})
+    assert decided.status_code == 200 and decided.headers[WORKER] == str(decider), decided.text
+    waiting.join(timeout=60)
+    (answer,) = answers
+    assert answer.headers[WORKER] == "1"
+    result = _result(answer)
+    assert not result.get("isError") and result["content"][0]["text"] == "launched 7", result
+    assert (served.state.parent / "marks").read_text() == "launch 7\n"  # ran once
+    assert [status for status, _ in _audit(served.state, "launch")] == ["ok"]
+    again = _result(_call(served.client(worker=2), "launch", {"n": 7}))  # not run twice
+    assert (served.state.parent / "marks").read_text() == "launch 7\n", again
+
+
+def test_the_rate_limit_counts_a_client_across_the_workers(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--workers", "2", "--rate-limit", "1",
+                       tools=str(tmp_path / "tools.py"))
+    try:
+        served = Served(proc, url, tmp_path / "state")
+        on = [served.client(worker=1), served.client(worker=2)]
+        begun = time.monotonic()
+        statuses = [(on[k % 2].get("/api/approvals").status_code, k % 2) for k in range(12)]
+        elapsed = time.monotonic() - begun
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    admitted = [k for status, k in statuses if status == 200]
+    assert {status for status, _ in statuses} <= {200, 429}, statuses
+    # One bucket of 1 request per second (bursts of 2) for the client, wherever it lands:
+    # kept in each worker it would admit twice as much.
+    assert len(admitted) <= 2 + elapsed * 1.0, (statuses, elapsed)
+    assert set(admitted) == {0, 1}  # a full bucket, whichever worker asks first
+
+
+def _supervisor_stops(served: Served, sig: int) -> str:
+    err = _ended(served.proc, sig)
+    for pid in served.pids:
+        _until(partial(_gone, pid), f"worker pid {pid} ended", within_s=STOP_BOUND_S)
+    return err
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting to be reaped has ended too)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_stops_every_worker_within_the_bound_and_answers_a_waiting_call(
+        served: Served, sig: int) -> None:
+    caller = served.client(worker=2)
+    answers: list[httpx.Response] = []
+    waiting = threading.Thread(target=lambda: answers.append(_call(caller, "launch", {"n": 1})))
+    waiting.start()
+    _until(lambda: _audit(served.state, "launch") or _pending_stored(served.state),
+           "the call waiting for a person")
+    served.proc.send_signal(sig)
+    _supervisor_stops(served, sig)
+    waiting.join(timeout=STOP_BOUND_S)
+    (answer,) = answers
+    text = _result(answer)["content"][0]["text"]  # answered 'pending': it stays stored
+    assert "is waiting for approval" in text and "Nothing ran yet" in text, text
+    assert not (served.state / "server.json").exists()
+
+
+def _pending_stored(state: Path) -> bool:
+    with sqlite3.connect(state / "toolkeeper.db") as db:
+        return bool(db.execute("SELECT 1 FROM approvals WHERE state = 'pending'").fetchone())
+
+
+def test_a_worker_that_dies_is_reported_in_one_line_and_stops_the_server(
+        served: Served) -> None:
+    dead = served.pids[1]
+    os.kill(dead, signal.SIGKILL)
+    try:
+        status = served.proc.wait(timeout=STOP_BOUND_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the supervisor kept serving after a worker died")
+    assert served.proc.stderr is not None
+    err = served.proc.stderr.read()
+    assert status == 1, err
+    assert f"worker 2 (pid {dead}) ended (killed by SIGKILL) while serving" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    _until(partial(_gone, served.pids[0]), "worker 1 stopped too", within_s=STOP_BOUND_S)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--stdio"], "over --stdio one client owns one process: drop --workers"),
+    (["--sessions"], "serve session clients with --workers 1 (the default)"),
+    (["--metrics-port", "0"], "with --workers N read /metrics on the main port"),
+    (["--artifacts", "results"], "--workers N sends large results whole"),
+])
+def test_what_several_workers_cannot_share_is_refused_in_one_line(
+        tmp_path: Path, args: list[str], says: str) -> None:
+    done = toolkeeper("serve", "--no-builtins", "--state-dir", str(tmp_path / "s"),
+                      "--workers", "2", *args, cwd=tmp_path, columns=400)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("given", ["0", "many"])
+def test_a_wrong_number_of_workers_is_refused_naming_what_it_must_be(
+        tmp_path: Path, given: str) -> None:
+    done = toolkeeper("serve", "--no-builtins", "--state-dir", str(tmp_path / "s"),
+                      "--workers", given, cwd=tmp_path, columns=400)
+    assert done.returncode == 2, done.stderr
+    assert "--workers must be a number of processes from 1 to 1024, or 'auto'" in done.stderr
+
+
+def test_workers_whose_supervisor_is_killed_stop_instead_of_serving_on(served: Served) -> None:
+    os.kill(served.proc.pid, signal.SIGKILL)
+    served.proc.wait(timeout=STOP_BOUND_S)
+    for pid in served.pids:
+        _until(partial(_gone, pid), f"worker pid {pid} stopped once its supervisor died",
+               within_s=STOP_BOUND_S)
+
+
+def test_what_the_start_tells_the_operator_is_said_once_not_once_per_worker(
+        tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "toolkeeper.toml").write_text(
+        '[mcp]\nenabled = false\n\n[[mcp.servers]]\nname = "notes"\ncommand = "python3"\n'
+        'args = ["notes_server.py"]\n')
+    proc, url = _start(tmp_path, "--workers", "2", "--config", str(tmp_path / "toolkeeper.toml"),
+                       tools=str(tmp_path / "tools.py"))
+    Served(proc, url, tmp_path / "state")
+    proc.send_signal(signal.SIGTERM)
+    err = _ended(proc, signal.SIGTERM)
+    assert err.count("1 MCP server(s) configured but not served") == 1, err
+
+
+def test_on_postgresql_a_call_waiting_in_one_worker_is_approved_through_another_once(
+        tmp_path: Path, postgres_url: str) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--workers", "2", "--approval-wait", "30", "--store",
+                       postgres_url, tools=str(tmp_path / "tools.py"))
+    served = Served(proc, url, tmp_path / "state")
+    try:
+        caller = served.client(worker=1)
+        answers: list[httpx.Response] = []
+        waiting = threading.Thread(target=lambda: answers.append(_call(caller, "launch",
+                                                                       {"n": 3})))
+        waiting.start()
+        operator = served.client(worker=2, operator=True)
+        listed = _until(lambda: operator.get("/api/approvals?state=pending").json()[
+            "approvals"], "the call's request stored")
+        operator.post(f"/api/approvals/{listed[0]['id']}/decision",
+                      json={"decision": "approve"}).raise_for_status()
+        waiting.join(timeout=60)
+        (answer,) = answers
+        assert _result(answer)["content"][0]["text"] == "launched 3"
+        assert (tmp_path / "marks").read_text() == "launch 3\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _ended(proc, signal.SIGTERM)
