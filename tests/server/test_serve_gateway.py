@@ -129,3 +129,31 @@ async def test_a_call_pending_when_the_server_is_killed_runs_exactly_once_after_
 @pytest.fixture(autouse=True)
 def _operator_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+
+
+async def test_an_upstream_that_speaks_2026_07_28_only_is_served_through_the_gateway(
+        tmp_path: Path) -> None:
+    """An upstream written with the SDK alone that refuses the 2025-11-25 handshake (as a
+    2026-07-28-only server does) is reached in its own revision: listed, called, governed."""
+    (tmp_path / "modern_only").write_text("yes")
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(
+        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\nsandbox = false\n"
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
+        "connect_timeout_s = 30\n[mcp.servers.tools]\nadd = \"safe\"\n")
+    proc, url = _start(tmp_path, "--config", str(config))
+    try:
+        async with _client(url) as client:
+            names = await _until_listed(client, "up-add")
+            added = await client.call_tool("up-add", {"a": 20, "b": 22})
+            wiped = await client.call_tool("up-wipe", {})
+        assert {"up-add", "up-echo", "up-wipe"} <= names
+        assert not added.is_error and added.structured_content == {"sum": 42}
+        assert wiped.is_error and "waiting for approval" in text_of(wiped.content[0])
+        assert _upstream_calls(tmp_path) == ["add"]
+        eras = (tmp_path / "eras").read_text().splitlines()
+        assert "tools/call 2026-07-28" in eras, eras
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) in (0, 130)
+        assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
