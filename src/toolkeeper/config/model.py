@@ -336,6 +336,9 @@ class ServerSection(_Section):
     artifact_ttl_s: float = Field(default=86400.0, gt=0)
     """How long a client may read an artifact after its call stored it; then it is released
     and removed (at start and every ``min(ttl / 2, 10 min)``)."""
+    tool_search: bool = False
+    """``tools/list`` offers a search tool and the tools each client loaded with it, not every
+    tool (as ``serve --tool-search``); over HTTP it needs ``--sessions``."""
 
 
 class PolicySection(_Section):
