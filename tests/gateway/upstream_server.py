@@ -148,8 +148,28 @@ async def _relayed(ctx: Any, name: str) -> types.CallToolResult | None:
     return None
 
 
-async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+def _asked_in_rounds(params: types.CallToolRequestParams
+                     ) -> types.CallToolResult | types.InputRequiredResult:
+    """``ask_model`` in the 2026-07-28 revision: the question an ``input_required`` round,
+    the call made again with the answer."""
+    answer = (params.input_responses or {}).get("haiku")
+    if answer is None:
+        return types.InputRequiredResult(input_requests={"haiku": types.CreateMessageRequest(
+            params=types.CreateMessageRequestParams(messages=[types.SamplingMessage(
+                role="user", content=types.TextContent(text="Write a haiku about gateways."))],
+                max_tokens=60, include_context="allServers"))})
+    found = answer.model_dump(by_alias=True, mode="json") if hasattr(answer, "model_dump") \
+        else answer
+    return _said(f"the model said: {found['content']['text']}")
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams
+                    ) -> types.CallToolResult | types.InputRequiredResult:
     arguments = dict(params.arguments or {})
+    if params.name == "ask_model" and (STATE / "modern_only").exists():
+        if not params.input_responses:
+            _log(params.name, arguments)
+        return _asked_in_rounds(params)
     _log(params.name, arguments)
     relayed = await _relayed(ctx, params.name)
     if relayed is not None:
