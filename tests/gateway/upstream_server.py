@@ -158,8 +158,8 @@ def _asked_in_rounds(params: types.CallToolRequestParams
             params=types.CreateMessageRequestParams(messages=[types.SamplingMessage(
                 role="user", content=types.TextContent(text="Write a haiku about gateways."))],
                 max_tokens=60, include_context="allServers"))})
-    found = answer.model_dump(by_alias=True, mode="json") if hasattr(answer, "model_dump") \
-        else answer
+    dump = getattr(answer, "model_dump", None)
+    found: dict[str, Any] = dump(by_alias=True, mode="json") if callable(dump) else dict(answer)
     return _said(f"the model said: {found['content']['text']}")
 
 

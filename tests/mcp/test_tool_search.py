@@ -149,6 +149,33 @@ async def test_over_http_with_sessions_each_client_lists_what_it_loaded(
     assert ci_sees == ["tool_search"]
 
 
+async def test_a_2026_07_28_client_hears_its_list_changed_on_its_listen_stream(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    proc, url = _start(tmp_path, "--sessions", "--tool-search", tools=_tools(tmp_path))
+    try:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[url]}"},
+                                  timeout=60)
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=http),
+                          mode="auto") as client:
+            first = await _names(client)
+            async with client.listen(tools_list_changed=True) as events:
+                loaded = _found(await client.call_tool("tool_search",
+                                                       {"query": "open an issue"}))
+                with anyio.move_on_after(30):
+                    async for event in events:
+                        heard = event
+                        break
+            after = await _names(client)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) in (0, 130)
+        assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    assert first == ["tool_search"] and loaded[0] == "create_issue"
+    assert "heard" in locals(), "no tools list change came on the listen stream"
+    assert "create_issue" in after
+
+
 def test_stateless_http_refuses_tool_search_in_one_line(tmp_path: Path) -> None:
     served = subprocess.run(
         [sys.executable, "-m", "toolkeeper.cli", "serve", _tools(tmp_path), "--no-builtins",
@@ -158,3 +185,17 @@ def test_stateless_http_refuses_tool_search_in_one_line(tmp_path: Path) -> None:
     lines = served.stderr.strip().splitlines()
     assert served.returncode != 0 and len(lines) == 1, served.stderr
     assert "--tool-search" in lines[0] and "--sessions" in lines[0]
+
+
+def test_a_served_tool_named_tool_search_is_refused_in_one_line(tmp_path: Path) -> None:
+    tools = tmp_path / "mine.py"
+    tools.write_text("from toolkeeper import tool\n\n\n@tool\ndef tool_search(query: str) "
+                     "-> str:\n    \"\"\"Search my notes.\"\"\"\n    return query\n")
+    served = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", str(tools), "--no-builtins",
+         "--port", "0", "--state-dir", str(tmp_path / "state"), "--sessions", "--tool-search"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "TOOLKEEPER_TOKEN": TOKEN})
+    lines = served.stderr.strip().splitlines()
+    assert served.returncode != 0 and len(lines) == 1, served.stderr
+    assert "'tool_search' is already served" in lines[0] and "rename" in lines[0]

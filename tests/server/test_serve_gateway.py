@@ -182,7 +182,7 @@ async def test_a_2026_07_28_upstream_asks_our_client_to_sample_through_the_relay
     (tmp_path / "modern_only").write_text("yes")
     asked: list[str] = []
 
-    async def sample(_context: Any, params: types.CreateMessageRequestParams
+    async def sample(context: Any, params: types.CreateMessageRequestParams
                      ) -> types.CreateMessageResult:
         asked.append(str(getattr(params.messages[0].content, "text", "")))
         return types.CreateMessageResult(role="assistant", model="our-model",

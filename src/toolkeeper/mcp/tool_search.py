@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.context import ToolContext
+import anyio.to_thread
+
+from ..core.context import Caller, ToolContext
 from ..core.json import JsonObject
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
@@ -73,12 +75,10 @@ class ToolSearch:
             limit: How many tools to load at most (default 5, at most 20).
         """
         caller = ctx.caller
-        declared = self._declarations()
         wanted = min(max(limit or self.limit, 1), MAX_FOUND)
-        hits = self.catalog.search_keys(
-            query, limit=wanted,
-            allowed=lambda key: key in declared and key != TOOL_SEARCH and caller.may_use(key))
-        found = [key for key, _, _ in hits]
+        # an export and a search (a model's forward pass with semantic search) are CPU work:
+        # in a worker thread, never on the event loop where other clients are answered
+        declared, found = await anyio.to_thread.run_sync(self._find, query, wanted, caller)
         mine = self.loaded.setdefault(caller.client, set())
         new = [key for key in found if key not in mine]
         mine.update(found)
@@ -89,10 +89,16 @@ class ToolSearch:
                 f"No tool matches {query!r}; search again with other words (what the tool "
                 "does, or part of its name)."}
 
-    def _declarations(self) -> dict[str, dict[str, Any]]:
-        """The offered tools' MCP declarations by catalog name."""
+    def _find(self, query: str, limit: int, caller: Caller
+              ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """(the offered tools' MCP declarations by catalog name, the names of those that
+        ``query`` finds which ``caller`` may use, best first)."""
         exported = self.exported.of()
-        return {exported.names.name(str(d["name"])): dict(d) for d in exported.declarations}
+        declared = {exported.names.name(str(d["name"])): dict(d) for d in exported.declarations}
+        hits = self.catalog.search_keys(
+            query, limit=limit,
+            allowed=lambda key: key in declared and key != TOOL_SEARCH and caller.may_use(key))
+        return declared, [key for key, _, _ in hits]
 
     def shown(self, client: str, name: str) -> bool:
         """Whether ``client``'s ``tools/list`` shows the tool ``name``: the search tool, and
