@@ -158,6 +158,9 @@ class MCPServerConfig(_Section):
     """Relay its sampling requests to the client whose call caused them (audited)."""
     elicitation: bool = False
     """Relay its elicitation requests to the client whose call caused them (audited)."""
+    discover: bool = False
+    """Discover its revision first (2026-07-28 to a server that speaks both); by default the
+    2025-11-25 handshake first, whose open connection relays subscriptions and list changes."""
     sandbox: bool = True
     """Confine a stdio server (its view: ``read_paths``, ``write_paths``, ``network``; relative
     paths from the config's folder); ``false``: toolkeeper's own rights (shown in tools pins)."""

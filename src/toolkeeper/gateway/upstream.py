@@ -150,21 +150,25 @@ class Upstream:
         first — an upstream that speaks both keeps the open connection the relay needs (its
         subscriptions, requests and notifications) — and when the upstream refuses it naming
         the 2026-07-28 revisions it serves, a second connection in the SDK's auto mode (it
-        discovers the revision, and falls back to the handshake itself)."""
+        discovers the revision, and falls back to the handshake itself). With ``discover``,
+        the auto mode at once."""
+        if not self.config.discover:
+            try:
+                async with AsyncExitStack() as first:
+                    client = await self._open(first, "legacy")
+                    stack.push_async_exit(first.pop_all())
+                    return client
+            except Exception as exc:
+                if not _handshake_refused(exc):
+                    raise
+        return await self._open(stack, "auto")
+
+    async def _open(self, stack: AsyncExitStack, mode: str) -> Client:
+        """The SDK's client over a new transport, in ``mode``; closed with ``stack``."""
         from mcp import Client
 
-        try:
-            async with AsyncExitStack() as first:
-                client = await first.enter_async_context(Client(
-                    await self._transport(first), mode="legacy", cache=None,
-                    **self._callbacks()))
-                stack.push_async_exit(first.pop_all())
-                return client
-        except Exception as exc:
-            if not _handshake_refused(exc):
-                raise
         return await stack.enter_async_context(Client(
-            await self._transport(stack), mode="auto", cache=None, **self._callbacks()))
+            await self._transport(stack), mode=mode, cache=None, **self._callbacks()))
 
     def _failed(self, reason: str) -> None:
         self._error = reason
