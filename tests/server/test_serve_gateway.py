@@ -198,3 +198,24 @@ async def test_a_2026_07_28_upstream_asks_our_client_to_sample_through_the_relay
     with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
         relayed = db.execute("SELECT status FROM audit WHERE tool = 'up/sampling'").fetchall()
     assert relayed == [("ok",)]
+
+
+async def test_a_2026_07_28_upstream_s_log_lines_and_progress_reach_the_calling_client(
+        tmp_path: Path) -> None:
+    (tmp_path / "modern_only").write_text("yes")
+    logs: list[tuple[str, str | None, Any]] = []
+    progressed: list[tuple[float, float | None, str | None]] = []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append((params.level, params.logger, params.data))
+
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        progressed.append((progress, total, message))
+
+    with (tmp_path / "serve.log").open("w") as errlog:
+        async with Client(stdio_client(_over_stdio(tmp_path), errlog=errlog), mode="legacy",
+                          logging_callback=log) as client:
+            chatty = await client.call_tool("up-chatty", {}, progress_callback=heard)
+    assert text_of(chatty.content[0]) == "worked"
+    assert ("info", "up/work", "step one of two") in logs
+    assert progressed == [(1, 2, "half way"), (2, 2, "done")]

@@ -164,11 +164,15 @@ class Upstream:
         return await self._open(stack, "auto")
 
     async def _open(self, stack: AsyncExitStack, mode: str) -> Client:
-        """The SDK's client over a new transport, in ``mode``; closed with ``stack``."""
+        """The SDK's client over a new transport, in ``mode``; closed with ``stack``. With
+        ``logs``, a 2026-07-28 upstream is asked for its log lines on every request (that
+        revision sends them only to a request that asks); the handshake's upstream sends
+        them unasked."""
         from mcp import Client
 
         return await stack.enter_async_context(Client(
-            await self._transport(stack), mode=mode, cache=None, **self._callbacks()))
+            await self._transport(stack), mode=mode, cache=None,
+            log_level="debug" if self.config.logs else None, **self._callbacks()))
 
     def _failed(self, reason: str) -> None:
         self._error = reason
