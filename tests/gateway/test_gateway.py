@@ -165,3 +165,26 @@ async def test_a_slow_upstream_call_is_bounded(tmp_path: Path) -> None:
         assert "1 s" in result.text or "timed out" in result.text  # type: ignore[attr-defined]
         # the connection is still usable afterwards
         assert (await _invoke(ToolInvoker(toolbox), "up-echo", text="ok")).text == "ok"  # type: ignore[attr-defined]
+
+
+async def test_an_http_upstream_that_speaks_2026_07_28_only_is_reached_in_that_revision(
+        tmp_path: Path) -> None:
+    (tmp_path / "modern_only").write_text("yes")
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, UPSTREAM, str(tmp_path), "--http", str(port_file)])
+    try:
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        config = MCPServerConfig(name="up", url=f"http://127.0.0.1:{port_file.read_text()}/mcp",
+                                 connect_timeout_s=30, risk="safe")
+        toolbox = Toolbox()
+        async with MCPGateway([config], pins=SqlitePins(tmp_path / "state.db")) as gateway:
+            report = await gateway.attach(toolbox)
+            echoed = await _invoke(ToolInvoker(toolbox), "up-echo", text="modern")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert "up-echo" in toolbox.names(), report
+    assert echoed.text == "modern"  # type: ignore[attr-defined]
+    assert "tools/call 2026-07-28" in (tmp_path / "eras").read_text().splitlines()

@@ -13,7 +13,10 @@ and writes their schemas as it likes); calling
 the one named ``big`` answers ``size`` bytes. With STATE_DIR/endless, the tool list is a page
 chain that never ends (each page after the seconds that file holds). With STATE_DIR/stall, the
 tool list is answered only once STATE_DIR/release exists or after the seconds the stall file
-holds, whichever comes first; STATE_DIR/listed is written as it is answered."""
+holds, whichever comes first; STATE_DIR/listed is written as it is answered. With
+STATE_DIR/modern_only, it speaks 2026-07-28 only: the 2025-11-25 handshake is refused with the
+versions it serves, as such a server answers it, and STATE_DIR/eras gets a line per request
+naming the revision it came in."""
 
 from __future__ import annotations
 
@@ -145,8 +148,28 @@ async def _relayed(ctx: Any, name: str) -> types.CallToolResult | None:
     return None
 
 
-async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+def _asked_in_rounds(params: types.CallToolRequestParams
+                     ) -> types.CallToolResult | types.InputRequiredResult:
+    """``ask_model`` in the 2026-07-28 revision: the question an ``input_required`` round,
+    the call made again with the answer."""
+    answer = (params.input_responses or {}).get("haiku")
+    if answer is None:
+        return types.InputRequiredResult(input_requests={"haiku": types.CreateMessageRequest(
+            params=types.CreateMessageRequestParams(messages=[types.SamplingMessage(
+                role="user", content=types.TextContent(text="Write a haiku about gateways."))],
+                max_tokens=60, include_context="allServers"))})
+    dump = getattr(answer, "model_dump", None)
+    found: dict[str, Any] = dump(by_alias=True, mode="json") if callable(dump) else dict(answer)
+    return _said(f"the model said: {found['content']['text']}")
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams
+                    ) -> types.CallToolResult | types.InputRequiredResult:
     arguments = dict(params.arguments or {})
+    if params.name == "ask_model" and (STATE / "modern_only").exists():
+        if not params.input_responses:
+            _log(params.name, arguments)
+        return _asked_in_rounds(params)
     _log(params.name, arguments)
     relayed = await _relayed(ctx, params.name)
     if relayed is not None:
@@ -239,6 +262,27 @@ server: Server[Any] = Server(
     on_read_resource=read_resource, on_subscribe_resource=subscribe,
     on_unsubscribe_resource=unsubscribe, on_list_prompts=list_prompts, on_get_prompt=get_prompt,
     on_completion=complete)
+
+
+class ModernOnly:
+    """The SDK's own middleware seam: ``initialize`` refused with ``-32022`` and the
+    revisions served, every other request recorded with its revision."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if ctx.method == "initialize":
+            raise MCPError(code=types.UNSUPPORTED_PROTOCOL_VERSION,
+                           message="this server speaks 2026-07-28 only",
+                           data={"supported": list(MODERN_PROTOCOL_VERSIONS)})
+        with (STATE / "eras").open("a") as eras:
+            eras.write(f"{ctx.method} {ctx.protocol_version}\n")
+        return await call_next(ctx)
+
+
+if (STATE / "modern_only").exists():
+    server.middleware.append(ModernOnly())
 
 
 async def _stdio() -> None:

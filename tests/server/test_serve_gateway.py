@@ -10,10 +10,13 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from ..blocks import text_of
 from .test_serve import TOKEN, _approvals, _client, _start
@@ -129,3 +132,90 @@ async def test_a_call_pending_when_the_server_is_killed_runs_exactly_once_after_
 @pytest.fixture(autouse=True)
 def _operator_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+
+
+async def test_an_upstream_that_speaks_2026_07_28_only_is_served_through_the_gateway(
+        tmp_path: Path) -> None:
+    """An upstream written with the SDK alone that refuses the 2025-11-25 handshake (as a
+    2026-07-28-only server does) is reached in its own revision: listed, called, governed."""
+    (tmp_path / "modern_only").write_text("yes")
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(
+        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\nsandbox = false\n"
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
+        "connect_timeout_s = 30\n[mcp.servers.tools]\nadd = \"safe\"\n")
+    proc, url = _start(tmp_path, "--config", str(config))
+    try:
+        async with _client(url) as client:
+            names = await _until_listed(client, "up-add")
+            added = await client.call_tool("up-add", {"a": 20, "b": 22})
+            wiped = await client.call_tool("up-wipe", {})
+        assert {"up-add", "up-echo", "up-wipe"} <= names
+        assert not added.is_error and added.structured_content == {"sum": 42}
+        assert wiped.is_error and "waiting for approval" in text_of(wiped.content[0])
+        assert _upstream_calls(tmp_path) == ["add"]
+        eras = (tmp_path / "eras").read_text().splitlines()
+        assert "tools/call 2026-07-28" in eras, eras
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) in (0, 130)
+        assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+def _over_stdio(tmp_path: Path) -> StdioServerParameters:
+    """``toolkeeper serve --stdio`` over the test upstream, its sampling relayed."""
+    (tmp_path / "relay").write_text("yes")
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(
+        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\nsandbox = false\n"
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([UPSTREAM, str(tmp_path)])}\n"
+        "connect_timeout_s = 30\nrisk = \"safe\"\nsampling = true\n")
+    return StdioServerParameters(command=sys.executable, args=[
+        "-m", "toolkeeper.cli", "serve", "--stdio", "--no-builtins", "--config", str(config),
+        "--state-dir", str(tmp_path / "state")], env=dict(os.environ), cwd=str(tmp_path))
+
+
+async def test_a_2026_07_28_upstream_asks_our_client_to_sample_through_the_relay(
+        tmp_path: Path) -> None:
+    """The 2026-07-28 revision asks in ``input_required`` rounds: the gateway's client answers
+    each through the same relay (our client's sampling, audited), then calls again."""
+    (tmp_path / "modern_only").write_text("yes")
+    asked: list[str] = []
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams
+                     ) -> types.CreateMessageResult:
+        asked.append(str(getattr(params.messages[0].content, "text", "")))
+        return types.CreateMessageResult(role="assistant", model="our-model",
+                                         content=types.TextContent(text="Doors open, calls flow"))
+
+    with (tmp_path / "serve.log").open("w") as errlog:
+        async with Client(stdio_client(_over_stdio(tmp_path), errlog=errlog),
+                          mode="legacy", sampling_callback=sample) as client:
+            haiku = await client.call_tool("up-ask_model", {})
+    assert text_of(haiku.content[0]) == "the model said: Doors open, calls flow"
+    assert asked == ["Write a haiku about gateways."]
+    assert "tools/call 2026-07-28" in (tmp_path / "eras").read_text().splitlines()
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        relayed = db.execute("SELECT status FROM audit WHERE tool = 'up/sampling'").fetchall()
+    assert relayed == [("ok",)]
+
+
+async def test_a_2026_07_28_upstream_s_log_lines_and_progress_reach_the_calling_client(
+        tmp_path: Path) -> None:
+    (tmp_path / "modern_only").write_text("yes")
+    logs: list[tuple[str, str | None, Any]] = []
+    progressed: list[tuple[float, float | None, str | None]] = []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append((params.level, params.logger, params.data))
+
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        progressed.append((progress, total, message))
+
+    with (tmp_path / "serve.log").open("w") as errlog:
+        async with Client(stdio_client(_over_stdio(tmp_path), errlog=errlog), mode="legacy",
+                          logging_callback=log) as client:
+            chatty = await client.call_tool("up-chatty", {}, progress_callback=heard)
+    assert text_of(chatty.content[0]) == "worked"
+    assert ("info", "up/work", "step one of two") in logs
+    assert progressed == [(1, 2, "half way"), (2, 2, "done")]

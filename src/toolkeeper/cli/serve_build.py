@@ -163,6 +163,7 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
     flags = settings.flags  # connections that stay open are told of list changes
     face = MCPFace(invoker, skills=skills, gateway=gateway, offers=offers, state_secret=token,
                    announces=flags.stdio or flags.keep_sessions,
+                   tool_search=settings.tool_search,
                    ask_client=token if settings.ask_client and not settings.flags.stdio
                    else None)
     return face, gateway

@@ -59,6 +59,10 @@ def serve(
                            "its client (sampling, elicitation) on the 2025-11-25 wire and a "
                            "broken stream resumes; one process only (replicas cannot share "
                            "sessions).")] = False,
+    tool_search: Annotated[bool, typer.Option(
+        "--tool-search", help="tools/list offers a search tool and the tools each client "
+                              "loaded with it, instead of every tool (a large gateway in "
+                              "few tokens); over HTTP needs --sessions.")] = False,
     oauth_issuer: Annotated[str | None, typer.Option(
         help="Accept OAuth access tokens (JWTs) from this authorization server too (its "
              "'iss'); needs --oauth-resource. Wins over [server.oauth] issuer.")] = None,

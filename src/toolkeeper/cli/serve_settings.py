@@ -75,6 +75,7 @@ class ServeFlags(BaseModel):
         f"between 0 and {SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)"))
     approval_ttl: float = Field(3600.0, gt=0, description="a positive number of seconds")
     keep_sessions: bool = False
+    tool_search: bool = False
     oauth_issuer: str | None = None
     oauth_resource: str | None = None
     oauth_audience: tuple[str, ...] = ()
@@ -141,6 +142,9 @@ class ServeSettings(BaseModel):
     worker: int = 0
     """Which of ``--workers`` this process is (1 to N), handed to it by the supervisor; 0:
     the only process."""
+    tool_search: bool = False
+    """``--tool-search`` or ``[server] tool_search``: ``tools/list`` offers the search tool
+    and what each client loaded."""
 
     @model_validator(mode="after")
     def _rules_of_the_whole(self) -> ServeSettings:
@@ -152,6 +156,11 @@ class ServeSettings(BaseModel):
         if leaked:
             raise ValueError(f"[security] shell_env_passthrough names {', '.join(leaked)}: "
                              "toolkeeper's own credentials never reach a command; remove them")
+        if self.tool_search and not (self.flags.stdio or self.flags.keep_sessions):
+            raise ValueError("--tool-search ([server] tool_search) needs --sessions over HTTP (or "
+                             "--stdio): the tools a "
+                             "client loaded are kept with its connection, which stateless HTTP "
+                             "does not keep, and its client could not be told its list changed")
         return self
 
     @property
@@ -192,6 +201,7 @@ class ServeSettings(BaseModel):
             "store": flags.store or (config.store if config is not None else None),
             "artifact_dir": _artifact_dir(flags.artifacts, config, state_dir,
                                           workers=flags.workers),
+            "tool_search": flags.tool_search or bool(server is not None and server.tool_search),
             "artifact_ttl_s": server.artifact_ttl_s if server is not None else 86400.0})
 
 

@@ -158,6 +158,9 @@ class MCPServerConfig(_Section):
     """Relay its sampling requests to the client whose call caused them (audited)."""
     elicitation: bool = False
     """Relay its elicitation requests to the client whose call caused them (audited)."""
+    discover: bool = False
+    """Discover its revision first (2026-07-28 to a server that speaks both); by default the
+    2025-11-25 handshake first, whose open connection relays subscriptions and list changes."""
     sandbox: bool = True
     """Confine a stdio server (its view: ``read_paths``, ``write_paths``, ``network``; relative
     paths from the config's folder); ``false``: toolkeeper's own rights (shown in tools pins)."""
@@ -336,6 +339,9 @@ class ServerSection(_Section):
     artifact_ttl_s: float = Field(default=86400.0, gt=0)
     """How long a client may read an artifact after its call stored it; then it is released
     and removed (at start and every ``min(ttl / 2, 10 min)``)."""
+    tool_search: bool = False
+    """``tools/list`` offers a search tool and the tools each client loaded with it, not every
+    tool (as ``serve --tool-search``); over HTTP it needs ``--sessions``."""
 
 
 class PolicySection(_Section):

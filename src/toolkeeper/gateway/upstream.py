@@ -117,8 +117,6 @@ class Upstream:
 
     async def _hold(self, attempt: anyio.Event) -> None:
         """Open the connection, publish it, and keep it open until it is dropped."""
-        from mcp import Client
-
         drop = anyio.Event()
         try:
             # The deadline bounds connecting only; it is lifted once connected (the client's
@@ -126,9 +124,7 @@ class Upstream:
             with anyio.CancelScope(deadline=anyio.current_time()
                                    + self.config.connect_timeout_s) as scope:
                 async with AsyncExitStack() as stack:
-                    client = await stack.enter_async_context(
-                        Client(await self._transport(stack), mode="legacy", cache=None,
-                               **self._callbacks()))
+                    client = await self._connect(stack)
                     scope.deadline = math.inf
                     self._client, self._drop, self._error = client, drop, None
                     self._failures = 0
@@ -148,6 +144,35 @@ class Upstream:
             if self._attempt is attempt:
                 self._attempt = None
             attempt.set()
+
+    async def _connect(self, stack: AsyncExitStack) -> Client:
+        """A new connection's client, in the era the upstream speaks: the 2025-11-25 handshake
+        first — an upstream that speaks both keeps the open connection the relay needs (its
+        subscriptions, requests and notifications) — and when the upstream refuses it naming
+        the 2026-07-28 revisions it serves, a second connection in the SDK's auto mode (it
+        discovers the revision, and falls back to the handshake itself). With ``discover``,
+        the auto mode at once."""
+        if not self.config.discover:
+            try:
+                async with AsyncExitStack() as first:
+                    client = await self._open(first, "legacy")
+                    stack.push_async_exit(first.pop_all())
+                    return client
+            except Exception as exc:
+                if not _handshake_refused(exc):
+                    raise
+        return await self._open(stack, "auto")
+
+    async def _open(self, stack: AsyncExitStack, mode: str) -> Client:
+        """The SDK's client over a new transport, in ``mode``; closed with ``stack``. With
+        ``logs``, a 2026-07-28 upstream is asked for its log lines on every request (that
+        revision sends them only to a request that asks); the handshake's upstream sends
+        them unasked."""
+        from mcp import Client
+
+        return await stack.enter_async_context(Client(
+            await self._transport(stack), mode=mode, cache=None,
+            log_level="debug" if self.config.logs else None, **self._callbacks()))
 
     def _failed(self, reason: str) -> None:
         self._error = reason
@@ -305,6 +330,17 @@ class Upstream:
         self.drop(reason)
         raise UpstreamError(f"MCP server '{self.name}' connection failed ({reason}); it is "
                             "reconnected on the next call") from exc
+
+
+def _handshake_refused(exc: BaseException) -> bool:
+    """Whether a connection failed because the upstream refused the 2025-11-25 handshake as
+    a 2026-07-28-only server does: ``-32022``, naming the revisions it serves."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return isinstance(exc, MCPError) and exc.code == UNSUPPORTED_PROTOCOL_VERSION
 
 
 def _reason(exc: BaseException) -> str:

@@ -57,6 +57,18 @@ class Changes:
             except Exception:  # a closed connection: forget it
                 self._kept.pop(client, None)
 
+    async def tell_client(self, client: str) -> None:
+        """``notifications/tools/list_changed`` for ``client`` alone (the tools it loaded with
+        tool search): to its kept connection, and to the listeners (a listen stream names no
+        client; another one lists again and finds its list as it was)."""
+        await self.bus.publish(ToolsListChanged())
+        session = self._kept.get(client)
+        if session is not None:
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # a closed connection: forget it
+                self._kept.pop(client, None)
+
     async def relayed(self, kind: str) -> None:
         """The upstreams' ``resources`` or ``prompts`` changed: told to the listeners (the
         gateway's hub tells the 2025-11-25 connections itself)."""

@@ -5,13 +5,14 @@ input schema, for its ``Mcp-Param-*`` headers) and the gate (which tool a reques
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
 from ..formats import WireExport
 from ..toolbox.catalog import CatalogBase
 
-__all__ = ["Exported"]
+__all__ = ["Exported", "decode_cursor", "encode_cursor"]
 
 
 class Exported:
@@ -56,3 +57,16 @@ class Exported:
         """The catalog name of the tool ``wire`` names, or ``None``."""
         exported = self.of(wire)
         return exported.names.name(wire) if wire in exported.names else None
+
+
+def encode_cursor(name: str) -> str:
+    """The opaque cursor of a ``tools/list`` page that ends at the tool ``name``."""
+    return base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii")
+
+
+def decode_cursor(cursor: str) -> str | None:
+    """The name a cursor ends at, or ``None`` for a cursor that is not one of ours."""
+    try:
+        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
+    except (ValueError, UnicodeError):
+        return None

@@ -10,7 +10,6 @@ protocol faults.
 
 from __future__ import annotations
 
-import base64
 import bisect
 import secrets
 import warnings
@@ -44,7 +43,7 @@ from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
 from .changes import Changes
 from .client_link import Levels, MCPClientLink, answers_of, next_round
-from .exported import Exported
+from .exported import Exported, decode_cursor, encode_cursor
 from .offer_handlers import (
     MISSING_CAPABILITY,
     NO_WAY_BACK,
@@ -56,6 +55,7 @@ from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
+from .tool_search import ToolSearch
 from .wire import INVALID_PARAMS, Ctx, era_of, modern
 
 __all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
@@ -133,7 +133,7 @@ class MCPFace(RelayedOffers):
                  page_size: int = PAGE_SIZE, ask_client: str | None = None,
                  offers: Sequence[Resource | Prompt] = (), state_secret: str | None = None,
                  name: str = "toolkeeper", instructions: str | None = None,
-                 announces: bool = True) -> None:
+                 announces: bool = True, tool_search: bool = False) -> None:
         self.invoker, self.catalog, self.fixed_session = invoker, invoker.registry, session
         self.state_secret = state_secret
         self.gateway, self.page_size, self.ask_client = gateway, page_size, ask_client
@@ -153,6 +153,8 @@ class MCPFace(RelayedOffers):
         self.changes = Changes(tools=announces, relayed=announces and gateway is not None)
         """Who hears that the catalog changed; ``announces``: the connections stay open (stdio,
         HTTP with sessions), so list changes are told and declared at the handshake."""
+        self.searching = ToolSearch(self.catalog, self.exported, self.changes.tell_client) \
+            if tool_search else None  # tools/list: the search tool and what a client loaded
         self.state: dict[str, Any] = {}
         """What the server's lifespan yields, the same mapping on every path: the SDK's
         transports enter the lifespan (``lifespan``) and the one-request path in front of
@@ -258,7 +260,6 @@ class MCPFace(RelayedOffers):
                                     "toolkeeper.approval"))
 
     async def list_tools(self, ctx: Ctx, params: Any) -> types.ListToolsResult:
-
         self.remember(ctx)
         if self.gateway is not None:
             await self.gateway.refresh_stale(wait_s=STALE_WAIT_S)  # a slow upstream: its own
@@ -272,10 +273,12 @@ class MCPFace(RelayedOffers):
             declarations = [self._as_seen(declarations[i], table.name(names[i]), caller)
                             for i in shown]
             names = [names[i] for i in shown]
+        if self.searching is not None:
+            declarations, names = self.searching.narrow(caller.client, declarations, names)
         cursor = getattr(params, "cursor", None)
         start = 0
         if cursor:
-            after = _decode_cursor(cursor)
+            after = decode_cursor(cursor)
             if after is None:
                 raise MCPError(code=INVALID_PARAMS, message="invalid cursor: pass the nextCursor of "
                                                     "the previous page, or none to start over")
@@ -284,7 +287,7 @@ class MCPFace(RelayedOffers):
         more = start + self.page_size < len(declarations)
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(d) for d in page],
-            next_cursor=_encode_cursor(str(page[-1]["name"])) if more and page else None)
+            next_cursor=encode_cursor(str(page[-1]["name"])) if more and page else None)
 
     def _as_seen(self, declaration: dict[str, Any], name: str, caller: Caller
                  ) -> dict[str, Any]:
@@ -423,17 +426,6 @@ def _version() -> str:
         return version("toolkeeper")
     except PackageNotFoundError:
         return "0"
-
-
-def _encode_cursor(name: str) -> str:
-    return base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii")
-
-
-def _decode_cursor(cursor: str) -> str | None:
-    try:
-        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
-    except (ValueError, UnicodeError):
-        return None
 
 
 def _face(server: Server[Any]) -> MCPFace:

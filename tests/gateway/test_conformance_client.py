@@ -1,0 +1,48 @@
+"""The official conformance suite's client scenarios (``make conformance`` installs it) driving
+the gateway's own upstream client (``conformance_client.py``): the scenario server of each
+revision is reached in that revision when the upstream's entry says ``discover = true``, and in
+2025-11-25 by default (an upstream that speaks both keeps the relay's open connection)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..mcp.conformance.test_conformance import PRELOAD, PRERELEASE, _suite
+
+DRIVER = str(Path(__file__).resolve().parent / "conformance_client.py")
+
+
+def _scenario(mode: str, scenario: str, revision: str, out: Path) -> list[str]:
+    """The failed checks (id: message) of one client scenario at one revision."""
+    if shutil.which("node") is None or not _suite(PRERELEASE).is_file():
+        pytest.skip("the conformance suite is not installed: run `make conformance` (needs "
+                    "node and npm)")
+    done = subprocess.run(
+        ["node", "--import", str(PRELOAD), str(_suite(PRERELEASE)), "client", "--command",
+         f"{sys.executable} {DRIVER} {mode}", "--scenario", scenario, "--spec-version",
+         revision, "--output-dir", str(out)], capture_output=True, text=True, timeout=300,
+        cwd=out.parent)
+    found = sorted(out.glob("*/checks.json"))
+    assert found, f"the suite ran nothing: {done.stdout[-2000:]} {done.stderr[-2000:]}"
+    return [f"{c['id']}: {c.get('errorMessage', '')}"[:300] for path in found
+            for c in json.loads(path.read_text()) if c.get("status") == "FAILURE"]
+
+
+@pytest.mark.parametrize(("scenario", "revision"), [
+    ("tools_call", "2025-11-25"), ("tools_call", "2026-07-28"),
+    ("request-metadata", "2026-07-28"), ("initialize", "2025-11-25")])
+def test_with_discover_the_gateway_client_passes_each_revision_s_client_scenarios(
+        scenario: str, revision: str, tmp_path: Path) -> None:
+    assert _scenario("discover", scenario, revision, tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("scenario", ["tools_call", "initialize", "sse-retry"])
+def test_by_default_the_gateway_client_passes_the_2025_11_25_client_scenarios(
+        scenario: str, tmp_path: Path) -> None:
+    assert _scenario("handshake", scenario, "2025-11-25", tmp_path / "out") == []
