@@ -20,7 +20,7 @@ import httpx
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -90,11 +90,12 @@ class Created(types.Result):
     poll_interval_ms: int | None = None
 
 
-async def poll(session: Any, task_id: str, until: frozenset[str] = frozenset(
+async def poll(session: ClientSession, task_id: str, until: frozenset[str] = frozenset(
         {"completed", "failed", "cancelled"}), deadline_s: float = 60) -> Detailed:
     """``tasks/get`` until the task's status is one of ``until`` (or the deadline passes:
     the last status seen is what the test reports)."""
-    end, seen = time.monotonic() + deadline_s, None
+    end = time.monotonic() + deadline_s
+    seen: Detailed | None = None
     while time.monotonic() < end:
         seen = await session.send_request(
             GetTask(params=TaskParams(task_id=task_id)), Detailed)
