@@ -86,6 +86,7 @@ class Created(types.Result):
     result_type: Literal["task"] = "task"
     task_id: str
     status: str
+    status_message: str | None = None
     ttl_ms: int | None = None
     poll_interval_ms: int | None = None
 

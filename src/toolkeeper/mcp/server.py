@@ -306,17 +306,22 @@ class MCPFace(RelayedOffers):
                              session_id=self.session_for(ctx).id, answers=answers)
 
     async def one_pass(self, ctx: Ctx, call: ToolCall, link: MCPClientLink, *,
-                       background: bool = False) -> InvocationResult | str | None:
-        """One pass of ``call`` through the door for the client of ``ctx``; ``background``:
-        a task's, after its request was answered (no progress or log lines to it: progress
-        goes back on the request, which the SDK drops when the client gave no token)."""
-        session, link.quiet = self.session_for(ctx), background
+                       tasked: bool = False) -> InvocationResult | str | None:
+        """One pass of ``call`` through the door for the client of ``ctx``; ``tasked``: the
+        call is (or may become) a task, whose client is not asked to approve (once its request
+        is answered, ``link.quiet``, no progress or log lines go to it either: progress goes
+        back on the request, which the SDK drops when the client gave no token)."""
+        session = self.session_for(ctx)
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            if not link.quiet:
+                await ctx.session.report_progress(done, total, message)
         tool_ctx = ToolContext(
             call_id=call.id, tool_name=call.name, session_id=session.id,
             state=session.state, client=link,  # this request's caller (its token's scopes)
             caller=session.caller if self.fixed_session is not None else caller_of(ctx),
-            progress_sink=None if background else ctx.session.report_progress)
-        ask_client = self.channel is not None and modern(ctx) and not background
+            progress_sink=progress)
+        ask_client = self.channel is not None and modern(ctx) and not tasked
         with calling_client(SdkClientLink(ctx, link.client)):  # the gateway's relay
             return await self.run_call(call, session, tool_ctx, link=link,
                                        ask_client=ask_client)

@@ -33,12 +33,13 @@ CREATE TABLE IF NOT EXISTS mcp_tasks (
     result TEXT,
     error TEXT,
     asked TEXT NOT NULL DEFAULT '{}',
-    answers TEXT NOT NULL DEFAULT '{}'
+    answers TEXT NOT NULL DEFAULT '{}',
+    approval TEXT
 );
 CREATE INDEX IF NOT EXISTS mcp_tasks_client ON mcp_tasks (client, created_at);
 """
 _COLUMNS = ("id, client, tool, status, message, created_at, updated_at, ttl_ms, result, error, "
-            "asked, answers")
+            "asked, answers, approval")
 
 
 @dataclass
@@ -59,6 +60,8 @@ class TaskRecord:
     error: dict[str, Any] | None = None
     asked: dict[str, Any] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
+    approval: str | None = None
+    """The approval request the task waits on for a person's decision, if it does."""
 
     @property
     def terminal(self) -> bool:
@@ -76,7 +79,7 @@ class TaskStore:
         task.updated_at = task.created_at
         with self.db.transaction() as conn:
             conn.execute(f"INSERT INTO mcp_tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-                         "?, ?, ?, ?)", _row(task))
+                         "?, ?, ?, ?, ?)", _row(task))
 
     def get(self, task_id: str, client: str) -> TaskRecord | None:
         """``client``'s task ``task_id`` while its TTL lasts, else ``None``."""
@@ -138,6 +141,12 @@ class TaskStore:
                          (json.dumps(asked), json.dumps(answers), status, time.time(), task_id))
             return True
 
+    def waits_for(self, task_id: str, approval: str, message: str) -> None:
+        """The task waits for a person's decision on the approval request ``approval``."""
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE mcp_tasks SET approval = ?, message = ?, updated_at = ? "
+                         "WHERE id = ?", (approval, message, time.time(), task_id))
+
     def resume(self, task_id: str) -> None:
         """The task runs again with its answers (nothing is asked any more)."""
         with self.db.transaction() as conn:
@@ -165,7 +174,7 @@ def _load(cell: object) -> dict[str, Any] | None:
 def _row(task: TaskRecord) -> tuple[object, ...]:
     return (task.id, task.client, task.tool, task.status, task.message, task.created_at,
             task.updated_at, task.ttl_ms, _dump(task.result), _dump(task.error),
-            json.dumps(task.asked), json.dumps(task.answers))
+            json.dumps(task.asked), json.dumps(task.answers), task.approval)
 
 
 def _record(row: tuple[object, ...]) -> TaskRecord:
@@ -176,4 +185,4 @@ def _record(row: tuple[object, ...]) -> TaskRecord:
                       message=text_or_none(row[4]), created_at=number(row[5]),
                       updated_at=number(row[6]), ttl_ms=int(number(row[7])),
                       result=_load(row[8]), error=_load(row[9]), asked=_load(row[10]) or {},
-                      answers=_load(row[11]) or {})
+                      answers=_load(row[11]) or {}, approval=text_or_none(row[12]))

@@ -16,6 +16,8 @@ task (the call is answered with it while the tool goes on)."""
 from __future__ import annotations
 
 import secrets
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -27,10 +29,13 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
+from ..approval.models import ApprovalDecision, duration
 from ..approval.sqlite import Database
 from ..core.call import ToolCall
+from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
+from ..invoke.session import InvokerSession
 from ..toolbox.catalog import CatalogBase
 from .client_link import MCPClientLink, answers_of
 from .offer_handlers import client_of
@@ -58,7 +63,12 @@ class TaskFace(Protocol):
     def link(self, ctx: Ctx, call: ToolCall, answers: dict[str, Any]) -> MCPClientLink: ...
 
     async def one_pass(self, ctx: Ctx, call: ToolCall, link: MCPClientLink, *,
-                       background: bool) -> Outcome: ...
+                       tasked: bool = False) -> Outcome: ...
+
+    def session_for(self, ctx: Ctx) -> InvokerSession: ...
+
+    @property
+    def invoker(self) -> ToolInvoker: ...
 
     def rendered(self, call: ToolCall, outcome: InvocationResult) -> types.CallToolResult: ...
 
@@ -152,6 +162,12 @@ class Tasks:
         self.store, self.face = store, face
         self.group: TaskGroup | None = None
         self.running: dict[str, anyio.CancelScope] = {}
+        """The runs of this replica's tasks, by task id (a cancel stops them)."""
+        self.people: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {}
+        """By call id: what a call does when it waits for a person (becomes a task, or its
+        task says so)."""
+        face.invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED,
+                                              self._approval_requested)
 
     def serve_on(self, server: Server[Any]) -> None:
         """Declare the extension on ``server`` and answer its methods there."""
@@ -166,27 +182,25 @@ class Tasks:
         """The answer to a ``tools/call`` that is (or may become) a task, or ``None``: a
         plain call."""
         support, start = task_support(self.face.catalog, call.name)
-        if support == "forbidden":
-            return None
-        if not declared(ctx):
-            if support == "required":
-                raise MCPError(code=MISSING_CAPABILITY, message=(
-                    f"tool {call.name!r} runs only as a task: declare the {EXTENSION!r} "
-                    "extension in the client's capabilities"),
-                    data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
-            return None
-        if self.group is None:
+        tasks_client = declared(ctx)
+        if support == "required" and not tasks_client:
+            raise MCPError(code=MISSING_CAPABILITY, message=(
+                f"tool {call.name!r} runs only as a task: declare the {EXTENSION!r} "
+                "extension in the client's capabilities"),
+                data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+        if not tasks_client or self.group is None:
             return None
         answers = answers_of(params)
-        if start == "tool":
+        if support == "forbidden" or start == "tool":  # a task once it says, or a person must
             return await self._tool_started(ctx, call, answers)
         task = await self._create(client_of(ctx), call)
         self.group.start_soon(self._run, ctx, call, task, answers)
         return {"resultType": "task", **envelope(task)}
 
-    async def _create(self, client: str, call: ToolCall) -> TaskRecord:
+    async def _create(self, client: str, call: ToolCall, message: str | None = None,
+                      approval: str | None = None) -> TaskRecord:
         task = TaskRecord(id="task_" + secrets.token_urlsafe(12), client=client,
-                          tool=call.name, ttl_ms=TTL_MS)
+                          tool=call.name, ttl_ms=TTL_MS, message=message, approval=approval)
         await anyio.to_thread.run_sync(self.store.create, task)
         return task
 
@@ -205,19 +219,25 @@ class Tasks:
     async def _first_pass(self, ctx: Ctx, call: ToolCall, answers: dict[str, Any],
                           start: _Start) -> None:
         link = self.face.link(ctx, call, answers)
-
         scope = anyio.CancelScope()
 
-        async def as_task() -> None:
+        async def as_task(message: str | None = None, approval: str | None = None) -> None:
             if start.task is None:
-                start.task = await self._create(client_of(ctx), call)
+                start.task = await self._create(client_of(ctx), call, message, approval)
+                link.quiet = True  # its request is answered: nothing more goes to it
                 self.running[start.task.id] = scope
                 start.changed.set()
+            elif approval is not None and message is not None:
+                await anyio.to_thread.run_sync(self.store.waits_for, start.task.id, approval,
+                                               message)
 
         link.as_task = as_task  # type: ignore[attr-defined]
+        self.people[call.id] = lambda request: as_task(*self._person(request))
         try:
             with scope:
-                outcome = await self.face.one_pass(ctx, call, link, background=True)
+                outcome = await self.face.one_pass(ctx, call, link, tasked=True)
+                if start.task is not None:
+                    outcome = await self._decided(ctx, outcome)
         except Exception as exc:
             if start.task is None:  # the request that waits raises it
                 start.error = exc
@@ -226,6 +246,7 @@ class Tasks:
             await self._fail(start.task, INTERNAL_ERROR, f"the task failed: {exc}")
             return
         finally:
+            self.people.pop(call.id, None)
             if start.task is not None:
                 self.running.pop(start.task.id, None)
         if scope.cancelled_caught:
@@ -235,6 +256,55 @@ class Tasks:
             start.changed.set()
             return
         await self._settle(start.task, call, outcome, link)
+
+    # -- a person's decision ------------------------------------------------------------
+
+    async def _approval_requested(self, _event: HookEvent, payload: dict[str, Any]) -> None:
+        """A call waits for a person: its task says so (a call not yet a task becomes one)."""
+        request = payload.get("request") or {}
+        told = self.people.get(str(request.get("call_id")))
+        if told is not None:
+            await told(request)
+
+    def _person(self, request: dict[str, Any]) -> tuple[str, str]:
+        """What a task waiting on approval request ``request`` says, and the request's id."""
+        approval = str(request.get("id"))
+        where = self.face.invoker.approvals.where(approval)
+        return (f"a person must decide whether {request.get('tool')!r} may run "
+                f"(request {approval}): {where}", approval)
+
+    async def _decided(self, ctx: Ctx, outcome: Outcome) -> Outcome:
+        """A pass that stopped waiting for a person (``pending``): once the person decided,
+        the call runs once if approved; denied and expired are their own outcomes."""
+        store = self.face.invoker.approvals.store
+        if store is None or not isinstance(outcome, InvocationResult) or \
+                outcome.status != "pending" or not outcome.approval_id:
+            return outcome
+        approval = outcome.approval_id
+        while True:
+            found = await anyio.to_thread.run_sync(store.get, approval)
+            if found is None or found.state != "pending":
+                break
+            expires = found.request.expires_at
+            if expires is not None and time.time() >= expires:  # as the service records it
+                await anyio.to_thread.run_sync(store.decide, ApprovalDecision(
+                    request_id=approval, outcome="expired", message="nobody decided within "
+                    f"{duration(expires - found.request.created_at)}"))
+                continue
+            await anyio.sleep(POLL_MS / 1000)
+        return await self.face.invoker.resume(approval, session=self.face.session_for(ctx))
+
+    async def _withdraw(self, task: TaskRecord) -> None:
+        """A cancelled task's approval request, still waiting, is withdrawn (denied on the
+        client's behalf, saying so): nobody is asked about a call nobody waits for."""
+        store = self.face.invoker.approvals.store
+        if store is None or task.approval is None:
+            return
+        found = await anyio.to_thread.run_sync(store.get, task.approval)
+        if found is not None and found.state == "pending":
+            await anyio.to_thread.run_sync(store.decide, ApprovalDecision(
+                request_id=task.approval, outcome="denied", approver=f"client:{task.client}",
+                message="withdrawn: the client cancelled its task"))
 
     # -- a task's run -------------------------------------------------------------------
 
@@ -254,9 +324,23 @@ class Tasks:
 
     async def _rounds(self, ctx: Ctx, call: ToolCall, task: TaskRecord,
                       answers: dict[str, Any]) -> None:
+        async def person(request: dict[str, Any]) -> None:
+            message, approval = self._person(request)
+            await anyio.to_thread.run_sync(self.store.waits_for, task.id, approval, message)
+
+        self.people[call.id] = person
+        try:
+            await self._round_after_round(ctx, call, task, answers)
+        finally:
+            self.people.pop(call.id, None)
+
+    async def _round_after_round(self, ctx: Ctx, call: ToolCall, task: TaskRecord,
+                                 answers: dict[str, Any]) -> None:
         while True:
             link = self.face.link(ctx, call, answers)
-            outcome = await self.face.one_pass(ctx, call, link, background=True)
+            link.quiet = True
+            outcome = await self._decided(ctx, await self.face.one_pass(ctx, call, link,
+                                                                        tasked=True))
             if not (link.asked and not link.missing and not link.unreachable):
                 await self._settle(task, call, outcome, link)
                 return
@@ -344,6 +428,7 @@ class Tasks:
             scope = self.running.get(task.id)
             if scope is not None:
                 scope.cancel()
+            await self._withdraw(task)
         return {"resultType": "complete"}
 
 
