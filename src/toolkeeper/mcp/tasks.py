@@ -40,7 +40,7 @@ from ..toolbox.catalog import CatalogBase
 from .client_link import MCPClientLink, answers_of
 from .offer_handlers import client_of
 from .task_store import TaskRecord, TaskStore
-from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx
+from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx, modern
 
 __all__ = ["EXTENSION", "POLL_MS", "TTL_MS", "TaskFace", "TaskParams", "Tasks", "UpdateParams",
            "declared", "store_of", "task_support"]
@@ -182,7 +182,7 @@ class Tasks:
         """The answer to a ``tools/call`` that is (or may become) a task, or ``None``: a
         plain call."""
         support, start = task_support(self.face.catalog, call.name)
-        tasks_client = declared(ctx)
+        tasks_client = declared(ctx) and modern(ctx)  # the extension is of 2026-07-28
         if support == "required" and not tasks_client:
             raise MCPError(code=MISSING_CAPABILITY, message=(
                 f"tool {call.name!r} runs only as a task: declare the {EXTENSION!r} "
