@@ -13,7 +13,7 @@ from openai.types.chat import ChatCompletionToolParam
 from openai.types.responses import FunctionToolParam
 from pydantic import TypeAdapter
 
-from toolkeeper import API_FORMATS, Tool, export
+from toolkeeper import API_FORMATS, Tool, ToolMetadata, export
 
 from .tools_zoo import RAW, zoo
 
@@ -198,3 +198,18 @@ def test_mcp_keeps_a_2020_12_schema_as_written_and_the_others_keep_their_project
     for api_format in ("openai-chat", "anthropic", "gemini"):
         projected = str(form.get_schema(api_format))
         assert "$schema" not in projected and "$ref" not in projected, api_format
+
+
+def test_an_mcp_declaration_says_whether_the_tool_runs_as_a_task() -> None:
+    def render(frames: int) -> str:
+        """Render some frames."""
+        return str(frames)
+
+    tools = [Tool.from_function(render, name=name, metadata=ToolMetadata(task_support=support))
+             for name, support in (("plain", "forbidden"), ("maybe", "optional"),
+                                   ("only", "required"))]
+    declared = {d["name"]: d for d in export(tools, "mcp").declarations}
+    assert "execution" not in declared["plain"]
+    assert declared["maybe"]["execution"] == {"taskSupport": "optional"}
+    checked = mcp_types.Tool.model_validate(declared["only"])
+    assert checked.execution is not None and checked.execution.task_support == "required"

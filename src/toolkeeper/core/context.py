@@ -176,6 +176,15 @@ class ToolContext:
         asks."""
         return await self._link("list_roots").list_roots(key=key)
 
+    async def as_task(self) -> None:
+        """Go on as an MCP task (a tool declared with ``task_start="tool"``): the call is
+        answered at once with the task, which the client polls for the result this run
+        returns. What the tool asked the client before is asked in input rounds, as any call
+        asks. A no-op for a client without tasks, or without a client."""
+        escalate = getattr(self.client, "as_task", None)
+        if escalate is not None:
+            await escalate()
+
     def _link(self, what: str) -> ClientLink:
         if self.client is None:
             raise UsageError(f"ctx.{what}() needs an MCP client in front of the call (the "

@@ -67,6 +67,15 @@ class ToolMetadata(BaseModel):
     """How long a request to run this tool stays approvable (seconds, or ``"never"``: it waits
     for a person however long it takes); ``None``: the policy's. An operator's per-tool
     setting (``ChainPolicy.approval_ttl_tools``, ``[approval] ttl``) wins over it."""
+    task_support: Literal["forbidden", "optional", "required"] = "forbidden"
+    """MCP tasks: whether a call from a client that supports them becomes a task (answered at
+    once with the task's id; the client polls it for the result): ``forbidden`` never,
+    ``optional`` when the client supports tasks, ``required`` always (a client without them is
+    refused, -32021)."""
+    task_start: Literal["call", "tool"] = "call"
+    """When a call becomes a task: as it arrives (``call``), or when the tool says so with
+    ``ctx.as_task()`` (``tool``: until then it runs as a plain call, asking the client in
+    input rounds)."""
     extra: dict[str, object] = Field(default_factory=dict)
     """Application-specific data. toolkeeper reads one key of its own: ``security_policy``,
     which the built-in file and shell tools set so the approval page can show a write as a

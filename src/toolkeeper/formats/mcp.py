@@ -46,6 +46,8 @@ class MCPFormat(WireFormat):
         annotations: JsonObject = {**_risk_hints(tool), **tool.metadata.mcp_annotations()}
         if annotations:
             out["annotations"] = annotations
+        if tool.metadata.task_support != "forbidden":
+            out["execution"] = {"taskSupport": tool.metadata.task_support}
         return out
 
     def extract(self, data: object) -> list[tuple[str, str, object]]:

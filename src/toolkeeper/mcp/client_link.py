@@ -69,6 +69,8 @@ class MCPClientLink:
         self.unreachable: str | None = None
         """Why the client could not be asked at all (no way back to it), once it could not."""
         self._count = itertools.count()
+        self.quiet = False
+        """Log lines are dropped (a task runs on after its request was answered)."""
 
     def can(self, capability: str) -> bool:
 
@@ -83,7 +85,7 @@ class MCPClientLink:
 
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None:
 
-        if not self.levels.allows(self.client, level):
+        if self.quiet or not self.levels.allows(self.client, level):
             return
         with warnings.catch_warnings():  # deprecated in 2026-07-28, current before
             warnings.simplefilter("ignore", MCPDeprecationWarning)

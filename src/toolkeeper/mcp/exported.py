@@ -6,13 +6,18 @@ input schema, for its ``Mcp-Param-*`` headers) and the gate (which tool a reques
 from __future__ import annotations
 
 import base64
+import bisect
 from collections.abc import Mapping
 from typing import Any
 
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
 from ..formats import WireExport
 from ..toolbox.catalog import CatalogBase
+from .wire import INVALID_PARAMS
 
-__all__ = ["Exported", "decode_cursor", "encode_cursor"]
+__all__ = ["Exported", "decode_cursor", "encode_cursor", "page_of"]
 
 
 class Exported:
@@ -70,3 +75,21 @@ def decode_cursor(cursor: str) -> str | None:
         return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
     except (ValueError, UnicodeError):
         return None
+
+
+def page_of(declarations: list[dict[str, Any]], names: list[str], cursor: str | None,
+            size: int) -> types.ListToolsResult:
+    """The ``tools/list`` page after ``cursor`` (the first without one): ``size`` tools of
+    ``declarations`` (in the order of their ``names``), and the cursor of the next page."""
+    start = 0
+    if cursor:
+        after = decode_cursor(cursor)
+        if after is None:
+            raise MCPError(code=INVALID_PARAMS, message="invalid cursor: pass the nextCursor of "
+                                                "the previous page, or none to start over")
+        start = bisect.bisect_right(names, after)
+    page = declarations[start:start + size]
+    more = start + size < len(declarations)
+    return types.ListToolsResult(
+        tools=[types.Tool.model_validate(d) for d in page],
+        next_cursor=encode_cursor(str(page[-1]["name"])) if more and page else None)

@@ -10,7 +10,6 @@ protocol faults.
 
 from __future__ import annotations
 
-import bisect
 import secrets
 import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -30,7 +29,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from ..codemode.chain import ToolChainTool
 from ..core.call import ToolCall
 from ..core.context import Caller, ToolContext
-from ..formats import WireExport, render_result
+from ..formats import render_result
 from ..gateway.gateway import STALE_WAIT_S, MCPGateway, attach_upstreams
 from ..gateway.relay import ClientSessions, calling_client
 from ..hooks import HookEvent
@@ -43,20 +42,16 @@ from ..skills.skill import Skill
 from .asking import ClientChannel, state_security
 from .changes import Changes
 from .client_link import Levels, MCPClientLink, answers_of, next_round
-from .exported import Exported, decode_cursor, encode_cursor
-from .offer_handlers import (
-    MISSING_CAPABILITY,
-    NO_WAY_BACK,
-    STDIO_CLIENT,
-    caller_of,
-    client_of,
-)
+from .exported import Exported, page_of
+from .offer_handlers import MISSING_CAPABILITY, NO_WAY_BACK, STDIO_CLIENT, caller_of, client_of
 from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
+from .task_store import TaskStore
+from .tasks import Tasks, store_of
 from .tool_search import ToolSearch
-from .wire import INVALID_PARAMS, Ctx, era_of, modern
+from .wire import Ctx, era_of, modern
 
 __all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
            "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
@@ -169,6 +164,8 @@ class MCPFace(RelayedOffers):
         if gateway is not None and isinstance(gateway.relay.hub, ClientSessions):
             gateway.relay.hub.listen(self.changes.relayed)  # their changes to listeners too
         invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED, self.approval_asked)
+        self.tasks = Tasks(TaskStore(store_of(invoker)), self)
+        """The calls that run as MCP tasks (``tasks.py``), their state in the store."""
         self.server = self._server(name, instructions)
 
     def _server(self, name: str, instructions: str | None) -> FaceServer:
@@ -187,6 +184,7 @@ class MCPFace(RelayedOffers):
         # requestState (an approval asked at the client, a tool's earlier answers) is sealed
         # and bound to its client: under the shared secret, else one of this process's own.
         # (The SDK's way to add a middleware: its Server's list.)
+        self.tasks.serve_on(server)
         secret = self.ask_client or self.state_secret or secrets.token_hex(32)
         server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
                                                       default_audience=name))
@@ -195,8 +193,14 @@ class MCPFace(RelayedOffers):
     @asynccontextmanager
     async def lifespan(self, _server: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
         """The server's lifespan: the face's ``state``, kept by the face rather than read
-        back from the transport that entered it."""
-        yield self.state
+        back from the transport that entered it; the tasks run in it."""
+        async with anyio.create_task_group() as group:
+            self.tasks.group = group
+            try:
+                yield self.state
+            finally:
+                self.tasks.group = None
+                group.cancel_scope.cancel()
 
     def build(self, name: str | None = None, instructions: str | None = None) -> FaceServer:
         """The face's server (built with the face, by ``MCPFace(..., name=, instructions=)``);
@@ -236,15 +240,6 @@ class MCPFace(RelayedOffers):
                 session_id=f"client-{caller.client}", trace_limit=TRACE_LIMIT, caller=caller)
         return found
 
-    def exported_for(self, wire: str | None = None) -> WireExport:
-        """The export in force (``Exported.of``)."""
-        return self.exported.of(wire)
-
-    @property
-    def current(self) -> WireExport:
-        """The last export made."""
-        return self.exported.current
-
     def listing(self) -> tuple[list[dict[str, Any]], list[str]]:
         """The declarations in name order and their names (``Exported.listing``)."""
         return self.exported.listing()
@@ -268,26 +263,14 @@ class MCPFace(RelayedOffers):
         declarations, names = await anyio.to_thread.run_sync(self.listing)
         caller = caller_of(ctx) if self.fixed_session is None else self.fixed_session.caller
         if caller.tools is not None:  # an access token's scopes: only the tools they cover
-            table = self.current.names
+            table = self.exported.current.names
             shown = [i for i, wire in enumerate(names) if caller.may_use(table.name(wire))]
             declarations = [self._as_seen(declarations[i], table.name(names[i]), caller)
                             for i in shown]
             names = [names[i] for i in shown]
         if self.searching is not None:
             declarations, names = self.searching.narrow(caller.client, declarations, names)
-        cursor = getattr(params, "cursor", None)
-        start = 0
-        if cursor:
-            after = decode_cursor(cursor)
-            if after is None:
-                raise MCPError(code=INVALID_PARAMS, message="invalid cursor: pass the nextCursor of "
-                                                    "the previous page, or none to start over")
-            start = bisect.bisect_right(names, after)
-        page = declarations[start:start + self.page_size]
-        more = start + self.page_size < len(declarations)
-        return types.ListToolsResult(
-            tools=[types.Tool.model_validate(d) for d in page],
-            next_cursor=encode_cursor(str(page[-1]["name"])) if more and page else None)
+        return page_of(declarations, names, getattr(params, "cursor", None), self.page_size)
 
     def _as_seen(self, declaration: dict[str, Any], name: str, caller: Caller
                  ) -> dict[str, Any]:
@@ -298,37 +281,55 @@ class MCPFace(RelayedOffers):
             return {**declaration, "description": tool.description_for(caller)}
         return declaration
 
-    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
-                        ) -> types.CallToolResult | types.InputRequiredResult:
+    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
         """``tools/call`` on the wire: the request read into a call and its context, run by
-        ``run_call``, and its outcome written back as the client's revision expects."""
+        ``run_call`` (or as a task, ``tasks.py``), and its outcome written back as the
+        client's revision expects."""
         self.remember(ctx)
         call = await self.parse_call(params.name, params.arguments or {})
-        session, client, rounds = self.session_for(ctx), client_of(ctx), modern(ctx)
-        answers = answers_of(params) if rounds else {}
-        link = MCPClientLink(ctx, client=client, levels=self.levels, audit=self.invoker.audit,
-                             call_id=call.id, tool=call.name, session_id=session.id,
-                             answers=answers)
-        # Progress goes back on this request (the SDK drops it when the client gave no token).
+        as_task = await self.tasks.call(ctx, call, params)
+        if as_task is not None:
+            return as_task
+        answers = answers_of(params) if modern(ctx) else {}
+        link = self.link(ctx, call, answers)
+        if self.channel is not None and modern(ctx):  # the client's answers so far
+            await self.channel.answer(params, self.session_for(ctx), link.client)
+        outcome = await self.one_pass(ctx, call, link)
+        return await self.answer(call, outcome, link, answers)
+
+    def link(self, ctx: Ctx, call: ToolCall, answers: dict[str, Any]) -> MCPClientLink:
+        """The way back to the client of ``ctx`` for a pass of ``call``."""
+        return MCPClientLink(ctx, client=client_of(ctx), levels=self.levels,
+                             audit=self.invoker.audit, call_id=call.id, tool=call.name,
+                             session_id=self.session_for(ctx).id, answers=answers)
+
+    async def one_pass(self, ctx: Ctx, call: ToolCall, link: MCPClientLink, *,
+                       tasked: bool = False) -> InvocationResult | str | None:
+        """One pass of ``call`` through the door for the client of ``ctx``; ``tasked``: the
+        call is (or may become) a task, whose client is not asked to approve (once its request
+        is answered, ``link.quiet``, no progress or log lines go to it either: progress goes
+        back on the request, which the SDK drops when the client gave no token)."""
+        session = self.session_for(ctx)
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            if not link.quiet:
+                await ctx.session.report_progress(done, total, message)
         tool_ctx = ToolContext(
             call_id=call.id, tool_name=call.name, session_id=session.id,
             state=session.state, client=link,  # this request's caller (its token's scopes)
             caller=session.caller if self.fixed_session is not None else caller_of(ctx),
-            progress_sink=ctx.session.report_progress, protocol=ctx.protocol_version, era=era_of(ctx))
-        ask_client = self.channel is not None and rounds
-        with calling_client(SdkClientLink(ctx, client)):  # the gateway's relay
-            if self.channel is not None and ask_client:  # the client's answers so far
-                await self.channel.answer(params, session, client)
-            outcome = await self.run_call(call, session, tool_ctx, link=link,
-                                          ask_client=ask_client)
-        return await self._answer(call, outcome, link, answers)
+            progress_sink=progress, protocol=ctx.protocol_version, era=era_of(ctx))
+        ask_client = self.channel is not None and modern(ctx) and not tasked
+        with calling_client(SdkClientLink(ctx, link.client)):  # the gateway's relay
+            return await self.run_call(call, session, tool_ctx, link=link,
+                                       ask_client=ask_client)
 
     async def parse_call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
         """The call of the tool the wire names ``name`` (an upstream's is listed first)."""
-        exported = self.exported_for(name)
+        exported = self.exported.of(name)
         if self.gateway is not None and name not in exported.names:
             await self.gateway.listed(name)  # an upstream's, named before it is listed
-            exported = self.exported_for(name)
+            exported = self.exported.of(name)
         (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
                                   "params": {"name": name, "arguments": arguments}})
         return call
@@ -361,9 +362,9 @@ class MCPFace(RelayedOffers):
             self.resources.remember(result.artifact_ref, name=f"{call.name} result",
                                     mime_type="text/plain", size=result.artifact_size)
 
-    async def _answer(self, call: ToolCall, outcome: InvocationResult | str | None,
-                      link: MCPClientLink, answers: dict[str, Any]
-                      ) -> types.CallToolResult | types.InputRequiredResult:
+    async def answer(self, call: ToolCall, outcome: InvocationResult | str | None,
+                     link: MCPClientLink, answers: dict[str, Any]
+                     ) -> types.CallToolResult | types.InputRequiredResult:
         if outcome is None:  # the server stopped it
             return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
                                         is_error=True)
@@ -381,6 +382,10 @@ class MCPFace(RelayedOffers):
         if outcome.status == "denied":
             await _quietly(link.log("warning", f"{call.name}: {outcome.to_tool_result().text}",
                                     "toolkeeper.approval"))
+        return self.rendered(call, outcome)
+
+    def rendered(self, call: ToolCall, outcome: InvocationResult) -> types.CallToolResult:
+        """A finished call's MCP result; what it stored offered as its client's resources."""
         rendered = render_result(call, outcome.to_tool_result(), "mcp")
         self._offer_files(call, outcome)  # what it stored, as this client's resources
         if outcome.artifact_ref is not None and self.resources.store is not None:

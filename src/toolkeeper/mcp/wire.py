@@ -9,6 +9,7 @@ from typing import Any, Protocol, TypeAlias
 from mcp.server.context import ServerRequestContext
 from mcp_types import (
     CONNECTION_CLOSED,
+    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -20,9 +21,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
 
 from ..gateway.sources import RESOURCE_NOT_FOUND
 
-__all__ = ["CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
-           "MISSING_CAPABILITY", "MODERN", "NO_WAY_BACK", "PARSE_ERROR", "RESOURCE_NOT_FOUND", "Ctx",
-           "State", "era_of", "modern", "not_found_code"]
+__all__ = ["CONNECTION_CLOSED", "HEADER_MISMATCH", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST",
+           "METHOD_NOT_FOUND", "MISSING_CAPABILITY", "MODERN", "NO_WAY_BACK", "PARSE_ERROR",
+           "RESOURCE_NOT_FOUND", "Ctx", "State", "era_of", "modern", "not_found_code"]
 
 State: TypeAlias = dict[str, Any]
 """What the face's lifespan yields (``MCPFace.state``)."""

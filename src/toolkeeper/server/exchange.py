@@ -37,14 +37,16 @@ import anyio
 
 from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
-from ..mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+from ..mcp.wire import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from ..toolbox.catalog import CatalogBase
 
-__all__ = ["SingleExchange", "input_schemas"]
+__all__ = ["SingleExchange", "input_schemas", "task_name_mismatch"]
 
 logger = logging.getLogger(__name__)
 
 Message = MutableMapping[str, Any]
+TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+"""The methods about one task, which the ``Mcp-Name`` header names on the 2026-07-28 wire."""
 METHODS = frozenset({"tools/call", "tools/list"})
 """The methods answered here: the hot path. Every other method keeps the SDK's path."""
 _PING_S = 15.0
@@ -193,6 +195,9 @@ class SingleExchange:
             return
         # Every method's envelope is checked here, once, as JSON-RPC 2.0 says.
         decoded, refusal = envelope(body)
+        if refusal is None and version is not None and version.decode("latin-1") not in \
+                self.versions:
+            refusal = task_name_mismatch(decoded, headers.get(b"mcp-name"))
         if refusal is not None:
             await _Answer(send).finish(refusal, status=400)
             return
@@ -336,6 +341,23 @@ def _replay(body: bytes, more: bool, receive: Any) -> Any:
             return {"type": "http.request", "body": body, "more_body": more}
         return dict(await receive())
     return replay
+
+
+def task_name_mismatch(decoded: object, header: bytes | None) -> dict[str, Any] | None:
+    """On the 2026-07-28 wire a request about a task names it in the ``Mcp-Name`` header too
+    (for routers in front of replicas): one whose header is missing or names another task is
+    refused (-32020, header mismatch), as the SDK refuses a ``tools/call`` whose header names
+    another tool."""
+    if not isinstance(decoded, dict) or decoded.get("method") not in TASK_METHODS:
+        return None
+    params = decoded.get("params")
+    task_id = params.get("taskId") if isinstance(params, dict) else None
+    named = header.decode("latin-1").strip() if header is not None else None
+    if named == task_id:
+        return None
+    ident = decoded.get("id") if _valid_id(decoded.get("id")) else None
+    return _refusal(HEADER_MISMATCH, f"the Mcp-Name header ({named!r}) must name the task "
+                    f"params.taskId names ({task_id!r})", ident)
 
 
 def _refusal(code: int, message: str, ident: object = None) -> dict[str, Any]:

@@ -349,3 +349,60 @@ async def test_reconnection(ctx: ToolContext) -> str:
     await asyncio.sleep(0.2)
     await ctx.log("After reconnect")
     return "Reconnection test completed"
+
+
+# The tasks extension's fixtures: tools that run as MCP tasks for a client that supports them.
+
+CONFIRM_FORM: JsonObject = {"type": "object", "properties": {"confirm": {"type": "boolean"}},
+                            "required": ["confirm"]}
+
+
+@tool
+def greet(name: str) -> str:
+    """Greet someone (a plain call, never a task)."""
+    return f"Hello, {name}!"
+
+
+@tool(task_support="optional")
+async def slow_compute(seconds: float = 1, label: str = "") -> str:
+    """Compute for ``seconds`` seconds (a task for a client that supports them)."""
+    await asyncio.sleep(seconds)
+    return f"computed {label or 'it'} in {seconds} s"
+
+
+@tool(task_support="required")
+async def failing_job() -> str:
+    """Work for a second, then fail (the tool's own error: the task completes with it)."""
+    await asyncio.sleep(1)
+    raise RuntimeError("the job failed")
+
+
+@tool(task_support="optional")
+async def protocol_error_job(ctx: ToolContext) -> str:
+    """Ask the client for its roots, which the suite's client never declares: a protocol
+    error (-32021), so the task fails."""
+    roots = await ctx.list_roots(key="roots")
+    return f"{len(roots)} roots"
+
+
+@tool(task_support="optional")
+async def confirm_delete(filename: str, ctx: ToolContext) -> str:
+    """Ask the user to confirm before deleting ``filename`` (nothing is deleted)."""
+    answer = await ctx.elicit(f"Delete {filename}?", CONFIRM_FORM, key="confirm")
+    return f"deleted {filename}" if _field(answer, "confirm") is True else f"kept {filename}"
+
+
+@tool(task_support="optional")
+async def multi_input(ctx: ToolContext) -> str:
+    """Ask two questions at once."""
+    name, sure = await asyncio.gather(ctx.elicit("Your name?", NAME_FORM, key="name"),
+                                      ctx.elicit("Sure?", CONFIRM_FORM, key="sure"))
+    return f"{_field(name, 'name')} answered; sure: {_field(sure, 'confirm')}"
+
+
+@tool(task_support="required", task_start="tool")
+async def test_tool_with_task(ctx: ToolContext) -> str:
+    """Ask the user's name as a plain call, then go on as a task that greets them."""
+    answer = await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    await ctx.as_task()
+    return f"Hello, {_field(answer, 'name', 'stranger')}!"
