@@ -73,9 +73,10 @@ def serve(
              "free one), for a Prometheus on this machine; on the main port /metrics needs "
              "the operator token.")] = None,
     artifacts: Annotated[str | None, typer.Option(
-        help="Where results above max_inline_result_bytes are offloaded (a directory), or "
-             "'off' to send them inline. Default: the config's [server] artifact_dir, else "
-             "artifacts/ in --state-dir.")] = None,
+        help="Where results above max_inline_result_bytes are offloaded: a directory, a "
+             "postgresql:// database (every replica reads them), or 'off' to send them "
+             "inline. Default: the config's [server] artifact_store or artifact_dir, else "
+             "the --store when it is PostgreSQL, else artifacts/ in --state-dir.")] = None,
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""

@@ -24,6 +24,7 @@ from typing import Annotated, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from ..approval.pg import is_url
 from ..approval.where import default_state_dir
 from ..config import ToolkeeperConfig, load_config
 from ..config.model import OAuthSection
@@ -101,7 +102,11 @@ class ServeSettings(BaseModel):
     """The ``postgresql://`` store replicas share (``--store`` over the config's), or ``None``:
     SQLite in the state dir."""
     artifact_dir: Path | None
-    """Where large results are offloaded (``--artifacts`` over ``[server]``), ``None``: off."""
+    """The directory large results are offloaded to (``--artifacts`` over ``[server]``),
+    ``None``: off, or in ``artifact_url``."""
+    artifact_url: str | None = None
+    """The database they are offloaded to instead, shared by replicas: ``--artifacts URL`` over
+    ``[server] artifact_store`` over the ``postgresql://`` store (unless a directory is given)."""
     artifact_ttl_s: float
     oauth: OAuthSection | None
     """``--oauth-*`` over ``[server.oauth]``; ``None`` when neither asks for OAuth."""
@@ -154,7 +159,8 @@ class ServeSettings(BaseModel):
             "flags": flags, "config": config, "state_dir": state_dir, "workspace": workspace,
             "workspace_from": where, "oauth": oauth,
             "store": flags.store or (config.store if config is not None else None),
-            "artifact_dir": _artifact_dir(flags.artifacts, config, state_dir),
+            "artifact_url": _artifact_url(flags, config),
+            "artifact_dir": _artifact_dir(flags, config, state_dir),
             "artifact_ttl_s": server.artifact_ttl_s if server is not None else 86400.0})
 
 
@@ -202,12 +208,33 @@ def _workspace(config: ToolkeeperConfig | None, given: Path | None
     return None, Path.cwd().resolve(), "the current directory"
 
 
-def _artifact_dir(given: str | None, config: ToolkeeperConfig | None, state_dir: Path
+def _artifacts_off(given: str | None, config: ToolkeeperConfig | None) -> bool:
+    server = config.server if config is not None else None
+    return given == "off" or (given is None and server is not None and not server.artifacts)
+
+
+def _artifact_url(flags: ServeFlags, config: ToolkeeperConfig | None) -> str | None:
+    """``--artifacts postgresql://…`` over ``[server] artifact_store`` over the
+    ``postgresql://`` store, unless a directory is named (``--artifacts DIR`` or ``[server]
+    artifact_dir``) or the store is off."""
+    given, server = flags.artifacts, (config.server if config is not None else None)
+    if _artifacts_off(given, config):
+        return None
+    if given is not None:
+        return given if is_url(given) else None
+    if server is not None and server.artifact_store is not None:
+        return server.artifact_store
+    if server is not None and server.artifact_dir is not None:
+        return None
+    return flags.store or (config.store if config is not None else None)
+
+
+def _artifact_dir(flags: ServeFlags, config: ToolkeeperConfig | None, state_dir: Path
                   ) -> Path | None:
     """``--artifacts`` (a directory, or ``off``) over ``[server] artifacts``/``artifact_dir``
-    over ``artifacts/`` in the state dir."""
-    server = config.server if config is not None else None
-    if given == "off" or (given is None and server is not None and not server.artifacts):
+    over ``artifacts/`` in the state dir; ``None`` when off or in a database."""
+    given, server = flags.artifacts, (config.server if config is not None else None)
+    if _artifacts_off(given, config) or _artifact_url(flags, config) is not None:
         return None
     root = Path(given) if given else (server.artifact_dir if server is not None else None) \
         or state_dir / ARTIFACTS_DIR
