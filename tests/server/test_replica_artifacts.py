@@ -1,10 +1,14 @@
-"""Two ``toolkeeper serve`` replicas on one real PostgreSQL store, no session affinity: a large
-result one offloads is read (``resources/read`` of its link, with the official MCP client) and
-passed on (``{"$artifact": ref}``) through the other; no other client reads it on either; once
-its TTL has passed it is gone on both, and from the table."""
+"""Two ``toolkeeper serve`` replicas on one real PostgreSQL store, no session affinity, their
+artifacts in PostgreSQL (the default there) or in a bucket of a local S3-compatible server
+(``--artifacts s3://…``): a large result one offloads is read (``resources/read`` of its link,
+with the official MCP client) and passed on (``{"$artifact": ref}``) through the other; no
+other client reads it on either; once its TTL has passed it is gone on both, and from the
+shared store."""
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import psycopg
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -39,20 +44,45 @@ def count_lines(text: str) -> int:
 EXPECTED = "".join(f"line {i}: all is well\n" for i in range(2000))
 
 
-def _replicas(tmp_path: Path, store: str, ttl_s: float = 86400
+def _replicas(tmp_path: Path, store: str, artifacts: str | None, ttl_s: float = 86400
               ) -> list[tuple[subprocess.Popen[str], str]]:
     (tmp_path / "tools.py").write_text(TOOLS)
     (tmp_path / "toolkeeper.toml").write_text(f"[server]\nartifact_ttl_s = {ttl_s}\n")
+    where = ("--artifacts", artifacts) if artifacts else ()
     started = [_start(tmp_path, "--store", store, "--config", str(tmp_path / "toolkeeper.toml"),
-                      tools=str(tmp_path / "tools.py"), state=f"r{i}") for i in range(2)]
+                      *where, tools=str(tmp_path / "tools.py"), state=f"r{i}")
+               for i in range(2)]
     for _, url in started:  # the first made the store's default client: one agent, 2 replicas
         CLIENT_TOKENS[url] = CLIENT_TOKENS[started[0][1]]
     return started
 
 
+@pytest.fixture(params=["postgresql", "s3"])
+def shared(request: pytest.FixtureRequest, postgres_url: str) -> tuple[str, str | None]:
+    """(the PostgreSQL store, ``--artifacts``): none (in PostgreSQL, by default), a bucket."""
+    if request.param == "s3":
+        return postgres_url, str(request.getfixturevalue("s3_url"))
+    return postgres_url, None
+
+
+def _kept(store: str, artifacts: str | None) -> tuple[int, int]:
+    """How many blobs and pins the shared store holds (read without toolkeeper)."""
+    if artifacts is None:
+        with psycopg.connect(store) as db:
+            (rows,) = db.execute("SELECT count(*) FROM toolkeeper_artifacts").fetchone() or (0,)
+            (pins,) = db.execute("SELECT count(*) FROM toolkeeper_artifact_pins").fetchone() \
+                or (0,)
+        return int(rows), int(pins)
+    bucket, prefix = artifacts.removeprefix("s3://").split("/", 1)
+    listed = httpx.get(f"{os.environ['AWS_ENDPOINT_URL']}/{bucket}", timeout=30,
+                       params={"list-type": "2", "prefix": prefix + "/"}).text
+    keys = re.findall(r"<Key>([^<]+)</Key>", listed)
+    return (len([k for k in keys if "/blobs/" in k]), len([k for k in keys if "/pins/" in k]))
+
+
 @pytest.fixture
-def on_postgres(tmp_path: Path, postgres_url: str) -> Iterator[list[str]]:
-    started = _replicas(tmp_path, postgres_url)
+def replicas(tmp_path: Path, shared: tuple[str, str | None]) -> Iterator[list[str]]:
+    started = _replicas(tmp_path, *shared)
     yield [url for _, url in started]
     _stop(started)
 
@@ -85,9 +115,9 @@ async def _refused(client: Any, uri: str) -> tuple[int, str]:
 
 
 async def test_a_result_offloaded_by_one_replica_is_read_through_the_other_by_its_client_only(
-        on_postgres: list[str], tmp_path: Path, postgres_url: str) -> None:
-    a, b = on_postgres
-    alice = _alice(tmp_path, postgres_url)
+        replicas: list[str], tmp_path: Path, shared: tuple[str, str | None]) -> None:
+    a, b = replicas
+    alice = _alice(tmp_path, shared[0])
     async with _client(a) as on_a:
         uri = _link(await on_a.call_tool("report", {"lines": 2000}))
     ref = uri.removeprefix("toolkeeper://artifact/")
@@ -108,16 +138,13 @@ async def test_a_result_offloaded_by_one_replica_is_read_through_the_other_by_it
     assert not counted.is_error and text_of(counted.content[0]) == "2000"
     for refusals in theirs.values():  # another client's is as if it never existed
         assert refusals[0] == refusals[1] and refusals[0][0] == -32602
-    with psycopg.connect(postgres_url) as db:  # in the shared store, not in a replica's dir
-        stored = db.execute("SELECT length(data) FROM toolkeeper_artifacts WHERE ref = %s",
-                            (ref,)).fetchall()
-    assert stored == [(len(EXPECTED),)]
+    assert _kept(*shared) == (1, 1)  # in the shared store, not in a replica's dir
     assert not any((tmp_path / f"r{i}" / "artifacts").exists() for i in range(2))
 
 
-async def test_an_expired_artifact_is_gone_on_every_replica(tmp_path: Path,
-                                                            postgres_url: str) -> None:
-    started = _replicas(tmp_path, postgres_url, ttl_s=10)
+async def test_an_expired_artifact_is_gone_on_every_replica(
+        tmp_path: Path, shared: tuple[str, str | None]) -> None:
+    started = _replicas(tmp_path, *shared, ttl_s=10)
     (_, a), (_, b) = started
     seen: dict[str, object] = {}
     try:
@@ -126,7 +153,7 @@ async def test_an_expired_artifact_is_gone_on_every_replica(tmp_path: Path,
             assert (await on_b.read_resource(uri)).contents[0].text == EXPECTED  # type: ignore[union-attr]
             with anyio.move_on_after(120):  # the keepers sweep every 5 s: released, removed
                 while len([c for c in (on_a, on_b) if await _gone(c, uri)]) < 2 or _kept(
-                        postgres_url) != (0, 0):
+                        *shared) != (0, 0):
                     await anyio.sleep(0.2)
             seen = {"a": await _gone(on_a, uri), "b": await _gone(on_b, uri),
                     "listed": [str(r.uri) for r in (await on_b.list_resources()).resources]}
@@ -134,15 +161,7 @@ async def test_an_expired_artifact_is_gone_on_every_replica(tmp_path: Path,
         _stop(started)
     assert seen["a"] and seen["b"], seen
     assert uri not in seen["listed"]  # type: ignore[operator]
-    assert _kept(postgres_url) == (0, 0)  # no blob, no pin left in the table
-
-
-def _kept(url: str) -> tuple[int, int]:
-    """How many blobs and pins the shared store holds."""
-    with psycopg.connect(url) as db:
-        (rows,) = db.execute("SELECT count(*) FROM toolkeeper_artifacts").fetchone() or (0,)
-        (pins,) = db.execute("SELECT count(*) FROM toolkeeper_artifact_pins").fetchone() or (0,)
-    return int(rows), int(pins)
+    assert _kept(*shared) == (0, 0)  # no blob, no pin left in the shared store
 
 
 async def _gone(client: Any, uri: str) -> bool:

@@ -1,7 +1,8 @@
 """Where ``toolkeeper serve`` offloads large results: a ``FileBlobStore`` under the state dir
 (``[server] artifact_dir`` or ``--artifacts DIR`` elsewhere, ``--artifacts off`` or
 ``[server] artifacts = false`` for none), or a ``SqlBlobStore`` in PostgreSQL — by default when
-the store is PostgreSQL, so every replica reads what another stored — swept of what is older
+the store is PostgreSQL, so every replica reads what another stored — or an ``S3BlobStore`` in
+a bucket (``--artifacts s3://bucket/prefix``), swept of what is older
 than ``[server] artifact_ttl_s`` as serve starts and every ``min(ttl / 2, 10 min)`` while it
 runs.
 
@@ -22,6 +23,7 @@ import anyio
 import anyio.to_thread
 
 from ..approval.pg import open_database
+from ..artifacts.s3 import S3BlobStore
 from ..artifacts.sql import SCHEMA, SqlBlobStore
 from ..artifacts.store import FileBlobStore, SharedBlobStore
 from ..errors import ConfigError
@@ -67,14 +69,18 @@ def artifact_store(root: Path | None, *, ttl_s: float, workspace: Path | None,
         ttl_s: How long a blob stays once nobody holds it (nobody does yet: serve starts).
         workspace: The directory the built-in tools reach, if they are served: the store may
             not be in it (a tool would read every client's results), nor it in the store.
-        url: A ``postgresql://`` database to keep the blobs in, shared by replicas.
+        url: A ``postgresql://`` database or an ``s3://bucket/prefix`` to keep the blobs in,
+            shared by replicas.
 
     Raises:
         ConfigError: the directory is within reach of a tool, or cannot be made.
-        StoreError: the database cannot be reached.
+        StoreError: the database or the bucket cannot be reached.
+        MissingExtraError: ``s3://`` without ``toolkeeper[s3]``.
     """
     store: SharedBlobStore
-    if url is not None:
+    if url is not None and url.startswith("s3://"):
+        store = S3BlobStore(url)
+    elif url is not None:
         store = SqlBlobStore(open_database(url, SCHEMA, "artifacts"))
     elif root is not None:
         store = _directory(root, workspace)

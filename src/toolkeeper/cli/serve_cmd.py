@@ -74,7 +74,8 @@ def serve(
              "the operator token.")] = None,
     artifacts: Annotated[str | None, typer.Option(
         help="Where results above max_inline_result_bytes are offloaded: a directory, a "
-             "postgresql:// database (every replica reads them), or 'off' to send them "
+             "postgresql:// database or an s3://bucket/prefix (every replica reads them; "
+             "AWS_* variables give the bucket's credentials), or 'off' to send them "
              "inline. Default: the config's [server] artifact_store or artifact_dir, else "
              "the --store when it is PostgreSQL, else artifacts/ in --state-dir.")] = None,
 ) -> None:

@@ -105,7 +105,8 @@ class ServeSettings(BaseModel):
     """The directory large results are offloaded to (``--artifacts`` over ``[server]``),
     ``None``: off, or in ``artifact_url``."""
     artifact_url: str | None = None
-    """The database they are offloaded to instead, shared by replicas: ``--artifacts URL`` over
+    """The database (``postgresql://``) or bucket (``s3://``) they are offloaded to instead,
+    shared by replicas: ``--artifacts URL`` over
     ``[server] artifact_store`` over the ``postgresql://`` store (unless a directory is given)."""
     artifact_ttl_s: float
     oauth: OAuthSection | None
@@ -221,7 +222,7 @@ def _artifact_url(flags: ServeFlags, config: ToolkeeperConfig | None) -> str | N
     if _artifacts_off(given, config):
         return None
     if given is not None:
-        return given if is_url(given) else None
+        return given if is_url(given) or given.startswith("s3://") else None
     if server is not None and server.artifact_store is not None:
         return server.artifact_store
     if server is not None and server.artifact_dir is not None:
