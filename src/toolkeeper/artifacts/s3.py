@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 __all__ = ["S3BlobStore"]
 
 
+_CODES = {"NoSuchBucket": "no such bucket (make it, or name another)",
+          "AccessDenied": "access denied (check the credentials and the bucket's policy)",
+          "InvalidAccessKeyId": "the access key is not known (check the credentials)",
+          "SignatureDoesNotMatch": "the secret key does not match (check the credentials)"}
+"""S3's error codes, in the words an operator acts on."""
+
+
 def _digest(ref: str) -> str:
     digest = ref.removeprefix("sha256:")
     if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
@@ -56,8 +63,11 @@ class S3BlobStore:
     def _failed(self, exc: Exception) -> StoreError:
         said = str(exc).strip().splitlines()
         first = said[0][:200] if said else type(exc).__name__
+        for code, meaning in _CODES.items():
+            if code in str(exc):
+                first = meaning
         if isinstance(exc, FileNotFoundError):
-            first = "no such bucket (make it, or name another)"
+            first = _CODES["NoSuchBucket"]
         return StoreError(f"the artifact bucket {self.url}: {first}; credentials and endpoint "
                           "come from the AWS_* environment variables")
 
