@@ -53,4 +53,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-pytest_plugins = ["tests.postgres"]
+pytest_plugins = ["tests.postgres", "tests.s3"]

@@ -31,6 +31,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx", "yaml", "prometheus_client"),
     "skills": ("yaml",),
     "postgres": ("psycopg", "psycopg_pool"),
+    "s3": ("obstore",),
     "semantic": ("numpy", "tokenizers", "safetensors", "threadpoolctl"),
     "oauth": ("jwt", "cryptography"),
     "browser": ("playwright",),

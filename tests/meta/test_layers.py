@@ -54,6 +54,7 @@ LAZY = {
     "jinja2": "the approval page's templates: loaded when `serve` builds the page",
     "psycopg": "the postgres extra: loaded when a store is opened by a postgresql:// URL",
     "psycopg_pool": "the postgres extra (see psycopg)",
+    "obstore": "the s3 extra: loaded when artifacts are kept in an s3:// bucket",
     "openai": "toolkeeper.testing's scripted models: the SDK of the provider a user tests",
     "anthropic": "toolkeeper.testing's scripted models (see openai)",
     "google": "toolkeeper.testing's scripted models (see openai): google-genai",

@@ -32,7 +32,8 @@ CHANNEL = "toolkeeper_approvals"
 _POOLS: dict[str, PgDatabase] = {}
 _LOCK = threading.Lock()
 _TYPES = ((re.compile(r"INTEGER PRIMARY KEY AUTOINCREMENT", re.I), "BIGSERIAL PRIMARY KEY"),
-          (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"))
+          (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
+          (re.compile(r"\bBLOB\b", re.I), "BYTEA"))
 
 
 def is_url(target: object) -> bool:

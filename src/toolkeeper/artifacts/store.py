@@ -2,6 +2,11 @@
 
 A ref is ``sha256:<hex>`` of the bytes. ``pin`` keeps a blob alive for an owner (a session);
 ``gc`` removes unpinned blobs older than a TTL.
+
+An owner ``"HOLDER#PRIVATE"`` pins for a holder: several sessions (on several processes, when
+the store is shared) pin for one holder, each unpinning only its own pins, and a store that
+several processes share (``SharedBlobStore``) tells which refs a holder's sessions keep
+anywhere (``pinned_by``) and drops the pins a killed process left (``drop_pins``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import StoreError
 
-__all__ = ["Blob", "BlobStore", "FileBlobStore", "MemoryBlobStore", "UnknownArtifactError"]
+__all__ = ["Blob", "BlobStore", "FileBlobStore", "MemoryBlobStore", "SharedBlobStore",
+           "UnknownArtifactError", "holder_of"]
 
 
 class UnknownArtifactError(KeyError):
@@ -52,8 +58,32 @@ class BlobStore(Protocol):
     def gc(self, ttl_s: float) -> int: ...
 
 
+@runtime_checkable
+class SharedBlobStore(BlobStore, Protocol):
+    """A store several processes share: who holds what, and the pins nobody renews."""
+
+    def pinned_by(self, holder: str) -> list[str]:
+        """The refs pinned by an owner ``holder`` or ``holder#…``, by any process."""
+        ...
+
+    def drop_pins(self, older_than_s: float) -> int:
+        """Remove pins made (or renewed) more than ``older_than_s`` seconds ago. Returns how
+        many."""
+        ...
+
+
 def content_ref(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def holder_of(owner: str) -> str:
+    """Whom an owner pins for: ``HOLDER`` of ``HOLDER#PRIVATE``, else the owner itself."""
+    return owner.rsplit("#", 1)[0]
+
+
+def key_of(name: str) -> str:
+    """A fixed-length key for a holder or an owner, as a shared store records it."""
+    return hashlib.sha256(name.encode()).hexdigest()[:32]
 
 
 class MemoryBlobStore:
@@ -96,6 +126,16 @@ class MemoryBlobStore:
     def pinned(self, ref: str) -> bool:
         return bool(self._pins.get(ref))
 
+    def pinned_by(self, holder: str) -> list[str]:
+        with self._lock:
+            return sorted(ref for ref, owners in self._pins.items()
+                          if any(holder_of(owner) == holder for owner in owners))
+
+    def drop_pins(self, older_than_s: float) -> int:
+        """None to drop: the pins live and die with this process."""
+        del older_than_s
+        return 0
+
     def gc(self, ttl_s: float) -> int:
         cutoff = time.time() - ttl_s
         with self._lock:
@@ -108,7 +148,8 @@ class MemoryBlobStore:
 class FileBlobStore:
     """Blobs as files under a directory, content-addressed (``ab/cdef….bin`` + ``.json`` meta).
 
-    Pins are files in ``pins/<ref>/<owner>``, so several processes can share the store.
+    Pins are files in ``pins/<ref>/<holder>.<owner>`` (each a digest), so several processes
+    on one machine can share the store.
     """
 
     def __init__(self, root: str | Path) -> None:
@@ -161,16 +202,23 @@ class FileBlobStore:
     def _pin_dir(self, ref: str) -> Path:
         return self.root / "pins" / ref.removeprefix("sha256:")
 
+    def _pin_file(self, ref: str, owner: str) -> Path:
+        return self._pin_dir(ref) / f"{key_of(holder_of(owner))}.{key_of(owner)}"
+
     def pin(self, ref: str, owner: str) -> None:
-        directory = self._pin_dir(ref)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / hashlib.sha256(owner.encode()).hexdigest()[:32]).touch()
+        pin = self._pin_file(ref, owner)
+        pin.parent.mkdir(parents=True, exist_ok=True)
+        pin.touch()
 
     def unpin(self, ref: str, owner: str) -> None:
         directory = self._pin_dir(ref)
-        (directory / hashlib.sha256(owner.encode()).hexdigest()[:32]).unlink(missing_ok=True)
+        self._pin_file(ref, owner).unlink(missing_ok=True)
         if directory.is_dir() and not any(directory.iterdir()):
             directory.rmdir()
+
+    def pinned_by(self, holder: str) -> list[str]:
+        return sorted({"sha256:" + pin.parent.name
+                       for pin in self.root.glob(f"pins/*/{key_of(holder)}.*")})
 
     def drop_pins(self, older_than_s: float) -> int:
         """Remove pins made (or renewed) more than ``older_than_s`` seconds ago: those a

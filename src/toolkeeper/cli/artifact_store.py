@@ -1,7 +1,10 @@
 """Where ``toolkeeper serve`` offloads large results: a ``FileBlobStore`` under the state dir
 (``[server] artifact_dir`` or ``--artifacts DIR`` elsewhere, ``--artifacts off`` or
-``[server] artifacts = false`` for none), swept of what is older than ``[server]
-artifact_ttl_s`` as serve starts and every ``min(ttl / 2, 10 min)`` while it runs.
+``[server] artifacts = false`` for none), or a ``SqlBlobStore`` in PostgreSQL — by default when
+the store is PostgreSQL, so every replica reads what another stored — or an ``S3BlobStore`` in
+a bucket (``--artifacts s3://bucket/prefix``), swept of what is older
+than ``[server] artifact_ttl_s`` as serve starts and every ``min(ttl / 2, 10 min)`` while it
+runs.
 
 A client reads its artifacts (``toolkeeper://artifact/sha256:…``) by its identity — the client
 token's name — not by a connection's MCP session: serve answers statelessly, so the session
@@ -19,7 +22,10 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from ..artifacts.store import FileBlobStore
+from ..approval.pg import open_database
+from ..artifacts.s3 import S3BlobStore
+from ..artifacts.sql import SCHEMA, SqlBlobStore
+from ..artifacts.store import FileBlobStore, SharedBlobStore
 from ..errors import ConfigError
 
 __all__ = ["ArtifactKeeper", "artifact_store"]
@@ -33,7 +39,7 @@ class ArtifactKeeper:
     the clients' calls stored (``release``: unpin what is older than so many seconds, and say
     how many — the MCP face's client sessions)."""
 
-    store: FileBlobStore
+    store: SharedBlobStore
     ttl_s: float
     release: Callable[[float], int]
 
@@ -53,22 +59,38 @@ class ArtifactKeeper:
             await anyio.to_thread.run_sync(self.sweep)
 
 
-def artifact_store(root: Path | None, *, ttl_s: float, workspace: Path | None
-                   ) -> FileBlobStore | None:
-    """The store at ``root`` (made owner-only, and swept once, now), or None when it is off.
+def artifact_store(root: Path | None, *, ttl_s: float, workspace: Path | None,
+                   url: str | None = None) -> SharedBlobStore | None:
+    """The store at ``url`` or ``root`` (made owner-only), swept once, now; None when off.
 
     Args:
-        root: Where it keeps its files (``--artifacts`` over ``[server]``, resolved by the
-            settings); ``None``: off.
+        root: The directory it keeps its files in (``--artifacts`` over ``[server]``,
+            resolved by the settings); ``None``: off, or in ``url``.
         ttl_s: How long a blob stays once nobody holds it (nobody does yet: serve starts).
         workspace: The directory the built-in tools reach, if they are served: the store may
             not be in it (a tool would read every client's results), nor it in the store.
+        url: A ``postgresql://`` database or an ``s3://bucket/prefix`` to keep the blobs in,
+            shared by replicas.
 
     Raises:
         ConfigError: the directory is within reach of a tool, or cannot be made.
+        StoreError: the database or the bucket cannot be reached.
+        MissingExtraError: ``s3://`` without ``toolkeeper[s3]``.
     """
-    if root is None:
+    store: SharedBlobStore
+    if url is not None and url.startswith("s3://"):
+        store = S3BlobStore(url)
+    elif url is not None:
+        store = SqlBlobStore(open_database(url, SCHEMA, "artifacts"))
+    elif root is not None:
+        store = _directory(root, workspace)
+    else:
         return None
+    ArtifactKeeper(store=store, ttl_s=ttl_s, release=lambda _s: 0).sweep()
+    return store
+
+
+def _directory(root: Path, workspace: Path | None) -> FileBlobStore:
     if workspace is not None:
         ws = workspace.expanduser().resolve()
         if root == ws or ws in root.parents or root in ws.parents:
@@ -81,5 +103,4 @@ def artifact_store(root: Path | None, *, ttl_s: float, workspace: Path | None
     except OSError as exc:
         raise ConfigError(f"cannot use the artifact dir {root}: {exc.strerror or exc}; pass "
                           "--artifacts DIR (a directory you own) or --artifacts off") from exc
-    ArtifactKeeper(store=store, ttl_s=ttl_s, release=lambda _s: 0).sweep()
     return store

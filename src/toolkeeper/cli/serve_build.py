@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 
-from ..artifacts.store import FileBlobStore
+from ..artifacts.store import SharedBlobStore
 from ..builtins.preflight import host_warnings
 from ..errors import ToolkeeperError
 from ..extras import MissingExtraError, require
@@ -102,7 +102,8 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
                            reuse_port=settings.flags.workers > 1)
         url = server_url(main, settings.flags.host if not settings.flags.stdio else "127.0.0.1")
         store = artifact_store(settings.artifact_dir, ttl_s=settings.artifact_ttl_s,
-                               workspace=settings.workspace if settings.served else None)
+                               workspace=settings.workspace if settings.served else None,
+                               url=settings.artifact_url)
         invoker = build_door(settings, page_url=url, artifacts=store)
         life.check()
         govern(invoker)
@@ -186,7 +187,7 @@ def _tasks(face: MCPFace, gateway: MCPGateway | None, keeper: ArtifactKeeper | N
 
 def _fronted(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | None,
              main: socket.socket, url: str, *, sessions: WebSessions, token: str, source: str,
-             oauth: OAuthResource | None, store: FileBlobStore | None,
+             oauth: OAuthResource | None, store: SharedBlobStore | None,
              notify: Notifying | None) -> Served:
     """What faces the clients and the operator, with the tasks beside the calls."""
     stopping = threading.Event()

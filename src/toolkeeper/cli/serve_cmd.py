@@ -79,9 +79,11 @@ def serve(
              "free one), for a Prometheus on this machine; on the main port /metrics needs "
              "the operator token.")] = None,
     artifacts: Annotated[str | None, typer.Option(
-        help="Where results above max_inline_result_bytes are offloaded (a directory), or "
-             "'off' to send them inline. Default: the config's [server] artifact_dir, else "
-             "artifacts/ in --state-dir.")] = None,
+        help="Where results above max_inline_result_bytes are offloaded: a directory, a "
+             "postgresql:// database or an s3://bucket/prefix (every replica reads them; "
+             "AWS_* variables give the bucket's credentials), or 'off' to send them "
+             "inline. Default: the config's [server] artifact_store or artifact_dir, else "
+             "the --store when it is PostgreSQL, else artifacts/ in --state-dir.")] = None,
     workers: Annotated[str, typer.Option(
         help="Processes that serve on the one port (SO_REUSEPORT), sharing the store: a "
              "number, or 'auto' for one per core. A worker that ends stops them all.")] = "1",

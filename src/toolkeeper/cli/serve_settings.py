@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from ..approval.pg import is_url
 from ..approval.where import default_state_dir
 from ..config import ToolkeeperConfig, load_config
 from ..config.model import OAuthSection
@@ -135,7 +136,12 @@ class ServeSettings(BaseModel):
     """The ``postgresql://`` store replicas share (``--store`` over the config's), or ``None``:
     SQLite in the state dir."""
     artifact_dir: Path | None
-    """Where large results are offloaded (``--artifacts`` over ``[server]``), ``None``: off."""
+    """The directory large results are offloaded to (``--artifacts`` over ``[server]``),
+    ``None``: off, or in ``artifact_url``."""
+    artifact_url: str | None = None
+    """The database (``postgresql://``) or bucket (``s3://``) they are offloaded to instead,
+    shared by replicas: ``--artifacts URL`` over
+    ``[server] artifact_store`` over the ``postgresql://`` store (unless a directory is given)."""
     artifact_ttl_s: float
     oauth: OAuthSection | None
     """``--oauth-*`` over ``[server.oauth]``; ``None`` when neither asks for OAuth."""
@@ -199,8 +205,8 @@ class ServeSettings(BaseModel):
             "flags": flags, "config": config, "state_dir": state_dir, "workspace": workspace,
             "workspace_from": where, "oauth": oauth,
             "store": flags.store or (config.store if config is not None else None),
-            "artifact_dir": _artifact_dir(flags.artifacts, config, state_dir,
-                                          workers=flags.workers),
+            "artifact_url": _artifact_url(flags, config),
+            "artifact_dir": _artifact_dir(flags, config, state_dir),
             "tool_search": flags.tool_search or bool(server is not None and server.tool_search),
             "artifact_ttl_s": server.artifact_ttl_s if server is not None else 86400.0})
 
@@ -249,21 +255,44 @@ def _workspace(config: ToolkeeperConfig | None, given: Path | None
     return None, Path.cwd().resolve(), "the current directory"
 
 
-def _artifact_dir(given: str | None, config: ToolkeeperConfig | None, state_dir: Path, *,
-                  workers: int = 1) -> Path | None:
-    """``--artifacts`` (a directory, or ``off``) over ``[server] artifacts``/``artifact_dir``
-    over ``artifacts/`` in the state dir. With several workers none by default (results sent
-    whole), and one asked for is refused: which artifacts a client may read is kept by the
-    worker that answered its call, and its read may reach another."""
+def _artifacts_off(given: str | None, config: ToolkeeperConfig | None) -> bool:
     server = config.server if config is not None else None
-    if given == "off" or (given is None and server is not None and not server.artifacts):
+    return given == "off" or (given is None and server is not None and not server.artifacts)
+
+
+def _artifact_url(flags: ServeFlags, config: ToolkeeperConfig | None) -> str | None:
+    """``--artifacts postgresql://…`` over ``[server] artifact_store`` over the
+    ``postgresql://`` store, unless a directory is named (``--artifacts DIR`` or ``[server]
+    artifact_dir``) or the store is off."""
+    given, server = flags.artifacts, (config.server if config is not None else None)
+    if _artifacts_off(given, config):
         return None
-    if workers > 1:
+    if given is not None:
+        return given if is_url(given) or given.startswith("s3://") else None
+    if server is not None and server.artifact_store is not None:
+        return server.artifact_store
+    if server is not None and server.artifact_dir is not None:
+        return None
+    store = flags.store or (config.store if config is not None else None)
+    return store if store is not None and is_url(store) else None
+
+
+def _artifact_dir(flags: ServeFlags, config: ToolkeeperConfig | None, state_dir: Path
+                  ) -> Path | None:
+    """``--artifacts`` (a directory, or ``off``) over ``[server] artifacts``/``artifact_dir``
+    over ``artifacts/`` in the state dir; ``None`` when off or in a database. With several
+    workers a directory is none by default (results sent whole), and one asked for is refused:
+    which artifacts a client may read is kept by the worker that answered its call, and its
+    read may reach another."""
+    given, server = flags.artifacts, (config.server if config is not None else None)
+    if _artifacts_off(given, config) or _artifact_url(flags, config) is not None:
+        return None
+    if flags.workers > 1:
         if given is not None or (server is not None and server.artifact_dir is not None):
-            raise ConfigError("--workers N sends large results whole: which artifacts a "
-                              "client may read is kept by the worker that stored them, and its "
-                              "next request may reach another; drop --artifacts (or [server] "
-                              "artifact_dir), or serve with --workers 1")
+            raise ConfigError("--workers N sends large results whole unless they are kept in "
+                              "PostgreSQL or a bucket: drop --artifacts DIR (or [server] "
+                              "artifact_dir), name a postgresql:// or s3:// store, or serve "
+                              "with --workers 1")
         return None
     root = Path(given) if given else (server.artifact_dir if server is not None else None) \
         or state_dir / ARTIFACTS_DIR

@@ -336,6 +336,10 @@ class ServerSection(_Section):
     artifact_dir: Path | None = None
     """Where the store keeps its files (relative to this file's directory); by default
     ``artifacts/`` in the state dir. Never inside a directory a tool reaches."""
+    artifact_store: str | None = Field(default=None, pattern=r"^(postgres(ql)?|s3)://")
+    """A ``postgresql://`` database or an ``s3://bucket/prefix`` to offload to instead of a
+    directory, so every replica reads what another stored. By default the ``store`` when it is
+    PostgreSQL (unless ``artifact_dir`` is set)."""
     artifact_ttl_s: float = Field(default=86400.0, gt=0)
     """How long a client may read an artifact after its call stored it; then it is released
     and removed (at start and every ``min(ttl / 2, 10 min)``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
@@ -9,6 +10,7 @@ from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from ..artifacts.store import SharedBlobStore
 from ..core.context import LIBRARY, Caller
 from ..errors import BudgetExceededError, UsageError
 from .audit import write_summary
@@ -72,10 +74,13 @@ class InvokerSession:
         self._audit_dropped = 0
         self._pinned: dict[str, float] = {}
         """The refs this session pinned, each with when (``time.monotonic``) it last did."""
-        self._pin_owner = f"{self.id}#{secrets.token_urlsafe(9)}"
-        """Whom the store records the pins for: private to this object, since two sessions
-        may share an id (a code-mode run records its calls under its client's session id)
-        and one must never unpin the other's artifacts."""
+        self._holder = json.dumps(list(self.owner))
+        """Whom the store records the pins for: this session's owner, the same on every
+        process (a store several replicas share tells one what the owner holds on another)."""
+        self._pin_owner = f"{self._holder}#{secrets.token_urlsafe(9)}"
+        """Each pin's owner: private to this object, since two sessions may share an id (a
+        code-mode run records its calls under its client's session id) and one must never
+        unpin the other's artifacts."""
         self._lock = threading.Lock()
         self.closed = False
 
@@ -166,9 +171,15 @@ class InvokerSession:
 
     @property
     def artifacts(self) -> tuple[str, ...]:
-        """The artifacts this session's calls stored (pinned until it closes)."""
+        """The artifacts this session's calls stored (pinned until it closes), then those its
+        owner's sessions keep pinned in a store other processes share (another replica's)."""
         with self._lock:
-            return tuple(self._pinned)
+            mine = tuple(self._pinned)
+        return mine + tuple(ref for ref in self._shared() if ref not in mine)
+
+    def _shared(self) -> list[str]:
+        store = self.store
+        return store.pinned_by(self._holder) if isinstance(store, SharedBlobStore) else []
 
     @property
     def owner(self) -> Owner:
@@ -179,7 +190,7 @@ class InvokerSession:
     def holds(self, ref: str) -> bool:
         """Whether ``{"$artifact": ref}`` resolves for this session's calls: a session of the
         same owner (this one, its client's, a run of its client's) keeps it pinned."""
-        return self.invoker.holdings.holds(self.owner, ref)
+        return self.invoker.holdings.holds(self.owner, ref) or ref in self._shared()
 
     def pin(self, ref: str) -> None:
         store = self.store

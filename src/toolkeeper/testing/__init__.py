@@ -10,6 +10,7 @@ import contextlib
 
 from ..extras import MissingExtraError, missing
 from .audit_log import AuditLogConformance
+from .blob_store import BlobStoreConformance
 from .models import (
     ScriptedAnthropic,
     ScriptedCall,
@@ -25,7 +26,8 @@ from .models import (
 with contextlib.suppress(MissingExtraError):
     from .approval_store import ApprovalStoreConformance
 
-__all__ = ["ApprovalStoreConformance", "AuditLogConformance", "ScriptedAnthropic",
+__all__ = ["ApprovalStoreConformance", "AuditLogConformance", "BlobStoreConformance",
+           "ScriptedAnthropic",
            "ScriptedCall", "ScriptedGemini", "ScriptedOpenAIChat", "ScriptedOpenAIResponses",
            "Turn", "call", "say"]
 
