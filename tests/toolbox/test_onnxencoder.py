@@ -144,3 +144,17 @@ def test_the_int8_graph_ranks_as_the_float_one(tmp_path: Path) -> None:
     ours, floats = fast.encode(texts), OnnxSentenceEncoder().encode(texts)
     assert (ours * floats).sum(axis=1).min() >= 0.9
     assert np.array_equal(np.argsort(ours @ ours[0]), np.argsort(floats @ floats[0]))
+
+
+def test_a_damaged_int8_graph_is_made_again(tmp_path: Path) -> None:
+    pytest.importorskip("onnx", reason="needs the 'semantic' extra")
+    env = {**os.environ, "TOOLKEEPER_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TOOLKEEPER_SEMANTIC_SEARCH", None)
+    subprocess.run([sys.executable, "-c", TWICE], env=env, timeout=300, check=True,
+                   capture_output=True)
+    (graph,) = (tmp_path / "cache" / "embeddings").glob("int8-*.onnx")
+    graph.write_bytes(b"not a graph")
+    again = subprocess.run([sys.executable, "-c", TWICE], capture_output=True, text=True,
+                           env=env, timeout=300, check=True)
+    assert again.stdout.split() == [graph.name, "True", "get_weather", "['semantic']"], again
+    assert graph.stat().st_size > 1_000_000 and "Warning" not in again.stderr, again.stderr

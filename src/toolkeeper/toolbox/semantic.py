@@ -33,7 +33,7 @@ from .onnxencoder import (
     default_onnx_model,
     graph_identity,
     int8_available,
-    int8_graph,
+    int8_encoder,
     onnx_available,
 )
 
@@ -80,8 +80,7 @@ def _encoder(path: Path, onnx_file: Path | None, int8: bool,
                 _ENCODERS[key] = OnnxSentenceEncoder(path, onnx_file=onnx_file)
             else:
                 with tempfile.TemporaryDirectory() as scratch:
-                    graph = int8_graph(onnx_file, directory or Path(scratch))
-                    _ENCODERS[key] = OnnxSentenceEncoder(path, onnx_file=graph)
+                    _ENCODERS[key] = int8_encoder(path, onnx_file, directory or Path(scratch))
         return _ENCODERS[key]
 
 
