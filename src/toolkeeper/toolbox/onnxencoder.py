@@ -102,7 +102,8 @@ def graph_identity(onnx_file: Path, int8: bool) -> str:
     """What the vectors of ``onnx_file`` (made int8 or not) are named by on disk."""
     if not int8:
         return f"onnx:{onnx_file.resolve()}"
-    return f"onnx-int8:{onnx_file.resolve()}:{version('onnxruntime')}:{version('onnx')}"
+    return (f"onnx-int8-per-channel:{onnx_file.resolve()}:{version('onnxruntime')}:"
+            f"{version('onnx')}")
 
 
 class _QuietQuantizer(logging.Filter):
@@ -118,11 +119,11 @@ _QUANTIZING = threading.Lock()
 
 def int8_graph(onnx_file: Path, directory: Path) -> Path:
     """``onnx_file`` with its matrix products made int8 (dynamic quantization: weights int8 per
-    tensor, activations quantized per product), written once into ``directory`` and read from
-    there afterwards.
+    output channel, activations quantized per product), written once into ``directory`` and
+    read from there afterwards.
 
-    Twice as fast as the float graph on a CPU with int8 dot products, at a cosine of about 0.97
-    to its vectors (the same recall@5 on the evaluation set, within 0.001)."""
+    About twice as fast as the float graph, at a median cosine of 0.995 to its vectors (per
+    channel; one scale per tensor gave 0.969 at the same speed)."""
     ort = _ort()
     name = hashlib.sha256(graph_identity(onnx_file, True).encode()).hexdigest()[:24]
     with _QUANTIZING:
@@ -160,7 +161,7 @@ def _quantize(source: Path, target: Path) -> None:
     root.addFilter(quiet)
     root.addHandler(null)  # logging.warning() would otherwise configure the root logger
     try:
-        quantize_dynamic(source, target, weight_type=QuantType.QInt8)
+        quantize_dynamic(source, target, weight_type=QuantType.QInt8, per_channel=True)
     finally:
         root.removeHandler(null)
         root.removeFilter(quiet)
