@@ -88,9 +88,10 @@ from toolkeeper import Tool, Toolbox
 box = Toolbox([Tool.from_function(lambda city: city, name="get_weather",
                                   description="Current conditions for a place")])
 box.unknown("get_wether")
-before = sorted(m for m in ("numpy", "tokenizers", "safetensors") if m in sys.modules)
+MODEL = ("numpy", "tokenizers", "safetensors", "onnxruntime")
+before = sorted(m for m in MODEL if m in sys.modules)
 hits = box.search("is it going to rain")
-after = sorted(m for m in ("numpy", "tokenizers", "safetensors") if m in sys.modules)
+after = sorted(m for m in MODEL if m in sys.modules)
 print(before, after, hits[0].name, sorted(hits[0].signals))
 """
 
@@ -103,7 +104,21 @@ def test_the_model_costs_nothing_until_the_first_search(own_cache: Path) -> None
                           env=env, timeout=300, check=True)
     assert done.stdout.split("] ")[0] == "["
     assert done.stdout.strip().endswith(
-        "['numpy', 'safetensors', 'tokenizers'] get_weather ['semantic']"), done.stdout
+        "['numpy', 'onnxruntime', 'tokenizers'] get_weather ['semantic']"), done.stdout
+
+
+def test_the_default_scorer_runs_the_model_on_onnx_runtime_with_its_own_vector_file(
+        own_cache: Path) -> None:
+    """With the extra installed the packaged model runs on ONNX Runtime (the faster of the
+    two); numpy stays available, and the two keep their tool vectors apart."""
+    pytest.importorskip("onnxruntime", reason="needs the 'semantic' extra")
+    fast, reference = EmbeddingScorer(), EmbeddingScorer(runtime="numpy")
+    for scorer in (fast, reference):
+        box = Toolbox(tools(), search=SearchOptions(semantic=scorer))
+        assert box.search("is it going to rain tomorrow")[0].name == "get_weather"
+    assert type(fast._encoder()).__name__ == "OnnxSentenceEncoder"
+    assert type(reference._encoder()) is SentenceEncoder
+    assert len(list((own_cache / "embeddings").glob("*.npz"))) == 2
 
 
 class Gated:

@@ -45,10 +45,14 @@ def default_cache_dir() -> Path:
     return root / "toolkeeper" / "embeddings"
 
 
-def model_fingerprint(model_dir: Path) -> str:
+def model_fingerprint(model_dir: Path, runtime: str | None = None) -> str:
     """A name for the model's vectors: its config, the size and time of its weights and
-    tokenizer, and the encoder's version (a reinstalled or different model gets a new one)."""
+    tokenizer, and the encoder's version (a reinstalled or different model gets a new one);
+    ``runtime`` names what computes them when it is not the numpy forward pass (an ONNX
+    graph, made int8 or not: ``onnxencoder.graph_identity``)."""
     parts: list[str] = [str(ENCODER_VERSION), str(model_dir.resolve())]
+    if runtime is not None:
+        parts.append(runtime)
     for name in ("config.json", "sentence_bert_config.json"):
         path = model_dir / name
         parts.append(path.read_text() if path.exists() else "")

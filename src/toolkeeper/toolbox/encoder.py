@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -195,13 +195,18 @@ class SentenceEncoder:
         self._tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=int(max_length))
-        self._bert = _Bert(directory)
+        self._dimensions = int(json.loads((directory / "config.json").read_text())["hidden_size"])
+        self._bert = self._network(directory)
         self._cache: OrderedDict[str, Array] = OrderedDict()
         self._lock = threading.Lock()
 
+    def _network(self, model_dir: Path) -> Callable[[NDArray[numpy.int64], Array], Array]:
+        """What turns token ids and their mask into token vectors: the numpy forward pass."""
+        return _Bert(model_dir)
+
     @property
     def dimensions(self) -> int:
-        return int(self._bert.w["embeddings.word_embeddings.weight"].shape[1])
+        return self._dimensions
 
     def encode(self, texts: Sequence[str]) -> Array:
         """A float32 array (len(texts), dimensions) of unit vectors, one row per text."""

