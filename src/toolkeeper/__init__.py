@@ -4,6 +4,9 @@ Define tools from functions, classes or raw JSON Schemas; export them to every p
 format; parse the calls back; validate, run and render results in each provider's shape.
 """
 
+from . import startup as _startup  # noqa: F401  (first: a Ctrl-C while the rest loads is held)
+
+# isort: split
 from .approval import (
     ApprovalDecision,
     ApprovalHandler,

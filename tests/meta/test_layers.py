@@ -14,7 +14,7 @@ SRC = ROOT / "src" / "toolkeeper"
 
 # A room imports only rooms on its own floor or below.
 FLOORS = {
-    "core": 0, "errors": 0, "extras": 0,
+    "core": 0, "errors": 0, "extras": 0, "startup": 0,
     "tools": 1, "formats": 1,  # formats are functions of core's spec; Tool.get_schema calls them
     "toolbox": 2, "skills": 2, "i18n": 2, "guardrails": 2, "artifacts": 2, "offers": 2,
     "hooks": 2,

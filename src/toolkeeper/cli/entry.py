@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 from ..extras import EXTRAS, MissingExtraError, missing
+from ..startup import take
 
 try:
     from .main import main as _main
@@ -27,6 +28,8 @@ def main() -> None:
     """Run the command; a part it needs that is not installed is named in one line with the
     extra that brings it (exit status 2); Ctrl-C ends it with status 130, quietly."""
     try:
+        if take() is not None:  # a Ctrl-C while the command loaded, held until now
+            raise KeyboardInterrupt
         if _run is None:
             raise missing("cli", "the toolkeeper command")
         _run()

@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
+from ..startup import take
+
 __all__ = ["DEADLINE_S", "DRAIN_S", "Lifecycle", "Stopped"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -66,8 +68,11 @@ class Lifecycle:
     def install(self) -> None:
         """Take both signals (the first thing serve does). While starting, a signal is only
         recorded: the start ends at its next step (``check``), the deadline bounding it."""
+        held = take()  # a Ctrl-C while the command loaded (python -m … of a worker)
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._on_signal)
+        if held is not None:
+            self._received(held)
 
     def check(self) -> None:
         """Between two steps of the start: unwind it if a stop signal has arrived."""
