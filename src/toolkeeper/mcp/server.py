@@ -44,6 +44,7 @@ from .changes import Changes
 from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .exported import Exported, page_of
 from .offer_handlers import MISSING_CAPABILITY, NO_WAY_BACK, STDIO_CLIENT, caller_of, client_of
+from .page_link import PageLinks, quietly
 from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
@@ -140,6 +141,7 @@ class MCPFace(RelayedOffers):
         self.exported = Exported(self.catalog)
         """The catalog's MCP export, once per catalog version, for every part that reads it."""
         self.channel = ClientChannel(invoker) if ask_client else None
+        self.pages = PageLinks(invoker)  # the link to a waiting call's card (page_link.py)
         self.resources = Resources([o for o in offers if isinstance(o, Resource)],
                                    skills=skills, store=invoker.artifact_store)
         self.prompts = Prompts([o for o in offers if isinstance(o, Prompt)], skills=skills)
@@ -250,9 +252,9 @@ class MCPFace(RelayedOffers):
         link = self.calling.get(str(request.get("call_id")))
         if link is not None:
             where = self.invoker.approvals.where(str(request.get("id")))
-            await _quietly(link.log("notice", f"{request.get('tool')}: waiting for approval "
-                                              f"(request {request.get('id')}): {where}",
-                                    "toolkeeper.approval"))
+            await quietly(link.log("notice", f"{request.get('tool')}: waiting for approval "
+                                             f"(request {request.get('id')}): {where}",
+                                   "toolkeeper.approval"))
 
     async def list_tools(self, ctx: Ctx, params: Any) -> types.ListToolsResult:
         self.remember(ctx)
@@ -319,10 +321,20 @@ class MCPFace(RelayedOffers):
             state=session.state, client=link,  # this request's caller (its token's scopes)
             caller=session.caller if self.fixed_session is not None else caller_of(ctx),
             progress_sink=progress, protocol=ctx.protocol_version, era=era_of(ctx))
-        ask_client = self.channel is not None and modern(ctx) and not tasked
+        run = partial(self.run_call, call, session, tool_ctx, link=link,
+                      asking=self._asker(ctx, link, tasked))
         with calling_client(SdkClientLink(ctx, link.client)):  # the gateway's relay
-            return await self.run_call(call, session, tool_ctx, link=link,
-                                       ask_client=ask_client)
+            if self.pages.shows(ctx):  # 2025-11-25: the link while the call waits
+                return await self.pages.beside(ctx, call.id, run)
+            return await run()
+
+    def _asker(self, ctx: Ctx, link: MCPClientLink, tasked: bool) -> ClientChannel | None:
+        """Who asks a 2026-07-28 call's client: the form, else the link; ``None``: none."""
+        if tasked or not modern(ctx):
+            return None
+        if self.channel is not None:
+            return self.channel
+        return self.pages.channel if self.pages.links_now(ctx, link.answers) else None
 
     async def parse_call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
         """The call of the tool the wire names ``name`` (an upstream's is listed first)."""
@@ -335,18 +347,18 @@ class MCPFace(RelayedOffers):
         return call
 
     async def run_call(self, call: ToolCall, session: InvokerSession, ctx: ToolContext, *,
-                       link: MCPClientLink | None = None, ask_client: bool = False
+                       link: MCPClientLink | None = None, asking: ClientChannel | None = None
                        ) -> InvocationResult | str | None:
         """Run ``call`` through the door, cancellable by ``stop_calls``: its result, the
-        question for its client when it needs approval and ``ask_client`` (the client's
-        channel), or ``None`` when the server stopped it."""
+        request to ask its client about when it needs a person and ``asking`` (the form or
+        the link), or ``None`` when the server stopped it."""
         if link is not None:  # a wait for approval is told to its client
             self.calling[call.id] = link
         self.running[call.id] = scope = anyio.CancelScope()
         try:
             with scope:
-                if self.channel is not None and ask_client:
-                    outcome = await self.channel.invoke(call, session, ctx)
+                if asking is not None:
+                    outcome = await asking.invoke(call, session, ctx)
                 else:
                     outcome = await self.invoker.invoke(call, session=session, ctx=ctx)
         finally:
@@ -368,8 +380,8 @@ class MCPFace(RelayedOffers):
         if outcome is None:  # the server stopped it
             return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
                                         is_error=True)
-        if isinstance(outcome, str) and self.channel is not None:
-            return self.channel.ask(outcome)
+        if isinstance(outcome, str):  # the client is asked: with the form, else the link
+            return self.channel.ask(outcome) if self.channel else self.pages.ask(outcome)
         if link.unreachable:
             raise MCPError(code=NO_WAY_BACK, message=link.unreachable)
         if link.missing:
@@ -378,10 +390,9 @@ class MCPFace(RelayedOffers):
                            data={"requiredCapabilities": link.missing})
         if link.asked:
             return next_round(link.asked, answers)
-        assert not isinstance(outcome, str)
         if outcome.status == "denied":
-            await _quietly(link.log("warning", f"{call.name}: {outcome.to_tool_result().text}",
-                                    "toolkeeper.approval"))
+            await quietly(link.log("warning", f"{call.name}: {outcome.to_tool_result().text}",
+                                   "toolkeeper.approval"))
         return self.rendered(call, outcome)
 
     def rendered(self, call: ToolCall, outcome: InvocationResult) -> types.CallToolResult:
@@ -415,14 +426,6 @@ def stopped_text(tool: str) -> str:
     """What a call the server cancelled as it stopped answers (after a moment to finish)."""
     return (f"the server stopped before the call of {tool!r} finished: it was cancelled, and "
             "may have partly run. Call it again when the server is back.")
-
-
-async def _quietly(told: Coroutine[Any, Any, None]) -> None:
-    """Tell the client a line; a client that cannot hear it does not fail the call."""
-    try:
-        await told
-    except Exception:  # a closed stream or a revision without logging
-        return
 
 
 def _version() -> str:

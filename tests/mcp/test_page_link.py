@@ -1,0 +1,202 @@
+"""The wait for a person shown at the MCP client as a link to the approval card (URL-mode
+elicitation), against the real ``toolkeeper serve`` with the official MCP Python client, which
+declares URL elicitation when it answers elicitations; decisions through the approval API.
+
+2026-07-28 (no tasks extension): the call answers ``input_required`` with the link, the client
+retries with its answer and the retried call rejoins the same request, returning the result
+once decided; denied and expired are their own results. 2025-11-25 with a session: the client
+is sent ``elicitation/create`` in URL mode while the call waits, and told it is complete."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from ..server.test_serve import CLIENT_TOKENS, TOKEN, _start
+from .test_tasks import _stop
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = '''
+from pathlib import Path
+from toolkeeper import ToolRisk, tool
+
+MARKS = Path(__file__).with_name("marks")
+
+
+@tool(risk=ToolRisk.CRITICAL)
+def launch(n: int) -> str:
+    """Launch run n (a person must approve it)."""
+    with MARKS.open("a") as marks:
+        marks.write(f"ran {n}\\n")
+    return f"launched {n}"
+
+
+@tool(risk=ToolRisk.CRITICAL, approval_ttl=2)
+def hurry(n: int) -> str:
+    """A launch whose request stays approvable for two seconds only."""
+    with MARKS.open("a") as marks:
+        marks.write(f"hurried {n}\\n")
+    return f"hurried {n}"
+'''
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> str:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    return str(tmp_path / "tools.py")
+
+
+class Shown:
+    """What the client was shown (the elicitations' parameters) and told (notifications)."""
+
+    def __init__(self) -> None:
+        self.asked: list[types.ElicitRequestParams] = []
+        self.methods: list[str] = []
+
+
+def _client(url: str, shown: Shown, *, mode: str = "auto", elicits: bool = True) -> Client:
+    async def elicit(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        shown.asked.append(params)
+        return types.ElicitResult(action="accept")
+
+    async def heard(message: Any) -> None:
+        method = getattr(message, "method", None) or getattr(
+            getattr(message, "root", None), "method", None)
+        if isinstance(method, str):
+            shown.methods.append(method)
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[url]}"},
+                              timeout=60)
+    return Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode,
+                  elicitation_callback=elicit if elicits else None, message_handler=heard)
+
+
+def _decide_when_shown(url: str, shown: Shown, decision: str | None) -> threading.Thread:
+    """A person who, once the client showed the link, opens the card and decides there
+    (``decision``; ``None``: nobody decides). Bounded: after 60 s without a link the test
+    reports what it saw."""
+
+    def person() -> None:
+        end = time.monotonic() + 60
+        while not shown.asked and time.monotonic() < end:
+            time.sleep(0.02)
+        if not shown.asked or decision is None:
+            return
+        request_id = getattr(shown.asked[0], "url", "").rsplit("/", 1)[-1]
+        answered = httpx.post(f"{url}/api/approvals/{request_id}/decision", timeout=10,
+                              json={"decision": decision, "message": "not today"},
+                              headers={"Authorization": f"Bearer {TOKEN}"})
+        assert answered.status_code == 200, answered.text
+
+    thread = threading.Thread(target=person, daemon=True)
+    thread.start()
+    return thread
+
+
+def _requests(tmp_path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        rows = db.execute("SELECT state, decision FROM approvals").fetchall()
+    return [(state, json.loads(decision)["outcome"] if decision else "")
+            for state, decision in rows]
+
+
+def _marks(tmp_path: Path) -> list[str]:
+    marks = tmp_path / "marks"
+    return marks.read_text().splitlines() if marks.exists() else []
+
+
+def _link_of(shown: Shown, url: str) -> str:
+    assert len(shown.asked) == 1, shown.asked
+    (asked,) = shown.asked
+    assert isinstance(asked, types.ElicitRequestURLParams), asked
+    assert asked.url.startswith(f"{url}/approvals/apr_"), asked.url
+    assert "'launch' (risk critical)" in asked.message or "'hurry'" in asked.message
+    return asked.url
+
+
+@pytest.fixture
+def served(tmp_path: Path, tools: str) -> Iterator[str]:
+    proc, url = _start(tmp_path, "--approval-wait", "50", tools=tools)
+    yield url
+    _stop(proc)
+
+
+@pytest.mark.parametrize(("decision", "ran"), [("approve", True), ("deny", False)])
+async def test_a_2026_client_is_shown_the_card_and_its_retry_returns_the_decided_result(
+        served: str, tmp_path: Path, decision: str, ran: bool) -> None:
+    shown = Shown()
+    person = _decide_when_shown(served, shown, decision)
+    async with _client(served, shown) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        result = await client.call_tool("launch", {"n": 1})
+    person.join(timeout=10)
+    _link_of(shown, served)
+    assert result.is_error is not ran, result
+    text = result.content[0].text
+    assert ("launched 1" in text) if ran else ("not today" in text and "not approved" in text)
+    assert _marks(tmp_path) == (["ran 1"] if ran else [])  # run once, or not at all
+    # the retried call rejoined the request the link names: one request, decided once
+    assert _requests(tmp_path) == [("done", "approved") if ran else ("denied", "denied")]
+
+
+async def test_a_2026_client_is_told_when_nobody_decided_in_time(
+        served: str, tmp_path: Path) -> None:
+    shown = Shown()
+    async with _client(served, shown) as client:
+        result = await client.call_tool("hurry", {"n": 2})
+    _link_of(shown, served)
+    assert result.is_error and "nobody decided" in result.content[0].text, result
+    assert _marks(tmp_path) == []
+    assert _requests(tmp_path) == [("expired", "expired")]
+
+
+async def test_a_client_that_takes_no_url_elicitation_keeps_todays_wait(
+        tmp_path: Path, tools: str) -> None:
+    proc, url = _start(tmp_path, "--approval-wait", "0", tools=tools)
+    try:
+        shown = Shown()
+        async with _client(url, shown, elicits=False) as client:
+            result = await client.call_tool("launch", {"n": 3})
+    finally:
+        _stop(proc)
+    assert shown.asked == []
+    assert result.is_error and "waiting for approval" in result.content[0].text
+    assert "/approvals/apr_" in result.content[0].text  # where a person decides
+    assert _requests(tmp_path) == [("pending", "")]
+
+
+async def test_a_2025_client_with_a_session_is_sent_the_card_while_the_call_waits(
+        tmp_path: Path, tools: str) -> None:
+    proc, url = _start(tmp_path, "--approval-wait", "50", "--sessions", tools=tools)
+    try:
+        shown = Shown()
+        person = _decide_when_shown(url, shown, "approve")
+        async with _client(url, shown, mode="legacy") as client:
+            assert client.session.protocol_version == "2025-11-25"
+            result = await client.call_tool("launch", {"n": 4})
+            end = time.monotonic() + 30  # the notification may trail the result
+            while "notifications/elicitation/complete" not in shown.methods and \
+                    time.monotonic() < end:
+                await anyio.sleep(0.05)
+        person.join(timeout=10)
+    finally:
+        _stop(proc)
+    _link_of(shown, url)
+    assert not result.is_error and "launched 4" in result.content[0].text, result
+    assert "notifications/elicitation/complete" in shown.methods, shown.methods
+    assert _marks(tmp_path) == ["ran 4"]
+    assert _requests(tmp_path) == [("done", "approved")]
