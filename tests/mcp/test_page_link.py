@@ -144,7 +144,9 @@ async def test_a_2026_client_is_shown_the_card_and_its_retry_returns_the_decided
         assert client.session.protocol_version == "2026-07-28"
         result = await client.call_tool("launch", {"n": 1})
     person.join(timeout=10)
-    _link_of(shown, served)
+    link = _link_of(shown, served)
+    # the link carries no credential: opening it asks the approver to sign in
+    assert httpx.get(link, timeout=10).status_code == 401
     assert result.is_error is not ran, result
     text = result.content[0].text
     assert ("launched 1" in text) if ran else ("not today" in text and "not approved" in text)

@@ -100,16 +100,19 @@ async def test_a_decision_on_the_page_first_wins_over_the_clients_answer(
     assert _decisions(tmp_path) == [("denied", "operator:operator")]
 
 
-async def test_by_default_only_the_page_decides_and_the_client_is_never_asked(
+async def test_by_default_only_the_page_decides_and_the_client_is_only_shown_the_card(
         tmp_path: Path) -> None:
     proc, url = _start(tmp_path)
     asked: list[str] = []
+    modes: list[str] = []
 
-    async def answer(_params: Any) -> types.ElicitResult:
+    async def answer(params: Any) -> types.ElicitResult:
+        modes.append(params.mode)  # a link to the card, never the form
         return types.ElicitResult(action="accept", content={"decision": "approve"})
 
     result = await _call_asking(proc, url, answer, asked)
-    assert asked == [] and result.is_error
+    assert modes == ["url"] and "Open the approval card" in asked[0], asked
+    assert result.is_error  # the client's answer decided nothing
     assert "waiting for approval" in result.content[0].text
     assert _decisions(tmp_path) == [("pending", "")]
 
