@@ -68,8 +68,14 @@ class Shown:
         self.methods: list[str] = []
 
 
+def _text(result: types.CallToolResult) -> str:
+    first = result.content[0]
+    assert isinstance(first, types.TextContent), result
+    return first.text
+
+
 def _client(url: str, shown: Shown, *, mode: str = "auto", elicits: bool = True) -> Client:
-    async def elicit(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
         shown.asked.append(params)
         return types.ElicitResult(action="accept")
 
@@ -148,7 +154,7 @@ async def test_a_2026_client_is_shown_the_card_and_its_retry_returns_the_decided
     # the link carries no credential: opening it asks the approver to sign in
     assert httpx.get(link, timeout=10).status_code == 401
     assert result.is_error is not ran, result
-    text = result.content[0].text
+    text = _text(result)
     assert ("launched 1" in text) if ran else ("not today" in text and "not approved" in text)
     assert _marks(tmp_path) == (["ran 1"] if ran else [])  # run once, or not at all
     # the retried call rejoined the request the link names: one request, decided once
@@ -161,7 +167,7 @@ async def test_a_2026_client_is_told_when_nobody_decided_in_time(
     async with _client(served, shown) as client:
         result = await client.call_tool("hurry", {"n": 2})
     _link_of(shown, served)
-    assert result.is_error and "nobody decided" in result.content[0].text, result
+    assert result.is_error and "nobody decided" in _text(result), result
     assert _marks(tmp_path) == []
     assert _requests(tmp_path) == [("expired", "expired")]
 
@@ -176,8 +182,8 @@ async def test_a_client_that_takes_no_url_elicitation_keeps_todays_wait(
     finally:
         _stop(proc)
     assert shown.asked == []
-    assert result.is_error and "waiting for approval" in result.content[0].text
-    assert "/approvals/apr_" in result.content[0].text  # where a person decides
+    assert result.is_error and "waiting for approval" in _text(result)
+    assert "/approvals/apr_" in _text(result)  # where a person decides
     assert _requests(tmp_path) == [("pending", "")]
 
 
@@ -198,7 +204,7 @@ async def test_a_2025_client_with_a_session_is_sent_the_card_while_the_call_wait
     finally:
         _stop(proc)
     _link_of(shown, url)
-    assert not result.is_error and "launched 4" in result.content[0].text, result
+    assert not result.is_error and "launched 4" in _text(result), result
     assert "notifications/elicitation/complete" in shown.methods, shown.methods
     assert _marks(tmp_path) == ["ran 4"]
     assert _requests(tmp_path) == [("done", "approved")]
