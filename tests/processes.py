@@ -4,9 +4,21 @@ call."""
 from __future__ import annotations
 
 import os
+import selectors
+from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, Any
 
-__all__ = ["running"]
+__all__ = ["readable", "running"]
+
+
+def readable(streams: Sequence[IO[Any]], timeout_s: float) -> list[IO[Any]]:
+    """The streams that can be read without blocking, waiting up to ``timeout_s`` for one
+    (``select.select`` fails on a descriptor numbered 1024 or more, which a long run reaches)."""
+    with selectors.DefaultSelector() as selector:
+        for stream in streams:
+            selector.register(stream, selectors.EVENT_READ)
+        return [key.fileobj for key, _ in selector.select(timeout_s)]  # type: ignore[misc]
 
 
 def running(command: str) -> list[int]:

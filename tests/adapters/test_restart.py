@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from pathlib import Path
 
 from toolkeeper.approval import SqliteApprovalStore
 from toolkeeper.invoke.audit import SqliteAuditLog
+
+from ..processes import readable
 
 PROGRAM = '''
 import asyncio, json, os, sys
@@ -83,7 +84,7 @@ def test_a_killed_agent_program_resumes_after_an_approval_from_the_cli(tmp_path:
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert first.stdout is not None
-        ready, _, _ = select.select([first.stdout], [], [], 120)
+        ready = readable([first.stdout], 120)
         approval_id = first.stdout.readline().strip() if ready else ""
         assert approval_id.startswith("apr_")
         assert (state / "old.log").exists()  # nothing ran while it waits

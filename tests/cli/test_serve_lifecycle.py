@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import signal
 import sqlite3
 import subprocess
@@ -32,6 +31,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from ..processes import readable
 from ..server.test_serve import CLIENT_TOKENS, EXAMPLE, _start
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +93,7 @@ def _rest(proc: subprocess.Popen[str]) -> str:
     chunks: list[str] = []
     deadline = time.monotonic() + STOP_BOUND_S
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.1)
+        ready = readable([proc.stderr], 0.1)
         if ready:
             chunk = os.read(proc.stderr.fileno(), 65536)
             if not chunk:
@@ -235,7 +235,7 @@ def _ready(proc: subprocess.Popen[str], stdio: bool) -> None:
     """Until serve has printed where it serves (stdout; stderr over stdio)."""
     stream = proc.stderr if stdio else proc.stdout
     assert stream is not None
-    ready, _, _ = select.select([stream], [], [], 90)
+    ready = readable([stream], 90)
     assert ready and stream.readline(), "serve did not start"
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ..processes import readable
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "weather.py"
@@ -122,7 +123,7 @@ def test_every_documented_config_starts_a_real_server(block: Block, tmp_path: Pa
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stderr is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        ready = readable([proc.stdout], 90)
         line = proc.stdout.readline() if ready else ""
         if not line.startswith("toolkeeper serving on "):
             proc.kill()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from ..processes import readable
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.prefix)
@@ -35,7 +36,7 @@ def test_make_run_serves_the_example_tools_and_the_built_ins(tmp_path: Path) -> 
         text=True, env=env, start_new_session=True)
     try:
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        ready = readable([proc.stdout], 90)
         line = proc.stdout.readline() if ready else ""
         assert line.startswith("toolkeeper serving on http://127.0.0.1:"), line
         url = line.split()[3]
@@ -97,7 +98,7 @@ def _lines_until_serving(proc: subprocess.Popen[str]) -> list[str]:
     assert proc.stdout is not None
     seen: list[str] = []
     while not seen or not seen[-1].startswith("toolkeeper serving on"):
-        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        ready = readable([proc.stdout], 90)
         line = proc.stdout.readline() if ready else ""
         if not line:
             proc.kill()

@@ -5,7 +5,6 @@ reach (the workspace, through every built-in tool) — and tries to decide its o
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sqlite3
 import subprocess
@@ -22,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from toolkeeper.invoke.gates.record import TOLD_AGAIN
 
 from ..blocks import text_of
+from ..processes import readable
 from ..workspaces import hand_over, reachable  # noqa: F401  (a fixture)
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _start, _tokens
 
@@ -140,7 +140,7 @@ def _serve(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 def _started(proc: subprocess.Popen[str]) -> list[str]:
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    ready = readable([proc.stdout], 60)
     first = proc.stdout.readline() if ready else ""
     if not first.startswith("toolkeeper serving on "):
         proc.kill()
@@ -316,7 +316,7 @@ def test_a_workspace_holding_any_state_folder_is_refused_in_one_line_naming_it(
     proc = _serve(tmp_path, "--workspace", str(workspace), "--state-dir",
                   str(tmp_path / "own-state"), env=agent_env)
     assert proc.stdout is not None and proc.stderr is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    ready = readable([proc.stdout], 60)
     first = proc.stdout.readline() if ready else ""
     if first.startswith("toolkeeper serving on "):
         _stop(proc)

@@ -4,7 +4,6 @@ Streamable HTTP: tokens, DNS-rebinding protection, calls through the invoker, ap
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sqlite3
 import subprocess
@@ -19,6 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from ..blocks import text_of
+from ..processes import readable
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "weather.py")
@@ -43,7 +43,7 @@ def _started(proc: subprocess.Popen[str], state_dir: Path) -> str:
     """The URL a starting ``toolkeeper serve`` prints (within 60 s, else the test fails);
     its client token is remembered in ``CLIENT_TOKENS``."""
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    ready = readable([proc.stdout], 60)
     line = proc.stdout.readline() if ready else ""
     if not line.startswith("toolkeeper serving on "):
         proc.kill()
@@ -217,7 +217,7 @@ async def test_a_config_decides_the_built_ins_autonomy_and_skills(tmp_path: Path
         stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        ready = readable([proc.stdout], 60)
         url = (proc.stdout.readline() if ready else "").split()[3]
         _remember(url, tmp_path / "state")
         async with _client(url) as client:

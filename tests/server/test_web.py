@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import socket
 import sqlite3
@@ -25,6 +24,7 @@ import httpx
 import pytest
 
 from ..blocks import text_of
+from ..processes import readable
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _tokens
 
 ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
@@ -43,7 +43,7 @@ def start_page(tmp_path: Path, *args: str, tools: str = EXAMPLE, builtins: bool 
     assert proc.stdout is not None
     # The two lines are printed together: once the first arrives, read both (a select on the
     # pipe would miss a second line already in the reader's buffer).
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    ready = readable([proc.stdout], 60)
     lines = [proc.stdout.readline(), proc.stdout.readline()] if ready else ["", ""]
     if not lines[0].startswith("toolkeeper serving on ") or "/login?code=" not in lines[1]:
         proc.kill()
