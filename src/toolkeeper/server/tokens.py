@@ -21,6 +21,7 @@ import secrets
 from pathlib import Path
 
 from ..approval.pg import open_database
+from ..approval.sqlite import Database
 from ..errors import ConfigError
 from .clients import DEFAULT_CLIENT, ClientTokens
 
@@ -101,7 +102,7 @@ def check_shared_token(store: str | Path, token: str) -> None:
                           "everywhere)")
 
 
-def shared_state_key(store: str | Path) -> str:
+def shared_state_key(store: str | Path | Database) -> str:
     """The key ``requestState`` is sealed under, the same for every server on ``store``: made
     (256 random bits) by the first to start, read by the others."""
     db = open_database(store, _SETTINGS, "settings")
