@@ -9,7 +9,9 @@ another worker.
   machine's cores, as they would on a small host, so the figures say what N workers give
   *with the load generator beside them*. ``--rate-limit 0`` (no counting) and, for N = 2, a
   limit too high to refuse anything (``--rate-limit 1000000``: every request counted in the
-  store, which is the cost measured).
+  store, which is the cost measured). With ``--postgres``, the same for one process on a
+  PostgreSQL store (a throwaway local server, a fresh database per run), as a replica runs:
+  there the rate limit is counted in the store whatever the number of workers.
 - **decision to wake**: ``--workers 2`` and a tool that needs approval; a call is sent on a
   connection that landed on worker 1 and, once its request is stored, approved through a
   connection that landed on worker 2. The figure is the time from the decision's answer to the
@@ -17,7 +19,7 @@ another worker.
 
 Rounds are interleaved; each figure is the median over the rounds.
 
-    python benchmarks/bench_workers.py [--rounds 3] [--duration 5] [--approvals 40]
+    python benchmarks/bench_workers.py [--rounds 3] [--duration 5] [--approvals 40] [--postgres]
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import httpx
 from bench_serve import _RESULT, LUA
+
+from toolkeeper.testing.postgres import create_database, postgres_server
 
 TOKEN = "bench-operator-token-0123456789"
 TOOLS = '''
@@ -56,6 +61,8 @@ def launch(n: int) -> str:
 '''
 RUNS = (("1 worker", 1, "0"), ("2 workers", 2, "0"), ("2 workers, rate limit counted", 2,
                                                        "1000000"))
+PG_RUNS = (("1 worker, PostgreSQL store", 1, "0"),
+           ("1 worker, PostgreSQL store, rate limit counted", 1, "1000000"))
 
 
 class Serve:
@@ -144,16 +151,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--approvals", type=int, default=40, help="decisions timed per round")
+    parser.add_argument("--postgres", action="store_true",
+                        help="also one process on a PostgreSQL store (a local throwaway server)")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is missing: make bench installs it (Debian package wrk)")
     rates: dict[str, list[float]] = {}
     wakes: list[float] = []
     wrong = 0
-    with tempfile.TemporaryDirectory() as scratch:
+    runs = RUNS + (PG_RUNS if args.postgres else ())
+    with tempfile.TemporaryDirectory() as scratch, _postgres(args.postgres) as base:
         for round_ in range(args.rounds):
-            for name, workers, limit in RUNS[round_ % 2:] + RUNS[:round_ % 2]:
-                serve = Serve(Path(scratch), workers, limit)
+            for name, workers, limit in runs[round_ % 2:] + runs[:round_ % 2]:
+                store = ("--store", create_database(base)) if "PostgreSQL" in name else ()
+                serve = Serve(Path(scratch), workers, limit, *store)
                 try:
                     capacity(serve, 1.0)  # warm up
                     rate, bad = capacity(serve, args.duration)
@@ -170,6 +181,13 @@ def main() -> None:
     report(rates, sorted(wakes), wrong, args)
 
 
+@contextmanager
+def _postgres(wanted: bool) -> Iterator[str]:
+    """A throwaway PostgreSQL server's base URL when ``wanted``."""
+    with postgres_server() if wanted else nullcontext("") as base:
+        yield base
+
+
 def report(rates: dict[str, list[float]], wakes: list[float], wrong: int,
            args: argparse.Namespace) -> None:
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores (workers and wrk share "
@@ -178,7 +196,7 @@ def report(rates: dict[str, list[float]], wakes: list[float], wrong: int,
           f"answers: {wrong}\n")
     print("| run | calls/s | calls/s per worker |")
     print("|---|---:|---:|")
-    for name, workers, _ in RUNS:
+    for name, workers, _ in RUNS + (PG_RUNS if args.postgres else ()):
         rate = statistics.median(rates[name])
         print(f"| {name} | {rate:,.0f} | {rate / workers:,.0f} |")
     p50, p95 = statistics.median(wakes), wakes[int(len(wakes) * 0.95) - 1]

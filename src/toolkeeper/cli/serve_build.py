@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 
+from ..approval.pg import is_url
 from ..artifacts.store import SharedBlobStore
 from ..builtins.preflight import host_warnings
 from ..errors import ToolkeeperError
@@ -37,7 +38,12 @@ from ..server.gate import ASGIApp
 from ..server.metrics import ServerMetrics
 from ..server.oauth import OAuthResource
 from ..server.rate_buckets import SharedBuckets
-from ..server.tokens import check_shared_token, default_client_token, operator_token
+from ..server.tokens import (
+    check_shared_token,
+    default_client_token,
+    operator_token,
+    shared_state_key,
+)
 from ..skills import load_skills
 from .artifact_store import ArtifactKeeper, artifact_store
 from .lifecycle import DRAIN_S, Lifecycle
@@ -162,7 +168,8 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
     skills = load_skills(config.skills.dir) if config is not None and config.skills.dir else []
     offers = [offer for target in settings.flags.targets for offer in load_offers(target)]
     flags = settings.flags  # connections that stay open are told of list changes
-    face = MCPFace(invoker, skills=skills, gateway=gateway, offers=offers, state_secret=token,
+    face = MCPFace(invoker, skills=skills, gateway=gateway, offers=offers,
+                   state_secret=shared_state_key(settings.db),
                    announces=flags.stdio or flags.keep_sessions,
                    tool_search=settings.tool_search,
                    ask_client=token if settings.ask_client and not settings.flags.stdio
@@ -243,10 +250,10 @@ def _over_http(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | Non
 
 
 def _shared_rate(settings: ServeSettings) -> SharedBuckets | None:
-    """With several workers, a client's connections land on any of them: its rate limit is
-    counted in the store they share."""
+    """With several workers, or replicas on one PostgreSQL store, a client's connections land
+    on any of them: its rate limit is counted in the store they share."""
     rate = settings.flags.rate_limit
-    if settings.flags.workers == 1 or rate <= 0:
+    if rate <= 0 or (settings.flags.workers == 1 and not is_url(settings.db)):
         return None
     return SharedBuckets(settings.db, rate=rate, burst=max(1, int(rate * 2)))
 

@@ -90,8 +90,9 @@ def mcp_server(invoker: ToolInvoker, *, session: InvokerSession | None = None,
         offers: Resources, resource templates and prompts declared with ``@resource`` and
             ``@prompt``. The artifacts a client's calls stored are its resources too
             (``toolkeeper://artifact/…``), never another client's.
-        state_secret: The key ``requestState`` is sealed under, shared by every replica (the
-            operator token); by default ``ask_client``, else one made for this process.
+        state_secret: The key ``requestState`` is sealed under, shared by every replica
+            (``toolkeeper serve`` keeps one in the store); by default ``ask_client``, else one
+            made for this process.
 
     A tool that takes a ``ctx`` reports progress with ``ctx.report_progress`` as MCP progress
     notifications when the client asked for them (a ``progressToken``), logs with ``ctx.log``
@@ -187,7 +188,7 @@ class MCPFace(RelayedOffers):
         # and bound to its client: under the shared secret, else one of this process's own.
         # (The SDK's way to add a middleware: its Server's list.)
         self.tasks.serve_on(server)
-        secret = self.ask_client or self.state_secret or secrets.token_hex(32)
+        secret = self.state_secret or self.ask_client or secrets.token_hex(32)
         server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
                                                       default_audience=name))
         return server

@@ -8,6 +8,7 @@ parts from an invoker, for embedding the endpoint in an app of your own."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from .gate_layers import Shared
 from .metrics import ServerMetrics
 from .notify_links import DecisionLinkPage
 from .oauth import OAuthResource
+from .tokens import shared_state_key
 from .tracecontext import ContinuedTrace
 from .web import web_routes
 
@@ -169,7 +171,7 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
                ask_client: bool = False, offers: Sequence[Any] = (),
                keep_sessions: bool = False, oauth: OAuthResource | None = None,
                metrics: ServerMetrics | None = None,
-               links: DecisionLinks | None = None) -> HttpApp:
+               links: DecisionLinks | None = None, state_key: str | None = None) -> HttpApp:
     """The ASGI app of ``toolkeeper serve``, for embedding in an app of your own: an
     ``MCPFace`` over ``invoker`` and ``http_app`` around it (``Access`` says what ``token``,
     ``clients``, ``sessions``, ``anonymous``, ``oauth``, ``rate_limit``, ``host`` and
@@ -179,13 +181,19 @@ def create_app(invoker: ToolInvoker, *, token: str | None, host: str = "127.0.0.
     caller), a tools/list refreshes its upstream servers when their listing is older than its
     ``refresh_s``. ``offers``: the resources and prompts declared with ``@resource`` and
     ``@prompt``. ``metrics``: serve them at ``/metrics``, to the operator only. ``links``: the
-    single-use decision links of notifications (``/notify/{token}``)."""
+    single-use decision links of notifications (``/notify/{token}``). ``state_key``: the key
+    ``requestState`` is sealed under, the same for every replica — by default the one kept in
+    the store of ``sessions`` (made by the first app on it), else one made for this process;
+    never derived from ``token``, since clients hold every sealed state."""
     require("server", "the toolkeeper serve app")
     if ask_client and token is None:
-        raise ValueError("asking the client needs the operator token (its key seals the "
-                         "request state every replica shares)")
+        raise ValueError("asking the client needs the operator token (pass token=...)")
+    if state_key is None:
+        state_key = shared_state_key(sessions.db) if sessions is not None \
+            else secrets.token_hex(32)
     face = MCPFace(invoker, skills=skills, gateway=gateway, announces=keep_sessions,
-                   ask_client=token if ask_client else None, offers=offers, state_secret=token)
+                   ask_client=token if ask_client else None, offers=offers,
+                   state_secret=state_key)
     access = Access(token=token, host=host, public_hosts=tuple(public_hosts), clients=clients,
                     sessions=sessions, anonymous=anonymous, oauth=oauth, rate_limit=rate_limit)
     routes = page_routes(invoker, sessions, metrics=metrics, stopping=stopping, links=links)

@@ -1,10 +1,16 @@
-"""The two credentials ``toolkeeper serve`` makes for itself, each kept in the state directory
+"""The credentials ``toolkeeper serve`` makes for itself. Two are kept in the state directory
 (readable by its owner only, and never inside a tool's reach):
 
 - the operator token (a person's: the page's API and the CLI decide with it), from
   ``TOOLKEEPER_TOKEN`` or generated once (256 bits) into ``token``;
 - the default client token (an agent's: ``/mcp`` only), made once into ``client-token`` so the
   client config serve prints at every start carries it.
+
+The third, the key ``requestState`` is sealed under, is kept in the store: 256 random bits made
+by the first server on it and read by every replica and worker at start, so a round answered by
+one is completed on another. It is no person's credential: a client holds every ``requestState``
+it is sent, and one sealed under a key derived from the operator token would let it test guesses
+of that token offline.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ import secrets
 from pathlib import Path
 
 from ..approval.pg import open_database
+from ..approval.sqlite import Database
 from ..errors import ConfigError
 from .clients import DEFAULT_CLIENT, ClientTokens
 
-__all__ = ["check_shared_token", "default_client_token", "operator_token"]
+__all__ = ["check_shared_token", "default_client_token", "operator_token", "shared_state_key"]
 
 TOKEN_FILE = "token"
 CLIENT_TOKEN_FILE = "client-token"
@@ -93,3 +100,16 @@ def check_shared_token(store: str | Path, token: str) -> None:
         raise ConfigError("this store was set up with another operator token: every replica "
                           "must use the same one (set TOOLKEEPER_TOKEN to the same value "
                           "everywhere)")
+
+
+def shared_state_key(store: str | Path | Database) -> str:
+    """The key ``requestState`` is sealed under, the same for every server on ``store``: made
+    (256 random bits) by the first to start, read by the others."""
+    db = open_database(store, _SETTINGS, "settings")
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO toolkeeper_settings (key, value) VALUES "
+                     "('request_state_key', ?) ON CONFLICT (key) DO NOTHING",
+                     (secrets.token_hex(32),))
+    (key,) = db.query("SELECT value FROM toolkeeper_settings WHERE key = "
+                      "'request_state_key'")[0]
+    return str(key)
