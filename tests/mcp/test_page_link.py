@@ -27,32 +27,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ..server.test_serve import CLIENT_TOKENS, TOKEN, _start
 from .test_tasks import _stop
+from .test_tasks_approval import TOOLS  # launch, and hurry: approvable for 3 s only
 
 pytestmark = pytest.mark.anyio
-
-TOOLS = '''
-from pathlib import Path
-from toolkeeper import ToolRisk, tool
-
-MARKS = Path(__file__).with_name("marks")
-
-
-@tool(risk=ToolRisk.CRITICAL)
-def launch(n: int) -> str:
-    """Launch run n (a person must approve it)."""
-    with MARKS.open("a") as marks:
-        marks.write(f"ran {n}\\n")
-    return f"launched {n}"
-
-
-@tool(risk=ToolRisk.CRITICAL, approval_ttl=2)
-def hurry(n: int) -> str:
-    """A launch whose request stays approvable for two seconds only."""
-    with MARKS.open("a") as marks:
-        marks.write(f"hurried {n}\\n")
-    return f"hurried {n}"
-'''
-
 
 @pytest.fixture
 def tools(tmp_path: Path) -> str:

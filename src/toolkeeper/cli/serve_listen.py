@@ -23,7 +23,7 @@ from ..server.oauth import OAuthResource
 from .report import fail, out
 from .state import SERVER_FILE
 
-__all__ = ["WORKER_HEADER", "Start", "WorkerHeader", "bind_socket", "flush_audit",
+__all__ = ["WORKER_HEADER", "Start", "WorkerHeader", "bind_socket", "bound_socket", "flush_audit",
            "forget_server", "print_lines", "record_server", "release_waits", "report_lines", "server_url"]
 
 WORKER_HEADER = b"toolkeeper-worker"
@@ -137,12 +137,20 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.soc
 
     With ``reuse_port`` (a worker of ``--workers``) the socket joins the others on the port
     (``SO_REUSEPORT``: the kernel spreads new connections over them)."""
+    sock = bound_socket(host, port, reuse_port=reuse_port)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.listen(128)  # connections queue from here on, before the server loop starts
+    return sock
+
+
+def bound_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host:port``, not listening yet; a port in use, or one that
+    cannot be had, is refused in one line. ``reuse_port``: it joins the others on the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if reuse_port:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
@@ -150,7 +158,6 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.soc
         if exc.errno == errno.EADDRINUSE:
             raise fail(f"port {port} is in use; pass --port N or --port 0") from exc
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    sock.listen(128)  # connections queue from here on, before the server loop starts
     return sock
 
 

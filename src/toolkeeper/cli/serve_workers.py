@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import os
 import pickle
@@ -38,8 +37,7 @@ from dataclasses import dataclass, field
 import typer
 
 from .lifecycle import DEADLINE_S, Lifecycle
-from .report import fail
-from .serve_listen import forget_server, print_lines, record_server, report_lines, server_url
+from .serve_listen import bound_socket, forget_server, print_lines, record_server, report_lines, server_url
 from .serve_settings import ServeSettings
 
 __all__ = ["hold_port", "supervise"]
@@ -70,16 +68,7 @@ def supervise(settings: ServeSettings, life: Lifecycle) -> None:
 def hold_port(host: str, port: int) -> socket.socket:
     """The workers' port, bound by the supervisor and not listening: refused in one line when
     anything else holds it; shared (``SO_REUSEPORT``) only from then on."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise fail(f"port {port} is in use; pass --port N or --port 0") from exc
-        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock = bound_socket(host, port)  # alone first: a port anyone holds is refused
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     return sock
 
