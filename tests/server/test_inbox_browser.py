@@ -123,7 +123,7 @@ def test_an_edit_on_the_card_runs_the_edited_call_and_the_model_is_told(
         _cards(page, 1)
         page.keyboard.press("e")
         box = page.locator("details.edit textarea")
-        assert box.evaluate("b => b === document.activeElement")
+        page.wait_for_function("() => document.activeElement?.name === 'arguments'", timeout=30000)
         shown = box.input_value()
         assert "\\u202e" in shown and "\u202e" not in shown  # the bidi character made visible
         assert json.loads(shown) == {**hostile, "channels": None}  # …and read back as itself
@@ -147,6 +147,37 @@ def test_an_edit_on_the_card_runs_the_edited_call_and_the_model_is_told(
             (decision,) = db.execute("SELECT decision FROM audit WHERE status = 'ok' AND tool = "
                                      "'broadcast_alert'").fetchone()
         assert f"ran {args_digest(edited)}" in decision
+    finally:
+        stop(proc)
+
+
+def test_a_new_request_waits_while_an_edit_is_typed_and_the_edit_survives_the_redraw(
+        browser: Any, tmp_path: Path) -> None:
+    proc, url, login = start_page(tmp_path)
+    try:
+        first = _Call(url, _alert("PT-01")).wait()
+        assert first.is_error and "waiting for approval" in text_of(first.content[0])
+        page = _page(browser)
+        page.goto(login)
+        _cards(page, 1)
+        page.keyboard.press("e")
+        page.wait_for_function("() => document.activeElement?.name === 'arguments'", timeout=30000)
+        page.keyboard.press("Control+End")
+        page.keyboard.type(" typed")
+        second = _Call(url, _alert("PT-02")).wait()
+        assert second.is_error and "waiting for approval" in text_of(second.content[0])
+        with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+            assert db.execute("SELECT COUNT(*) FROM approvals WHERE state = 'pending'"
+                              ).fetchone() == (2,)
+        # while the reader types, the cards are not redrawn under their hands
+        assert page.eval_on_selector_all(PENDING, "cs => cs.length") == 1
+        assert page.evaluate("() => document.activeElement?.name") == "arguments"
+        page.keyboard.press("Escape")  # leaves the field: the new card comes in
+        _cards(page, 2)
+        box = page.locator(f"{PENDING} details.edit textarea").first
+        assert box.input_value().endswith(" typed")  # what was typed is still there
+        assert page.locator(f"{PENDING} details.edit").first.evaluate("d => d.open")
+        _clean(page)
     finally:
         stop(proc)
 

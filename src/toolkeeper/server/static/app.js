@@ -50,12 +50,22 @@
     const open = new Set([...inbox.querySelectorAll("details[open][data-key]")].map(d => d.dataset.key));
     const scrolled = new Map([...inbox.querySelectorAll(".lines[data-key]")]
       .filter(e => e.scrollTop).map(e => [e.dataset.key, e.scrollTop]));
-    const typed = new Map([...inbox.querySelectorAll("form.decide input[name=message]")]
-      .filter(i => i.value).map(i => [i.closest("article").id, i.value]));
+    // What the reader is writing stays, with the caret where it was: a message to the model,
+    // arguments being edited, a rule being drafted.
+    const field = f => f.closest("article")?.id + "\u0000" + f.name;
+    const fields = () => inbox.querySelectorAll("article[id] input[name]:not([type=checkbox]):not([type=hidden]), article[id] textarea[name]");
+    const typed = new Map([...fields()].filter(f => f.value !== f.defaultValue).map(f => [field(f), f.value]));
+    const active = inbox.contains(document.activeElement) && document.activeElement.name
+      ? { key: field(document.activeElement), start: document.activeElement.selectionStart,
+          end: document.activeElement.selectionEnd } : null;
     inbox.innerHTML = html;  // server-rendered, escaped
-    for (const [card, value] of typed) {  // a message being written to the model stays
-      const input = document.getElementById(card)?.querySelector("form.decide input[name=message]");
-      if (input) input.value = value;
+    for (const f of fields()) {
+      const key = field(f);
+      if (typed.has(key)) f.value = typed.get(key);
+      if (active && key === active.key) {
+        f.focus();
+        if (active.start !== null && active.start !== undefined) f.setSelectionRange(active.start, active.end);
+      }
     }
     for (const d of inbox.querySelectorAll("details[data-key]")) if (open.has(d.dataset.key)) d.open = true;
     for (const e of inbox.querySelectorAll(".lines[data-key]")) {
@@ -70,10 +80,12 @@
     try {
       const response = await fetch(root + "/fragments/inbox" + location.search, { credentials: "same-origin", cache: "no-store" });
       if (response.ok) {
-        // not under the hands of someone deciding: typing a message, pressing a button
+        const html = await response.text();
+        // not under the hands of someone deciding: typing a message, pressing a button (asked
+        // after the body is read: a key pressed meanwhile may have put the reader in a form)
         const focused = document.activeElement && inbox.contains(document.activeElement) &&
           document.activeElement.closest("form.decide") !== null;
-        if (!focused) replace(await response.text());
+        if (!focused) replace(html);
         else again = true;
       }
     } finally {
