@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,6 +147,18 @@ async def test_resources_and_prompts_are_served_or_refused_by_policy(served: str
     assert "getting prompt 'review' is forbidden by policy review-for-reviewers (the review " \
         "prompt is for the review bot)" in review
     assert "forbidden by policy upstream-prompts-for-nobody" in greet
+    assert _refusals(tmp_path, 6) == [  # each refusal is on record; a listing leaving it out not
+        ("completion/complete", '{"name": "review", "server": ""}',
+         "policy_denied: review-for-reviewers"),
+        ("prompts/get", '{"name": "review", "server": ""}', "policy_denied: review-for-reviewers"),
+        ("prompts/get", '{"name": "up-greet", "server": "up"}',
+         "policy_denied: upstream-prompts-for-nobody"),
+        ("resources/read", '{"uri": "notes://secret", "server": ""}',
+         "policy_denied: no-secret-notes"),
+        ("resources/read", f'{{"uri": "{README}", "server": "up"}}',
+         "policy_denied: no-upstream-readme"),
+        ("resources/subscribe", '{"uri": "notes://secret", "server": ""}',
+         "policy_denied: no-secret-notes")]
     bot = subprocess.run(
         [*_cli(), "tokens", "add", "review-bot", "--state-dir", str(tmp_path / "state")],
         capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -154,6 +168,20 @@ async def test_resources_and_prompts_are_served_or_refused_by_policy(served: str
         shown = [p.name for p in (await client.list_prompts()).prompts]
     assert shown == ["review"]
     assert got.messages[0].content.text == "Review the release."  # type: ignore[union-attr]
+
+
+def _refusals(tmp_path: Path, count: int) -> list[tuple[str, str, str]]:
+    """The audit log's refused reads and gets, sorted, once ``count`` are written (30 s at
+    most: the log is written by a thread of its own)."""
+    rows: list[tuple[str, str, str]] = []
+    deadline = time.monotonic() + 30
+    while len(rows) < count and time.monotonic() < deadline:
+        with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+            rows = sorted(db.execute("SELECT tool, arguments, decision FROM audit WHERE status "
+                                     "= 'denied' AND tool LIKE '%/%'").fetchall())
+        if len(rows) < count:
+            time.sleep(0.05)
+    return rows
 
 
 def _cli() -> list[str]:

@@ -10,13 +10,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..core.context import Caller
 from ..gateway.sources import RESOURCE_PREFIX, resource_server
 from .offer_handlers import OfferHandlers, caller_of
-from .offer_policy import check_prompt, check_resource
+from .offer_policy import check_prompt, check_resource, refused_entry
 from .relayed import RelayedHandlers
 from .wire import Ctx
 
@@ -55,9 +56,27 @@ class RelayedOffers(OfferHandlers):
         check_prompt(self.invoker.policies, ctx, self.caller_for(ctx), name, server)
         return relayed
 
+    async def recorded(self, ctx: Ctx, method: str, target: str, check: Callable[[], bool]
+                       ) -> bool:
+        """``check()``, a refusal written to the audit log before it is raised."""
+        try:
+            return check()
+        except MCPError as refused:
+            audit = self.invoker.audit
+            if audit is not None:
+                key = "uri" if method.startswith("resources/") else "name"
+                server = self.relayed.sources.prompt_server(target) if key == "name" and \
+                    self.relayed is not None and self.relayed.sources.serves_prompt(target) \
+                    else resource_server(target) if target.startswith(RESOURCE_PREFIX) else ""
+                entry = refused_entry(self.session_for(ctx).id, method,
+                                      {key: target, "server": server}, refused)
+                await anyio.to_thread.run_sync(audit.record, entry)
+            raise
+
     async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult | types.InputRequiredResult:
-        relayed = self.checked_prompt(ctx, params.name)
+        relayed = await self.recorded(ctx, "prompts/get", params.name,
+                                      partial(self.checked_prompt, ctx, params.name))
         if self.relayed is not None and relayed:
             return await self.relayed.get_prompt(ctx, params)
         return await super().get_prompt(ctx, params)
@@ -90,14 +109,16 @@ class RelayedOffers(OfferHandlers):
 
     async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        relayed = self.checked_resource(ctx, str(params.uri))
+        relayed = await self.recorded(ctx, "resources/read", str(params.uri),
+                                      partial(self.checked_resource, ctx, str(params.uri)))
         # the gateway's namespace: it names what is wrong with a URI no upstream serves
         if self.relayed is not None and relayed:
             return await self.relayed.read_resource(ctx, params)
         return await super().read_resource(ctx, params)
 
     async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
-        self.checked_resource(ctx, str(params.uri))  # what may not be read is not watched
+        await self.recorded(ctx, "resources/subscribe", str(params.uri),  # not read: not watched
+                            partial(self.checked_resource, ctx, str(params.uri)))
         if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
             return await self.relayed.subscribe(ctx, params)
         return await super().subscribe(ctx, params)
@@ -111,7 +132,9 @@ class RelayedOffers(OfferHandlers):
                        ) -> types.CompleteResult:
         ref = params.ref
         if getattr(ref, "type", "") == "ref/prompt":  # a prompt refused has no values offered
-            self.checked_prompt(ctx, str(getattr(ref, "name", "")))
+            name = str(getattr(ref, "name", ""))
+            await self.recorded(ctx, "completion/complete", name,
+                                partial(self.checked_prompt, ctx, name))
         upstream = self.relayed is not None and (
             self.relayed.sources.serves_prompt(str(getattr(ref, "name", "")))
             if getattr(ref, "type", "") == "ref/prompt"
