@@ -4,11 +4,18 @@ HTTP servers that its config allows, through the proxy, and nothing else."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,7 +26,8 @@ from toolkeeper.config import MCPServerConfig
 from toolkeeper.gateway import egress
 
 from ..workspaces import reachable
-from .test_confine import _call, _serve, _stop, sandbox_python
+from .test_confine import NODE_SERVER, _call, _serve, sandbox_python
+from .test_confine import _stop as _stopped
 
 __all__ = ["reachable"]
 
@@ -184,7 +192,7 @@ async def test_an_allowed_host_is_reached_through_the_proxy_and_nothing_else(
     try:
         seen = json.loads(await _call(url, "web-probe", {}))
     finally:
-        stderr = _stop(proc)
+        stderr = _stopped(proc)
     assert seen["http"] == "reached allowed /page", seen  # plain HTTP, forwarded
     assert seen["tls_tunnel"] == "reached allowed /tunnel", seen  # CONNECT, as TLS goes
     said = (f"MCP server 'web' may not reach 127.0.0.1:{other.port}: it is not on the list "
@@ -223,7 +231,7 @@ async def test_a_name_resolving_inside_the_network_is_refused_unless_its_address
         refused = json.loads(await _call(url, "named-probe", {}))
         reached = json.loads(await _call(url, "listed-probe", {}))
     finally:
-        stderr = _stop(proc)
+        stderr = _stopped(proc)
     for name in targets:
         assert refused[name].startswith(
             f"refused 403 MCP server 'named' may not reach localhost:{allowed.port}: it "
@@ -244,3 +252,155 @@ def test_a_network_entry_that_names_no_host_is_refused_when_the_config_is_read()
                              network=["registry.npmjs.org", "api.example.com:8443", "[::1]:80"])
     assert [str(rule) for rule in egress.rules(config.network)] == [  # type: ignore[arg-type]
         "registry.npmjs.org", "api.example.com:8443", "[::1]:80"]
+
+
+class Registry(Site):
+    """A loopback npm registry of the test's own serving one package: its packument and
+    tarball."""
+
+    def __init__(self, tarball: bytes) -> None:
+        super().__init__("registry")
+        base = f"http://127.0.0.1:{self.port}"
+        packument = json.dumps({"name": "tiny-mcp", "dist-tags": {"latest": "1.0.0"},
+                                "versions": {"1.0.0": {
+                                    "name": "tiny-mcp", "version": "1.0.0",
+                                    "bin": {"tiny-mcp": "server.js"},
+                                    "dist": {"tarball": f"{base}/tiny-mcp/-/tiny-mcp-1.0.0.tgz",
+                                             "integrity": _integrity(tarball)}}}}).encode()
+        asked = self.asked
+
+        class Npm(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # the standard library names it
+                asked.append(self.path)
+                body = tarball if self.path.endswith(".tgz") else packument
+                self.send_response(200 if self.path.startswith("/tiny-mcp") else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server.RequestHandlerClass = Npm
+
+
+class Watched:
+    """The lines a process writes to stderr, gathered as they come by a thread of their own."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        stream, self.proc, self.lines = proc.stderr, proc, list[str]()
+        self.thread = threading.Thread(
+            target=lambda: self.lines.extend(iter(stream.readline, "")), daemon=True)
+        self.thread.start()
+
+    def wait_for(self, text: str) -> None:
+        """Wait (up to 120 s) for a line holding ``text``."""
+        deadline = time.monotonic() + 120
+        while not self.said(text) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.said(text), "".join(self.lines)
+
+    def said(self, text: str) -> bool:
+        return any(text in line for line in list(self.lines))
+
+    def stop(self) -> str:
+        """Everything it said, once it stopped on SIGINT."""
+        self.proc.send_signal(signal.SIGINT)
+        assert self.proc.wait(timeout=30) in (0, 130)
+        self.thread.join(timeout=30)
+        return "".join(self.lines)
+
+
+def _integrity(data: bytes) -> str:
+    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+
+
+def _tarball() -> bytes:
+    """What ``npm pack`` makes of a package whose one file is ``NODE_SERVER``."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        for name, text in (("package.json", json.dumps({
+                "name": "tiny-mcp", "version": "1.0.0", "bin": {"tiny-mcp": "server.js"}})),
+                ("server.js", NODE_SERVER)):
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size, info.mode = len(text.encode()), 0o755
+            archive.addfile(info, io.BytesIO(text.encode()))
+    return out.getvalue()
+
+
+async def test_an_npx_server_is_fetched_from_a_listed_registry_and_only_from_one_listed(
+        reachable: Path) -> None:
+    registry = Registry(_tarball())
+    (reachable / "state").mkdir(mode=0o755)
+    (reachable / "home").mkdir()
+    npm = (f"env = {{ npm_config_registry = \"http://127.0.0.1:{registry.port}/\", "
+           "npm_config_fetch_retries = \"0\" }\nconnect_timeout_s = 120\n")
+    config = reachable / "toolkeeper.toml"
+    config.write_text(
+        "[mcp]\nenabled = true\n"
+        "[[mcp.servers]]\nname = \"tiny\"\ncommand = \"npx\"\n"
+        f"args = [\"--yes\", \"tiny-mcp@1.0.0\"]\n{npm}"
+        f"network = [\"127.0.0.1:{registry.port}\"]\n[mcp.servers.tools]\nwhoami = \"safe\"\n"
+        "[[mcp.servers]]\nname = \"elsewhere\"\ncommand = \"npx\"\n"
+        f"args = [\"--yes\", \"tiny-mcp@1.0.0\"]\n{npm}network = [\"registry.npmjs.org\"]\n")
+    refusal = (f"egress refused: MCP server 'elsewhere' may not reach 127.0.0.1:{registry.port}: "
+               "it is not on the list (its network allows registry.npmjs.org)")
+    try:
+        proc, url = _serve(reachable, config)
+        watched = Watched(proc)
+        try:
+            said = json.loads(await _call(url, "tiny-whoami", {}))
+            watched.wait_for("MCP server(s) 'tiny', 'elsewhere' listed")  # both tried
+        finally:
+            stderr = watched.stop()
+    finally:
+        registry.close()
+    assert said["home"] == "/workspace" and said["net"] == "none", said
+    assert "/tiny-mcp/-/tiny-mcp-1.0.0.tgz" in registry.asked  # through the proxy
+    assert (reachable / "cache" / "mcp" / "tiny" / ".npm" / "_npx").is_dir()  # its own cache
+    assert refusal in stderr, stderr
+    assert "Traceback" not in stderr
+
+
+def _ask(proxy: egress.EgressProxy, request: bytes) -> bytes:
+    """``request`` sent to ``proxy``'s socket as a sandboxed program would; all it answered."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(str(proxy.socket))
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_the_proxy_refuses_a_malformed_target_and_never_forwards_the_clients_host(
+        sites: tuple[Site, Site]) -> None:
+    allowed, _ = sites
+    seen: list[str] = []
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the standard library names it
+            seen.append(self.headers.get_all("Host", []))  # type: ignore[arg-type]
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    allowed.server.RequestHandlerClass = Echo
+    proxy = egress.EgressProxy("up", egress.rules([f"127.0.0.1:{allowed.port}"]))
+    try:
+        junk = _ask(proxy, f"CONNECT 127.0.0.1:{allowed.port}@evil.example HTTP/1.1\r\n\r\n"
+                    .encode())
+        fronted = _ask(proxy, f"GET http://127.0.0.1:{allowed.port}/ HTTP/1.1\r\n"
+                       "Host: evil.example\r\n\r\n".encode())
+        no_url = _ask(proxy, b"GET /relative HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+    finally:
+        proxy.close()
+    assert junk.startswith(b"HTTP/1.1 400 ") and b"CONNECT needs host:port" in junk, junk
+    assert fronted.startswith(b"HTTP/1.0 204"), fronted  # the site's own answer
+    assert seen == [[f"127.0.0.1:{allowed.port}"]]  # the URL's host, not the one it sent
+    assert no_url.startswith(b"HTTP/1.1 400 ") and b"absolute http:// URLs" in no_url, no_url
+    assert not proxy.socket.exists()  # closed: its socket is gone

@@ -56,6 +56,9 @@ MAX_CONNECTIONS = 64
 HEAD_TIMEOUT_S = 30.0
 """How long a request's head may take to arrive."""
 _DEFAULT_PORTS = (443, 80)
+_HOP = ("host", "proxy-authorization", "proxy-connection", "connection", "keep-alive")
+"""Headers not forwarded: the proxy's own, and ``Host``, which is the URL's (a ``Host`` of
+another name would reach that name through the allowed server's front)."""
 _NAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.?)+")
 
 FORWARDER = r'''
@@ -257,6 +260,11 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.open: set[socket.socket] = set()
         self.lock = threading.Lock()
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A connection that broke: one line at debug level, never a traceback on stderr."""
+        _log.debug("egress proxy of MCP server '%s': a connection broke", self.proxy.upstream,
+                   exc_info=True)
+
     def cut(self) -> None:
         with self.lock:
             for sock in self.open:
@@ -283,7 +291,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.proxy.slots.release()
 
     def do_CONNECT(self) -> None:
-        host, port = _split(self.path)
+        try:
+            host, port = _split(self.path)
+        except ValueError:
+            port = None
         if port is None:
             self._answer(400, f"CONNECT needs host:port, not {self.path!r}")
             return
@@ -295,18 +306,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         url = urlsplit(self.path)
-        if url.scheme != "http" or not url.hostname:
-            self._answer(400, "the proxy forwards absolute http:// URLs; https goes through "
-                              "CONNECT")
+        try:
+            port = url.port or 80
+        except ValueError:
+            port = 0
+        if url.scheme != "http" or not url.hostname or not port:
+            self._answer(400, f"{self.path!r}: the proxy forwards absolute http:// URLs "
+                              "(https goes through CONNECT)")
             return
-        upstream = self._open(url.hostname, url.port or 80)
+        upstream = self._open(url.hostname, port)
         if upstream is None:
             return
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        head = [f"{self.command} {path} HTTP/1.1"]
-        head += [f"{k}: {v}" for k, v in self.headers.items()
-                 if k.lower() not in ("proxy-authorization", "proxy-connection", "connection",
-                                      "keep-alive")]
+        head = [f"{self.command} {path} HTTP/1.1", f"Host: {url.netloc.rpartition('@')[2]}"]
+        head += [f"{k}: {v}" for k, v in self.headers.items() if k.lower() not in _HOP]
         head.append("Connection: close")
         upstream.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
         self._relay(upstream)
