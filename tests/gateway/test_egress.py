@@ -378,11 +378,11 @@ def _ask(proxy: egress.EgressProxy, request: bytes) -> bytes:
 def test_the_proxy_refuses_a_malformed_target_and_never_forwards_the_clients_host(
         sites: tuple[Site, Site]) -> None:
     allowed, _ = sites
-    seen: list[str] = []
+    seen: list[list[str]] = []
 
     class Echo(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # the standard library names it
-            seen.append(self.headers.get_all("Host", []))  # type: ignore[arg-type]
+            seen.append(self.headers.get_all("Host", []))
             self.send_response(204)
             self.end_headers()
 
