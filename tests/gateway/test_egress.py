@@ -252,6 +252,8 @@ def test_a_network_entry_that_names_no_host_is_refused_when_the_config_is_read()
                              network=["registry.npmjs.org", "api.example.com:8443", "[::1]:80"])
     assert [str(rule) for rule in egress.rules(config.network)] == [  # type: ignore[arg-type]
         "registry.npmjs.org", "api.example.com:8443", "[::1]:80"]
+    with pytest.raises(ValueError, match="the port must be a number from 1 to 65535"):
+        egress.rules(["registry.npmjs.org:70000"])
 
 
 class Registry(Site):
@@ -404,3 +406,17 @@ def test_the_proxy_refuses_a_malformed_target_and_never_forwards_the_clients_hos
     assert seen == [[f"127.0.0.1:{allowed.port}"]]  # the URL's host, not the one it sent
     assert no_url.startswith(b"HTTP/1.1 400 ") and b"absolute http:// URLs" in no_url, no_url
     assert not proxy.socket.exists()  # closed: its socket is gone
+
+
+def test_a_listed_name_that_does_not_resolve_is_refused_with_what_to_check(
+        caplog: pytest.LogCaptureFixture) -> None:
+    proxy = egress.EgressProxy("up", egress.rules(["nowhere.invalid"]))
+    try:
+        answer = _ask(proxy, b"CONNECT nowhere.invalid:443 HTTP/1.1\r\n\r\n")
+    finally:
+        proxy.close()
+    assert answer.startswith(b"HTTP/1.1 403 "), answer
+    assert (b"MCP server 'up' may not reach nowhere.invalid:443: it cannot be resolved"
+            in answer) and b"check the name" in answer and b"add \"" not in answer, answer
+    (record,) = [r for r in caplog.records if r.name == "toolkeeper.gateway"]
+    assert record.levelname == "WARNING" and "\n" not in record.getMessage()

@@ -237,16 +237,20 @@ class EgressProxy:
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (OSError, UnicodeError) as exc:
-            raise self._refuse(host, port, f"it cannot be resolved ({exc})") from exc
+            raise self._refuse(host, port, f"it cannot be resolved ({exc})",
+                               fix="check the name, or list the address it should reach"
+                               ) from exc
         return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
-    def _refuse(self, host: str, port: int, why: str, *, allow: str | None = None) -> Refused:
+    def _refuse(self, host: str, port: int, why: str, *, allow: str | None = None,
+                fix: str | None = None) -> Refused:
         shown = f"[{host}]" if ":" in host else host
         entry = f"{shown}:{port}" if allow is None else (f"[{allow}]" if ":" in allow else allow)
         listed = ", ".join(map(str, self.allowed)) or "nothing"
+        fix = fix or (f"to allow it, add \"{entry}\" to network under [[mcp.servers]] "
+                      f"name = \"{self.upstream}\"")
         message = (f"MCP server '{self.upstream}' may not reach {shown}:{port}: {why} (its "
-                   f"network allows {listed}); to allow it, add \"{entry}\" to network under "
-                   f"[[mcp.servers]] name = \"{self.upstream}\"")
+                   f"network allows {listed}); {fix}")
         _log.warning("egress refused: %s", message)
         return Refused(message)
 
@@ -346,7 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, status: int, message: str) -> None:
         body = (message + "\n").encode()
         self.close_connection = True
-        self.send_response(status)
+        self.send_response_only(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
