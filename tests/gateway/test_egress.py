@@ -232,12 +232,14 @@ async def test_a_name_resolving_inside_the_network_is_refused_unless_its_address
         reached = json.loads(await _call(url, "listed-probe", {}))
     finally:
         stderr = _stopped(proc)
+    inside = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(
+        "localhost", allowed.port, type=socket.SOCK_STREAM)))  # as the proxy resolves it
+    first = f"[{inside[0]}]" if ":" in inside[0] else inside[0]
     for name in targets:
         assert refused[name].startswith(
             f"refused 403 MCP server 'named' may not reach localhost:{allowed.port}: it "
-            "resolves to 127.0.0.1"), refused
-        assert "an address inside the network" in refused[name]
-        assert 'add "127.0.0.1" to network under [[mcp.servers]] name = "named"' in refused[name]
+            f"resolves to {', '.join(inside)}, an address inside the network"), refused
+        assert f'add "{first}" to network under [[mcp.servers]] name = "named"' in refused[name]
     assert reached == {"by_name": "reached allowed /named",
                        "tunnel_by_name": "reached allowed /tunnel"}, reached
     assert allowed.asked.count("/named") == 1  # only the listed upstream's request arrived
