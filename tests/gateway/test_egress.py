@@ -380,7 +380,7 @@ def _ask(proxy: egress.EgressProxy, request: bytes) -> bytes:
 
 
 def test_the_proxy_refuses_a_malformed_target_and_never_forwards_the_clients_host(
-        sites: tuple[Site, Site]) -> None:
+        sites: tuple[Site, Site], caplog: pytest.LogCaptureFixture) -> None:
     allowed, _ = sites
     seen: list[list[str]] = []
 
@@ -401,12 +401,17 @@ def test_the_proxy_refuses_a_malformed_target_and_never_forwards_the_clients_hos
         fronted = _ask(proxy, f"GET http://127.0.0.1:{allowed.port}/ HTTP/1.1\r\n"
                        "Host: evil.example\r\n\r\n".encode())
         no_url = _ask(proxy, b"GET /relative HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+        escape = _ask(proxy, b"CONNECT \x1b[2Jforged\x1b[0m:443 HTTP/1.1\r\n\r\n")
     finally:
         proxy.close()
     assert junk.startswith(b"HTTP/1.1 400 ") and b"CONNECT needs host:port" in junk, junk
     assert fronted.startswith(b"HTTP/1.0 204"), fronted  # the site's own answer
     assert seen == [[f"127.0.0.1:{allowed.port}"]]  # the URL's host, not the one it sent
     assert no_url.startswith(b"HTTP/1.1 400 ") and b"absolute http:// URLs" in no_url, no_url
+    assert escape.startswith(b"HTTP/1.1 403 ") and b"\x1b" not in escape, escape
+    assert b"'\\x1b[2jforged\\x1b[0m':443: it is not a host name" in escape, escape
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolkeeper.gateway"]
+    assert len(logged) == 1 and "\x1b" not in logged[0], logged  # the operator's terminal too
     assert not proxy.socket.exists()  # closed: its socket is gone
 
 

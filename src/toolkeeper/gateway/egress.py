@@ -222,6 +222,9 @@ class EgressProxy:
                 network that the list does not name.
         """
         host = host.lower().rstrip(".")
+        if _address(host) is None and not _NAME.fullmatch(host):  # never echoed as it came
+            raise self._refuse(ascii(host), port, "it is not a host name",
+                               fix="name a host (letters, digits, '-', '.') or an IP address")
         if not any(rule.allows(host, port) for rule in self.allowed):
             raise self._refuse(host, port, "it is not on the list")
         literal = _address(host)
