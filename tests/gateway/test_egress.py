@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper.config import MCPServerConfig
-from toolkeeper.gateway import egress
+from toolkeeper.gateway import confine, egress
 
 from ..workspaces import reachable
 from .test_confine import NODE_SERVER, _call, _serve, sandbox_python
@@ -427,3 +428,16 @@ def test_a_listed_name_that_does_not_resolve_is_refused_with_what_to_check(
             in answer) and b"check the name" in answer and b"add \"" not in answer, answer
     (record,) = [r for r in caplog.records if r.name == "toolkeeper.gateway"]
     assert record.levelname == "WARNING" and "\n" not in record.getMessage()
+
+
+def test_a_proxy_that_cannot_listen_refuses_its_upstream_in_one_line(
+        reachable: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = reachable / ("d" * 60) / ("e" * 60)  # too long a path for a unix socket
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    monkeypatch.setenv("TOOLKEEPER_CACHE_DIR", str(reachable / "cache"))
+    config = MCPServerConfig(name="up", command=sandbox_python()[0], network=["example.com"])
+    with pytest.raises(confine.Unconfinable, match=r"^MCP server 'up': its network proxy cannot "
+                                                   r"listen \(.*\); set TMPDIR to a short"):
+        confine.launch(config, {})
+    assert list(deep.iterdir()) == []  # nothing left behind

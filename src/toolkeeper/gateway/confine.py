@@ -166,7 +166,11 @@ def _egress(stack: contextlib.ExitStack, config: MCPServerConfig
         allowed = rules(config.network)
     except ValueError as exc:
         raise Unconfinable(f"MCP server '{config.name}': {exc}") from exc
-    proxy = EgressProxy(config.name, allowed)
+    try:
+        proxy = EgressProxy(config.name, allowed)
+    except OSError as exc:  # a temporary folder whose path is too long for a unix socket
+        raise Unconfinable(f"MCP server '{config.name}': its network proxy cannot listen "
+                           f"({exc}); set TMPDIR to a short, writable folder") from exc
     stack.callback(proxy.close)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     return ((str(proxy.socket), INSIDE_SOCKET),

@@ -197,7 +197,11 @@ class EgressProxy:
         self._dir = Path(tempfile.mkdtemp(prefix="toolkeeper-egress-"))
         self.socket = self._dir / "proxy.sock"
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._server = _Server(str(self.socket), _Handler)
+        try:
+            self._server = _Server(str(self.socket), _Handler)
+        except BaseException:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
         self._server.proxy = self
         if os.geteuid() == 0:  # the sandbox runs as an unprivileged uid: let it connect
             os.chown(self._dir, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
