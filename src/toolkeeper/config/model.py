@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -12,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
+from .hosts import Network
 from .lines import line_of, section_line
 from .notify import NotifySection
 
@@ -167,8 +167,7 @@ class MCPServerConfig(_Section):
     paths from the config's folder); ``false``: toolkeeper's own rights (shown in tools pins)."""
     read_paths: list[Path] = Field(default_factory=list)
     write_paths: list[Path] = Field(default_factory=list)
-    network: bool | list[str] = False
-    """``true``: the host's network; a list: those hosts alone, through a filtering proxy."""
+    network: Network = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
@@ -179,10 +178,6 @@ class MCPServerConfig(_Section):
         if confining and (self.url is not None or not self.sandbox):
             raise ValueError(f"MCP server {self.name!r}: {', '.join(sorted(confining))} confine "
                              "only a sandboxed stdio server ('command', without sandbox = false)")
-        for entry in self.network if isinstance(self.network, list) else []:
-            if not re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?", entry):
-                raise ValueError(f"MCP server {self.name!r}: network entry {entry!r} is not "
-                                 "'host', 'host:port' or '[v6 address]:port'")
         return self
 
 
