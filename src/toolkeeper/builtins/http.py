@@ -32,8 +32,8 @@ from .policy import SecurityPolicy
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["PREFLIGHT_RESOLVE_S", "Exchange", "check_url", "checked", "exchange", "http_tools",
-           "load_httpx", "public_address", "url_preflight"]
+__all__ = ["PREFLIGHT_RESOLVE_S", "Exchange", "check_url", "checked", "domain_allowed",
+           "exchange", "http_tools", "load_httpx", "public_address", "url_preflight"]
 
 MAX_REDIRECTS = 5
 PREFLIGHT_RESOLVE_S = 3.0
@@ -71,7 +71,8 @@ def _refuse(message: str, rule: str) -> PolicyViolationError:
     return PolicyViolationError(message, tool_name="http_fetch", details={"rule": rule})
 
 
-def _domain_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+def domain_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    """Whether ``host`` is one of ``allowed`` or below one (matched on label boundaries)."""
     host = host.lower().rstrip(".")
     return any(host == d.lower().strip(".") or host.endswith("." + d.lower().strip("."))
                for d in allowed)
@@ -118,7 +119,7 @@ def check_url(url: str, policy: SecurityPolicy) -> Target:
     host = parsed.host
     if not host:
         raise _refuse(f"{url!r} has no host", "url")
-    if policy.allowed_domains and not _domain_allowed(host, policy.allowed_domains):
+    if policy.allowed_domains and not domain_allowed(host, policy.allowed_domains):
         raise _refuse(f"'{host}' is not in {policy.allowed_domains_key} "
                       f"({', '.join(policy.allowed_domains)}); add it to allow it",
                       "allowed_domains")

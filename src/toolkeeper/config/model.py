@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
+from .hosts import Network
 from .lines import line_of, section_line
 from .notify import NotifySection
 
@@ -166,7 +167,7 @@ class MCPServerConfig(_Section):
     paths from the config's folder); ``false``: toolkeeper's own rights (shown in tools pins)."""
     read_paths: list[Path] = Field(default_factory=list)
     write_paths: list[Path] = Field(default_factory=list)
-    network: bool = False
+    network: Network = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:

@@ -13,8 +13,10 @@ code mode (``sandbox.bubblewrap.confined_command``):
   a private ``/tmp``; and only the directories its config grants (``read_paths`` read-only,
   ``write_paths`` writable), at their own paths, with every toolkeeper state folder below them
   hidden. Never the state dir, the user's home or another server's paths;
-- no network unless ``network = true`` (no allowlist: the sandbox has the host's network or
-  none);
+- no network unless the config says: ``network = true`` shares the host's network; a list of
+  hosts (``network = ["registry.npmjs.org", "api.example.com:8443"]``) keeps the sandbox's
+  own network namespace, loopback alone, whose one way out is a filtering proxy on the host
+  that reaches those hosts and nothing else (``gateway.egress``);
 - a clean environment: ``PATH``, ``HOME``, ``LANG`` and the config's ``env``;
 - rlimits like the built-ins' (memory, processes, file size, open files), a cgroup where the
   host offers one, an unprivileged uid when toolkeeper runs as root; stopping the server kills
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +50,7 @@ from ..sandbox.bubblewrap import (
     probe_bwrap,
 )
 from ..sandbox.limits import call_group, limited
+from .egress import FORWARDER, INSIDE_PORT, INSIDE_SOCKET, EgressProxy, proxy_env, rules
 
 __all__ = ["UPSTREAM_LIMITS", "Launch", "Unconfinable", "confinement", "launch", "private_dir"]
 
@@ -84,7 +88,10 @@ def confinement(config: MCPServerConfig) -> str:
     grants = [f"reads {', '.join(map(str, config.read_paths))}"] if config.read_paths else []
     if config.write_paths:
         grants.append(f"writes {', '.join(map(str, config.write_paths))}")
-    grants.append("network" if config.network else "no network")
+    if isinstance(config.network, list) and config.network:
+        grants.append(f"network only to {', '.join(config.network)}, through its proxy")
+    else:
+        grants.append("network" if config.network is True else "no network")
     return f"sandboxed ({'; '.join(grants)})"
 
 
@@ -129,21 +136,45 @@ def _confined(config: MCPServerConfig, env: dict[str, str]) -> Launch:
     with contextlib.ExitStack() as stack:
         command = _command(config)
         programs = [command, *_interpreter(command)]
-        shared = [*_opened(stack, config, _runtime_dirs(programs), writable=False),
+        egress, forwarder = _egress(stack, config)
+        shared = [*_opened(stack, config, _runtime_dirs([*programs, *forwarder[:1]]),
+                           writable=False),
                   *_opened(stack, config, config.read_paths, writable=False),
                   *_opened(stack, config, config.write_paths, writable=True)]
         home, home_fd = _home(stack, config)
         inside = ":".join(dict.fromkeys([*(str(Path(p).parent) for p in programs),
                                          *SYSTEM_PATH.split(":")]))
-        built = confined_command(home, [command, *config.args], limits=UPSTREAM_LIMITS,
-                                 cwd=_cwd(config, shared), network=config.network,
-                                 env={"PATH": inside, **env}, shared=shared,
-                                 workspace_fd=home_fd)
+        built = confined_command(home, [*forwarder, command, *config.args],
+                                 limits=UPSTREAM_LIMITS, cwd=_cwd(config, shared),
+                                 network=config.network is True, egress=egress,
+                                 env={"PATH": inside, **(proxy_env() if egress else {}), **env},
+                                 shared=shared, workspace_fd=home_fd)
         stack.callback(_close, built.fds)
         argv = _limited(stack, config, built)
         fds = (home_fd, *built.fds, *(item.fd for item in shared if item.fd is not None))
         held = stack.pop_all()
     return Launch(argv=argv, env={"PATH": SYSTEM_PATH}, pass_fds=fds, release=held.close)
+
+
+def _egress(stack: contextlib.ExitStack, config: MCPServerConfig
+            ) -> tuple[tuple[str, str] | None, list[str]]:
+    """For a list of hosts: the proxy serving them (closed with ``stack``), its socket and
+    where it is bound inside, and the forwarder's command line to run the server behind."""
+    if not isinstance(config.network, list) or not config.network:
+        return None, []
+    try:
+        allowed = rules(config.network)
+    except ValueError as exc:
+        raise Unconfinable(f"MCP server '{config.name}': {exc}") from exc
+    try:
+        proxy = EgressProxy(config.name, allowed)
+    except OSError as exc:  # a temporary folder whose path is too long for a unix socket
+        raise Unconfinable(f"MCP server '{config.name}': its network proxy cannot listen "
+                           f"({exc}); set TMPDIR to a short, writable folder") from exc
+    stack.callback(proxy.close)
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    return ((str(proxy.socket), INSIDE_SOCKET),
+            [python, "-I", "-S", "-c", FORWARDER, INSIDE_SOCKET, str(INSIDE_PORT)])
 
 
 def _limited(stack: contextlib.ExitStack, config: MCPServerConfig, built: ConfinedCommand

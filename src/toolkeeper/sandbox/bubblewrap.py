@@ -152,12 +152,16 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
                seccomp_fd: int | None = None, info_fd: int | None = None,
                mounts: Sequence[str] = (), ids: tuple[int, int] | None = None,
-               workspace_fd: int | None = None) -> list[str]:
+               workspace_fd: int | None = None, egress: tuple[str, str] | None = None
+               ) -> list[str]:
     """The bwrap command line of the strict profile; ``mounts`` go after the workspace's bind
     (``_mounts``: hidden entries and shared directories). ``ids``: the uid and gid the command
     runs as, when bwrap starts inside a namespace of its own (``overlay.launcher``).
     ``workspace_fd``: the workspace as the caller opened it, bound from the fd. ``cwd`` is
-    relative to the workspace, or an absolute path inside the sandbox (a shared directory)."""
+    relative to the workspace, or an absolute path inside the sandbox (a shared directory).
+    ``egress``: a host unix socket and where it is bound inside (with the system's CA
+    certificates): a network namespace of the sandbox's own, loopback only, whose one way out
+    is that socket."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
     if ids is not None:
@@ -169,6 +173,8 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
     if network:
         argv += ["--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
                  "--ro-bind-try", "/etc/ssl", "/etc/ssl"]
+    elif egress is not None:
+        argv += ["--ro-bind-try", "/etc/ssl", "/etc/ssl"]
     argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
              "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
              "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
@@ -176,6 +182,7 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
              "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
              *(["--bind", str(workspace)] if workspace_fd is None
                else ["--bind-fd", str(workspace_fd)]), "/workspace", *mounts,
+             *(["--bind", *egress] if egress is not None else []),
              "--chdir", "/workspace" if cwd in ("", ".") else (
                  cwd if cwd.startswith("/") else f"/workspace/{cwd}"),
              "--clearenv", "--setenv", "PATH", SYSTEM_PATH, "--setenv", "HOME", "/workspace",
@@ -201,18 +208,20 @@ def confined_command(workspace: Path, command: Sequence[str], *, limits: Limits,
                      cwd: str = ".", network: bool = False,
                      env: Mapping[str, str] | None = None, hidden: Sequence[HiddenPath] = (),
                      shared: Sequence[SharedPath] = (), overlay: Overlay | None = None,
-                     info_fd: int | None = None, workspace_fd: int | None = None
-                     ) -> ConfinedCommand:
+                     info_fd: int | None = None, workspace_fd: int | None = None,
+                     egress: tuple[str, str] | None = None) -> ConfinedCommand:
     """The one way a sandbox is described: the bwrap command line (behind a namespace launcher
     when an overlay needs one) for ``command`` with ``workspace`` at ``/workspace``, hidden
-    entries covered and shared directories bound, and the fds it needs."""
+    entries covered and shared directories bound, and the fds it needs. ``egress`` (without
+    ``network``): internet sockets are allowed, in a network namespace with loopback alone
+    and the one host socket bound in (``bwrap_argv``)."""
     check_shared(shared)  # refuse a bad shared path before any fd is open
     check_hidden(hidden)
     views = [(workspace, overlay)] if overlay is not None else []
     views += [(item.path, item.overlay) for item in shared if item.overlay is not None]
     mounts, mount_fds = _mounts(workspace, hidden, shared, overlay)
     try:
-        filter_fd = bpf_fd(network)
+        filter_fd = bpf_fd(network or egress is not None)
     except BaseException:
         for fd in mount_fds:
             os.close(fd)
@@ -221,7 +230,7 @@ def confined_command(workspace: Path, command: Sequence[str], *, limits: Limits,
     argv = bwrap_argv(overlay.view if overlay is not None else workspace, counted or command,
                       cwd=cwd, network=network, env=env, seccomp_fd=filter_fd,
                       info_fd=info_fd, mounts=mounts, workspace_fd=workspace_fd,
-                      ids=sandbox_ids() if views else None)
+                      ids=sandbox_ids() if views else None, egress=egress)
     if views:
         argv = [*launcher(views), *argv]
     fds = tuple(mount_fds) if filter_fd is None else (filter_fd, *mount_fds)
