@@ -29,7 +29,9 @@ Rounds are interleaved; each figure is the median over the rounds.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+import platform
 import random
 import select
 import shutil
@@ -270,8 +272,9 @@ def _postgres(wanted: bool) -> Iterator[str]:
 
 def report(rates: dict[str, list[float]], wakes: list[float], wrong: int,
            args: argparse.Namespace) -> None:
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores (workers and wrk share "
-          f"them), load average {os.getloadavg()[0]:.2f} at the end; wrk -t1 -c16 for "
+    print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {platform.system()} "
+          f"{platform.release()}, Python {sys.version.split()[0]}, {os.cpu_count()} cores "
+          f"(workers and wrk share them), load average {os.getloadavg()[0]:.2f} at the end; wrk -t1 -c16 for "
           f"{args.duration:g} s per run, {args.rounds} interleaved rounds (median); wrong "
           f"answers: {wrong}\n")
     print("| run | calls/s | calls/s per worker |")
