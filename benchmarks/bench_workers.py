@@ -1,15 +1,19 @@
-"""Benchmark: ``toolkeeper serve --workers N`` — calls/s for 1 and 2 workers (and per worker),
-what the rate limit counted in the store costs, and how soon a decision wakes a call waiting in
-another worker.
+"""Benchmark: ``toolkeeper serve --workers N`` — calls/s for 1 and 2 workers (and per worker)
+beside FastMCP in its multi-worker setup with the same N, what the rate limit counted in the
+store costs, and how soon a decision wakes a call waiting in another worker.
 
 - **capacity**: the real command (SQLite audit on, auth on, the ``add`` tool of
-  ``bench_serve.py``) with ``--workers 1`` and ``--workers 2``; ``wrk`` (one thread, the Lua
-  script of ``bench_serve.py`` checking every answer) posts ``tools/call``s over 16 kept-alive
-  connections for ``--duration`` seconds. Nothing is pinned: the workers and ``wrk`` share the
-  machine's cores, as they would on a small host, so the figures say what N workers give
-  *with the load generator beside them*. ``--rate-limit 0`` (no counting) and, for N = 2, a
-  limit too high to refuse anything (``--rate-limit 1000000``: every request counted in the
-  store, which is the cost measured). With ``--postgres``, the same for one process on a
+  ``bench_serve.py``) with ``--workers N`` for each N of ``--workers`` (default ``1,2``: the
+  scaling curve; give ``1,2,4,8`` on a machine that has the cores); ``wrk`` (one thread, the
+  Lua script of ``bench_serve.py`` checking every answer) posts ``tools/call``s over 16
+  kept-alive connections for ``--duration`` seconds. Nothing is pinned: the workers and
+  ``wrk`` share the machine's cores, as they would on a small host, so the figures say what N
+  workers give *with the load generator beside them*. ``--rate-limit 0`` (no counting) and,
+  for the largest N, a limit too high to refuse anything (``--rate-limit 1000000``: every
+  request counted in the store, which is the cost measured).
+- **FastMCP with the same N**, as its deployment docs set it up for several workers: the ASGI
+  app of ``mcp.http_app(stateless_http=True)`` (the same ``add``) under ``uvicorn --workers
+  N``, the same ``wrk`` load, interleaved with serve's runs. With ``--postgres``, the same for one process on a
   PostgreSQL store (a throwaway local server, a fresh database per run), as a replica runs:
   there the rate limit is counted in the store whatever the number of workers.
 - **decision to wake**: ``--workers 2`` and a tool that needs approval; a call is sent on a
@@ -25,9 +29,14 @@ Rounds are interleaved; each figure is the median over the rounds.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+import platform
+import random
 import select
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -59,10 +68,34 @@ def launch(n: int) -> str:
     """Launch run n: a person decides."""
     return f"launched {n}"
 '''
-RUNS = (("1 worker", 1, "0"), ("2 workers", 2, "0"), ("2 workers, rate limit counted", 2,
-                                                       "1000000"))
+FASTMCP_APP = '''
+from fastmcp import FastMCP
+
+mcp = FastMCP("bench")
+
+
+@mcp.tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+app = mcp.http_app(path="/mcp", stateless_http=True)
+'''
 PG_RUNS = (("1 worker, PostgreSQL store", 1, "0"),
            ("1 worker, PostgreSQL store, rate limit counted", 1, "1000000"))
+
+
+def runs(counts: list[int]) -> tuple[tuple[str, int, str], ...]:
+    """(name, workers, rate limit) of each capacity run: serve and FastMCP for every N, and
+    serve counting the rate limit in the store for the largest N."""
+    return (*((f"serve, {_workers(n)}", n, "0") for n in counts),
+            (f"serve, {_workers(max(counts))}, rate limit counted", max(counts), "1000000"),
+            *((f"FastMCP, {_workers(n)} (uvicorn --workers {n})", n, "") for n in counts))
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker{'s' if n > 1 else ''}"
 
 
 class Serve:
@@ -100,6 +133,49 @@ class Serve:
                 return client
             client.close()
         raise SystemExit(f"no connection landed on worker {worker}")
+
+
+class FastMCPWorkers(Serve):
+    """FastMCP's ASGI app under ``uvicorn --workers N`` (no auth: ``token`` is empty)."""
+
+    def __init__(self, scratch: Path, workers: int) -> None:
+        (scratch / "fastmcp_app.py").write_text(FASTMCP_APP)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "fastmcp_app:app", "--app-dir", str(scratch),
+             "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+             "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            text=True, start_new_session=True)
+        self.url, self.token = f"http://127.0.0.1:{port}", ""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # every worker up: each answers a request
+            try:
+                if _answers(self, workers):
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise SystemExit("FastMCP under uvicorn did not start")
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)  # uvicorn's supervisor and its workers
+        self.proc.wait(timeout=30)
+
+
+def _answers(server: Serve, workers: int) -> bool:
+    """Whether ``workers`` fresh connections in a row get an MCP answer."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    for _ in range(workers * 4):
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            if client.post("/mcp", json=body, headers={
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2025-11-25"}).status_code != 200:
+                return False
+    return True
 
 
 def capacity(serve: Serve, seconds: float) -> tuple[float, int]:
@@ -153,18 +229,24 @@ def main() -> None:
     parser.add_argument("--approvals", type=int, default=40, help="decisions timed per round")
     parser.add_argument("--postgres", action="store_true",
                         help="also one process on a PostgreSQL store (a local throwaway server)")
+    parser.add_argument("--workers", default="1,2",
+                        help="the worker counts measured, e.g. 1,2,4,8 where the cores exist")
     args = parser.parse_args()
+    args.counts = sorted({int(n) for n in args.workers.split(",")})
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is missing: make bench installs it (Debian package wrk)")
     rates: dict[str, list[float]] = {}
     wakes: list[float] = []
     wrong = 0
-    runs = RUNS + (PG_RUNS if args.postgres else ())
+    every = runs(args.counts) + (PG_RUNS if args.postgres else ())
     with tempfile.TemporaryDirectory() as scratch, _postgres(args.postgres) as base:
         for round_ in range(args.rounds):
-            for name, workers, limit in runs[round_ % 2:] + runs[:round_ % 2]:
+            order = list(every)
+            random.Random(round_).shuffle(order)
+            for name, workers, limit in order:
                 store = ("--store", create_database(base)) if "PostgreSQL" in name else ()
-                serve = Serve(Path(scratch), workers, limit, *store)
+                serve = (FastMCPWorkers(Path(scratch), workers) if name.startswith("FastMCP")
+                         else Serve(Path(scratch), workers, limit, *store))
                 try:
                     capacity(serve, 1.0)  # warm up
                     rate, bad = capacity(serve, args.duration)
@@ -190,15 +272,28 @@ def _postgres(wanted: bool) -> Iterator[str]:
 
 def report(rates: dict[str, list[float]], wakes: list[float], wrong: int,
            args: argparse.Namespace) -> None:
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores (workers and wrk share "
-          f"them), load average {os.getloadavg()[0]:.2f} at the end; wrk -t1 -c16 for "
+    print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {platform.system()} "
+          f"{platform.release()}, Python {sys.version.split()[0]}, {os.cpu_count()} cores "
+          f"(workers and wrk share them), load average {os.getloadavg()[0]:.2f} at the end; wrk -t1 -c16 for "
           f"{args.duration:g} s per run, {args.rounds} interleaved rounds (median); wrong "
           f"answers: {wrong}\n")
     print("| run | calls/s | calls/s per worker |")
     print("|---|---:|---:|")
-    for name, workers, _ in RUNS + (PG_RUNS if args.postgres else ()):
+    for name, workers, _ in runs(args.counts) + (PG_RUNS if args.postgres else ()):
         rate = statistics.median(rates[name])
         print(f"| {name} | {rate:,.0f} | {rate / workers:,.0f} |")
+    print()
+    one = statistics.median(rates[f"serve, {_workers(args.counts[0])}"])
+    for n in args.counts:
+        ours = statistics.median(rates[f"serve, {_workers(n)}"])
+        theirs = statistics.median(rates[f"FastMCP, {_workers(n)} (uvicorn --workers {n})"])
+        print(f"- {_workers(n)}: serve ÷ FastMCP {ours / theirs:.2f}x; serve's scaling "
+              f"{ours / one:.2f}x its {_workers(args.counts[0])} ({ours / n:,.0f} calls/s per "
+              f"worker)")
+    if max(args.counts) > (os.cpu_count() or 1):
+        print(f"- {os.cpu_count()} cores here: the runs with more workers than cores say what "
+              f"the processes cost when they share the cores, not how serve scales on a "
+              f"machine that has them")
     p50, p95 = statistics.median(wakes), wakes[int(len(wakes) * 0.95) - 1]
     print(f"\ndecision to wake, the call in worker 1 approved through worker 2 "
           f"({len(wakes)} decisions): p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, "
