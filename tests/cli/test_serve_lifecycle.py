@@ -222,7 +222,12 @@ async def test_serve_stdio_answers_a_waiting_call_and_ends_while_its_client_hold
 def _serve(tmp_path: Path, stdio: bool) -> subprocess.Popen[str]:
     (tmp_path / "ws").mkdir(exist_ok=True)
     (tmp_path / "toolkeeper.toml").write_text('[security]\nworkspace = "ws"\n')
-    env = {**os.environ, "TOOLKEEPER_TOKEN": "stop-test-operator-token-0123456789"}
+    # Without the coverage run's start-up hook: its ``.pth`` line imports coverage under a bare
+    # ``except: pass``, so a SIGINT in the process's first instants vanishes there, before
+    # Python has read a line of toolkeeper (a Python of a user's has no such hook).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COVERAGE_PROCESS_START", "COVERAGE_PROCESS_CONFIG")}
+    env["TOOLKEEPER_TOKEN"] = "stop-test-operator-token-0123456789"
     return subprocess.Popen(
         [sys.executable, "-m", "toolkeeper.cli", "serve", str(EXAMPLE), "--config",
          str(tmp_path / "toolkeeper.toml"), "--port", "0", "--state-dir",
