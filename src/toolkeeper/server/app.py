@@ -31,7 +31,7 @@ from .metrics import ServerMetrics
 from .notify_links import DecisionLinkPage
 from .oauth import OAuthResource
 from .tokens import shared_state_key
-from .tracecontext import ContinuedTrace
+from .tracecontext import ContinuedTrace, traced_only
 from .web import web_routes
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
     server = face.server
+    traced_only(server.middleware)  # no span work per request while nothing traces
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=not keep_sessions, host=access.host,
         event_store=cast(Any, MemoryEventStore()) if keep_sessions else None,
