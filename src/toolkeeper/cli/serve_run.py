@@ -18,6 +18,7 @@ runs the same lifecycle.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 
@@ -36,7 +37,7 @@ from .serve_listen import (
 )
 from .serve_settings import ServeSettings
 
-__all__ = ["run", "serve"]
+__all__ = ["run", "serve", "settle_heap"]
 
 
 class _Uvicorn(uvicorn.Server):
@@ -94,6 +95,7 @@ async def serve(served: Served, life: Lifecycle, announce: Announce | None = Non
         if announce is None:
             record_server(state, served.url)
         (announce or (report_lines if stdio else print_lines))(served.lines())
+        settle_heap()
         async with anyio.create_task_group() as group:
             for task in served.tasks:
                 group.start_soon(task)
@@ -115,6 +117,15 @@ async def serve(served: Served, life: Lifecycle, announce: Announce | None = Non
             group.cancel_scope.cancel()
         life.at("closing the client sessions")
         await served.face.close_sessions()  # their audit summaries, before the flush
+
+
+def settle_heap() -> None:
+    """Once built, the server's objects (the modules, the catalog, the app) are moved out of
+    the garbage collector's sight: a full collection then walks only what requests made, not
+    everything imported — under load, full collections of the whole heap took 0.25–0.5 s each
+    and were the tail of the calls' latency."""
+    gc.collect()
+    gc.freeze()
 
 
 async def _serve_then_set(server: _Uvicorn, ended: anyio.Event) -> None:
