@@ -25,6 +25,7 @@ from contextlib import AsyncExitStack, contextmanager
 import anyio
 import uvicorn
 
+from ..extras import installed
 from .lifecycle import DRAIN_S, Lifecycle
 from .serve_build import Listener, Served, assemble
 from .serve_listen import (
@@ -61,7 +62,8 @@ Announce = Callable[[list[str]], None]
 
 def run(settings: ServeSettings, life: Lifecycle, announce: Announce | None = None) -> None:
     """Build the server of ``settings`` and serve until it is stopped or its client leaves."""
-    anyio.run(serve, assemble(settings, life), life, announce)
+    anyio.run(serve, assemble(settings, life), life, announce,
+              backend_options={"use_uvloop": installed("fast")})
 
 
 async def serve(served: Served, life: Lifecycle, announce: Announce | None = None) -> None:
