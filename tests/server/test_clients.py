@@ -81,7 +81,7 @@ def test_unknown_tokens_are_not_kept(counted: _Counted) -> None:
 
 def _refused_on_both(urls: list[str], token: str, limit_s: float) -> list[float]:
     """Seconds until each server refuses ``token`` (polled until ``limit_s``)."""
-    began, seen = time.monotonic(), {}
+    began, seen = time.monotonic(), dict[str, float]()
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Authorization": f"Bearer {token}",
                "Accept": "application/json, text/event-stream"}
