@@ -21,7 +21,11 @@ one is counted: the run fails unless there are none). Then one official-SDK clie
 interleaved (each round starts every server once, in a shuffled order); each figure is the
 median over the rounds.
 
-    python benchmarks/bench_serve.py [--rounds 3] [--duration 5] [--calls 300]
+``--stack plain`` runs every server on uvicorn's pure-Python parser (h11) and asyncio's own
+loop even where the ``fast`` extra (httptools, uvloop) is installed; ``--stack fast`` (the
+default) lets each use them when installed, as uvicorn and ``toolkeeper serve`` do.
+
+    python benchmarks/bench_serve.py [--rounds 3] [--duration 5] [--calls 300] [--stack fast|plain]
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ from bench_mcp import bare_server  # the same SDK server, run by this script too
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "bench_serve.lua"
 SERVERS = ("toolkeeper serve", "bare SDK (SSE)", "bare SDK (JSON)", "FastMCP", "raw Starlette")
+PLAIN = "import sys; sys.modules.update(httptools=None, uvloop=None)"
+"""Run in a server's process first, it hides the ``fast`` extra: uvicorn falls back to h11 and
+asyncio's loop, and ``toolkeeper serve`` to asyncio's."""
 TOOLS = '''
 from toolkeeper import tool
 
@@ -60,7 +67,9 @@ async def add(a: int, b: int) -> int:
 
 # --- the servers other than toolkeeper serve (``bench_serve.py --serve KIND PORT``) ---------
 
-def serve(kind: str, port: int) -> None:
+def serve(kind: str, port: int, stack: str = "fast") -> None:
+    if stack == "plain":
+        exec(PLAIN)
     import uvicorn
 
     if kind == "FastMCP":
@@ -123,14 +132,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(kind: str, cpu: int, scratch: Path) -> Running:
+def start(kind: str, cpu: int, scratch: Path, stack: str = "fast") -> Running:
     pin = ["taskset", "-c", str(cpu)]
     env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
     if kind == "toolkeeper serve":
         state = Path(tempfile.mkdtemp(dir=scratch))
         (scratch / "tools.py").write_text(TOOLS)
         proc = subprocess.Popen(
-            [*pin, sys.executable, "-m", "toolkeeper.cli", "serve", str(scratch / "tools.py"),
+            [*pin, sys.executable, "-c", f"{PLAIN if stack == 'plain' else ''}\nimport runpy; "
+             "runpy.run_module('toolkeeper.cli', run_name='__main__', alter_sys=True)",
+             "serve", str(scratch / "tools.py"),
              "--no-builtins", "--port", "0", "--rate-limit", "0", "--state-dir",
              str(state / "state"), "--workspace", str(state)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=state)
@@ -144,7 +155,7 @@ def start(kind: str, cpu: int, scratch: Path) -> Running:
         return Running(proc, line.split()[3] + "/mcp", token)
     port = _free_port()
     proc = subprocess.Popen([*pin, sys.executable, str(Path(__file__).resolve()), "--serve",
-                             kind, str(port)], stdout=subprocess.DEVNULL,
+                             kind, str(port), stack], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, text=True, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -219,10 +230,13 @@ def main() -> None:
     parser.add_argument("--server-cpu", type=int, default=1)
     parser.add_argument("--load-cpu", type=int, default=0)
     parser.add_argument("--only", action="append", choices=SERVERS, help="these servers only")
-    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--stack", choices=("fast", "plain"), default="fast",
+                        help="plain: h11 and asyncio everywhere, even with httptools and uvloop "
+                        "installed")
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], int(args.serve[1]))
+        serve(args.serve[0], int(args.serve[1]), args.serve[2])
         return
     for command in ("wrk", "taskset"):
         if shutil.which(command) is None:
@@ -236,7 +250,7 @@ def main() -> None:
             order = list(kinds)
             random.Random(round_).shuffle(order)
             for kind in order:
-                server = start(kind, args.server_cpu, Path(scratch))
+                server = start(kind, args.server_cpu, Path(scratch), args.stack)
                 try:
                     load(server, 16, 1.0, args.load_cpu)  # warm up
                     for connections in (1, 16):
@@ -261,7 +275,7 @@ def report(figures: dict[tuple[str, str], list[float]], kinds: tuple[str, ...],
     load1 = os.getloadavg()[0]
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {load1:.2f} "
           f"at the end; wrk -t1 for {args.duration:g} s per run, {args.rounds} interleaved "
-          f"rounds (median); {args.calls} sequential official-SDK calls per server and round; "
+          f"rounds (median); stack {args.stack}; {args.calls} sequential official-SDK calls per server and round; "
           f"wrong answers: {wrong:g}\n")
     print("| server | calls/s (1 conn) | p50 ms | p99 ms | calls/s (16 conn) | p50 ms | p99 ms "
           "| SDK client p50 ms | p99 ms |")
@@ -285,6 +299,11 @@ def report(figures: dict[tuple[str, str], list[float]], kinds: tuple[str, ...],
               f"{med(serve_, 'p50@1') / med(other, 'p50@1'):.2f}x; "
               f"official-SDK client p50, serve ÷ {other}: "
               f"{med(serve_, 'sdk_p50') / med(other, 'sdk_p50'):.2f}x")
+    if "raw Starlette" in kinds:
+        print(f"- capacity (16 conn), serve ÷ raw Starlette: "
+              f"{med(serve_, 'rate@16') / med('raw Starlette', 'rate@16'):.2f}x")
+    print(f"- serve's p99 ÷ p50 at 16 connections: "
+          f"{med(serve_, 'p99@16') / med(serve_, 'p50@16'):.1f}x")
     if wrong:
         raise SystemExit(f"{wrong:g} wrong or failed answers")
 

@@ -29,6 +29,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "builtins": ("httpx", "html2text", "simpleeval", "bashlex", "pypdf", "pyseccomp"),
     "cli": ("typer", "rich"),
     "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx", "yaml", "prometheus_client"),
+    "fast": ("httptools", "uvloop"),
     "skills": ("yaml",),
     "postgres": ("psycopg", "psycopg_pool"),
     "s3": ("obstore",),

@@ -112,3 +112,49 @@ async def test_meta_traceparent_wins_over_the_header_and_none_starts_a_new_trace
     assert (with_meta["trace_id"], with_meta["parent"]) == (META_TRACE, mcp_calls[0]["span_id"])
     assert mcp_calls[1]["parent"] is None and without["parent"] == mcp_calls[1]["span_id"]
     assert without["trace_id"] not in (META_TRACE, HEADER_TRACE)
+
+
+UNTRACED = '''
+import mcp.shared._otel as sdk_otel
+from toolkeeper import tool
+
+
+class Watched:
+    """The MCP SDK's tracer, each span it is asked for written down."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def start_as_current_span(self, name, *args, **kwargs):
+        with open(STARTED, "a") as out:
+            out.write(name + "\\n")
+        return self.tracer.start_as_current_span(name, *args, **kwargs)
+
+
+sdk_otel._tracer = Watched(sdk_otel._tracer)
+
+
+@tool
+def echo(text: str) -> str:
+    """Say it back."""
+    return text
+'''
+
+
+async def test_without_a_tracer_the_sdk_makes_no_span_per_request(tmp_path: Path) -> None:
+    started = tmp_path / "started.txt"
+    tools = tmp_path / "untraced_tools.py"
+    tools.write_text(f"STARTED = {str(started)!r}\n" + textwrap.dedent(UNTRACED))
+    proc, url = _start(tmp_path, tools=str(tools))
+    try:
+        async with _client(url, {"traceparent": f"00-{HEADER_TRACE}-{HEADER_PARENT}-01"}) \
+                as client:
+            answers = [await client.call_tool("echo", {"text": str(n)}) for n in range(3)]
+            listed = await client.list_tools()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) in (0, 130)
+    assert [text_of(a.content[0]) for a in answers] == ["0", "1", "2"]
+    assert [t.name for t in listed.tools] == ["echo"]
+    spans = started.read_text().splitlines() if started.exists() else []
+    assert spans == [], f"span work with no tracer set up: {spans}"

@@ -18,12 +18,14 @@ runs the same lifecycle.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 
 import anyio
 import uvicorn
 
+from ..extras import installed
 from .lifecycle import DRAIN_S, Lifecycle
 from .serve_build import Listener, Served, assemble
 from .serve_listen import (
@@ -36,7 +38,7 @@ from .serve_listen import (
 )
 from .serve_settings import ServeSettings
 
-__all__ = ["run", "serve"]
+__all__ = ["run", "serve", "settle_heap"]
 
 
 class _Uvicorn(uvicorn.Server):
@@ -60,7 +62,8 @@ Announce = Callable[[list[str]], None]
 
 def run(settings: ServeSettings, life: Lifecycle, announce: Announce | None = None) -> None:
     """Build the server of ``settings`` and serve until it is stopped or its client leaves."""
-    anyio.run(serve, assemble(settings, life), life, announce)
+    anyio.run(serve, assemble(settings, life), life, announce,
+              backend_options={"use_uvloop": installed("fast")})
 
 
 async def serve(served: Served, life: Lifecycle, announce: Announce | None = None) -> None:
@@ -94,6 +97,7 @@ async def serve(served: Served, life: Lifecycle, announce: Announce | None = Non
         if announce is None:
             record_server(state, served.url)
         (announce or (report_lines if stdio else print_lines))(served.lines())
+        settle_heap()
         async with anyio.create_task_group() as group:
             for task in served.tasks:
                 group.start_soon(task)
@@ -115,6 +119,15 @@ async def serve(served: Served, life: Lifecycle, announce: Announce | None = Non
             group.cancel_scope.cancel()
         life.at("closing the client sessions")
         await served.face.close_sessions()  # their audit summaries, before the flush
+
+
+def settle_heap() -> None:
+    """Once built, the server's objects (the modules, the catalog, the app) are moved out of
+    the garbage collector's sight: a full collection then walks only what requests made, not
+    everything imported — under load, full collections of the whole heap took 0.25–0.5 s each
+    and were the tail of the calls' latency."""
+    gc.collect()
+    gc.freeze()
 
 
 async def _serve_then_set(server: _Uvicorn, ended: anyio.Event) -> None:

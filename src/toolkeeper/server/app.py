@@ -31,7 +31,7 @@ from .metrics import ServerMetrics
 from .notify_links import DecisionLinkPage
 from .oauth import OAuthResource
 from .tokens import shared_state_key
-from .tracecontext import ContinuedTrace
+from .tracecontext import ContinuedTrace, traced_only
 from .web import web_routes
 
 if TYPE_CHECKING:
@@ -91,12 +91,26 @@ class HttpApp:
         self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope["headers"] = _trimmed(scope["headers"])
         await self.gate(scope, receive, send)
 
     @property
     def mcp_server(self) -> FaceServer:
         """The MCP ``Server`` behind it. Goes away in 0.3.0: use ``app.face.server``."""
         return self.face.server
+
+
+def _trimmed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Header values without the whitespace around them, which is no part of a value (RFC 9110
+    5.5): h11 strips it, httptools keeps it, and a kept space made ``Mcp-Name: " add "`` name
+    another tool than ``add``."""
+    if all(value[:1] not in _OWS and value[-1:] not in _OWS for _, value in headers):
+        return headers
+    return [(name, value.strip(b" \t")) for name, value in headers]
+
+
+_OWS = (b" ", b"\t")
 
 
 def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
@@ -122,6 +136,7 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
     server = face.server
+    traced_only(server.middleware)  # no span work per request while nothing traces
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=not keep_sessions, host=access.host,
         event_store=cast(Any, MemoryEventStore()) if keep_sessions else None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,8 @@ from ..core.context import OPERATOR as CORE_OPERATOR
 from ..core.context import STDIO_CLIENT, Caller
 from ..errors import UsageError
 
-__all__ = ["ANONYMOUS", "DEFAULT_CLIENT", "OPERATOR", "RESERVED", "STDIO", "ClientToken",
-           "ClientTokens", "operator_name"]
+__all__ = ["ANONYMOUS", "DEFAULT_CLIENT", "OPERATOR", "RECHECK_S", "RESERVED", "STDIO",
+           "ClientToken", "ClientTokens", "operator_name"]
 
 OPERATOR = CORE_OPERATOR
 ANONYMOUS = "anonymous"
@@ -32,6 +33,11 @@ STDIO = STDIO_CLIENT
 DEFAULT_CLIENT = "default"
 """The client whose token ``toolkeeper serve`` makes on first start for the config it prints."""
 RESERVED = frozenset({OPERATOR, ANONYMOUS, STDIO})
+RECHECK_S = 0.25
+"""How often (seconds, at most) a server reads the store's change number: the longest a
+token revoked elsewhere (another process, another replica, the CLI) keeps working here."""
+KEPT = 4096
+"""Tokens whose owner a server keeps in memory before it forgets them all and reads again."""
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS client_tokens (
@@ -45,7 +51,15 @@ CREATE TABLE IF NOT EXISTS operator_tokens (
     digest TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS token_changes (
+    id INTEGER PRIMARY KEY,
+    version INTEGER NOT NULL
+);
 """
+_CHANGED = ("INSERT INTO token_changes (id, version) VALUES (1, 1) ON CONFLICT (id) DO UPDATE "
+            "SET version = token_changes.version + 1")
+_OWNER = ("SELECT 'client', name FROM client_tokens WHERE digest = ? AND revoked_at IS NULL "
+          "UNION ALL SELECT 'operator', name FROM operator_tokens WHERE digest = ?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +82,11 @@ class ClientTokens:
 
     def __init__(self, path: str | Path) -> None:
         self._db = open_database(path, _SCHEMA, "client_tokens")
+        self._known: dict[str, tuple[str, str]] = {}
+        """A token's digest → (``client`` or ``operator``, the name), as last read."""
+        self._version: object = None
+        self._checked = float("-inf")
+        self._lock = threading.Lock()
 
     def add(self, name: str, *, operator: bool = False) -> str:
         """A new token for ``name`` (returned once; only its digest is kept); with
@@ -92,6 +111,8 @@ class ClientTokens:
             else:
                 conn.execute("INSERT INTO client_tokens VALUES (?, ?, ?, NULL)",
                              (name, _digest(token), time.time()))
+            conn.execute(_CHANGED)
+        self._forget()
         return token
 
     def revoke(self, name: str) -> bool:
@@ -101,6 +122,8 @@ class ClientTokens:
                                  "IS NULL", (name,)).fetchone()
             conn.execute("DELETE FROM client_tokens WHERE name = ?", (name,))
             person = conn.execute("DELETE FROM operator_tokens WHERE name = ?", (name,))
+            conn.execute(_CHANGED)
+        self._forget()
         return found is not None or person.rowcount == 1
 
     def list(self) -> list[ClientToken]:
@@ -115,9 +138,8 @@ class ClientTokens:
 
     def client_for(self, token: str) -> str | None:
         """The client a presented token belongs to, or ``None``."""
-        rows = self._db.query("SELECT name FROM client_tokens WHERE digest = ? AND revoked_at "
-                              "IS NULL", (_digest(token),))
-        return str(rows[0][0]) if rows else None
+        kind, name = self.owner(token)
+        return name if kind == "client" else None
 
     def is_operator(self, name: str) -> bool:
         """Whether ``name`` is a named operator (their token not revoked)."""
@@ -125,9 +147,50 @@ class ClientTokens:
 
     def operator_for(self, token: str) -> str | None:
         """The named operator a presented token belongs to, or ``None``."""
-        rows = self._db.query("SELECT name FROM operator_tokens WHERE digest = ?",
-                              (_digest(token),))
-        return str(rows[0][0]) if rows else None
+        kind, name = self.owner(token)
+        return name if kind == "operator" else None
+
+    def owner(self, token: str) -> tuple[str, str | None]:
+        """Whose a presented token is: (``client`` or ``operator``, the name), or
+        (``""``, ``None``) — one read of the store at most, none for a token seen since the
+        last change."""
+        digest = _digest(token)
+        version = self._recheck()
+        known = self._known.get(digest)
+        if known is not None:
+            return known
+        rows = self._db.query(_OWNER, (digest, digest))
+        if not rows:
+            return "", None  # not kept: a token unknown now may be added later
+        found = (str(rows[0][0]), str(rows[0][1]))
+        with self._lock:
+            if self._version == version:  # no change read meanwhile: still true
+                if len(self._known) >= KEPT:
+                    self._known.clear()
+                self._known[digest] = found
+        return found
+
+    def _recheck(self) -> object:
+        """The change number last read, read again when ``RECHECK_S`` has passed; a new one
+        forgets every owner kept."""
+        now = time.monotonic()
+        if now - self._checked < RECHECK_S:
+            return self._version
+        rows = self._db.query("SELECT version FROM token_changes WHERE id = 1")
+        version = rows[0][0] if rows else 0
+        with self._lock:
+            if version != self._version:
+                self._known.clear()
+                self._version = version
+            self._checked = now
+        return version
+
+    def _forget(self) -> None:
+        """After a change made here: read the change number on the next lookup."""
+        with self._lock:
+            self._known.clear()
+            self._version = None
+            self._checked = float("-inf")
 
 
 def operator_name(caller: Caller) -> str:

@@ -138,12 +138,11 @@ class Credentials:
             presented = value[7:].strip()
             if self.token is not None and hmac.compare_digest(presented, self.token):
                 return OPERATOR, "bearer", "", ""
-            if self.clients is not None:
-                token = presented.decode("latin-1")
-                person = self.clients.operator_for(token)
-                if person is not None:
-                    return OPERATOR, "bearer", "", person
-                return self.clients.client_for(token), "bearer", "", ""
+            if self.clients is not None:  # one lookup, from memory once seen
+                kind, name = self.clients.owner(presented.decode("latin-1"))
+                if kind == "operator":
+                    return OPERATOR, "bearer", "", name or ""
+                return name, "bearer", "", ""
             return None, "bearer", "", ""
         secret = _cookie(headers.get(b"cookie", b""), COOKIE)
         if secret and self.sessions is not None:
