@@ -13,6 +13,7 @@ from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
 from .lines import line_of, section_line
 from .notify import NotifySection
+from .upstream_auth import UpstreamOAuth
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
            "MCPServerConfig", "OAuthSection", "PolicySection", "ServerSection", "ToolkeeperConfig",
@@ -126,6 +127,8 @@ class MCPServerConfig(_Section):
     cwd: Path | None = None
     url: str | None = Field(default=None, pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
+    oauth: UpstreamOAuth | None = None
+    """OAuth to an HTTP server (``toolkeeper upstream login NAME`` for a person's consent)."""
     risk: ToolRisk | None = None
     """The risk of every tool of this server; by default from its (untrusted) annotations, at
     least ``sensitive``, and ``high`` for a tool that says it may destroy."""
