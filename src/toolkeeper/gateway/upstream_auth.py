@@ -19,6 +19,7 @@ accepts them, else dynamic registration), refreshes an expired token, and answer
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +150,11 @@ class _Kept:
         return f"MCP server '{self.name}' {why}: run `{login_command(self.name)}`"
 
 
+class _OneLine(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "OAuth flow error"
+
+
 @functools.cache
 def _providers() -> tuple[type[Any], type[Any]]:
     """The SDK's two providers with toolkeeper's additions (the SDK is imported when an
@@ -157,6 +163,9 @@ def _providers() -> tuple[type[Any], type[Any]]:
     from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
     from mcp.client.auth.utils import union_scopes
     from mcp.shared.auth import OAuthClientInformationFull
+
+    # The SDK logs each failed flow with its traceback; the upstream says it in one line.
+    logging.getLogger("mcp.client.auth.oauth2").addFilter(_OneLine())
 
     class Additions(OAuthClientProvider):
         kept: _Kept
