@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -82,7 +83,7 @@ def _browse(link: str) -> None:
 
 
 async def _use(config: MCPServerConfig, credentials: UpstreamCredentials | None,
-               relogin: object = None) -> None:
+               relogin: Callable[[], None] | None = None) -> None:
     async with anyio.create_task_group() as group:
         upstream = Upstream(config, group, credentials=credentials)
         for tool in await upstream.list_tools():

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import httpx2
 import pytest
 
@@ -21,7 +20,7 @@ from toolkeeper.server.tokens import upstream_key
 
 from ..blocks import text_of
 from ..processes import readable
-from ..server.test_serve import TOKEN, CLIENT_TOKENS, _client, _start
+from ..server.test_serve import CLIENT_TOKENS, TOKEN, _client, _start
 from ..server.test_serve_gateway import _until_listed
 
 UPSTREAM = str(Path(__file__).resolve().parent / "oauth_upstream.py")

@@ -176,6 +176,8 @@ class MCPServerConfig(_Section):
         if (self.command is None) == (self.url is None):
             raise ValueError(f"MCP server {self.name!r} needs exactly one of 'command' (stdio) "
                              "or 'url' (Streamable HTTP)")
+        if self.oauth is not None and self.url is None:
+            raise ValueError(f"MCP server {self.name!r}: oauth is for a 'url' server only")
         confining = {"read_paths", "write_paths", "network"} & self.model_fields_set
         if confining and (self.url is not None or not self.sandbox):
             raise ValueError(f"MCP server {self.name!r}: {', '.join(sorted(confining))} confine "

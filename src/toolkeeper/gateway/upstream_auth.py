@@ -187,7 +187,7 @@ def _providers() -> tuple[type[Any], type[Any]]:
             return OAuthClientInformationFull(
                 client_id=kept.client_id, client_secret=kept.secret,
                 grant_types=["authorization_code", "refresh_token"],
-                redirect_uris=[kept.oauth.redirect_uri],  # type: ignore[list-item]
+                redirect_uris=[kept.oauth.redirect_uri],
                 token_endpoint_auth_method=method, scope=kept.oauth.scope)
 
         async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
