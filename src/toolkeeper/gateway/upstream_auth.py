@@ -226,6 +226,11 @@ def _providers() -> tuple[type[Any], type[Any]]:
 
     class Machine(Additions, ClientCredentialsOAuthProvider):
         def _fixed(self) -> OAuthClientInformationFull | None:
-            return self._fixed_client_info
+            kept = self.kept
+            return OAuthClientInformationFull(
+                client_id=kept.client_id, client_secret=kept.secret, redirect_uris=None,
+                grant_types=["client_credentials"],
+                token_endpoint_auth_method=kept.oauth.token_endpoint_auth_method,
+                scope=kept.oauth.scope)
 
     return Code, Machine
