@@ -133,7 +133,7 @@ class StoredTokens:
         """The tokens kept, and when the access token expires (epoch seconds) if known."""
         from mcp.shared.auth import OAuthToken
 
-        text = None if self.fresh else await self._get("tokens")
+        text = None if self.fresh else await self._get("tokens")  # a login's first read
         if not text:
             return None, None
         kept = json.loads(text)
@@ -141,6 +141,7 @@ class StoredTokens:
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         expires_at = time.time() + tokens.expires_in if tokens.expires_in else None
+        self.fresh = False
         await self._put("tokens", json.dumps({"token": tokens.model_dump(mode="json"),
                                               "expires_at": expires_at}))
 

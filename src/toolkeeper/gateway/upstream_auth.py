@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config.model import MCPServerConfig
@@ -204,19 +204,22 @@ def _providers() -> tuple[type[Any], type[Any]]:
             tokens = self.context.current_tokens or await kept.storage.get_tokens()
             if metadata.scope:
                 await kept.storage.want_scope(metadata.scope)
-            raise LoginNeeded(kept.why(metadata.scope, tokens.scope if tokens else None))
+            kept.refused = kept.why(metadata.scope, tokens.scope if tokens else None)
+            raise LoginNeeded(kept.refused)
 
-        async def _auth_flow(self, request: httpx2.Request
-                             ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-            if self._initialized and not self.context.is_token_valid():
-                await self._load()  # another replica may have refreshed it meanwhile
-            flow = super()._auth_flow(request)
+        @property
+        def _initialized(self) -> bool:
+            """Loaded, and holding a token still valid: an expired one is read from the
+            store again before it is refreshed (another replica may have refreshed it)."""
+            return self.__dict__.get("loaded", False) and self.context.is_token_valid()
+
+        @_initialized.setter
+        def _initialized(self, loaded: bool) -> None:
+            self.__dict__["loaded"] = loaded
+
+        async def _handle_token_response(self, response: httpx2.Response) -> None:
             try:
-                sending = await flow.__anext__()
-                while True:
-                    sending = await flow.asend((yield sending))
-            except StopAsyncIteration:
-                return
+                await super()._handle_token_response(response)
             except Exception as exc:  # the transport may swallow it: kept for the upstream
                 self.kept.refused = refusal(self.kept.name, exc)
                 raise
