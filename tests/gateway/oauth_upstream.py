@@ -115,6 +115,9 @@ async def _token(request: Request) -> Response:
     if grant == "refresh_token":
         if (STATE / "no_refresh").exists() or str(form.get("refresh_token")) not in REFRESH:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        if (STATE / "rotate").exists():  # the old refresh token is spent
+            REFRESH.discard(str(form.get("refresh_token")))
+            return JSONResponse(_issue(refresh=True))
         return JSONResponse(_issue(refresh=False))
     expected = "Basic " + base64.b64encode(b"machine:machine-secret").decode()
     if grant == "client_credentials" and request.headers.get("authorization") == expected:

@@ -12,10 +12,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
+from toolkeeper.config import load_config
 from toolkeeper.gateway.credentials import UpstreamCredentials
+from toolkeeper.gateway.upstream import Upstream
 from toolkeeper.server.tokens import upstream_key
 
 from ..blocks import text_of
@@ -243,3 +246,31 @@ def test_login_takes_the_code_pasted_back(tmp_path: Path, upstream: tuple[str, P
     assert login.returncode == 0, err
     assert "logged in to MCP server 'up'" in out
     assert _kept(tmp_path, url)[0] is not None
+
+
+async def test_a_replica_uses_the_token_another_refreshed_instead_of_a_spent_refresh_token(
+        tmp_path: Path, upstream: tuple[str, Path]) -> None:
+    url, state = upstream
+    (state / "expires_in").write_text("1")
+    (state / "rotate").touch()
+    config_file = _config(tmp_path, url)
+    assert _login(tmp_path, config_file).returncode == 0
+    config = load_config(config_file).mcp.servers[0]
+    store = tmp_path / "state" / "toolkeeper.db"
+    async with anyio.create_task_group() as group:
+        replicas = [Upstream(config, group, credentials=UpstreamCredentials(
+            store, upstream_key(tmp_path / "state"))) for _ in range(2)]
+        await replicas[1].list_tools()  # holds the first token, soon expired
+        _until_expired(tmp_path, url)
+        (state / "expires_in").write_text("3600")
+        before = _refreshes(state)
+        first = await replicas[0].call("whoami", {})  # refreshes: the refresh token is spent
+        second = await replicas[1].call("whoami", {})  # reads the new token, spends nothing
+        for replica in replicas:
+            await replica.close()
+    assert not first.is_error and not second.is_error
+    assert _refreshes(state) == before + 1
+
+
+def _refreshes(state: Path) -> int:
+    return (state / "grants").read_text().split().count("refresh_token")
