@@ -5,6 +5,7 @@ and an upstream behind OAuth written with the SDK and Starlette (``oauth_upstrea
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 
 from toolkeeper.config import load_config
 from toolkeeper.gateway.credentials import UpstreamCredentials
-from toolkeeper.gateway.upstream import Upstream
+from toolkeeper.gateway.upstream import Upstream, UpstreamError
 from toolkeeper.server.tokens import upstream_key
 
 from ..blocks import text_of
@@ -274,3 +275,21 @@ async def test_a_replica_uses_the_token_another_refreshed_instead_of_a_spent_ref
 
 def _refreshes(state: Path) -> int:
     return (state / "grants").read_text().split().count("refresh_token")
+
+
+async def test_a_replica_with_another_key_says_which_variable_to_set(
+        tmp_path: Path, upstream: tuple[str, Path]) -> None:
+    url, _state = upstream
+    config_file = _config(tmp_path, url)
+    assert _login(tmp_path, config_file).returncode == 0
+    config = load_config(config_file).mcp.servers[0]
+    other = UpstreamCredentials(tmp_path / "state" / "toolkeeper.db", os.urandom(32))
+    async with anyio.create_task_group() as group:
+        replica = Upstream(config, group, credentials=other)
+        with pytest.raises(UpstreamError) as refused:
+            await replica.list_tools()
+        await replica.close()
+    assert str(refused.value) == (
+        "MCP server 'up': its OAuth tokens in the store do not open with this server's upstream "
+        "key (set TOOLKEEPER_UPSTREAM_KEY to the same value on every replica), or log in again: "
+        "run `toolkeeper upstream login up`")
