@@ -211,11 +211,11 @@ def _providers() -> tuple[type[Any], type[Any]]:
         def _initialized(self) -> bool:
             """Loaded, and holding a token still valid: an expired one is read from the
             store again before it is refreshed (another replica may have refreshed it)."""
-            return self.__dict__.get("loaded", False) and self.context.is_token_valid()
+            return getattr(self, "_loaded", False) and self.context.is_token_valid()
 
         @_initialized.setter
         def _initialized(self, loaded: bool) -> None:
-            self.__dict__["loaded"] = loaded
+            self._loaded = loaded
 
         async def _handle_token_response(self, response: httpx2.Response) -> None:
             try:
