@@ -247,6 +247,20 @@ def test_login_takes_the_code_pasted_back(tmp_path: Path, upstream: tuple[str, P
     assert login.returncode == 0, err
     assert "logged in to MCP server 'up'" in out
     assert _kept(tmp_path, url)[0] is not None
+    assert _upstream(tmp_path, "status", config) == "up  authorization_code  tokens kept"
+    assert _upstream(tmp_path, "logout", config, "up").startswith(
+        "MCP server 'up': 2 kept value(s) forgotten in ")  # tokens, client
+    assert _upstream(tmp_path, "status", config) == (
+        "up  authorization_code  no token: run `toolkeeper upstream login up`")
+
+
+def _upstream(tmp_path: Path, command: str, config: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "upstream", command, *args, "--config",
+         str(config), "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=60, check=True, env={**os.environ,
+                                                                   "COLUMNS": "300"})
+    return done.stdout.strip()
 
 
 async def test_a_replica_uses_the_token_another_refreshed_instead_of_a_spent_refresh_token(
