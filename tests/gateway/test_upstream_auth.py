@@ -126,9 +126,17 @@ async def test_a_client_s_own_token_is_never_passed_upstream(
 async def test_before_a_login_serve_says_in_one_line_which_command_to_run(
         tmp_path: Path, upstream: tuple[str, Path]) -> None:
     url, _state = upstream
-    proc, _served = _start(tmp_path, "--config", str(_config(tmp_path, url)))
+    config = _config(tmp_path, url)
+    text = config.read_text().replace("enabled = true\n", "enabled = true\nrefresh_s = 0.2\n")
+    config.write_text(text)
+    proc, served = _start(tmp_path, "--config", str(config))
     try:
         lines = _until_line(proc, "toolkeeper upstream login up")
+        assert _login(tmp_path, config).returncode == 0  # the operator does as told
+        async with _client(served) as client:  # listed again: no restart (within the backoff)
+            with anyio.fail_after(90):  # the backoff after failures reaches 30 s
+                while "up-whoami" not in {t.name for t in (await client.list_tools()).tools}:
+                    await anyio.sleep(0.2)
     finally:
         proc.kill()
         proc.wait(timeout=30)
