@@ -125,3 +125,15 @@ def test_a_workspace_that_is_a_state_folder_is_refused(ws: Path) -> None:
                  _said(found["glob_search"], pattern="*"),
                  _said(found["shell"], command="ls")):
         assert said.startswith("refused") and "toolkeeper state" in said, said
+
+
+def test_the_key_upstream_tokens_are_sealed_under_marks_a_state_folder(ws: Path) -> None:
+    """A copied ``upstream-key`` opens every upstream's OAuth tokens in the store: the folder
+    holding it is state, whatever else it holds."""
+    (ws / "kept").mkdir()
+    (ws / "kept" / "upstream-key").write_text("c2VjcmV0LWtleS0wMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM\n")
+    hand_over(ws)
+    found = tools(ws)
+    said = _said(found["file_read"], path="kept/upstream-key")
+    assert said.startswith("refused") and "toolkeeper_state" in said
+    assert "c2VjcmV0" not in _said(found["shell"], command="cat kept/upstream-key")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.meta.test_light_core import ROOT, _core_python
+from toolkeeper.cli.serve_extras import ServeAsks, needed_extras
 
 COMMAND = "import sys; from toolkeeper.cli.entry import main; sys.argv[0] = 'toolkeeper'; main()"
 EXAMPLE = str(ROOT / "examples" / "weather.py")
@@ -34,3 +35,10 @@ def test_serve_without_builtins_asks_only_for_what_it_uses(tmp_path: Path) -> No
                         str(tmp_path / "state"), extras=("cli",))
     assert done.stderr.strip() == ("error: toolkeeper serve needs the [server] extra (the "
                                    "server): pip install 'toolkeeper[server]'"), done.stderr
+
+
+def test_an_upstream_with_oauth_asks_for_the_oauth_extra(tmp_path: Path) -> None:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[mcp]\nenabled = true\n[[mcp.servers]]\nname = "up"\n'
+                      'url = "https://mcp.example.com/mcp"\n[mcp.servers.oauth]\n')
+    assert needed_extras(ServeAsks(config=config))["oauth"] == "OAuth to upstream MCP servers"

@@ -46,3 +46,18 @@ def test_chain_policy_comes_from_the_top_package(tmp_path: Path) -> None:
     path.write_text('[security]\nworkspace = "ws"\nautonomy = "full"\n')
     policy = chain_policy(load_config(path))
     assert {"file_write", "file_edit"} <= policy.unapproved_tools
+
+
+@pytest.mark.parametrize(("server", "said"), [
+    ('command = "x"\n[mcp.servers.oauth]\n', "oauth is for a 'url' server only"),
+    ('url = "https://u.example/mcp"\n[mcp.servers.oauth]\ngrant = "client_credentials"\n',
+     "oauth grant 'client_credentials' needs client_id and client_secret"),
+    ('url = "https://u.example/mcp"\n[mcp.servers.oauth]\nclient_metadata_url = '
+     '"http://u.example/client.json"\n', "client_metadata_url"),
+])
+def test_an_upstream_s_oauth_that_cannot_work_is_refused_at_load(
+        tmp_path: Path, server: str, said: str) -> None:
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(f'[mcp]\nenabled = true\n[[mcp.servers]]\nname = "up"\n{server}')
+    with pytest.raises(ConfigError, match=said):
+        load_config(config)

@@ -4,8 +4,8 @@ A state folder holds credentials (the operator token decides approvals) and stor
 audit). A tool that reads one can approve its own calls, whichever server's folder it is: the
 one ``serve`` runs on, or another server's kept in a project folder. So no tool reads or writes
 inside a folder that holds any of ``STATE_FILES`` — the marker every state folder gets when it is
-made, the token files, the database — and the file tools check every directory they pass through,
-on directory fds (``fs.Workspace``).
+made, the token files, the key upstream OAuth tokens are sealed under, the database — and the
+file tools check every directory they pass through, on directory fds (``fs.Workspace``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = ["RULE", "STATE_FILES", "STATE_MARKER", "enclosing_state_dir", "mark_s
 
 STATE_MARKER = ".toolkeeper-state"
 """The file every state folder gets when it is made."""
-STATE_FILES = (STATE_MARKER, "token", "client-token", "toolkeeper.db")
+STATE_FILES = (STATE_MARKER, "token", "client-token", "upstream-key", "toolkeeper.db")
 """A folder holding a regular file of one of these names is toolkeeper state."""
 RULE = "toolkeeper_state"
 _MARKER_TEXT = ("This folder holds toolkeeper state (tokens, approvals, audit). No toolkeeper "

@@ -26,6 +26,7 @@ from .report import fail, set_debug
 from .serve_cmd import serve
 from .tokens_cmd import tokens_app
 from .tools_cmd import tools_app
+from .upstream_cmd import upstream_app
 
 app = typer.Typer(
     name="toolkeeper",
@@ -42,6 +43,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(policy_app, name="policy")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(upstream_app, name="upstream")
 _out = Console()
 _err = Console(stderr=True)
 

@@ -25,6 +25,7 @@ from ..artifacts.store import SharedBlobStore
 from ..builtins.preflight import host_warnings
 from ..errors import ToolkeeperError
 from ..extras import MissingExtraError, require
+from ..gateway.credentials import UpstreamCredentials
 from ..gateway.gateway import MCPGateway, attach_upstreams
 from ..gateway.pins import SqlitePins
 from ..hooks import HookEvent
@@ -43,6 +44,7 @@ from ..server.tokens import (
     default_client_token,
     operator_token,
     shared_state_key,
+    upstream_key,
 )
 from ..skills import load_skills
 from .artifact_store import ArtifactKeeper, artifact_store
@@ -163,8 +165,11 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
             report_lines([f"{len(config.mcp.servers)} MCP server(s) configured but not "
                           "served: set enabled = true under [mcp]"])
     elif config is not None and config.mcp.servers:
+        credentials = UpstreamCredentials(settings.db, upstream_key(settings.state_dir)) \
+            if any(s.oauth is not None for s in config.mcp.servers) else None
         gateway = MCPGateway(config.mcp.servers, pins=SqlitePins(settings.db),
-                             refresh_s=config.mcp.refresh_s, audit=invoker.audit)
+                             refresh_s=config.mcp.refresh_s, audit=invoker.audit,
+                             credentials=credentials)
     skills = load_skills(config.skills.dir) if config is not None and config.skills.dir else []
     offers = [offer for target in settings.flags.targets for offer in load_offers(target)]
     flags = settings.flags  # connections that stay open are told of list changes

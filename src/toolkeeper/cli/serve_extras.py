@@ -44,6 +44,8 @@ def needed_extras(asks: ServeAsks) -> dict[str, str]:
         needed["postgres"] = "the postgresql:// store"
     if asks.oauth or (settings is not None and settings.server.oauth is not None):
         needed["oauth"] = "OAuth access tokens"
+    elif settings is not None and any(s.oauth for s in settings.mcp.servers):
+        needed["oauth"] = "OAuth to upstream MCP servers"
     if settings is not None and settings.skills.dir is not None:
         needed["skills"] = "the config's skills"
     if settings is not None and _has_cedar(settings.policy_dir()):

@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from .hosts import Network
 from .lines import line_of, section_line
 from .notify import NotifySection
+from .upstream_auth import UpstreamOAuth
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "ApprovalSection", "CodeModeSection", "MCPSection",
            "MCPServerConfig", "OAuthSection", "PolicySection", "ServerSection", "ToolkeeperConfig",
@@ -127,6 +128,8 @@ class MCPServerConfig(_Section):
     cwd: Path | None = None
     url: str | None = Field(default=None, pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
+    oauth: UpstreamOAuth | None = None
+    """OAuth to an HTTP server (``toolkeeper upstream login NAME`` for a person's consent)."""
     risk: ToolRisk | None = None
     """The risk of every tool of this server; by default from its (untrusted) annotations, at
     least ``sensitive``, and ``high`` for a tool that says it may destroy."""
@@ -174,6 +177,8 @@ class MCPServerConfig(_Section):
         if (self.command is None) == (self.url is None):
             raise ValueError(f"MCP server {self.name!r} needs exactly one of 'command' (stdio) "
                              "or 'url' (Streamable HTTP)")
+        if self.oauth is not None and self.url is None:
+            raise ValueError(f"MCP server {self.name!r}: oauth is for a 'url' server only")
         confining = {"read_paths", "write_paths", "network"} & self.model_fields_set
         if confining and (self.url is not None or not self.sandbox):
             raise ValueError(f"MCP server {self.name!r}: {', '.join(sorted(confining))} confine "

@@ -39,6 +39,7 @@ from ..toolbox.toolbox import Toolbox
 from ..tools.naming import qualify
 from ..tools.tool import Tool
 from .confine import confinement
+from .credentials import UpstreamCredentials
 from .names import shadowing, wire_clashes
 from .pins import SqlitePins, fingerprint
 from .relay import ClientHub, Relay
@@ -75,8 +76,11 @@ class MCPGateway:
 
     def __init__(self, servers: Sequence[MCPServerConfig], *, pins: SqlitePins | None = None,
                  refresh_s: float = 30.0, audit: AuditLog | None = None,
-                 hub: ClientHub | None = None) -> None:
+                 hub: ClientHub | None = None,
+                 credentials: UpstreamCredentials | None = None) -> None:
         self.servers = list(servers)
+        self.credentials = credentials
+        """Where the OAuth tokens of upstreams with ``oauth`` are kept, sealed."""
         self.refresh_s = refresh_s
         self.pins = pins
         self.report: list[str] = []
@@ -99,7 +103,9 @@ class MCPGateway:
 
     async def __aenter__(self) -> MCPGateway:
         self._group = await anyio.create_task_group().__aenter__()
-        self._upstreams.update({s.name: Upstream(s, self._group, self) for s in self.servers})
+        self._upstreams.update({s.name: Upstream(s, self._group, self,
+                                                 credentials=self.credentials)
+                                for s in self.servers})
         if self.pins is not None:  # for ``toolkeeper tools pins``
             for server in self.servers:
                 self.pins.runs(server.name, confinement(server))

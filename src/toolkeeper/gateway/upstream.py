@@ -20,6 +20,8 @@ from ..config.model import MCPServerConfig
 from ..errors import ConfigError
 from .capped import capped_http, capped_stdio
 from .confine import Unconfinable, launch
+from .credentials import UpstreamCredentials
+from .upstream_auth import refusal, taken_refusal, upstream_auth
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -67,14 +69,20 @@ class Upstream:
     """A connection to one configured MCP server, held by a task in ``group``."""
 
     def __init__(self, config: MCPServerConfig, group: TaskGroup,
-                 listener: UpstreamListener | None = None) -> None:
+                 listener: UpstreamListener | None = None, *,
+                 credentials: UpstreamCredentials | None = None) -> None:
         self.config = config
+        self.credentials = credentials
+        """Where the OAuth tokens of an upstream with ``oauth`` are kept (sealed)."""
         self.group = group
         self.listener = listener
         self._client: Client | None = None
         self._attempt: anyio.Event | None = None
         self._drop: anyio.Event | None = None
         self._error: str | None = None
+        self._refused = False
+        self._oauth: Any = None
+        """The last failure was an OAuth refusal: its line names the command to run."""
         self._failures = 0
         self._retry_at = 0.0
         self._connections = 0
@@ -96,6 +104,8 @@ class Upstream:
             return self._client
         if self._attempt is None:
             wait = self._retry_at - time.monotonic()
+            if wait > 0 and self._refused:
+                raise UpstreamError(str(self._error))
             if wait > 0:
                 raise UpstreamError(f"MCP server '{self.name}' is unreachable ({self._error}); "
                                     f"next try in {wait:.0f} s")
@@ -106,6 +116,8 @@ class Upstream:
         with anyio.move_on_after(self.config.connect_timeout_s + 1):
             await attempt.wait()
         client = self.connected()  # set by _hold meanwhile
+        if client is None and self._refused:
+            raise UpstreamError(str(self._error))
         if client is None:
             raise UpstreamError(f"MCP server '{self.name}' ({self.describe()}) is unreachable: "
                                 f"{self._error or 'no answer'}")
@@ -138,7 +150,8 @@ class Upstream:
         except Unconfinable as exc:  # its message names the fix
             self._failed(str(exc))
         except Exception as exc:  # every way a connection fails ends up here, once
-            self._failed(_reason(exc))
+            refused = self._refusal(exc)
+            self._failed(refused or _reason(exc), refused=refused is not None)
         finally:
             self._client = None
             if self._attempt is attempt:
@@ -174,8 +187,8 @@ class Upstream:
             await self._transport(stack), mode=mode, cache=None,
             log_level="debug" if self.config.logs else None, **self._callbacks()))
 
-    def _failed(self, reason: str) -> None:
-        self._error = reason
+    def _failed(self, reason: str, *, refused: bool = False) -> None:
+        self._error, self._refused = reason, refused
         self._retry_at = time.monotonic() + BACKOFF_S[min(self._failures, len(BACKOFF_S) - 1)]
         self._failures += 1
 
@@ -223,11 +236,28 @@ class Upstream:
                        for k, v in cfg.headers.items()}
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
             http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=headers, timeout=timeout,
+                headers=headers, timeout=timeout, auth=self._auth(),
                 transport=capped_http(cfg.max_result_bytes, self._over)))
             return streamable_http_client(cfg.url, http_client=http)
         env = {k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
         return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
+
+    def _auth(self) -> Any:
+        """The OAuth of an upstream with ``oauth`` (the SDK's, over the sealed store)."""
+        if self.config.oauth is None:
+            return None
+        if self.credentials is None:
+            raise ConfigError(f"MCP server '{self.name}' uses OAuth, which needs the store its "
+                              "tokens are kept in (toolkeeper serve gives it; embedded, pass "
+                              "credentials=UpstreamCredentials(store, key))")
+        self._oauth = upstream_auth(self.config, self.credentials.storage(self.config))
+        return self._oauth
+
+    def _refusal(self, exc: BaseException) -> str | None:
+        """The one line of an OAuth failure behind ``exc``, if it is one."""
+        if self.config.oauth is None:
+            return None
+        return refusal(self.name, exc) or taken_refusal(self._oauth)
 
     def _over(self) -> None:
         """The server sent a message over ``max_result_bytes``: the request waiting fails."""
@@ -313,6 +343,11 @@ class Upstream:
         from mcp_types import CONNECTION_CLOSED
 
         reason = _reason(exc)
+        refused = self._refusal(exc)
+        if refused is not None:
+            self.drop(refused)
+            self._refused = True
+            raise UpstreamError(refused) from exc
         if self._oversized:  # the server is up; it answered too much: reconnect at once
             self._oversized = False
             self.drop("answered over the size cap")

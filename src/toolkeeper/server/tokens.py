@@ -11,10 +11,17 @@ by the first server on it and read by every replica and worker at start, so a ro
 one is completed on another. It is no person's credential: a client holds every ``requestState``
 it is sent, and one sealed under a key derived from the operator token would let it test guesses
 of that token offline.
+
+The fourth, the key the OAuth tokens of upstream MCP servers are sealed under, is the
+operator's and never the store's (the store holds the ciphertext): ``TOOLKEEPER_UPSTREAM_KEY``
+(32 bytes, base64url) or ``upstream-key`` in the state directory, made once. Replicas on one
+store are given the same one.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import os
 import secrets
@@ -25,10 +32,12 @@ from ..approval.sqlite import Database
 from ..errors import ConfigError
 from .clients import DEFAULT_CLIENT, ClientTokens
 
-__all__ = ["check_shared_token", "default_client_token", "operator_token", "shared_state_key"]
+__all__ = ["check_shared_token", "default_client_token", "operator_token", "shared_state_key",
+           "upstream_key"]
 
 TOKEN_FILE = "token"
 CLIENT_TOKEN_FILE = "client-token"
+UPSTREAM_KEY_FILE = "upstream-key"
 
 
 def _write_secret(path: Path, value: str) -> None:
@@ -113,3 +122,25 @@ def shared_state_key(store: str | Path | Database) -> str:
     (key,) = db.query("SELECT value FROM toolkeeper_settings WHERE key = "
                       "'request_state_key'")[0]
     return str(key)
+
+
+def upstream_key(state_dir: Path) -> bytes:
+    """The key upstream OAuth tokens are sealed under: ``TOOLKEEPER_UPSTREAM_KEY``, else the
+    state dir's ``upstream-key`` (made once, owner-only)."""
+    given = os.environ.get("TOOLKEEPER_UPSTREAM_KEY", "").strip()
+    where = "TOOLKEEPER_UPSTREAM_KEY"
+    if not given:
+        path = state_dir / UPSTREAM_KEY_FILE
+        given, where = _read_secret(path), str(path)
+        if not given:
+            given = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+            _write_secret(path, given)
+    try:
+        key = base64.urlsafe_b64decode(given + "=" * (-len(given) % 4))
+    except (binascii.Error, ValueError):
+        key = b""
+    if len(key) != 32:
+        raise ConfigError(f"{where} must hold 32 bytes in base64url (make one with: python -c "
+                          "'import secrets, base64; print(base64.urlsafe_b64encode("
+                          "secrets.token_bytes(32)).decode())')")
+    return key
