@@ -328,9 +328,7 @@ class Tool:
 
     def _positional(self) -> tuple[str, ...]:
         info = self._definition.function
-        if info is None:
-            return ()
-        return tuple(p.name for p in info.params if p.positional_only)
+        return info.positional if info is not None else ()
 
     def call_sync(self, kwargs: dict[str, object], ctx: ToolContext | None = None) -> object:
         """Call the callable with validated arguments from synchronous code; returns its value."""
@@ -339,9 +337,10 @@ class Tool:
     async def call_async(self, kwargs: dict[str, object], ctx: ToolContext | None = None
                          ) -> object:
         """Call the callable with validated arguments; sync callables run in a worker thread."""
+        metadata = self.metadata
         return await call_async(
             self._require_callable(), kwargs, self._binding(ctx),
-            in_thread=not self.is_async and not self.metadata.inline,
+            in_thread=not metadata.is_async and not metadata.inline,
         )
 
     def _binding(self, ctx: ToolContext | None) -> Binding:

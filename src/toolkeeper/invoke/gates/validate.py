@@ -36,7 +36,8 @@ class ValidateGate(Gate):
         if not isinstance(tool, Tool):  # a provider's tool takes the call as it came
             return await call_next(inv.evolve(arguments=dict(inv.call.arguments)))
         raw = inv.call.arguments
-        refs = {k: ref for k, v in raw.items() if (ref := artifact_ref(v)) is not None}
+        refs = {k: ref for k, v in raw.items()
+                if isinstance(v, dict) and (ref := artifact_ref(v)) is not None}
         if not refs:
             return await call_next(inv.evolve(arguments=tool.validate_arguments(raw)))
         resolved = self._resolve(inv, raw, refs)
