@@ -106,7 +106,7 @@ class Invocation(NamedTuple):
 
     def evolve(self, **changes: Unpack[Changes]) -> Invocation:
         """A copy with some fields changed."""
-        values = list(self)
+        values: list[object] = list(self)
         for name, value in changes.items():
             values[_FIELD[name]] = value
         return tuple.__new__(Invocation, values)

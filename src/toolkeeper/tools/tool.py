@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack, overload
@@ -338,10 +339,14 @@ class Tool:
                          ) -> object:
         """Call the callable with validated arguments; sync callables run in a worker thread."""
         metadata = self.metadata
-        return await call_async(
-            self._require_callable(), kwargs, self._binding(ctx),
-            in_thread=not metadata.is_async and not metadata.inline,
-        )
+        func = self._require_callable()
+        info = self._definition.function
+        if metadata.is_async and info is not None and not info.positional and \
+                info.ctx_param is None:  # the common case: an async function of keywords
+            value = func(**kwargs)
+            return await value if inspect.isawaitable(value) else value
+        return await call_async(func, kwargs, self._binding(ctx),
+                                in_thread=not metadata.is_async and not metadata.inline)
 
     def _binding(self, ctx: ToolContext | None) -> Binding:
         ctx_param = self._ctx_param()

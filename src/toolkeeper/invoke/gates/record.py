@@ -92,7 +92,7 @@ class RecordGate(Gate):
         code = result.error_code
         status = _RECORDED.get(code, result.status) if code is not None else result.status
         record = ChainCallRecord(tool=inv.call.name, call_id=inv.call.id, status=status,
-                                 duration_ms=round(duration, 3), error_code=code,
+                                 duration_ms=int(duration * 1000 + 0.5) / 1000, error_code=code,
                                  args_digest=digest, arguments=inv.call.arguments)
         inv.session.record(record)
         return record, duration
