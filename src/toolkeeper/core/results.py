@@ -160,7 +160,6 @@ def block_text(block: ContentBlock) -> str:
 
 
 _DEFAULTS: dict[type[BaseModel], dict[str, object]] = {}
-_set = object.__setattr__  # a model's own __setattr__ validates; these values are trusted
 
 
 def _build(cls: type[_M], **values: object) -> _M:
@@ -170,10 +169,10 @@ def _build(cls: type[_M], **values: object) -> _M:
         defaults = _DEFAULTS[cls] = {name: f.get_default(call_default_factory=False)
                                      for name, f in cls.model_fields.items()}
     obj = cls.__new__(cls)
-    _set(obj, "__dict__", {**defaults, **values})
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    object.__setattr__(obj, "__dict__", {**defaults, **values})
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
     return obj
 
 
