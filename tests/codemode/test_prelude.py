@@ -9,6 +9,7 @@ import marshal
 import os
 import socket
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -32,14 +33,15 @@ async def test_a_sandbox_runs_the_prelude_the_host_compiled_without_compiling_it
         "result = [len(sys.orig_argv[-1]), sys._getframe(1).f_code.co_filename,"
         " double(n=21).structured]")
     assert run.status == "ok", run.output_text
-    program, runs_in, answer = run.value  # type: ignore[misc]
+    assert isinstance(run.value, list)
+    program, runs_in, answer = run.value
     # the command line holds the boot, not the prelude's source, and the script is run by
     # the prelude's code as the host compiled it
-    assert program < 1000 < len(PRELUDE)
+    assert isinstance(program, int) and program < 1000 < len(PRELUDE)
     assert runs_in == "<prelude>" and answer == {"result": 42}
 
 
-def _frame(value: object) -> bytes:
+def _frame(value: Any) -> bytes:
     body = marshal.dumps(value, 4)
     return len(body).to_bytes(4, "big") + body
 

@@ -27,9 +27,12 @@ def argument_problem(arguments: dict[str, object], policy: ChainPolicy) -> str |
     without recursion (a hostile nesting cannot exhaust the stack here) and stops at the first
     bound passed (a cycle is a nesting past every bound)."""
     max_depth, max_items = policy.max_argument_depth, policy.max_argument_items
-    if type(arguments) is dict and len(arguments) < max_items and all(
-            type(k) is str and type(v) in _FLAT for k, v in arguments.items()):
-        return None
+    if type(arguments) is dict and len(arguments) < max_items:
+        for key, value in arguments.items():
+            if type(key) is not str or type(value) not in _FLAT:
+                break
+        else:
+            return None
     stack: list[tuple[object, int]] = [(arguments, 1)]
     items = 0
     while stack:
