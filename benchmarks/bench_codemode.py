@@ -344,6 +344,8 @@ def main() -> None:
     parser.add_argument("--policies", action="store_true", help="an operator policy (--replay)")
     parser.add_argument("--before", metavar="SRC", help="also run toolkeeper's measurements "
                         "with the code of this src folder (an older checkout), side by side")
+    parser.add_argument("--only", metavar="WORDS", help="only the measurements whose name "
+                        "holds these words (\"cold\", \"start\", \"call\")")
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -352,9 +354,9 @@ def main() -> None:
     if args.replay:
         replay_main(args.runs, args.calls, args.postgres, args.policies)
         return
-    jobs = list(JOBS)
+    jobs = [name for name in JOBS if not args.only or args.only in name]
     if args.before:
-        jobs += [f"{name} (before)" for name in BEFORE]
+        jobs += [f"{name} (before)" for name in BEFORE if name in jobs]
     samples: dict[str, list[float]] = {}
     for run in range(args.runs):
         seed = random.Random(run).randrange(10**6)
@@ -404,11 +406,14 @@ def _one(name: str, seed: int, src: str | None) -> float | None:
 
 def one(name: str, seed: int) -> float:
     """One measurement after a warm-up of the same (the first run of a process loads what
-    later runs find loaded); the warm pool's sandbox starts during the warm-up."""
+    later runs find loaded). The warm pool's measurement takes a sandbox started before a cold
+    run, which is its warm-up: the pool's sandbox has long loaded its prelude by then."""
     job = JOBS[name]
     if "warm pool" in name:
         WARM.warm_up()
-    job(seed)
+        anyio.run(chain_start)
+    else:
+        job(seed)
     value = float(job(seed))
     WARM.close()
     return value

@@ -7,7 +7,7 @@ by side in one run, calls one after another with random arguments, rounds interl
 - in process: ``client.call_tool`` on the SDK client connected to the upstream, against
   ``ToolInvoker.invoke`` of the gateway's ``up-add`` (the full default door: lookup,
   validation, approval check, timeout, audit in SQLite, result conversion) over the same kind
-  of connection — the gateway's own cost;
+  of connection — the gateway's own cost; and the same without the audit log (its share);
 - end to end: an MCP client calling the upstream over stdio, against the same client calling
   ``toolkeeper serve``-style gateway (``mcp_server`` with the gateway attached) over stdio,
   which calls the upstream — the cost a client sees, one more process hop included.
@@ -142,7 +142,7 @@ async def in_process(kind: str, calls: int, rng: random.Random) -> list[float]:
             return await _timed(direct, calls, rng)
     toolbox = Toolbox()
     with tempfile.TemporaryDirectory() as state:
-        audit = SqliteAuditLog(Path(state) / "audit.db")
+        audit = SqliteAuditLog(Path(state) / "audit.db") if kind == "gateway" else None
         invoker = ToolInvoker(toolbox, policy=ChainPolicy(max_tool_calls=10**9,
                                                           total_timeout_s=10.0**9), audit=audit)
         async with MCPGateway([_config()]) as gateway, invoker.open_session() as session:
@@ -171,9 +171,10 @@ async def end_to_end(kind: str, calls: int, rng: random.Random) -> list[float]:
 
 
 RUNS = {"in process": in_process, "end to end": end_to_end}
-KINDS = {"in process": ("direct", "gateway"), "end to end": ("direct", "relay", "gateway")}
+KINDS = {"in process": ("direct", "unaudited", "gateway"),
+         "end to end": ("direct", "relay", "gateway")}
 LABELS = {"direct": "direct", "relay": "bare SDK relay (no door): the floor",
-          "gateway": "toolkeeper gateway"}
+          "gateway": "toolkeeper gateway", "unaudited": "toolkeeper gateway, no audit log"}
 
 
 def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[float]:
