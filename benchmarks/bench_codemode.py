@@ -20,9 +20,13 @@ in a SQLite file, or on PostgreSQL with ``--postgres`` (a throwaway server). Wit
 ``--policies`` the door has an operator's policy (a plain permit of the tool): any call may then
 ask, so each live call of a run that may pause stores its journal entry before it goes on.
 
-Runs interleaved, random arguments, medians.
+Runs interleaved, random arguments, medians; each measurement of the start and the calls in a
+fresh process, after one warm-up run of the same. ``--before SRC`` runs toolkeeper's
+measurements a second time with the code of another checkout's ``src`` folder, in the same
+rounds. The bridge's floor: the same frames between a sandboxed ``python3`` and the host's
+event loop, answered without the door.
 
-    python benchmarks/bench_codemode.py [--runs 20]
+    python benchmarks/bench_codemode.py [--runs 20] [--before SRC]
     python benchmarks/bench_codemode.py --replay [--calls 50] [--postgres] [--policies] [--runs 20]
 """
 
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from toolkeeper import ToolInvoker, ToolRisk, tool
 from toolkeeper.approval import (
@@ -68,6 +73,8 @@ async def lookup(key: int) -> int:
 
 SCRIPT = """
 import time
+for i in range(20):
+    lookup(key=i)
 start = time.perf_counter()
 for i in range({calls}):
     lookup(key={seed} + i)
@@ -134,7 +141,8 @@ def bare_start() -> float:
 
 
 async def bridged_call(seed: int) -> float:
-    run = await ToolChainTool(_invoker()).run_chain(SCRIPT.format(calls=CALLS, seed=seed))
+    chain = ToolChainTool(_invoker(), policy=ChainPolicy(max_tool_calls=10**6))
+    run = await chain.run_chain(SCRIPT.format(calls=CALLS, seed=seed))
     assert run.status == "ok", run.output_text
     return float(run.value)
 
@@ -142,12 +150,85 @@ async def bridged_call(seed: int) -> float:
 async def direct_call(seed: int) -> float:
     invoker = _invoker()
     async with invoker.open_session() as session:
+        for i in range(20):  # as the script does: the first calls fold the chain
+            await invoker.invoke(ToolCall(id="w", name="lookup", arguments={"key": i}),
+                                 session=session)
         start = time.perf_counter()
         for i in range(CALLS):
             result = await invoker.invoke(ToolCall(id="c", name="lookup",
                                                    arguments={"key": seed + i}), session=session)
             assert result.ok
         return (time.perf_counter() - start) / CALLS
+
+
+FLOOR_CHILD = r"""
+import marshal, os, sys, time
+fd = int(os.environ["FLOOR_FD"])
+pending = bytearray()
+def exact(size):
+    while len(pending) < size:
+        pending.extend(os.read(fd, 65536))
+    data = bytes(pending[:size])
+    del pending[:size]
+    return data
+def trip(i):
+    body = ('{"type":"call","id":%d,"tool":"lookup","arguments":{"key":%d},"line":4,'
+            '"secret":"0123456789abcdef0123456789abcdef"}' % (i, i)).encode()
+    data = len(body).to_bytes(4, "big") + body
+    while data:
+        data = data[os.write(fd, data):]
+    return marshal.loads(exact(int.from_bytes(exact(4), "big")))
+for i in range(20):
+    trip(i)
+start = time.perf_counter()
+for i in range(CALLS):
+    trip(i)
+print((time.perf_counter() - start) / CALLS)
+"""
+
+
+async def bridge_floor(seed: int) -> float:
+    """The floor of a bridged call: the same frames between a sandboxed ``python3`` and this
+    event loop (the bridge's own buffered channel), answered without the door — two process
+    wake-ups, a JSON parse and a ``marshal`` write per call."""
+    import json
+    import marshal
+    import socket
+
+    from toolkeeper.codemode.channel import Channel
+
+    host, child = socket.socketpair()
+    host.setblocking(False)
+    channel = Channel(host)
+    channel.open()
+
+    def child_run() -> str:
+        with tempfile.TemporaryDirectory() as scratch:
+            os.chmod(scratch, 0o777)
+            out = run_confined(Path(scratch), ["/usr/bin/python3", "-I", "-S", "-c",
+                                               FLOOR_CHILD.replace("CALLS", str(CALLS))],
+                               env={"FLOOR_FD": str(child.fileno())},
+                               pass_fds=(child.fileno(),),
+                               limits=Limits(processes=32, memory=512 << 20,
+                                             file_bytes=16 << 20))
+        child.close()
+        return out.stdout
+
+    async def answer() -> None:
+        while (head := await channel.exact(4)) is not None:
+            frame = json.loads(await channel.exact(int.from_bytes(head, "big")) or b"{}")
+            reply = marshal.dumps({"status": "ok", "text": str(2 * frame["arguments"]["key"]),
+                                   "structured": {"result": 2 * frame["arguments"]["key"]},
+                                   "artifact_ref": None, "error_code": None, "files": []}, 4)
+            host.sendall(len(reply).to_bytes(4, "big") + reply)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(answer)
+        out = await anyio.to_thread.run_sync(child_run)
+        channel.close()
+        host.close()
+        group.cancel_scope.cancel()
+    return float(out.split()[-1]) if seed >= 0 else 0.0
 
 
 def smolagents_call(seed: int) -> float:
@@ -246,12 +327,12 @@ def replay_main(runs: int, calls: int, postgres: bool, governed: bool) -> None:
 
 
 def _table(samples: dict[str, list[float]]) -> None:
-    print("| measurement | p50 ms | p95 ms |")
+    print("| measurement | p50 ms | p99 ms |")
     print("|---|---:|---:|")
     for name, values in samples.items():
         ordered = sorted(values)
-        p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-        print(f"| {name} | {statistics.median(values) * 1000:,.3f} | {p95 * 1000:,.3f} |")
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        print(f"| {name} | {statistics.median(values) * 1000:,.3f} | {p99 * 1000:,.3f} |")
 
 
 def main() -> None:
@@ -261,29 +342,81 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50, help="journaled calls (--replay)")
     parser.add_argument("--postgres", action="store_true", help="the journal on PostgreSQL")
     parser.add_argument("--policies", action="store_true", help="an operator policy (--replay)")
+    parser.add_argument("--before", metavar="SRC", help="also run toolkeeper's measurements "
+                        "with the code of this src folder (an older checkout), side by side")
+    parser.add_argument("--only", metavar="WORDS", help="only the measurements whose name "
+                        "holds these words (\"cold\", \"start\", \"call\")")
+    parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        print(one(args.one[0], int(args.one[1])))
+        return
     if args.replay:
         replay_main(args.runs, args.calls, args.postgres, args.policies)
         return
+    jobs = [name for name in JOBS if not args.only or args.only in name]
+    if args.before:
+        jobs += [f"{name} (before)" for name in BEFORE if name in jobs]
     samples: dict[str, list[float]] = {}
-    WARM.warm_up()
     for run in range(args.runs):
         seed = random.Random(run).randrange(10**6)
-        jobs: list[tuple[str, Any]] = [
-            ("start: run_chain → first line (cold)", lambda: anyio.run(chain_start)),
-            ("start: run_chain → first line (warm pool)", lambda: anyio.run(chain_start, WARM)),
-            ("start: bare python3 -I -S → first line", bare_start),
-            ("start: the sandbox alone (run_confined python3 -c) → first line", sandbox_start),
-            ("call: bridged (inside a script)", lambda s=seed: anyio.run(bridged_call, s)),
-            ("call: direct ToolInvoker.invoke", lambda s=seed: anyio.run(direct_call, s)),
-            ("call: smolagents LocalPythonExecutor", lambda s=seed: smolagents_call(s))]
-        random.Random(run).shuffle(jobs)
-        for name, job in jobs:
-            samples.setdefault(name, []).append(job())
-    print(f"Python {sys.version.split()[0]}, {args.runs} interleaved runs; calls: {CALLS} per "
-          "run, time per call\n")
-    _table(samples)
+        order = jobs[:]
+        random.Random(run).shuffle(order)
+        for name in order:
+            base = name.removesuffix(" (before)")
+            value = _one(base, seed, args.before if base != name else None)
+            if value is not None:
+                samples.setdefault(name, []).append(value)
+    print(f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {args.runs} "
+          f"interleaved runs, each measurement in a fresh process after one warm-up; calls: "
+          f"{CALLS} per run after 20 untimed, time per call; load average "
+          f"{os.getloadavg()[0]:.1f}\n")
+    _table({name: samples[name] for name in jobs if name in samples})
+
+
+JOBS: dict[str, Any] = {
+    "start: run_chain → first line (cold)": lambda seed: anyio.run(chain_start),
+    "start: run_chain → first line (warm pool)": lambda seed: anyio.run(chain_start, WARM),
+    "start: bare python3 -I -S → first line": lambda seed: bare_start(),
+    "start: the sandbox alone (run_confined python3 -c) → first line":
+        lambda seed: sandbox_start(),
+    "call: bridged (inside a script)": lambda seed: anyio.run(bridged_call, seed),
+    "call: direct ToolInvoker.invoke": lambda seed: anyio.run(direct_call, seed),
+    "call: the bridge's floor (the same frames to and from a sandbox, no door)":
+        lambda seed: anyio.run(bridge_floor, seed),
+    "call: smolagents LocalPythonExecutor": smolagents_call,
+}
+BEFORE = ("start: run_chain → first line (cold)", "start: run_chain → first line (warm pool)",
+          "call: bridged (inside a script)", "call: direct ToolInvoker.invoke")
+"""The measurements whose code is toolkeeper's (``--before`` runs them with an older one)."""
+
+
+def _one(name: str, seed: int, src: str | None) -> float | None:
+    """One measurement in a fresh process (with the code of ``src`` when given)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    out = subprocess.run([sys.executable, __file__, "--one", name, str(seed)],
+                         capture_output=True, text=True, check=False, env=env)
+    if out.returncode != 0:
+        print(f"{name} failed: {out.stderr.strip()[-500:]}", file=sys.stderr)
+        return None
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def one(name: str, seed: int) -> float:
+    """One measurement after a warm-up of the same (the first run of a process loads what
+    later runs find loaded). The warm pool's measurement takes a sandbox started before a cold
+    run, which is its warm-up: the pool's sandbox has long loaded its prelude by then."""
+    job = JOBS[name]
+    if "warm pool" in name:
+        WARM.warm_up()
+        anyio.run(chain_start)
+    else:
+        job(seed)
+    value = float(job(seed))
     WARM.close()
+    return value
 
 
 if __name__ == "__main__":

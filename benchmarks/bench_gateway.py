@@ -7,19 +7,28 @@ by side in one run, calls one after another with random arguments, rounds interl
 - in process: ``client.call_tool`` on the SDK client connected to the upstream, against
   ``ToolInvoker.invoke`` of the gateway's ``up-add`` (the full default door: lookup,
   validation, approval check, timeout, audit in SQLite, result conversion) over the same kind
-  of connection — the gateway's own cost;
+  of connection — the gateway's own cost; and the same without the audit log (its share);
 - end to end: an MCP client calling the upstream over stdio, against the same client calling
   ``toolkeeper serve``-style gateway (``mcp_server`` with the gateway attached) over stdio,
   which calls the upstream — the cost a client sees, one more process hop included.
 
-    python benchmarks/bench_gateway.py [--calls 500] [--rounds 3]
+- the floor: the same client calling a bare SDK relay (the SDK's low-level server forwarding
+  each call through an SDK client, no door) — what the second hop alone costs.
+
+Each measurement runs in a fresh process; ``--before SRC`` runs the gateway a second time with
+the code of another checkout's ``src`` folder, in the same rounds.
+
+    python benchmarks/bench_gateway.py [--calls 500] [--rounds 3] [--before SRC]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,16 +49,18 @@ def _upstream_params() -> Any:
 def _config() -> Any:
     from toolkeeper.config import MCPServerConfig
 
+    # Not in the OS sandbox: the sandbox's user cannot reach this interpreter when it lives
+    # under /root, and the sandbox changes the upstream's start, not a call's path.
     return MCPServerConfig(name="up", command=sys.executable, args=[str(HERE), "--upstream"],
-                           risk="safe", connect_timeout_s=60)
+                           risk="safe", connect_timeout_s=60, sandbox=False)
 
 
 def upstream() -> None:
     """The upstream process: bench_mcp's bare SDK server (the same add), over stdio."""
-    from bench_mcp import _bare
+    from bench_mcp import bare_server
     from mcp.server.stdio import stdio_server
 
-    server = _bare()
+    server = bare_server()
 
     async def run() -> None:
         async with stdio_server() as (read, write):
@@ -69,6 +80,36 @@ def gateway_server() -> None:
     invoker = ToolInvoker(Toolbox(), policy=ChainPolicy(max_tool_calls=10**9,
                                                        total_timeout_s=10.0**9))
     serve_stdio(invoker, gateway=MCPGateway([_config()]))
+
+
+def relay_server() -> None:
+    """The floor of any gateway on the SDK: its low-level server whose ``call_tool`` forwards
+    each call to the upstream through an SDK client — no door (no validation, budget, approval,
+    audit or result conversion), nothing but the second hop."""
+    import mcp_types as types
+    from mcp import Client
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.stdio import stdio_server
+
+    async def run() -> None:
+        async with Client(_upstream_params()) as client:
+            listed = [tool.model_copy(update={"name": f"up-{tool.name}"})
+                      for tool in (await client.list_tools()).tools]
+
+            async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+                return types.ListToolsResult(tools=listed)
+
+            async def call_tool(_ctx: Any, params: types.CallToolRequestParams
+                                ) -> types.CallToolResult:
+                result: types.CallToolResult = await client.call_tool(
+                    params.name.removeprefix("up-"), params.arguments or {})
+                return result
+
+            server = Server("relay", on_list_tools=list_tools, on_call_tool=call_tool)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
 
 
 async def _timed(call: Any, calls: int, rng: random.Random) -> list[float]:
@@ -101,7 +142,7 @@ async def in_process(kind: str, calls: int, rng: random.Random) -> list[float]:
             return await _timed(direct, calls, rng)
     toolbox = Toolbox()
     with tempfile.TemporaryDirectory() as state:
-        audit = SqliteAuditLog(Path(state) / "audit.db")
+        audit = SqliteAuditLog(Path(state) / "audit.db") if kind == "gateway" else None
         invoker = ToolInvoker(toolbox, policy=ChainPolicy(max_tool_calls=10**9,
                                                           total_timeout_s=10.0**9), audit=audit)
         async with MCPGateway([_config()]) as gateway, invoker.open_session() as session:
@@ -119,7 +160,8 @@ async def end_to_end(kind: str, calls: int, rng: random.Random) -> list[float]:
     from mcp import Client, StdioServerParameters
 
     params = _upstream_params() if kind == "direct" else StdioServerParameters(
-        command=sys.executable, args=[str(HERE), "--gateway"])
+        command=sys.executable, args=[str(HERE), "--relay" if kind == "relay" else "--gateway"],
+        env=dict(os.environ))
     name = "add" if kind == "direct" else "up-add"
     async with Client(params) as client:
         async def call(a: int, b: int) -> None:
@@ -128,40 +170,78 @@ async def end_to_end(kind: str, calls: int, rng: random.Random) -> list[float]:
         return await _timed(call, calls, rng)
 
 
+RUNS = {"in process": in_process, "end to end": end_to_end}
+KINDS = {"in process": ("direct", "unaudited", "gateway"),
+         "end to end": ("direct", "relay", "gateway")}
+LABELS = {"direct": "direct", "relay": "bare SDK relay (no door): the floor",
+          "gateway": "toolkeeper gateway", "unaudited": "toolkeeper gateway, no audit log"}
+
+
+def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[float]:
+    """One measurement in a fresh process (with the code of ``src`` when given)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    out = subprocess.run([sys.executable, str(HERE), "--calls", str(calls), "--one", where, kind,
+                          str(seed)], capture_output=True, text=True, check=False, env=env)
+    if out.returncode != 0:
+        print(f"{where} {kind} failed: {out.stderr.strip()[-500:]}", file=sys.stderr)
+        return []
+    found: list[float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found
+
+
+def _row(where: str, label: str, values: list[float], direct: float) -> str:
+    ordered = sorted(values)
+    p50 = statistics.median(ordered)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    added = f"{(p50 - direct) * 1e6:,.0f} µs" if label != "direct" else ""
+    return (f"| {where} | {label} | {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} | {p50 / direct:.2f}x "
+            f"| {added} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", metavar="SRC", help="also run the gateway with the code of "
+                        "this src folder (an older checkout), side by side")
     parser.add_argument("--upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--gateway", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.upstream:
-        upstream()
+    for flag, serve in ((args.upstream, upstream), (args.gateway, gateway_server),
+                        (args.relay, relay_server)):
+        if flag:
+            serve()
+            return
+    if args.one:
+        where, kind, seed = args.one
+        print(json.dumps(anyio.run(RUNS[where], kind, args.calls,
+                                   random.Random(int(seed)))))
         return
-    if args.gateway:
-        gateway_server()
-        return
-    runs = {("in process", "direct"): in_process, ("in process", "gateway"): in_process,
-            ("end to end", "direct"): end_to_end, ("end to end", "gateway"): end_to_end}
-    samples: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
+    keys = [(where, kind, None) for where, kinds in KINDS.items() for kind in kinds]
+    if args.before:
+        keys += [(where, "gateway", args.before) for where in KINDS]
+    samples: dict[tuple[str, str, str | None], list[float]] = {key: [] for key in keys}
     for round_ in range(args.rounds):
-        order = list(runs)
+        order = list(keys)
         random.Random(round_).shuffle(order)
-        for key in order:
-            rng = random.Random(round_ * 7 + len(key[1]))
-            samples[key] += anyio.run(runs[key], key[1], args.calls, rng)
-    print(f"Python {sys.version.split()[0]}, {args.calls} sequential calls x {args.rounds} "
-          "interleaved rounds\n")
-    print("| path | to the upstream | p50 µs | p95 µs | gateway adds (p50) |")
-    print("|---|---|---:|---:|---:|")
-    for where in ("in process", "end to end"):
-        direct = statistics.median(samples[(where, "direct")])
-        for kind in ("direct", "gateway"):
-            values = sorted(samples[(where, kind)])
-            p50 = statistics.median(values)
-            p95 = values[int(len(values) * 0.95)]
-            added = f"{(p50 - direct) * 1e6:,.0f} µs" if kind == "gateway" else ""
-            print(f"| {where} | {kind} | {p50 * 1e6:,.0f} | {p95 * 1e6:,.0f} | {added} |")
+        for where, kind, src in order:
+            samples[(where, kind, src)] += _one(where, kind, src, args.calls, round_ * 7)
+    print(f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {args.calls} "
+          f"sequential calls x {args.rounds} interleaved rounds (each in a fresh process), load "
+          f"average {os.getloadavg()[0]:.1f}\n")
+    print("| path | to the upstream | p50 µs | p99 µs | ÷ direct (p50) | adds (p50) |")
+    print("|---|---|---:|---:|---:|---:|")
+    for where, kinds in KINDS.items():
+        direct = statistics.median(samples[(where, "direct", None)])
+        for kind in kinds:
+            print(_row(where, LABELS[kind], samples[(where, kind, None)], direct))
+        if args.before:
+            print(_row(where, "toolkeeper gateway (before)",
+                       samples[(where, "gateway", args.before)], direct))
 
 
 if __name__ == "__main__":

@@ -17,13 +17,18 @@ in a shuffled order) and the median of the rounds is reported. Also: lookup by n
 tools with names drawn at random from all of them (against a plain ``dict``), and audit
 throughput under 1,000 concurrent invocations with the SQLite audit log.
 
-    python benchmarks/bench_invoke.py [--calls 20000] [--rounds 5]
+Each process times its calls one by one too (p50, p99). ``--before SRC`` runs toolkeeper's
+paths a second time with the code of another checkout's ``src`` folder, side by side in the
+same rounds; ``--only-door`` runs only the async door and the floor.
+
+    python benchmarks/bench_invoke.py [--calls 20000] [--rounds 5] [--before SRC] [--only-door]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -141,20 +146,27 @@ KINDS = {"toolkeeper": ("async", "thread"), "openai-agents": ("async", "thread")
          "floor: json + pydantic TypeAdapter + await": ("async",)}
 
 
-def one_process(name: str, kind: str, calls: int, seed: int) -> float:
-    """µs per call of one call path, measured in this (fresh) process."""
+def one_process(name: str, kind: str, calls: int, seed: int) -> tuple[float, float, float]:
+    """µs per call of one call path, measured in this (fresh) process: the mean over the timed
+    loop, and the median and 99th percentile of the calls timed one by one."""
     rng = random.Random(seed)
     PAYLOADS[:] = [json.dumps({"a": rng.randrange(10**6), "b": rng.randrange(10**6)})
                    for _ in range(calls + 500)]
     runner = RUNNERS[name](kind)
 
-    async def measure() -> float:
+    async def measure() -> tuple[float, float, float]:
         for i in range(calls, calls + 500):  # warm-up on inputs the timed loop does not reuse
             await runner(i)
+        clock = time.perf_counter_ns
+        each = [0] * calls
         start = time.perf_counter()
         for i in range(calls):
+            began = clock()
             await runner(i)
-        return (time.perf_counter() - start) / calls * 1e6
+            each[i] = clock() - began
+        mean = (time.perf_counter() - start) / calls * 1e6
+        each.sort()
+        return mean, each[calls // 2] / 1e3, each[calls * 99 // 100] / 1e3
 
     return anyio.run(measure)
 
@@ -210,38 +222,83 @@ def audit_throughput() -> tuple[float, float]:
         return results["none"], results["sqlite"]
 
 
+FLOOR = "floor: json + pydantic TypeAdapter + await"
+
+
+def _paths(before: str | None) -> list[tuple[str, str, str | None]]:
+    """(call path, tool kind, the ``src`` folder of the code it runs: ``None`` for this one)."""
+    paths: list[tuple[str, str, str | None]] = [
+        (name, kind, None) for name in RUNNERS for kind in KINDS[name]]
+    if before:
+        paths += [("toolkeeper", kind, before) for kind in KINDS["toolkeeper"]]
+    return paths
+
+
+def _run_one(name: str, kind: str, src: str | None, calls: int, seed: int
+             ) -> tuple[float, float, float] | None:
+    env = dict(os.environ)
+    if src is not None:  # the code as it was: its src folder ahead of the installed one
+        env["PYTHONPATH"] = src
+    out = subprocess.run([sys.executable, __file__, "--calls", str(calls), "--one", name, kind,
+                          str(seed)], capture_output=True, text=True, check=False, env=env)
+    if out.returncode != 0:
+        print(f"{name} ({kind}) failed: {out.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    mean, p50, p99 = json.loads(out.stdout.strip().splitlines()[-1])
+    return mean, p50, p99
+
+
+def _print_table(samples: dict[tuple[str, str, str | None], list[tuple[float, float, float]]]
+                 ) -> None:
+    print("| tool kind | call path | µs per call (mean) | p50 µs | p99 µs | ÷ toolkeeper "
+          "(mean) | ÷ the floor (p50) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    medians = {p: tuple(statistics.median(s[i] for s in v) for i in range(3))
+               for p, v in samples.items() if v}
+    floor = medians.get((FLOOR, "async", None))
+    for (name, kind, src), (mean, p50, p99) in medians.items():
+        base = medians.get(("toolkeeper", kind, None), medians[("toolkeeper", "async", None)])
+        label = f"{name} (before)" if src else name
+        over = f"{p50 / floor[1]:.1f}x" if floor and kind == "async" else ""
+        print(f"| {kind} | {label} | {mean:.2f} | {p50:.2f} | {p99:.2f} | {mean / base[0]:.2f}x "
+              f"| {over} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--before", metavar="SRC",
+                        help="also run toolkeeper's paths with the code of this src folder (a "
+                        "checkout of an older commit), side by side")
+    parser.add_argument("--only-door", action="store_true",
+                        help="toolkeeper's async path and the floor only (no peers, no lookup "
+                        "or audit figures)")
     parser.add_argument("--one", nargs=3, metavar=("NAME", "KIND", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.one:
         name, kind, seed = args.one
-        print(one_process(name, kind, args.calls, int(seed)))
+        print(json.dumps(one_process(name, kind, args.calls, int(seed))))
         return
-    paths = [(name, kind) for name in RUNNERS for kind in KINDS[name]]
-    samples: dict[tuple[str, str], list[float]] = {p: [] for p in paths}
+    paths = _paths(args.before)
+    if args.only_door:
+        paths = [p for p in paths if p[1] == "async" and p[0] in ("toolkeeper", FLOOR)]
+    samples: dict[tuple[str, str, str | None], list[tuple[float, float, float]]] = {
+        p: [] for p in paths}
     for round_ in range(args.rounds):
         order = paths[:]
         random.Random(round_).shuffle(order)
-        for name, kind in order:
-            out = subprocess.run([sys.executable, __file__, "--calls", str(args.calls), "--one",
-                                  name, kind, str(round_)], capture_output=True, text=True,
-                                 check=False)
-            if out.returncode != 0:
-                print(f"{name} ({kind}) failed: {out.stderr.strip()[-300:]}", file=sys.stderr)
-                continue
-            samples[(name, kind)].append(float(out.stdout.strip().splitlines()[-1]))
-    print(f"Python {sys.version.split()[0]}, {args.calls} calls per process, {args.rounds} "
-          "interleaved rounds, one process per call path per round (median)\n")
-    print("| tool kind | call path | µs per call | ÷ toolkeeper |")
-    print("|---|---|---:|---:|")
-    medians = {p: statistics.median(v) for p, v in samples.items() if v}
-    for (name, kind), us in medians.items():
-        base = medians.get(("toolkeeper", kind), medians[("toolkeeper", "async")])
-        print(f"| {kind} | {name} | {us:.2f} | {us / base:.2f}x |")
+        for name, kind, src in order:
+            found = _run_one(name, kind, src, args.calls, round_)
+            if found is not None:
+                samples[(name, kind, src)].append(found)
+    print(f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {args.calls} calls per "
+          f"process, {args.rounds} interleaved rounds, one process per call path per round "
+          f"(median of the rounds), load average {os.getloadavg()[0]:.1f}\n")
+    _print_table(samples)
+    if args.only_door:
+        return
     box, plain = lookup_ns(10_000)
     print(f"\nlookup by name at 10,000 tools, names drawn at random: Toolbox.get {box:.0f} ns, "
           f"dict.get {plain:.0f} ns")

@@ -270,7 +270,7 @@ def test_each_tool_gets_a_chain_without_the_gates_it_cannot_need() -> None:
     inv = ToolInvoker(toolbox(hosted))
 
     def chain(invoker: ToolInvoker, name: str) -> list[str]:
-        return _gate_names(invoker._chain(name, invoker.registry.get(name)))
+        return _gate_names(invoker._chain(name, invoker.registry.get(name), True, True))
 
     # shaping stays: a session's own limits (a code-mode run's) may cap any tool's result
     assert chain(inv, "add") == ["trace", "record", "errors", "budget", "validate",
@@ -281,6 +281,30 @@ def test_each_tool_gets_a_chain_without_the_gates_it_cannot_need() -> None:
     assert "lookup" in unknown and unknown[:4] == ["trace", "record", "errors", "budget"]
     stored = ToolInvoker(toolbox(), artifact_store=MemoryBlobStore())
     assert "shaping" in chain(stored, "add")
+
+
+async def test_a_call_without_a_context_or_a_progress_sink_skips_the_gates_that_need_them(
+) -> None:
+    inv = invoker()
+    tool_ = inv.registry.get("add")
+
+    def gates(ctx: bool, sink: bool) -> list[str]:
+        return _gate_names(inv._chain("add", tool_, ctx, sink))
+
+    assert gates(False, False) == ["trace", "record", "errors", "budget", "validate",
+                                   "shaping", "timeout"]
+    assert "cancellation" in gates(True, False) and "progress" not in gates(True, False)
+    assert "progress" in gates(False, True) and "cancellation" not in gates(False, True)
+    # each kind of call still gets what those gates do, whichever came first
+    steps: list[dict[str, object]] = []
+    cancelled = ToolContext(call_id="c", tool_name="add")
+    cancelled.cancel()
+    async with inv.open_session() as session:
+        assert (await inv.invoke(call("add", a=1, b=2), session=session)).text == "3"
+        refused = await inv.invoke(call("add", a=1, b=2), session=session, ctx=cancelled)
+        await inv.invoke(call("add", a=1, b=2), session=session, progress_sink=steps.append)
+    assert refused.error_code == "cancelled" and not refused.ran
+    assert [s["type"] for s in steps] == ["tool_call", "tool_result"]
 
 
 async def test_a_tool_replaced_under_the_same_name_gets_its_own_chain() -> None:

@@ -29,7 +29,7 @@ from ..builtins.scan import TreeScan
 from ..errors import SandboxUnavailableError
 from ..sandbox.base import Limits, Overlay, RunOptions, Sandbox, SandboxResult, SharedPath
 from ..sandbox.overlay import remove_overlay
-from .prelude import PRELUDE
+from .prelude import BOOT, prelude_frame
 
 __all__ = ["PYTHON", "Started", "WarmPool"]
 
@@ -59,6 +59,7 @@ class Started:
         self.claimed = False
         self.refused = ""
         self.host, child = socket.socketpair()
+        self.host.sendall(prelude_frame())  # read by BOOT first (the buffer holds it)
         self.secret = secrets.token_hex(16)
         self.scratch = tempfile.TemporaryDirectory(prefix="toolkeeper-chain-")
         os.chmod(self.scratch.name, 0o777)  # the sandbox's unprivileged user writes here
@@ -81,7 +82,7 @@ class Started:
     def _run(self, sandbox: Sandbox, child: socket.socket, options: RunOptions) -> None:
         try:
             self.result = sandbox.run(Path(self.scratch.name),
-                                      [PYTHON, "-I", "-S", "-c", PRELUDE], options)
+                                      [PYTHON, "-I", "-S", "-c", BOOT], options)
             if self.result.start_error:
                 self.failure = _unavailable(self.result.start_error)
         except OSError as exc:  # the launcher itself could not be started

@@ -134,7 +134,10 @@ class ToolResult(BaseModel):
     @property
     def text(self) -> str:
         """The text of the result: text blocks, JSON blocks as JSON, others as short notes."""
-        return "\n".join(block_text(block) for block in self.content)
+        content = self.content
+        if len(content) == 1:  # most results: no join
+            return block_text(content[0])
+        return "\n".join(block_text(block) for block in content)
 
 
 ToolExecutionResult = ToolResult

@@ -17,6 +17,9 @@ __all__ = ["argument_problem", "bounded_call"]
 
 _KEYS = (str, int, float, bool, type(None))
 """The dict keys JSON (the audit's ``json.dumps``) can write."""
+_FLAT = frozenset({str, int, float, bool, type(None)})
+"""Values that hold nothing: a dict of such values under string keys is within every bound
+but the count, which its length tells (most calls' arguments look like this)."""
 
 
 def argument_problem(arguments: dict[str, object], policy: ChainPolicy) -> str | None:
@@ -24,6 +27,12 @@ def argument_problem(arguments: dict[str, object], policy: ChainPolicy) -> str |
     without recursion (a hostile nesting cannot exhaust the stack here) and stops at the first
     bound passed (a cycle is a nesting past every bound)."""
     max_depth, max_items = policy.max_argument_depth, policy.max_argument_items
+    if type(arguments) is dict and len(arguments) < max_items:
+        for key, value in arguments.items():
+            if type(key) is not str or type(value) not in _FLAT:
+                break
+        else:
+            return None
     stack: list[tuple[object, int]] = [(arguments, 1)]
     items = 0
     while stack:

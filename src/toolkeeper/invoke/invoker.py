@@ -115,33 +115,38 @@ class ToolInvoker:
         """The policies the door decides with (``None``: the default set alone)."""
         self.gates = with_extra_gates(pipeline, extra_gates)
         self._unknown = self._fold(None)
-        self._chains: dict[str, tuple[ToolLike, Next]] = {}
+        self._chains: dict[tuple[str, bool, bool], tuple[ToolLike, Next]] = {}
 
-    def _fold(self, tool: ToolLike | None) -> Next:
-        """The gates folded around the executor, without those ``tool`` cannot need; for an
-        unknown name (``tool`` is ``None``) only the gates up to the lookup, which reports it."""
+    def _fold(self, tool: ToolLike | None, *, ctx: bool = True, sink: bool = True) -> Next:
+        """The gates folded around the executor, without those ``tool`` cannot need (nor those
+        that need a ``ToolContext`` or a progress sink the call does not carry: ``ctx``,
+        ``sink``); for an unknown name (``tool`` is ``None``) only the gates up to the lookup,
+        which reports it."""
         gates = self.gates
         if tool is None:  # up to the gate that answers an unknown name
             ends = [i for i, g in enumerate(gates) if g.ends_unknown]
             gates = gates[: ends[0] + 1] if ends else gates
+        carried = {"ctx": ctx, "progress_sink": sink, None: True}
         handler: Next = execute
         for gate in reversed(gates):
-            if gate.active() and (tool is None or gate.needed(tool)):
+            if gate.active() and carried[gate.only_with] and (tool is None or gate.needed(tool)):
                 handler = partial(gate.__call__, call_next=handler)
         return handler
 
-    def _chain(self, name: str, tool: ToolLike | None) -> Next:
-        """The chain for calls of ``tool``: folded once per tool without the gates it cannot
-        need (an unknown name gets the chain that reports it)."""
+    def _chain(self, name: str, tool: ToolLike | None, ctx: bool, sink: bool) -> Next:
+        """The chain for calls of ``tool``: folded once per tool (and per whether calls carry a
+        context and a progress sink) without the gates they cannot need (an unknown name gets
+        the chain that reports it)."""
         if tool is None:
             return self._unknown
-        cached = self._chains.get(name)
+        key = (name, ctx, sink)
+        cached = self._chains.get(key)
         if cached is not None and cached[0] is tool:
             return cached[1]
         if len(self._chains) >= _MAX_CHAINS:
             self._chains.clear()
-        chain = self._fold(tool)
-        self._chains[name] = (tool, chain)
+        chain = self._fold(tool, ctx=ctx, sink=sink)
+        self._chains[key] = (tool, chain)
         return chain
 
     def open_session(self, *, session_id: str | None = None, chain: bool = False,
@@ -180,7 +185,7 @@ class ToolInvoker:
         trail = _pre_approved or ApprovalTrail()
         inv = Invocation(call, session, session.policy, tool, call.arguments, ctx,
                          progress_sink, pre_approved=trail.id, approval=trail)
-        return await self._chain(call.name, tool)(inv)
+        return await self._chain(call.name, tool, ctx is not None, progress_sink is not None)(inv)
 
     def invoke_sync(self, call: ToolCall, *, session: InvokerSession | None = None,
                     ctx: ToolContext | None = None) -> InvocationResult:

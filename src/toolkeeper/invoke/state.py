@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, TypedDict, Unpack
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict, Unpack
 
 from ..core.call import ToolCall
 from ..core.context import ToolContext
@@ -106,7 +106,10 @@ class Invocation(NamedTuple):
 
     def evolve(self, **changes: Unpack[Changes]) -> Invocation:
         """A copy with some fields changed."""
-        return self._replace(**changes)
+        values: list[object] = list(self)
+        for name, value in changes.items():
+            values[_FIELD[name]] = value
+        return tuple.__new__(Invocation, values)
 
     @property
     def known_tool(self) -> ToolLike:
@@ -130,6 +133,8 @@ class Invocation(NamedTuple):
                 "approval_id": self.approval_id or self.pre_approved}
 
 
+_FIELD = {name: index for index, name in enumerate(Invocation._fields)}
+
 Next = Callable[[Invocation], Awaitable[InvocationResult]]
 
 
@@ -150,6 +155,10 @@ class Gate:
     ends_unknown: bool = False
     """Whether this gate answers a call whose tool is unknown: the chain for unknown names
     stops here."""
+    only_with: Literal["ctx", "progress_sink"] | None = None
+    """The part of a call without which this gate has nothing to do (``"ctx"``: a caller's
+    ``ToolContext``; ``"progress_sink"``): the invoker folds the chains of calls that carry
+    none without it."""
 
     def active(self) -> bool:
         """Whether the gate can do anything at all with its collaborators; inactive gates are

@@ -74,6 +74,11 @@ class FunctionInfo:
     _model: type[BaseModel] | None = field(default=None, repr=False)
 
     @cached_property
+    def positional(self) -> tuple[str, ...]:
+        """The names of the positional-only parameters (passed by position, in order)."""
+        return tuple(p.name for p in self.params if p.positional_only)
+
+    @cached_property
     def args_model(self) -> type[BaseModel]:
         """The pydantic model that validates arguments (unknown keys forbidden)."""
         return self._model or _build_model(self.func_name, self.params)
@@ -140,7 +145,7 @@ class FunctionInfo:
         }
         return wrapped
 
-    @property
+    @cached_property
     def wraps_output(self) -> bool:
         schema = self.output_schema
         return bool(schema and schema.get("x-toolkeeper-wrap-result"))

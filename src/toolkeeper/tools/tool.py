@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack, overload
@@ -328,9 +329,7 @@ class Tool:
 
     def _positional(self) -> tuple[str, ...]:
         info = self._definition.function
-        if info is None:
-            return ()
-        return tuple(p.name for p in info.params if p.positional_only)
+        return info.positional if info is not None else ()
 
     def call_sync(self, kwargs: dict[str, object], ctx: ToolContext | None = None) -> object:
         """Call the callable with validated arguments from synchronous code; returns its value."""
@@ -339,10 +338,15 @@ class Tool:
     async def call_async(self, kwargs: dict[str, object], ctx: ToolContext | None = None
                          ) -> object:
         """Call the callable with validated arguments; sync callables run in a worker thread."""
-        return await call_async(
-            self._require_callable(), kwargs, self._binding(ctx),
-            in_thread=not self.is_async and not self.metadata.inline,
-        )
+        metadata = self.metadata
+        func = self._require_callable()
+        info = self._definition.function
+        if metadata.is_async and info is not None and not info.positional and \
+                info.ctx_param is None:  # the common case: an async function of keywords
+            value = func(**kwargs)
+            return await value if inspect.isawaitable(value) else value
+        return await call_async(func, kwargs, self._binding(ctx),
+                                in_thread=not metadata.is_async and not metadata.inline)
 
     def _binding(self, ctx: ToolContext | None) -> Binding:
         ctx_param = self._ctx_param()

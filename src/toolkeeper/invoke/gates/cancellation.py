@@ -10,6 +10,7 @@ __all__ = ["CancellationGate"]
 
 class CancellationGate(Gate):
     name = "cancellation"
+    only_with = "ctx"
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         if inv.ctx is not None:

@@ -20,6 +20,7 @@ async def _emit(inv: Invocation, step: dict[str, object]) -> None:
 
 class ProgressGate(Gate):
     name = "progress"
+    only_with = "progress_sink"
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         if inv.progress_sink is None:

@@ -66,6 +66,9 @@ class RecordGate(Gate):
                     f"the call to '{inv.call.name}' was cancelled", tool_name=inv.call.name))
                 with anyio.CancelScope(shield=True):
                     await self._record(inv, result, started, digest)
+            elif self.audit is None and (self.hooks is None
+                                         or not self.hooks.has(HookEvent.TOOL_END)):
+                self._trace(inv, result, started, digest)  # nothing to await
             else:
                 await self._record(inv, result, started, digest)
 
@@ -81,14 +84,23 @@ class RecordGate(Gate):
         await self._record(inv._replace(call=call, arguments=call.arguments), result, started)
         return result
 
-    async def _record(self, inv: Invocation, result: InvocationResult, started: float,
-                      digest: str | None = None) -> None:
+    @staticmethod
+    def _trace(inv: Invocation, result: InvocationResult, started: float,
+               digest: str | None) -> tuple[ChainCallRecord, float]:
+        """The call's record in the session's trace, and its duration in ms."""
         duration = (time.perf_counter() - started) * 1000
-        status = _RECORDED.get(result.error_code or "", result.status)
+        code = result.error_code
+        status = _RECORDED.get(code, result.status) if code is not None else result.status
         record = ChainCallRecord(tool=inv.call.name, call_id=inv.call.id, status=status,
-                                 duration_ms=round(duration, 3), error_code=result.error_code,
+                                 duration_ms=int(duration * 1000 + 0.5) / 1000, error_code=code,
                                  args_digest=digest, arguments=inv.call.arguments)
         inv.session.record(record)
+        return record, duration
+
+    async def _record(self, inv: Invocation, result: InvocationResult, started: float,
+                      digest: str | None = None) -> None:
+        record, duration = self._trace(inv, result, started, digest)
+        status = record.status
         if self.audit is not None and inv.session.audit_admits(result.ran):
             trail = inv.approval or ApprovalTrail()
             told_again = _told_again(result)

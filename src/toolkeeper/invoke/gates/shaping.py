@@ -78,7 +78,7 @@ class ShapingGate(Gate):
             return result
         tool_result = result.result
         files = await self._files(inv, tool_result.content) if self.store is not None else ()
-        text = tool_result.text
+        text = original = tool_result.text
         ref: str | None = None
         size: int | None = None
         inline = inv.policy.max_inline_result_bytes
@@ -90,7 +90,7 @@ class ShapingGate(Gate):
                     "to use it]")
         elif self.store is None:
             text = truncate(text, limit or len(text), inv.policy.truncation)
-        if text != tool_result.text:
+        if text != original:
             media = tuple(b for b in tool_result.content if not isinstance(b, TextBlock | JsonBlock))
             whole = tool_result.structured_content  # a script's call keeps it: it goes to
             # the sandbox (the bridge caps it), not to a model or a client

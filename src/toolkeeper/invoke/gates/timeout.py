@@ -21,9 +21,9 @@ class TimeoutGate(Gate):
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         limit = inv.known_tool.metadata.timeout or inv.policy.call_timeout_s
         limit = max(0.0, min(limit, inv.session.remaining_s()))
-        deadline = asyncio.get_running_loop().time() + limit  # the door runs on asyncio
+        loop = asyncio.get_running_loop()  # the door runs on asyncio
         try:
-            return await _Deadline(call_next(inv), deadline)
+            return await _Deadline(call_next(inv), loop.time() + limit, loop)
         except TimeoutError:
             raise ToolTimeoutError(
                 f"tool '{inv.call.name}' did not finish within {limit:g} s and was stopped; it may "
@@ -40,11 +40,13 @@ class _Deadline:
     any other cancellation propagates untouched.
     """
 
-    __slots__ = ("awaitable", "deadline", "fired", "task")
+    __slots__ = ("awaitable", "deadline", "fired", "loop", "task")
 
-    def __init__(self, awaitable: Awaitable[InvocationResult], deadline: float) -> None:
+    def __init__(self, awaitable: Awaitable[InvocationResult], deadline: float,
+                 loop: asyncio.AbstractEventLoop) -> None:
         self.awaitable = awaitable
         self.deadline = deadline
+        self.loop = loop
         self.fired = False
         self.task: asyncio.Task[object] | None = None
 
@@ -60,7 +62,7 @@ class _Deadline:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         self.task = asyncio.current_task()
-        handle = asyncio.get_running_loop().call_at(self.deadline, self._expire)
+        handle = self.loop.call_at(self.deadline, self._expire)
         try:
             while True:
                 try:

@@ -36,7 +36,10 @@ class ValidateGate(Gate):
         if not isinstance(tool, Tool):  # a provider's tool takes the call as it came
             return await call_next(inv.evolve(arguments=dict(inv.call.arguments)))
         raw = inv.call.arguments
-        refs = {k: ref for k, v in raw.items() if (ref := artifact_ref(v)) is not None}
+        refs: dict[str, str] = {}
+        for key, value in raw.items():  # a loop, not a comprehension: no frame of its own
+            if isinstance(value, dict) and (ref := artifact_ref(value)) is not None:
+                refs[key] = ref
         if not refs:
             return await call_next(inv.evolve(arguments=tool.validate_arguments(raw)))
         resolved = self._resolve(inv, raw, refs)
