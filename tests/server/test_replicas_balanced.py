@@ -7,6 +7,7 @@ decision."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -65,7 +66,7 @@ async def test_each_request_of_a_client_lands_on_another_replica(
             result = await client.call_tool("ping", {"n": n})
             assert not result.is_error and text_of(result.content[0]) == str(n)
     assert set(seen) == {"r0", "r1", "r2"}, seen
-    assert all(a != b for a, b in zip(seen, seen[1:], strict=False)), seen
+    assert all(a != b for a, b in itertools.pairwise(seen)), seen
 
 
 def _pending(url: str) -> list[dict[str, object]]:

@@ -1,0 +1,106 @@
+"""MCP sessions (``--sessions``, the 2025-11-25 wire) carried on by every replica: three
+``toolkeeper serve`` replicas on one real PostgreSQL database behind a real HAProxy,
+round-robin with no stickiness, and the official MCP client keeping its ``Mcp-Session-Id`` —
+each of its requests lands on another replica and none is "Session not found". A session id is
+good for the client that opened it only, and a forged or altered one is refused like an unknown
+one."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from ..balancer import REPLICA_HEADER, Balancer, balancer
+from ..blocks import text_of
+from .test_replicas import TOOLS
+from .test_serve import CLIENT_TOKENS, _start
+
+Replicas = list[tuple[subprocess.Popen[str], str]]
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "probe", "version": "1"}}}
+HEADERS = {"Accept": "application/json, text/event-stream",
+           "MCP-Protocol-Version": "2025-11-25"}
+
+
+@pytest.fixture
+def balanced(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Balancer, Replicas]]:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    started = [_start(tmp_path, "--store", postgres_url, "--sessions", "--rate-limit", "10000",
+                      tools=str(tmp_path / "tools.py"), state=f"r{i}") for i in range(3)]
+    try:
+        with balancer([url for _, url in started], tmp_path) as front:
+            CLIENT_TOKENS[front.url] = CLIENT_TOKENS[started[0][1]]  # one agent, 3 replicas
+            yield front, started
+    finally:
+        for proc, _ in started:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+            assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+async def test_a_session_client_keeps_its_session_while_each_request_lands_on_another_replica(
+        balanced: tuple[Balancer, Replicas]) -> None:
+    front, _ = balanced
+    seen: list[tuple[str, str | None]] = []
+
+    async def note(response: httpx2.Response) -> None:
+        seen.append((response.headers.get(REPLICA_HEADER, "?"),
+                     response.headers.get("mcp-session-id")))
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[front.url]}"},
+                              timeout=60, event_hooks={"response": [note]})
+    async with Client(streamable_http_client(f"{front.url}/mcp", http_client=http),
+                      mode="legacy") as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        answers = [text_of((await client.call_tool("ping", {"n": n})).content[0])
+                   for n in range(6)]
+    assert names == ["launch", "ping"] and answers == [str(n) for n in range(6)]
+    replicas = [replica for replica, _ in seen]
+    assert set(replicas) == {"r0", "r1", "r2"}, seen
+    assert all(a != b for a, b in itertools.pairwise(replicas)), seen
+    sessions = {session for _, session in seen if session is not None}
+    assert len(sessions) == 1, seen  # one session, whichever replica answered
+
+
+def _open(url: str, token: str) -> str:
+    opened = httpx.post(f"{url}/mcp", json=INIT, timeout=30,
+                        headers={**HEADERS, "Authorization": f"Bearer {token}"})
+    assert opened.status_code == 200, opened.text
+    return opened.headers["mcp-session-id"]
+
+
+def _list(url: str, token: str, session: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    return httpx.post(f"{url}/mcp", json=body, timeout=30, headers={
+        **HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session})
+
+
+def test_a_session_is_only_its_clients_and_a_forged_id_is_not_found(
+        balanced: tuple[Balancer, Replicas], tmp_path: Path, postgres_url: str) -> None:
+    front, replicas = balanced
+    (_, first), (_, second), _ = replicas
+    added = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "tokens", "add", "mallory",
+                            "--store", postgres_url], capture_output=True, text=True,
+                           timeout=60, check=False, cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    token, mallory = CLIENT_TOKENS[front.url], added.stdout.strip()
+    session = _open(first, token)
+    assert _list(second, token, session).status_code == 200  # opened on one, used on another
+    for url in (first, second):  # another client holding the id: as if it did not exist
+        stolen = _list(url, mallory, session)
+        assert stolen.status_code == 404 and "Session not found" in stolen.text
+    tampered = session[:-4] + ("AAAA" if not session.endswith("AAAA") else "BBBB")
+    for forged in (tampered, "tks1.AAAA", "0123456789abcdef0123456789abcdef"):
+        refused = _list(second, token, forged)
+        assert refused.status_code == 404 and "Session not found" in refused.text, forged
