@@ -24,8 +24,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -34,8 +35,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.server.connection import Connection
 from mcp.server.runner import serve_connection
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventStore, \
-    StreamableHTTPServerTransport
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventStore, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -45,8 +45,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from ..core.context import CALLER_KEY, Caller
 from .server import FaceServer
+from .session_answers import AnswerRelay, WatchedWrites, is_answer
+from .session_store import SessionStore
 
-__all__ = ["SessionSeal", "SealedSessions"]
+__all__ = ["SealedSessions", "SessionSeal"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,9 @@ IDLE_S = 30 * 60.0
 still opens it anew, on this process or another)."""
 MAX_SESSIONS = 10_000
 """Sessions one process holds at once; one more is refused with 503 until one ends."""
+MAX_AGE_S = 24 * 3600.0
+"""A session lasts at most this long after its handshake: then its id is not found, and the
+client opens a new session (as the protocol has it do after a 404)."""
 
 Scope = dict[str, Any]
 
@@ -108,30 +113,35 @@ async def _refuse(send: Any, status: int, message: str) -> None:
 
 class SealedSessions:
     """The ASGI app of ``/mcp`` with sessions any process on the store can carry on; ``run`` is
-    its lifespan (the face's, entered once)."""
+    its lifespan (the face's, entered once). ``store``: what the processes tell each other."""
 
-    def __init__(self, server: FaceServer, *, secret: str, event_store: EventStore | None,
-                 security: TransportSecuritySettings, retry_interval: int | None,
-                 max_body_bytes: int) -> None:
-        self.server, self.seal = server, SessionSeal(secret)
+    def __init__(self, server: FaceServer, *, secret: str, store: SessionStore,
+                 event_store: EventStore | None, security: TransportSecuritySettings,
+                 retry_interval: int | None, max_body_bytes: int) -> None:
+        self.server, self.seal, self.store = server, SessionSeal(secret), store
         self.event_store, self.security = event_store, security
         self.retry_interval = retry_interval
         self.modern = StreamableHTTPSessionManager(
             server, stateless=True, security_settings=security,
             max_request_body_size=max_body_bytes)
         self.held: dict[str, tuple[StreamableHTTPServerTransport, str]] = {}
+        self.scopes: dict[str, Scope] = {}
+        """The last request of each session held here (a relayed answer is handed in as it)."""
+        self.answers = AnswerRelay(store, self._deliver)
         self.group: TaskGroup | None = None
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
         async with self.modern.run(), anyio.create_task_group() as group:
             self.group = group
+            group.start_soon(self.answers.follow)
             try:
                 yield
             finally:
                 self.group = None
                 group.cancel_scope.cancel()
                 self.held.clear()
+                self.scopes.clear()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         version = _header(scope, MCP_PROTOCOL_VERSION_HEADER)
@@ -139,8 +149,10 @@ class SealedSessions:
             await self.modern.handle_request(scope, receive, send)
             return
         session_id = _header(scope, MCP_SESSION_ID_HEADER)
+        body = await _body(receive) if scope["method"] == "POST" else None
+        replay = _replaying(body, receive) if body is not None else receive
         if session_id is None:
-            await self._open(scope, receive, send)
+            await self._open(scope, body or b"", replay, send)
             return
         held = self.held.get(session_id)
         if held is None:
@@ -148,19 +160,23 @@ class SealedSessions:
         if held is None or held[1] != _client(scope):
             await _refuse(send, 404, "Session not found")
             return
+        self.scopes[session_id] = scope
+        answer = _message(body)
+        if is_answer(answer) and not self.answers.mine(session_id, answer):
+            await self.answers.pass_on(session_id, answer)  # the call that asked is elsewhere
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
         transport = held[0]
-        await transport.handle_request(scope, receive, send)
-        if transport.is_terminated:
-            self.held.pop(session_id, None)
+        await transport.handle_request(scope, replay, send)
+        if transport.is_terminated:  # the client ended it: for every process on the store
+            await anyio.to_thread.run_sync(partial(self.store.end, session_id,
+                                                   keep_s=MAX_AGE_S))
+            await self._discard(session_id, transport)
 
-    async def _open(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def _open(self, scope: Scope, body: bytes, receive: Any, send: Any) -> None:
         """A request without a session: an ``initialize`` opens one, its id sealing what the
         client declared (any other request is refused by the transport, and nothing is kept)."""
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False) and message["type"] == "http.request"
         client = _client(scope)
         session_id = self.seal.seal({"c": client, "p": _initialize_params(body),
                                      "t": int(time.time())})
@@ -168,34 +184,48 @@ class SealedSessions:
         if transport is None:
             await _refuse(send, 503, "Too many open sessions")
             return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return await receive()  # type: ignore[no-any-return]
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
         status: list[int] = []
 
-        async def watch(message: dict[str, Any]) -> None:
+        async def watch(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status.append(message["status"])
             await send(message)
 
         try:
-            await transport.handle_request(scope, replay, watch)
+            await transport.handle_request(scope, receive, watch)
         finally:
             if not status or status[0] >= 400:
                 await self._discard(session_id, transport)
+            else:
+                self.scopes[session_id] = scope
+
+    async def _deliver(self, session_id: str, message: dict[str, Any]) -> None:
+        """An answer another process took in, handed to this process's session as if the
+        client had sent it here."""
+        held, scope = self.held.get(session_id), self.scopes.get(session_id)
+        if held is None or scope is None:
+            return
+        data = json.dumps(message).encode()
+        headers = [(k, v) for k, v in scope["headers"]
+                   if k not in (b"content-length", b"content-type", b"accept")]
+        headers += [(b"content-type", b"application/json"), (b"content-length",
+                    str(len(data)).encode()), (b"accept", b"application/json, text/event-stream")]
+        inner = {**scope, "method": "POST", "headers": headers}
+
+        async def discard(_message: MutableMapping[str, Any]) -> None:
+            return None
+
+        await held[0].handle_request(inner, _replaying(data, _nothing), discard)
 
     async def _resume(self, session_id: str, client: str
                       ) -> tuple[StreamableHTTPServerTransport, str] | None:
         """A session another process opened (or this one, before it dropped it): carried on
         from its sealed state, for the client it was opened for only."""
         state = self.seal.open(session_id)
-        if state is None or state.get("c") != client or not isinstance(state.get("p"), dict):
+        if state is None or state.get("c") != client or not isinstance(state.get("p"), dict) \
+                or time.time() - float(state.get("t", 0)) > MAX_AGE_S:
+            return None
+        if await anyio.to_thread.run_sync(self.store.ended, session_id):
             return None
         try:
             params = InitializeRequestParams.model_validate(state["p"], by_name=False)
@@ -225,8 +255,9 @@ class SealedSessions:
         """The session's server loop until the client ends it, it idles out, or we stop."""
         async with transport.connect() as (read_stream, write_stream):
             task_status.started()
+            watched = WatchedWrites(write_stream, partial(self.answers.sent, session_id))
             dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(
-                read_stream, write_stream, inline_methods=frozenset({"initialize"}))
+                read_stream, watched, inline_methods=frozenset({"initialize"}))
             connection = _connection(dispatcher, session_id, params)
             try:
                 with transport.idle_scope or anyio.CancelScope():
@@ -240,6 +271,8 @@ class SealedSessions:
     async def _discard(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         if self.held.get(session_id, (None,))[0] is transport:
             del self.held[session_id]
+            self.scopes.pop(session_id, None)
+            self.answers.forget(session_id)
         if not transport.is_terminated:
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
@@ -260,12 +293,45 @@ def _connection(dispatcher: JSONRPCDispatcher[Any], session_id: str,
     return connection
 
 
-def _initialize_params(body: bytes) -> dict[str, Any] | None:
-    """The params of an ``initialize`` request, as sent (``None`` for anything else)."""
+async def _body(receive: Any) -> bytes:
+    """The whole body of a request (the gate in front has capped its size)."""
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message["type"] == "http.request" and message.get("more_body", False)
+    return body
+
+
+def _replaying(body: bytes, receive: Any) -> Any:
+    """``receive`` with ``body`` read again first."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return await receive()  # type: ignore[no-any-return]
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _nothing() -> dict[str, Any]:
+    """A request that was never a connection: it is over once read."""
+    return {"type": "http.disconnect"}
+
+
+def _message(body: bytes | None) -> Any:
     try:
-        message = json.loads(body)
+        return json.loads(body) if body else None
     except ValueError:
         return None
+
+
+def _initialize_params(body: bytes) -> dict[str, Any] | None:
+    """The params of an ``initialize`` request, as sent (``None`` for anything else)."""
+    message = _message(body)
     if not isinstance(message, dict) or message.get("method") != "initialize":
         return None
     params = message.get("params")

@@ -18,9 +18,11 @@ from ..approval.store import SqliteApprovalStore
 from ..extras import require
 from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
-from ..mcp.server import MCPFace
 from ..mcp.sealed_sessions import SealedSessions
+from ..mcp.server import MCPFace
+from ..mcp.session_store import SessionStore
 from ..mcp.streams import MemoryEventStore
+from ..mcp.tasks import store_of
 from ..notify.links import DecisionLinks
 from ..skills.skill import Skill
 from .auth import WebSessions
@@ -104,9 +106,10 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
              max_body_bytes: int = 8 << 20, keep_sessions: bool = False,
              stopping: threading.Event | None = None) -> HttpApp:
     """The HTTP face of ``face``: ``/mcp`` (stateless unless ``keep_sessions``: an MCP session
-    per client connection, which every process sharing ``face``'s state key carries on) with ``routes`` beside it, behind the gate
-    ``access`` describes. Calls cancelled once ``stopping`` is set are answered, not dropped.
-    A request carrying a W3C ``traceparent`` makes its calls' spans part of that trace."""
+    per client, which every process sharing ``face``'s state key and store carries on) with
+    ``routes`` beside it, behind the gate ``access`` describes. Calls cancelled once
+    ``stopping`` is set are answered, not dropped. A request carrying a W3C ``traceparent``
+    makes its calls' spans part of that trace."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -151,6 +154,7 @@ def _session_app(face: MCPFace, security: Any, routes: list[Any], max_body_bytes
     from starlette.routing import Route
 
     sessions = SealedSessions(face.server, secret=face.state_secret or secrets.token_hex(32),
+                              store=SessionStore(store_of(face.invoker)),
                               event_store=cast(Any, MemoryEventStore()), security=security,
                               retry_interval=100, max_body_bytes=max_body_bytes)
     return Starlette(routes=[Route("/mcp", endpoint=sessions), *routes],
