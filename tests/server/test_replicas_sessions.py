@@ -2,20 +2,24 @@
 ``toolkeeper serve`` replicas on one real PostgreSQL database behind a real HAProxy,
 round-robin with no stickiness, and the official MCP client keeping its ``Mcp-Session-Id`` —
 each of its requests lands on another replica and none is "Session not found". A session id is
-good for the client that opened it only, and a forged or altered one is refused like an unknown
-one."""
+good for the client that opened it only, a session ended on one replica is not found on any, a
+forged or altered id is refused like an unknown one, and a tool's question answered through
+another replica reaches the call that asked."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -33,9 +37,22 @@ HEADERS = {"Accept": "application/json, text/event-stream",
            "MCP-Protocol-Version": "2025-11-25"}
 
 
+GREET = '''
+from toolkeeper import ToolContext
+
+
+@tool
+async def greet(ctx: ToolContext, n: int) -> str:
+    """Ask the person at the client for a name and greet them."""
+    answer = await ctx.elicit(f"Your name, {n}?", {
+        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
+    return f"hello {answer['content']['name']} {n}"
+'''
+
+
 @pytest.fixture
 def balanced(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Balancer, Replicas]]:
-    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "tools.py").write_text(TOOLS + GREET)
     started = [_start(tmp_path, "--store", postgres_url, "--sessions", "--rate-limit", "10000",
                       tools=str(tmp_path / "tools.py"), state=f"r{i}") for i in range(3)]
     try:
@@ -66,7 +83,7 @@ async def test_a_session_client_keeps_its_session_while_each_request_lands_on_an
         names = [t.name for t in (await client.list_tools()).tools]
         answers = [text_of((await client.call_tool("ping", {"n": n})).content[0])
                    for n in range(6)]
-    assert names == ["launch", "ping"] and answers == [str(n) for n in range(6)]
+    assert names == ["greet", "launch", "ping"] and answers == [str(n) for n in range(6)]
     replicas = [replica for replica, _ in seen]
     assert set(replicas) == {"r0", "r1", "r2"}, seen
     assert all(a != b for a, b in itertools.pairwise(replicas)), replicas
@@ -87,7 +104,7 @@ def _list(url: str, token: str, session: str) -> httpx.Response:
         **HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session})
 
 
-def test_a_session_is_only_its_clients_and_a_forged_id_is_not_found(
+def test_a_session_is_only_its_clients_ends_for_every_replica_and_a_forged_id_is_not_found(
         balanced: tuple[Balancer, Replicas], tmp_path: Path, postgres_url: str) -> None:
     front, replicas = balanced
     (_, first), (_, second), _ = replicas
@@ -101,7 +118,41 @@ def test_a_session_is_only_its_clients_and_a_forged_id_is_not_found(
     for url in (first, second):  # another client holding the id: as if it did not exist
         stolen = _list(url, mallory, session)
         assert stolen.status_code == 404 and "Session not found" in stolen.text
+    ended = httpx.delete(f"{first}/mcp", timeout=30, headers={
+        **HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session})
+    assert ended.status_code == 200, ended.text
+    for url in (first, second, front.url):  # ended on one: not found on any
+        gone = _list(url, token, session)
+        assert gone.status_code == 404 and "Session not found" in gone.text, url
+    session = _open(first, token)
     tampered = session[:-4] + ("AAAA" if not session.endswith("AAAA") else "BBBB")
     for forged in (tampered, "tks1.AAAA", "0123456789abcdef0123456789abcdef"):
         refused = _list(second, token, forged)
         assert refused.status_code == 404 and "Session not found" in refused.text, forged
+
+
+async def test_a_tools_question_answered_through_another_replica_reaches_the_call_that_asked(
+        balanced: tuple[Balancer, Replicas], tmp_path: Path) -> None:
+    front, _ = balanced
+    posted: list[tuple[str, str]] = []
+
+    async def note(response: httpx2.Response) -> None:
+        if response.request.method == "POST":
+            body = json.loads(response.request.content or b"{}")
+            posted.append((str(body.get("method", "answer")),
+                           response.headers.get(REPLICA_HEADER, "?")))
+
+    async def elicit(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[front.url]}"},
+                              timeout=60, event_hooks={"response": [note]})
+    async with Client(streamable_http_client(f"{front.url}/mcp", http_client=http),
+                      mode="legacy", elicitation_callback=elicit) as client:
+        results = [await client.call_tool("greet", {"n": n}) for n in range(3)]
+    assert [text_of(r.content[0]) for r in results] == [f"hello Ada {n}" for n in range(3)], \
+        results
+    calls = [replica for method, replica in posted if method == "tools/call"]
+    answers = [replica for method, replica in posted if method == "answer"]
+    assert len(calls) == len(answers) == 3, posted
+    assert all(call != answer for call, answer in zip(calls, answers, strict=True)), posted
