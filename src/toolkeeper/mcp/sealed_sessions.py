@@ -46,7 +46,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from ..core.context import CALLER_KEY, Caller
 from .server import FaceServer
 from .session_answers import AnswerRelay, WatchedWrites, is_answer
-from .session_store import SessionStore
+from .session_store import SessionStore, digest
 
 __all__ = ["SealedSessions", "SessionSeal"]
 
@@ -58,6 +58,8 @@ IDLE_S = 30 * 60.0
 still opens it anew, on this process or another)."""
 MAX_SESSIONS = 10_000
 """Sessions one process holds at once; one more is refused with 503 until one ends."""
+ENDS_POLL_S = 0.5
+"""How often a process holding sessions looks for those ended through another."""
 MAX_AGE_S = 24 * 3600.0
 """A session lasts at most this long after its handshake: then its id is not found, and the
 client opens a new session (as the protocol has it do after a 404)."""
@@ -135,6 +137,7 @@ class SealedSessions:
         async with self.modern.run(), anyio.create_task_group() as group:
             self.group = group
             group.start_soon(self.answers.follow)
+            group.start_soon(self._follow_ends)
             try:
                 yield
             finally:
@@ -173,6 +176,27 @@ class SealedSessions:
             await anyio.to_thread.run_sync(partial(self.store.end, session_id,
                                                    keep_s=MAX_AGE_S))
             await self._discard(session_id, transport)
+
+    async def _follow_ends(self) -> None:
+        """Sessions ended through another process are dropped here within ``ENDS_POLL_S``."""
+        since = time.time() - ENDS_POLL_S
+        while True:
+            await anyio.sleep(ENDS_POLL_S)
+            if not self.held:
+                since = time.time() - ENDS_POLL_S
+                continue
+            try:  # ten seconds back: another machine's clock may be a little behind
+                ended = await anyio.to_thread.run_sync(self.store.ended_since, since - 10)
+            except Exception:  # the store is away for a moment: the next poll tries again
+                logger.warning("could not read the ended sessions", exc_info=True)
+                continue
+            since = max([since, *(at for _, at in ended)])
+            gone = {session for session, _ in ended}
+            if not gone:
+                continue
+            for session_id, (transport, _) in list(self.held.items()):
+                if digest(session_id) in gone:
+                    await self._discard(session_id, transport)
 
     async def _open(self, scope: Scope, body: bytes, receive: Any, send: Any) -> None:
         """A request without a session: an ``initialize`` opens one, its id sealing what the

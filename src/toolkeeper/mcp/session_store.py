@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS mcp_sessions_ended (
     session TEXT PRIMARY KEY,
     ended_at REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS mcp_sessions_ended_at ON mcp_sessions_ended (ended_at);
 CREATE TABLE IF NOT EXISTS mcp_session_answers (
     session TEXT NOT NULL,
     request_id TEXT NOT NULL,
@@ -54,6 +55,12 @@ class SessionStore:
             conn.execute("INSERT INTO mcp_sessions_ended (session, ended_at) VALUES (?, ?) "
                          "ON CONFLICT (session) DO NOTHING", (digest(session_id), now))
             conn.execute("DELETE FROM mcp_sessions_ended WHERE ended_at < ?", (now - keep_s,))
+
+    def ended_since(self, since: float) -> list[tuple[str, float]]:
+        """(digest, when) of the sessions ended at ``since`` or after."""
+        rows = self.db.query("SELECT session, ended_at FROM mcp_sessions_ended WHERE "
+                             "ended_at >= ?", (since,))
+        return [(str(session), float(str(at))) for session, at in rows]
 
     def ended(self, session_id: str) -> bool:
         return bool(self.db.query("SELECT 1 FROM mcp_sessions_ended WHERE session = ?",
