@@ -47,6 +47,7 @@ from ..core.context import CALLER_KEY, Caller
 from .server import FaceServer
 from .session_answers import AnswerRelay, WatchedWrites, is_answer
 from .session_store import SessionStore, digest
+from .wire import INTERNAL_ERROR, INVALID_REQUEST
 
 __all__ = ["SealedSessions", "SessionSeal"]
 
@@ -106,7 +107,7 @@ def _header(scope: Scope, name: str) -> str | None:
 
 async def _refuse(send: Any, status: int, message: str) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": -32600 if status != 503 else -32603,
+                       "error": {"code": INVALID_REQUEST if status != 503 else INTERNAL_ERROR,
                                  "message": message}}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json")]})
@@ -130,6 +131,7 @@ class SealedSessions:
         self.scopes: dict[str, Scope] = {}
         """The last request of each session held here (a relayed answer is handed in as it)."""
         self.answers = AnswerRelay(store, self._deliver)
+        self.resuming = anyio.Lock()
         self.group: TaskGroup | None = None
 
     @asynccontextmanager
@@ -159,23 +161,32 @@ class SealedSessions:
             return
         held = self.held.get(session_id)
         if held is None:
-            held = await self._resume(session_id, _client(scope))
+            async with self.resuming:  # two requests of one session at once: one resumes it
+                held = self.held.get(session_id) or await self._resume(session_id,
+                                                                       _client(scope))
         if held is None or held[1] != _client(scope):
             await _refuse(send, 404, "Session not found")
             return
         self.scopes[session_id] = scope
-        answer = _message(body)
-        if is_answer(answer) and not self.answers.mine(session_id, answer):
-            await self.answers.pass_on(session_id, answer)  # the call that asked is elsewhere
-            await send({"type": "http.response.start", "status": 202, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
+        if await self._relayed(session_id, _message(body), send):
             return
         transport = held[0]
+        if scope["method"] == "DELETE":  # the client ends it: for every process on the store,
+            await anyio.to_thread.run_sync(partial(  # before it is told so
+                self.store.end, session_id, keep_s=MAX_AGE_S))
         await transport.handle_request(scope, replay, send)
-        if transport.is_terminated:  # the client ended it: for every process on the store
-            await anyio.to_thread.run_sync(partial(self.store.end, session_id,
-                                                   keep_s=MAX_AGE_S))
+        if transport.is_terminated:
             await self._discard(session_id, transport)
+
+    async def _relayed(self, session_id: str, message: Any, send: Any) -> bool:
+        """Whether ``message`` is an answer to a request another process sent (and so was
+        passed on to it through the store, the client told it was accepted)."""
+        if not is_answer(message) or self.answers.mine(session_id, message):
+            return False
+        await self.answers.pass_on(session_id, message)
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return True
 
     async def _follow_ends(self) -> None:
         """Sessions ended through another process are dropped here within ``ENDS_POLL_S``."""
