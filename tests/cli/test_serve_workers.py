@@ -238,6 +238,7 @@ def test_a_worker_that_dies_is_reported_in_one_line_and_stops_the_server(
 @pytest.mark.parametrize(("args", "says"), [
     (["--stdio"], "over --stdio one client owns one process: drop --workers"),
     (["--metrics-port", "0"], "with --workers N read /metrics on the main port"),
+    (["--sessions", "--tool-search"], "serve it with --workers 1"),
     (["--artifacts", "results"], "--workers N sends large results whole"),
 ])
 def test_what_several_workers_cannot_share_is_refused_in_one_line(

@@ -163,6 +163,10 @@ class ServeSettings(BaseModel):
                              "--stdio): the tools a "
                              "client loaded are kept with its connection, which stateless HTTP "
                              "does not keep, and its client could not be told its list changed")
+        if self.tool_search and self.flags.workers > 1:
+            raise ValueError("--tool-search ([server] tool_search) keeps the tools each client "
+                             "loaded in one process's memory, and with --workers N another "
+                             "worker may answer its next tools/list: serve it with --workers 1")
         return self
 
     @property
