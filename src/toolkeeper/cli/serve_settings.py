@@ -110,10 +110,6 @@ def _one_worker_only(flags: ServeFlags) -> None:
     if flags.stdio:
         raise ValueError("--workers serves HTTP from several processes on one port; over "
                          "--stdio one client owns one process: drop --workers")
-    if flags.keep_sessions:
-        raise ValueError("--sessions keeps each client's MCP session in one process's memory, "
-                         "and with --workers N another worker may answer its next request: "
-                         "serve session clients with --workers 1 (the default)")
     if flags.metrics_port is not None:
         raise ValueError("--metrics-port would count one worker's requests only: with "
                          "--workers N read /metrics on the main port (each answer is the "
@@ -167,6 +163,10 @@ class ServeSettings(BaseModel):
                              "--stdio): the tools a "
                              "client loaded are kept with its connection, which stateless HTTP "
                              "does not keep, and its client could not be told its list changed")
+        if self.tool_search and self.flags.workers > 1:
+            raise ValueError("--tool-search ([server] tool_search) keeps the tools each client "
+                             "loaded in one process's memory, and with --workers N another "
+                             "worker may answer its next tools/list: serve it with --workers 1")
         return self
 
     @property

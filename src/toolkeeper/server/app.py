@@ -18,8 +18,11 @@ from ..approval.store import SqliteApprovalStore
 from ..extras import require
 from ..gateway.gateway import MCPGateway
 from ..invoke.invoker import ToolInvoker
+from ..mcp.sealed_sessions import SealedSessions
 from ..mcp.server import MCPFace
+from ..mcp.session_store import SessionStore
 from ..mcp.streams import MemoryEventStore
+from ..mcp.tasks import store_of
 from ..notify.links import DecisionLinks
 from ..skills.skill import Skill
 from .auth import WebSessions
@@ -117,9 +120,10 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
              max_body_bytes: int = 8 << 20, keep_sessions: bool = False,
              stopping: threading.Event | None = None) -> HttpApp:
     """The HTTP face of ``face``: ``/mcp`` (stateless unless ``keep_sessions``: an MCP session
-    per client connection, one process only) with ``routes`` beside it, behind the gate
-    ``access`` describes. Calls cancelled once ``stopping`` is set are answered, not dropped.
-    A request carrying a W3C ``traceparent`` makes its calls' spans part of that trace."""
+    per client, which every process sharing ``face``'s state key and store carries on) with
+    ``routes`` beside it, behind the gate ``access`` describes. Calls cancelled once
+    ``stopping`` is set are answered, not dropped. A request carrying a W3C ``traceparent``
+    makes its calls' spans part of that trace."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -137,12 +141,14 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
         allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
     server = face.server
     traced_only(server.middleware)  # no span work per request while nothing traces
-    app = server.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=not keep_sessions, host=access.host,
-        event_store=cast(Any, MemoryEventStore()) if keep_sessions else None,
-        retry_interval=100 if keep_sessions else None,
-        transport_security=security, max_request_body_size=max_body_bytes,
-        custom_starlette_routes=cast("list[Route]", [Route("/healthz", healthz), *routes]))
+    beside = cast("list[Route]", [Route("/healthz", healthz), *routes])
+    if keep_sessions:  # sessions any worker or replica on the store carries on
+        app: Any = _session_app(face, security, beside, max_body_bytes)
+    else:
+        app = server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, host=access.host,
+            transport_security=security, max_request_body_size=max_body_bytes,
+            custom_starlette_routes=beside)
     # tools/call and tools/list on the 2025 wire: one request through the SDK's own kernel,
     # answered with one JSON body (an event stream only when the call sends notifications).
     lean = SingleExchange(app, server, security=security, max_body_bytes=max_body_bytes,
@@ -154,6 +160,20 @@ def http_app(face: MCPFace, access: Access, *, routes: Sequence[BaseRoute] = (),
                      anonymous=access.anonymous, oauth=access.oauth, tool_name=face.exported.tool_name,
                      max_body_bytes=max_body_bytes)
     return HttpApp(face, gate)
+
+
+def _session_app(face: MCPFace, security: Any, routes: list[Any], max_body_bytes: int) -> Any:
+    """``/mcp`` keeping MCP sessions whose ids any process on the store opens (see
+    ``mcp/sealed_sessions.py``), with ``routes`` beside it."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    sessions = SealedSessions(face.server, secret=face.state_secret or secrets.token_hex(32),
+                              store=SessionStore(store_of(face.invoker)),
+                              event_store=cast(Any, MemoryEventStore()), security=security,
+                              retry_interval=100, max_body_bytes=max_body_bytes)
+    return Starlette(routes=[Route("/mcp", endpoint=sessions), *routes],
+                     lifespan=lambda _app: sessions.run())
 
 
 def page_routes(invoker: ToolInvoker, sessions: WebSessions | None, *,

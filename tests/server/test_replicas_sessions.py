@@ -1,0 +1,169 @@
+"""MCP sessions (``--sessions``, the 2025-11-25 wire) carried on by every replica: three
+``toolkeeper serve`` replicas on one real PostgreSQL database behind a real HAProxy,
+round-robin with no stickiness, and the official MCP client keeping its ``Mcp-Session-Id`` —
+each of its requests lands on another replica and none is "Session not found". A session id is
+good for the client that opened it only, a session ended on one replica is not found on any, a
+forged or altered id is refused like an unknown one, and a tool's question answered through
+another replica reaches the call that asked."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from ..balancer import REPLICA_HEADER, Balancer, balancer
+from ..blocks import text_of
+from .test_replicas import TOOLS
+from .test_serve import CLIENT_TOKENS, _start
+
+Replicas = list[tuple[subprocess.Popen[str], str]]
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "probe", "version": "1"}}}
+HEADERS = {"Accept": "application/json, text/event-stream",
+           "MCP-Protocol-Version": "2025-11-25"}
+
+
+GREET = '''
+from toolkeeper import ToolContext
+
+
+@tool
+async def greet(ctx: ToolContext, n: int) -> str:
+    """Ask the person at the client for a name and greet them."""
+    answer = await ctx.elicit(f"Your name, {n}?", {
+        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
+    return f"hello {answer['content']['name']} {n}"
+'''
+
+
+@pytest.fixture
+def balanced(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Balancer, Replicas]]:
+    (tmp_path / "tools.py").write_text(TOOLS + GREET)
+    started = [_start(tmp_path, "--store", postgres_url, "--sessions", "--rate-limit", "10000",
+                      tools=str(tmp_path / "tools.py"), state=f"r{i}") for i in range(3)]
+    try:
+        with balancer([url for _, url in started], tmp_path) as front:
+            CLIENT_TOKENS[front.url] = CLIENT_TOKENS[started[0][1]]  # one agent, 3 replicas
+            yield front, started
+    finally:
+        for proc, _ in started:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+            assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+async def test_a_session_client_keeps_its_session_while_each_request_lands_on_another_replica(
+        balanced: tuple[Balancer, Replicas]) -> None:
+    front, _ = balanced
+    seen: list[tuple[str, str | None]] = []
+
+    async def note(response: httpx2.Response) -> None:
+        if response.request.method == "POST":  # one after the other (a GET stream runs beside)
+            seen.append((response.headers.get(REPLICA_HEADER, "?"),
+                         response.headers.get("mcp-session-id")))
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[front.url]}"},
+                              timeout=60, event_hooks={"response": [note]})
+    async with Client(streamable_http_client(f"{front.url}/mcp", http_client=http),
+                      mode="legacy") as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        answers = [text_of((await client.call_tool("ping", {"n": n})).content[0])
+                   for n in range(6)]
+    assert names == ["greet", "launch", "ping"] and answers == [str(n) for n in range(6)]
+    replicas = [replica for replica, _ in seen]
+    assert set(replicas) == {"r0", "r1", "r2"}, seen
+    assert all(a != b for a, b in itertools.pairwise(replicas)), replicas
+    sessions = {session for _, session in seen if session is not None}
+    assert len(sessions) == 1, seen  # one session, whichever replica answered
+
+
+def _open(url: str, token: str) -> str:
+    opened = httpx.post(f"{url}/mcp", json=INIT, timeout=30,
+                        headers={**HEADERS, "Authorization": f"Bearer {token}"})
+    assert opened.status_code == 200, opened.text
+    return opened.headers["mcp-session-id"]
+
+
+def _list(url: str, token: str, session: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    return httpx.post(f"{url}/mcp", json=body, timeout=30, headers={
+        **HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session})
+
+
+def _until_gone(url: str, token: str, session: str) -> None:
+    """Within 10 s (a replica that held the session drops it within half a second)."""
+    deadline, answer = time.monotonic() + 10, None
+    while time.monotonic() < deadline:
+        answer = _list(url, token, session)
+        if answer.status_code == 404 and "Session not found" in answer.text:
+            return
+        time.sleep(0.05)  # polled against the deadline
+    pytest.fail(f"session still served on {url}: {answer}")
+
+
+def test_a_session_is_only_its_clients_ends_for_every_replica_and_a_forged_id_is_not_found(
+        balanced: tuple[Balancer, Replicas], tmp_path: Path, postgres_url: str) -> None:
+    front, replicas = balanced
+    (_, first), (_, second), _ = replicas
+    added = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "tokens", "add", "mallory",
+                            "--store", postgres_url], capture_output=True, text=True,
+                           timeout=60, check=False, cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    token, mallory = CLIENT_TOKENS[front.url], added.stdout.strip()
+    session = _open(first, token)
+    assert _list(second, token, session).status_code == 200  # opened on one, used on another
+    for url in (first, second):  # another client holding the id: as if it did not exist
+        stolen = _list(url, mallory, session)
+        assert stolen.status_code == 404 and "Session not found" in stolen.text
+    ended = httpx.delete(f"{first}/mcp", timeout=30, headers={
+        **HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session})
+    assert ended.status_code == 200, ended.text
+    for url in (first, second, front.url):  # ended on one: soon not found on any
+        _until_gone(url, token, session)
+    session = _open(first, token)
+    tampered = session[:-4] + ("AAAA" if not session.endswith("AAAA") else "BBBB")
+    for forged in (tampered, "tks1.AAAA", "0123456789abcdef0123456789abcdef"):
+        refused = _list(second, token, forged)
+        assert refused.status_code == 404 and "Session not found" in refused.text, forged
+
+
+async def test_a_tools_question_answered_through_another_replica_reaches_the_call_that_asked(
+        balanced: tuple[Balancer, Replicas], tmp_path: Path) -> None:
+    front, _ = balanced
+    posted: list[tuple[str, str]] = []
+
+    async def note(response: httpx2.Response) -> None:
+        if response.request.method == "POST":
+            body = json.loads(response.request.content or b"{}")
+            posted.append((str(body.get("method", "answer")),
+                           response.headers.get(REPLICA_HEADER, "?")))
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[front.url]}"},
+                              timeout=60, event_hooks={"response": [note]})
+    async with Client(streamable_http_client(f"{front.url}/mcp", http_client=http),
+                      mode="legacy", elicitation_callback=elicit) as client:
+        results = [await client.call_tool("greet", {"n": n}) for n in range(3)]
+    assert [text_of(r.content[0]) for r in results] == [f"hello Ada {n}" for n in range(3)], \
+        results
+    calls = [replica for method, replica in posted if method == "tools/call"]
+    answers = [replica for method, replica in posted if method == "answer"]
+    assert len(calls) == len(answers) == 3, posted
+    assert all(call != answer for call, answer in zip(calls, answers, strict=True)), posted
