@@ -188,3 +188,17 @@ async def test_an_http_upstream_that_speaks_2026_07_28_only_is_reached_in_that_r
     assert "up-echo" in toolbox.names(), report
     assert echoed.text == "modern"  # type: ignore[attr-defined]
     assert "tools/call 2026-07-28" in (tmp_path / "eras").read_text().splitlines()
+
+
+async def test_an_upstream_naming_an_unset_variable_is_refused_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TK_GATEWAY_TEST_UNSET", raising=False)
+    config = _stdio(tmp_path, risk="safe")
+    config = config.model_copy(update={"env": {**config.env,
+                                               "UP_KEY": "${TK_GATEWAY_TEST_UNSET}"}})
+    toolbox = Toolbox()
+    async with MCPGateway([config], pins=SqlitePins(tmp_path / "state.db")) as gateway:
+        report = await gateway.attach(toolbox)
+    assert "up-echo" not in toolbox.names()
+    assert "mcp server 'up' env UP_KEY names ${TK_GATEWAY_TEST_UNSET}, which is not set in " \
+        "the environment; export it before starting" in str(report)

@@ -6,8 +6,6 @@ while the server is down its tools answer at once with what went wrong and when 
 from __future__ import annotations
 
 import math
-import os
-import re
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -17,6 +15,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..config.model import MCPServerConfig
+from ..config.notify import expand_env
 from ..errors import ConfigError
 from .capped import capped_http, capped_stdio
 from .confine import Unconfinable, launch
@@ -32,23 +31,11 @@ __all__ = ["Upstream", "UpstreamError", "UpstreamListener"]
 T = TypeVar("T")
 
 BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class UpstreamError(Exception):
     """An upstream MCP server cannot be reached, broke the connection or refused a request;
     its tools turn it into an error result (code ``upstream_unavailable``)."""
-
-
-def expand(value: str, where: str) -> str:
-    """``${NAME}`` replaced by the environment variable (secrets stay out of the config)."""
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise ConfigError(f"{where} names ${{{name}}}, which is not set in the "
-                              "environment; export it before starting")
-        return os.environ[name]
-    return _VAR.sub(one, value)
 
 
 class UpstreamListener(Protocol):
@@ -232,14 +219,14 @@ class Upstream:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            headers = {k: expand(v, f"mcp server '{cfg.name}' header {k}")
+            headers = {k: expand_env(v, f"mcp server '{cfg.name}' header {k}")
                        for k, v in cfg.headers.items()}
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=headers, timeout=timeout, auth=self._auth(),
                 transport=capped_http(cfg.max_result_bytes, self._over)))
             return streamable_http_client(cfg.url, http_client=http)
-        env = {k: expand(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
+        env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
         return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
 
     def _auth(self) -> Any:
