@@ -62,7 +62,8 @@ LAZY = {
     "anthropic": "toolkeeper.testing's scripted models (see openai)",
     "google": "toolkeeper.testing's scripted models (see openai): google-genai",
     "jwt": "the oauth extra (PyJWT): loaded when `serve` checks an OAuth access token",
-    "cryptography": "the oauth extra: loaded when an upstream's OAuth tokens are sealed or opened",
+    "cryptography": "the server and oauth extras: loaded when an upstream's OAuth tokens are "
+                    "sealed or opened",
     "opentelemetry": "imported only once the application uses OpenTelemetry itself (it is in "
                      "sys.modules): a process without it pays nothing at import",
     "prometheus_client": "serve's /metrics (the mcp extra): loaded when `serve` builds it",
