@@ -160,6 +160,20 @@ def test_the_mcp_face_is_not_on_the_core_import_path(start: str) -> None:
                                                    "toolkeeper.server.exchange"))) == []
 
 
+def test_what_make_run_installs_is_every_package_serve_loads() -> None:
+    """``make run`` installs the extras its recipe names (not every extra, as the tests' venv
+    has): what ``serve`` loads at module level must be among them, or a fresh machine's
+    ``make run`` stops on an ImportError."""
+    recipe = re.search(r'install -e "\.\[([a-z,-]+)\]"',
+                       (ROOT / "Makefile").read_text().split("/.serve:", 1)[1])
+    assert recipe is not None, "the Makefile's .serve recipe installs no extras"
+    declared = PYPROJECT["project"]["optional-dependencies"]
+    installed = _closure([r for extra in recipe.group(1).split(",") for r in declared[extra]
+                          if not r.startswith("toolkeeper[")])
+    allowed = CORE_MODULES | {name for dist in installed.values() for name in _top_level(dist)}
+    assert _outside(_reached("toolkeeper.cli.serve_run"), allowed) == {}
+
+
 def test_the_core_is_pydantic_anyio_and_at_most_a_few_small_packages() -> None:
     direct = {_requirement_name(r) for r in PYPROJECT["project"]["dependencies"]}
     assert {"pydantic", "anyio"} <= direct
