@@ -1,18 +1,24 @@
 """The audit log's writer thread: an invoker's audit rows are written off the event loop, many
-calls' rows in one transaction, each call answered once its row is committed."""
+calls' rows in one transaction (a few INSERT statements), each call answered once its row is
+committed."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
 
 from toolkeeper import tool
+from toolkeeper.approval.sqlite import Connection, Cursor, Database, Params
 from toolkeeper.invoke import ChainPolicy, ToolInvoker
-from toolkeeper.invoke.audit import SqliteAuditLog
+from toolkeeper.invoke.audit import ROWS_PER_INSERT, AuditEntry, SqliteAuditLog
+from toolkeeper.invoke.gates import RecordGate
 from toolkeeper.toolbox import Toolbox
 
 from .helpers import call
@@ -81,3 +87,62 @@ async def test_concurrent_calls_are_all_recorded_and_close_writes_the_rest(
     assert rows == 200
     after = await inv.invoke(call("add", a=1, b=1), session=session)  # closed: written directly
     assert after.ok and len(audit.query(limit=500)) == 201
+
+
+class _Counted:
+    """A transaction's connection that keeps the statements run on it."""
+
+    def __init__(self, conn: Connection, statements: list[str]) -> None:
+        self.conn, self.statements = conn, statements
+
+    def execute(self, sql: str, params: Params = (), /) -> Cursor:
+        self.statements.append(sql)
+        return self.conn.execute(sql, params)
+
+
+class _Counting:
+    """The real SQLite file, counting the statements of its write transactions."""
+
+    def __init__(self, db: Database) -> None:
+        self.db, self.path, self.statements = db, db.path, list[str]()
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Counted]:
+        with self.db.transaction() as conn:
+            yield _Counted(conn, self.statements)
+
+    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        return self.db.query(sql, params)
+
+
+def _entry(n: int) -> AuditEntry:
+    return AuditEntry(ts=1000.0 + n, call_id=f"c{n}", session_id=f"s{n % 3}", tool=f"t{n}",
+                      args_digest=f"d{n}", arguments={"n": n, "secret": "sk-" + "a" * 40},
+                      status="ok" if n % 2 else "error", error_code=None if n % 2 else f"e{n}",
+                      duration_ms=n / 4, approval_id=f"a{n}", decision=f"by rule {n}",
+                      approver=f"p{n}")
+
+
+def test_a_batch_is_a_few_insert_statements_each_row_in_its_columns(tmp_path: Path) -> None:
+    database = _Counting(SqliteAuditLog(tmp_path / "audit.db").db)
+    audit = SqliteAuditLog(database)
+    entries = [_entry(n) for n in range(2 * ROWS_PER_INSERT + 2)]
+    audit.record_many(entries)
+    inserts = [sql for sql in database.statements if sql.startswith("INSERT")]
+    assert len(inserts) == 3  # not one statement (one hand-back of the GIL) per row
+    stored = sorted(audit.query(limit=1000), key=lambda e: e.ts)
+    expected = [replace(e, arguments={"n": e.arguments["n"], "secret": "[REDACTED]"})
+                for e in entries]
+    assert stored == expected
+
+
+async def test_a_gate_given_another_log_writes_to_it(tmp_path: Path) -> None:
+    first, second = SqliteAuditLog(tmp_path / "a.db"), SqliteAuditLog(tmp_path / "b.db")
+    inv = _invoker(first)
+    gate = next(g for g in inv.gates if isinstance(g, RecordGate))
+    gate.audit = second  # the gate asks once whether a log writes off the loop, on each set
+    result = await inv.invoke(call("add", a=2, b=3), session=inv.open_session())
+    first.close()
+    second.close()
+    assert result.ok
+    assert ([e.tool for e in first.query()], [e.tool for e in second.query()]) == ([], ["add"])

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -118,11 +118,15 @@ async def write_summary(audit: AuditLog | None, session_id: str, dropped: int, l
         audit.record(entry)
 
 
-_INSERT = (
-    "INSERT INTO audit (ts, call_id, session_id, tool, args_digest, arguments, status, "
-    "error_code, duration_ms, approval_id, decision, approver) VALUES (:ts, :call_id, "
-    ":session_id, :tool, :args_digest, :arguments, :status, :error_code, :duration_ms, "
-    ":approval_id, :decision, :approver)")
+_COLUMNS = ("ts", "call_id", "session_id", "tool", "args_digest", "arguments", "status",
+            "error_code", "duration_ms", "approval_id", "decision", "approver")
+_INSERT = f"INSERT INTO audit ({', '.join(_COLUMNS)}) VALUES "
+_VALUES = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
+ROWS_PER_INSERT = 64
+"""Rows one INSERT statement carries (768 parameters, under SQLite's oldest limit of 999): a
+batch is a few statements, not one per row, so the writer thread gives the GIL up and takes it
+back (SQLite releases it around each statement) and, on PostgreSQL, waits for the server a few
+times per batch, not once per row."""
 MAX_BATCH = 256
 """Rows one transaction of the writer thread takes at most."""
 
@@ -132,13 +136,13 @@ Waiter = Done | Callable[[BaseException | None], None]
 """Who is told a row's outcome: a future on an event loop, or a function (a thread waits)."""
 
 
-def _row(entry: AuditEntry) -> dict[str, object]:
-    # Shallow: ``asdict`` would copy the arguments level by level (and overflow the stack on
-    # a deep nesting) only for them to be replaced by their JSON.
-    row: dict[str, object] = {f.name: getattr(entry, f.name) for f in fields(entry)}
-    row["arguments"] = json.dumps(redact_arguments(entry.arguments), default=str,
-                                  ensure_ascii=False)
-    return row
+def _row(entry: AuditEntry) -> tuple[object, ...]:
+    # Field by field: ``asdict`` would copy the arguments level by level (and overflow the
+    # stack on a deep nesting) only for them to be replaced by their JSON.
+    arguments = json.dumps(redact_arguments(entry.arguments), default=str, ensure_ascii=False)
+    return (entry.ts, entry.call_id, entry.session_id, entry.tool, entry.args_digest, arguments,
+            entry.status, entry.error_code, entry.duration_ms, entry.approval_id,
+            entry.decision, entry.approver)
 
 
 class SqliteAuditLog:
@@ -168,11 +172,13 @@ class SqliteAuditLog:
         self.record_many([entry])
 
     def record_many(self, entries: list[AuditEntry]) -> None:
-        """Write ``entries`` in one transaction."""
+        """Write ``entries`` in one transaction, ``ROWS_PER_INSERT`` rows a statement."""
         rows = [_row(entry) for entry in entries]
         with self.db.transaction() as conn:
-            for row in rows:
-                conn.execute(_INSERT, row)
+            for start in range(0, len(rows), ROWS_PER_INSERT):
+                chunk = rows[start:start + ROWS_PER_INSERT]
+                conn.execute(_INSERT + ", ".join([_VALUES] * len(chunk)),
+                             [value for row in chunk for value in row])
 
     async def record_async(self, entry: AuditEntry) -> None:
         """``record`` without blocking the event loop: returns once the row is committed (with

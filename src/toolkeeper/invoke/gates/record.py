@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import cast
 
 import anyio
 
@@ -43,6 +44,16 @@ class RecordGate(Gate):
     def __init__(self, audit: AuditLog | None = None, hooks: HookManager | None = None) -> None:
         self.audit = audit
         self.hooks = hooks
+
+    @property
+    def audit(self) -> AuditLog | None:
+        return self._audit
+
+    @audit.setter
+    def audit(self, audit: AuditLog | None) -> None:
+        # Asked once, not per call: a runtime-checkable protocol's isinstance walks its members.
+        self._audit = audit
+        self._writes_async = isinstance(audit, WritesAsync)
 
     async def __call__(self, inv: Invocation, call_next: Next) -> InvocationResult:
         started = time.perf_counter()
@@ -111,8 +122,8 @@ class RecordGate(Gate):
                 approval_id=result.approval_id or trail.id,
                 decision=TOLD_AGAIN if told_again else trail.described() or _refused(result),
                 approver=None if told_again else trail.approver)
-            if isinstance(self.audit, WritesAsync):  # off the event loop
-                await self.audit.record_async(entry)
+            if self._writes_async:  # off the event loop
+                await cast(WritesAsync, self.audit).record_async(entry)
             else:
                 self.audit.record(entry)
         if self.hooks is not None and self.hooks.has(HookEvent.TOOL_END):
