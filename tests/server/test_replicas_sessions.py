@@ -3,8 +3,9 @@
 round-robin with no stickiness, and the official MCP client keeping its ``Mcp-Session-Id`` —
 each of its requests lands on another replica and none is "Session not found". A session id is
 good for the client that opened it only, a session ended on one replica is not found on any, a
-forged or altered id is refused like an unknown one, and a tool's question answered through
-another replica reaches the call that asked."""
+forged or altered id is refused like an unknown one, a tool's question answered through
+another replica reaches the call that asked, and a call cancelled through another replica
+stops."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import mcp_types as types
@@ -27,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ..balancer import REPLICA_HEADER, Balancer, balancer
 from ..blocks import text_of
-from .test_replicas import TOOLS
+from .test_replicas import TOOLS, _cli, _marks
 from .test_serve import CLIENT_TOKENS, _start
 
 Replicas = list[tuple[subprocess.Popen[str], str]]
@@ -39,6 +41,7 @@ HEADERS = {"Accept": "application/json, text/event-stream",
 
 
 GREET = '''
+import anyio
 from toolkeeper import ToolContext
 
 
@@ -48,6 +51,20 @@ async def greet(ctx: ToolContext, n: int) -> str:
     answer = await ctx.elicit(f"Your name, {n}?", {
         "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
     return f"hello {answer['content']['name']} {n}"
+
+
+@tool
+async def crawl(n: int) -> str:
+    """Crawl for a minute."""
+    with MARKS.open("a") as marks:
+        marks.write(f"crawl {n}\\n")
+    try:
+        await anyio.sleep(60)
+    except anyio.get_cancelled_exc_class():
+        with MARKS.open("a") as marks:
+            marks.write(f"stopped {n}\\n")
+        raise
+    return f"crawled {n}"
 '''
 
 
@@ -84,7 +101,7 @@ async def test_a_session_client_keeps_its_session_while_each_request_lands_on_an
         names = [t.name for t in (await client.list_tools()).tools]
         answers = [text_of((await client.call_tool("ping", {"n": n})).content[0])
                    for n in range(6)]
-    assert names == ["greet", "launch", "ping"] and answers == [str(n) for n in range(6)]
+    assert names == ["crawl", "greet", "launch", "ping"] and answers == [str(n) for n in range(6)]
     replicas = [replica for replica, _ in seen]
     assert set(replicas) == {"r0", "r1", "r2"}, seen
     assert all(a != b for a, b in itertools.pairwise(replicas)), replicas
@@ -167,3 +184,45 @@ async def test_a_tools_question_answered_through_another_replica_reaches_the_cal
     answers = [replica for method, replica in posted if method == "answer"]
     assert len(calls) == len(answers) == 3, posted
     assert all(call != answer for call, answer in zip(calls, answers, strict=True)), posted
+
+
+def _until_marked(tmp_path: Path, mark: str) -> None:
+    """Within 20 s (a cancellation is brought from the store within a twentieth of one)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if mark in _marks(tmp_path):
+            return
+        time.sleep(0.05)  # polled against the deadline
+    pytest.fail(f"never marked {mark!r}: {_marks(tmp_path)}")
+
+
+async def test_a_call_cancelled_through_another_replica_stops_and_is_audited_cancelled_once(
+        balanced: tuple[Balancer, Replicas], tmp_path: Path, postgres_url: str) -> None:
+    front, _ = balanced
+    posted: list[tuple[str, str]] = []
+
+    async def note(response: httpx2.Response) -> None:
+        if response.request.method == "POST":
+            body = json.loads(response.request.content or b"{}")
+            posted.append((str(body.get("method")), response.headers.get(REPLICA_HEADER, "?")))
+
+    async def call(client: Client) -> None:
+        await client.call_tool("crawl", {"n": 1})
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[front.url]}"},
+                              timeout=60, event_hooks={"response": [note]})
+    async with Client(streamable_http_client(f"{front.url}/mcp", http_client=http),
+                      mode="legacy") as client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, client)
+            await anyio.to_thread.run_sync(_until_marked, tmp_path, "crawl 1")
+            group.cancel_scope.cancel()  # the client sends notifications/cancelled
+        await anyio.to_thread.run_sync(_until_marked, tmp_path, "stopped 1")
+    assert _marks(tmp_path) == ["crawl 1", "stopped 1"]
+    calls = [replica for method, replica in posted if method == "tools/call"]
+    cancels = [replica for method, replica in posted if method == "notifications/cancelled"]
+    assert len(calls) == len(cancels) == 1 and calls != cancels, posted
+    audit = _cli(tmp_path, "audit", "--json", "--store", postgres_url)
+    rows = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
+    assert [(r["status"], r.get("error_code")) for r in rows if r["tool"] == "crawl"] == [
+        ("error", "cancelled")], rows

@@ -45,7 +45,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from ..core.context import CALLER_KEY, Caller
 from .server import FaceServer
-from .session_answers import AnswerRelay, WatchedWrites, is_answer
+from .session_answers import AnswerRelay, WatchedWrites, cancelled_id, is_answer, request_id
 from .session_store import SessionStore, digest
 from .wire import INTERNAL_ERROR, INVALID_REQUEST
 
@@ -174,16 +174,34 @@ class SealedSessions:
         if scope["method"] == "DELETE":  # the client ends it: for every process on the store,
             await anyio.to_thread.run_sync(partial(  # before it is told so
                 self.store.end, session_id, keep_s=MAX_AGE_S))
-        await transport.handle_request(scope, replay, send)
+        await self._handle(session_id, transport, _message(body), scope, replay, send)
         if transport.is_terminated:
             await self._discard(session_id, transport)
 
+    async def _handle(self, session_id: str, transport: StreamableHTTPServerTransport,
+                      message: Any, scope: Scope, receive: Any, send: Any) -> None:
+        """The request, with a client request it carries noted as running here until its
+        answer is sent (a cancellation reaching another process is then brought here)."""
+        running = request_id(message)
+        if running is not None:
+            self.answers.started(session_id, running)
+        try:
+            await transport.handle_request(scope, receive, send)
+        finally:
+            if running is not None:
+                self.answers.finished(session_id, running)
+
     async def _relayed(self, session_id: str, message: Any, send: Any) -> bool:
-        """Whether ``message`` is an answer to a request another process sent (and so was
-        passed on to it through the store, the client told it was accepted)."""
-        if not is_answer(message) or self.answers.mine(session_id, message):
+        """Whether ``message`` is an answer to a request another process sent, or cancels a
+        request running on no process but another (and so was passed on to it through the
+        store, the client told it was accepted)."""
+        cancelled = cancelled_id(message)
+        if cancelled is not None and not self.answers.runs(session_id, cancelled):
+            await self.answers.pass_cancel(session_id, message)
+        elif not is_answer(message) or self.answers.mine(session_id, message):
             return False
-        await self.answers.pass_on(session_id, message)
+        else:
+            await self.answers.pass_on(session_id, message)
         await send({"type": "http.response.start", "status": 202, "headers": []})
         await send({"type": "http.response.body", "body": b""})
         return True

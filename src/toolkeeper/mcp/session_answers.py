@@ -6,10 +6,15 @@ a load balancer may send to any replica. The process that asked notes each reque
 session (``WatchedWrites``); an answer reaching a process that did not ask it is posted to the
 store (``SessionStore``) and taken from there by the one that did, which polls the store only
 while it has a question out (every ``POLL_S``) and hands the answer to its session as if the
-client had sent it there."""
+client had sent it there.
+
+A client's ``notifications/cancelled`` for a request running on another process goes the same
+way: posted under the cancelled request's id, taken by the process running it (which polls while
+it runs a request of a session) and handed to its session, which cancels the call."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,7 +24,7 @@ from mcp_types import JSONRPCRequest
 
 from .session_store import SessionStore
 
-__all__ = ["POLL_S", "AnswerRelay", "WatchedWrites", "is_answer"]
+__all__ = ["POLL_S", "AnswerRelay", "WatchedWrites", "cancelled_id", "is_answer", "request_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +38,26 @@ def is_answer(message: Any) -> bool:
         and ("result" in message or "error" in message)
 
 
+def request_id(message: Any) -> Any:
+    """The id of a JSON-RPC request (``None`` for anything else)."""
+    if isinstance(message, dict) and "method" in message and "id" in message:
+        return message["id"]
+    return None
+
+
+def cancelled_id(message: Any) -> Any:
+    """The request a ``notifications/cancelled`` names (``None`` for anything else)."""
+    if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+        return None
+    params = message.get("params")
+    return params.get("requestId") if isinstance(params, dict) else None
+
+
+def _cancel_key(request_id: Any) -> list[Any]:
+    """The store key of a cancellation (a list: never a JSON-RPC id, so never an answer's)."""
+    return ["cancelled", request_id]
+
+
 class AnswerRelay:
     """The requests this process sent on each session and awaits an answer to (``asked``),
     and the loop that brings their answers from the store (``follow``)."""
@@ -41,6 +66,8 @@ class AnswerRelay:
                  deliver: Callable[[str, dict[str, Any]], Awaitable[None]]) -> None:
         self.store, self.deliver = store, deliver
         self.asked: dict[str, set[Any]] = {}
+        self.running: dict[str, set[Any]] = {}
+        """The client's requests each session runs here (cancellable from another process)."""
         self.woken = anyio.Event()
 
     def sent(self, session_id: str, request_id: Any) -> None:
@@ -55,8 +82,24 @@ class AnswerRelay:
         waiting.discard(message["id"])
         return True
 
+    def started(self, session_id: str, request_id: Any) -> None:
+        self.running.setdefault(session_id, set()).add(json.dumps(request_id))
+        self.woken.set()
+
+    def finished(self, session_id: str, request_id: Any) -> None:
+        self.running.get(session_id, set()).discard(json.dumps(request_id))
+
+    def runs(self, session_id: str, request_id: Any) -> bool:
+        return json.dumps(request_id) in self.running.get(session_id, set())
+
     def forget(self, session_id: str) -> None:
         self.asked.pop(session_id, None)
+        self.running.pop(session_id, None)
+
+    async def pass_cancel(self, session_id: str, message: dict[str, Any]) -> None:
+        """A cancellation of a request another process runs: into the store, for it to take."""
+        await anyio.to_thread.run_sync(self.store.post, session_id,
+                                       _cancel_key(cancelled_id(message)), message)
 
     async def pass_on(self, session_id: str, message: dict[str, Any]) -> None:
         """An answer to another process's request: into the store, for it to take."""
@@ -65,12 +108,14 @@ class AnswerRelay:
     async def follow(self) -> None:
         """Until cancelled: while a question is out, take its answers from the store."""
         while True:
-            if not any(self.asked.values()):
+            if not any(self.asked.values()) and not any(self.running.values()):
                 self.woken = anyio.Event()
                 await self.woken.wait()
-            for session_id, ids in list(self.asked.items()):
-                if ids:
-                    await self._bring(session_id, sorted(ids, key=str))
+            for session_id in list({*self.asked, *self.running}):
+                asked = sorted(self.asked.get(session_id, set()), key=str)
+                running = [_cancel_key(json.loads(r)) for r in self.running.get(session_id, ())]
+                if asked or running:
+                    await self._bring(session_id, asked + running)
             await anyio.sleep(POLL_S)
 
     async def _bring(self, session_id: str, ids: list[Any]) -> None:
@@ -81,8 +126,15 @@ class AnswerRelay:
                            exc_info=True)
             return
         for message in found:
-            if self.mine(session_id, message):
+            if self._awaited(session_id, message):
                 await self.deliver(session_id, message)
+
+    def _awaited(self, session_id: str, message: dict[str, Any]) -> bool:
+        """Whether ``message`` cancels a request running here or answers one asked here."""
+        cancelled = cancelled_id(message)
+        if cancelled is not None:
+            return self.runs(session_id, cancelled)
+        return is_answer(message) and self.mine(session_id, message)
 
 
 class WatchedWrites:

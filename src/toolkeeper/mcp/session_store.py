@@ -1,8 +1,9 @@
 """What the processes serving one store's MCP sessions (``--sessions``) tell each other through
 it: which sessions their clients ended (``DELETE``: the id is then not found on any of them),
-and a client's answers to a server's request (``ctx.elicit``, ``ctx.sample``,
-``ctx.list_roots``) that reached another process than the one whose call asked — each taken
-once by the process that asked. Sessions are referred to by a digest of their id."""
+a client's answers to a server's request (``ctx.elicit``, ``ctx.sample``,
+``ctx.list_roots``) that reached another process than the one whose call asked, and a client's
+cancellations of a request another process runs — each taken once by the process that asked or
+runs it. Sessions are referred to by a digest of their id."""
 
 from __future__ import annotations
 
