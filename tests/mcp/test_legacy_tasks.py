@@ -107,9 +107,9 @@ def approving(tmp_path: Path) -> Iterator[str]:
 
 def _said(wire: Wire, task_id: str, words: str) -> dict[str, Any]:
     """``tasks/get`` until the task's status message says ``words`` (within 30 s)."""
-    end, seen = time.monotonic() + 30, {}
+    end, seen = time.monotonic() + 30, dict[str, Any]()
     while time.monotonic() < end:
-        seen = wire.post("tasks/get", {"taskId": task_id})["result"]
+        seen = dict(wire.post("tasks/get", {"taskId": task_id})["result"])
         if words in (seen.get("statusMessage") or ""):
             return seen
         time.sleep(0.05)
