@@ -43,6 +43,7 @@ from .asking import ClientChannel, state_security
 from .changes import Changes
 from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .exported import Exported, page_of
+from .legacy_tasks import LegacyTasks
 from .offer_handlers import MISSING_CAPABILITY, NO_WAY_BACK, STDIO_CLIENT, caller_of, client_of
 from .page_link import PageLinks, quietly
 from .relay_link import SdkClientLink
@@ -184,13 +185,13 @@ class MCPFace(RelayedOffers):
                 on_completion=self.complete, on_set_logging_level=self.set_level,
                 on_subscriptions_listen=ListenHandler(self.changes.bus),
                 get_tool_input_schema=self.exported.input_schema)
-        # requestState (an approval asked at the client, a tool's earlier answers) is sealed
-        # and bound to its client: under the shared secret, else one of this process's own.
-        # (The SDK's way to add a middleware: its Server's list.)
+        # Middleware (the SDK's way: its Server's list): requestState (an approval asked at the
+        # client, a tool's earlier answers) sealed to its client under the shared secret, else
+        # one of this process's own; and tasks in their 2025-11-25 form (``legacy_tasks.py``).
         self.tasks.serve_on(server)
         secret = self.state_secret or self.ask_client or secrets.token_hex(32)
-        server.middleware.append(RequestStateBoundary(state_security(secret, client_of),
-                                                      default_audience=name))
+        server.middleware += [RequestStateBoundary(state_security(secret, client_of),
+                                                   default_audience=name), LegacyTasks(self.tasks)]
         return server
 
     @asynccontextmanager
@@ -229,8 +230,7 @@ class MCPFace(RelayedOffers):
 
     def release_artifacts(self, older_than_s: float) -> int:
         """Unpin the artifacts the client sessions stored more than ``older_than_s`` seconds
-        ago — a client's session lives as long as its server: their clients read them no
-        more, and the store's gc may remove them. Returns how many."""
+        ago (a session lives as long as its server), for the store's gc; returns how many."""
         return sum(session.release(older_than_s) for session in list(self.sessions.values()))
 
     def session_for(self, ctx: Ctx) -> InvokerSession:

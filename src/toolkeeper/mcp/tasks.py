@@ -18,6 +18,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -85,6 +86,19 @@ class TaskParams(types.RequestParams):
 
 class UpdateParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass
+class Asked:
+    """A 2025-11-25 ``tools/call`` that asked to run as a task (``params.task``): the TTL
+    it asked for, and the task it became (its answer is then the task, ``legacy_tasks.py``)."""
+
+    ttl_ms: int
+    task: dict[str, Any] | None = None
+
+
+ASKED: ContextVar[Asked | None] = ContextVar("toolkeeper_asked_task", default=None)
+"""Set around a 2025-11-25 task-augmented ``tools/call`` by ``legacy_tasks.LegacyTasks``."""
 
 
 def declared(ctx: Ctx) -> bool:
@@ -182,7 +196,8 @@ class Tasks:
         """The answer to a ``tools/call`` that is (or may become) a task, or ``None``: a
         plain call."""
         support, start = task_support(self.face.catalog, call.name)
-        tasks_client = declared(ctx) and modern(ctx)  # the extension is of 2026-07-28
+        asked = ASKED.get()  # 2025-11-25: the call itself asks to be a task
+        tasks_client = (declared(ctx) and modern(ctx)) or asked is not None
         if support == "required" and not tasks_client:
             raise MCPError(code=MISSING_CAPABILITY, message=(
                 f"tool {call.name!r} runs only as a task: declare the {EXTENSION!r} "
@@ -191,16 +206,18 @@ class Tasks:
         if not tasks_client or self.group is None:
             return None
         answers = answers_of(params)
-        if support == "forbidden" or start == "tool":  # a task once it says, or a person must
-            return await self._tool_started(ctx, call, answers)
+        if asked is None and (support == "forbidden" or start == "tool"):
+            return await self._tool_started(ctx, call, answers)  # a task once a person must
         task = await self._create(client_of(ctx), call)
         self.group.start_soon(self._run, ctx, call, task, answers)
-        return {"resultType": "task", **envelope(task)}
+        return _as_asked(asked, {"resultType": "task", **envelope(task)})
 
     async def _create(self, client: str, call: ToolCall, message: str | None = None,
                       approval: str | None = None) -> TaskRecord:
+        asked = ASKED.get()
+        ttl = TTL_MS if asked is None else max(1, min(asked.ttl_ms, TTL_MS))
         task = TaskRecord(id="task_" + secrets.token_urlsafe(12), client=client,
-                          tool=call.name, ttl_ms=TTL_MS, message=message, approval=approval)
+                          tool=call.name, ttl_ms=ttl, message=message, approval=approval)
         await anyio.to_thread.run_sync(self.store.create, task)
         return task
 
@@ -405,6 +422,11 @@ class Tasks:
             raise MCPError(code=MISSING_CAPABILITY, message=(
                 f"tasks are an extension: declare {EXTENSION!r} in the client's capabilities"),
                 data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+        return await self.find(ctx, task_id)
+
+    async def find(self, ctx: Ctx, task_id: str) -> TaskRecord:
+        """The task ``task_id`` of the client of ``ctx`` (another's, or one past its TTL,
+        is no task of this client's: an invalid-params error says so)."""
         found = await anyio.to_thread.run_sync(self.store.get, task_id, client_of(ctx))
         if found is None:
             raise MCPError(code=INVALID_PARAMS, message=(
@@ -421,7 +443,11 @@ class Tasks:
         return {"resultType": "complete"}
 
     async def cancel(self, ctx: Ctx, params: TaskParams) -> dict[str, Any]:
-        task = await self._owned(ctx, params.task_id)
+        await self.end(await self._owned(ctx, params.task_id))
+        return {"resultType": "complete"}
+
+    async def end(self, task: TaskRecord) -> None:
+        """Cancel ``task`` (its run stops, its approval request is withdrawn)."""
         if not task.terminal:
             await anyio.to_thread.run_sync(lambda: self.store.settle(
                 task.id, "cancelled", message="cancelled by the client"))
@@ -429,7 +455,16 @@ class Tasks:
             if scope is not None:
                 scope.cancel()
             await self._withdraw(task)
-        return {"resultType": "complete"}
+
+
+def _as_asked(asked: Asked | None, answer: Any) -> Any:
+    """What a 2025-11-25 task-augmented call's handler returns: a task is kept for its
+    middleware to answer with (the SDK checks the handler's result is a ``CallToolResult``),
+    an empty result in its place."""
+    if asked is None or not (isinstance(answer, dict) and answer.get("resultType") == "task"):
+        return answer
+    asked.task = {k: v for k, v in answer.items() if k != "resultType"}
+    return {"content": []}
 
 
 def _dumped(request: Any) -> dict[str, Any]:

@@ -1,0 +1,149 @@
+"""MCP tasks in the 2025-11-25 form against the real ``toolkeeper serve``: the client
+declares the ``tasks`` capability, sends ``tools/call`` with ``params.task`` and follows the
+task with ``tasks/get``, ``tasks/result``, ``tasks/list`` and ``tasks/cancel``. The official
+Python client has no tasks API for that revision, so these are its raw JSON-RPC requests."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ..server.test_serve import CLIENT_TOKENS, _start, _tokens
+from .test_tasks import TOOLS, _stop
+from .test_tasks_approval import TOOLS as APPROVED_TOOLS
+from .test_tasks_approval import _api, _marks
+
+LEGACY = "2025-11-25"
+CAPS: dict[str, Any] = {"tasks": {"requests": {"tools": {"call": {}}}, "list": {}, "cancel": {}}}
+
+
+class Wire:
+    """One 2025-11-25 client speaking raw JSON-RPC to ``/mcp``."""
+
+    def __init__(self, url: str, token: str, caps: dict[str, Any] | None = None) -> None:
+        self.http = httpx.Client(base_url=url, timeout=60, headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream"})
+        self.caps, self.ids = CAPS if caps is None else caps, 0
+
+    def post(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.ids += 1
+        reply = self.http.post("/mcp", json={"jsonrpc": "2.0", "id": self.ids,
+                                             "method": method, "params": params})
+        assert reply.status_code == 200, reply.text
+        if reply.headers["content-type"].startswith("application/json"):
+            found: dict[str, Any] = reply.json()
+            return found
+        for line in reply.text.splitlines():
+            if line.startswith("data:") and '"id"' in line:
+                message: dict[str, Any] = json.loads(line[5:])
+                if message.get("id") == self.ids:
+                    return message
+        raise AssertionError(f"no answer to {method} in {reply.text!r}")
+
+    def initialize(self) -> dict[str, Any]:
+        answer = self.post("initialize", {"protocolVersion": LEGACY, "capabilities": self.caps,
+                                          "clientInfo": {"name": "raw", "version": "1"}})
+        self.http.headers["mcp-protocol-version"] = LEGACY
+        return answer["result"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, tools=str(tmp_path / "tools.py"))
+    yield url
+    _stop(proc)
+
+
+def test_the_server_declares_tasks_to_a_2025_11_25_client(served: str) -> None:
+    caps = Wire(served, CLIENT_TOKENS[served]).initialize()["capabilities"]
+    assert caps["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+
+
+def test_a_task_augmented_call_is_followed_to_its_result(served: str) -> None:
+    wire = Wire(served, CLIENT_TOKENS[served])
+    wire.initialize()
+    created = wire.post("tools/call", {"name": "render", "arguments": {"frames": 3},
+                                       "task": {"ttl": 60_000}})
+    task = created["result"]["task"]
+    assert task["status"] == "working" and task["taskId"], created
+    result = wire.post("tasks/result", {"taskId": task["taskId"]})["result"]
+    assert result["content"][0]["text"] == "rendered 3 frames" and not result.get("isError")
+    got = wire.post("tasks/get", {"taskId": task["taskId"]})["result"]
+    assert got["status"] == "completed" and got["taskId"] == task["taskId"]
+    listed = wire.post("tasks/list", {})["result"]["tasks"]
+    assert [t["taskId"] for t in listed] == [task["taskId"]]
+
+
+def test_a_task_is_its_clients_alone_and_cancel_ends_it(served: str, tmp_path: Path) -> None:
+    added = _tokens(tmp_path, "add", "mallory")
+    assert added.returncode == 0, added.stderr
+    owner, other = Wire(served, CLIENT_TOKENS[served]), Wire(served, added.stdout.strip())
+    owner.initialize()
+    other.initialize()
+    task = owner.post("tools/call", {"name": "render", "arguments": {"frames": 2, "seconds": 30},
+                                     "task": {"ttl": 60_000}})["result"]["task"]
+    hidden = other.post("tasks/get", {"taskId": task["taskId"]})
+    assert hidden["error"]["code"] == -32602 and "not this client's" in hidden["error"]["message"]
+    assert other.post("tasks/list", {})["result"]["tasks"] == []
+    cancelled = owner.post("tasks/cancel", {"taskId": task["taskId"]})["result"]
+    assert cancelled["status"] == "cancelled"
+
+
+@pytest.fixture
+def approving(tmp_path: Path) -> Iterator[str]:
+    (tmp_path / "tools.py").write_text(APPROVED_TOOLS)
+    proc, url = _start(tmp_path, "--approval-wait", "1", tools=str(tmp_path / "tools.py"))
+    yield url
+    _stop(proc)
+
+
+def _said(wire: Wire, task_id: str, words: str) -> dict[str, Any]:
+    """``tasks/get`` until the task's status message says ``words`` (within 30 s)."""
+    end, seen = time.monotonic() + 30, dict[str, Any]()
+    while time.monotonic() < end:
+        seen = dict(wire.post("tasks/get", {"taskId": task_id})["result"])
+        if words in (seen.get("statusMessage") or ""):
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"the task never said {words!r}: {seen}")
+
+
+def test_a_wait_for_a_person_is_a_task_that_ends_once_approved(
+        approving: str, tmp_path: Path) -> None:
+    wire = Wire(approving, CLIENT_TOKENS[approving])
+    wire.initialize()
+    task = wire.post("tools/call", {"name": "launch", "arguments": {"n": 1},
+                                    "task": {"ttl": 60_000}})["result"]["task"]
+    waiting = _said(wire, task["taskId"], "a person must decide")
+    (request,) = _api(approving, "/api/approvals?state=pending")["approvals"]
+    assert waiting["status"] == "working" and f"/approvals/{request['id']}" in \
+        waiting["statusMessage"] and _marks(tmp_path) == []
+    _api(approving, f"/api/approvals/{request['id']}/decision", {"decision": "approve"})
+    result = wire.post("tasks/result", {"taskId": task["taskId"]})["result"]
+    assert result["content"][0]["text"] == "launched 1"
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+    assert _marks(tmp_path) == ["ran 1"]  # run once
+
+
+def test_cancelling_a_waiting_task_withdraws_its_request(approving: str) -> None:
+    wire = Wire(approving, CLIENT_TOKENS[approving])
+    wire.initialize()
+    task = wire.post("tools/call", {"name": "launch", "arguments": {"n": 4},
+                                    "task": {"ttl": 60_000}})["result"]["task"]
+    _said(wire, task["taskId"], "a person must decide")
+    (request,) = _api(approving, "/api/approvals?state=pending")["approvals"]
+    assert wire.post("tasks/cancel", {"taskId": task["taskId"]})["result"]["status"] == \
+        "cancelled"
+    again = wire.post("tasks/cancel", {"taskId": task["taskId"]})["error"]
+    assert again["code"] == -32602 and "already cancelled" in again["message"]
+    final = _api(approving, f"/api/approvals/{request['id']}")
+    assert final["state"] == "denied"
+    assert final["decision"]["message"] == "withdrawn: the client cancelled its task"
