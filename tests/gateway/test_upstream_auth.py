@@ -10,8 +10,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -101,6 +102,22 @@ def _until_line(proc: subprocess.Popen[str], needle: str) -> list[str]:
     pytest.fail(f"serve never said {needle!r}: {lines}")
 
 
+async def _whoami(tmp_path: Path, config: Path, before: Callable[[], object] | None = None
+                  ) -> tuple[Any, str]:
+    """A real serve of ``config``: once the upstream's ``whoami`` is listed (and ``before``
+    has run), the official client's call of it; the result and serve's URL."""
+    proc, served = _start(tmp_path, "--config", str(config))
+    try:
+        async with _client(served) as client:
+            await _until_listed(client, "up-whoami")
+            if before is not None:
+                before()
+            return await client.call_tool("up-whoami", {}), served
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 async def test_a_client_s_own_token_is_never_passed_upstream(
         tmp_path: Path, upstream: tuple[str, Path]) -> None:
     url, state = upstream
@@ -108,14 +125,7 @@ async def test_a_client_s_own_token_is_never_passed_upstream(
     login = _login(tmp_path, config)
     assert login.returncode == 0, login.stderr
     assert "logged in to MCP server 'up' (1 tools)" in login.stdout
-    proc, served = _start(tmp_path, "--config", str(config))
-    try:
-        async with _client(served) as client:
-            await _until_listed(client, "up-whoami")
-            called = await client.call_tool("up-whoami", {})
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    called, served = await _whoami(tmp_path, config)
     assert not called.is_error and text_of(called.content[0]) == "hello from upstream"
     seen = (state / "seen").read_text().splitlines()
     assert any(line.startswith("Bearer up-") for line in seen)
@@ -164,14 +174,7 @@ async def test_an_expired_token_is_refreshed_and_the_new_one_kept(
     assert _login(tmp_path, config).returncode == 0
     old = _until_expired(tmp_path, url)
     (state / "expires_in").write_text("3600")
-    proc, served = _start(tmp_path, "--config", str(config))
-    try:
-        async with _client(served) as client:
-            await _until_listed(client, "up-whoami")
-            called = await client.call_tool("up-whoami", {})
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    called, _served = await _whoami(tmp_path, config)
     assert not called.is_error
     assert "refresh_token" in (state / "grants").read_text().split()
     new, _expires = _kept(tmp_path, url)
@@ -202,15 +205,7 @@ async def test_a_refused_token_reaches_the_model_as_an_error_naming_the_login(
     url, state = upstream
     config = _config(tmp_path, url)
     assert _login(tmp_path, config).returncode == 0
-    proc, served = _start(tmp_path, "--config", str(config))
-    try:
-        async with _client(served) as client:
-            await _until_listed(client, "up-whoami")
-            (state / "revoked").touch()
-            refused = await client.call_tool("up-whoami", {})
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    refused, _served = await _whoami(tmp_path, config, before=(state / "revoked").touch)
     assert refused.is_error
     assert text_of(refused.content[0]) == ("MCP server 'up' refused its OAuth token: run "
                                            "`toolkeeper upstream login up`")
@@ -222,14 +217,7 @@ async def test_client_credentials_need_no_person(
     monkeypatch.setenv("UP_SECRET", "machine-secret")
     config = _config(tmp_path, url, 'grant = "client_credentials"\nclient_id = "machine"\n'
                                     'client_secret = "${UP_SECRET}"\n')
-    proc, served = _start(tmp_path, "--config", str(config))
-    try:
-        async with _client(served) as client:
-            await _until_listed(client, "up-whoami")
-            called = await client.call_tool("up-whoami", {})
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    called, _served = await _whoami(tmp_path, config)
     assert not called.is_error
     assert (state / "grants").read_text().split() == ["client_credentials"]
     assert "machine-secret" not in (tmp_path / "state" / "toolkeeper.db").read_bytes().decode(
