@@ -59,6 +59,9 @@ SHOWN_CALLS = 100
 KILL_WAIT_S = 10.0
 """How long a killed sandbox may take to be gone (a fork bomb's teardown) before the run
 answers anyway."""
+DRAIN_S = 5.0
+"""How long the frames a script sent before it ended may take to be read (the socket is
+at EOF once the sandbox is gone, so this bounds only a host too busy to read them)."""
 PAUSED_TTL_S = 3600.0
 """How long a request a paused run waits on stays approvable, when the chain's policy does not
 say (``approval_ttl_s``)."""
@@ -348,13 +351,7 @@ class ToolChainTool(Tool):
                     session.protocol, session.era = origin.protocol, origin.era
                 bridge = Bridge(self, run.host, run.secret, session, code, workspace, log=log,
                                 kill=run.cancel.set)
-                async with anyio.create_task_group() as group:
-                    group.start_soon(bridge.serve)
-                    if not await run.wait(policy.total_timeout_s):
-                        run.cancel.set()  # the total limit: the whole sandbox goes
-                        await run.wait(KILL_WAIT_S)
-                    group.cancel_scope.cancel()
-                    bridge.stop()
+                await _serve_until_ended(run, bridge, policy.total_timeout_s)
                 trace = tuple(session.trace)
             dropped = (session.trace_dropped, session.audit_dropped)  # counted to its close
         finally:
@@ -405,6 +402,30 @@ async def _journal_end(log: RunLog, outcome: ChainRunResult) -> ChainRunResult:
             "its request]")
     return replace(outcome, output_text=outcome.output_text + (
         "\n" if outcome.output_text else "") + kept)
+
+
+async def _serve_until_ended(run: Started, bridge: Bridge, total_s: float) -> None:
+    """Answer the script's frames until its sandbox has ended (killed at ``total_s``)."""
+    served = anyio.Event()
+
+    async def serve() -> None:
+        try:
+            await bridge.serve()
+        finally:
+            served.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(serve)
+        if await run.wait(total_s):
+            # the script's last frames ('done' among them) may still wait in the socket when
+            # the sandbox's end wakes this task first: they are read, to EOF
+            with anyio.move_on_after(DRAIN_S):
+                await served.wait()
+        else:
+            run.cancel.set()  # the total limit: the whole sandbox goes
+            await run.wait(KILL_WAIT_S)
+        group.cancel_scope.cancel()
+        bridge.stop()
 
 
 def _view(shared: SharedPath, sandbox: Sandbox) -> Overlay | None:
