@@ -1,9 +1,9 @@
 """What the processes serving one store's MCP sessions (``--sessions``) tell each other through
-it: which sessions their clients ended (``DELETE``: the id is then not found on any of them),
-a client's answers to a server's request (``ctx.elicit``, ``ctx.sample``,
-``ctx.list_roots``) that reached another process than the one whose call asked, and a client's
-cancellations of a request another process runs — each taken once by the process that asked or
-runs it. Sessions are referred to by a digest of their id."""
+it: a number of its own for each (``process_number``), which sessions their clients ended
+(``DELETE``: the id is then not found on any of them), a client's answers to a server's
+request (``ctx.elicit``, ``ctx.sample``, ``ctx.list_roots``) that reached another process
+than the one whose call asked, and a client's cancellations of a request another process runs
+— each taken once by the process that asked or runs it. Sessions are referred to by a digest of their id."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ CREATE TABLE IF NOT EXISTS mcp_session_answers (
     posted_at REAL NOT NULL,
     PRIMARY KEY (session, request_id)
 );
+CREATE TABLE IF NOT EXISTS mcp_session_processes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at REAL NOT NULL
+);
 """
 
 
@@ -48,6 +52,18 @@ class SessionStore:
 
     def __init__(self, target: str | Path | Database) -> None:
         self.db = open_database(target, _SCHEMA, "mcp_sessions")
+
+    def process_number(self) -> int:
+        """A number no other process serving this store was given (one per start): what
+        keeps the ids of the requests each sends its sessions' clients apart."""
+        with self.db.transaction() as conn:
+            row = conn.execute("INSERT INTO mcp_session_processes (started_at) VALUES (?) "
+                               "RETURNING seq", (time.time(),)).fetchone()
+            conn.execute("DELETE FROM mcp_session_processes WHERE started_at < ?",
+                         (time.time() - 30 * 24 * 3600,))
+        if row is None:  # pragma: no cover - RETURNING always answers
+            raise RuntimeError("the store numbered no process")
+        return int(str(row[0]))
 
     def end(self, session_id: str, *, keep_s: float) -> None:
         """``session_id`` was ended by its client; ends older than ``keep_s`` are dropped."""
