@@ -1,6 +1,7 @@
 """The events of a session's streams kept in a real SQLite store: a request's stream is
 replayed after the client's last event and followed while another writer (another process, in
-serve) is still storing its events, up to its result; each session sees its own streams only."""
+serve) is still storing its events, up to its result — or, when that process is no longer
+alive, up to an error saying so; each session sees its own streams only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import anyio
 import mcp_types as types
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
 
+from toolkeeper.mcp.session_store import SessionStore
 from toolkeeper.mcp.streams import SessionEvents, StoredEvents
+
+
+def _alive(_process: int) -> bool:
+    """Every process is alive."""
+    return True
 
 
 def _progress(n: int) -> types.JSONRPCNotification:
@@ -25,7 +32,7 @@ def _result(text: str) -> types.JSONRPCResponse:
 
 async def test_a_resumed_stream_gets_every_later_event_once_up_to_the_result(
         tmp_path: Path) -> None:
-    stored = StoredEvents(tmp_path / "store.db")
+    stored = StoredEvents(tmp_path / "store.db", alive=_alive)
     writer, reader = SessionEvents(stored, "s1"), SessionEvents(stored, "s1")
     priming = await writer.store_event("7", None)
     seen = await writer.store_event("7", _progress(1))
@@ -54,7 +61,7 @@ async def test_a_resumed_stream_gets_every_later_event_once_up_to_the_result(
 
 async def test_a_session_resumes_its_own_streams_only_and_its_get_stream_is_tailed(
         tmp_path: Path) -> None:
-    stored = StoredEvents(tmp_path / "store.db")
+    stored = StoredEvents(tmp_path / "store.db", alive=_alive)
     mine, theirs = SessionEvents(stored, "mine"), SessionEvents(stored, "theirs")
     their_event = await theirs.store_event("1", _progress(1))
     await theirs.store_event("1", _result("theirs"))
@@ -73,9 +80,32 @@ async def test_a_session_resumes_its_own_streams_only_and_its_get_stream_is_tail
 
 
 async def test_events_older_than_the_kept_time_are_dropped(tmp_path: Path) -> None:
-    stored = StoredEvents(tmp_path / "store.db", keep_s=0.0)
+    stored = StoredEvents(tmp_path / "store.db", alive=_alive, keep_s=0.0)
     events = SessionEvents(stored, "s")
     old = await events.store_event("1", _progress(1))
     stored._pruned = 0.0  # the next event prunes, as one does every half minute
     await events.store_event("1", _progress(2))
     assert stored.stream_of(events.session, int(old)) is None
+
+
+async def test_a_stream_whose_process_was_lost_ends_with_an_error_saying_so(
+        tmp_path: Path) -> None:
+    sessions = SessionStore(tmp_path / "store.db")
+    stored = StoredEvents(tmp_path / "store.db", alive=sessions.alive)
+    stored.process = sessions.process_number()
+    events = SessionEvents(stored, "s")
+    first = await events.store_event("4", _progress(1))
+    assert sessions.alive(stored.process) and not sessions.alive(stored.process + 1)
+    stored.process = 0  # the next events are a process's the store never numbered: lost
+    last = await events.store_event("5", _progress(1))
+    sent: list[EventMessage] = []
+
+    async def send(event: EventMessage) -> None:
+        sent.append(event)
+
+    with anyio.fail_after(30):
+        assert await events.replay_events_after(last, send) is None
+    assert len(sent) == 1 and isinstance(sent[0].message, types.JSONRPCError), sent
+    assert sent[0].message.id == 5 and "stopped before the call finished" in \
+        sent[0].message.error.message
+    assert first != last

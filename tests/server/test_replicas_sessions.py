@@ -4,9 +4,10 @@ round-robin with no stickiness, and the official MCP client keeping its ``Mcp-Se
 each of its requests lands on another replica and none is "Session not found". A session id is
 good for the client that opened it only, a session ended on one replica is not found on any, a
 forged or altered id is refused like an unknown one, a tool's question answered through
-another replica reaches the call that asked, and a call cancelled through another replica
-stops, a stream broken mid-call resumes through another replica with every event once, and
-two replicas asking one session's client at once never send it the same request id."""
+another replica reaches the call that asked, a call cancelled through another replica
+stops; a stream broken mid-call resumes through another replica with every event once (or,
+its replica killed, ends with an error saying so), and two replicas asking one session's
+client at once never send it the same request id."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from ..balancer import REPLICA_HEADER, Balancer, balancer
 from ..blocks import text_of
@@ -114,7 +116,7 @@ async def test_a_session_client_keeps_its_session_while_each_request_lands_on_an
         names = [t.name for t in (await client.list_tools()).tools]
         answers = [text_of((await client.call_tool("ping", {"n": n})).content[0])
                    for n in range(6)]
-    assert names == ["crawl", "greet", "launch", "ping"] and answers == [str(n) for n in range(6)]
+    assert names == ["crawl", "creep", "greet", "launch", "ping"] and answers == [str(n) for n in range(6)]
     replicas = [replica for replica, _ in seen]
     assert set(replicas) == {"r0", "r1", "r2"}, seen
     assert all(a != b for a, b in itertools.pairwise(replicas)), replicas
@@ -251,16 +253,16 @@ async def test_a_stream_cut_mid_call_resumes_on_another_replica_with_every_event
         balanced: tuple[Balancer, Replicas], tmp_path: Path, postgres_url: str) -> None:
     front, _ = balanced
     seen: list[tuple[str, str, str | None]] = []  # (method, replica, Last-Event-ID)
-    progress: list[float] = []
+    steps: list[float] = []
     two = anyio.Event()
 
     async def note(response: httpx2.Response) -> None:
         seen.append((_posted_method(response), response.headers.get(REPLICA_HEADER, "?"),
                      response.request.headers.get("last-event-id")))
 
-    async def on_progress(step: float, total: float | None, message: str | None) -> None:
-        progress.append(step)
-        if len(progress) == 2:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        steps.append(progress)
+        if len(steps) == 2:
             two.set()
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[front.url]}"},
@@ -283,15 +285,49 @@ async def test_a_stream_cut_mid_call_resumes_on_another_replica_with_every_event
                     (tmp_path / "go").touch()  # and the call goes on, on its replica
         except TimeoutError:
             gets = sum(1 for method, _, last in seen if method == "GET" and last)
-            pytest.fail(f"the call never finished: progress {progress}, requests {seen[:6]} "
+            pytest.fail(f"the call never finished: progress {steps}, requests {seen[:6]} "
                         f"and {gets} GETs with Last-Event-ID")
     assert [text_of(r.content[0]) for r in results] == ["crept 5"], results
-    assert progress == [1, 2, 3, 4, 5], progress
+    assert steps == [1, 2, 3, 4, 5], steps
     resumed = [replica for method, replica, last in seen if method == "GET" and last]
     assert resumed and runner not in resumed, seen
     audit = _cli(tmp_path, "audit", "--json", "--store", postgres_url)
     rows = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
     assert [r["status"] for r in rows if r["tool"] == "creep"] == ["ok"], rows
+
+
+async def test_a_stream_whose_replica_is_killed_mid_call_ends_with_an_error_saying_so(
+        balanced: tuple[Balancer, Replicas]) -> None:
+    front, replicas = balanced
+    runners: list[str] = []
+    two = anyio.Event()
+
+    async def note(response: httpx2.Response) -> None:
+        if _posted_method(response) == "tools/call":
+            runners.append(response.headers.get(REPLICA_HEADER, "?"))
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if progress == 2:
+            two.set()
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[front.url]}"},
+                              timeout=60, event_hooks={"response": [note]})
+    async with Client(streamable_http_client(f"{front.url}/mcp", http_client=http),
+                      mode="legacy") as client:
+
+        async def kill_the_runner() -> None:
+            await two.wait()
+            replicas[front.names.index(runners[0])][0].kill()  # SIGKILL: the call is lost
+
+        lost: list[MCPError] = []
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as group:
+                group.start_soon(kill_the_runner)
+                try:
+                    await client.call_tool("creep", {"steps": 5}, progress_callback=on_progress)
+                except MCPError as exc:
+                    lost.append(exc)
+    assert len(lost) == 1 and "stopped before the call finished" in str(lost[0]), lost
 
 
 async def test_two_replicas_asking_one_sessions_client_at_once_get_each_their_own_answer(

@@ -53,7 +53,7 @@ from .session_answers import (
     is_answer,
     request_id,
 )
-from .session_store import SessionStore, digest
+from .session_store import BEAT_S, SessionStore, digest
 from .streams import SessionEvents, StoredEvents
 from .wire import INTERNAL_ERROR, INVALID_REQUEST
 
@@ -131,7 +131,7 @@ class SealedSessions:
                  security: TransportSecuritySettings,
                  retry_interval: int | None, max_body_bytes: int) -> None:
         self.server, self.seal, self.store = server, SessionSeal(secret), store
-        self.events, self.security = StoredEvents(store.db), security
+        self.events, self.security = StoredEvents(store.db, alive=store.alive), security
         self.ids: RequestIds | None = None
         self.retry_interval = retry_interval
         self.modern = StreamableHTTPSessionManager(
@@ -146,9 +146,11 @@ class SealedSessions:
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        self.ids = RequestIds(await anyio.to_thread.run_sync(self.store.process_number))
+        number = await anyio.to_thread.run_sync(self.store.process_number)
+        self.ids, self.events.process = RequestIds(number), number
         async with self.modern.run(), anyio.create_task_group() as group:
             self.group = group
+            group.start_soon(self._beat, number)
             group.start_soon(self.answers.follow)
             group.start_soon(self._follow_ends)
             try:
@@ -216,6 +218,16 @@ class SealedSessions:
         await send({"type": "http.response.start", "status": 202, "headers": []})
         await send({"type": "http.response.body", "body": b""})
         return True
+
+    async def _beat(self, number: int) -> None:
+        """Tells the store every ``BEAT_S`` that this process is alive (a stream of a call it
+        runs, resumed on another process, is followed as long as it is)."""
+        while True:
+            await anyio.sleep(BEAT_S)
+            try:
+                await anyio.to_thread.run_sync(self.store.beat, number)
+            except Exception:  # the store is away for a moment: the next beat tries again
+                logger.warning("could not tell the store this process is alive", exc_info=True)
 
     async def _follow_ends(self) -> None:
         """Sessions ended through another process are dropped here within ``ENDS_POLL_S``."""

@@ -11,20 +11,24 @@ the result once, whichever process runs the call. The session's own ``GET`` stre
 ends it) is replayed and then tailed by the transport as the SDK does.
 
 Events are kept ``KEEP_S`` after they were stored; a stream is followed while it sends an
-event at least that often."""
+event at least that often, and while the process running its call is alive: a stream whose
+process was lost (killed, cut off from the store) ends with an error saying so, which the
+client's call returns."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, EventStore
-from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, jsonrpc_message_adapter
+from mcp_types import ErrorData, JSONRPCError, JSONRPCMessage, JSONRPCResponse, jsonrpc_message_adapter
 
 from ..approval.pg import open_database
 from ..approval.sqlite import Database
-from .session_store import digest
+from .session_store import LOST_AFTER_S, digest
+from .wire import INTERNAL_ERROR
 
 __all__ = ["FOLLOW_POLL_S", "KEEP_S", "SessionEvents", "StoredEvents"]
 
@@ -39,6 +43,7 @@ CREATE TABLE IF NOT EXISTS mcp_session_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     session TEXT NOT NULL,
     stream TEXT NOT NULL,
+    process INTEGER NOT NULL,
     body TEXT,
     stored_at REAL NOT NULL
 );
@@ -49,20 +54,24 @@ CREATE INDEX IF NOT EXISTS mcp_session_events_at ON mcp_session_events (stored_a
 
 class StoredEvents:
     """The events of every session's streams in ``target`` (the approval store's database: a
-    SQLite file or the PostgreSQL database replicas share), each numbered by the store."""
+    SQLite file or the PostgreSQL database replicas share), each numbered by the store and
+    marked with the ``process`` that stored it; ``alive`` says whether a process still is."""
 
-    def __init__(self, target: str | Path | Database, *, keep_s: float = KEEP_S) -> None:
+    def __init__(self, target: str | Path | Database, *, alive: Callable[[int], bool],
+                 keep_s: float = KEEP_S) -> None:
         self.db = open_database(target, _SCHEMA, "mcp_session_events")
-        self.keep_s = keep_s
+        self.alive, self.keep_s = alive, keep_s
+        self.process = 0
+        """This process's number in the store (set once it has one)."""
         self._pruned = 0.0
 
     def add(self, session: str, stream: str, body: str | None) -> int:
         """Keeps an event (``body`` ``None``: a priming event, never replayed); its number."""
         now = time.time()
         with self.db.transaction() as conn:
-            row = conn.execute("INSERT INTO mcp_session_events (session, stream, body, "
-                               "stored_at) VALUES (?, ?, ?, ?) RETURNING seq",
-                               (session, stream, body, now)).fetchone()
+            row = conn.execute("INSERT INTO mcp_session_events (session, stream, process, "
+                               "body, stored_at) VALUES (?, ?, ?, ?, ?) RETURNING seq",
+                               (session, stream, self.process, body, now)).fetchone()
             if now - self._pruned > _PRUNE_EVERY_S:
                 self._pruned = now
                 conn.execute("DELETE FROM mcp_session_events WHERE stored_at < ?",
@@ -71,10 +80,11 @@ class StoredEvents:
             raise RuntimeError("the store numbered no event")
         return int(str(row[0]))
 
-    def stream_of(self, session: str, seq: int) -> str | None:
-        rows = self.db.query("SELECT stream FROM mcp_session_events WHERE session = ? AND "
-                             "seq = ?", (session, seq))
-        return str(rows[0][0]) if rows else None
+    def stream_of(self, session: str, seq: int) -> tuple[str, int] | None:
+        """The stream of event ``seq`` and the process that stored it."""
+        rows = self.db.query("SELECT stream, process FROM mcp_session_events WHERE "
+                             "session = ? AND seq = ?", (session, seq))
+        return (str(rows[0][0]), int(str(rows[0][1]))) if rows else None
 
     def after(self, session: str, stream: str, seq: int) -> list[tuple[int, str | None]]:
         """The events of ``stream`` numbered after ``seq``, in order."""
@@ -104,24 +114,31 @@ class SessionEvents(EventStore):
         if not last_event_id.isdecimal():
             return None
         seq = int(last_event_id)
-        stream = await anyio.to_thread.run_sync(self.events.stream_of, self.session, seq)
-        if stream is None:
+        found = await anyio.to_thread.run_sync(self.events.stream_of, self.session, seq)
+        if found is None:
             return None
+        stream, process = found
         if stream == GET_STREAM_KEY:
             await self._send_after(stream, seq, send_callback)
             return stream
-        await self._follow(stream, seq, send_callback)
+        await self._follow(stream, process, seq, send_callback)
         return None
 
-    async def _follow(self, stream: str, seq: int, send: EventCallback) -> None:
-        """``stream``'s events after ``seq`` as they are stored, until its last one."""
-        quiet_since = time.monotonic()
+    async def _follow(self, stream: str, process: int, seq: int, send: EventCallback) -> None:
+        """``stream``'s events after ``seq`` as ``process`` stores them, until its last one
+        (or an error saying ``process`` was lost)."""
+        quiet_since = checked = time.monotonic()
         while time.monotonic() - quiet_since < self.events.keep_s:
             last, ended = await self._send_after(stream, seq, send)
             if ended:
                 return
             if last != seq:
                 seq, quiet_since = last, time.monotonic()
+            elif time.monotonic() - checked > LOST_AFTER_S / 4:
+                checked = time.monotonic()
+                if not await anyio.to_thread.run_sync(self.events.alive, process):
+                    await send(EventMessage(_lost(stream), None))
+                    return
             await anyio.sleep(FOLLOW_POLL_S)
 
     async def _send_after(self, stream: str, seq: int, send: EventCallback) -> tuple[int, bool]:
@@ -136,3 +153,12 @@ class SessionEvents(EventStore):
             if isinstance(message, JSONRPCResponse | JSONRPCError):
                 return seq, True
         return seq, False
+
+
+def _lost(stream: str) -> JSONRPCError:
+    """The answer of a call whose process was lost before it finished (the client answers its
+    own request with it, whatever id it bears)."""
+    return JSONRPCError(jsonrpc="2.0", id=int(stream) if stream.isdecimal() else stream,
+                        error=ErrorData(code=INTERNAL_ERROR, message=(
+                            "the server process running this call stopped before the call "
+                            "finished: it may have partly run. Call it again.")))
