@@ -73,7 +73,8 @@ async def test_a_session_resumes_its_own_streams_only_and_its_get_stream_is_tail
         sent.append(event)
 
     assert await mine.replay_events_after(their_event, send) is None  # another session's id
-    assert await mine.replay_events_after("nonsense", send) is None
+    for nonsense in ("nonsense", "9" * 5000, "\u0663", "-1"):
+        assert await mine.replay_events_after(nonsense, send) is None
     assert sent == []
     assert await mine.replay_events_after(first, send) == GET_STREAM_KEY
     assert [e.message.model_dump()["params"]["progress"] for e in sent] == [2]

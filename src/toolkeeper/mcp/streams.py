@@ -111,8 +111,8 @@ class SessionEvents(EventStore):
         """Sends what ``last_event_id``'s stream sent after it; a request's stream followed to
         its end (then ``None``: nothing left for the transport to tail), the session's ``GET``
         stream's id (the transport tails it). ``None`` for an unknown or expired event."""
-        if not last_event_id.isdecimal():
-            return None
+        if not (last_event_id.isascii() and last_event_id.isdigit()) or len(last_event_id) > 18:
+            return None  # not a number the store gave (and none a 64-bit column holds)
         seq = int(last_event_id)
         found = await anyio.to_thread.run_sync(self.events.stream_of, self.session, seq)
         if found is None:
