@@ -51,16 +51,28 @@ class Balancer:
     def __init__(self, proc: subprocess.Popen[str], url: str, stats: Path, names: list[str]):
         self.proc, self.url, self.stats, self.names = proc, url, stats, names
 
-    def open_requests(self) -> dict[str, int]:
-        """Requests each replica is answering now (HAProxy's ``scur``)."""
+    def admin(self, command: str) -> str:
+        """What HAProxy answers ``command`` on its stats socket (``show stat``, ``disable
+        server replicas/r0``, ``shutdown sessions server replicas/r0``, …)."""
         with socket.socket(socket.AF_UNIX) as sock:
             sock.settimeout(10)
             sock.connect(str(self.stats))
-            sock.sendall(b"show stat\n")
+            sock.sendall(command.encode() + b"\n")
             data = b""
             while chunk := sock.recv(65536):
                 data += chunk
-        rows = [line.split(",") for line in data.decode().splitlines() if line and line[0] != "#"]
+        return data.decode()
+
+    def cut(self, name: str) -> None:
+        """Replica ``name`` gets no new request, and every connection to it is closed (the
+        clients' open streams break, as when a replica is drained or its network fails)."""
+        self.admin(f"disable server replicas/{name}")
+        self.admin(f"shutdown sessions server replicas/{name}")
+
+    def open_requests(self) -> dict[str, int]:
+        """Requests each replica is answering now (HAProxy's ``scur``)."""
+        data = self.admin("show stat")
+        rows = [line.split(",") for line in data.splitlines() if line and line[0] != "#"]
         return {row[1]: int(row[4]) for row in rows if row[0] == "replicas" and row[1] in self.names}
 
 

@@ -35,18 +35,26 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.server.connection import Connection
 from mcp.server.runner import serve_connection
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventStore, StreamableHTTPServerTransport
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types import InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from ..core.context import CALLER_KEY, Caller
 from .server import FaceServer
-from .session_answers import AnswerRelay, WatchedWrites, cancelled_id, is_answer, request_id
-from .session_store import SessionStore, digest
+from .session_answers import (
+    AnswerRelay,
+    NumberedDispatcher,
+    RequestIds,
+    WatchedWrites,
+    cancelled_id,
+    is_answer,
+    request_id,
+)
+from .session_store import BEAT_S, SessionStore, digest
+from .streams import SessionEvents, StoredEvents
 from .wire import INTERNAL_ERROR, INVALID_REQUEST
 
 __all__ = ["SealedSessions", "SessionSeal"]
@@ -116,13 +124,15 @@ async def _refuse(send: Any, status: int, message: str) -> None:
 
 class SealedSessions:
     """The ASGI app of ``/mcp`` with sessions any process on the store can carry on; ``run`` is
-    its lifespan (the face's, entered once). ``store``: what the processes tell each other."""
+    its lifespan (the face's, entered once). ``store``: what the processes tell each other,
+    and the events of the sessions' streams (a broken stream resumes on any of them)."""
 
     def __init__(self, server: FaceServer, *, secret: str, store: SessionStore,
-                 event_store: EventStore | None, security: TransportSecuritySettings,
+                 security: TransportSecuritySettings,
                  retry_interval: int | None, max_body_bytes: int) -> None:
         self.server, self.seal, self.store = server, SessionSeal(secret), store
-        self.event_store, self.security = event_store, security
+        self.events, self.security = StoredEvents(store.db, alive=store.alive), security
+        self.ids: RequestIds | None = None
         self.retry_interval = retry_interval
         self.modern = StreamableHTTPSessionManager(
             server, stateless=True, security_settings=security,
@@ -136,8 +146,11 @@ class SealedSessions:
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
+        number = await anyio.to_thread.run_sync(self.store.process_number)
+        self.ids, self.events.process = RequestIds(number), number
         async with self.modern.run(), anyio.create_task_group() as group:
             self.group = group
+            group.start_soon(self._beat, number)
             group.start_soon(self.answers.follow)
             group.start_soon(self._follow_ends)
             try:
@@ -205,6 +218,16 @@ class SealedSessions:
         await send({"type": "http.response.start", "status": 202, "headers": []})
         await send({"type": "http.response.body", "body": b""})
         return True
+
+    async def _beat(self, number: int) -> None:
+        """Tells the store every ``BEAT_S`` that this process is alive (a stream of a call it
+        runs, resumed on another process, is followed as long as it is)."""
+        while True:
+            await anyio.sleep(BEAT_S)
+            try:
+                await anyio.to_thread.run_sync(self.store.beat, number)
+            except Exception:  # the store is away for a moment: the next beat tries again
+                logger.warning("could not tell the store this process is alive", exc_info=True)
 
     async def _follow_ends(self) -> None:
         """Sessions ended through another process are dropped here within ``ENDS_POLL_S``."""
@@ -295,7 +318,7 @@ class SealedSessions:
         if len(self.held) >= MAX_SESSIONS:
             return None
         transport = StreamableHTTPServerTransport(
-            mcp_session_id=session_id, event_store=self.event_store,
+            mcp_session_id=session_id, event_store=SessionEvents(self.events, session_id),
             security_settings=self.security, retry_interval=self.retry_interval,
             idle_timeout=IDLE_S)
         self.held[session_id] = (transport, client)
@@ -309,8 +332,8 @@ class SealedSessions:
         async with transport.connect() as (read_stream, write_stream):
             task_status.started()
             watched = WatchedWrites(write_stream, partial(self.answers.sent, session_id))
-            dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(
-                read_stream, watched, inline_methods=frozenset({"initialize"}))
+            dispatcher = NumberedDispatcher(read_stream, watched, ids=self.ids or RequestIds(0),
+                                            inline_methods=frozenset({"initialize"}))
             connection = _connection(dispatcher, session_id, params)
             try:
                 with transport.idle_scope or anyio.CancelScope():
@@ -331,7 +354,7 @@ class SealedSessions:
                 await transport.terminate()
 
 
-def _connection(dispatcher: JSONRPCDispatcher[Any], session_id: str,
+def _connection(dispatcher: NumberedDispatcher, session_id: str,
                 params: InitializeRequestParams | None) -> Connection:
     """A new session's connection (ready once the client says it is initialized), or a resumed
     one's: ready at once, with what the client declared at its handshake."""

@@ -10,26 +10,62 @@ client had sent it there.
 
 A client's ``notifications/cancelled`` for a request running on another process goes the same
 way: posted under the cancelled request's id, taken by the process running it (which polls while
-it runs a request of a session) and handed to its session, which cancels the call."""
+it runs a request of a session) and handed to its session, which cancels the call.
+
+The ids of the requests a process sends are its own (``RequestIds``): two processes asking one
+session's client at once never send the same id, so each answer reaches the one that asked."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types import JSONRPCRequest
 
 from .session_store import SessionStore
 
-__all__ = ["POLL_S", "AnswerRelay", "WatchedWrites", "cancelled_id", "is_answer", "request_id"]
+__all__ = ["ID_SPAN", "POLL_S", "AnswerRelay", "NumberedDispatcher", "RequestIds", "WatchedWrites",
+           "cancelled_id", "is_answer", "request_id"]
 
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.05
 """How often a process with a question out looks for its answer in the store."""
+
+
+ID_SPAN = 1 << 32
+"""The request ids one process has: a block of its own, reused from its start once spent."""
+
+
+class RequestIds:
+    """The ids of the requests one process sends its sessions' clients: the block of
+    ``ID_SPAN`` numbered by ``process`` (its number from the store), so no two processes on one
+    store send the same id. Kept below 2**53: integers every JSON parser holds exactly."""
+
+    def __init__(self, process: int) -> None:
+        self.base = (process % (1 << 20) + 1) * ID_SPAN
+        self.counter = itertools.count(1)
+
+    def next(self) -> int:
+        return self.base + next(self.counter) % ID_SPAN
+
+
+class NumberedDispatcher(JSONRPCDispatcher[Any]):
+    """The SDK's dispatcher for one session, its outgoing requests numbered by ``ids`` (the
+    SDK numbers each connection's from 1, and a session resumed on two processes is two
+    connections)."""
+
+    def __init__(self, *args: Any, ids: RequestIds, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ids = ids
+
+    def _allocate_id(self) -> int:
+        return self.ids.next()
 
 
 def is_answer(message: Any) -> bool:

@@ -1,9 +1,10 @@
 """What the processes serving one store's MCP sessions (``--sessions``) tell each other through
-it: which sessions their clients ended (``DELETE``: the id is then not found on any of them),
-a client's answers to a server's request (``ctx.elicit``, ``ctx.sample``,
-``ctx.list_roots``) that reached another process than the one whose call asked, and a client's
-cancellations of a request another process runs — each taken once by the process that asked or
-runs it. Sessions are referred to by a digest of their id."""
+it: a number of its own for each (``process_number``), which sessions their clients ended
+(``DELETE``: the id is then not found on any of them), a client's answers to a server's
+request (``ctx.elicit``, ``ctx.sample``, ``ctx.list_roots``) that reached another process
+than the one whose call asked, and a client's cancellations of a request another process runs
+— each taken once by the process that asked or runs it; and which processes are alive
+(``beat``). Sessions are referred to by a digest of their id."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ from typing import Any
 from ..approval.pg import open_database
 from ..approval.sqlite import Database
 
-__all__ = ["ANSWER_TTL_S", "SessionStore", "digest"]
+__all__ = ["ANSWER_TTL_S", "BEAT_S", "LOST_AFTER_S", "SessionStore", "digest"]
 
 ANSWER_TTL_S = 600.0
 """An answer nobody took in this long (its call ended meanwhile) is dropped."""
+BEAT_S = 2.0
+"""How often a process serving sessions tells the store it is alive."""
+LOST_AFTER_S = 10.0
+"""A process silent this long is taken as lost (killed, or cut off from the store)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mcp_sessions_ended (
@@ -33,6 +38,11 @@ CREATE TABLE IF NOT EXISTS mcp_session_answers (
     body TEXT NOT NULL,
     posted_at REAL NOT NULL,
     PRIMARY KEY (session, request_id)
+);
+CREATE TABLE IF NOT EXISTS mcp_session_processes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at REAL NOT NULL,
+    beat_at REAL NOT NULL
 );
 """
 
@@ -48,6 +58,31 @@ class SessionStore:
 
     def __init__(self, target: str | Path | Database) -> None:
         self.db = open_database(target, _SCHEMA, "mcp_sessions")
+
+    def process_number(self) -> int:
+        """A number no other process serving this store was given (one per start): what
+        keeps the ids of the requests each sends its sessions' clients apart, and what it
+        says it is alive under (``beat``)."""
+        now = time.time()
+        with self.db.transaction() as conn:
+            row = conn.execute("INSERT INTO mcp_session_processes (started_at, beat_at) "
+                               "VALUES (?, ?) RETURNING seq", (now, now)).fetchone()
+            conn.execute("DELETE FROM mcp_session_processes WHERE beat_at < ?",
+                         (now - 30 * 24 * 3600,))
+        if row is None:  # pragma: no cover - RETURNING always answers
+            raise RuntimeError("the store numbered no process")
+        return int(str(row[0]))
+
+    def beat(self, process: int) -> None:
+        """``process`` is alive (it says so every ``BEAT_S``)."""
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE mcp_session_processes SET beat_at = ? WHERE seq = ?",
+                         (time.time(), process))
+
+    def alive(self, process: int) -> bool:
+        """Whether ``process`` said it was alive in the last ``LOST_AFTER_S``."""
+        return bool(self.db.query("SELECT 1 FROM mcp_session_processes WHERE seq = ? AND "
+                                  "beat_at >= ?", (process, time.time() - LOST_AFTER_S)))
 
     def end(self, session_id: str, *, keep_s: float) -> None:
         """``session_id`` was ended by its client; ends older than ``keep_s`` are dropped."""

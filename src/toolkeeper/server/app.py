@@ -21,7 +21,6 @@ from ..invoke.invoker import ToolInvoker
 from ..mcp.sealed_sessions import SealedSessions
 from ..mcp.server import MCPFace
 from ..mcp.session_store import SessionStore
-from ..mcp.streams import MemoryEventStore
 from ..mcp.tasks import store_of
 from ..notify.links import DecisionLinks
 from ..skills.skill import Skill
@@ -170,7 +169,7 @@ def _session_app(face: MCPFace, security: Any, routes: list[Any], max_body_bytes
 
     sessions = SealedSessions(face.server, secret=face.state_secret or secrets.token_hex(32),
                               store=SessionStore(store_of(face.invoker)),
-                              event_store=cast(Any, MemoryEventStore()), security=security,
+                              security=security,
                               retry_interval=100, max_body_bytes=max_body_bytes)
     return Starlette(routes=[Route("/mcp", endpoint=sessions), *routes],
                      lifespan=lambda _app: sessions.run())
