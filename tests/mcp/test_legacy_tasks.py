@@ -20,6 +20,16 @@ from .test_tasks_approval import TOOLS as APPROVED_TOOLS
 from .test_tasks_approval import _api, _marks
 
 LEGACY = "2025-11-25"
+LEGACY_TOOLS = TOOLS + '''
+
+@tool
+def plain(word: str) -> str:
+    """Say a word (a plain call, never a task)."""
+    return f"said {word}"
+'''
+APPROVED = APPROVED_TOOLS.replace("@tool(risk=ToolRisk.CRITICAL)\n",
+                                  '@tool(risk=ToolRisk.CRITICAL, task_support="optional")\n')
+"""``launch`` needs a person and may run as a task (``hurry`` only ever as a plain call)."""
 CAPS: dict[str, Any] = {"tasks": {"requests": {"tools": {"call": {}}}, "list": {}, "cancel": {}}}
 
 
@@ -56,7 +66,7 @@ class Wire:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
-    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "tools.py").write_text(LEGACY_TOOLS)
     proc, url = _start(tmp_path, tools=str(tmp_path / "tools.py"))
     yield url
     _stop(proc)
@@ -99,7 +109,7 @@ def test_a_task_is_its_clients_alone_and_cancel_ends_it(served: str, tmp_path: P
 
 @pytest.fixture
 def approving(tmp_path: Path) -> Iterator[str]:
-    (tmp_path / "tools.py").write_text(APPROVED_TOOLS)
+    (tmp_path / "tools.py").write_text(APPROVED)
     proc, url = _start(tmp_path, "--approval-wait", "1", tools=str(tmp_path / "tools.py"))
     yield url
     _stop(proc)
@@ -147,3 +157,33 @@ def test_cancelling_a_waiting_task_withdraws_its_request(approving: str) -> None
     final = _api(approving, f"/api/approvals/{request['id']}")
     assert final["state"] == "denied"
     assert final["decision"]["message"] == "withdrawn: the client cancelled its task"
+
+
+def test_a_tool_that_does_not_run_as_a_task_refuses_params_task(served: str) -> None:
+    """A tool declared without task support (``forbidden``, the default) is not run as a task
+    when the call asks for one: the spec's -32601, saying how to call it instead."""
+    wire = Wire(served, CLIENT_TOKENS[served])
+    wire.initialize()
+    refused = wire.post("tools/call", {"name": "plain", "arguments": {"word": "hi"},
+                                       "task": {"ttl": 60_000}})
+    assert refused["error"]["code"] == -32601, refused
+    said = refused["error"]["message"]
+    assert "'plain' does not run as a task" in said and "without params.task" in said
+    assert 'task_support="optional"' in said
+    assert wire.post("tasks/list", {})["result"]["tasks"] == []  # nothing was made
+    plain = wire.post("tools/call", {"name": "plain", "arguments": {"word": "hi"}})["result"]
+    assert plain["content"][0]["text"] == "said hi"
+
+
+def test_a_task_only_tool_called_plainly_says_to_send_params_task(served: str) -> None:
+    wire = Wire(served, CLIENT_TOKENS[served])
+    wire.initialize()
+    refused = wire.post("tools/call", {"name": "export", "arguments": {"name": "a.txt"}})
+    assert refused["error"]["code"] == -32601, refused
+    said = refused["error"]["message"]
+    assert "'export' runs only as a task" in said and "params.task" in said
+    assert "tasks/result" in said and "extension" not in said  # no 2026-07-28 advice
+    task = wire.post("tools/call", {"name": "export", "arguments": {"name": "a.txt"},
+                                    "task": {"ttl": 60_000}})["result"]["task"]
+    result = wire.post("tasks/result", {"taskId": task["taskId"]})["result"]
+    assert result["content"][0]["text"] == "exported a.txt"

@@ -39,6 +39,7 @@ from ..invoke.results import InvocationResult
 from ..invoke.session import InvokerSession
 from ..toolbox.catalog import CatalogBase
 from .client_link import MCPClientLink, answers_of
+from .legacy_rules import refusal
 from .offer_handlers import client_of
 from .task_store import TaskRecord, TaskStore
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx, modern
@@ -197,6 +198,9 @@ class Tasks:
         plain call."""
         support, start = task_support(self.face.catalog, call.name)
         asked = ASKED.get()  # 2025-11-25: the call itself asks to be a task
+        refused = None if modern(ctx) else refusal(call.name, support, asked is not None)
+        if refused is not None:
+            raise refused
         tasks_client = (declared(ctx) and modern(ctx)) or asked is not None
         if support == "required" and not tasks_client:
             raise MCPError(code=MISSING_CAPABILITY, message=(
