@@ -38,6 +38,7 @@ from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
 from ..invoke.session import InvokerSession
 from ..toolbox.catalog import CatalogBase
+from .changes import Changes
 from .client_link import MCPClientLink, answers_of
 from .legacy_rules import refusal
 from .offer_handlers import client_of
@@ -79,6 +80,9 @@ class TaskFace(Protocol):
 
     @property
     def catalog(self) -> CatalogBase: ...
+
+    @property
+    def changes(self) -> Changes: ...
 
 
 class TaskParams(types.RequestParams):
@@ -359,7 +363,8 @@ class Tasks:
                                  answers: dict[str, Any]) -> None:
         while True:
             link = self.face.link(ctx, call, answers)
-            link.quiet = True
+            link.quiet = True  # 2025-11-25 asks in rounds too where tasks/result can ask:
+            link.rounds = link.rounds or self.face.changes.told.tools_changed
             outcome = await self._decided(ctx, await self.face.one_pass(ctx, call, link,
                                                                         tasked=True))
             if not (link.asked and not link.missing and not link.unreachable):
