@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from ..server.test_serve import CLIENT_TOKENS, _start, _tokens
-from .test_tasks import TOOLS, _stop
+from .test_tasks import TOOLS, _audit, _stop
 from .test_tasks_approval import TOOLS as APPROVED_TOOLS
 from .test_tasks_approval import _api, _marks
 
@@ -187,3 +187,57 @@ def test_a_task_only_tool_called_plainly_says_to_send_params_task(served: str) -
                                     "task": {"ttl": 60_000}})["result"]["task"]
     result = wire.post("tasks/result", {"taskId": task["taskId"]})["result"]
     assert result["content"][0]["text"] == "exported a.txt"
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, postgres_url: str) -> Iterator[list[str]]:
+    """Two ``serve`` processes on one PostgreSQL store; one client token for both."""
+    (tmp_path / "tools.py").write_text(LEGACY_TOOLS)
+    started = [_start(tmp_path, "--store", postgres_url, tools=str(tmp_path / "tools.py"),
+                      state=f"r{i}") for i in range(2)]
+    CLIENT_TOKENS[started[1][1]] = CLIENT_TOKENS[started[0][1]]
+    yield [url for _, url in started]
+    for proc, _ in started:
+        _stop(proc)
+
+
+def _until(what: str, found: Callable[[], Any]) -> Any:
+    """``found()`` once it is truthy (within 60 s, else the test says what it waited for)."""
+    end, seen = time.monotonic() + 60, None
+    while time.monotonic() < end:
+        seen = found()
+        if seen:
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: never; last seen {seen!r}")
+
+
+def test_a_replica_answers_for_a_2025_task_another_runs_and_cancels_it(
+        replicas: list[str], tmp_path: Path) -> None:
+    a, b = (Wire(url, CLIENT_TOKENS[url]) for url in replicas)
+    a.initialize()
+    b.initialize()
+    quick = a.post("tools/call", {"name": "render", "arguments": {"frames": 1},
+                                  "task": {"ttl": 60_000}})["result"]["task"]["taskId"]
+    result = b.post("tasks/result", {"taskId": quick})["result"]  # waits on the other replica
+    assert result["content"][0]["text"] == "rendered 1 frames"
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": quick}
+    assert b.post("tasks/get", {"taskId": quick})["result"]["status"] == "completed"
+    slow = a.post("tools/call", {"name": "render", "arguments": {"frames": 2, "seconds": 600},
+                                 "task": {"ttl": 60_000}})["result"]["task"]["taskId"]
+    _until("the slow task started", lambda: "start 2" in _lines(tmp_path / "marks"))
+    listed = [t["taskId"] for t in b.post("tasks/list", {})["result"]["tasks"]]
+    cancelled = b.post("tasks/cancel", {"taskId": slow})["result"]
+    assert listed == [quick, slow] and cancelled["status"] == "cancelled"
+    assert a.post("tasks/get", {"taskId": slow})["result"]["status"] == "cancelled"
+    ended = b.post("tasks/result", {"taskId": slow})["error"]
+    assert ended["code"] == -32602 and "was cancelled" in ended["message"], ended
+    audited = _until("the run on replica a was stopped and audited", lambda: sorted(
+        (row["status"], row["error_code"]) for row in _audit(replicas[0])
+        if row["tool"] == "render") if len(_audit(replicas[0])) >= 2 else None)
+    assert audited == [("error", "cancelled"), ("ok", None)], audited  # each ran once
+    assert "done 2" not in _lines(tmp_path / "marks")
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
