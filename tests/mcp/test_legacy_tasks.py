@@ -21,11 +21,20 @@ from .test_tasks_approval import _api, _marks
 
 LEGACY = "2025-11-25"
 LEGACY_TOOLS = TOOLS + '''
+from toolkeeper import ToolContext
+
 
 @tool
 def plain(word: str) -> str:
     """Say a word (a plain call, never a task)."""
     return f"said {word}"
+
+
+@tool(task_support="optional")
+async def greet(ctx: ToolContext) -> str:
+    """Ask the user's name, then greet them."""
+    answer = await ctx.elicit("Your name?", {"type": "object", "properties": {}}, key="name")
+    return f"hello {answer['content']}"
 '''
 APPROVED = APPROVED_TOOLS.replace("@tool(risk=ToolRisk.CRITICAL)\n",
                                   '@tool(risk=ToolRisk.CRITICAL, task_support="optional")\n')
@@ -105,6 +114,21 @@ def test_a_task_is_its_clients_alone_and_cancel_ends_it(served: str, tmp_path: P
     assert other.post("tasks/list", {})["result"]["tasks"] == []
     cancelled = owner.post("tasks/cancel", {"taskId": task["taskId"]})["result"]
     assert cancelled["status"] == "cancelled"
+
+
+def test_on_a_stateless_connection_a_task_that_asks_its_client_ends_at_once_saying_why(
+        served: str) -> None:
+    """Stateless HTTP has no way to ask the client anything (not even through
+    ``tasks/result``): the task fails at once, naming the fix, rather than wait forever."""
+    wire = Wire(served, CLIENT_TOKENS[served])
+    wire.initialize()
+    task = wire.post("tools/call", {"name": "greet", "arguments": {},
+                                    "task": {"ttl": 60_000}})["result"]["task"]
+    error = wire.post("tasks/result", {"taskId": task["taskId"]})["error"]
+    assert error["code"] == -32600, error
+    assert "cannot carry a request back to the client" in error["message"]
+    assert "--sessions" in error["message"]
+    assert wire.post("tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "failed"
 
 
 @pytest.fixture
