@@ -10,6 +10,12 @@ the end and answers with the call's result), ``tasks/list`` (its own tasks only)
 on that revision: this server middleware (the SDK's own way to wrap a request, whose result it
 takes as given) answers them, while the call itself still runs through the door once, in the
 task's run.
+
+A tool that asks its client something inside such a task leaves it ``input_required`` with
+its questions in the store (``tasks.py``, as in input rounds); the client's ``tasks/result``,
+on whichever replica, asks them on its own stream, each marked with the task, and records the
+answers, with which the run goes on. On a connection that stays open the client is told each
+change of status (``task_status.py``).
 """
 
 from __future__ import annotations
