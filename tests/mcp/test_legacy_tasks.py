@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,30 @@ import httpx
 import pytest
 
 from ..server.test_serve import CLIENT_TOKENS, _start, _tokens
-from .test_tasks import TOOLS, _stop
+from .test_tasks import TOOLS, _audit, _stop
 from .test_tasks_approval import TOOLS as APPROVED_TOOLS
 from .test_tasks_approval import _api, _marks
 
 LEGACY = "2025-11-25"
+LEGACY_TOOLS = TOOLS + '''
+from toolkeeper import ToolContext
+
+
+@tool
+def plain(word: str) -> str:
+    """Say a word (a plain call, never a task)."""
+    return f"said {word}"
+
+
+@tool(task_support="optional")
+async def greet(ctx: ToolContext) -> str:
+    """Ask the user's name, then greet them."""
+    answer = await ctx.elicit("Your name?", {"type": "object", "properties": {}}, key="name")
+    return f"hello {answer['content']}"
+'''
+APPROVED = APPROVED_TOOLS.replace("@tool(risk=ToolRisk.CRITICAL)\n",
+                                  '@tool(risk=ToolRisk.CRITICAL, task_support="optional")\n')
+"""``launch`` needs a person and may run as a task (``hurry`` only ever as a plain call)."""
 CAPS: dict[str, Any] = {"tasks": {"requests": {"tools": {"call": {}}}, "list": {}, "cancel": {}}}
 
 
@@ -56,7 +75,7 @@ class Wire:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
-    (tmp_path / "tools.py").write_text(TOOLS)
+    (tmp_path / "tools.py").write_text(LEGACY_TOOLS)
     proc, url = _start(tmp_path, tools=str(tmp_path / "tools.py"))
     yield url
     _stop(proc)
@@ -97,9 +116,24 @@ def test_a_task_is_its_clients_alone_and_cancel_ends_it(served: str, tmp_path: P
     assert cancelled["status"] == "cancelled"
 
 
+def test_on_a_stateless_connection_a_task_that_asks_its_client_ends_at_once_saying_why(
+        served: str) -> None:
+    """Stateless HTTP has no way to ask the client anything (not even through
+    ``tasks/result``): the task fails at once, naming the fix, rather than wait forever."""
+    wire = Wire(served, CLIENT_TOKENS[served])
+    wire.initialize()
+    task = wire.post("tools/call", {"name": "greet", "arguments": {},
+                                    "task": {"ttl": 60_000}})["result"]["task"]
+    error = wire.post("tasks/result", {"taskId": task["taskId"]})["error"]
+    assert error["code"] == -32600, error
+    assert "cannot carry a request back to the client" in error["message"]
+    assert "--sessions" in error["message"]
+    assert wire.post("tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "failed"
+
+
 @pytest.fixture
 def approving(tmp_path: Path) -> Iterator[str]:
-    (tmp_path / "tools.py").write_text(APPROVED_TOOLS)
+    (tmp_path / "tools.py").write_text(APPROVED)
     proc, url = _start(tmp_path, "--approval-wait", "1", tools=str(tmp_path / "tools.py"))
     yield url
     _stop(proc)
@@ -147,3 +181,87 @@ def test_cancelling_a_waiting_task_withdraws_its_request(approving: str) -> None
     final = _api(approving, f"/api/approvals/{request['id']}")
     assert final["state"] == "denied"
     assert final["decision"]["message"] == "withdrawn: the client cancelled its task"
+
+
+def test_a_tool_that_does_not_run_as_a_task_refuses_params_task(served: str) -> None:
+    """A tool declared without task support (``forbidden``, the default) is not run as a task
+    when the call asks for one: the spec's -32601, saying how to call it instead."""
+    wire = Wire(served, CLIENT_TOKENS[served])
+    wire.initialize()
+    refused = wire.post("tools/call", {"name": "plain", "arguments": {"word": "hi"},
+                                       "task": {"ttl": 60_000}})
+    assert refused["error"]["code"] == -32601, refused
+    said = refused["error"]["message"]
+    assert "'plain' does not run as a task" in said and "without params.task" in said
+    assert 'task_support="optional"' in said
+    assert wire.post("tasks/list", {})["result"]["tasks"] == []  # nothing was made
+    plain = wire.post("tools/call", {"name": "plain", "arguments": {"word": "hi"}})["result"]
+    assert plain["content"][0]["text"] == "said hi"
+
+
+def test_a_task_only_tool_called_plainly_says_to_send_params_task(served: str) -> None:
+    wire = Wire(served, CLIENT_TOKENS[served])
+    wire.initialize()
+    refused = wire.post("tools/call", {"name": "export", "arguments": {"name": "a.txt"}})
+    assert refused["error"]["code"] == -32601, refused
+    said = refused["error"]["message"]
+    assert "'export' runs only as a task" in said and "params.task" in said
+    assert "tasks/result" in said and "extension" not in said  # no 2026-07-28 advice
+    task = wire.post("tools/call", {"name": "export", "arguments": {"name": "a.txt"},
+                                    "task": {"ttl": 60_000}})["result"]["task"]
+    result = wire.post("tasks/result", {"taskId": task["taskId"]})["result"]
+    assert result["content"][0]["text"] == "exported a.txt"
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, postgres_url: str) -> Iterator[list[str]]:
+    """Two ``serve`` processes on one PostgreSQL store; one client token for both."""
+    (tmp_path / "tools.py").write_text(LEGACY_TOOLS)
+    started = [_start(tmp_path, "--store", postgres_url, tools=str(tmp_path / "tools.py"),
+                      state=f"r{i}") for i in range(2)]
+    CLIENT_TOKENS[started[1][1]] = CLIENT_TOKENS[started[0][1]]
+    yield [url for _, url in started]
+    for proc, _ in started:
+        _stop(proc)
+
+
+def _until(what: str, found: Callable[[], Any]) -> Any:
+    """``found()`` once it is truthy (within 60 s, else the test says what it waited for)."""
+    end, seen = time.monotonic() + 60, None
+    while time.monotonic() < end:
+        seen = found()
+        if seen:
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: never; last seen {seen!r}")
+
+
+def test_a_replica_answers_for_a_2025_task_another_runs_and_cancels_it(
+        replicas: list[str], tmp_path: Path) -> None:
+    a, b = (Wire(url, CLIENT_TOKENS[url]) for url in replicas)
+    a.initialize()
+    b.initialize()
+    quick = a.post("tools/call", {"name": "render", "arguments": {"frames": 1},
+                                  "task": {"ttl": 60_000}})["result"]["task"]["taskId"]
+    result = b.post("tasks/result", {"taskId": quick})["result"]  # waits on the other replica
+    assert result["content"][0]["text"] == "rendered 1 frames"
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": quick}
+    assert b.post("tasks/get", {"taskId": quick})["result"]["status"] == "completed"
+    slow = a.post("tools/call", {"name": "render", "arguments": {"frames": 2, "seconds": 600},
+                                 "task": {"ttl": 60_000}})["result"]["task"]["taskId"]
+    _until("the slow task started", lambda: "start 2" in _lines(tmp_path / "marks"))
+    listed = [t["taskId"] for t in b.post("tasks/list", {})["result"]["tasks"]]
+    cancelled = b.post("tasks/cancel", {"taskId": slow})["result"]
+    assert listed == [quick, slow] and cancelled["status"] == "cancelled"
+    assert a.post("tasks/get", {"taskId": slow})["result"]["status"] == "cancelled"
+    ended = b.post("tasks/result", {"taskId": slow})["error"]
+    assert ended["code"] == -32602 and "was cancelled" in ended["message"], ended
+    audited = _until("the run on replica a was stopped and audited", lambda: sorted(
+        (row["status"], row["error_code"]) for row in _audit(replicas[0])
+        if row["tool"] == "render") if len(_audit(replicas[0])) >= 2 else None)
+    assert audited == [("error", "cancelled"), ("ok", None)], audited  # each ran once
+    assert "done 2" not in _lines(tmp_path / "marks")
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []

@@ -10,7 +10,9 @@ is sent ``elicitation/create`` in URL mode while the call waits, and told it is 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +24,8 @@ import httpx
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from ..server.test_serve import CLIENT_TOKENS, TOKEN, _start
@@ -51,7 +54,9 @@ def _text(result: types.CallToolResult) -> str:
     return first.text
 
 
-def _client(url: str, shown: Shown, *, mode: str = "auto", elicits: bool = True) -> Client:
+def _client(url: str | None, shown: Shown, *, mode: str = "auto", elicits: bool = True,
+            transport: Any = None) -> Client:
+    """The official client, over HTTP to ``url`` or over ``transport`` (stdio)."""
     async def elicit(context: Any, params: Any) -> types.ElicitResult:
         shown.asked.append(params)
         return types.ElicitResult(action="accept")
@@ -62,16 +67,20 @@ def _client(url: str, shown: Shown, *, mode: str = "auto", elicits: bool = True)
         if isinstance(method, str):
             shown.methods.append(method)
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[url]}"},
-                              timeout=60)
-    return Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode,
+    if transport is None:
+        assert url is not None
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[url]}"},
+                                  timeout=60)
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+    return Client(transport, mode=mode,
                   elicitation_callback=elicit if elicits else None, message_handler=heard)
 
 
-def _decide_when_shown(url: str, shown: Shown, decision: str | None) -> threading.Thread:
+def _decide_when_shown(url: str | None, shown: Shown, decision: str | None
+                       ) -> threading.Thread:
     """A person who, once the client showed the link, opens the card and decides there
-    (``decision``; ``None``: nobody decides). Bounded: after 60 s without a link the test
-    reports what it saw."""
+    (``decision``; ``None``: nobody decides) on the page at ``url`` (``None``: the link's).
+    Bounded: after 60 s without a link the test reports what it saw."""
 
     def person() -> None:
         end = time.monotonic() + 60
@@ -79,8 +88,9 @@ def _decide_when_shown(url: str, shown: Shown, decision: str | None) -> threadin
             time.sleep(0.02)
         if not shown.asked or decision is None:
             return
-        request_id = getattr(shown.asked[0], "url", "").rsplit("/", 1)[-1]
-        answered = httpx.post(f"{url}/api/approvals/{request_id}/decision", timeout=10,
+        link = getattr(shown.asked[0], "url", "")
+        page, request_id = url or link.split("/approvals/")[0], link.rsplit("/", 1)[-1]
+        answered = httpx.post(f"{page}/api/approvals/{request_id}/decision", timeout=10,
                               json={"decision": decision, "message": "not today"},
                               headers={"Authorization": f"Bearer {TOKEN}"})
         assert answered.status_code == 200, answered.text
@@ -184,4 +194,35 @@ async def test_a_2025_client_with_a_session_is_sent_the_card_while_the_call_wait
     assert not result.is_error and "launched 4" in _text(result), result
     assert "notifications/elicitation/complete" in shown.methods, shown.methods
     assert _marks(tmp_path) == ["ran 4"]
+    assert _requests(tmp_path) == [("done", "approved")]
+
+
+
+async def test_a_2025_client_over_stdio_is_sent_the_card_while_the_call_waits(
+        tmp_path: Path, tools: str) -> None:
+    """``serve --stdio`` launched by its client, as a desktop client does (its page on
+    loopback): a client that declared URL elicitation is shown the card as over HTTP."""
+    launch = StdioServerParameters(command=sys.executable, args=[
+        "-m", "toolkeeper.cli", "serve", "--stdio", tools, "--no-builtins",
+        "--state-dir", str(tmp_path / "state"), "--approval-wait", "50"],
+        env={**os.environ, "TOOLKEEPER_TOKEN": TOKEN}, cwd=str(tmp_path))
+    shown = Shown()
+    person = _decide_when_shown(None, shown, "approve")
+    with (tmp_path / "server.log").open("w") as errlog:
+        async with _client(None, shown, mode="legacy",
+                           transport=stdio_client(launch, errlog=errlog)) as client:
+            assert client.session.protocol_version == "2025-11-25"
+            result = await client.call_tool("launch", {"n": 5})
+            end = time.monotonic() + 30  # the notification may trail the result
+            while "notifications/elicitation/complete" not in shown.methods and \
+                    time.monotonic() < end:
+                await anyio.sleep(0.05)
+    person.join(timeout=10)
+    assert shown.asked, (tmp_path / "server.log").read_text()
+    link = shown.asked[0].url  # type: ignore[union-attr]
+    assert link.startswith("http://127.0.0.1:") and "/approvals/apr_" in link, link
+    assert "'launch' (risk critical)" in shown.asked[0].message
+    assert not result.is_error and "launched 5" in _text(result), result
+    assert "notifications/elicitation/complete" in shown.methods, shown.methods
+    assert _marks(tmp_path) == ["ran 5"]
     assert _requests(tmp_path) == [("done", "approved")]

@@ -47,3 +47,17 @@ def test_answers_arrive_a_part_at_a_time_and_the_first_end_wins(store: TaskStore
     assert not store.settle("t", "completed", result={"content": []})
     over = store.get("t", "ci")
     assert over is not None and over.status == "cancelled" and over.result is None
+
+
+def test_each_change_this_process_makes_is_heard_at_once(store: TaskStore) -> None:
+    """A client following its task is told at once of a change made here (the observers)."""
+    heard: list[str] = []
+    store.observers.append(heard.append)
+    store.create(TaskRecord(id="t", client="ci", tool="ask"))
+    store.waits_for("t", "apr_1", "a person must decide")
+    store.ask("t", {"a": {"method": "elicitation/create"}}, "waiting")
+    assert not store.answer("t", "mallory", {"a": {}})  # no change: nothing heard
+    store.answer("t", "ci", {"a": {"action": "accept"}})
+    store.resume("t")
+    store.settle("t", "completed", result={"content": []})
+    assert heard == ["t"] * 6

@@ -10,6 +10,12 @@ the end and answers with the call's result), ``tasks/list`` (its own tasks only)
 on that revision: this server middleware (the SDK's own way to wrap a request, whose result it
 takes as given) answers them, while the call itself still runs through the door once, in the
 task's run.
+
+A tool that asks its client something inside such a task leaves it ``input_required`` with
+its questions in the store (``tasks.py``, as in input rounds); the client's ``tasks/result``,
+on whichever replica, asks them on its own stream, each marked with the task, and records the
+answers, with which the run goes on. On a connection that stays open the client is told each
+change of status (``task_status.py``).
 """
 
 from __future__ import annotations
@@ -18,15 +24,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 
 from .offer_handlers import client_of
+from .task_status import StatusNotices, legacy_task
 from .task_store import TaskRecord
 from .tasks import ASKED, POLL_MS, TTL_MS, Asked, Tasks, envelope
-from .wire import INVALID_PARAMS
+from .wire import INTERNAL_ERROR, INVALID_PARAMS, NO_WAY_BACK
 
-__all__ = ["CAPABILITY", "LEGACY", "LegacyTasks", "legacy_task"]
+__all__ = ["CAPABILITY", "LEGACY", "LegacyTasks"]
 
 LEGACY = "2025-11-25"
 """The one revision whose handshake declares tasks as a capability of their own."""
@@ -37,16 +46,6 @@ CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"
 RELATED = "io.modelcontextprotocol/related-task"
 
 Context = ServerRequestContext[Any, Any]
-
-
-def legacy_task(task: Mapping[str, Any]) -> dict[str, Any]:
-    """A task as 2025-11-25 writes it: the same fields, with ``ttl`` and ``pollInterval``
-    (milliseconds) for the 2026-07-28 ``ttlMs`` and ``pollIntervalMs``."""
-    out = {k: v for k, v in task.items() if k not in ("ttlMs", "pollIntervalMs")}
-    out["ttl"] = task.get("ttlMs")
-    if task.get("pollIntervalMs") is not None:
-        out["pollInterval"] = task["pollIntervalMs"]
-    return out
 
 
 def _task_id(params: Mapping[str, Any] | None) -> str:
@@ -71,6 +70,9 @@ class LegacyTasks:
 
     def __init__(self, tasks: Tasks) -> None:
         self.tasks = tasks
+        self.notices = StatusNotices(tasks.store)
+        self.asking: set[str] = set()
+        """The tasks whose questions a ``tasks/result`` of this process is asking now."""
 
     async def __call__(self, ctx: Context, call_next: CallNext) -> HandlerResult:
         if ctx.method == "initialize":
@@ -93,7 +95,12 @@ class LegacyTasks:
             result = await call_next(ctx)
         finally:
             ASKED.reset(token)
-        return result if asked.task is None else {"task": legacy_task(asked.task)}
+        if asked.task is None:
+            return result
+        group = self.tasks.group
+        if group is not None and self.tasks.face.changes.told.tools_changed:
+            group.start_soon(self.notices.follow, ctx.session, asked.task, client_of(ctx))
+        return {"task": legacy_task(asked.task)}
 
     async def _get(self, ctx: Context) -> dict[str, Any]:
         return legacy_task(envelope(await self.tasks.find(ctx, _task_id(ctx.params))))
@@ -116,9 +123,53 @@ class LegacyTasks:
         task_id = _task_id(ctx.params)
         task = await self.tasks.find(ctx, task_id)
         while not task.terminal:
-            await anyio.sleep(POLL_MS / 1000)
+            if task.status == "input_required" and task.asked and task.id not in self.asking:
+                await self._ask_client(ctx, task)
+            else:
+                await anyio.sleep(POLL_MS / 1000)
             task = await self.tasks.find(ctx, task_id)
         return _outcome(task)
+
+    async def _ask_client(self, ctx: Context, task: TaskRecord) -> None:
+        """What the task's tool asked (it waits in ``input_required``), asked of the client on
+        this ``tasks/result``'s stream, each request marked with its task; the answers are
+        the client's to the task, and its run goes on with them (on whichever replica)."""
+        if not getattr(ctx.session, "can_send_request", True):
+            raise MCPError(code=NO_WAY_BACK, message=(
+                f"task {task.id!r} waits for the client's answers, but this connection cannot "
+                "carry a request back to the client: use --sessions or stdio"))
+        self.asking.add(task.id)
+        try:
+            answers = {key: await _asked(ctx, task.id, request)
+                       for key, request in task.asked.items()}
+        except Exception as exc:  # a client that failed to answer: the task says why
+            said = f"the client could not answer the task's question: {exc}"
+            await anyio.to_thread.run_sync(lambda: self.tasks.store.settle(
+                task.id, "failed", error={"code": INTERNAL_ERROR, "message": said},
+                message=said))
+            return
+        finally:
+            self.asking.discard(task.id)
+        await anyio.to_thread.run_sync(self.tasks.store.answer, task.id, task.client, answers)
+
+
+_ASKS: dict[str, tuple[Any, Any]] = {
+    "elicitation/create": (types.ElicitRequest, types.ElicitResult),
+    "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
+    "roots/list": (types.ListRootsRequest, types.ListRootsResult)}
+
+
+async def _asked(ctx: Context, task_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    """``request`` (as the task stored it) sent to the client of ``ctx`` with the
+    related-task mark; its answer as plain data."""
+    kind, answer = _ASKS[str(request.get("method"))]
+    params = dict(request.get("params") or {})
+    params["_meta"] = {**(params.get("_meta") or {}), RELATED: {"taskId": task_id}}
+    sent = kind.model_validate({**request, "params": params})
+    found = await ctx.session.send_request(
+        sent, answer, metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+    dumped: dict[str, Any] = found.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
 
 
 def _outcome(task: TaskRecord) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -74,12 +75,20 @@ class TaskStore:
 
     def __init__(self, target: str | Path | Database) -> None:
         self.db = open_database(target, _SCHEMA, "mcp_tasks")
+        self.observers: list[Callable[[str], None]] = []
+        """Each called with a task's id after this process changed the task (from the thread
+        that changed it): a client following the task is told at once, not at the next poll."""
+
+    def _changed(self, task_id: str) -> None:
+        for observer in list(self.observers):
+            observer(task_id)
 
     def create(self, task: TaskRecord) -> None:
         task.updated_at = task.created_at
         with self.db.transaction() as conn:
             conn.execute(f"INSERT INTO mcp_tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
                          "?, ?, ?, ?, ?)", _row(task))
+        self._changed(task.id)
 
     def get(self, task_id: str, client: str) -> TaskRecord | None:
         """``client``'s task ``task_id`` while its TTL lasts, else ``None``."""
@@ -110,7 +119,9 @@ class TaskStore:
                 "updated_at = ? WHERE id = ? AND status NOT IN ('completed', 'failed', "
                 "'cancelled')",
                 (status, _dump(result), _dump(error), message, time.time(), task_id))
-            return done.rowcount > 0
+            moved = done.rowcount > 0
+        self._changed(task_id)
+        return moved
 
     def ask(self, task_id: str, asked: dict[str, Any], message: str | None) -> bool:
         """The task waits for the client's answers to ``asked`` (``input_required``)."""
@@ -119,7 +130,9 @@ class TaskStore:
                 "UPDATE mcp_tasks SET status = 'input_required', asked = ?, message = ?, "
                 "updated_at = ? WHERE id = ? AND status NOT IN ('completed', 'failed', "
                 "'cancelled')", (json.dumps(asked), message, time.time(), task_id))
-            return done.rowcount > 0
+            moved = done.rowcount > 0
+        self._changed(task_id)
+        return moved
 
     def answer(self, task_id: str, client: str, responses: dict[str, Any]) -> bool:
         """Record ``client``'s answers to its task: the keys it asked leave ``asked``; once
@@ -139,13 +152,15 @@ class TaskStore:
             conn.execute("UPDATE mcp_tasks SET asked = ?, answers = ?, status = ?, "
                          "updated_at = ? WHERE id = ?",
                          (json.dumps(asked), json.dumps(answers), status, time.time(), task_id))
-            return True
+        self._changed(task_id)
+        return True
 
     def waits_for(self, task_id: str, approval: str, message: str) -> None:
         """The task waits for a person's decision on the approval request ``approval``."""
         with self.db.transaction() as conn:
             conn.execute("UPDATE mcp_tasks SET approval = ?, message = ?, updated_at = ? "
                          "WHERE id = ?", (approval, message, time.time(), task_id))
+        self._changed(task_id)
 
     def resume(self, task_id: str) -> None:
         """The task runs again with its answers (nothing is asked any more)."""
@@ -153,6 +168,7 @@ class TaskStore:
             conn.execute("UPDATE mcp_tasks SET status = 'working', asked = '{}', message = "
                          "NULL, updated_at = ? WHERE id = ? AND status = 'input_required'",
                          (time.time(), task_id))
+        self._changed(task_id)
 
     def forget_expired(self) -> int:
         """Remove the tasks whose TTL is over. Returns how many."""

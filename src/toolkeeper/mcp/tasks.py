@@ -38,7 +38,9 @@ from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
 from ..invoke.session import InvokerSession
 from ..toolbox.catalog import CatalogBase
+from .changes import Changes
 from .client_link import MCPClientLink, answers_of
+from .legacy_rules import refusal
 from .offer_handlers import client_of
 from .task_store import TaskRecord, TaskStore
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx, modern
@@ -78,6 +80,9 @@ class TaskFace(Protocol):
 
     @property
     def catalog(self) -> CatalogBase: ...
+
+    @property
+    def changes(self) -> Changes: ...
 
 
 class TaskParams(types.RequestParams):
@@ -197,6 +202,9 @@ class Tasks:
         plain call."""
         support, start = task_support(self.face.catalog, call.name)
         asked = ASKED.get()  # 2025-11-25: the call itself asks to be a task
+        refused = None if modern(ctx) else refusal(call.name, support, asked is not None)
+        if refused is not None:
+            raise refused
         tasks_client = (declared(ctx) and modern(ctx)) or asked is not None
         if support == "required" and not tasks_client:
             raise MCPError(code=MISSING_CAPABILITY, message=(
@@ -355,7 +363,8 @@ class Tasks:
                                  answers: dict[str, Any]) -> None:
         while True:
             link = self.face.link(ctx, call, answers)
-            link.quiet = True
+            link.quiet = True  # 2025-11-25 asks in rounds too where tasks/result can ask:
+            link.rounds = link.rounds or self.face.changes.told.tools_changed
             outcome = await self._decided(ctx, await self.face.one_pass(ctx, call, link,
                                                                         tasked=True))
             if not (link.asked and not link.missing and not link.unreachable):
