@@ -67,7 +67,8 @@ def _answer(proc: subprocess.Popen[str]) -> dict[str, Any]:
 def _pending_id(listed: Any, proc: subprocess.Popen[str], deadline: float) -> str | None:
     """The one pending request's id, once listed; fails if the Inspector ended first."""
     if proc.poll() is not None:
-        pytest.fail(f"the Inspector ended before a person decided: {proc.communicate()}")
+        seen = proc.communicate(timeout=30)
+        pytest.fail(f"the Inspector ended before a person decided: {seen}")
     if time.monotonic() > deadline:
         pytest.fail("no request for a person within 60 s")
     return str(listed[0]["id"]) if listed else None
@@ -124,7 +125,7 @@ def test_the_inspector_launching_serve_as_the_desktop_config_says_gets_the_resul
     finally:
         if inspector.poll() is None:
             inspector.kill()
-            inspector.communicate()
+            inspector.communicate(timeout=30)
     assert answer["isError"] is False and answer["structuredContent"] == {"result": "deployed v2"}
     assert (tmp / "ledger").read_text() == "deploy v2\n"
     assert TOKEN not in config.read_text()  # the operator's token is never a client's
