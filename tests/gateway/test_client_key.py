@@ -85,6 +85,29 @@ async def test_a_key_outside_the_state_dir_is_refused_in_one_line_and_never_sent
     assert not (state / "grants").exists()  # nothing was signed, nothing asked
 
 
+@pytest.mark.parametrize("proof", ['client_secret = "machine-secret"\n', "key"],
+                         ids=["secret", "key"])
+async def test_credentials_not_bound_to_an_issuer_are_said_in_one_line_not_a_python_warning(
+        tmp_path: Path, upstream: tuple[str, Path], proof: str) -> None:
+    url, state = upstream
+    if proof == "key":
+        key = tmp_path / "state" / "up.pem"
+        _keyed(state, key, ec.generate_private_key(ec.SECP256R1()))
+        proof = f'private_key_file = "{key}"\n'
+    config = _config(tmp_path, url, MACHINE + proof)
+    proc, _served = _start(tmp_path, "--config", str(config))
+    try:
+        lines = _until_line(proc, "listed:")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert "toolkeeper: MCP server 'up' runs remote (Streamable HTTP; its client credentials go " \
+           "to whichever authorization server it names: set issuer under its " \
+           "[mcp.servers.oauth] to bind them to one)\n" in lines, lines
+    assert all(line.startswith("toolkeeper: ") for line in lines), lines
+    assert (state / "grants").read_text().split() == ["client_credentials"]
+
+
 def _linked(tmp_path: Path, state: Path) -> Path:
     _keyed(state, tmp_path / "state" / "real.pem", ec.generate_private_key(ec.SECP256R1()))
     (tmp_path / "state" / "up.pem").symlink_to(tmp_path / "state" / "real.pem")

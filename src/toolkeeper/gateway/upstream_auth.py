@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -131,20 +132,23 @@ def _machine_provider(config: MCPServerConfig, storage: StoredTokens, client_id:
     """The client-credentials provider: with the client's secret, or with assertions signed
     by its private key (read now, from where no tool reaches it)."""
     from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
+    from mcp.shared.exceptions import MCPDeprecationWarning
 
     oauth = config.oauth
     assert oauth is not None and config.url is not None
     _code, machine, signed = _providers()
-    if oauth.private_key_file is None:
-        assert secret is not None
-        return machine(config.url, storage, client_id, secret,
-                       oauth.token_endpoint_auth_method, oauth.scope, oauth.issuer)
-    pem, algorithm = read_client_key(config.name, oauth.private_key_file,
-                                     oauth.signing_algorithm)
-    assertions = SignedJWTParameters(issuer=client_id, subject=client_id, signing_key=pem,
-                                     signing_algorithm=algorithm)
-    return signed(config.url, storage, client_id, assertions.create_assertion_provider(),
-                  oauth.scope, oauth.issuer)
+    with warnings.catch_warnings():  # no issuer: said once at start, in one line (confinement)
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        if oauth.private_key_file is None:
+            assert secret is not None
+            return machine(config.url, storage, client_id, secret,
+                           oauth.token_endpoint_auth_method, oauth.scope, oauth.issuer)
+        pem, algorithm = read_client_key(config.name, oauth.private_key_file,
+                                         oauth.signing_algorithm)
+        assertions = SignedJWTParameters(issuer=client_id, subject=client_id, signing_key=pem,
+                                         signing_algorithm=algorithm)
+        return signed(config.url, storage, client_id, assertions.create_assertion_provider(),
+                      oauth.scope, oauth.issuer)
 
 
 class _Kept:
