@@ -10,7 +10,8 @@ section in a config of its own, and the driver plays the operator: it runs ``too
 upstream login`` as a person would and acts as their browser on the link it prints (the
 scenario's authorization server consents at once and sends the browser to the loopback
 redirect), and when a call answers that a login is needed (a step-up of scope), it logs in
-again and calls again. Client credentials need no person."""
+again and calls again. Client credentials need no person; the private key a scenario hands
+out is written where an operator keeps one, in the state dir, owner-only."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import anyio
 import httpx2
 
+from toolkeeper.builtins.state_dirs import mark_state_dir
 from toolkeeper.config import MCPServerConfig, load_config
 from toolkeeper.gateway.credentials import UpstreamCredentials
 from toolkeeper.gateway.upstream import Upstream, UpstreamError
@@ -51,6 +53,13 @@ def _oauth_config(state: Path, url: str, scenario: str, context: dict[str, str])
         lines.append(f'client_id = "{context["client_id"]}"')
     if context.get("client_secret"):
         lines.append(f'client_secret = "{context["client_secret"]}"')
+    if context.get("private_key_pem"):
+        key = state / f"{NAME}.pem"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(context["private_key_pem"])
+        lines += [f'private_key_file = "{key}"',
+                  f'signing_algorithm = "{context.get("signing_algorithm", "RS256")}"']
     if scenario == "auth/basic-cimd":
         lines.append(f'client_metadata_url = "{CIMD}"')
     path = state / "toolkeeper.toml"
@@ -119,6 +128,7 @@ async def main(mode: str, url: str) -> None:
         return
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     state = Path(tempfile.mkdtemp(prefix="tk-conformance-"))
+    mark_state_dir(state)
     config_file = _oauth_config(state, url, scenario, context)
     config = load_config(config_file).mcp.servers[0].model_copy(
         update={"discover": mode == "discover"})

@@ -8,7 +8,9 @@ STATE_DIR`` writes its port to STATE_DIR/port. Written with the SDK's low-level 
 - protected resource metadata (RFC 9728) and authorization server metadata (RFC 8414), dynamic
   registration, an authorization endpoint that consents at once (302 to the redirect URI), and
   a token endpoint for the authorization code (PKCE checked), refresh and client credentials
-  grants (client ``machine`` / secret ``machine-secret``). Each grant is appended to
+  grants (client ``machine`` / secret ``machine-secret``, or ``machine`` proving itself with an
+  assertion signed by the private key of STATE_DIR/client.pub: ``private_key_jwt``, whose
+  verified claims are appended to STATE_DIR/assertions). Each grant is appended to
   STATE_DIR/grants. Access tokens live STATE_DIR/expires_in seconds when that file exists
   (else an hour); with STATE_DIR/no_refresh, refreshing is refused."""
 
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jwt
 import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
@@ -85,7 +88,8 @@ async def _asm(request: Request) -> Response:
         "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
         "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
         "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
-        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"]})
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic",
+                                                  "private_key_jwt"]})
 
 
 async def _register(request: Request) -> Response:
@@ -120,9 +124,26 @@ async def _token(request: Request) -> Response:
             return JSONResponse(_issue(refresh=True))
         return JSONResponse(_issue(refresh=False))
     expected = "Basic " + base64.b64encode(b"machine:machine-secret").decode()
-    if grant == "client_credentials" and request.headers.get("authorization") == expected:
+    if grant == "client_credentials" and (request.headers.get("authorization") == expected
+                                          or _asserted(request, form)):
         return JSONResponse(_issue(refresh=False))
     return JSONResponse({"error": "invalid_client"}, status_code=401)
+
+
+def _asserted(request: Request, form: Any) -> bool:
+    """A ``private_key_jwt`` assertion of client ``machine``, for this server, signed by the
+    key of STATE_DIR/client.pub."""
+    if form.get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:" \
+            "jwt-bearer" or not (STATE / "client.pub").exists():
+        return False
+    try:
+        claims = jwt.decode(str(form.get("client_assertion")), (STATE / "client.pub").read_text(),
+                            algorithms=["ES256", "RS256", "EdDSA"], audience=_base(request),
+                            issuer="machine", options={"require": ["exp", "jti", "sub"]})
+    except jwt.InvalidTokenError:
+        return False
+    _note("assertions", f"{claims['iss']} {claims['sub']} {claims['aud']}")
+    return bool(claims["sub"] == "machine")
 
 
 class Protected:

@@ -82,3 +82,9 @@ def test_the_gateway_client_passes_the_client_credentials_extension_scenario(
         tmp_path: Path) -> None:
     assert _scenario("discover", "auth/client-credentials-basic", "2026-07-28",
                      tmp_path / "out", "--force") == []
+
+
+def test_the_gateway_client_passes_the_private_key_jwt_extension_scenario(
+        tmp_path: Path) -> None:
+    assert _scenario("discover", "auth/client-credentials-jwt", "2026-07-28",
+                     tmp_path / "out", "--force") == []

@@ -82,6 +82,11 @@ class Launch:
 def confinement(config: MCPServerConfig) -> str:
     """How ``config``'s server runs, in one phrase for operators."""
     if config.url is not None:
+        oauth = config.oauth
+        if oauth is not None and oauth.grant == "client_credentials" and oauth.issuer is None:
+            return ("remote (Streamable HTTP; its client credentials go to whichever "
+                    "authorization server it names: set issuer under its [mcp.servers.oauth] "
+                    "to bind them to one)")
         return "remote (Streamable HTTP)"
     if not config.sandbox:
         return "unconfined (sandbox = false): it runs with toolkeeper's own rights"

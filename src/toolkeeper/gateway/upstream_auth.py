@@ -1,6 +1,7 @@
 """OAuth to an upstream MCP server: the official SDK's client auth (``mcp.client.auth``: the
-authorization code flow with PKCE, and its client-credentials provider) over the tokens the
-store keeps sealed (``credentials.py``).
+authorization code flow with PKCE, and its client-credentials providers: a client secret, or an
+assertion signed with the client's private key) over the tokens the store keeps sealed
+(``credentials.py``).
 
 The SDK discovers the authorization server from the upstream's 401 (RFC 9728, then RFC 8414),
 registers a client where none is configured (a client ID metadata document where the server
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config.model import MCPServerConfig
 from ..config.notify import expand_env
 from ..config.upstream_auth import UpstreamOAuth
+from .client_key import ClientKeyRefused, read_client_key
 from .credentials import CredentialsUnreadable, StoredTokens
 
 if TYPE_CHECKING:
@@ -55,7 +58,7 @@ def refusal(name: str, exc: BaseException) -> str | None:
     from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 
     for cause in _causes(exc):
-        if isinstance(cause, LoginNeeded):
+        if isinstance(cause, LoginNeeded | ClientKeyRefused):
             return str(cause)
         if isinstance(cause, CredentialsUnreadable):
             return (f"MCP server '{name}': its OAuth tokens in the store do not open with this "
@@ -102,15 +105,14 @@ def upstream_auth(config: MCPServerConfig, storage: StoredTokens, *,
 
     oauth = config.oauth
     assert oauth is not None and config.url is not None
-    code, machine = _providers()
+    code = _providers()[0]
     where = f"mcp server '{config.name}' oauth"
     client_id = expand_env(oauth.client_id, f"{where} client_id") if oauth.client_id else None
     secret = expand_env(oauth.client_secret, f"{where} client_secret") \
         if oauth.client_secret else None
     if oauth.grant == "client_credentials":
-        assert client_id is not None and secret is not None
-        provider: Any = machine(config.url, storage, client_id, secret,
-                                oauth.token_endpoint_auth_method, oauth.scope, oauth.issuer)
+        assert client_id is not None
+        provider: Any = _machine_provider(config, storage, client_id, secret)
     else:
         metadata = OAuthClientMetadata(
             client_name=f"toolkeeper gateway ({config.name})", redirect_uris=[oauth.redirect_uri],
@@ -123,6 +125,30 @@ def upstream_auth(config: MCPServerConfig, storage: StoredTokens, *,
     provider.kept = _Kept(config.name, oauth, storage, client_id, secret,
                           interactive=redirect is not None)
     return provider  # type: ignore[no-any-return]
+
+
+def _machine_provider(config: MCPServerConfig, storage: StoredTokens, client_id: str,
+                      secret: str | None) -> Any:
+    """The client-credentials provider: with the client's secret, or with assertions signed
+    by its private key (read now, from where no tool reaches it)."""
+    from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    oauth = config.oauth
+    assert oauth is not None and config.url is not None
+    _code, machine, signed = _providers()
+    with warnings.catch_warnings():  # no issuer: said once at start, in one line (confinement)
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        if oauth.private_key_file is None:
+            assert secret is not None
+            return machine(config.url, storage, client_id, secret,
+                           oauth.token_endpoint_auth_method, oauth.scope, oauth.issuer)
+        pem, algorithm = read_client_key(config.name, oauth.private_key_file,
+                                         oauth.signing_algorithm)
+        assertions = SignedJWTParameters(issuer=client_id, subject=client_id, signing_key=pem,
+                                         signing_algorithm=algorithm)
+        return signed(config.url, storage, client_id, assertions.create_assertion_provider(),
+                      oauth.scope, oauth.issuer)
 
 
 class _Kept:
@@ -156,11 +182,14 @@ class _OneLine(logging.Filter):
 
 
 @functools.cache
-def _providers() -> tuple[type[Any], type[Any]]:
-    """The SDK's two providers with toolkeeper's additions (the SDK is imported when an
+def _providers() -> tuple[type[Any], type[Any], type[Any]]:
+    """The SDK's three providers with toolkeeper's additions (the SDK is imported when an
     upstream with OAuth connects, not by every command)."""
     from mcp.client.auth import OAuthClientProvider
-    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+    from mcp.client.auth.extensions.client_credentials import (
+        ClientCredentialsOAuthProvider,
+        PrivateKeyJWTOAuthProvider,
+    )
     from mcp.client.auth.utils import union_scopes
     from mcp.shared.auth import OAuthClientInformationFull
 
@@ -199,7 +228,8 @@ def _providers() -> tuple[type[Any], type[Any]]:
             metadata, kept = self.context.client_metadata, self.kept
             wanted = await kept.storage.wanted_scope()
             metadata.scope = union_scopes(union_scopes(metadata.scope, kept.oauth.scope), wanted)
-            if isinstance(self, ClientCredentialsOAuthProvider) or kept.interactive:
+            if isinstance(self, ClientCredentialsOAuthProvider | PrivateKeyJWTOAuthProvider) \
+                    or kept.interactive:
                 return await super()._perform_authorization()
             tokens = self.context.current_tokens or await kept.storage.get_tokens()
             if metadata.scope:
@@ -236,4 +266,11 @@ def _providers() -> tuple[type[Any], type[Any]]:
                 token_endpoint_auth_method=kept.oauth.token_endpoint_auth_method,
                 scope=kept.oauth.scope)
 
-    return Code, Machine
+    class Signed(Additions, PrivateKeyJWTOAuthProvider):
+        def _fixed(self) -> OAuthClientInformationFull | None:
+            return OAuthClientInformationFull(
+                client_id=self.kept.client_id, redirect_uris=None,
+                grant_types=["client_credentials"], token_endpoint_auth_method="private_key_jwt",
+                scope=self.kept.oauth.scope)
+
+    return Code, Machine, Signed
