@@ -39,6 +39,7 @@ from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
 from ..mcp.wire import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from ..toolbox.catalog import CatalogBase
+from .fastpath import FastCall
 
 __all__ = ["SingleExchange", "input_schemas", "task_name_mismatch"]
 
@@ -161,6 +162,8 @@ class SingleExchange:
 
         self.app = app
         self.server = server
+        self.serve_one = FastCall(server)
+        """The SDK's kernel, a plain call served in one pass (``fastpath.py``)."""
         self.path = path
         self.security = TransportSecurityMiddleware(security)
         self.max_body_bytes = max_body_bytes
@@ -213,7 +216,6 @@ class SingleExchange:
     async def _serve(self, request: dict[str, Any], http: Any, version: str | None,
                      receive: Any, send: Any) -> None:
         from mcp.server.connection import Connection
-        from mcp.server.runner import serve_one
         from mcp.shared.jsonrpc_dispatcher import (
             handler_exception_to_error_data,
             progress_token_from_params,
@@ -234,8 +236,8 @@ class SingleExchange:
 
         async def run() -> None:
             try:
-                result = await serve_one(self.server, dctx, request["method"], params,
-                                         connection=connection, lifespan_state=lifespan_state)
+                result = await self.serve_one(dctx, request["method"], params,
+                                              connection=connection, lifespan_state=lifespan_state)
                 reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"], "result": result}
             except Exception as exc:  # the wire's error, as the SDK's dispatcher maps it
                 error = handler_exception_to_error_data(exc)
