@@ -7,9 +7,11 @@ stream; under load that machinery, not the tool, was most of a call (``docs/benc
 A stateless request needs none of it: this path reads the one JSON-RPC request and runs it
 through the SDK's own single-request kernel (``serve_one``: the server's middleware, the
 method's params validation, the registered handler, the result sieved for the wire), as the
-SDK's 2026-07-28 entry does. The answer is one JSON body unless the handler sends something
-before it ends (progress, a log line): then the response becomes an event stream carrying
-those notifications and then the result — what the SDK's event-stream answer carries.
+SDK's 2026-07-28 entry does — a plain ``tools/call`` (a name and arguments, nothing else) in
+one pass with the kernel's own parts (``fastpath.py``). The answer is one JSON body unless the
+handler sends something before it ends (progress, a log line): then the response becomes an
+event stream carrying those notifications and then the result — what the SDK's event-stream
+answer carries.
 
 Before that, every POST the SDK would not refuse (Accept, Content-Type, Host, Origin, size)
 has its JSON-RPC envelope checked here, whatever its method or wire: a body that is not JSON is
