@@ -36,6 +36,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from mcp.server.connection import Connection
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import DEFAULT_NEGOTIATED_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
 
 from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
@@ -82,8 +91,6 @@ class _Exchange:
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
                                opts: Any = None) -> dict[str, Any]:
-        from mcp.shared.exceptions import NoBackChannelError
-
         raise NoBackChannelError(method)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None,
@@ -159,9 +166,6 @@ class SingleExchange:
     def __init__(self, app: Any, server: Any, *, security: Any, max_body_bytes: int,
                  path: str = "/mcp", stopping: threading.Event | None = None,
                  state: Mapping[str, Any] | None = None) -> None:
-        from mcp.server.transport_security import TransportSecurityMiddleware
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
         self.app = app
         self.server = server
         self.serve_one = FastCall(server)
@@ -192,8 +196,6 @@ class SingleExchange:
         if more:
             await self.app(scope, _replay(body, more, receive), send)
             return
-        from starlette.requests import Request
-
         http = Request(scope, _replay(body, False, receive))
         if await self.security.validate_request(http, is_post=True) is not None:
             await self.app(scope, _replay(body, False, receive), send)  # 415, 421, 403
@@ -217,15 +219,6 @@ class SingleExchange:
 
     async def _serve(self, request: dict[str, Any], http: Any, version: str | None,
                      receive: Any, send: Any) -> None:
-        from mcp.server.connection import Connection
-        from mcp.shared.jsonrpc_dispatcher import (
-            handler_exception_to_error_data,
-            progress_token_from_params,
-        )
-        from mcp.shared.message import ServerMessageMetadata
-        from mcp.shared.transport_context import TransportContext
-        from mcp_types import DEFAULT_NEGOTIATED_VERSION
-
         answer = _Answer(send)
         params = request.get("params")
         dctx = _Exchange(
