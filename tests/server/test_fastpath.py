@@ -117,6 +117,7 @@ REQUESTS: dict[str, tuple[bytes, dict[str, str]]] = {
     "invalid arguments": (_call("add", {"a": "two"}), {}),
     "a missing argument": (_call("add", {"a": 1}), {}),
     "an unknown tool": (_call("nothing_here", {}), {}),
+    "an empty name": (_call("", {}), {}),
     "a tool that raises": (_call("broken", {"n": 3}), {}),
     "a call a person must approve": (_call("launch", {"target": "moon"}), {}),
     "a name that is not a string": (_call(42, {}), {}),
