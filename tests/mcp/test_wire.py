@@ -4,14 +4,19 @@ from the SDK's constants, the SDK imported at module level wherever the face use
 from __future__ import annotations
 
 import ast
+import os
+import random
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import anyio
 import mcp_types
 import pytest
 
+from toolkeeper import Toolbox, ToolInvoker, tool
 from toolkeeper.mcp import wire
+from toolkeeper.mcp.server import MCPFace
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "toolkeeper"
 SDK_FACING = ["mcp", "server", "gateway"]
@@ -75,3 +80,42 @@ def test_the_face_imports_the_sdk_at_module_level() -> None:
                 if any(n.split(".")[0] in ("mcp", "mcp_types") for n in names):
                     inside.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert inside == []
+
+
+def test_call_ids_are_unguessable_and_read_the_os_once_per_hundreds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each read of the OS's randomness lets go of the GIL: on serve's event loop that handed
+    # the GIL to the audit writer thread once per call.
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    face = MCPFace(ToolInvoker(Toolbox([add])))
+    reads: list[int] = []
+    real = os.urandom
+
+    def counted(size: int) -> bytes:
+        reads.append(size)
+        return real(size)
+    monkeypatch.setattr(os, "urandom", counted)
+    monkeypatch.setattr(random, "_urandom", counted)  # what the secrets module reads through
+    calls = [anyio.run(face.parse_call, "add", {"a": 1, "b": n}) for n in range(400)]
+    ids = [call.id for call in calls]
+    assert len(set(ids)) == 400
+    assert all(re.fullmatch(r"mcp_[A-Za-z0-9_-]{12}", ident) for ident in ids)
+    assert len(reads) <= 1  # a pool of 455 ids (9 bytes, 72 bits, each) per read
+
+
+def test_a_forked_child_draws_other_call_ids_than_its_parent() -> None:
+    wire.call_id()  # the parent's pool is filled
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child process
+        os.write(write, wire.call_id().encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(write)
+    from_child = os.read(read, 100).decode()
+    os.close(read)
+    assert from_child.startswith("mcp_") and from_child != wire.call_id()

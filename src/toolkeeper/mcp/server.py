@@ -53,7 +53,7 @@ from .stdio import run_stdio
 from .task_store import TaskStore
 from .tasks import Tasks, store_of
 from .tool_search import ToolSearch
-from .wire import Ctx, era_of, modern
+from .wire import Ctx, call_id, era_of, modern
 
 __all__ = ["STDIO_CLIENT", "FaceServer", "MCPFace", "announce_changes", "close_sessions", "mcp_server",
            "release_artifacts", "serve_stdio", "stop_calls", "stopped_text"]
@@ -343,7 +343,7 @@ class MCPFace(RelayedOffers):
         if self.gateway is not None and name not in exported.names:
             await self.gateway.listed(name)  # an upstream's, named before it is listed
             exported = self.exported.of(name)
-        (call,) = exported.parse({"method": "tools/call", "id": "mcp_" + secrets.token_urlsafe(9),
+        (call,) = exported.parse({"method": "tools/call", "id": call_id(),
                                   "params": {"name": name, "arguments": arguments}})
         return call
 

@@ -7,9 +7,11 @@ stream; under load that machinery, not the tool, was most of a call (``docs/benc
 A stateless request needs none of it: this path reads the one JSON-RPC request and runs it
 through the SDK's own single-request kernel (``serve_one``: the server's middleware, the
 method's params validation, the registered handler, the result sieved for the wire), as the
-SDK's 2026-07-28 entry does. The answer is one JSON body unless the handler sends something
-before it ends (progress, a log line): then the response becomes an event stream carrying
-those notifications and then the result — what the SDK's event-stream answer carries.
+SDK's 2026-07-28 entry does — a plain ``tools/call`` (a name and arguments, nothing else) in
+one pass with the kernel's own parts (``fastpath.py``). The answer is one JSON body unless the
+handler sends something before it ends (progress, a log line): then the response becomes an
+event stream carrying those notifications and then the result — what the SDK's event-stream
+answer carries.
 
 Before that, every POST the SDK would not refuse (Accept, Content-Type, Host, Origin, size)
 has its JSON-RPC envelope checked here, whatever its method or wire: a body that is not JSON is
@@ -34,11 +36,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from mcp.server.connection import Connection
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import DEFAULT_NEGOTIATED_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
 
 from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
 from ..mcp.wire import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from ..toolbox.catalog import CatalogBase
+from .fastpath import FastCall
 
 __all__ = ["SingleExchange", "input_schemas", "task_name_mismatch"]
 
@@ -79,8 +91,6 @@ class _Exchange:
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
                                opts: Any = None) -> dict[str, Any]:
-        from mcp.shared.exceptions import NoBackChannelError
-
         raise NoBackChannelError(method)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None,
@@ -156,11 +166,10 @@ class SingleExchange:
     def __init__(self, app: Any, server: Any, *, security: Any, max_body_bytes: int,
                  path: str = "/mcp", stopping: threading.Event | None = None,
                  state: Mapping[str, Any] | None = None) -> None:
-        from mcp.server.transport_security import TransportSecurityMiddleware
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
         self.app = app
         self.server = server
+        self.serve_one = FastCall(server)
+        """The SDK's kernel, a plain call served in one pass (``fastpath.py``)."""
         self.path = path
         self.security = TransportSecurityMiddleware(security)
         self.max_body_bytes = max_body_bytes
@@ -187,8 +196,6 @@ class SingleExchange:
         if more:
             await self.app(scope, _replay(body, more, receive), send)
             return
-        from starlette.requests import Request
-
         http = Request(scope, _replay(body, False, receive))
         if await self.security.validate_request(http, is_post=True) is not None:
             await self.app(scope, _replay(body, False, receive), send)  # 415, 421, 403
@@ -212,16 +219,6 @@ class SingleExchange:
 
     async def _serve(self, request: dict[str, Any], http: Any, version: str | None,
                      receive: Any, send: Any) -> None:
-        from mcp.server.connection import Connection
-        from mcp.server.runner import serve_one
-        from mcp.shared.jsonrpc_dispatcher import (
-            handler_exception_to_error_data,
-            progress_token_from_params,
-        )
-        from mcp.shared.message import ServerMessageMetadata
-        from mcp.shared.transport_context import TransportContext
-        from mcp_types import DEFAULT_NEGOTIATED_VERSION
-
         answer = _Answer(send)
         params = request.get("params")
         dctx = _Exchange(
@@ -234,8 +231,8 @@ class SingleExchange:
 
         async def run() -> None:
             try:
-                result = await serve_one(self.server, dctx, request["method"], params,
-                                         connection=connection, lifespan_state=lifespan_state)
+                result = await self.serve_one(dctx, request["method"], params,
+                                              connection=connection, lifespan_state=lifespan_state)
                 reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"], "result": result}
             except Exception as exc:  # the wire's error, as the SDK's dispatcher maps it
                 error = handler_exception_to_error_data(exc)

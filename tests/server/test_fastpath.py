@@ -1,0 +1,201 @@
+"""The one-pass ``tools/call`` answers exactly what the SDK's kernel answers.
+
+Two real ``toolkeeper serve`` processes over the same tools: one as shipped, one started with
+the one-pass path switched off (every request through the SDK's ``serve_one``). The same
+requests — plain calls, calls the door refuses, calls a tool fails, calls with params the SDK
+refuses, other protocol versions, other methods, bodies that are not JSON-RPC — get the same
+status, headers and body from both, byte for byte once the date, generated ids, timestamps
+and each server's own address are set aside."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp.server.lowlevel.server import Server
+from mcp.server.request_state import RequestStateBoundary
+
+from toolkeeper import Toolbox, ToolInvoker, tool
+from toolkeeper.server.app import create_app
+from toolkeeper.server.fastpath import FastCall
+from toolkeeper.server.tracecontext import WhenTraced
+
+from .test_serve import CLIENT_TOKENS, _started
+
+TOOLS = '''
+from toolkeeper import HitlMode, ToolRisk, tool
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def describe(city: str, days: int = 1) -> dict[str, object]:
+    """A forecast-like answer with structured content."""
+    return {"city": city, "days": days, "sky": "clear"}
+
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case text."""
+    return text.upper()
+
+
+@tool
+def broken(n: int) -> int:
+    """Always fails."""
+    raise RuntimeError(f"broken on {n}")
+
+
+@tool(risk=ToolRisk.CRITICAL, hitl_mode=HitlMode.BLOCKING)
+def launch(target: str) -> str:
+    """Needs a person's approval."""
+    return f"launched {target}"
+'''
+SDK_ONLY = ("import runpy; from toolkeeper.server import fastpath; "
+            "fastpath.FastCall.takes = lambda *args: False; "
+            "runpy.run_module('toolkeeper.cli', run_name='__main__', alter_sys=True)")
+"""``toolkeeper serve`` with the one-pass path switched off: every call through the SDK's
+kernel."""
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+_IDS = re.compile(rb"\b(mcp|apr|ses|task|elicit)_[A-Za-z0-9_-]{8,}")
+_TIMES = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(\+00:00|Z)")
+
+
+def _serve(tmp_path: Path, name: str, sdk_only: bool) -> tuple[subprocess.Popen[str], str]:
+    where = tmp_path / name
+    where.mkdir()
+    tools = where / "tools.py"
+    tools.write_text(TOOLS)
+    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
+    start = ["-c", SDK_ONLY] if sdk_only else ["-m", "toolkeeper.cli"]
+    proc = subprocess.Popen(
+        [sys.executable, *start, "serve", str(tools), "--no-builtins", "--port", "0",
+         "--state-dir", str(where / "state"), "--approval-wait", "0", "--rate-limit", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=where)
+    return proc, _started(proc, where / "state")
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    tmp_path = tmp_path_factory.mktemp("fastpath")
+    fast, fast_url = _serve(tmp_path, "fast", sdk_only=False)
+    sdk, sdk_url = _serve(tmp_path, "sdk", sdk_only=True)
+    yield fast_url, sdk_url
+    for proc in (fast, sdk):
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) in (0, 130)
+        assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+def _call(name: object, arguments: object = None, ident: object = "r1", **more: Any) -> bytes:
+    params: dict[str, Any] = {"name": name, **more}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
+                      ).encode()
+
+
+REQUESTS: dict[str, tuple[bytes, dict[str, str]]] = {
+    "a plain call": (_call("add", {"a": 2, "b": 40}), {}),
+    "a plain call, a numeric id": (_call("add", {"a": 1, "b": 1}, ident=7), {}),
+    "structured content": (_call("describe", {"city": "Lisbon", "days": 3}), {}),
+    "no arguments": (_call("describe"), {}),
+    "unicode": (_call("shout", {"text": "ação ☂ \u2028"}), {}),
+    "invalid arguments": (_call("add", {"a": "two"}), {}),
+    "a missing argument": (_call("add", {"a": 1}), {}),
+    "an unknown tool": (_call("nothing_here", {}), {}),
+    "an empty name": (_call("", {}), {}),
+    "a tool that raises": (_call("broken", {"n": 3}), {}),
+    "a call a person must approve": (_call("launch", {"target": "moon"}), {}),
+    "a name that is not a string": (_call(42, {}), {}),
+    "arguments that are not an object": (_call("add", [1, 2]), {}),
+    "no name": (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"arguments": {}}}).encode(), {}),
+    "no params": (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}).encode(), {}),
+    "params with _meta": (_call("add", {"a": 1, "b": 2}, _meta={"progressToken": "p"}), {}),
+    "params with a task": (_call("add", {"a": 1, "b": 2}, task={"ttl": 1000}), {}),
+    "an unknown params key": (_call("add", {"a": 1, "b": 2}, extra=True), {}),
+    "version 2025-06-18": (_call("describe", {"city": "Porto"}), {"MCP-Protocol-Version":
+                                                                    "2025-06-18"}),
+    "version 2025-03-26": (_call("describe", {"city": "Porto"}), {"MCP-Protocol-Version":
+                                                                    "2025-03-26"}),
+    "no version header": (_call("add", {"a": 3, "b": 4}), {"MCP-Protocol-Version": ""}),
+    "an unknown version": (_call("add", {"a": 3, "b": 4}), {"MCP-Protocol-Version": "1999-01-01"}),
+    "tools/list": (b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}', {}),
+    "an unknown method": (b'{"jsonrpc":"2.0","id":3,"method":"tools/frobnicate"}', {}),
+    "not JSON": (b'{"jsonrpc": "2.0", "id": 4, "meth', {}),
+    "a bool id": (_call("add", {"a": 1, "b": 2}, ident=True), {}),
+    "a batch": (b"[" + _call("add", {"a": 1, "b": 2}) + b"]", {}),
+    "a wrong content type": (_call("add", {"a": 1, "b": 2}), {"Content-Type": "text/plain"}),
+}
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, list[tuple[str, str]], bytes]:
+    sent = {**HEADERS, "MCP-Protocol-Version": "2025-11-25", **headers,
+            "Authorization": f"Bearer {CLIENT_TOKENS[url]}"}
+    sent = {k: v for k, v in sent.items() if v}
+    answer = httpx.post(f"{url}/mcp", content=body, headers=sent, timeout=30)
+    kept = [(k, v) for k, v in answer.headers.multi_items() if k not in ("date", "content-length")]
+    body = answer.content.replace(url.encode(), b"URL")  # each server names its own address
+    return answer.status_code, kept, _TIMES.sub(b"TIME", _IDS.sub(rb"\1_ID", body))
+
+
+@pytest.mark.parametrize("case", REQUESTS)
+def test_the_one_pass_path_answers_byte_for_byte_what_the_sdk_kernel_answers(
+        both: tuple[str, str], case: str) -> None:
+    fast_url, sdk_url = both
+    body, headers = REQUESTS[case]
+    fast = _post(fast_url, body, headers)
+    sdk = _post(sdk_url, body, headers)
+    assert fast == sdk
+    if case == "a plain call":
+        assert fast[0] == 200 and b'"structuredContent":{"result":42}' in fast[2]
+
+
+def _server() -> Server[Any]:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    return create_app(ToolInvoker(Toolbox([add])), token="operator-token").face.server
+
+
+def test_only_a_plain_2025_call_takes_the_one_pass_path() -> None:
+    fast = FastCall(_server())
+    plain = {"name": "add", "arguments": {"a": 1, "b": 2}}
+    assert fast.takes("tools/call", plain, "2025-11-25")
+    assert fast.takes("tools/call", {"name": "add"}, "2025-06-18")
+    assert not fast.takes("tools/list", {}, "2025-11-25")
+    assert not fast.takes("tools/call", plain, "2026-07-28")  # the per-request era
+    assert not fast.takes("tools/call", {**plain, "_meta": {}}, "2025-11-25")
+    assert not fast.takes("tools/call", {**plain, "task": {}}, "2025-11-25")
+    assert not fast.takes("tools/call", {"name": 1, "arguments": {}}, "2025-11-25")
+    assert not fast.takes("tools/call", {"name": "add", "arguments": []}, "2025-11-25")
+    assert not fast.takes("tools/call", None, "2025-11-25")
+
+
+def test_a_middleware_not_known_to_let_a_call_through_keeps_the_sdk_path() -> None:
+    server = _server()
+    fast = FastCall(server)
+    plain = {"name": "add", "arguments": {"a": 1, "b": 2}}
+    assert all(isinstance(m, RequestStateBoundary) or type(m).__name__ == "LegacyTasks"
+               or isinstance(m, WhenTraced) for m in server.middleware)
+
+    async def own(ctx: Any, call_next: Any) -> Any:
+        return await call_next(ctx)
+    server.middleware.append(own)
+    assert not fast.takes("tools/call", plain, "2025-11-25")
