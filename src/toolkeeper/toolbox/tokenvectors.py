@@ -57,7 +57,10 @@ class TokenVectors:
         self._vectors: dict[int, Array] = {}  # token → its static vector
         self._matrix: Array | None = None  # rows in the order of ``_order``, unit length
         self._order: list[str | None] | None = None
-        self._centre: Array | None = None
+        np = _np()
+        self._table: Array = np.zeros((0, 1), dtype=np.float32)  # live tokens' centred vectors
+        self._row: dict[int, int] = {}  # token → its row of the table
+        self._weights: Array = np.zeros(0, dtype=np.float32)  # each row's idf
         self._lock = threading.Lock()
 
     def update(self, model: TokenModel, texts: dict[str, str]) -> None:
@@ -112,29 +115,31 @@ class TokenVectors:
                        else matrix @ vector)
         return sims
 
-    def _idf(self, token: int) -> float:
-        return math.log((len(self._ids) + 1) / (self._df[token] + 0.5))
-
     def _vector(self, ids: Counter[int]) -> Array | None:
         """A text's unit vector: its known tokens' centred vectors, idf-weighted; ``None``
         when it has none."""
         np = _np()
-        known = [t for t in ids if t in self._vectors and self._df[t] > 0]
-        if not known or self._centre is None:
+        rows = [row for t in ids if (row := self._row.get(t)) is not None]
+        if not rows:
             return None
-        rows = np.stack([self._vectors[t] for t in known]) - self._centre
-        weights = np.array([ids[t] * self._idf(t) for t in known], dtype=np.float32)
-        total: Array = weights @ rows
+        counts = np.fromiter((ids[t] for t in ids if t in self._row), dtype=np.float32,
+                             count=len(rows))
+        total: Array = (counts * self._weights[rows]) @ self._table[rows]
         norm = float(np.linalg.norm(total))
         return None if norm == 0.0 else total / norm
 
     def _rebuild(self, order: list[str | None]) -> None:
         """The tools' vectors again: the idf and the centre change with the catalog."""
         np = _np()
-        live = [t for t, n in self._df.items() if n > 0 and t in self._vectors]
+        live = sorted(t for t, n in self._df.items() if n > 0 and t in self._vectors)
         dimensions = len(next(iter(self._vectors.values()))) if self._vectors else 1
-        self._centre = (np.mean(np.stack([self._vectors[t] for t in live]), axis=0)
-                        if live else None)
+        table = (np.stack([self._vectors[t] for t in live]) if live
+                 else np.zeros((0, dimensions), dtype=np.float32))
+        self._table = table - table.mean(axis=0) if live else table
+        self._row = {t: row for row, t in enumerate(live)}
+        tools = len(self._ids) + 1
+        self._weights = np.array([math.log(tools / (self._df[t] + 0.5)) for t in live],
+                                 dtype=np.float32)
         matrix = np.zeros((len(order), dimensions), dtype=np.float32)
         for row, key in enumerate(order):
             vector = None if key is None or key not in self._ids else self._vector(self._ids[key])
