@@ -228,10 +228,10 @@ class SentenceEncoder:
                           else np.zeros((0, self.dimensions), dtype=np.float32))
         return stacked
 
-    def token_ids(self, text: str) -> list[int]:
-        """The WordPiece ids of ``text``, without the ``[CLS]``/``[SEP]`` markers."""
-        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
-        return ids
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The WordPiece ids of each text, without the ``[CLS]``/``[SEP]`` markers."""
+        return [list(e.ids) for e in
+                self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def token_vectors(self, ids: Sequence[int]) -> Array:
         """One vector per token id: the mean of the model's output for ``[CLS] token [SEP]``

@@ -34,7 +34,7 @@ __all__ = ["TokenModel", "TokenVectors"]
 class TokenModel(Protocol):
     """What token vectors need of a sentence encoder (``SentenceEncoder`` is one)."""
 
-    def token_ids(self, text: str) -> list[int]: ...
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]: ...
 
     def token_vectors(self, ids: Sequence[int]) -> Array: ...
 
@@ -66,7 +66,8 @@ class TokenVectors:
     def update(self, model: TokenModel, texts: dict[str, str]) -> None:
         """Take these tools' texts (key → text): their tokens get vectors (from the disk
         cache, else the model, outside the lock)."""
-        counts = {key: Counter(model.token_ids(text)) for key, text in texts.items()}
+        counts = {key: Counter(ids) for key, ids in
+                  zip(texts, model.token_ids(list(texts.values())), strict=True)}
         with self._lock:
             known = set(self._vectors)
         todo = sorted({t for c in counts.values() for t in c} - known)
@@ -104,7 +105,7 @@ class TokenVectors:
         """The cosine of ``query``'s token vector to each tool's, one per entry of ``order``
         (0 for ``None`` and for a tool this does not know)."""
         np = _np()
-        ids = Counter(model.token_ids(query))
+        ids = Counter(model.token_ids([query])[0])
         with self._lock:
             if self._matrix is None or self._order != order:
                 self._rebuild(order)
