@@ -90,13 +90,18 @@ def forget_queries() -> None:
 def latencies(boxes: dict[str, Toolbox], queries: list[dict[str, Any]],
               rounds: int) -> dict[str, tuple[float, float]]:
     """(median, p99) ms per search of each configuration: the configurations take turns
-    query by query; the figure is the median over rounds of each round's median (and p99)."""
+    query by query, in a rotating order; the figure is the median over rounds of each round's
+    median (and p99)."""
     medians: dict[str, list[float]] = {label: [] for label in boxes}
     p99s: dict[str, list[float]] = {label: [] for label in boxes}
     for _ in range(rounds):
         times: dict[str, list[float]] = {label: [] for label in boxes}
-        for q in queries:
-            for label, box in boxes.items():
+        labels = list(boxes)
+        for n, q in enumerate(queries):
+            # the order rotates query by query: no configuration always runs after the ones
+            # without the model (whose turn leaves the model's weights out of the CPU caches)
+            for label in labels[n % len(labels):] + labels[:n % len(labels)]:
+                box = boxes[label]
                 forget_queries()
                 with PurePython() if "without" in label else contextlib.nullcontext():
                     start = time.perf_counter()
