@@ -154,8 +154,9 @@ class EmbeddingScorer:
         cache: ``False`` keeps nothing on disk.
         token_weight: Weight of the token-vector similarity (``tokenvectors``) added to the
             model's cosine: a third by default (recall@5 on the evaluation set 0.907 → 0.913
-            on the tuning half that chose it, 0.913 → 0.923 held out); 0 turns it off. It needs an encoder with ``token_ids`` and
-            ``token_vectors`` (the packaged model's have them).
+            on the tuning half that chose it, 0.913 → 0.923 held out); 0 turns it off. It
+            needs an encoder with ``token_ids`` and ``token_vectors`` (the packaged model's
+            have them).
         runtime: What runs the packaged model: ``"auto"`` (the default) ONNX Runtime on the
             graph made int8 when ``onnx`` is installed too (all come with the ``semantic``
             extra; the int8 graph is made once into ``cache_dir``), else on the packaged
