@@ -49,7 +49,8 @@ def test_the_labelled_tool_among_near_identical_ones_rises_to_the_first_three(
         runtime: Runtime) -> None:
     """Seven weather tools of the evaluation set; the request is labelled with the one whose
     text shares its rarer tokens ("condition", "weather" in a ``Weather_1_GetWeather`` name).
-    The model's pooled vector ranks it last; the token vectors bring it into the first three."""
+    The model's pooled vector ranks it last (by a margin no batch of the int8 graph undoes:
+    not in the first three); the token vectors bring it into the first three."""
     query = "I want to check the weather condition in Fremont on March 1st 2023."
     tools = eval_tools(WEATHER)
     if runtime == "onnx-int8":
@@ -59,7 +60,7 @@ def test_the_labelled_tool_among_near_identical_ones_rises_to_the_first_three(
     assert "Weather_1_GetWeather" in names[:3], names
     alone = Toolbox(tools, search=SearchOptions(
         semantic=EmbeddingScorer(runtime=runtime, token_weight=0)))
-    assert [hit.name for hit in alone.search(query, limit=7)][-1] == "Weather_1_GetWeather"
+    assert "Weather_1_GetWeather" not in [hit.name for hit in alone.search(query, limit=3)]
 
 
 def test_a_token_has_the_same_vector_whatever_tokens_share_its_run() -> None:
@@ -142,3 +143,36 @@ def test_token_vectors_are_kept_on_disk_with_the_tools_vectors(own_cache: Path) 
     again._encoder = lambda: counted  # type: ignore[method-assign]
     Toolbox(tools, search=SearchOptions(semantic=again)).search("weather today")
     assert counted.tokens == 0
+
+
+def test_token_vectors_reorder_what_the_model_finds_close_and_bring_in_nothing_else() -> None:
+    """In a small catalog the token vectors of unrelated texts can be close (few tokens to
+    centre on): a tool no query word matches is a hit only when the model's own cosine
+    reaches ``semantic_floor``, whatever the token vectors add."""
+    def convert_currency(amount: float, source: str, target: str) -> str:
+        """Convert an amount of money from one currency to another."""
+        return f"{amount} {source}->{target}"
+
+    def create_issue(title: str) -> str:
+        """Open an issue in the team's bug tracker."""
+        return title
+
+    def translate_text(text: str, language: str) -> str:
+        """Translate a text into another language."""
+        return text
+
+    tools = [Tool.from_function(f) for f in (convert_currency, create_issue, translate_text)]
+    fused, alone = EmbeddingScorer(), EmbeddingScorer(token_weight=0)
+    for scorer in (fused, alone):
+        Toolbox(tools, search=SearchOptions(semantic=scorer)).search("warm up")
+    for query in ("currency", "convert money to a currency", "file a bug", "say it in French"):
+        scores, closeness = fused.ranked(query, 5)
+        cosines = alone.scores(query, 5)  # the model alone: negative cosines left out
+        assert scores.keys() == closeness.keys()
+        for name, value in closeness.items():
+            assert value == pytest.approx(cosines.get(name, value), abs=1e-6)
+            assert name in cosines or value <= 0
+        box = Toolbox(tools, search=SearchOptions(semantic=fused))
+        for hit in box.search(query):
+            assert "bm25" in hit.signals or "fuzzy" in hit.signals or closeness[hit.name] >= 0.15
+    assert [hit.name for hit in Toolbox(tools).search("currency")] == ["convert_currency"]

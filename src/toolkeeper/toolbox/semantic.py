@@ -278,17 +278,25 @@ class EmbeddingScorer:
     def scores(self, query: str, limit: int) -> dict[str, float]:
         """The ``limit`` most similar tools and their similarity: the model's cosine plus
         ``token_weight`` times the token vectors' (negative ones dropped)."""
+        return self.ranked(query, limit)[0]
+
+    def ranked(self, query: str, limit: int) -> tuple[dict[str, float], dict[str, float]]:
+        """``scores`` and, for the same tools, the model's cosine alone: what search holds to
+        ``semantic_floor`` before a tool no query word matches is a hit (the token vectors
+        reorder the tools the model finds close; they never bring in one it does not)."""
         np = _np()
         self._flush()
         vector = self._encoder().encode([query])[0]
         with self._lock:
             if not self._rows or self._matrix is None:
-                return {}
-            sims = self._matrix[:len(self._keys)] @ vector
+                return {}, {}
+            cosines = self._matrix[:len(self._keys)] @ vector
             keys = list(self._keys)
+        sims = cosines
         tokens = self._token_model()
         if tokens is not None:
             sims = sims + self._token_weight * tokens[1].similarities(tokens[0], query, keys)
         top = np.argpartition(-sims, limit)[:limit] if len(sims) > limit else np.arange(len(sims))
-        top = top[np.argsort(-sims[top])]
-        return {key: float(sims[i]) for i in top if sims[i] > 0 and (key := keys[i]) is not None}
+        top = [i for i in top[np.argsort(-sims[top])] if sims[i] > 0 and keys[i] is not None]
+        return ({str(keys[i]): float(sims[i]) for i in top},
+                {str(keys[i]): float(cosines[i]) for i in top})
