@@ -23,8 +23,7 @@ from toolkeeper.gateway.upstream import Upstream, UpstreamError
 from toolkeeper.server.tokens import upstream_key
 
 from ..blocks import text_of
-from ..server.test_serve import _start
-from .test_upstream_auth import _config, _until_line, _whoami, upstream
+from .test_upstream_auth import _config, _said, _whoami, upstream
 
 __all__ = ["upstream"]
 
@@ -71,12 +70,7 @@ async def test_a_key_outside_the_state_dir_is_refused_in_one_line_and_never_sent
     key = tmp_path / "keys" / "up.pem"  # a folder a tool's workspace may hold
     _keyed(state, key, ec.generate_private_key(ec.SECP256R1()))
     config = _config(tmp_path, url, f'{MACHINE}private_key_file = "{key}"\n')
-    proc, _served = _start(tmp_path, "--config", str(config))
-    try:
-        lines = _until_line(proc, "private_key_file")
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    lines = _said(tmp_path, config, "private_key_file")
     assert lines[-1].strip() == (
         f"toolkeeper: MCP server 'up': oauth private_key_file {key} is not in a toolkeeper "
         "state folder, where a tool could read it; move it into the state dir (or a folder "
@@ -95,12 +89,7 @@ async def test_credentials_not_bound_to_an_issuer_are_said_in_one_line_not_a_pyt
         _keyed(state, key, ec.generate_private_key(ec.SECP256R1()))
         proof = f'private_key_file = "{key}"\n'
     config = _config(tmp_path, url, MACHINE + proof)
-    proc, _served = _start(tmp_path, "--config", str(config))
-    try:
-        lines = _until_line(proc, "listed:")
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    lines = _said(tmp_path, config, "listed:")
     assert "toolkeeper: MCP server 'up' runs remote (Streamable HTTP; its client credentials go " \
            "to whichever authorization server it names: set issuer under its " \
            "[mcp.servers.oauth] to bind them to one)\n" in lines, lines

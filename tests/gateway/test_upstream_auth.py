@@ -87,6 +87,17 @@ def _kept(tmp_path: Path, url: str) -> tuple[dict[str, object] | None, float | N
     return kept["token"], kept["expires_at"]
 
 
+def _said(tmp_path: Path, config: Path, needle: str) -> list[str]:
+    """What a ``toolkeeper serve`` on ``config`` says on stderr up to ``needle`` (it is then
+    stopped)."""
+    proc, _served = _start(tmp_path, "--config", str(config))
+    try:
+        return _until_line(proc, needle)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 def _until_line(proc: subprocess.Popen[str], needle: str) -> list[str]:
     """serve's stderr lines up to the one with ``needle`` (the test fails after 60 s)."""
     assert proc.stderr is not None
@@ -190,12 +201,7 @@ async def test_a_refresh_that_fails_is_one_line_naming_the_login(
     assert _login(tmp_path, config).returncode == 0
     _until_expired(tmp_path, url)
     (state / "no_refresh").touch()
-    proc, _served = _start(tmp_path, "--config", str(config))
-    try:
-        lines = _until_line(proc, "toolkeeper upstream login up")
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    lines = _said(tmp_path, config, "toolkeeper upstream login up")
     assert lines[-1].strip() == ("toolkeeper: MCP server 'up' could not refresh its OAuth "
                                  "token: run `toolkeeper upstream login up`")
 
