@@ -56,6 +56,8 @@ class Wire:
         reply = self.http.post("/mcp", json={"jsonrpc": "2.0", "id": self.ids,
                                              "method": method, "params": params})
         assert reply.status_code == 200, reply.text
+        if "mcp-session-id" in reply.headers:  # serve --sessions: the session it opened
+            self.http.headers["mcp-session-id"] = reply.headers["mcp-session-id"]
         if reply.headers["content-type"].startswith("application/json"):
             found: dict[str, Any] = reply.json()
             return found

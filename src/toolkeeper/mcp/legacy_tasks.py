@@ -29,6 +29,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
+from .legacy_rules import listed, tasks_client
 from .offer_handlers import client_of
 from .task_status import StatusNotices, legacy_task
 from .task_store import TaskRecord
@@ -81,6 +82,8 @@ class LegacyTasks:
             return await call_next(ctx)
         if ctx.method == "tools/call":
             return await self._call(ctx, call_next)
+        if ctx.method == "tools/list" and tasks_client(ctx):
+            return listed(await call_next(ctx), lambda wire: self._waits(ctx, wire))
         answer = {"tasks/get": self._get, "tasks/result": self._result,
                   "tasks/list": self._list, "tasks/cancel": self._cancel}.get(ctx.method)
         return await call_next(ctx) if answer is None else await answer(ctx)
@@ -101,6 +104,12 @@ class LegacyTasks:
         if group is not None and self.tasks.face.changes.told.tools_changed:
             group.start_soon(self.notices.follow, ctx.session, asked.task, client_of(ctx))
         return {"task": legacy_task(asked.task)}
+
+    def _waits(self, ctx: Context, wire: str) -> bool:
+        """Whether a call of the tool listed as ``wire`` may wait for a person."""
+        name = self.tasks.face.exported.tool_name(wire)
+        return name is not None and self.tasks.offered(ctx, name, "forbidden",
+                                                         listing=True) == "optional"
 
     async def _get(self, ctx: Context) -> dict[str, Any]:
         return legacy_task(envelope(await self.tasks.find(ctx, _task_id(ctx.params))))

@@ -40,7 +40,8 @@ from ..invoke.session import InvokerSession
 from ..toolbox.catalog import CatalogBase
 from .changes import Changes
 from .client_link import MCPClientLink, answers_of
-from .legacy_rules import refusal
+from .exported import Exported
+from .legacy_rules import may_wait, offered, refusal, tasks_client
 from .offer_handlers import client_of
 from .task_store import TaskRecord, TaskStore
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx, modern
@@ -83,6 +84,9 @@ class TaskFace(Protocol):
 
     @property
     def changes(self) -> Changes: ...
+
+    @property
+    def exported(self) -> Exported: ...
 
 
 class TaskParams(types.RequestParams):
@@ -202,6 +206,8 @@ class Tasks:
         plain call."""
         support, start = task_support(self.face.catalog, call.name)
         asked = ASKED.get()  # 2025-11-25: the call itself asks to be a task
+        if not modern(ctx):  # as the client was told (``legacy_rules.listed``)
+            support = self.offered(ctx, call.name, support)
         refused = None if modern(ctx) else refusal(call.name, support, asked is not None)
         if refused is not None:
             raise refused
@@ -219,6 +225,15 @@ class Tasks:
         task = await self._create(client_of(ctx), call)
         self.group.start_soon(self._run, ctx, call, task, answers)
         return _as_asked(asked, {"resultType": "task", **envelope(task)})
+
+    def offered(self, ctx: Ctx, name: str, support: str, *, listing: bool = False) -> str:
+        """The task support of tool ``name`` the 2025-11-25 client of ``ctx`` is listed
+        (``listing``), or its call is held to (never less than it was listed)."""
+        if support != "forbidden" or not tasks_client(ctx):
+            return support
+        waits = may_wait(self.face.invoker, self.face.session_for(ctx),
+                         self.face.catalog.get(name), exactly=listing)
+        return offered(support, waits)
 
     async def _create(self, client: str, call: ToolCall, message: str | None = None,
                       approval: str | None = None) -> TaskRecord:
