@@ -8,8 +8,9 @@ held-out half (odd positions: never used to choose anything) and all. Latency is
 separately, the configurations taking turns query by query (a busy machine's load falls on
 all alike), as the median of the per-round medians (and 99th percentiles) of ``--rounds``
 rounds. The semantic configurations need the ``semantic`` extra and its model package: the
-default runs the model's graph made int8 on ONNX Runtime, the others its float graph there and
-the numpy forward pass; ``--torch`` adds the same
+default runs the model's graph made int8 on ONNX Runtime and adds the token vectors' similarity
+(``toolbox/tokenvectors.py``), the next the same without them, the others the float graph
+there and the numpy forward pass (with token vectors); ``--torch`` adds the same
 model run by sentence-transformers on torch, and the configuration without the ``search``
 extra runs the pure-Python BM25. ``--first-search`` times building the index and embedding
 the catalog in a fresh process, with an empty and then a filled embedding cache.
@@ -89,13 +90,18 @@ def forget_queries() -> None:
 def latencies(boxes: dict[str, Toolbox], queries: list[dict[str, Any]],
               rounds: int) -> dict[str, tuple[float, float]]:
     """(median, p99) ms per search of each configuration: the configurations take turns
-    query by query; the figure is the median over rounds of each round's median (and p99)."""
+    query by query, in a rotating order; the figure is the median over rounds of each round's
+    median (and p99)."""
     medians: dict[str, list[float]] = {label: [] for label in boxes}
     p99s: dict[str, list[float]] = {label: [] for label in boxes}
     for _ in range(rounds):
         times: dict[str, list[float]] = {label: [] for label in boxes}
-        for q in queries:
-            for label, box in boxes.items():
+        labels = list(boxes)
+        for n, q in enumerate(queries):
+            # the order rotates query by query: no configuration always runs after the ones
+            # without the model (whose turn leaves the model's weights out of the CPU caches)
+            for label in labels[n % len(labels):] + labels[:n % len(labels)]:
+                box = boxes[label]
                 forget_queries()
                 with PurePython() if "without" in label else contextlib.nullcontext():
                     start = time.perf_counter()
@@ -185,8 +191,11 @@ def configurations(torch: bool) -> dict[str, SearchOptions]:
     try:
         from toolkeeper.toolbox.semantic import EmbeddingScorer
 
-        configs["words + meaning, the model int8 on ONNX Runtime (default with [search,semantic])"] \
-            = SearchOptions(semantic=EmbeddingScorer(runtime="onnx-int8"))
+        configs["words + meaning + token vectors, the model int8 on ONNX Runtime (default with "
+                "[search,semantic])"] = SearchOptions(semantic=EmbeddingScorer(runtime="onnx-int8"))
+        configs["words + meaning, the model int8 on ONNX Runtime, no token vectors (the default "
+                "before)"] = SearchOptions(semantic=EmbeddingScorer(runtime="onnx-int8",
+                                                                     token_weight=0))
         configs["words + meaning, the model's float graph on ONNX Runtime"] = SearchOptions(
             semantic=EmbeddingScorer(runtime="onnx"))
         configs["words + meaning, the model on numpy"] = SearchOptions(

@@ -180,6 +180,9 @@ class SentenceEncoder:
             catalog batch ten times slower (measured in benchmarks/bench_search.py).
     """
 
+    _TOKEN_BATCH = 1024
+    """Tokens a run in ``token_vectors``: the numpy pass gives each the same vector in any batch."""
+
     def __init__(self, model_dir: str | Path | None = None, *, threads: int | None = 1) -> None:
         try:
             from threadpoolctl import ThreadpoolController
@@ -224,6 +227,27 @@ class SentenceEncoder:
         stacked: Array = (np.stack(rows) if rows
                           else np.zeros((0, self.dimensions), dtype=np.float32))
         return stacked
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The WordPiece ids of each text, without the ``[CLS]``/``[SEP]`` markers."""
+        return [list(e.ids) for e in
+                self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def token_vectors(self, ids: Sequence[int]) -> Array:
+        """One vector per token id: the mean of the model's output for ``[CLS] token [SEP]``
+        (a static vector of the token as the model reads it alone), unnormalised; computed
+        ``_TOKEN_BATCH`` tokens a run."""
+        np = _np()
+        special = [self._tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")]
+        out: Array = np.zeros((len(ids), self.dimensions), dtype=np.float32)
+        for start in range(0, len(ids), self._TOKEN_BATCH):
+            chunk = np.asarray(ids[start:start + self._TOKEN_BATCH], dtype=np.int64)
+            batch = np.empty((len(chunk), 3), dtype=np.int64)
+            batch[:, 0], batch[:, 1], batch[:, 2] = special[0] or 0, chunk, special[1] or 0
+            with self._pools.limit(limits=self._threads, user_api="blas"):
+                tokens = self._bert(batch, np.ones(batch.shape, dtype=np.float32))
+            out[start:start + len(chunk)] = tokens.mean(axis=1)
+        return out
 
     def _encode(self, texts: list[str]) -> list[Array]:
         np = _np()

@@ -199,6 +199,10 @@ class OnnxSentenceEncoder(SentenceEncoder):
         threads: ONNX Runtime's threads for one forward pass (one by default, as for numpy).
     """
 
+    _TOKEN_BATCH = 1
+    """One token a run: the int8 graph quantizes its activations with one scale per batch, so
+    a token's vector would depend on the tokens beside it (and so on the catalog)."""
+
     def __init__(self, model_dir: str | Path | None = None, *, onnx_file: str | Path | None = None,
                  threads: int | None = 1) -> None:
         self._onnx = Path(onnx_file) if onnx_file is not None else default_onnx_model()

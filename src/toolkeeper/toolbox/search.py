@@ -221,14 +221,14 @@ class SearchIndex:
         terms = [t for t in dict.fromkeys(tokenize(query)) if not t.isdigit()]
         if not query.strip() or not self._docs:
             return []
-        meaning = self._meaning(query) if semantic else None
+        meaning, closeness = self._meaning(query) if semantic else (None, None)
         with self._lock:
             if not self._docs:
                 return []
             corrected = self._corrections(terms) if self.options.fuzzy_weight else {}
             bm25 = self._bm25(terms, corrected) if terms else {}
             fuzzy = self._fuzzy_hits(corrected)
-            close = {k for k, v in (meaning or {}).items() if v >= self.options.semantic_floor}
+            close = {k for k, v in (closeness or {}).items() if v >= self.options.semantic_floor}
             candidates: Iterable[str] = (set(bm25) | close) & self._docs.keys()
             if allowed is not None:
                 candidates = [k for k in candidates if allowed(k)]
@@ -250,23 +250,25 @@ class SearchIndex:
                         self._semantic.add(key, doc)
             return self._semantic
 
-    def _meaning(self, query: str) -> dict[str, float] | None:
-        """The semantic scores of ``query`` (``None`` when no scorer runs), computed outside
-        the index's lock: embedding a large catalog never holds up an update."""
+    def _meaning(self, query: str) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+        """The semantic scores of ``query`` and what ``semantic_floor`` is held to (the
+        model's cosine where the scorer tells it apart: ``EmbeddingScorer.ranked``); ``None``
+        when no scorer runs. Computed outside the index's lock: embedding a large catalog
+        never holds up an update."""
         scorer = self._scorer()
         if scorer is None:
-            return None
+            return None, None
         if self.options.semantic != "auto":
-            return scorer.scores(query, _CANDIDATES)
+            return _ranked(scorer, query)
         try:
-            return scorer.scores(query, _CANDIDATES)
+            return _ranked(scorer, query)
         except Exception as exc:  # the default scorer must never break search
             warnings.warn(f"semantic search is off for this catalog: the model failed ({exc}); "
                           "set TOOLKEEPER_SEMANTIC_SEARCH=off to skip it", RuntimeWarning,
                           stacklevel=4)
             with self._lock:
                 self._semantic = None
-            return None
+            return None, None
 
     def _bm25(self, terms: list[str], corrected: dict[str, str]) -> dict[str, float]:
         weighted = [(t, 1.0) for t in terms if t not in corrected]
@@ -328,6 +330,16 @@ class SearchIndex:
         if semantic is not None:  # the model ran: say so on every hit, matched or not
             signals["semantic"] = round(options.semantic_weight * max(semantic, 0.0), 4)
         return key, round(sum(signals.values()), 6), signals
+
+
+def _ranked(scorer: SemanticScorer, query: str) -> tuple[dict[str, float], dict[str, float]]:
+    """A scorer's scores and closeness: ``ranked`` when it has one, else its scores twice."""
+    ranked = getattr(scorer, "ranked", None)
+    if ranked is not None:
+        both: tuple[dict[str, float], dict[str, float]] = ranked(query, _CANDIDATES)
+        return both
+    scores = scorer.scores(query, _CANDIDATES)
+    return scores, scores
 
 
 @dataclass

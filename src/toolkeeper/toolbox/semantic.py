@@ -36,6 +36,7 @@ from .onnxencoder import (
     int8_encoder,
     onnx_available,
 )
+from .tokenvectors import TokenModel, TokenVectors
 
 if TYPE_CHECKING:
     from .encoder import Array
@@ -151,6 +152,11 @@ class EmbeddingScorer:
         cache_dir: Where tool vectors are kept between processes (``embedcache``); the
             user's cache directory by default. Not used with ``encoder``.
         cache: ``False`` keeps nothing on disk.
+        token_weight: Weight of the token-vector similarity (``tokenvectors``) added to the
+            model's cosine: a third by default (recall@5 on the evaluation set 0.907 → 0.913
+            on the tuning half that chose it, 0.913 → 0.923 held out); 0 turns it off. It
+            needs an encoder with ``token_ids`` and ``token_vectors`` (the packaged model's
+            have them).
         runtime: What runs the packaged model: ``"auto"`` (the default) ONNX Runtime on the
             graph made int8 when ``onnx`` is installed too (all come with the ``semantic``
             extra; the int8 graph is made once into ``cache_dir``), else on the packaged
@@ -160,7 +166,8 @@ class EmbeddingScorer:
 
     def __init__(self, model_path: str | Path | None = None, *,
                  encoder: Encoder | None = None, cache_dir: str | Path | None = None,
-                 cache: bool = True, runtime: Runtime = "auto") -> None:
+                 cache: bool = True, runtime: Runtime = "auto",
+                 token_weight: float = 1 / 3) -> None:
         _np()  # fail here, naming the extra, rather than at the first search
         self._given = encoder
         self._path = (Path(model_path).resolve() if model_path is not None
@@ -174,6 +181,8 @@ class EmbeddingScorer:
         self._cache = (None if self._dir is None or self._path is None else _cache(
             self._dir, self._path,
             None if self._onnx is None else graph_identity(self._onnx, self._int8)))
+        self._token_weight = token_weight
+        self._tokens = TokenVectors(self._cache) if token_weight else None
         self._pending: dict[str, str] = {}
         self._rows: dict[str, int] = {}  # key → its row of the matrix
         self._keys: list[str | None] = []  # row → key (None: a removed tool's row)
@@ -196,6 +205,8 @@ class EmbeddingScorer:
         with self._lock:
             self._pending.pop(key, None)
             self._drop(key)
+            if self._tokens is not None:
+                self._tokens.remove(key)
 
     def _drop(self, key: str) -> None:
         row = self._rows.pop(key, None)
@@ -212,11 +223,23 @@ class EmbeddingScorer:
             if not batch:
                 return
             vectors = self._embed(list(batch.values()))
+            tokens = self._token_model()
+            if tokens is not None:
+                tokens[1].update(tokens[0], batch)
             with self._lock:
                 for (key, text), vector in zip(batch.items(), vectors, strict=True):
                     if self._pending.get(key) == text:  # not changed or removed meanwhile
                         del self._pending[key]
                         self._put(key, vector)
+                    elif tokens is not None and key not in self._rows:
+                        tokens[1].remove(key)  # removed meanwhile (or changed: next batch)
+
+    def _token_model(self) -> tuple[TokenModel, TokenVectors] | None:
+        """The encoder as a token model and the token vectors, when both are there."""
+        encoder = self._encoder()
+        if self._tokens is None or not isinstance(encoder, TokenModel):
+            return None
+        return encoder, self._tokens
 
     def _embed(self, texts: list[str]) -> list[Array]:
         """The vectors of tool texts: from the disk cache, else from the model (then stored)."""
@@ -253,15 +276,27 @@ class EmbeddingScorer:
         self._rows = {key: row for row, key in enumerate(self._keys) if key is not None}
 
     def scores(self, query: str, limit: int) -> dict[str, float]:
-        """The ``limit`` most similar tools and their cosine similarity (negative ones dropped)."""
+        """The ``limit`` most similar tools and their similarity: the model's cosine plus
+        ``token_weight`` times the token vectors' (negative ones dropped)."""
+        return self.ranked(query, limit)[0]
+
+    def ranked(self, query: str, limit: int) -> tuple[dict[str, float], dict[str, float]]:
+        """``scores`` and, for the same tools, the model's cosine alone: what search holds to
+        ``semantic_floor`` before a tool no query word matches is a hit (the token vectors
+        reorder the tools the model finds close; they never bring in one it does not)."""
         np = _np()
         self._flush()
         vector = self._encoder().encode([query])[0]
         with self._lock:
             if not self._rows or self._matrix is None:
-                return {}
-            sims = self._matrix[:len(self._keys)] @ vector
+                return {}, {}
+            cosines = self._matrix[:len(self._keys)] @ vector
             keys = list(self._keys)
+        sims = cosines
+        tokens = self._token_model()
+        if tokens is not None:
+            sims = sims + self._token_weight * tokens[1].similarities(tokens[0], query, keys)
         top = np.argpartition(-sims, limit)[:limit] if len(sims) > limit else np.arange(len(sims))
-        top = top[np.argsort(-sims[top])]
-        return {key: float(sims[i]) for i in top if sims[i] > 0 and (key := keys[i]) is not None}
+        top = [i for i in top[np.argsort(-sims[top])] if sims[i] > 0 and keys[i] is not None]
+        return ({str(keys[i]): float(sims[i]) for i in top},
+                {str(keys[i]): float(cosines[i]) for i in top})
