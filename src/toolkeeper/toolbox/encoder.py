@@ -26,6 +26,7 @@ from ..extras import missing, missing_model
 if TYPE_CHECKING:
     import numpy
     from numpy.typing import NDArray
+    from tokenizers import Encoding
 
     Array = NDArray[numpy.float32]
     """A float32 array: token vectors, weights, sentence vectors."""
@@ -229,6 +230,7 @@ class SentenceEncoder:
         self._dimensions = int(json.loads((directory / "config.json").read_text())["hidden_size"])
         self._bert = self._network(directory)
         self._cache: OrderedDict[str, Array] = OrderedDict()
+        self._last: tuple[str, Encoding] | None = None
         self._lock = threading.Lock()
 
     def _network(self, model_dir: Path) -> Callable[[NDArray[numpy.int64], Array], Array]:
@@ -260,6 +262,10 @@ class SentenceEncoder:
         """The WordPiece ids of each text that the model reads as words or pieces of words
         (``word_pieces``), without the ``[CLS]``/``[SEP]`` markers."""
         unknown = self._tokenizer.model.unk_token
+        last = self._last
+        if len(texts) == 1 and last is not None and last[0] == texts[0]:
+            e = last[1]  # the query just embedded, whole: its tokens between [CLS] and [SEP]
+            return [word_pieces(e.tokens[1:-1], e.ids[1:-1], e.word_ids[1:-1], unknown)]
         return [word_pieces(e.tokens, e.ids, e.word_ids, unknown) for e in
                 self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
@@ -282,6 +288,8 @@ class SentenceEncoder:
     def _encode(self, texts: list[str]) -> list[Array]:
         np = _np()
         encodings = self._tokenizer.encode_batch(texts)
+        if len(texts) == 1 and not encodings[0].overflowing:
+            self._last = (texts[0], encodings[0])  # token_ids reads it again (a query)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out: dict[int, Array] = {}
         for start in range(0, len(order), _BATCH):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
@@ -144,7 +144,8 @@ def _rapidfuzz() -> ModuleType | None:
 
 
 def _closest(term: str, vocabulary: list[str]) -> str | None:
-    """The indexed word closest to ``term`` (similarity ≥ 85 of 100), or ``None``."""
+    """The indexed word closest to ``term`` (similarity ≥ 85 of 100), or ``None``; the
+    first in ``vocabulary``'s order among equals (``_Words.near`` keeps that order)."""
     rapidfuzz = _rapidfuzz()
     if rapidfuzz is None:
         close = difflib.get_close_matches(term, vocabulary, n=1, cutoff=0.85)
@@ -163,8 +164,7 @@ class SearchIndex:
         self._tokens: dict[str, dict[str, list[str]]] = {}
         self._engine: _Engine | None = None  # the tantivy index, once built
         self._lock = threading.RLock()
-        self._vocabulary: list[str] | None = None
-        self._known: set[str] = set()
+        self._words: _Words | None = None  # what the index's words point to, once asked
         self._python: FieldBM25 | None = None  # the BM25 without the search extra
         given = self.options.semantic
         self._semantic: SemanticScorer | None = None if given == "auto" else given
@@ -181,7 +181,7 @@ class SearchIndex:
         with self._lock:
             self._docs[key] = doc
             self._tokens[key] = doc.tokens()
-            self._vocabulary = None
+            self._words = None
             if self._semantic is not None:
                 self._semantic.add(key, doc)
             if self._python is not None:
@@ -195,7 +195,7 @@ class SearchIndex:
             if self._docs.pop(key, None) is None:
                 return
             self._tokens.pop(key, None)
-            self._vocabulary = None
+            self._words = None
             if self._semantic is not None:
                 self._semantic.remove(key)
             if self._python is not None:
@@ -225,17 +225,19 @@ class SearchIndex:
         with self._lock:
             if not self._docs:
                 return []
-            corrected = self._corrections(terms) if self.options.fuzzy_weight else {}
+            words = self._index_words()
+            corrected = self._corrections(terms, words) if self.options.fuzzy_weight else {}
             bm25 = self._bm25(terms, corrected) if terms else {}
-            fuzzy = self._fuzzy_hits(corrected)
+            fuzzy = words.fuzzy_hits(corrected)
             close = {k for k, v in (closeness or {}).items() if v >= self.options.semantic_floor}
-            candidates: Iterable[str] = (set(bm25) | close) & self._docs.keys()
-            if allowed is not None:
-                candidates = [k for k in candidates if allowed(k)]
+            marks = words.marks(terms)
             top = max(bm25.values(), default=0.0) or 1.0
-            scored = [self._score(k, terms, bm25.get(k, 0.0) / top, fuzzy.get(k, 0.0),
-                                  None if meaning is None else meaning.get(k, 0.0))
-                      for k in candidates]
+            parts = {k: (bm25.get(k, 0.0) / top, fuzzy.get(k, 0.0),
+                         None if meaning is None else meaning.get(k, 0.0))
+                     for k in (set(bm25) | close) & self._docs.keys()}
+            rough = sorted(((self._rough(k, *part, marks), k) for k, part in parts.items()),
+                           reverse=True)
+            scored = [self._score(k, *parts[k], marks) for k in _shortlist(rough, limit, allowed)]
         scored.sort(key=lambda item: (-item[1], item[0]))
         return scored[:limit]
 
@@ -291,45 +293,121 @@ class SearchIndex:
         if not clauses:
             return {}
         hits = searcher.search(query_cls.boolean_query(clauses), _CANDIDATES).hits
-        return {searcher.doc(address)["key"][0]: score for score, address in hits}
+        assert self._engine is not None  # made by _ready_searcher
+        return {self._engine.key(address): score for score, address in hits}
 
-    def _corrections(self, terms: list[str]) -> dict[str, str]:
+    def _index_words(self) -> _Words:
+        if self._words is None:
+            self._words = _Words.of(self._tokens)
+        return self._words
+
+    def _corrections(self, terms: list[str], words: _Words) -> dict[str, str]:
         """Query words no tool mentions, mapped to the closest word of a tool name (typos)."""
-        if self._vocabulary is None:
-            self._vocabulary = sorted({t for fields in self._tokens.values() for t in fields["name"]})
-            self._known = {t for fields in self._tokens.values()
-                           for tokens in fields.values() for t in tokens}
         out = {}
         for term in terms:
-            if term in self._known or len(term) < 4 or not term.isalpha():
+            if term in words.known or len(term) < 4 or not term.isalpha():
                 continue
-            match = _closest(term, self._vocabulary)
+            match = _closest(term, words.near(len(term)))
             if match is not None:
                 out[term] = match
         return out
 
-    def _fuzzy_hits(self, corrected: dict[str, str]) -> dict[str, float]:
-        if not corrected:
-            return {}
-        words = set(corrected.values())
-        return {key: 1.0 for key, fields in self._tokens.items() if words & set(fields["name"])}
+    def _rough(self, key: str, bm25: float, fuzzy: float, semantic: float | None,
+               marks: tuple[set[str], set[str]]) -> float:
+        """``_score``'s total without its rounding (within 2e-4 of it): cheap enough for every
+        candidate, so that only the few that can reach the first ``limit`` are scored."""
+        options = self.options
+        total = bm25 + options.fuzzy_weight * fuzzy
+        if options.tag_boost and key in marks[0]:
+            total += options.tag_boost
+        if options.category_boost and key in marks[1]:
+            total += options.category_boost
+        if semantic is not None:
+            total += options.semantic_weight * max(semantic, 0.0)
+        return total
 
-    def _score(self, key: str, terms: list[str], bm25: float, fuzzy: float,
-               semantic: float | None) -> tuple[str, float, dict[str, float]]:
-        tokens, options = self._tokens[key], self.options
+    def _score(self, key: str, bm25: float, fuzzy: float, semantic: float | None,
+               marks: tuple[set[str], set[str]]) -> tuple[str, float, dict[str, float]]:
+        options = self.options
         signals: dict[str, float] = {}
         if bm25:
             signals["bm25"] = round(bm25, 4)
         if fuzzy:
             signals["fuzzy"] = round(options.fuzzy_weight * fuzzy, 4)
-        term_set = set(terms)
-        if options.tag_boost and term_set & set(tokens["tags"]):
+        if options.tag_boost and key in marks[0]:
             signals["tag"] = options.tag_boost
-        if options.category_boost and term_set & set(tokens["category"]):
+        if options.category_boost and key in marks[1]:
             signals["category"] = options.category_boost
         if semantic is not None:  # the model ran: say so on every hit, matched or not
             signals["semantic"] = round(options.semantic_weight * max(semantic, 0.0), 4)
         return key, round(sum(signals.values()), 6), signals
+
+
+_ROUNDING = 1e-3
+"""More than ``_rough`` can differ from ``_score``'s total (three parts rounded to 4 decimals,
+the sum to 6): a candidate this far under the ``limit``-th rough total cannot be among the
+first ``limit``."""
+
+
+def _shortlist(rough: list[tuple[float, str]], limit: int,
+               allowed: Callable[[str], bool] | None) -> list[str]:
+    """The allowed candidates that can be among the first ``limit`` (``rough`` is sorted,
+    best first): ``allowed`` is asked only until the ``limit``-th is passed."""
+    out: list[str] = []
+    floor = float("-inf")
+    for total, key in rough:
+        if total < floor:
+            break
+        if allowed is None or allowed(key):
+            out.append(key)
+            if len(out) == limit:
+                floor = total - _ROUNDING
+    return out
+
+
+@dataclass(frozen=True)
+class _Words:
+    """The index's words and the tools they point to, built at the first search after a
+    change: the name words typos are matched to, and which tools a name word, a tag word or a
+    category word names (a lookup per query word instead of a pass over every tool)."""
+
+    vocabulary: list[str]
+    known: set[str]
+    names: dict[str, set[str]]
+    tags: dict[str, set[str]]
+    categories: dict[str, set[str]]
+    by_size: dict[int, list[str]] = field(default_factory=dict)  # ``near``'s answers
+
+    @classmethod
+    def of(cls, tokens: dict[str, dict[str, list[str]]]) -> _Words:
+        by: dict[str, dict[str, set[str]]] = {"name": {}, "tags": {}, "category": {}}
+        known: set[str] = set()
+        for key, fields in tokens.items():
+            for field_name, words in fields.items():
+                known.update(words)
+                if field_name in by:
+                    for word in words:
+                        by[field_name].setdefault(word, set()).add(key)
+        return cls(sorted(by["name"]), known, by["name"], by["tags"], by["category"])
+
+    def near(self, size: int) -> list[str]:
+        """The name words a word of ``size`` letters can be similar to: both similarities
+        (rapidfuzz's and difflib's) are 2 × matches / (both lengths), so lengths further apart
+        than 15 % of their sum never reach 85 %. In the vocabulary's order."""
+        found = self.by_size.get(size)
+        if found is None:
+            found = self.by_size[size] = [w for w in self.vocabulary
+                                          if abs(len(w) - size) <= 0.15 * (len(w) + size) + 1e-9]
+        return found
+
+    def fuzzy_hits(self, corrected: dict[str, str]) -> dict[str, float]:
+        return {key: 1.0 for word in set(corrected.values()) for key in self.names.get(word, ())}
+
+    def marks(self, terms: list[str]) -> tuple[set[str], set[str]]:
+        """The tools one of ``terms`` is a tag word of, and a category word of."""
+        empty: set[str] = set()
+        return (empty.union(*(self.tags.get(t, empty) for t in terms)),
+                empty.union(*(self.categories.get(t, empty) for t in terms)))
 
 
 def _ranked(scorer: SemanticScorer, query: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -353,6 +431,7 @@ class _Engine:
     writer: tantivy.IndexWriter
     searcher: tantivy.Searcher | None = None
     dirty: bool = False
+    keys: dict[tuple[int, int], str] = field(default_factory=dict)  # the searcher's documents
 
     @classmethod
     def build(cls, module: ModuleType, boosts: dict[str, float],
@@ -383,5 +462,15 @@ class _Engine:
             self.writer.commit()
             self.index.reload()
             self.searcher = self.index.searcher()
+            self.keys = {}
             self.dirty = False
         return self.searcher
+
+    def key(self, address: tantivy.DocAddress) -> str:
+        """The key of a document the current searcher found (its stored field read once)."""
+        place = (address.segment_ord, address.doc)
+        found = self.keys.get(place)
+        if found is None:
+            assert self.searcher is not None
+            found = self.keys[place] = self.searcher.doc(address)["key"][0]
+        return found

@@ -297,6 +297,10 @@ class EmbeddingScorer:
         if tokens is not None:
             sims = sims + self._token_weight * tokens[1].similarities(tokens[0], query, keys)
         top = np.argpartition(-sims, limit)[:limit] if len(sims) > limit else np.arange(len(sims))
-        top = [i for i in top[np.argsort(-sims[top])] if sims[i] > 0 and keys[i] is not None]
-        return ({str(keys[i]): float(sims[i]) for i in top},
-                {str(keys[i]): float(cosines[i]) for i in top})
+        top = top[np.argsort(-sims[top])]
+        top = top[sims[top] > 0]
+        found = [(key, value, cosine) for i, value, cosine in
+                 zip(top.tolist(), sims[top].tolist(), cosines[top].tolist(), strict=True)
+                 if (key := keys[i]) is not None]
+        return ({key: value for key, value, _ in found},
+                {key: cosine for key, _, cosine in found})
