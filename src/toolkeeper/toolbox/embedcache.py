@@ -49,7 +49,7 @@ def model_fingerprint(model_dir: Path, runtime: str | None = None) -> str:
     """A name for the model's vectors: its config, the size and time of its weights and
     tokenizer, and the encoder's version (a reinstalled or different model gets a new one);
     ``runtime`` names what computes them when it is not the numpy forward pass (an ONNX
-    graph, made int8 or not: ``onnxencoder.graph_identity``)."""
+    graph, made int8 or not, and how it is run: ``onnxencoder.vectors_identity``)."""
     parts: list[str] = [str(ENCODER_VERSION), str(model_dir.resolve())]
     if runtime is not None:
         parts.append(runtime)

@@ -31,10 +31,10 @@ from .encoder import SentenceEncoder, _np, default_model_dir
 from .onnxencoder import (
     OnnxSentenceEncoder,
     default_onnx_model,
-    graph_identity,
     int8_available,
     int8_encoder,
     onnx_available,
+    vectors_identity,
 )
 from .tokenvectors import TokenModel, TokenVectors
 
@@ -180,7 +180,7 @@ class EmbeddingScorer:
                      if cache and self._path is not None else None)
         self._cache = (None if self._dir is None or self._path is None else _cache(
             self._dir, self._path,
-            None if self._onnx is None else graph_identity(self._onnx, self._int8)))
+            None if self._onnx is None else vectors_identity(self._onnx, self._int8)))
         self._token_weight = token_weight
         self._tokens = TokenVectors(self._cache) if token_weight else None
         self._pending: dict[str, str] = {}
