@@ -13,12 +13,18 @@ by side in one run, calls one after another with random arguments, rounds interl
   which calls the upstream — the cost a client sees, one more process hop included.
 
 - the floor: the same client calling a bare SDK relay (the SDK's low-level server forwarding
-  each call through an SDK client, no door) — what the second hop alone costs.
+  each call through an SDK client, no door) — what the second hop alone costs;
+- ``toolkeeper serve`` as its users run it: one kept-alive official client over Streamable
+  HTTP calling the real ``toolkeeper serve`` process (SQLite audit on as shipped, ``--auth
+  none``, ``--rate-limit 0``) whose ``[[mcp.servers]]`` lists the upstream, against the same
+  client calling the upstream directly — the upstream over its own Streamable HTTP (the same
+  bare server in JSON response mode on loopback) in one group, over stdio in the other.
 
-Each measurement runs in a fresh process; ``--before SRC`` runs the gateway a second time with
-the code of another checkout's ``src`` folder, in the same rounds.
+Each measurement runs in fresh processes; ``--before SRC`` runs the gateway a second time with
+the code of another checkout's ``src`` folder, in the same rounds; ``--only`` picks groups
+(``in-process``, ``end-to-end``, ``serve-http``, ``serve-stdio``).
 
-    python benchmarks/bench_gateway.py [--calls 500] [--rounds 3] [--before SRC]
+    python benchmarks/bench_gateway.py [--calls 500] [--rounds 3] [--before SRC] [--only ...]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import json
 import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -67,6 +74,20 @@ def upstream() -> None:
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(run)
+
+
+def http_upstream(port_file: str) -> None:
+    """The upstream over Streamable HTTP: the same bare server, stateless, in JSON response
+    mode, on a free loopback port (written to ``port_file``)."""
+    import uvicorn
+    from bench_mcp import bare_server
+
+    app = bare_server().streamable_http_app(stateless_http=True, json_response=True)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    Path(port_file).write_text(str(sock.getsockname()[1]))
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def gateway_server() -> None:
@@ -170,11 +191,131 @@ async def end_to_end(kind: str, calls: int, rng: random.Random) -> list[float]:
         return await _timed(call, calls, rng)
 
 
-RUNS = {"in process": in_process, "end to end": end_to_end}
+def _until(what: str, ready: Any, timeout: float = 60.0) -> Any:
+    """``ready()``'s first true answer, polled until ``timeout``; else fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = ready()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} within {timeout:g} s")
+
+
+def _http_upstream(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port_file = tmp / "port"
+    proc = subprocess.Popen([sys.executable, str(HERE), "--upstream-http", str(port_file)])
+    port = _until("the HTTP upstream did not start",
+                  lambda: port_file.exists() and port_file.read_text().strip())
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+LOCAL_ADD = '''from toolkeeper import tool
+
+
+@tool(risk="safe")
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+'''
+
+
+def _serve(tmp: Path, upstream: str) -> tuple[subprocess.Popen[str], str]:
+    """``toolkeeper serve`` (the CLI, as shipped: SQLite audit in its state dir) whose config
+    lists the upstream — ``upstream`` is its URL, ``stdio`` for the stdio process, or
+    ``local`` for none: serve's own ``add`` instead (what serve costs without a relay)."""
+    config, target = tmp / "toolkeeper.toml", []
+    if upstream == "local":
+        (tmp / "add.py").write_text(LOCAL_ADD)
+        config.write_text("")
+        target = [str(tmp / "add.py")]
+    else:
+        where = (f"url = {json.dumps(upstream)}\n" if upstream != "stdio" else
+                 f"command = {json.dumps(sys.executable)}\n"
+                 f"args = {json.dumps([str(HERE), '--upstream'])}\nsandbox = false\n")
+        config.write_text("[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"up\"\n"
+                          f"risk = \"safe\"\nconnect_timeout_s = 60\n{where}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", *target, "--no-builtins", "--port",
+         "0", "--config", str(config), "--state-dir", str(tmp / "state"), "--auth", "none",
+         "--rate-limit", "0"], stdout=subprocess.PIPE, text=True, cwd=tmp)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("toolkeeper serving on "):
+        proc.kill()
+        raise RuntimeError(f"serve did not start: {line!r}")
+    return proc, line.split()[3]
+
+
+async def over_serve(kind: str, calls: int, rng: random.Random, upstream: str) -> list[float]:
+    """One kept-alive official client over Streamable HTTP: to the upstream itself
+    (``direct``; over stdio when ``upstream`` is ``stdio``), to ``toolkeeper serve`` relaying
+    to it (``serve``), or to serve's own ``add`` (``local``). The client negotiates as it does
+    by default (the 2026-07-28 revision, which serve hands to the SDK's own entry); a kind
+    ending in ``-2025`` pins it to the 2025-11-25 handshake, which serve answers in one pass."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    base_kind, mode = kind.removesuffix("-2025"), "legacy" if kind.endswith("-2025") else "auto"
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp, procs = Path(scratch), []
+        try:
+            url = "stdio"
+            if upstream == "http" and base_kind != "local":
+                proc, url = _http_upstream(tmp)
+                procs.append(proc)
+            if base_kind != "direct":
+                served, base = _serve(tmp, url if base_kind == "serve" else "local")
+                procs.append(served)
+                url = f"{base}/mcp"
+            name = "up-add" if base_kind == "serve" else "add"
+            target = _upstream_params() if url == "stdio" else streamable_http_client(
+                url, http_client=httpx2.AsyncClient(timeout=60))
+            async with Client(target, mode=mode) as client:
+                await _listed(client, name)
+
+                async def call(a: int, b: int) -> None:
+                    result = await client.call_tool(name, {"a": a, "b": b})
+                    assert not result.is_error, result
+                return await _timed(call, calls, rng)
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+
+async def _listed(client: Any, name: str) -> None:
+    """Wait until ``name`` is listed (serve lists its upstreams while it starts serving)."""
+    with anyio.fail_after(60):
+        while name not in {t.name for t in (await client.list_tools()).tools}:
+            await anyio.sleep(0.05)
+
+
+async def serve_http(kind: str, calls: int, rng: random.Random) -> list[float]:
+    return await over_serve(kind, calls, rng, "http")
+
+
+async def serve_stdio(kind: str, calls: int, rng: random.Random) -> list[float]:
+    return await over_serve(kind, calls, rng, "stdio")
+
+
+RUNS = {"in process": in_process, "end to end": end_to_end,
+        "serve, HTTP upstream": serve_http, "serve, stdio upstream": serve_stdio}
 KINDS = {"in process": ("direct", "unaudited", "gateway"),
-         "end to end": ("direct", "relay", "gateway")}
+         "end to end": ("direct", "relay", "gateway"),
+         "serve, HTTP upstream": ("direct", "serve", "serve-2025", "local", "local-2025"),
+         "serve, stdio upstream": ("direct", "serve")}
+GROUPS = {"in-process": "in process", "end-to-end": "end to end",
+          "serve-http": "serve, HTTP upstream", "serve-stdio": "serve, stdio upstream"}
 LABELS = {"direct": "direct", "relay": "bare SDK relay (no door): the floor",
-          "gateway": "toolkeeper gateway", "unaudited": "toolkeeper gateway, no audit log"}
+          "gateway": "toolkeeper gateway", "unaudited": "toolkeeper gateway, no audit log",
+          "serve": "toolkeeper serve (HTTP) → upstream",
+          "serve-2025": "the same, the client on the 2025-11-25 handshake",
+          "local": "toolkeeper serve (HTTP), its own add: no upstream",
+          "local-2025": "the same, the client on the 2025-11-25 handshake"}
+BEFORE = {"in process": "gateway", "end to end": "gateway", "serve, HTTP upstream": "serve",
+          "serve, stdio upstream": "serve"}
 
 
 def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[float]:
@@ -206,7 +347,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", metavar="SRC", help="also run the gateway with the code of "
                         "this src folder (an older checkout), side by side")
+    parser.add_argument("--only", nargs="+", choices=sorted(GROUPS), help="measure only these "
+                        "groups (default: all)")
     parser.add_argument("--upstream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--upstream-http", metavar="PORT_FILE", help=argparse.SUPPRESS)
     parser.add_argument("--gateway", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
@@ -216,14 +360,19 @@ def main() -> None:
         if flag:
             serve()
             return
+    if args.upstream_http:
+        http_upstream(args.upstream_http)
+        return
     if args.one:
         where, kind, seed = args.one
         print(json.dumps(anyio.run(RUNS[where], kind, args.calls,
                                    random.Random(int(seed)))))
         return
-    keys = [(where, kind, None) for where, kinds in KINDS.items() for kind in kinds]
+    groups = {where: KINDS[where] for where in (
+        [GROUPS[g] for g in args.only] if args.only else KINDS)}
+    keys = [(where, kind, None) for where, kinds in groups.items() for kind in kinds]
     if args.before:
-        keys += [(where, "gateway", args.before) for where in KINDS]
+        keys += [(where, BEFORE[where], args.before) for where in groups]
     samples: dict[tuple[str, str, str | None], list[float]] = {key: [] for key in keys}
     for round_ in range(args.rounds):
         order = list(keys)
@@ -235,13 +384,13 @@ def main() -> None:
           f"average {os.getloadavg()[0]:.1f}\n")
     print("| path | to the upstream | p50 µs | p99 µs | ÷ direct (p50) | adds (p50) |")
     print("|---|---|---:|---:|---:|---:|")
-    for where, kinds in KINDS.items():
+    for where, kinds in groups.items():
         direct = statistics.median(samples[(where, "direct", None)])
         for kind in kinds:
             print(_row(where, LABELS[kind], samples[(where, kind, None)], direct))
         if args.before:
-            print(_row(where, "toolkeeper gateway (before)",
-                       samples[(where, "gateway", args.before)], direct))
+            print(_row(where, f"{LABELS[BEFORE[where]]} (before)",
+                       samples[(where, BEFORE[where], args.before)], direct))
 
 
 if __name__ == "__main__":

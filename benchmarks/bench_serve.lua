@@ -3,6 +3,7 @@
 -- own whatever the connection: a status other than 200, or a structuredContent result other
 -- than a + b, is a wrong answer.
 -- usage: wrk ... -s bench_serve.lua URL -- [TOKEN]
+local call = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "mcp_call.lua")
 local threads = {}
 
 function setup(thread)
@@ -15,30 +16,16 @@ function init(args)
   answered = 0
   token = args[1]
   math.randomseed(os.time() * 1000 + id)
-  headers = {
-    ["Content-Type"] = "application/json",
-    ["Accept"] = "application/json, text/event-stream",
-    ["MCP-Protocol-Version"] = "2025-11-25",
-  }
-  if token ~= nil and token ~= "" then
-    headers["Authorization"] = "Bearer " .. token
-  end
+  headers = call.headers(token)
 end
 
 function request()
-  local a = math.random(0, 999999)
-  local b = math.random(0, 999)
-  local body = string.format(
-    '{"jsonrpc":"2.0","id":"%d_%d","method":"tools/call",' ..
-    '"params":{"name":"add","arguments":{"a":%d,"b":%d}}}', a, b, a, b)
-  return wrk.format("POST", nil, headers, body)
+  return call.add_call(headers)
 end
 
 function response(status, _headers, body)
   answered = answered + 1
-  local a, b = body:match('"id"%s*:%s*"(%d+)_(%d+)"')
-  local sum = body:match('"structuredContent"%s*:%s*{%s*"result"%s*:%s*(%d+)%s*}')
-  if status ~= 200 or a == nil or sum == nil or tonumber(sum) ~= tonumber(a) + tonumber(b) then
+  if not call.right(status, body) then
     wrong = wrong + 1
   end
 end

@@ -34,9 +34,7 @@ import argparse
 import os
 import random
 import re
-import select
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_mcp import bare_server  # the same SDK server, run by this script too
+from served import free_port, start_serve, until_listening
+from served import stop as stop_process
 
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "bench_serve.lua"
@@ -126,54 +126,27 @@ class Running:
     token: str | None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start(kind: str, cpu: int, scratch: Path, stack: str = "fast") -> Running:
-    pin = ["taskset", "-c", str(cpu)]
-    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
     if kind == "toolkeeper serve":
         state = Path(tempfile.mkdtemp(dir=scratch))
         (scratch / "tools.py").write_text(TOOLS)
-        proc = subprocess.Popen(
-            [*pin, sys.executable, "-c", f"{PLAIN if stack == 'plain' else ''}\nimport runpy; "
-             "runpy.run_module('toolkeeper.cli', run_name='__main__', alter_sys=True)",
-             "serve", str(scratch / "tools.py"),
-             "--no-builtins", "--port", "0", "--rate-limit", "0", "--state-dir",
-             str(state / "state"), "--workspace", str(state)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=state)
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        if not line.startswith("toolkeeper serving on "):
-            proc.kill()
-            raise SystemExit(f"toolkeeper serve did not start: {line!r}")
-        token = (state / "state" / "client-token").read_text().strip()
-        return Running(proc, line.split()[3] + "/mcp", token)
-    port = _free_port()
-    proc = subprocess.Popen([*pin, sys.executable, str(Path(__file__).resolve()), "--serve",
-                             kind, str(port), stack], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, text=True, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return Running(proc, f"http://127.0.0.1:{port}/mcp", None)
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"{kind} did not start")
+        runner = (f"{PLAIN if stack == 'plain' else ''}\nimport runpy; "
+                  "runpy.run_module('toolkeeper.cli', run_name='__main__', alter_sys=True)")
+        proc, url, token = start_serve(scratch / "tools.py", state, cpu=cpu,
+                                       launcher=("-c", runner), timeout_s=60)
+        return Running(proc, url + "/mcp", token)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
+    proc = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable,
+                             str(Path(__file__).resolve()), "--serve", kind, str(port), stack],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                            env=env)
+    until_listening(proc, port, kind)
+    return Running(proc, f"http://127.0.0.1:{port}/mcp", None)
 
 
 def stop(server: Running) -> None:
-    server.proc.terminate()
-    try:
-        server.proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait()
+    stop_process(server.proc, 20)
 
 
 _RESULT = re.compile(r"RESULT requests=(\d+) answered=(\d+) wrong=(\d+) errors=(\d+) "

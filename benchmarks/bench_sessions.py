@@ -30,9 +30,7 @@ import importlib.metadata
 import os
 import platform
 import random
-import select
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_mcp import bare_server  # the same SDK server bench_serve.py measures
+from served import free_port, start_serve, stop, until_listening
 
 TOOLS = '''
 from toolkeeper import tool
@@ -87,48 +86,24 @@ class Running:
     token: str | None
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
 
 def start(kind: str, cpu: int, scratch: Path) -> Running:
-    pin = ["taskset", "-c", str(cpu)]
-    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
     if kind.startswith("serve"):
         state = Path(tempfile.mkdtemp(dir=scratch))
         (scratch / "tools.py").write_text(TOOLS)
         sessions = ["--sessions"] if kind.endswith("--sessions") else []
-        proc = subprocess.Popen(
-            [*pin, sys.executable, "-m", "toolkeeper.cli", "serve", str(scratch / "tools.py"),
-             "--no-builtins", "--port", "0", "--rate-limit", "0", *sessions, "--state-dir",
-             str(state / "state"), "--workspace", str(state)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=state)
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 120)
-        line = proc.stdout.readline() if ready else ""
-        if not line.startswith("toolkeeper serving on "):
-            proc.kill()
-            raise SystemExit(f"toolkeeper serve did not start: {line!r}")
-        token = (state / "state" / "client-token").read_text().strip()
-        return Running(proc, line.split()[3] + "/mcp", token)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    proc = subprocess.Popen([*pin, sys.executable, str(Path(__file__).resolve()), "--serve",
-                             kind, str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, text=True, env=env)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return Running(proc, f"http://127.0.0.1:{port}/mcp", None)
-        select.select([], [], [], 0.05)
-    proc.kill()
-    raise SystemExit(f"{kind} did not start")
+        proc, url, token = start_serve(scratch / "tools.py", state, args=sessions, cpu=cpu)
+        return Running(proc, url + "/mcp", token)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
+    proc = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable,
+                             str(Path(__file__).resolve()), "--serve", kind, str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                            env=env)
+    until_listening(proc, port, kind, 120)
+    return Running(proc, f"http://127.0.0.1:{port}/mcp", None)
 
 
 def sessions(server: Running, mode: str, count: int, round_: int) -> tuple[list[float], float]:

@@ -25,6 +25,7 @@ local function now_ms()
   return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
 end
 
+local call = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "mcp_call.lua")
 local threads = {}
 
 function setup(thread)
@@ -36,6 +37,7 @@ function init(args)
   -- wrk calls request() once in the first thread before any connection, to check it
   sent = id == 1 and -1 or 0
   answered, wrong, not_ok = 0, 0, 0
+  scheduled = 0  -- calls delay() has put on a timer whose request() has not been built yet
   drained = false
   first_ms, last_ms = 0, 0
   local token = args[1]
@@ -44,20 +46,14 @@ function init(args)
   stop_ms = now_ms() + 1000 * tonumber(args[3] or "10")
   slot_ms = now_ms()
   math.randomseed(os.time() * 1000 + id)
-  headers = {
-    ["Content-Type"] = "application/json",
-    ["Accept"] = "application/json, text/event-stream",
-    ["MCP-Protocol-Version"] = "2025-11-25",
-  }
-  if token ~= nil and token ~= "" then
-    headers["Authorization"] = "Bearer " .. token
-  end
+  headers = call.headers(token)
 end
 
 function delay()
   local now = now_ms()
   if now >= stop_ms then
-    if sent == answered and not drained then
+    -- a call due before the window's end may be sent after it: drained only once none is
+    if sent == answered and scheduled == 0 and not drained then
       drained = true
       io.write("DRAINED\n")
       io.flush()
@@ -65,6 +61,7 @@ function delay()
     end
     return IDLE_MS
   end
+  scheduled = scheduled + 1
   if interval_ms == 0 then
     return 0
   end
@@ -73,27 +70,23 @@ function delay()
 end
 
 function request()
+  if scheduled > 0 then
+    scheduled = scheduled - 1
+  end
   sent = sent + 1
   if sent == 1 then
     first_ms = now_ms()
   end
-  local a = math.random(0, 999999)
-  local b = math.random(0, 999)
-  local body = string.format(
-    '{"jsonrpc":"2.0","id":"%d_%d","method":"tools/call",' ..
-    '"params":{"name":"add","arguments":{"a":%d,"b":%d}}}', a, b, a, b)
-  return wrk.format("POST", nil, headers, body)
+  return call.add_call(headers)
 end
 
 function response(status, _headers, body)
   answered = answered + 1
   last_ms = now_ms()
-  local a, b = body:match('"id"%s*:%s*"(%d+)_(%d+)"')
-  local sum = body:match('"structuredContent"%s*:%s*{%s*"result"%s*:%s*(%d+)%s*}')
   if status ~= 200 then
     not_ok = not_ok + 1
   end
-  if status ~= 200 or a == nil or sum == nil or tonumber(sum) ~= tonumber(a) + tonumber(b) then
+  if not call.right(status, body) then
     wrong = wrong + 1
     if wrong <= 3 then  -- the first few, for the report
       io.write(string.format("WRONG status=%d body=%q\n", status, body:sub(1, 400)))

@@ -35,7 +35,6 @@ import importlib.metadata
 import os
 import platform
 import re
-import select
 import shutil
 import signal
 import sqlite3
@@ -47,6 +46,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from served import start_serve, stop
 
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "bench_soak.lua"
@@ -76,30 +77,12 @@ class Serve:
 
     @classmethod
     def start(cls, cpu: int, scratch: Path) -> Serve:
-        state = scratch / "state"
         (scratch / "tools.py").write_text(TOOLS)
-        env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
-        proc = subprocess.Popen(
-            ["taskset", "-c", str(cpu), sys.executable, "-m", "toolkeeper.cli", "serve",
-             str(scratch / "tools.py"), "--no-builtins", "--port", "0", "--rate-limit", "0",
-             "--state-dir", str(state), "--workspace", str(scratch)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=scratch)
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 120)
-        line = proc.stdout.readline() if ready else ""
-        if not line.startswith("toolkeeper serving on "):
-            proc.kill()
-            raise SystemExit(f"toolkeeper serve did not start: {line!r}")
-        token = (state / "client-token").read_text().strip()
-        return cls(proc, line.split()[3] + "/mcp", token, state / "toolkeeper.db")
+        proc, url, token = start_serve(scratch / "tools.py", scratch, cpu=cpu)
+        return cls(proc, url + "/mcp", token, scratch / "state" / "toolkeeper.db")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc, 60)
 
 
 @dataclass

@@ -33,10 +33,8 @@ import datetime
 import os
 import platform
 import random
-import select
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +47,7 @@ from pathlib import Path
 
 import httpx
 from bench_serve import _RESULT, LUA
+from served import free_port, start_serve
 
 from toolkeeper.testing.postgres import create_database, postgres_server
 
@@ -104,21 +103,9 @@ class Serve:
     def __init__(self, scratch: Path, workers: int, rate_limit: str, *args: str) -> None:
         state = Path(tempfile.mkdtemp(dir=scratch))
         (scratch / "tools.py").write_text(TOOLS)
-        env = {**os.environ, "TOOLKEEPER_TOKEN": TOKEN}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "toolkeeper.cli", "serve", str(scratch / "tools.py"),
-             "--no-builtins", "--port", "0", "--rate-limit", rate_limit, "--workers",
-             str(workers), "--state-dir", str(state / "state"), "--workspace", str(state),
-             *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-            cwd=state)
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line.startswith("toolkeeper serving on "):
-            self.proc.kill()
-            raise SystemExit(f"toolkeeper serve did not start: {line!r}")
-        self.url = line.split()[3]
-        self.token = (state / "state" / "client-token").read_text().strip()
+        self.proc, self.url, self.token = start_serve(
+            scratch / "tools.py", state, env={**os.environ, "TOOLKEEPER_TOKEN": TOKEN},
+            args=("--rate-limit", rate_limit, "--workers", str(workers), *args))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -140,9 +127,7 @@ class FastMCPWorkers(Serve):
 
     def __init__(self, scratch: Path, workers: int) -> None:
         (scratch / "fastmcp_app.py").write_text(FASTMCP_APP)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
+        port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "fastmcp_app:app", "--app-dir", str(scratch),
              "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),

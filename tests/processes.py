@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["readable", "running"]
+__all__ = ["descendants", "readable", "running"]
 
 
 def readable(streams: Sequence[IO[Any]], timeout_s: float) -> list[IO[Any]]:
@@ -37,3 +37,27 @@ def running(command: str) -> list[int]:
         if any(argv[i:i + len(words)] == words for i in range(len(argv))):
             found.append(int(entry))
     return found
+
+
+def descendants(pid: int) -> dict[int, list[bytes]]:
+    """The processes below ``pid`` (children, theirs, ...), each with its arguments."""
+    parents: dict[int, int] = {}
+    argvs: dict[int, list[bytes]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+            argvs[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parents[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+    below: dict[int, list[bytes]] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in below:
+                below[child] = argvs[child]
+                todo.append(child)
+    return below

@@ -234,6 +234,24 @@ async def test_a_dropped_chain_does_not_leave_its_warm_sandboxes_waiting() -> No
     assert await waiting.wait(10)
 
 
+async def test_a_warm_sandbox_is_renewed_before_it_has_waited_too_long() -> None:
+    """A pre-started sandbox may wait ``idle_s`` (its own deadline counts from its start): the
+    pool replaces it before then, so a run after a quiet spell still takes a started one."""
+    chain = ToolChainTool(ToolInvoker([word_count]), warm=1, idle_s=2.0)
+    try:
+        chain.warm_up()
+        (first,) = list(chain._pool._ready)
+        assert await first.wait(20), "the waiting sandbox was never renewed"
+        deadline = time.monotonic() + 20
+        while time.monotonic() - first.started < 2.5 and time.monotonic() < deadline:
+            await anyio.sleep(0.05)  # past the first's idle_s: without renewal, none is ready
+        taken = chain._pool.take()
+        assert taken is not None and taken is not first and taken.alive
+        taken.discard()
+    finally:
+        chain.close()
+
+
 async def test_values_cross_the_bridge_intact_both_ways() -> None:
     seen: list[object] = []
 

@@ -47,7 +47,10 @@ def build_door(settings: ServeSettings, *, page_url: str | None = None,
                           hooks=HookManager(), artifact_store=artifacts, page_url=page_url,
                           policies=_policies(settings, box))
     if config is not None and config.codemode.enabled:
-        box.add(_code_mode(invoker, config))
+        chain = _code_mode(invoker, config)
+        box.add(chain)
+        if chain.blocked is None:  # else each run says why no script can run
+            chain.warm_up()  # the first run's start is as fast as the next ones'
     return invoker
 
 
@@ -119,5 +122,5 @@ def _code_mode(invoker: ToolInvoker, config: ToolkeeperConfig) -> ToolChainTool:
                                                "total_timeout_s": section.total_timeout_s})
     workspace = config.security.workspace if section.workspace != "none" else None
     return ToolChainTool(invoker, tools=section.tools, policy=policy, workspace=workspace,
-                         writable=section.workspace == "write", warm=section.warm,
+                         writable=section.workspace == "write", warm=section.warm_sandboxes,
                          security=policy_from(config))  # the file tools' protected paths

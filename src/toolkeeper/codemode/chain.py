@@ -237,6 +237,11 @@ class ToolChainTool(Tool):
                 "here, and a script never runs in the host process", tool_name=NAME)
         return sandbox
 
+    @property
+    def blocked(self) -> str | None:
+        """Why no script can run here (``None``: scripts can)."""
+        return self._blocked()
+
     def _blocked(self) -> str | None:
         """Why no script can run here (``None``: scripts can)."""
         try:

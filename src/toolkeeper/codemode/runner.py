@@ -174,20 +174,35 @@ def _unavailable(reason: str) -> SandboxUnavailableError:
 
 class WarmPool:
     """Up to ``size`` pre-started sandboxes; each serves one run, and taking one starts its
-    replacement. A sandbox idle for ``idle_s`` is killed and replaced when next asked for."""
+    replacement. A sandbox is replaced before it has waited ``idle_s`` (a pre-started one's
+    own deadline): a keeper thread renews it at ``RENEW`` of that, so a run after a quiet hour
+    still takes a started one. ``take`` also drops one that has died or waited too long."""
+
+    RENEW = 0.9
+    """The share of ``idle_s`` after which a waiting sandbox is replaced by a fresh one."""
 
     def __init__(self, size: int, idle_s: float, start: collections.abc.Callable[[], Started]
                  ) -> None:
         self.size, self.idle_s, self._start = size, idle_s, start
         self._ready: collections.deque[Started] = collections.deque()
         self._lock = threading.Lock()
-        # a pool dropped without close() does not leave its sandboxes waiting
-        weakref.finalize(self, _discard_all, self._ready)
+        self._closed = threading.Event()
+        self._keeper: threading.Thread | None = None
+        # a pool dropped without close() does not leave its sandboxes waiting, nor its keeper
+        weakref.finalize(self, _discard_all, self._ready, self._closed)
 
     def fill(self) -> None:
         with self._lock:
+            if self._closed.is_set():
+                return
             while len(self._ready) < self.size:
                 self._ready.append(self._start())
+            if self._keeper is None and self.size:
+                self._keeper = threading.Thread(target=_keep_fresh, name="toolkeeper-warm",
+                                                args=(weakref.ref(self), self._closed,
+                                                      self.idle_s * self.RENEW),
+                                                daemon=True)
+                self._keeper.start()
 
     def take(self) -> Started | None:
         """A live pre-started sandbox (its replacement starting), or ``None`` when none is."""
@@ -202,11 +217,47 @@ class WarmPool:
         self.fill()
         return found
 
+    def renew(self) -> float:
+        """Replace the sandboxes that died or are due (``RENEW``); seconds until the next is."""
+        due = self.idle_s * self.RENEW
+        with self._lock:
+            now = time.monotonic()
+            kept = [item for item in self._ready if item.alive and now - item.started < due]
+            for item in self._ready:
+                if item not in kept:
+                    item.discard()
+            self._ready.clear()
+            self._ready.extend(kept)
+        self.fill()
+        with self._lock:
+            oldest = min((item.started for item in self._ready), default=time.monotonic())
+        return max(0.05, oldest + due - time.monotonic())
+
     def close(self) -> None:
         with self._lock:
+            self._closed.set()
             _discard_all(self._ready)
 
 
-def _discard_all(ready: collections.deque[Started]) -> None:
+def _keep_fresh(pool_ref: weakref.ref[WarmPool], closed: threading.Event, wait: float
+                ) -> None:
+    """The keeper: renew the pool's sandboxes when due (the first after ``wait``), until it
+    is closed or dropped (it holds the pool only while renewing, so a dropped pool is
+    collected)."""
+    while not closed.wait(wait):
+        pool = pool_ref()
+        if pool is None:
+            return
+        try:
+            wait = pool.renew()
+        except Exception:  # the sandbox cannot start now: a run will say why; try again later
+            wait = pool.idle_s * (1 - pool.RENEW)
+        del pool
+
+
+def _discard_all(ready: collections.deque[Started], closed: threading.Event | None = None
+                 ) -> None:
+    if closed is not None:
+        closed.set()
     while ready:
         ready.popleft().discard()

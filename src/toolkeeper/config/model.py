@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.risk import HitlMode, ToolRisk
 from ..errors import ConfigError
+from .codemode import CodeModeSection
 from .hosts import Network
 from .lines import line_of, section_line
 from .notify import NotifySection
@@ -199,21 +200,6 @@ class MCPSection(_Section):
         if twice:
             raise ValueError(f"MCP server names must be unique: {', '.join(twice)} appear twice")
         return self
-
-
-class CodeModeSection(_Section):
-    """``[codemode]``: offer ``tool_chain``, a tool that runs a model-written Python script in
-    the OS sandbox, every call of which goes through the same door as a direct call."""
-
-    enabled: bool = False
-    tools: list[str] | None = None
-    """The tools a script may call (default: every served tool but hosted ones)."""
-    workspace: Literal["none", "read", "write"] = "none"
-    """Whether scripts see ``security.workspace``: not at all, read-only, or read-write."""
-    warm: int = Field(default=0, ge=0, le=16)
-    """Sandboxes kept started ahead of runs (faster starts; each serves one run)."""
-    max_tool_calls: int = Field(default=50, ge=0)
-    total_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
 
 Channel = Literal["page", "client"]
