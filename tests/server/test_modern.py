@@ -40,7 +40,7 @@ async def linger(seconds: float) -> str:
     await anyio.sleep(seconds)
     return "lingered"
 '''
-WINDOW = "0.5"
+WINDOW = "2"
 """Seconds a silent call's answer waits before it becomes an event stream (15 as shipped)."""
 _SHORT_WINDOW = ("from mcp.server import _streamable_http_modern as sdk\n"
                  "from toolkeeper.server import modern\n"
@@ -124,11 +124,9 @@ REQUESTS: dict[str, tuple[bytes, dict[str, str], bool]] = {
     "a call a person must approve": (_call("launch", {"target": "moon"}), {}, ONE_PASS),
     "a call that asks the client for input": (
         _call("launch", {"target": "mars"}, capabilities=URL_ELICITATION), {}, ONE_PASS),
-    "a silent call: an event stream": (_call("linger", {"seconds": 2}), {}, ONE_PASS),
+    "a silent call: an event stream": (_call("linger", {"seconds": 5}), {}, ONE_PASS),
     "accept with wildcards": (_call("add", {"a": 1, "b": 2}), {"Accept": "*/*"}, False),
     "a progress token": (_call("add", {"a": 1, "b": 2}, meta={"progressToken": "p"}), {}, False),
-    "a slow call with a progress token": (
-        _call("linger", {"seconds": 1}, meta={"progressToken": "p"}), {}, False),
     "a task": (_call("add", {"a": 1, "b": 2}, task={"ttl": 1000}), {}, False),
     "a requestState": (_call("add", {"a": 1, "b": 2}, requestState="forged"), {}, False),
     "an unknown params key": (_call("add", {"a": 1, "b": 2}, extra=True), {}, False),
@@ -233,12 +231,11 @@ async def test_a_client_that_hangs_up_cancels_its_2026_call(both: tuple[str, str
     body = _call("linger", {"seconds": 30}, ident="gone")
     before = _count(fast_dir)
     async with httpx.AsyncClient(timeout=30) as client:
-        with anyio.move_on_after(1.5):  # past the window: the answer is an event stream
+        with anyio.fail_after(30):  # the head comes once the window has passed
             async with client.stream("POST", f"{fast_url}/mcp", content=body, headers=_headers(
                     body, {}, CLIENT_TOKENS[fast_url])) as answer:
                 assert answer.headers["content-type"] == "text/event-stream"
-                async for _chunk in answer.aiter_bytes():
-                    pass
+        # the answer closed unread: the client has hung up
     assert _count(fast_dir) == before + 1
     rows: list[tuple[str, str | None]] = []
     with anyio.fail_after(10):
