@@ -314,8 +314,9 @@ LABELS = {"direct": "direct", "relay": "bare SDK relay (no door): the floor",
           "serve-2025": "the same, the client on the 2025-11-25 handshake",
           "local": "toolkeeper serve (HTTP), its own add: no upstream",
           "local-2025": "the same, the client on the 2025-11-25 handshake"}
-BEFORE = {"in process": "gateway", "end to end": "gateway", "serve, HTTP upstream": "serve",
-          "serve, stdio upstream": "serve"}
+BEFORE = {"in process": ("gateway",), "end to end": ("gateway",),
+          "serve, HTTP upstream": ("serve", "local"), "serve, stdio upstream": ("serve",)}
+"""The kinds ``--before`` measures a second time, with the other checkout's code."""
 
 
 def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[float]:
@@ -372,7 +373,7 @@ def main() -> None:
         [GROUPS[g] for g in args.only] if args.only else KINDS)}
     keys = [(where, kind, None) for where, kinds in groups.items() for kind in kinds]
     if args.before:
-        keys += [(where, BEFORE[where], args.before) for where in groups]
+        keys += [(where, kind, args.before) for where in groups for kind in BEFORE[where]]
     samples: dict[tuple[str, str, str | None], list[float]] = {key: [] for key in keys}
     for round_ in range(args.rounds):
         order = list(keys)
@@ -388,9 +389,9 @@ def main() -> None:
         direct = statistics.median(samples[(where, "direct", None)])
         for kind in kinds:
             print(_row(where, LABELS[kind], samples[(where, kind, None)], direct))
-        if args.before:
-            print(_row(where, f"{LABELS[BEFORE[where]]} (before)",
-                       samples[(where, BEFORE[where], args.before)], direct))
+        for kind in BEFORE[where] if args.before else ():
+            print(_row(where, f"{LABELS[kind]} (before)", samples[(where, kind, args.before)],
+                       direct))
 
 
 if __name__ == "__main__":

@@ -174,13 +174,20 @@ def _server() -> Server[Any]:
     return create_app(ToolInvoker(Toolbox([add])), token="operator-token").face.server
 
 
-def test_only_a_plain_2025_call_takes_the_one_pass_path() -> None:
+def test_only_a_plain_call_takes_the_one_pass_path() -> None:
     fast = FastCall(_server())
     plain = {"name": "add", "arguments": {"a": 1, "b": 2}}
+    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}
     assert fast.takes("tools/call", plain, "2025-11-25")
     assert fast.takes("tools/call", {"name": "add"}, "2025-06-18")
+    assert fast.takes("tools/call", {**plain, "_meta": envelope}, "2026-07-28")
+    assert not fast.takes("tools/call", {**plain, "_meta": {**envelope, "progressToken": 1}},
+                          "2026-07-28")
+    assert not fast.takes("tools/call", {**plain, "_meta": envelope}, "2025-11-25")
+    assert not fast.takes("tools/call", {**plain, "requestState": "x"}, "2026-07-28")
+    assert not fast.takes("tools/call", plain, "1999-01-01")
     assert not fast.takes("tools/list", {}, "2025-11-25")
-    assert not fast.takes("tools/call", plain, "2026-07-28")  # the per-request era
     assert not fast.takes("tools/call", {**plain, "_meta": {}}, "2025-11-25")
     assert not fast.takes("tools/call", {**plain, "task": {}}, "2025-11-25")
     assert not fast.takes("tools/call", {"name": 1, "arguments": {}}, "2025-11-25")

@@ -20,9 +20,12 @@ Request), in one short message with ``id`` null unless the id is a valid one —
 answered -32602 with a validation dump, and took a request with an invalid id for a
 notification.
 
-Everything else — another method, a batch, a notification, a 2026-07-28 request (the SDK's
-own single-exchange entry), a request the SDK refuses, any request on an event loop other than
-asyncio — goes to the SDK app unchanged, with the body replayed when it was read.
+A plain 2026-07-28 ``tools/call`` (a name, arguments and the envelope) is answered by
+``modern.py`` as the SDK's own single-exchange entry answers it, in the request's task.
+
+Everything else — another method, a batch, a notification, any other 2026-07-28 request (the
+SDK's own single-exchange entry), a request the SDK refuses, any request on an event loop other
+than asyncio — goes to the SDK app unchanged, with the body replayed when it was read.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from ..mcp.server import stopped_text
 from ..mcp.wire import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from ..toolbox.catalog import CatalogBase
 from .fastpath import FastCall
+from .modern import ModernCall
 
 __all__ = ["SingleExchange", "input_schemas", "task_name_mismatch"]
 
@@ -179,6 +183,8 @@ class SingleExchange:
         self.state = state if state is not None else {}
         """What the server's lifespan yields (``MCPFace.state``): its handlers read it as
         ``ctx.lifespan_context`` here as on the SDK's own path."""
+        self.modern = ModernCall(self.serve_one, self.state)
+        """A plain 2026-07-28 call, answered as the SDK's entry answers it (``modern.py``)."""
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST"
@@ -208,6 +214,11 @@ class SingleExchange:
         if refusal is not None:
             await _Answer(send).finish(refusal, status=400)
             return
+        if version is not None and version.decode("latin-1") not in self.versions:
+            taken = self.modern.request(decoded, http)  # a plain 2026-07-28 call
+            if taken is not None:
+                await self.modern.serve(*taken, http, scope, receive, send)
+                return
         request = _single_request(decoded) if (
             (version is None or version.decode("latin-1") in self.versions)
             and b"mcp-session-id" not in headers) else None

@@ -1,4 +1,4 @@
-"""The commonest request in one pass: a plain ``tools/call`` on the handshake-era (2025) wire.
+"""The commonest request in one pass: a plain ``tools/call``, on either wire.
 
 The one-request path (``exchange.py``) hands each ``tools/call`` and ``tools/list`` to the
 SDK's single-request kernel (``serve_one``), which checks the params twice (against the spec's
@@ -15,6 +15,12 @@ shaped for the wire by the kernel's serializer, the connection unwound as the ke
 unwind was 2.5 % of a call). The
 answer is the same, byte for byte (a test holds the two paths to it).
 
+On the 2026-07-28 wire a plain call also carries the envelope's ``_meta`` (protocol version,
+client info and capabilities, which the SDK's entry has checked): there the server's
+middleware is composed around the one pass as the kernel composes it — an answer asking for
+input gets its ``requestState`` sealed by the middleware that seals it on the kernel's path —
+and the result gets the kernel's ``resultType`` and ``serverInfo`` stamp.
+
 Anything else — another method, other params, a server carrying middleware not known to let
 such a request through (a tracer set up, a middleware of the embedding app's) — keeps the
 kernel's path.
@@ -26,16 +32,26 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import aclose_shielded, serve_one
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INTERNAL_ERROR, ErrorData
-from mcp_types.methods import serialize_server_result
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    CORE_RESULT_TYPES,
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    ErrorData,
+    RequestParams,
+    RequestParamsMeta,
+)
+from mcp_types.methods import serialize_server_result, validate_client_request
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from ..mcp.legacy_tasks import LegacyTasks
@@ -48,17 +64,33 @@ logger = logging.getLogger(__name__)
 PLAIN_PARAMS = frozenset({"name", "arguments"})
 """The params of a plain call: what both of the kernel's checks accept alike, given a string
 ``name`` and an object of ``arguments``."""
+ENVELOPE = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+"""The ``_meta`` keys of a plain 2026-07-28 call: the envelope every request of that wire
+carries (which the SDK's entry has checked before the call comes here); any other key (a
+progress token, a log level) keeps the kernel's path."""
 METHOD = "tools/call"
 
 
 def _passes_plain_call(middleware: object) -> bool:
     """Whether ``middleware`` lets a plain ``tools/call`` through untouched, both ways:
     ``requestState`` sealing acts only on a request carrying one and an answer asking for
-    input (which a 2025 call never gets); 2025-11-25 tasks only on a call naming ``task``;
-    the SDK's tracing only while a tracer provider is set up."""
+    input (which a 2025 call never gets, and which a 2026 call gets sealed by running the
+    middleware itself); 2025-11-25 tasks only on a call naming ``task``; the SDK's tracing
+    only while a tracer provider is set up."""
     if isinstance(middleware, WhenTraced):
         return middleware.source.tracer() is None
     return isinstance(middleware, RequestStateBoundary | LegacyTasks)
+
+
+def _plain_params(params: Mapping[str, Any], version: str) -> bool:
+    """Whether ``params`` are a plain call's on the wire of ``version``: a name and arguments,
+    and on the 2026-07-28 wire the envelope's ``_meta`` beside them."""
+    if version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return params.keys() <= PLAIN_PARAMS
+    if version not in MODERN_PROTOCOL_VERSIONS or not params.keys() <= PLAIN_PARAMS | {"_meta"}:
+        return False
+    meta = params.get("_meta", {})
+    return isinstance(meta, dict) and meta.keys() <= ENVELOPE
 
 
 class FastCall:
@@ -69,15 +101,13 @@ class FastCall:
         self.server = server
 
     def takes(self, method: str, params: Mapping[str, Any] | None, version: str) -> bool:
-        """Whether this request is a plain 2025-era call this server's middleware and cache
-        hints let through."""
-        if method != METHOD or params is None or not params.keys() <= PLAIN_PARAMS:
+        """Whether this request is a plain call this server's middleware and cache hints let
+        through."""
+        if method != METHOD or params is None or not _plain_params(params, version):
             return False
         if not isinstance(params.get("name"), str):
             return False
-        if not isinstance(params.get("arguments", {}), dict):
-            return False
-        if version not in HANDSHAKE_PROTOCOL_VERSIONS or METHOD in self.server.cache_hints:
+        if not isinstance(params.get("arguments", {}), dict) or METHOD in self.server.cache_hints:
             return False
         return all(_passes_plain_call(m) for m in self.server.middleware)
 
@@ -92,38 +122,94 @@ class FastCall:
             return await serve_one(self.server, dctx, method, params, connection=connection,
                                    lifespan_state=lifespan_state)
         try:
-            ctx = _context(dctx, connection, method, params, lifespan_state)
+            if version in MODERN_PROTOCOL_VERSIONS:
+                ctx = _context(dctx, connection, method, params, lifespan_state, _meta(params))
+                return await self._modern(ctx, entry)
+            ctx = _context(dctx, connection, method, params, lifespan_state, None)
             typed = entry.params_type.model_validate(params, by_name=False)
-            return _wire(method, version, await entry.handler(ctx, typed))
+            return _sieved(method, version, _dumped(await entry.handler(ctx, typed)))
         finally:
             if connection.exit_stack._exit_callbacks:  # nothing to unwind: no cancel scope
                 await aclose_shielded(connection)
 
+    async def _modern(self, ctx: ServerRequestContext[Any, Any], entry: Any) -> dict[str, Any]:
+        """A plain 2026-07-28 call as the kernel runs it, less the composing: the server's
+        middleware around the spec's check, the handler, the result shaped for the wire (an
+        answer asking for input gets its ``requestState`` sealed by the middleware that seals
+        it on the kernel's path)."""
+        version = ctx.protocol_version
+
+        async def inner(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+            validate_client_request(ctx.method, version, ctx.params)
+            typed = entry.params_type.model_validate(ctx.params, by_name=False)
+            dumped = _dumped(await entry.handler(ctx, typed))
+            result_type = dumped.get("resultType")
+            if not isinstance(result_type, str) or result_type in CORE_RESULT_TYPES:
+                dumped = _sieved(ctx.method, version, dumped)
+            if dumped.get("resultType") is None:  # required on this wire
+                dumped["resultType"] = "complete"
+            return self._stamped(dumped)
+
+        call: CallNext = inner
+        for middleware in reversed(self.server.middleware):
+            call = _bound(middleware, call)
+        return _dumped(await call(ctx))
+
+    def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
+        """``serverInfo`` in a 2026-era result's ``_meta``, as the kernel stamps it (a value
+        the handler set wins; a ``_meta`` that is not an object is the handler's)."""
+        meta = result.get("_meta")
+        if meta is None:
+            result["_meta"] = {SERVER_INFO_META_KEY: self.server.server_info_stamp}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self.server.server_info_stamp}
+        return result
+
+
+def _bound(middleware: Any, call_next: CallNext) -> CallNext:
+    """``middleware`` with the rest of the chain bound, taking the context at call time."""
+    def call(ctx: ServerRequestContext[Any, Any]) -> Any:
+        return middleware(ctx, call_next)
+    return call
+
+
+def _meta(params: Mapping[str, Any] | None) -> RequestParamsMeta | None:
+    """The request's ``_meta`` as the kernel lifts it: ``None`` when absent or malformed."""
+    if not params or "_meta" not in params:
+        return None
+    try:
+        return RequestParams.model_validate(params, by_name=False).meta
+    except ValidationError:
+        return None
+
 
 def _context(dctx: Any, connection: Any, method: str, params: Mapping[str, Any] | None,
-             lifespan_state: Any) -> ServerRequestContext[Any, Any]:
-    """The handler's context, as the kernel makes it for a request without ``_meta``."""
+             lifespan_state: Any, meta: RequestParamsMeta | None) -> ServerRequestContext[Any, Any]:
+    """The handler's context, as the kernel makes it."""
     md = dctx.message_metadata
     request = md.request_context if isinstance(md, ServerMessageMetadata) else None
     return ServerRequestContext(
-        session=ServerSession(dctx, connection, request_meta=None), lifespan_context=lifespan_state,
-        method=method, params=params, request_id=dctx.request_id, meta=None,
+        session=ServerSession(dctx, connection, request_meta=meta), lifespan_context=lifespan_state,
+        method=method, params=params, request_id=dctx.request_id, meta=meta,
         protocol_version=connection.protocol_version, request=request)
 
 
-def _wire(method: str, version: str, result: Any) -> dict[str, Any]:
-    """A handler's result shaped for a 2025-era wire, as the kernel shapes it: an error
-    raised, a model dumped, then sieved by the version's surface."""
+def _dumped(result: Any) -> dict[str, Any]:
+    """A handler's result as a dict the caller owns, as the kernel dumps it (an error
+    raised)."""
     if isinstance(result, ErrorData):
         raise MCPError.from_error_data(result)
     if result is None:
-        dumped: dict[str, Any] = {}
-    elif isinstance(result, BaseModel):
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    elif isinstance(result, dict):
-        dumped = dict(result)  # the caller owns it (a handler may keep the one it returned)
-    else:
-        raise TypeError(f"handler returned {type(result).__name__}; expected BaseModel or dict")
+        return {}
+    if isinstance(result, BaseModel):
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if isinstance(result, dict):
+        return dict(result)  # the caller owns it (a handler may keep the one it returned)
+    raise TypeError(f"handler returned {type(result).__name__}; expected BaseModel or dict")
+
+
+def _sieved(method: str, version: str, dumped: dict[str, Any]) -> dict[str, Any]:
+    """A result sieved by the version's surface, as the kernel sieves it."""
     try:
         return serialize_server_result(method, version, dumped)
     except ValidationError:  # a bug of the server's, logged, its detail not sent
