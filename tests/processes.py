@@ -7,9 +7,10 @@ import os
 import selectors
 from collections.abc import Sequence
 from pathlib import Path
+from subprocess import Popen
 from typing import IO, Any
 
-__all__ = ["descendants", "readable", "running"]
+__all__ = ["descendants", "no_traceback", "readable", "running"]
 
 
 def readable(streams: Sequence[IO[Any]], timeout_s: float) -> list[IO[Any]]:
@@ -61,3 +62,11 @@ def descendants(pid: int) -> dict[int, list[bytes]]:
                 below[child] = argvs[child]
                 todo.append(child)
     return below
+
+
+def no_traceback(proc: Popen[str]) -> None:
+    """Assert that a stopped server printed no traceback, showing all it printed if it did
+    (the diff pytest would show cuts it to a few lines)."""
+    assert proc.stderr is not None
+    said = proc.stderr.read()
+    assert "Traceback" not in said, said

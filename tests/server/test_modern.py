@@ -28,6 +28,7 @@ import httpx
 import pytest
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
+from ..processes import no_traceback
 from .test_fastpath import _IDS, _TIMES
 from .test_fastpath import TOOLS as PLAIN_TOOLS
 from .test_serve import CLIENT_TOKENS, _started
@@ -86,7 +87,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, P
     for proc in (fast, sdk):
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) in (0, 130)
-        assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+        no_traceback(proc)
 
 
 def _call(name: object, arguments: object = None, ident: object = "r1",

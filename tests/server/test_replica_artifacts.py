@@ -23,6 +23,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from ..blocks import text_of
+from ..processes import no_traceback
 from .test_serve import CLIENT_TOKENS, _client, _start
 
 pytestmark = pytest.mark.anyio
@@ -91,7 +92,7 @@ def _stop(started: list[tuple[subprocess.Popen[str], str]]) -> None:
     for proc, _ in started:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-        assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+        no_traceback(proc)
 
 
 def _alice(tmp_path: Path, store: str) -> str:

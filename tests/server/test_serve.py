@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from ..blocks import text_of
-from ..processes import readable
+from ..processes import no_traceback, readable
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "weather.py")
@@ -69,7 +69,7 @@ def server(tmp_path: Path) -> Iterator[str]:
     yield url
     proc.send_signal(signal.SIGINT)  # Ctrl-C: a clean stop (130 is the shell's code for it)
     assert proc.wait(timeout=20) in (0, 130)
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    no_traceback(proc)
 
 
 def _client(url: str, token: str | None = None) -> Client:

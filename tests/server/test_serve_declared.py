@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from ..gateway.test_relay import _serve
+from ..processes import no_traceback
 from .test_serve import CLIENT_TOKENS, ROOT, TOKEN, _start
 
 pytestmark = pytest.mark.anyio
@@ -50,7 +51,7 @@ def _http(url: str, mode: str, **callbacks: Any) -> Client:
 def _stop(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=20) in (0, 130)
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    no_traceback(proc)
 
 
 def _declared(capabilities: types.ServerCapabilities) -> dict[str, bool]:

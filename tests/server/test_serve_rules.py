@@ -21,6 +21,7 @@ import anyio
 import httpx
 import pytest
 
+from ..processes import no_traceback
 from ..workspaces import hand_over, reachable  # noqa: F401  (a fixture)
 from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start, _started
 
@@ -63,7 +64,7 @@ def served(tmp_path: Path) -> Iterator[str]:
     yield url
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=20) in (0, 130)
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    no_traceback(proc)
 
 
 def _cli(tmp_path: Path, *args: str) -> str:

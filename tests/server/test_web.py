@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from ..blocks import text_of
-from ..processes import readable
+from ..processes import no_traceback, readable
 from .test_serve import CLIENT_TOKENS, EXAMPLE, TOKEN, _client, _remember, _tokens
 
 ALERT = {"alert": {"region": "PT-11", "level": "red", "message": "Storm"}}
@@ -55,7 +55,7 @@ def start_page(tmp_path: Path, *args: str, tools: str = EXAMPLE, builtins: bool 
 def stop(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=20) in (0, 130)
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    no_traceback(proc)
 
 
 @pytest.fixture
