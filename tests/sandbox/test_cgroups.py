@@ -156,7 +156,8 @@ def test_groups_left_by_a_dead_host_are_swept() -> None:
     stale.mkdir()
     alive.mkdir()
     try:
-        assert cgroups.sweep_stale(SUPPORT.memory) == [stale]
+        swept = cgroups.sweep_stale(SUPPORT.memory)  # and any other dead host's (another test run)
+        assert stale in swept and alive not in swept
         assert not stale.exists() and alive.exists()
     finally:
         for group in (stale, alive):
