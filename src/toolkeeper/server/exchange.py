@@ -35,13 +35,10 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from mcp.server.connection import Connection
 from mcp.server.transport_security import TransportSecurityMiddleware
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
@@ -53,7 +50,7 @@ from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
 from ..mcp.wire import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from ..toolbox.catalog import CatalogBase
-from .fastpath import FastCall
+from .fastpath import FastCall, OneExchange
 from .modern import ModernCall
 
 __all__ = ["SingleExchange", "input_schemas", "task_name_mismatch"]
@@ -69,51 +66,6 @@ _PING_S = 15.0
 """Seconds between keep-alive comments once an answer has become an event stream."""
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"),
                 (b"cache-control", b"no-cache, no-transform"), (b"connection", b"keep-alive")]
-
-
-@dataclass
-class _Exchange:
-    """The dispatch context of one request (the SDK's ``DispatchContext`` protocol): no
-    back-channel for server-to-client requests (a stateless POST has nowhere for the reply to
-    land, as on the SDK's stateless path); notifications go onto this request's answer."""
-
-    transport: Any
-    request_id: Any
-    message_metadata: Any
-    answer: _Answer
-    progress_token: Any = None
-    can_send_request: bool = False
-    _cancel_requested: anyio.Event | None = None
-
-    @property
-    def cancel_requested(self) -> anyio.Event:
-        """Never set here (a stateless request has no cancel notification: the client hangs
-        up instead); made when asked for."""
-        if self._cancel_requested is None:
-            self._cancel_requested = anyio.Event()
-        return self._cancel_requested
-
-    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
-                               opts: Any = None) -> dict[str, Any]:
-        raise NoBackChannelError(method)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None,
-                     opts: Any = None) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = dict(params)
-        await self.answer.event(message)
-
-    async def progress(self, progress: float, total: float | None = None,
-                       message: str | None = None) -> None:
-        if self.progress_token is None:
-            return
-        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        await self.notify("notifications/progress", params)
 
 
 class _Answer:
@@ -232,7 +184,7 @@ class SingleExchange:
                      receive: Any, send: Any) -> None:
         answer = _Answer(send)
         params = request.get("params")
-        dctx = _Exchange(
+        dctx = OneExchange(
             transport=TransportContext(kind="streamable-http", can_send_request=False),
             request_id=request["id"], answer=answer,
             message_metadata=ServerMessageMetadata(request_context=http),

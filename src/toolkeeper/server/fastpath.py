@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import aclose_shielded, serve_one
 from mcp.server.session import ServerSession
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -57,7 +59,7 @@ from pydantic import BaseModel, ValidationError
 from ..mcp.legacy_tasks import LegacyTasks
 from .tracecontext import WhenTraced
 
-__all__ = ["FastCall"]
+__all__ = ["FastCall", "OneExchange"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,56 @@ ENVELOPE = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CA
 carries (which the SDK's entry has checked before the call comes here); any other key (a
 progress token, a log level) keeps the kernel's path."""
 METHOD = "tools/call"
+
+
+@dataclass
+class OneExchange:
+    """The dispatch context of one request answered in one HTTP exchange (the SDK's
+    ``DispatchContext`` protocol): no back-channel for server-to-client requests (a POST has
+    nowhere for the reply to land, as on the SDK's stateless path); notifications go onto this
+    request's answer (``answer.event``), shaped by ``message``."""
+
+    transport: Any
+    request_id: Any
+    message_metadata: Any
+    answer: Any
+    progress_token: Any = None
+    can_send_request: bool = False
+    _cancel_requested: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Never set (such a request has no cancel notification: the client hangs up
+        instead); made when asked for."""
+        if self._cancel_requested is None:
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
+                               opts: Any = None) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None,
+                     opts: Any = None) -> None:
+        await self.answer.event(self.message(method, params))
+
+    def message(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        """A notification as ``answer.event`` takes it: here the JSON-RPC message."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        return message
+
+    async def progress(self, progress: float, total: float | None = None,
+                       message: str | None = None) -> None:
+        if self.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
 
 
 def _passes_plain_call(middleware: object) -> bool:

@@ -20,14 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from mcp.server.connection import Connection
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     MCP_PARAM_HEADER_PREFIX,
@@ -43,7 +40,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .fastpath import METHOD, FastCall
+from .fastpath import METHOD, FastCall, OneExchange
 
 __all__ = ["ModernCall"]
 
@@ -97,39 +94,13 @@ class _Answer:
             self.scope, self.receive, self.send)
 
 
-@dataclass
-class _Exchange:
-    """The dispatch context of one call (the SDK's ``DispatchContext`` protocol): no
-    back-channel (the 2026-07-28 wire has none); notifications go onto this call's answer."""
+class _Exchange(OneExchange):
+    """``OneExchange`` on the 2026-07-28 wire (it has no back-channel at all): a notification
+    goes onto this call's answer as the SDK frames it; a plain call names no progress token."""
 
-    transport: Any
-    request_id: Any
-    message_metadata: Any
-    answer: _Answer
-    progress_token: Any = None
-    can_send_request: bool = False
-    _cancel_requested: anyio.Event | None = None
-
-    @property
-    def cancel_requested(self) -> anyio.Event:
-        """Never set (the client cancels by hanging up); made when asked for."""
-        if self._cancel_requested is None:
-            self._cancel_requested = anyio.Event()
-        return self._cancel_requested
-
-    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
-                               opts: Any = None) -> dict[str, Any]:
-        raise NoBackChannelError(method)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None,
-                     opts: Any = None) -> None:
+    def message(self, method: str, params: Mapping[str, Any] | None) -> Any:
         body = dict(params) if params is not None else None
-        await self.answer.event(_frame(JSONRPCNotification(jsonrpc="2.0", method=method,
-                                                           params=body)))
-
-    async def progress(self, progress: float, total: float | None = None,
-                       message: str | None = None) -> None:
-        return  # a plain call names no progress token
+        return _frame(JSONRPCNotification(jsonrpc="2.0", method=method, params=body))
 
 
 class ModernCall:
