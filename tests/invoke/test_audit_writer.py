@@ -1,6 +1,7 @@
-"""The audit log's writer thread: an invoker's audit rows are written off the event loop, many
-calls' rows in one transaction (a few INSERT statements), each call answered once its row is
-committed."""
+"""The audit log's writes: a lone call's row committed on the event loop when that waits for
+nothing, otherwise off the loop by one writer thread (never holding the loop while another
+connection writes), many calls' rows in one transaction (a few INSERT statements), each call
+answered once its row is committed, the write-ahead log checkpointed off the loop."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from toolkeeper import tool
 from toolkeeper.approval.sqlite import Connection, Cursor, Database, Params
 from toolkeeper.invoke import ChainPolicy, ToolInvoker
-from toolkeeper.invoke.audit import ROWS_PER_INSERT, AuditEntry, SqliteAuditLog
+from toolkeeper.invoke.audit import CHECKPOINT_EVERY, ROWS_PER_INSERT, AuditEntry, SqliteAuditLog
 from toolkeeper.invoke.gates import RecordGate
 from toolkeeper.toolbox import Toolbox
 
@@ -146,3 +147,43 @@ async def test_a_gate_given_another_log_writes_to_it(tmp_path: Path) -> None:
     second.close()
     assert result.ok
     assert ([e.tool for e in first.query()], [e.tool for e in second.query()]) == ([], ["add"])
+
+
+async def test_a_quiet_log_commits_a_calls_row_on_the_loop_without_its_writer_thread(
+        tmp_path: Path) -> None:
+    audit = SqliteAuditLog(tmp_path / "audit.db")
+    inv = _invoker(audit)
+    session = inv.open_session()
+    for n in range(3):
+        result = await inv.invoke(call("add", a=n, b=1), session=session)
+        assert result.ok
+        with sqlite3.connect(tmp_path / "audit.db") as db:  # committed: another reader sees it
+            (rows,) = db.execute("SELECT count(*) FROM audit").fetchone()
+        assert rows == n + 1
+    assert audit._writer is None  # no hand-over to a thread and back for a lone call
+    audit.close()
+
+
+async def test_a_log_sharing_its_file_with_another_store_keeps_the_writer_thread(
+        tmp_path: Path) -> None:
+    shared = SqliteAuditLog(SqliteAuditLog(tmp_path / "audit.db").db)
+    inv = _invoker(shared)
+    assert (await inv.invoke(call("add", a=1, b=1), session=inv.open_session())).ok
+    assert shared._writer is not None  # another store's transactions share the connection
+    shared.close()
+    assert [e.tool for e in shared.query()] == ["add"]
+
+
+async def test_the_write_ahead_log_is_checkpointed_when_every_row_is_committed_on_the_loop(
+        tmp_path: Path) -> None:
+    audit = SqliteAuditLog(tmp_path / "audit.db")
+    wal = tmp_path / "audit.db-wal"
+    for n in range(4 * CHECKPOINT_EVERY):
+        await audit.record_async(_entry(n))
+    audit.close()  # the writer thread has done the checkpoints queued for it
+    with sqlite3.connect(tmp_path / "audit.db") as db:
+        _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    # SQLite restarts the log from its start after a checkpoint: without one, 1,000 commits
+    # of a few pages each would be thousands of frames
+    assert frames < 2 * CHECKPOINT_EVERY * 4, (frames, wal.stat().st_size)
+    assert len(audit.query(limit=10_000)) == 4 * CHECKPOINT_EVERY

@@ -98,6 +98,57 @@ class SqliteFile:
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite store {self.path}: {exc}") from exc
 
+    @contextmanager
+    def transaction_now(self) -> Iterator[sqlite3.Connection | None]:
+        """A write transaction only if it begins without waiting — no other thread is using
+        this connection and no other connection holds the file's write lock — else ``None``
+        at once (the caller writes another way). What the event loop may use: it never
+        waits for another process's transaction."""
+        if not self._lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            began = self._begin_now()
+            if not began:
+                yield None
+                return
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+        finally:
+            self._lock.release()
+
+    def _begin_now(self) -> bool:
+        self._conn.execute("PRAGMA busy_timeout=0")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # another connection is writing
+            return False
+        finally:
+            self._conn.execute("PRAGMA busy_timeout=10000")
+        return True
+
+    def checkpoints_by_hand(self) -> None:
+        """Stop commits on this connection from checkpointing the write-ahead log (SQLite
+        does it in the commit that passes 1,000 pages, with an fsync): its owner calls
+        ``checkpoint`` where a pause does not matter."""
+        with self._lock:
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")
+
+    def checkpoint(self) -> None:
+        """Copy what the write-ahead log holds into the file as far as readers allow
+        (SQLite's passive checkpoint: it waits for nobody)."""
+        with self._lock:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         with self._lock:
             try:

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import anyio.to_thread
 
 from ..approval.pg import is_url, open_database
-from ..approval.sqlite import Database, number, text_or_none
+from ..approval.sqlite import Database, SqliteFile, number, text_or_none
 from ..approval.store import ApprovalStore, SqliteApprovalStore
 from ..approval.where import store_options
 from ..errors import StoreError
@@ -134,6 +134,11 @@ Done = asyncio.Future[BaseException | None]
 """What a call waiting on the event loop for its row awaits: the write's error, or None."""
 Waiter = Done | Callable[[BaseException | None], None]
 """Who is told a row's outcome: a future on an event loop, or a function (a thread waits)."""
+CHECKPOINT_EVERY = 250
+"""Commits between two checkpoints of a SQLite audit file's write-ahead log (about 1,000
+pages, where SQLite would checkpoint by itself), made by the writer thread."""
+_CHECKPOINT: list[tuple[AuditEntry, Waiter]] = []
+"""Put on the writer's queue: checkpoint the log (the item itself is never written)."""
 
 
 def _row(entry: AuditEntry) -> tuple[object, ...]:
@@ -149,18 +154,27 @@ class SqliteAuditLog:
     """The audit table in a SQLite file (``toolkeeper.db`` by default, shared with approvals).
 
     ``record`` writes the row before it returns. ``record_async`` (what the invoker awaits)
-    hands the row to one writer thread and waits, without holding the event loop, until it is
-    committed: the rows recorded in one turn of the loop go over together (one wake-up of the
-    thread), and the rows waiting when the thread is free are committed in one transaction
-    (it starts another past ``MAX_BATCH``), so under load the file sees one write for many
-    calls, and with PostgreSQL the round trip is off the loop too. A call's answer waits for
-    its row, so nothing answered is ever lost, not even to ``kill -9``: what a crash can lose
-    is the batch in flight, calls not yet answered. A row that cannot be written fails its
-    call (``StoreError``), as ``record`` does. ``close`` writes what is queued and stops the
-    thread."""
+    waits, without holding the event loop, until the row is committed. A lone call's row is
+    committed on the loop itself when that waits for nothing (the turn recorded no other row,
+    the file is the log's own, no row is queued for the writer thread, no connection is
+    writing); other rows go to one writer thread — the rows of one turn of the loop together
+    (one wake-up of the thread) — which commits the rows waiting when it is free in one
+    transaction (another past ``MAX_BATCH``). So under load the file sees one write for many
+    calls while the loop goes on with other requests, another process's transaction never
+    holds the loop, and with PostgreSQL the round trip is off the loop too. On a file of its
+    own the log is checkpointed by the writer thread every ``CHECKPOINT_EVERY`` commits, not
+    by a commit on the loop. A call's answer waits for its row, so nothing answered is ever
+    lost, not even to ``kill -9``: what a crash can lose is the batch in flight, calls not
+    yet answered. A row that cannot be written fails its call (``StoreError``), as ``record``
+    does. ``close`` writes what is queued and stops the thread."""
 
     def __init__(self, path: str | Path | Database) -> None:
         self.db = open_database(path, _SCHEMA, "audit")
+        self._own_file = self.db if isinstance(self.db, SqliteFile) and self.db is not path \
+            else None
+        if self._own_file is not None:
+            self._own_file.checkpoints_by_hand()
+        self._commits = 0
         self._queue: queue.SimpleQueue[list[tuple[AuditEntry, Waiter]] | None] = \
             queue.SimpleQueue()
         self._gathered: dict[asyncio.AbstractEventLoop, list[tuple[AuditEntry, Waiter]]] = {}
@@ -179,6 +193,8 @@ class SqliteAuditLog:
                 chunk = rows[start:start + ROWS_PER_INSERT]
                 conn.execute(_INSERT + ", ".join([_VALUES] * len(chunk)),
                              [value for row in chunk for value in row])
+        if self._own_file is not None:
+            self._committed()
 
     async def record_async(self, entry: AuditEntry) -> None:
         """``record`` without blocking the event loop: returns once the row is committed (with
@@ -221,6 +237,8 @@ class SqliteAuditLog:
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         gathered = self._gathered.pop(loop, [])
+        if gathered and self._written_now(gathered):
+            return
         if gathered and not self._enqueue(gathered):  # closed meanwhile: written here
             error: BaseException | None = None
             try:
@@ -228,6 +246,37 @@ class SqliteAuditLog:
             except Exception as exc:
                 error = exc
             _settle([done for _, done in gathered], error)
+
+    def _written_now(self, gathered: list[tuple[AuditEntry, Waiter]]) -> bool:
+        """Commit a lone call's row on the event loop itself when that waits for nothing:
+        the turn recorded no other row, the file is this log's own, the writer thread has
+        nothing queued and no connection is writing (a commit here takes tens of
+        microseconds, less than handing the row to the thread and being woken back).
+        Otherwise the writer thread takes the rows: under load the loop goes on with other
+        requests while they are written (rows of many calls committed on the loop would
+        hold all of them until the commit). A checkpoint of the log never runs here."""
+        own = self._own_file
+        if own is None or len(gathered) != 1 or not self._queue.empty():
+            return False
+        (entry, done), = gathered
+        error: BaseException | None = None
+        try:
+            with own.transaction_now() as conn:
+                if conn is None:
+                    return False
+                conn.execute(_INSERT + _VALUES, _row(entry))
+        except StoreError as exc:  # the call it belonged to fails (fail closed)
+            error = exc
+        _settle([done], error)
+        if error is None:
+            self._committed()
+        return True
+
+    def _committed(self) -> None:
+        self._commits += 1
+        if self._commits >= CHECKPOINT_EVERY:
+            self._commits = 0
+            self._enqueue(_CHECKPOINT)
 
     def _enqueue(self, items: list[tuple[AuditEntry, Waiter]]) -> bool:
         """Queue rows, each with its waiter (an asyncio future, or a function) to be told the
@@ -269,6 +318,9 @@ class SqliteAuditLog:
                     break
                 size += len(batch[-1] or ())
             stop = None in batch
+            if self._own_file is not None and any(items is _CHECKPOINT for items in batch):
+                with contextlib.suppress(StoreError):  # the next one tries again
+                    self._own_file.checkpoint()
             waiting = [item for items in batch if items is not None for item in items]
             if not waiting:
                 continue
