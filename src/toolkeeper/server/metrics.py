@@ -98,6 +98,9 @@ class ServerMetrics:
         self._cursor = self.store.last_event() if self.store is not None else 0
         self._tools: set[str] = set()
         self._clients: set[str] = set()
+        self._series: dict[tuple[int | str, ...], Any] = {}
+        """The call series by their labels, as many as the labels are (``MAX_TOOL_LABELS``,
+        ``MAX_CLIENT_LABELS``, the statuses)."""
         self._counting = threading.Lock()  # two scrapes at once count each change once
         hooks = invoker.approvals.hooks
         if hooks is not None:
@@ -110,9 +113,20 @@ class ServerMetrics:
 
     def _ended(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         tool, status = self._label(str(payload.get("tool", ""))), str(payload.get("status", ""))
-        self.calls.labels(tool, status).inc()
-        self.by_client.labels(self._client(str(payload.get("client") or "")), status).inc()
-        self.latency.labels(tool).observe(float(payload.get("duration_ms", 0.0)) / 1000)
+        client = self._client(str(payload.get("client") or ""))
+        self._series_of(self.calls, tool, status).inc()
+        self._series_of(self.by_client, client, status).inc()
+        self._series_of(self.latency, tool).observe(
+            float(payload.get("duration_ms", 0.0)) / 1000)
+
+    def _series_of(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, made once per label values (``labels`` checks the
+        values and takes a lock each time)."""
+        key: tuple[int | str, ...] = (id(metric), *labels)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = metric.labels(*labels)
+        return series
 
     def _client(self, client: str) -> str:
         label = client_label(client)
