@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -164,7 +165,7 @@ def test_an_expired_upstream_session_answers_as_on_the_sdk_client_s_path(
     """The upstream forgets the session (``404``): the call that meets it, and the next one,
     answer on the lean path what they answer on the SDK client's."""
     lean_url, sdk_url, lean_dir, up_dir = both
-    seen = []
+    seen: list[Any] = []
     for url in (lean_url, sdk_url):
         (up_dir / "expire").write_text("yes")
         before = _count(lean_dir)
@@ -193,7 +194,61 @@ def test_after_an_answer_over_the_cap_the_upstream_is_reached_again(
 
 def _reached(url: str) -> None:
     """Call ``up-echo`` until it is answered (the test fails after 30 s)."""
-    deadline, seen = time.monotonic() + 30, (0, [], b"")
+    deadline = time.monotonic() + 30
+    seen: tuple[int, list[tuple[str, str]], bytes] = (0, [], b"")
     while b'"text":"again"' not in seen[2] and time.monotonic() < deadline:
         seen = _post(url, _call("up-echo", {"text": "again"}), {})
     assert b'"text":"again"' in seen[2], seen
+
+
+def _client(url: str) -> Client:
+    """The official client on the 2025-11-25 handshake (it cancels a call it abandons with
+    ``notifications/cancelled``)."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKENS[url]}"},
+                              timeout=60)
+    return Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy")
+
+
+def _slept(up_dir: Path) -> int:
+    calls = up_dir / "calls"
+    return sum(json.loads(line)["tool"] == "sleep" for line in calls.read_text().splitlines()
+               ) if calls.exists() else 0
+
+
+def _audited(where: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(where / "state" / "toolkeeper.db") as db:
+        return db.execute("SELECT status, error_code FROM audit WHERE tool = 'up-sleep'"
+                          ).fetchall()
+
+
+@pytest.mark.anyio
+async def test_a_call_the_client_abandons_is_cancelled_as_on_the_sdk_client_s_path(
+        both: tuple[str, str, Path, Path]) -> None:
+    """The client cancels a call mid-way: serve records it cancelled on both paths, and an
+    upstream that keeps sessions is told (its tool stops)."""
+    lean_url, sdk_url, lean_dir, up_dir = both
+    rows = []
+    for url, where in ((lean_url, lean_dir), (sdk_url, lean_dir.parent / "sdk")):
+        before, started = _count(lean_dir), _slept(up_dir)
+        async with _client(url) as client, anyio.create_task_group() as group:
+            group.start_soon(client.call_tool, "up-sleep", {"seconds": 30})
+            with anyio.fail_after(30):  # the call reaches the upstream
+                while _slept(up_dir) == started:
+                    await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+        seen: list[tuple[str, str | None]] = []
+        with anyio.fail_after(30):  # serve records the call as cancelled
+            while not seen:
+                seen = _audited(where)
+                await anyio.sleep(0.05)
+        rows.append((seen, _count(lean_dir) - before))
+        if (up_dir / "sse").exists():  # a session the upstream keeps: it hears the cancel
+            with anyio.fail_after(30):
+                while _cancelled(up_dir) < len(rows):
+                    await anyio.sleep(0.05)
+    assert rows == [([("error", "cancelled")], 1), ([("error", "cancelled")], 0)]
+
+
+def _cancelled(up_dir: Path) -> int:
+    cancelled = up_dir / "cancelled"
+    return len(cancelled.read_text().splitlines()) if cancelled.exists() else 0

@@ -192,7 +192,12 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams
 
         raise MCPError(code=-32001, message="the upstream refuses this call")
     if params.name == "sleep":
-        await anyio.sleep(float(arguments["seconds"]))
+        try:
+            await anyio.sleep(float(arguments["seconds"]))
+        except anyio.get_cancelled_exc_class():  # the client cancelled it
+            with (STATE / "cancelled").open("a") as cancelled:
+                cancelled.write("sleep\n")
+            raise
         return types.CallToolResult(content=[types.TextContent(text="slept")])
     return types.CallToolResult(content=[types.TextContent(text=f"no tool {params.name}")],
                                 is_error=True)

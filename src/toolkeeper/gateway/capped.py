@@ -17,6 +17,7 @@ import anyio
 import anyio.abc
 
 from .confine import Launch
+from .http11 import KeptAlive
 
 __all__ = ["STOP_GRACE_S", "capped_stdio"]
 
@@ -134,10 +135,12 @@ async def _stop(process: anyio.abc.Process) -> None:
     await process.aclose()
 
 
-def capped_http(limit: int, over: Callable[[], None]) -> Any:
+def capped_http(limit: int, over: Callable[[], None],
+                seen: Callable[[Any, Any], None] | None = None) -> Any:
     """An httpx transport whose POST responses (the answers to our requests: a result, a
     page) end with an error past ``limit`` bytes, ``over()`` called first. The standalone GET
-    stream of notifications is not capped as a whole."""
+    stream of notifications is not capped as a whole. ``seen(request, response)`` hears each
+    POST and the head of its answer. Plain ``http://`` goes over ``KeptAlive``'s connections."""
     import httpx2
 
     class Capped(httpx2.AsyncByteStream):
@@ -158,12 +161,14 @@ def capped_http(limit: int, over: Callable[[], None]) -> Any:
 
     class Transport(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx2.AsyncHTTPTransport()
+            self.inner = KeptAlive()
 
         async def handle_async_request(self, request: Any) -> Any:
             response = await self.inner.handle_async_request(request)
             if request.method == "POST":
                 response.stream = Capped(response.stream)
+                if seen is not None:
+                    seen(request, response)
             return response
 
         async def aclose(self) -> None:

@@ -2,32 +2,32 @@
 itself: the lean path.
 
 The SDK's client sends a request through a memory stream to its transport's writer task, which
-starts a task per request to post it, hands the answer back through another memory stream to
-the session's receive loop, which wakes the caller waiting on its own memory stream: a whole
-client round trip, about as long as the upstream's call itself. The lean path keeps the SDK's
-parts that decide what goes on the wire and what an answer means, and drops the hand-overs:
+starts a task per request to post it and hands the answer back through another memory stream
+to the session's receive loop, which wakes the caller waiting on a memory stream of its own: a
+whole client round trip, about as long as the upstream's call itself. The lean path posts the
+call in the calling task, on the SDK client's own connection:
 
-- the connection is the SDK client's (``streamable_http`` below opens it as the SDK does and
-  keeps its transport at hand): its session id, negotiated revision, headers, authorization,
-  the httpx client with its kept-alive connections and the gateway's cap on answer sizes;
-- the request is the one the SDK's session would send (its own stamp gives the headers), with
-  an id of the gateway's own (a string: never one the session mints);
-- the answer is read by the SDK transport's own POST handling (a JSON body, an event stream,
-  a redirect, ``202``, a JSON-RPC error at a 4xx status, ``404`` for a session gone, another
-  content type, a stream to resume), in the calling task;
-- whatever the answer stream carries besides the answer — a log line, a list change, the
-  upstream's sampling or elicitation request — goes to the SDK session exactly as its own
-  transport would hand it over: the relay hears and answers it as before;
+- the httpx client is the one the SDK's transport was given: the configured headers, the
+  upstream's OAuth, the kept-alive connections and the cap on answer sizes;
+- the request carries what the SDK's own requests on that connection carry (``LeanLink.seen``
+  hears each of them: the session id, the protocol version), with an id of the gateway's own
+  (a string: never one the SDK's session mints);
+- the answer is read as the SDK's transport reads it — a JSON body, or an event stream whose
+  messages before the answer (a log line, a list change, the upstream's sampling or
+  elicitation request) go to the SDK's session exactly as its transport hands them over, so
+  the relay hears and answers them as before — and what the SDK's transport makes of a ``202``,
+  an error status (a JSON-RPC error in its body, ``404`` for a session the upstream forgot), a
+  body that is not JSON-RPC or another content type, the lean path makes too;
 - the result is checked as the SDK's session checks it (the revision's result, the
   ``CallToolResult`` model, the tool's output schema);
 - a call cancelled or timed out tells the upstream with ``notifications/cancelled``, as the
   SDK's session does.
 
 The gateway takes it only for a call whose client hears no progress (no progress token to
-relay) on a connection that negotiated the 2025-11-25 handshake; everything else — a call with
-progress, a 2026-07-28 connection, a stdio upstream, listing, reading, prompts, the upstream's
-own stream — is the SDK client's. Once posted, a call is never posted again: a failure is the
-call's answer, as it is on the SDK's path.
+relay), on a connection that negotiated the 2025-11-25 handshake and whose requests the
+upstream never redirected; everything else — a call with progress, a 2026-07-28 connection, a
+stdio upstream, listing, reading, prompts, the upstream's own stream — is the SDK client's.
+Once posted, a call is never posted again: whatever follows is the call's answer.
 """
 
 from __future__ import annotations
@@ -47,98 +47,173 @@ __all__ = ["LeanLink", "streamable_http"]
 
 CANCEL_WRITE_S = 2.0
 """Seconds a cancelled call's ``notifications/cancelled`` may take to go out."""
-
-
-class _Answer:
-    """What the SDK transport's POST handling hands over for one lean call: the answer to it
-    kept here, anything else passed on to the SDK session."""
-
-    def __init__(self, request_id: str, inbound: Any) -> None:
-        self.request_id = request_id
-        self.inbound = inbound
-        self.outcome: Any = None
-
-    async def send(self, item: Any) -> None:
-        from mcp_types import JSONRPCError, JSONRPCResponse
-
-        message = getattr(item, "message", None)
-        if (isinstance(message, JSONRPCResponse | JSONRPCError)
-                and message.id == self.request_id):
-            self.outcome = message
-            return
-        await self.inbound.send(item)
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
 
 
 class LeanLink:
-    """One connection's way to post a plain ``tools/call`` itself (see the module's doc)."""
+    """One connection's way to post a plain ``tools/call`` itself (see the module's doc):
+    ``http`` the SDK transport's httpx client, ``inbound`` the stream the SDK's session reads
+    what the upstream sends."""
 
-    def __init__(self, transport: Any, http: Any, inbound: Any) -> None:
-        self.transport = transport
+    def __init__(self, url: str, http: Any, inbound: Any) -> None:
+        self.url = url
         self.http = http
         self.inbound = inbound
+        self.session_id: str | None = None
+        self.redirected = False
         self._ids = itertools.count(1)
+
+    def seen(self, request: Any, response: Any) -> None:
+        """A POST of the SDK's on this connection and its answer's head: its session id is
+        the one to send, and a redirect keeps this connection off the lean path."""
+        if (named := request.headers.get(SESSION_HEADER)) is not None:
+            self.session_id = named
+        elif (given := response.headers.get(SESSION_HEADER)) is not None:
+            self.session_id = given
+        if 300 <= response.status_code < 400:
+            self.redirected = True
 
     def takes(self, client: Client) -> bool:
         """Whether a call on ``client`` can take the lean path: its session negotiated the
-        2025-11-25 handshake (the 2026-07-28 revision's calls carry an envelope, input rounds
-        and header checks the SDK's client drives)."""
+        2025-11-25 handshake (a 2026-07-28 call carries an envelope, input rounds and header
+        checks the SDK's client drives) and no request of it was redirected."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
         version = client.session.protocol_version
-        return version is not None and version not in MODERN_PROTOCOL_VERSIONS
+        return (version is not None and version not in MODERN_PROTOCOL_VERSIONS
+                and not self.redirected)
 
     async def call(self, client: Client, name: str, arguments: dict[str, Any]
                    ) -> types.CallToolResult:
         """Call tool ``name`` on the upstream; raises ``MCPError`` for an error answer, as the
         SDK's client does."""
+        import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
         session = client.session
+        version = session.protocol_version or ""
         request_id = f"toolkeeper-{next(self._ids)}"
-        answer = _Answer(request_id, self.inbound)
-        context = self._context(session, request_id, name, arguments, answer)
+        body = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call",
+                                    params={"name": name, "arguments": arguments})
+        headers = {"accept": "application/json, text/event-stream",
+                   "content-type": "application/json", VERSION_HEADER: version}
+        if self.session_id:
+            headers[SESSION_HEADER] = self.session_id
         try:
-            await self.transport._handle_post_request(context)
+            outcome = await self._post(body.model_dump_json(by_alias=True, exclude_unset=True),
+                                       headers, request_id)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_WRITE_S):
                 await _cancelled(session, request_id)
             raise
-        outcome = answer.outcome
-        if outcome is None:
-            from mcp_types import CONNECTION_CLOSED
-
-            raise MCPError(code=CONNECTION_CLOSED, message="the upstream's answer did not "
-                                                           "carry the call's result")
-        error = getattr(outcome, "error", None)
-        if error is not None:
+        if isinstance(outcome, types.JSONRPCError):
+            error = outcome.error
             raise MCPError(code=error.code, message=error.message, data=error.data)
-        return await _result(session, name, outcome.result)
+        return await _result(session, name, version, outcome.result)
 
-    def _context(self, session: Any, request_id: str, name: str, arguments: dict[str, Any],
-                 answer: _Answer) -> Any:
-        """The SDK transport's context for posting the call as the session would send it."""
-        import mcp_types as types
-        from mcp.client.streamable_http import RequestContext
-        from mcp.shared._otel import inject_trace_context
-        from mcp.shared.message import ClientMessageMetadata, SessionMessage
+    async def _post(self, body: str, headers: dict[str, str], request_id: str) -> Any:
+        """The call's answer (a ``JSONRPCResponse`` or ``JSONRPCError``), what the stream
+        carries besides it handed to the SDK's session."""
+        async with self.http.stream("POST", self.url, content=body, headers=headers) as response:
+            return await answer_of(response, request_id, self.session_id is not None,
+                                   self.inbound)
 
-        data = types.CallToolRequest(params=types.CallToolRequestParams(
-            name=name, arguments=arguments)).model_dump(by_alias=True, mode="json",
-                                                        exclude_none=True)
-        opts: dict[str, Any] = {}
-        session._stamp(data, opts)
-        params = dict(data.get("params") or {})
-        meta = dict(params.get("_meta") or {})
-        inject_trace_context(meta)
-        if meta:
-            params["_meta"] = meta
-        message = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call",
-                                       params=params)
-        metadata = ClientMessageMetadata(headers=opts.get("headers"))
-        return RequestContext(client=self.http, session_id=self.transport.session_id,
-                              session_message=SessionMessage(message, metadata=metadata),
-                              metadata=metadata,
-                              read_stream_writer=answer)  # type: ignore[arg-type]  # its send
+
+async def answer_of(response: Any, request_id: str, in_session: bool, inbound: Any) -> Any:
+    """What the SDK's transport makes of the answer to a request it posted: the request's
+    ``JSONRPCResponse`` or ``JSONRPCError`` (one it makes up for a status or a body it cannot
+    take, in the SDK's words); what an event stream carries before it goes to ``inbound``."""
+    import mcp_types as types
+
+    def error(code: int, message: str) -> types.JSONRPCError:
+        return types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                  error=types.ErrorData(code=code, message=message))
+
+    status = response.status_code
+    if status == 202:
+        return error(types.INVALID_REQUEST, "server answered a request with 202 Accepted")
+    if 300 <= status < 400:
+        return error(types.INVALID_REQUEST, f"Redirect to {response.headers.get('location')} "
+                     "not followed; use that URL as the endpoint if it is the intended server")
+    content_type = response.headers.get("content-type", "").lower()
+    if status >= 400:
+        return await _refused(response, content_type, in_session, error)
+    if content_type.startswith("application/json"):
+        return await _json(response, request_id, error)
+    if content_type.startswith("text/event-stream"):
+        return await _streamed(response, request_id, inbound, error)
+    return error(types.INVALID_REQUEST, f"Unexpected content type: {content_type}")
+
+
+async def _refused(response: Any, content_type: str, in_session: bool,
+                   error: Callable[[int, str], Any]) -> Any:
+    """An error status: the JSON-RPC error its body carries, else one the status means."""
+    import httpx2
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    if content_type.startswith("application/json"):
+        try:
+            parsed = types.jsonrpc_message_adapter.validate_json(await response.aread(),
+                                                                 by_name=False)
+            if isinstance(parsed, types.JSONRPCError):
+                return error(parsed.error.code, parsed.error.message).model_copy(
+                    update={"error": parsed.error})
+        except (httpx2.StreamError, ValidationError):
+            pass
+    if response.status_code == 404:
+        return (error(types.INVALID_REQUEST, "Session terminated") if in_session
+                else error(types.METHOD_NOT_FOUND, "Not Found"))
+    return error(types.INTERNAL_ERROR, "Server returned an error response")
+
+
+async def _json(response: Any, request_id: str, error: Callable[[int, str], Any]) -> Any:
+    import httpx2
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(await response.aread(),
+                                                              by_name=False)
+    except (httpx2.StreamError, ValidationError) as exc:
+        return error(types.PARSE_ERROR, f"Failed to parse JSON response: {exc}")
+    return _ours(message, request_id, error)
+
+
+async def _streamed(response: Any, request_id: str, inbound: Any,
+                    error: Callable[[int, str], Any]) -> Any:
+    """An event stream: its messages before the answer go to the SDK's session."""
+    import httpx2
+    import mcp_types as types
+    from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
+    from mcp.shared.message import SessionMessage
+
+    try:
+        async for sse in httpx2.EventSource(response, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE):
+            if sse.event != "message" or not sse.data:
+                continue
+            try:
+                message = types.jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+            except Exception as exc:
+                return error(types.PARSE_ERROR, f"Failed to parse SSE message: {exc}")
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                return message.model_copy(update={"id": request_id})
+            await inbound.send(SessionMessage(message))
+    except httpx2.SSEError as exc:
+        return error(types.CONNECTION_CLOSED, f"SSE stream failed: {exc}")
+    except (httpx2.ReadError, httpx2.RemoteProtocolError):
+        pass  # the stream broke off (an answer over the cap among others)
+    return error(types.CONNECTION_CLOSED, "SSE stream ended without a response")
+
+
+def _ours(message: Any, request_id: str, error: Callable[[int, str], Any]) -> Any:
+    import mcp_types as types
+
+    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) \
+            and message.id == request_id:
+        return message
+    return error(types.CONNECTION_CLOSED, "the upstream's answer did not carry the call's result")
 
 
 async def _cancelled(session: Any, request_id: str) -> None:
@@ -151,23 +226,16 @@ async def _cancelled(session: Any, request_id: str) -> None:
                                                      reason="caller cancelled")))
 
 
-async def _result(session: Any, name: str, raw: dict[str, Any]) -> types.CallToolResult:
+async def _result(session: Any, name: str, version: str, raw: dict[str, Any]
+                  ) -> types.CallToolResult:
     """A call's result as the SDK's session makes it: checked against the negotiated
-    revision, a later revision's fields dropped, the result model, the output schema."""
+    revision, the result model, the output schema."""
     import mcp_types as types
-    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
     from mcp_types import methods
 
-    _clamp_inbound_ttl(raw)
-    version = session.protocol_version or "2025-11-25"
     with contextlib.suppress(KeyError):
         methods.validate_server_result("tools/call", version, raw)
-    if not (foreign := _later_revision_fields("tools/call", version)).isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    result = session._call_tool_adapter.validate_python(raw, by_name=False)
-    if not isinstance(result, types.CallToolResult):
-        raise RuntimeError(f"tools/call answered {type(result).__name__}, which a "
-                           "2025-11-25 session does not take")
+    result = types.CallToolResult.model_validate(raw, by_name=False)
     if not result.is_error:
         await session.validate_tool_result(name, result)
     return result
@@ -176,28 +244,24 @@ async def _result(session: Any, name: str, raw: dict[str, Any]) -> types.CallToo
 @contextlib.asynccontextmanager
 async def streamable_http(url: str, http: Any, linked: Callable[[LeanLink], None]
                           ) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's Streamable HTTP client transport over ``http``, opened as the SDK's
-    ``streamable_http_client`` opens it, and its ``LeanLink`` handed to ``linked``."""
-    from mcp.client.streamable_http import StreamableHTTPTransport
-    from mcp.shared._compat import resync_tracer
-    from mcp.shared._context_streams import create_context_streams
-    from mcp.shared.message import SessionMessage
+    """The SDK's Streamable HTTP client transport over ``http``, what it reads passed on to
+    the SDK's session through a stream the lean path hands messages to as well; the
+    ``LeanLink`` handed to ``linked``."""
+    from mcp.client.streamable_http import streamable_http_client
 
-    transport = StreamableHTTPTransport(url)
-    inbound, read_stream = create_context_streams[SessionMessage | Exception](0)
-    write_stream, outbound = create_context_streams[SessionMessage](0)
-    async with inbound, read_stream, write_stream, outbound, anyio.create_task_group() as tg:
+    inbound, merged = anyio.create_memory_object_stream[Any](0)
+    async with streamable_http_client(url, http_client=http) as (read, write), merged, \
+            anyio.create_task_group() as group:
 
-        def start_get_stream() -> None:
-            tg.start_soon(transport.handle_get_stream, http, inbound)
+        async def forward() -> None:
+            async with inbound:
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    async for item in read:
+                        await inbound.send(item)
 
-        tg.start_soon(transport.post_writer, http, outbound, inbound, write_stream,
-                      start_get_stream, tg)
-        linked(LeanLink(transport, http, inbound))
+        group.start_soon(forward)
+        linked(LeanLink(url, http, inbound))
         try:
-            yield read_stream, write_stream
+            yield merged, write
         finally:
-            if transport.session_id:
-                await transport.terminate_session(http)
-            tg.cancel_scope.cancel()
-    await resync_tracer()
+            group.cancel_scope.cancel()

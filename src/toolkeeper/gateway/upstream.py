@@ -227,13 +227,17 @@ class Upstream:
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=headers, timeout=timeout, auth=self._auth(),
-                transport=capped_http(cfg.max_result_bytes, self._over)))
+                transport=capped_http(cfg.max_result_bytes, self._over, self._seen)))
             return streamable_http(cfg.url, http, self._linked)
         env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
         return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
 
     def _linked(self, link: LeanLink) -> None:
         self._lean = link
+
+    def _seen(self, request: Any, response: Any) -> None:
+        if self._lean is not None:
+            self._lean.seen(request, response)
 
     def _auth(self) -> Any:
         """The OAuth of an upstream with ``oauth`` (the SDK's, over the sealed store)."""
