@@ -1,6 +1,8 @@
-"""The gateway's HTTP/1.1 connections to a plain ``http://`` upstream: kept alive, one request
-at a time each, parsed by h11 — under the httpx client the SDK's transport is given (its
-headers, authorization, redirects and the cap on answer sizes stay the httpx client's).
+"""The lean path's HTTP/1.1 connections to a plain ``http://`` upstream: kept alive, one
+request at a time each, parsed by h11 — under the httpx client the SDK's transport is given
+(its headers, authorization and the cap on answer sizes stay the httpx client's). Only the
+requests marked ``LEAN`` (``request.extensions``) take them; the SDK's own requests keep
+httpx's transport.
 
 httpx's own transport (httpcore: a connection pool with its locks, a stream backend and h11
 behind several layers) spent about 230 µs more per request than h11 over a bare socket on the
@@ -21,9 +23,11 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import h11
 
-__all__ = ["KeptAlive"]
+__all__ = ["LEAN", "KeptAlive"]
+
+LEAN = "toolkeeper_lean"
+"""The request extension that sends a request over ``KeptAlive``."""
 
 IDLE_KEPT = 16
 """Idle connections kept per upstream at most (more are closed as they come back)."""
@@ -32,12 +36,15 @@ CHUNK = 65536
 
 class _Connection:
     def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        import h11
+
         self.stream = stream
         self.h11 = h11.Connection(h11.CLIENT)
 
     async def event(self, timeout: float | None) -> Any:
         """The next h11 event, reading from the socket as needed (at most ``timeout`` s each
         read: httpx's ``ReadTimeout`` past it)."""
+        import h11
         import httpx2
 
         while True:
@@ -78,6 +85,8 @@ class _Answer:
         self.ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        import h11
+
         while not self.ended and self.connection is not None:
             event = await self.connection.event(self.timeout)
             if isinstance(event, h11.Data):
@@ -91,6 +100,8 @@ class _Answer:
                                                      "before its answer ended")
 
     async def aclose(self) -> None:
+        import h11
+
         connection, self.connection = self.connection, None
         if connection is None:
             return
@@ -111,11 +122,14 @@ class KeptAlive:
     """An httpx transport (``handle_async_request``) over kept-alive HTTP/1.1 connections for
     ``http://`` URLs; other schemes go to httpx's own transport."""
 
-    def __init__(self) -> None:
+    def __init__(self, other: Any) -> None:
         import httpx2
 
-        self.tls = httpx2.AsyncHTTPTransport()
+        self.tls = other
+        """Where a request for another scheme goes (httpx's own transport)."""
         self._idle: list[_Connection] = []
+        # httpx takes a body that is its own kind of stream
+        self._answer = type("Answer", (_Answer, httpx2.AsyncByteStream), {})
 
     async def release(self, connection: _Connection) -> None:
         if len(self._idle) < IDLE_KEPT:
@@ -143,6 +157,7 @@ class KeptAlive:
         return _Connection(stream)  # anyio sets TCP_NODELAY
 
     async def handle_async_request(self, request: Any) -> Any:
+        import h11
         import httpx2
 
         if request.url.scheme != "http":
@@ -171,11 +186,10 @@ class KeptAlive:
                 raise httpx2.RemoteProtocolError(str(exc) or type(exc).__name__) from exc
             raise
         return httpx2.Response(event.status_code, headers=list(event.headers),
-                               stream=_Answer(self, connection, read),  # type: ignore[arg-type]
+                               stream=self._answer(self, connection, read),
                                extensions={"http_version": b"HTTP/1.1"})
 
     async def aclose(self) -> None:
         for connection in self._idle:
             await connection.stream.aclose()
         self._idle.clear()
-        await self.tls.aclose()

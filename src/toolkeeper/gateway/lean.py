@@ -38,6 +38,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from pydantic import ValidationError
+
+from .http11 import LEAN
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -47,6 +50,8 @@ __all__ = ["LeanLink", "streamable_http"]
 
 CANCEL_WRITE_S = 2.0
 """Seconds a cancelled call's ``notifications/cancelled`` may take to go out."""
+RESUME_TRIES = 2
+"""Failed tries to resume an answer's event stream before the call fails (the SDK's own)."""
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 
@@ -115,12 +120,18 @@ class LeanLink:
     async def _post(self, body: str, headers: dict[str, str], request_id: str) -> Any:
         """The call's answer (a ``JSONRPCResponse`` or ``JSONRPCError``), what the stream
         carries besides it handed to the SDK's session."""
-        async with self.http.stream("POST", self.url, content=body, headers=headers) as response:
+        def resume(last_id: str) -> Any:
+            return self.http.stream("GET", self.url, headers={
+                **headers, "accept": "text/event-stream", "last-event-id": last_id})
+
+        async with self.http.stream("POST", self.url, content=body, headers=headers,
+                                    extensions={LEAN: True}) as response:
             return await answer_of(response, request_id, self.session_id is not None,
-                                   self.inbound)
+                                   self.inbound, resume)
 
 
-async def answer_of(response: Any, request_id: str, in_session: bool, inbound: Any) -> Any:
+async def answer_of(response: Any, request_id: str, in_session: bool, inbound: Any,
+                    resume: Any) -> Any:
     """What the SDK's transport makes of the answer to a request it posted: the request's
     ``JSONRPCResponse`` or ``JSONRPCError`` (one it makes up for a status or a body it cannot
     take, in the SDK's words); what an event stream carries before it goes to ``inbound``."""
@@ -142,7 +153,7 @@ async def answer_of(response: Any, request_id: str, in_session: bool, inbound: A
     if content_type.startswith("application/json"):
         return await _json(response, request_id, error)
     if content_type.startswith("text/event-stream"):
-        return await _streamed(response, request_id, inbound, error)
+        return await _streamed(response, request_id, inbound, error, resume)
     return error(types.INVALID_REQUEST, f"Unexpected content type: {content_type}")
 
 
@@ -151,7 +162,6 @@ async def _refused(response: Any, content_type: str, in_session: bool,
     """An error status: the JSON-RPC error its body carries, else one the status means."""
     import httpx2
     import mcp_types as types
-    from pydantic import ValidationError
 
     if content_type.startswith("application/json"):
         try:
@@ -171,7 +181,6 @@ async def _refused(response: Any, content_type: str, in_session: bool,
 async def _json(response: Any, request_id: str, error: Callable[[int, str], Any]) -> Any:
     import httpx2
     import mcp_types as types
-    from pydantic import ValidationError
 
     try:
         message = types.jsonrpc_message_adapter.validate_json(await response.aread(),
@@ -181,9 +190,44 @@ async def _json(response: Any, request_id: str, error: Callable[[int, str], Any]
     return _ours(message, request_id, error)
 
 
+class _Events:
+    """Where an event stream got to: its last event's id and the wait it asked for."""
+
+    last_id: str | None = None
+    retry_ms: int | None = None
+
+
 async def _streamed(response: Any, request_id: str, inbound: Any,
-                    error: Callable[[int, str], Any]) -> Any:
-    """An event stream: its messages before the answer go to the SDK's session."""
+                    error: Callable[[int, str], Any], resume: Any) -> Any:
+    """An event stream: its messages before the answer go to the SDK's session; a stream that
+    ends without the answer is resumed from its last event as the SDK's transport resumes it
+    (a ``GET`` with ``Last-Event-ID`` after the wait it asked for, twice at most)."""
+    import mcp_types as types
+
+    where = _Events()
+    answer = await _events(response, request_id, inbound, error, where)
+    failed = 0
+    while answer is None and where.last_id is not None and failed < RESUME_TRIES:
+        await anyio.sleep((where.retry_ms if where.retry_ms is not None else 1000) / 1000)
+        try:
+            async with resume(where.last_id) as again:
+                kind = again.headers.get("content-type", "").partition(";")[0].strip().lower()
+                if again.status_code >= 400 or kind != "text/event-stream":
+                    failed += 1
+                    continue
+                answer = await _events(again, request_id, inbound, error, where)
+        except Exception:
+            failed += 1
+    if answer is not None:
+        return answer
+    return error(types.CONNECTION_CLOSED, "SSE stream ended and reconnection attempts were "
+                 "exhausted" if where.last_id is not None else
+                 "SSE stream ended without a response")
+
+
+async def _events(response: Any, request_id: str, inbound: Any,
+                  error: Callable[[int, str], Any], where: _Events) -> Any:
+    """The answer on one event stream, or None when it ended without it."""
     import httpx2
     import mcp_types as types
     from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
@@ -191,6 +235,8 @@ async def _streamed(response: Any, request_id: str, inbound: Any,
 
     try:
         async for sse in httpx2.EventSource(response, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE):
+            where.last_id = sse.id or where.last_id
+            where.retry_ms = sse.retry if sse.retry is not None else where.retry_ms
             if sse.event != "message" or not sse.data:
                 continue
             try:
@@ -203,8 +249,8 @@ async def _streamed(response: Any, request_id: str, inbound: Any,
     except httpx2.SSEError as exc:
         return error(types.CONNECTION_CLOSED, f"SSE stream failed: {exc}")
     except (httpx2.ReadError, httpx2.RemoteProtocolError):
-        pass  # the stream broke off (an answer over the cap among others)
-    return error(types.CONNECTION_CLOSED, "SSE stream ended without a response")
+        return None  # the stream broke off (an answer over the cap among others)
+    return None
 
 
 def _ours(message: Any, request_id: str, error: Callable[[int, str], Any]) -> Any:
