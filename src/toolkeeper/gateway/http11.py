@@ -48,7 +48,10 @@ class _Connection:
         import httpx2
 
         while True:
-            event = self.h11.next_event()
+            try:
+                event = self.h11.next_event()
+            except h11.ProtocolError as exc:  # what httpx says of a broken answer
+                raise httpx2.RemoteProtocolError(str(exc) or type(exc).__name__) from exc
             if event is not h11.NEED_DATA:
                 return event
             try:
