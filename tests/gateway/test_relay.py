@@ -63,6 +63,7 @@ class Heard:
     """What our side was told: a client link (one client) and the hub (every client)."""
 
     client = "alice"
+    hears_progress = True
 
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []

@@ -16,7 +16,10 @@ tool list is answered only once STATE_DIR/release exists or after the seconds th
 holds, whichever comes first; STATE_DIR/listed is written as it is answered. With
 STATE_DIR/modern_only, it speaks 2026-07-28 only: the 2025-11-25 handshake is refused with the
 versions it serves, as such a server answers it, and STATE_DIR/eras gets a line per request
-naming the revision it came in."""
+naming the revision it came in. Over HTTP it is stateless and answers in JSON; with STATE/sse
+it keeps sessions and answers as event streams, and a request naming a session is answered
+``404`` once STATE/expire exists (the file is then removed). Tool ``refuse`` answers a JSON-RPC
+error."""
 
 from __future__ import annotations
 
@@ -184,8 +187,17 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams
         return types.CallToolResult(content=[types.TextContent(text="wiped")])
     if params.name == "big":
         return types.CallToolResult(content=[types.TextContent(text="x" * int(arguments["size"]))])
+    if params.name == "refuse":  # a JSON-RPC error, not an error result
+        from mcp.shared.exceptions import MCPError
+
+        raise MCPError(code=-32001, message="the upstream refuses this call")
     if params.name == "sleep":
-        await anyio.sleep(float(arguments["seconds"]))
+        try:
+            await anyio.sleep(float(arguments["seconds"]))
+        except anyio.get_cancelled_exc_class():  # the client cancelled it
+            with (STATE / "cancelled").open("a") as cancelled:
+                cancelled.write("sleep\n")
+            raise
         return types.CallToolResult(content=[types.TextContent(text="slept")])
     return types.CallToolResult(content=[types.TextContent(text=f"no tool {params.name}")],
                                 is_error=True)
@@ -292,12 +304,49 @@ async def _stdio() -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+def _expiring(app: Any) -> Any:
+    """``app``, answering ``404`` (the session is gone) to the next ``tools/call`` that names
+    a session once STATE/expire exists, which is then removed."""
+
+    async def expiring(scope: Any, receive: Any, send: Any) -> None:
+        named = scope["type"] == "http" and any(
+            key == b"mcp-session-id" for key, _ in scope.get("headers", ()))
+        if not named or not (STATE / "expire").exists():
+            await app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        replayed = False
+
+        async def again() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if b'"tools/call"' in body:
+            (STATE / "expire").unlink()
+            await send({"type": "http.response.start", "status": 404, "headers": [
+                (b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": json.dumps({
+                "jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32600, "message": "Session not found"}}).encode()})
+            return
+        await app(scope, again, send)
+    return expiring
+
+
 def _http(port_file: Path) -> None:
     import socket
 
     import uvicorn
 
-    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    streams = (STATE / "sse").exists()  # stateful, answering as event streams
+    app = server.streamable_http_app(stateless_http=not streams, json_response=not streams)
+    if streams:
+        app = _expiring(app)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

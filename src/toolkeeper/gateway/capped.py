@@ -17,8 +17,9 @@ import anyio
 import anyio.abc
 
 from .confine import Launch
+from .http11 import LEAN, KeptAlive
 
-__all__ = ["STOP_GRACE_S", "capped_stdio"]
+__all__ = ["STOP_GRACE_S", "capped_http", "capped_stdio"]
 
 STOP_GRACE_S = 0.5
 """Seconds an upstream has to exit after its stdin is closed, then after SIGTERM, before the
@@ -134,10 +135,13 @@ async def _stop(process: anyio.abc.Process) -> None:
     await process.aclose()
 
 
-def capped_http(limit: int, over: Callable[[], None]) -> Any:
+def capped_http(limit: int, over: Callable[[], None],
+                seen: Callable[[Any, Any], None] | None = None) -> Any:
     """An httpx transport whose POST responses (the answers to our requests: a result, a
     page) end with an error past ``limit`` bytes, ``over()`` called first. The standalone GET
-    stream of notifications is not capped as a whole."""
+    stream of notifications is not capped as a whole. ``seen(request, response)`` hears each
+    POST and the head of its answer. A request marked ``LEAN`` in its extensions (the lean
+    path's calls) goes over ``KeptAlive``'s connections; every other over httpx's own."""
     import httpx2
 
     class Capped(httpx2.AsyncByteStream):
@@ -159,14 +163,19 @@ def capped_http(limit: int, over: Callable[[], None]) -> Any:
     class Transport(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
             self.inner = httpx2.AsyncHTTPTransport()
+            self.kept = KeptAlive(self.inner)
 
         async def handle_async_request(self, request: Any) -> Any:
-            response = await self.inner.handle_async_request(request)
+            inner = self.kept if request.extensions.get(LEAN) else self.inner
+            response = await inner.handle_async_request(request)
             if request.method == "POST":
                 response.stream = Capped(response.stream)
+                if seen is not None:
+                    seen(request, response)
             return response
 
         async def aclose(self) -> None:
+            await self.kept.aclose()
             await self.inner.aclose()
 
     return Transport()

@@ -59,6 +59,11 @@ class RelayLink(Protocol):
         """The client's name (the ``Caller``'s)."""
         ...
 
+    @property
+    def hears_progress(self) -> bool:
+        """Whether the client asked to hear this request's progress (a progress token)."""
+        ...
+
     def can(self, asked: Asked) -> bool:
         """Whether this client can be asked now: it declared the capability and the
         connection carries server-to-client requests."""

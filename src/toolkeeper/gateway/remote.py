@@ -45,15 +45,19 @@ class RemoteTool(BaseTool):
                       **arguments: Any) -> ToolResult:
         ctx = _toolkeeper_ctx
         upstream, relay, remote = self.__dict__["_relayed"]
+        link = current_client()
         waiting = InFlight(call_id=ctx.call_id, session_id=ctx.session_id or "",
-                           tool=self.name, link=current_client())
+                           tool=self.name, link=link)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             await ctx.report_progress(done, total, message)
 
+        # no progress asked of the upstream when nobody hears it (the call may then take the
+        # lean path: nothing but its answer to wait for)
+        heard = ctx.progress_sink is not None and (link is None or link.hears_progress)
         try:
             with relay.relaying(upstream.name, waiting):
-                result = await upstream.call(remote, arguments, progress)
+                result = await upstream.call(remote, arguments, progress if heard else None)
         except UpstreamError as exc:
             return ToolResult.error(str(exc), code="upstream_unavailable")
         return tool_result_from_mcp(result.model_dump(by_alias=True, exclude_none=True))

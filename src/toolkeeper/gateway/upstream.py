@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from .capped import capped_http, capped_stdio
 from .confine import Unconfinable, launch
 from .credentials import UpstreamCredentials
+from .lean import LeanLink, streamable_http
 from .upstream_auth import refusal, taken_refusal, upstream_auth
 
 if TYPE_CHECKING:
@@ -64,6 +65,9 @@ class Upstream:
         self.group = group
         self.listener = listener
         self._client: Client | None = None
+        self._lean: LeanLink | None = None
+        """How a plain call on the live HTTP connection is posted without the SDK's client
+        round trip (``gateway.lean``)."""
         self._attempt: anyio.Event | None = None
         self._drop: anyio.Event | None = None
         self._error: str | None = None
@@ -140,7 +144,7 @@ class Upstream:
             refused = self._refusal(exc)
             self._failed(refused or _reason(exc), refused=refused is not None)
         finally:
-            self._client = None
+            self._client = self._lean = None
             if self._attempt is attempt:
                 self._attempt = None
             attempt.set()
@@ -184,7 +188,7 @@ class Upstream:
         if self._drop is not None:
             self._drop.set()
             self._drop = None
-            self._client = None
+            self._client = self._lean = None
             self._failed(reason)
 
     async def close(self) -> None:
@@ -217,17 +221,23 @@ class Upstream:
         cfg = self.config
         if cfg.url is not None:
             import httpx2
-            from mcp.client.streamable_http import streamable_http_client
 
             headers = {k: expand_env(v, f"mcp server '{cfg.name}' header {k}")
                        for k, v in cfg.headers.items()}
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=headers, timeout=timeout, auth=self._auth(),
-                transport=capped_http(cfg.max_result_bytes, self._over)))
-            return streamable_http_client(cfg.url, http_client=http)
+                transport=capped_http(cfg.max_result_bytes, self._over, self._seen)))
+            return streamable_http(cfg.url, http, self._linked)
         env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
         return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
+
+    def _linked(self, link: LeanLink) -> None:
+        self._lean = link
+
+    def _seen(self, request: Any, response: Any) -> None:
+        if self._lean is not None:
+            self._lean.seen(request, response)
 
     def _auth(self) -> Any:
         """The OAuth of an upstream with ``oauth`` (the SDK's, over the sealed store)."""
@@ -306,8 +316,13 @@ class Upstream:
 
     async def call(self, name: str, arguments: dict[str, Any], progress: Any = None
                    ) -> types.CallToolResult:
-        """Call tool ``name``; ``progress(done, total, message)`` hears its progress."""
+        """Call tool ``name``; ``progress(done, total, message)`` hears its progress. A call
+        nobody hears the progress of, on an HTTP connection that can take it, is posted by
+        the lean path (``gateway.lean``); any other by the SDK's client."""
         client = await self.client()
+        lean = self._lean
+        if progress is None and lean is not None and lean.takes(client):
+            return await self.bounded(lambda: lean.call(client, name, arguments))
         return await self.bounded(lambda: client.call_tool(name, arguments,
                                                            progress_callback=progress))
 

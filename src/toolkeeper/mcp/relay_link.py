@@ -46,6 +46,10 @@ class SdkClientLink:
     def client(self) -> str:
         return self._client
 
+    @property
+    def hears_progress(self) -> bool:
+        return (self.ctx.meta or {}).get("progress_token") is not None
+
     def can(self, asked: Asked) -> bool:
 
         session = self.ctx.session
