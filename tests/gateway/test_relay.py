@@ -421,22 +421,24 @@ async def test_serve_refuses_sampling_to_the_upstream_unless_enabled_and_audits_
 
 async def test_serve_tells_its_client_when_an_upstream_says_its_tools_and_prompts_changed(
         tmp_path: Path, errlog: TextIO) -> None:
-    told, prompts = anyio.Event(), anyio.Event()
+    told: dict[type, anyio.Event] = {}  # events of what the client is told after the call
 
     async def heard(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            told.set()
-        if isinstance(message, types.PromptListChangedNotification):
-            prompts.set()
+        event = told.get(type(message))
+        if event is not None:
+            event.set()
 
     async with Client(stdio_client(_serve(tmp_path), errlog=errlog), mode="legacy",
                       message_handler=heard) as client:
+        # the upstream's first listing is told too: only what comes after the call counts
         before = await _until_listed(client, "up-grow")  # listed while serving
+        tools = told[types.ToolListChangedNotification] = anyio.Event()
+        prompts = told[types.PromptListChangedNotification] = anyio.Event()
         grown = await client.call_tool("up-grow", {})
         with anyio.fail_after(60):  # the gateway lists its upstream again: slow on a busy host
-            await told.wait()
+            await tools.wait()
             await prompts.wait()  # the gateway listed its prompts again (up-farewell is new)
-        after = {t.name for t in (await client.list_tools()).tools}
+        after = await _until_listed(client, "up-grown")
     assert not grown.is_error and "up-grow" in before
     assert after - before == {"up-grown"}
 
