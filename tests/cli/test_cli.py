@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from typer.main import get_command
 from typer.testing import CliRunner
 
 from toolkeeper.cli.main import app
@@ -208,3 +210,30 @@ def test_tokens_list_before_any_serve_says_so_and_makes_no_state(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("no client tokens yet: ") and "┃" not in done.stdout
     assert not state.exists()  # listing made nothing: a state dir is serve's to make
+
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    """Every command and group of the CLI with the words that reach it."""
+    found = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        found += _commands(sub, (*path, name))
+    return found
+
+
+def test_help_shows_config_tables_in_brackets_as_written() -> None:
+    """Help names config tables (``[security]``, ``[[mcp.servers]]``): they are shown as
+    written, not read as terminal markup and dropped."""
+    shown = []
+    for path, command in _commands(get_command(app)):
+        texts = [getattr(command, "help", None) or ""]
+        texts += [getattr(p, "help", None) or "" for p in getattr(command, "params", [])]
+        written = " ".join(texts).replace("\\[", "[")  # rich's escape of a bracket
+        tables = set(re.findall(r"\[\[?[\w.]+\]\]?", written))
+        if not tables:
+            continue
+        done = toolkeeper(*path, "--help", columns=400)
+        assert done.returncode == 0, done.stderr
+        missing = {t for t in tables if t not in done.stdout}
+        assert not missing, f"toolkeeper {' '.join(path)} --help drops {missing}:\n{done.stdout}"
+        shown.append(path)
+    assert ("serve",) in shown and ("policy", "show") in shown, shown

@@ -26,7 +26,7 @@ upstream_app = typer.Typer(help="OAuth to upstream MCP servers: log in once, see
                            no_args_is_help=True)
 
 Config = Annotated[Path, typer.Option("--config", help="The toolkeeper.toml serve uses.")]
-Name = Annotated[str, typer.Argument(help="The upstream's name ([[mcp.servers]] name).")]
+Name = Annotated[str, typer.Argument(help="The upstream's name (\\[\\[mcp.servers]] name).")]
 
 
 def _server(config: Path, name: str) -> MCPServerConfig:
