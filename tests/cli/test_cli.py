@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -237,3 +238,20 @@ def test_help_shows_config_tables_in_brackets_as_written() -> None:
         assert not missing, f"toolkeeper {' '.join(path)} --help drops {missing}:\n{done.stdout}"
         shown.append(path)
     assert ("serve",) in shown and ("policy", "show") in shown, shown
+
+
+@pytest.mark.parametrize("command", [("tokens", "list"), ("audit",),
+                                     ("serve", EXAMPLE, "--no-builtins", "--port", "0")])
+def test_a_store_nobody_answers_at_is_one_line(command: tuple[str, ...], tmp_path: Path) -> None:
+    """A ``--store`` URL where no PostgreSQL listens: one line naming the store and what to
+    check — no traceback, no log line of each retry of a connection pool."""
+    with socket.socket() as closed:  # bound, never listening: a connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"postgresql://nobody@127.0.0.1:{closed.getsockname()[1]}/toolkeeper"
+        done = toolkeeper(*command, "--store", url, "--state-dir", str(tmp_path / "state"),
+                          cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: cannot connect to the PostgreSQL store at {url}: "), lines
+    assert "check the URL" in lines[0], lines
