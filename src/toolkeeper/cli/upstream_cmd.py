@@ -95,6 +95,11 @@ def status(config: Config = Path("toolkeeper.toml"), state_dir: StateDir = None,
         servers = [s for s in load_config(config).mcp.servers if s.oauth is not None]
     except (ToolkeeperError, OSError) as exc:
         raise fail(exc) from exc
+    if not servers:
+        out.print(f"no MCP server in {config} uses OAuth: give one an [mcp.servers.oauth] table "
+                  "(grant = \"authorization_code\" or \"client_credentials\")", markup=False,
+                  highlight=False)
+        return
     kept = _credentials(config, state_dir, store)[0].kept()
     for server in servers:
         assert server.oauth is not None
