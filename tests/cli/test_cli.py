@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from typer.main import get_command
 from typer.testing import CliRunner
 
 from toolkeeper.cli.main import app
@@ -208,3 +211,47 @@ def test_tokens_list_before_any_serve_says_so_and_makes_no_state(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("no client tokens yet: ") and "┃" not in done.stdout
     assert not state.exists()  # listing made nothing: a state dir is serve's to make
+
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    """Every command and group of the CLI with the words that reach it."""
+    found = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        found += _commands(sub, (*path, name))
+    return found
+
+
+def test_help_shows_config_tables_in_brackets_as_written() -> None:
+    """Help names config tables (``[security]``, ``[[mcp.servers]]``): they are shown as
+    written, not read as terminal markup and dropped."""
+    shown = []
+    for path, command in _commands(get_command(app)):
+        texts = [getattr(command, "help", None) or ""]
+        texts += [getattr(p, "help", None) or "" for p in getattr(command, "params", [])]
+        written = " ".join(texts).replace("\\[", "[")  # rich's escape of a bracket
+        tables = set(re.findall(r"\[\[?[\w.]+\]\]?", written))
+        if not tables:
+            continue
+        done = toolkeeper(*path, "--help", columns=400)
+        assert done.returncode == 0, done.stderr
+        missing = {t for t in tables if t not in done.stdout}
+        assert not missing, f"toolkeeper {' '.join(path)} --help drops {missing}:\n{done.stdout}"
+        shown.append(path)
+    assert ("serve",) in shown and ("policy", "show") in shown, shown
+
+
+@pytest.mark.parametrize("command", [("tokens", "list"), ("audit",),
+                                     ("serve", EXAMPLE, "--no-builtins", "--port", "0")])
+def test_a_store_nobody_answers_at_is_one_line(command: tuple[str, ...], tmp_path: Path) -> None:
+    """A ``--store`` URL where no PostgreSQL listens: one line naming the store and what to
+    check — no traceback, no log line of each retry of a connection pool."""
+    with socket.socket() as closed:  # bound, never listening: a connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"postgresql://nobody@127.0.0.1:{closed.getsockname()[1]}/toolkeeper"
+        done = toolkeeper(*command, "--store", url, "--state-dir", str(tmp_path / "state"),
+                          cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: cannot connect to the PostgreSQL store at {url}: "), lines
+    assert "check the URL" in lines[0], lines

@@ -360,20 +360,24 @@ def test_the_workspace_flag_wins_over_the_config_and_the_start_lines_say_so(
         _stop(proc)
 
 
-def test_a_port_in_use_is_one_line(tmp_path: Path, agent_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("option", ["--port", "--metrics-port"])
+def test_a_port_in_use_is_one_line_naming_its_option(option: str, tmp_path: Path,
+                                                     agent_env: dict[str, str]) -> None:
     import socket
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
+        ports = ["--port", str(port)] if option == "--port" else [
+            "--port", "0", "--metrics-port", str(port)]
         result = subprocess.run(
             [sys.executable, "-m", "toolkeeper.cli", "serve", EXAMPLE, "--no-builtins",
-             "--port", str(port), "--state-dir", str(tmp_path / "s")],
+             *ports, "--state-dir", str(tmp_path / "s")],
             capture_output=True, text=True, timeout=60, env=agent_env, check=False)
     assert result.returncode == 2
-    assert result.stderr.strip() == (f"error: port {port} is in use; pass --port N or "
-                                     "--port 0")
+    assert result.stderr.strip() == (f"error: port {port} ({option}) is in use; pass {option} "
+                                     f"N, or {option} 0 for a free one")
 
 
 SCRIPT = """

@@ -31,6 +31,7 @@ __all__ = ["CHANNEL", "PgDatabase", "is_url", "open_database"]
 CHANNEL = "toolkeeper_approvals"
 _POOLS: dict[str, PgDatabase] = {}
 _LOCK = threading.Lock()
+_CONNECT_TIMEOUT_S = 10
 _TYPES = ((re.compile(r"INTEGER PRIMARY KEY AUTOINCREMENT", re.I), "BIGSERIAL PRIMARY KEY"),
           (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
           (re.compile(r"\bBLOB\b", re.I), "BYTEA"))
@@ -85,18 +86,21 @@ class PgDatabase:
             import psycopg_pool
         except ImportError as exc:
             raise missing("postgres", "a postgresql:// store") from exc
-        del psycopg  # imported to fail here, not at the first query
 
         self.url = url
         self.path = _redacted(url)
-        try:
+        try:  # one connection first: a server that is not there fails now, in one line,
+            # not after the pool has retried (and logged each retry) for its whole timeout
+            psycopg.connect(url, connect_timeout=_CONNECT_TIMEOUT_S, autocommit=True).close()
             self.pool = psycopg_pool.ConnectionPool(url, min_size=min_size, max_size=max_size,
                                                     kwargs={"autocommit": True}, open=True,
                                                     timeout=30)
             self.pool.wait(timeout=30)
         except Exception as exc:
-            raise StoreError(f"cannot connect to the PostgreSQL store at {self.path}: "
-                             f"{exc}") from exc
+            reason = " ".join(str(exc).split())  # the driver's message spans lines
+            raise StoreError(f"cannot connect to the PostgreSQL store at {self.path}: {reason}; "
+                             "check the URL and that the server runs and accepts this user")\
+                from exc
         self._migrated: set[tuple[str, str]] = set()
 
     @contextmanager

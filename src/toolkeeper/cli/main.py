@@ -22,7 +22,7 @@ from .doctor_cmd import doctor
 from .install_cmd import install
 from .loader import load_tools
 from .policy_cmd import policy_app
-from .report import fail, set_debug
+from .report import fail, is_debug, set_debug
 from .serve_cmd import serve
 from .tokens_cmd import tokens_app
 from .tools_cmd import tools_app
@@ -177,5 +177,12 @@ _summarize(app)
 
 
 def main() -> None:
-    """Entry point of the ``toolkeeper`` console script."""
-    app()
+    """Entry point of the ``toolkeeper`` console script. An error of toolkeeper's that a
+    command did not report itself (a store it cannot reach, say) is still one line."""
+    try:
+        app()
+    except ToolkeeperError as exc:
+        if is_debug():
+            raise
+        fail(exc)
+        raise SystemExit(2) from None

@@ -65,7 +65,7 @@ def _door(targets: list[str] | None, config: Path | None, no_builtins: bool,
 @policy_app.command("show")
 def show(targets: Targets = None, config: ConfigOpt = None, no_builtins: NoBuiltins = False,
          state_dir: StateDir = None, store: Store = None) -> None:
-    """Print the effective set as Cedar: the default set compiled from [security], the files,
+    """Print the effective set as Cedar: the default set compiled from \\[security], the files,
     the stored rules in force."""
     invoker = _door(targets, config, no_builtins, state_dir, store)
     assert invoker.policies is not None

@@ -13,8 +13,8 @@ from rich.markup import escape
 
 from .state import default_state_dir
 
-__all__ = ["Db", "StateDir", "Store", "err", "fail", "kept", "out", "set_debug", "state_dir_of",
-           "store_target"]
+__all__ = ["Db", "StateDir", "Store", "err", "fail", "is_debug", "kept", "out", "set_debug",
+           "state_dir_of", "store_target"]
 
 Store = Annotated[str | None, typer.Option(
     "--store", help="The server's shared store (postgresql://…); default: SQLite in --state-dir.")]
@@ -36,6 +36,11 @@ def set_debug(enabled: bool) -> None:
     """Show tracebacks of the errors reported from now on (``toolkeeper --debug ...``)."""
     global _debug
     _debug = enabled
+
+
+def is_debug() -> bool:
+    """Whether ``--debug`` asked for tracebacks."""
+    return _debug
 
 
 def fail(error: BaseException | str) -> typer.Exit:

@@ -242,7 +242,8 @@ def _over_http(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | Non
     listeners = [Listener(app, main, lifespan=True, grace_s=DRAIN_S + 1)]
     if flags.metrics_port is not None:
         listeners.append(Listener(metrics_app(metrics),
-                                  bind_socket("127.0.0.1", flags.metrics_port)))
+                                  bind_socket("127.0.0.1", flags.metrics_port,
+                                              option="--metrics-port")))
     start = Start(host=flags.host, state_dir=settings.state_dir,
                   workspace=(settings.workspace, settings.workspace_from)
                   if settings.served else None, auth=flags.auth, client_token=client_token,

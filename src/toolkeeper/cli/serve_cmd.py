@@ -29,8 +29,9 @@ def serve(
     state_dir: Annotated[Path | None, typer.Option(
         help="Tokens, approvals and audit (owner-only; never inside a workspace). Default: "
              "$XDG_STATE_HOME/toolkeeper, else ~/.local/state/toolkeeper.")] = None,
+    # help is rich markup: a config table is written \\[name] to be shown as [name]
     workspace: Annotated[Path | None, typer.Option(
-        help="The built-in tools' workspace; wins over the config's [security] workspace. "
+        help="The built-in tools' workspace; wins over the config's \\[security] workspace. "
              "Default: the config's, else the current directory.")] = None,
     no_builtins: Annotated[bool, typer.Option("--no-builtins",
                                               help="Serve only the TARGET tools.")] = False,
@@ -65,7 +66,7 @@ def serve(
                               "few tokens); over HTTP needs --sessions.")] = False,
     oauth_issuer: Annotated[str | None, typer.Option(
         help="Accept OAuth access tokens (JWTs) from this authorization server too (its "
-             "'iss'); needs --oauth-resource. Wins over [server.oauth] issuer.")] = None,
+             "'iss'); needs --oauth-resource. Wins over \\[server.oauth] issuer.")] = None,
     oauth_resource: Annotated[str | None, typer.Option(
         help="This server's MCP endpoint as clients reach it (https://tools.example.com/mcp): "
              "the audience every access token must name.")] = None,
@@ -82,7 +83,7 @@ def serve(
         help="Where results above max_inline_result_bytes are offloaded: a directory, a "
              "postgresql:// database or an s3://bucket/prefix (every replica reads them; "
              "AWS_* variables give the bucket's credentials), or 'off' to send them "
-             "inline. Default: the config's [server] artifact_store or artifact_dir, else "
+             "inline. Default: the config's \\[server] artifact_store or artifact_dir, else "
              "the --store when it is PostgreSQL, else artifacts/ in --state-dir.")] = None,
     workers: Annotated[str, typer.Option(
         help="Processes that serve on the one port (SO_REUSEPORT), sharing the store: a "

@@ -127,7 +127,8 @@ def print_lines(lines: list[str]) -> None:
     sys.stdout.flush()
 
 
-def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+def bind_socket(host: str, port: int, *, reuse_port: bool = False,
+                option: str = "--port") -> socket.socket:
     """A listening TCP socket whose connections send small writes at once (``TCP_NODELAY``).
     An answer goes out in pieces (the status line and headers, then the body, then the end of
     a chunked body): with Nagle's algorithm on, the last piece waited for the client's delayed
@@ -137,15 +138,17 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.soc
 
     With ``reuse_port`` (a worker of ``--workers``) the socket joins the others on the port
     (``SO_REUSEPORT``: the kernel spreads new connections over them)."""
-    sock = bound_socket(host, port, reuse_port=reuse_port)
+    sock = bound_socket(host, port, reuse_port=reuse_port, option=option)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.listen(128)  # connections queue from here on, before the server loop starts
     return sock
 
 
-def bound_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+def bound_socket(host: str, port: int, *, reuse_port: bool = False,
+                 option: str = "--port") -> socket.socket:
     """A TCP socket bound to ``host:port``, not listening yet; a port in use, or one that
-    cannot be had, is refused in one line. ``reuse_port``: it joins the others on the port."""
+    cannot be had, is refused in one line naming ``option``, the flag that chose the port.
+    ``reuse_port``: it joins the others on the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -156,7 +159,8 @@ def bound_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.so
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise fail(f"port {port} is in use; pass --port N or --port 0") from exc
+            raise fail(f"port {port} ({option}) is in use; pass {option} N, or {option} 0 for a "
+                       "free one") from exc
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     return sock
 

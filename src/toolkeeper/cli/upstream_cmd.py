@@ -26,7 +26,7 @@ upstream_app = typer.Typer(help="OAuth to upstream MCP servers: log in once, see
                            no_args_is_help=True)
 
 Config = Annotated[Path, typer.Option("--config", help="The toolkeeper.toml serve uses.")]
-Name = Annotated[str, typer.Argument(help="The upstream's name ([[mcp.servers]] name).")]
+Name = Annotated[str, typer.Argument(help="The upstream's name (\\[\\[mcp.servers]] name).")]
 
 
 def _server(config: Path, name: str) -> MCPServerConfig:
@@ -95,6 +95,11 @@ def status(config: Config = Path("toolkeeper.toml"), state_dir: StateDir = None,
         servers = [s for s in load_config(config).mcp.servers if s.oauth is not None]
     except (ToolkeeperError, OSError) as exc:
         raise fail(exc) from exc
+    if not servers:
+        out.print(f"no MCP server in {config} uses OAuth: give one an [mcp.servers.oauth] table "
+                  "(grant = \"authorization_code\" or \"client_credentials\")", markup=False,
+                  highlight=False)
+        return
     kept = _credentials(config, state_dir, store)[0].kept()
     for server in servers:
         assert server.oauth is not None
