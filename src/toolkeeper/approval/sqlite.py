@@ -86,17 +86,10 @@ class SqliteFile:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE), serialized with other writers of the file."""
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._conn
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+        with self._lock, self._errors():
+            self._conn.execute("BEGIN IMMEDIATE")
+            with self._begun() as conn:
+                yield conn
 
     @contextmanager
     def transaction_now(self) -> Iterator[sqlite3.Connection | None]:
@@ -108,20 +101,32 @@ class SqliteFile:
             yield None
             return
         try:
-            began = self._begin_now()
-            if not began:
-                yield None
-                return
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+            with self._errors():
+                if not self._begin_now():
+                    yield None
+                    return
+                with self._begun() as conn:
+                    yield conn
         finally:
             self._lock.release()
+
+    @contextmanager
+    def _begun(self) -> Iterator[sqlite3.Connection]:
+        """The transaction just begun: committed as the block ends, rolled back if it fails."""
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite's errors as the store's, naming the file."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
 
     def _begin_now(self) -> bool:
         self._conn.execute("PRAGMA busy_timeout=0")
