@@ -207,3 +207,54 @@ async def test_an_endless_page_chain_is_cut_by_pages_tools_and_time_and_said(
     assert any("more than 3 tools" in ln and "max_tools" in ln for ln in tools_report)
     assert 0 < len(by_time.names()) < 50
     assert any("1.5 s" in ln and "list_timeout_s" in ln for ln in time_report), time_report
+
+
+async def test_a_connection_still_closing_never_takes_the_new_one_down_with_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # After an answer over the cap the connection is dropped and the next call reconnects at
+    # once. When the old upstream process was slower to stop than the new one to start (a busy
+    # machine), the old connection's end forgot the new connection: the call after that got
+    # "unreachable: no answer". The old process's stop is held here until the new one served.
+    import anyio
+
+    from toolkeeper.artifacts import MemoryBlobStore
+    from toolkeeper.gateway import capped
+    from toolkeeper.gateway.upstream import Upstream
+
+    real_stop, real_hold, stops, holds = capped._stop, Upstream._hold, 0, 0
+    release, first_ended = anyio.Event(), anyio.Event()
+
+    async def held_stop(process: object) -> None:
+        nonlocal stops
+        stops += 1
+        if stops == 1:
+            await release.wait()
+        await real_stop(process)  # type: ignore[arg-type]
+
+    async def hold(self: Upstream, attempt: anyio.Event) -> None:
+        nonlocal holds
+        holds += 1
+        first = holds == 1
+        try:
+            await real_hold(self, attempt)
+        finally:
+            if first:
+                first_ended.set()
+
+    monkeypatch.setattr(capped, "_stop", held_stop)
+    monkeypatch.setattr(Upstream, "_hold", hold)
+    _offers(tmp_path, "big")
+    toolbox = Toolbox()
+    config = _stdio(tmp_path, risk="safe", max_result_bytes=64 * 1024)
+    async with MCPGateway([config]) as gateway:
+        await gateway.attach(toolbox)
+        invoker = ToolInvoker(toolbox, artifact_store=MemoryBlobStore())
+        huge = await _invoke(invoker, "up-big", size=256 * 1024)
+        assert huge.status == "error" and "max_result_bytes" in huge.text  # type: ignore[attr-defined]
+        assert (await _invoke(invoker, "up-echo", text="new")).text == "new"  # type: ignore[attr-defined]
+        release.set()  # the old connection ends only now, after the new one served
+        with anyio.fail_after(30):
+            await first_ended.wait()
+        again = await _invoke(invoker, "up-echo", text="still")
+        assert again.text == "still", again.text  # type: ignore[attr-defined]
+        assert holds == 2  # the new connection was kept, not reopened

@@ -77,6 +77,8 @@ class Upstream:
         self._failures = 0
         self._retry_at = 0.0
         self._connections = 0
+        self._holds = 0
+        """How many connections were begun: only the latest one's end is the upstream's."""
         self._oversized = False
         self.cut: dict[str, str] = {}
         """What the last listing of each kind left out, and why (for the operator)."""
@@ -119,8 +121,12 @@ class Upstream:
         return self._client
 
     async def _hold(self, attempt: anyio.Event) -> None:
-        """Open the connection, publish it, and keep it open until it is dropped."""
+        """Open the connection, publish it, and keep it open until it is dropped. A connection
+        dropped for a new one (after an answer over the cap) may still be closing when the new
+        one is up: what it records as it ends is then no longer the upstream's state."""
         drop = anyio.Event()
+        self._holds += 1
+        mine = self._holds
         try:
             # The deadline bounds connecting only; it is lifted once connected (the client's
             # own task group must open and close inside this one scope).
@@ -139,12 +145,15 @@ class Upstream:
             if scope.cancelled_caught and self._client is None:
                 self._failed(f"no connection within {self.config.connect_timeout_s:g} s")
         except Unconfinable as exc:  # its message names the fix
-            self._failed(str(exc))
+            if mine == self._holds:
+                self._failed(str(exc))
         except Exception as exc:  # every way a connection fails ends up here, once
             refused = self._refusal(exc)
-            self._failed(refused or _reason(exc), refused=refused is not None)
+            if mine == self._holds:
+                self._failed(refused or _reason(exc), refused=refused is not None)
         finally:
-            self._client = self._lean = None
+            if mine == self._holds:
+                self._client = self._lean = None
             if self._attempt is attempt:
                 self._attempt = None
             attempt.set()
