@@ -244,6 +244,9 @@ async def _events(response: Any, request_id: str, inbound: Any,
             except Exception as exc:
                 return error(types.PARSE_ERROR, f"Failed to parse SSE message: {exc}")
             if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                # a POST's own stream (or its resumption) answers that POST: the id is the
+                # call's whatever it says, as the SDK's transport takes it; a JSON body is
+                # checked against the call's id instead (``_ours``), as the SDK's session does
                 return message.model_copy(update={"id": request_id})
             await inbound.send(SessionMessage(message))
     except httpx2.SSEError as exc:
