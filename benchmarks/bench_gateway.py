@@ -83,7 +83,10 @@ def http_upstream(port_file: str) -> None:
     from bench_mcp import bare_server
 
     app = bare_server().streamable_http_app(stateless_http=True, json_response=True)
-    sock = socket.socket()
+    # made for TCP by name: asyncio sets TCP_NODELAY only on connections of such a socket,
+    # and without it (uvicorn on asyncio's loop, no uvloop) every answer's second write
+    # waited for the client's delayed ACK: 44 ms a call
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     Path(port_file).write_text(str(sock.getsockname()[1]))
