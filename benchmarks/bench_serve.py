@@ -21,11 +21,23 @@ one is counted: the run fails unless there are none). Then one official-SDK clie
 interleaved (each round starts every server once, in a shuffled order); each figure is the
 median over the rounds.
 
+Around every ``wrk`` run the server's CPU time is read from ``/proc/PID/stat`` (user and
+system, all its threads, of the process holding the listening socket: ``cputime.py``) and
+divided by the calls answered: **CPU µs per call**, at 1 and 16 connections. Other jobs on the
+machine move calls/s and the tail a lot and this figure little, since it counts only the time
+the server itself ran; ``1e6 / CPU µs per call`` is the calls one core can answer, and the
+ratios line gives each server's as a share of the raw endpoint's, next to the share by calls/s.
+The kernel counts CPU time in clock ticks (100 a second on most machines): a run that collects
+fewer than 100 is warned about (lengthen ``--duration``). ``--json PATH`` writes every run's
+figures, not only the medians, with the load average and the options, so a table can be made
+again from them.
+
 ``--stack plain`` runs every server on uvicorn's pure-Python parser (h11) and asyncio's own
 loop even where the ``fast`` extra (httptools, uvloop) is installed; ``--stack fast`` (the
 default) lets each use them when installed, as uvicorn and ``toolkeeper serve`` do.
 
     python benchmarks/bench_serve.py [--rounds 3] [--duration 5] [--calls 300] [--stack fast|plain]
+        [--only SERVER]... [--json PATH]
 """
 
 from __future__ import annotations
