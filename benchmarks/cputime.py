@@ -36,7 +36,11 @@ def parse_stat(text: str) -> int:
 
 def cpu_ticks(pid: int) -> int:
     """The CPU time process ``pid`` has used so far, in clock ticks."""
-    return parse_stat((PROC / str(pid) / "stat").read_text())
+    try:
+        return parse_stat((PROC / str(pid) / "stat").read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"the server process {pid} ended during the benchmark: its CPU "
+                         "time cannot be read") from None
 
 
 class CpuClock:
