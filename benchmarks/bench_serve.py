@@ -36,7 +36,7 @@ again from them.
 loop even where the ``fast`` extra (httptools, uvloop) is installed; ``--stack fast`` (the
 default) lets each use them when installed, as uvicorn and ``toolkeeper serve`` do.
 
-    python benchmarks/bench_serve.py [--rounds 3] [--duration 5] [--calls 300] [--stack fast|plain]
+    python benchmarks/bench_serve.py [--before SRC] [--rounds 3] [--duration 5] [--calls 300] [--stack fast|plain]
         [--only SERVER]... [--json PATH]
 """
 
@@ -143,14 +143,22 @@ class Running:
     """The processes that hold the listening socket: whose CPU time is the server's."""
 
 
-def start(kind: str, cpu: int, scratch: Path, stack: str = "fast") -> Running:
-    if kind == "toolkeeper serve":
+BEFORE = "toolkeeper serve (before)"
+"""``--before SRC``: the same command with another checkout's ``src`` ahead on the path."""
+
+
+def start(kind: str, cpu: int, scratch: Path, stack: str = "fast",
+          before: Path | None = None) -> Running:
+    if kind in ("toolkeeper serve", BEFORE):
+        env = {k: v for k, v in os.environ.items() if k != "TOOLKEEPER_TOKEN"}
+        if kind == BEFORE and before is not None:
+            env["PYTHONPATH"] = str(before)
         state = Path(tempfile.mkdtemp(dir=scratch))
         (scratch / "tools.py").write_text(TOOLS)
         runner = (f"{PLAIN if stack == 'plain' else ''}\nimport runpy; "
                   "runpy.run_module('toolkeeper.cli', run_name='__main__', alter_sys=True)")
         proc, url, token = start_serve(scratch / "tools.py", state, cpu=cpu,
-                                       launcher=("-c", runner), timeout_s=60)
+                                       launcher=("-c", runner), env=env, timeout_s=60)
         return Running(proc, url + "/mcp", token,
                        serving_pids(proc.pid, int(url.rsplit(":", 1)[1])))
     port = free_port()
@@ -234,7 +242,7 @@ def main() -> None:
             raise SystemExit(f"{command} is missing: make bench installs it (Debian package "
                              f"{'wrk' if command == 'wrk' else 'util-linux'})")
     os.sched_setaffinity(0, {args.load_cpu})  # the SDK client: beside wrk, off the server's
-    kinds = tuple(args.only or SERVERS)
+    kinds = tuple(args.only or SERVERS) + ((BEFORE,) if args.before else ())
     figures: Figures = {}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as scratch:
@@ -263,14 +271,21 @@ def arguments() -> argparse.Namespace:
                         "installed")
     parser.add_argument("--json", type=Path, metavar="PATH",
                         help="also write every run's figures (not only the medians) here")
+    parser.add_argument("--before", type=Path, metavar="SRC",
+                        help="also run toolkeeper serve with another checkout's src folder "
+                        "ahead on the path, in the same rounds")
     parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.before is not None and not (args.before / "toolkeeper" / "__init__.py").is_file():
+        parser.error(f"--before {args.before}: no toolkeeper package there; give a "
+                     "checkout's src folder")
+    return args
 
 
 def measure(kind: str, scratch: Path, args: argparse.Namespace, figures: Figures) -> None:
     """One round of one server: a fresh process, a warm-up, wrk at 1 and 16 connections,
     then the official client's sequential calls."""
-    server = start(kind, args.server_cpu, scratch, args.stack)
+    server = start(kind, args.server_cpu, scratch, args.stack, args.before)
     try:
         load(server, 16, 1.0, args.load_cpu)  # warm up
         for connections in (1, 16):
@@ -337,6 +352,12 @@ def report(figures: Figures, kinds: tuple[str, ...], args: argparse.Namespace,
                   f"{med(kind, 'rate@16') / med(raw, 'rate@16'):.2f}× at 16 connections")
     if "toolkeeper serve" in kinds:
         serve_ratios(med, kinds)
+    if BEFORE in kinds and "toolkeeper serve" in kinds:
+        print(f"- serve now ÷ before: CPU per call at 16 connections "
+              f"{med('toolkeeper serve', 'cpu@16') / med(BEFORE, 'cpu@16'):.2f}× "
+              f"({med(BEFORE, 'cpu@16'):.0f} → {med('toolkeeper serve', 'cpu@16'):.0f} µs), "
+              f"at 1 {med('toolkeeper serve', 'cpu@1') / med(BEFORE, 'cpu@1'):.2f}×; calls/s "
+              f"at 16 connections {med('toolkeeper serve', 'rate@16') / med(BEFORE, 'rate@16'):.2f}×")
     if wrong:
         raise SystemExit(f"{wrong:g} wrong or failed answers")
 
