@@ -424,3 +424,34 @@ async def test_a_script_of_a_caller_limited_to_some_tools_sees_and_calls_only_th
     found, stub, refused, counted = cast(Any, run.value)
     assert "screenshot" not in str(found) and not stub
     assert (refused, counted) == ("denied", True)
+
+
+def test_an_interpreter_that_exits_with_a_sandbox_starting_leaves_nothing_behind(
+        tmp_path: Path) -> None:
+    """A script that warms a pool up and ends at once: its exit ends the sandbox being started
+    and removes its cgroup. Left to the interpreter, the sandbox's thread died unfinished: the
+    call's cgroup stayed, and a sandbox caught in the middle of its start waited forever."""
+    import subprocess
+    import sys
+
+    from toolkeeper.sandbox import cgroups
+
+    memory = cgroups.probe().memory
+    assert memory is not None, cgroups.probe().detail
+    script = tmp_path / "warm.py"
+    script.write_text(
+        "import os\n"
+        "from toolkeeper import ToolInvoker, tool\n"
+        "from toolkeeper.codemode import ToolChainTool\n\n\n"
+        "@tool\ndef word(text: str) -> int:\n    \"\"\"Count.\"\"\"\n    return len(text)\n\n\n"
+        "chain = ToolChainTool(ToolInvoker([word]), warm=1)\n"
+        "chain.warm_up()\n"
+        "print(os.getpid(), flush=True)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.strip())
+    try:
+        assert list(memory.glob(f"toolkeeper-{pid}-*")) == []
+    finally:
+        cgroups.sweep_stale(memory)  # what the code before left

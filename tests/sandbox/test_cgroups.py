@@ -3,7 +3,9 @@ a process limit per call, and nothing left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -90,7 +92,7 @@ def test_a_call_group_kills_what_is_left_in_it(tmp_path: Path) -> None:
     with group:
         proc = subprocess.Popen(["sleep", "60"], preexec_fn=group.join)
         time.sleep(0.1)
-        assert proc.pid in group._members()
+        assert proc.pid in cgroups._members(group.dirs)
     assert proc.wait(timeout=5) == -9
     assert _leftover_groups() == []
 
@@ -163,3 +165,39 @@ def test_groups_left_by_a_dead_host_are_swept() -> None:
         for group in (stale, alive):
             if group.exists():
                 group.rmdir()
+
+
+def test_a_dead_hosts_group_still_holding_a_process_is_emptied_and_swept() -> None:
+    # A host that dies while a sandbox is starting leaves bubblewrap's init waiting forever in
+    # the call's group: the sweep of a later host kills what such a group holds, then removes it.
+    assert SUPPORT.memory is not None
+    gone = subprocess.Popen(["true"])
+    gone.wait(timeout=30)
+    stale = SUPPORT.memory / f"toolkeeper-{gone.pid}-0"
+    stale.mkdir()
+    procs = stale / "cgroup.procs"
+    # the sleeper joins the group and is left to init (its parent shell exits at once)
+    started = subprocess.run(
+        ["sh", "-c", 'sh -c \'echo 0 > "$1" && exec sleep 600\' sh "$0" >/dev/null 2>&1 & '
+         'echo $!', str(procs)], capture_output=True, text=True, timeout=30, check=True)
+    sleeper = int(started.stdout.strip())
+    try:
+        deadline = time.monotonic() + 30
+        while str(sleeper) not in procs.read_text().split():
+            assert time.monotonic() < deadline, "the sleeper never joined its group"
+            time.sleep(0.01)
+        swept = cgroups.sweep_stale(SUPPORT.memory)
+        assert stale in swept and not stale.exists()
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{sleeper}").exists() and \
+                Path(f"/proc/{sleeper}/stat").read_text().split()[2] != "Z":
+            assert time.monotonic() < deadline, "the process in the stale group lives on"
+            time.sleep(0.01)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(sleeper, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while stale.exists() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                stale.rmdir()
+            time.sleep(0.01)

@@ -10,6 +10,7 @@ gone with its private scratch directory, so nothing of one run reaches the next.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import contextlib
 import os
@@ -77,6 +78,7 @@ class Started:
             pass_fds=(child.fileno(),))
         thread = threading.Thread(target=self._run, args=(sandbox, child, options),
                                   name="toolkeeper-chain", daemon=True)
+        _LIVE.add(self)
         thread.start()
 
     def _run(self, sandbox: Sandbox, child: socket.socket, options: RunOptions) -> None:
@@ -164,6 +166,25 @@ class Started:
         self.cancel.set()
         with contextlib.suppress(OSError):
             self.host.close()
+
+
+_LIVE: weakref.WeakSet[Started] = weakref.WeakSet()
+"""The sandboxes whose threads have not finished: ended before the interpreter exits."""
+EXIT_WAIT_S = 5.0
+"""Seconds the interpreter's exit waits, at most, for its sandboxes to be killed and gone."""
+
+
+@atexit.register
+def _end_all() -> None:
+    """Kill the sandboxes still running (a warm pool's included) and wait for their threads
+    to clean up: the interpreter ends its daemon threads unfinished, and a sandbox killed in
+    the middle of its start can then wait forever (bubblewrap's init, its launcher gone)."""
+    live = list(_LIVE)
+    for started in live:
+        started.discard()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for started in live:
+        started.finished.wait(max(0.0, deadline - time.monotonic()))
 
 
 def _unavailable(reason: str) -> SandboxUnavailableError:

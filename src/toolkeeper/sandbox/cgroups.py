@@ -87,17 +87,65 @@ def _try_group(parent: Path, files: dict[str, str]) -> str | None:
 
 
 def sweep_stale(parent: Path) -> list[Path]:
-    """Remove the empty groups that toolkeeper processes no longer running left under
-    ``parent`` (a host killed in the middle of a call cannot remove its own); returns them."""
+    """Remove the groups that toolkeeper processes no longer running left under ``parent``
+    (a host killed in the middle of a call cannot remove its own), killing what is still in
+    them first: a sandbox a host was starting as it died can wait forever (bubblewrap's init
+    blocks until its launcher tells it to go on, and the launcher died with the host).
+    Returns the groups removed."""
     removed = []
     for group in parent.glob("toolkeeper-*-*"):
         owner = group.name.split("-")[1]
         if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
             continue
-        with contextlib.suppress(OSError):  # not empty, or already gone
-            group.rmdir()
+        _kill_members([group], STALE_KILL_S)
+        if _removed(group):
             removed.append(group)
     return removed
+
+
+STALE_KILL_S = 5.0
+"""Seconds a sweep spends killing what a dead host's group still holds."""
+
+
+def _members(dirs: list[Path]) -> set[int]:
+    members: set[int] = set()
+    for directory in dirs:
+        with contextlib.suppress(OSError, ValueError):
+            members.update(int(pid) for pid in (directory / "cgroup.procs").read_text().split())
+    return members
+
+
+def _kill_members(dirs: list[Path], timeout_s: float) -> None:
+    """SIGKILL every process in ``dirs`` until none is left or ``timeout_s`` has passed. Each
+    is held by a pidfd and signalled only if it is still listed once held: a pid freed and
+    taken meanwhile by a process outside the groups is never signalled."""
+    deadline = time.monotonic() + timeout_s
+    while (members := _members(dirs)) and time.monotonic() < deadline:
+        for pid in members:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:  # gone already
+                continue
+            try:
+                if pid in _members(dirs):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            finally:
+                os.close(pidfd)
+        time.sleep(0.005)
+
+
+def _removed(directory: Path) -> bool:
+    """Remove an empty group (a killed process leaves its group a moment after it dies)."""
+    for _ in range(200):
+        try:
+            directory.rmdir()
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError:
+            time.sleep(0.005)
+    return False
 
 
 @functools.lru_cache(maxsize=1)
@@ -211,21 +259,9 @@ class CallGroup:
         except (OSError, ValueError):
             return False
 
-    def _members(self) -> set[int]:
-        members: set[int] = set()
-        for directory in self.dirs:
-            with contextlib.suppress(OSError, ValueError):
-                members.update(int(pid) for pid in (directory / "cgroup.procs").read_text().split())
-        return members
-
     def kill_all(self, timeout_s: float = 60.0) -> None:
         """SIGKILL every process left in the group until it is empty."""
-        deadline = time.monotonic() + timeout_s
-        while (members := self._members()) and time.monotonic() < deadline:
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
+        _kill_members(self.dirs, timeout_s)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -234,12 +270,5 @@ class CallGroup:
         self._fds = []
         self.kill_all()
         for directory in reversed(self.dirs):
-            for _ in range(200):  # a killed process leaves its group a moment after it dies
-                try:
-                    directory.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.005)
+            _removed(directory)
         self.dirs = []
