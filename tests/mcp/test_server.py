@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from toolkeeper import Toolbox, ToolContext, ToolInvoker, ToolRisk, tool
+from toolkeeper import Toolbox, ToolCall, ToolContext, ToolInvoker, ToolRisk, tool
 from toolkeeper.mcp.server import MCPFace, mcp_server
 
 from ..blocks import text_of
@@ -391,3 +392,17 @@ async def test_one_export_per_catalog_version_serves_listing_calls_schemas_and_n
     box.remove("wipe")  # a new version: exported again, once
     assert face.listing()[1] == ["forecast"] and schema("forecast") is not None
     assert exports == ["mcp", "mcp", "mcp"]
+
+
+async def test_a_calls_result_is_handed_to_the_sdk_as_the_wire_dict_it_checks_once() -> None:
+    """The SDK validates and dumps a handler's result for the client's protocol version; a
+    model built here first was validated and dumped twice for the same bytes."""
+    invoker = ToolInvoker(Toolbox([forecast]))
+    face = MCPFace(invoker)
+    call = ToolCall(id="c1", name="forecast", arguments={"city": "Porto"})
+    async with invoker.open_session() as session:
+        outcome = await invoker.invoke(call, session=session)
+    rendered = face.rendered(call, outcome)
+    assert type(rendered) is dict
+    as_model = types.CallToolResult.model_validate(rendered)
+    assert rendered == as_model.model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -377,7 +377,7 @@ class MCPFace(RelayedOffers):
 
     async def answer(self, call: ToolCall, outcome: InvocationResult | str | None,
                      link: MCPClientLink, answers: dict[str, Any]
-                     ) -> types.CallToolResult | types.InputRequiredResult:
+                     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         if outcome is None:  # the server stopped it
             return types.CallToolResult(content=[types.TextContent(text=stopped_text(call.name))],
                                         is_error=True)
@@ -396,15 +396,15 @@ class MCPFace(RelayedOffers):
                                    "toolkeeper.approval"))
         return self.rendered(call, outcome)
 
-    def rendered(self, call: ToolCall, outcome: InvocationResult) -> types.CallToolResult:
-        """A finished call's MCP result; what it stored offered as its client's resources."""
+    def rendered(self, call: ToolCall, outcome: InvocationResult) -> dict[str, Any]:
+        """A finished call's MCP result (a dict: the SDK checks it once); its files offered."""
         rendered = render_result(call, outcome.to_tool_result(), "mcp")
         self._offer_files(call, outcome)  # what it stored, as this client's resources
         if outcome.artifact_ref is not None and self.resources.store is not None:
             rendered = {**rendered, "content": [*cast(list[Any], rendered["content"]),
                                                 artifact_link(call.name, outcome.artifact_ref,
                                                               outcome.artifact_size)]}
-        return types.CallToolResult.model_validate(rendered)
+        return {**rendered, "resultType": "complete"}  # as the model's default said
 
     def stop_calls(self) -> int:
         """Cancel every call in flight (a server stopping, its drain over): each is recorded as

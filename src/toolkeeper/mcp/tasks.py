@@ -74,7 +74,7 @@ class TaskFace(Protocol):
     @property
     def invoker(self) -> ToolInvoker: ...
 
-    def rendered(self, call: ToolCall, outcome: InvocationResult) -> types.CallToolResult: ...
+    def rendered(self, call: ToolCall, outcome: InvocationResult) -> dict[str, Any]: ...
 
     async def answer(self, call: ToolCall, outcome: Outcome, link: MCPClientLink,
                      answers: dict[str, Any]) -> Any: ...
@@ -425,8 +425,8 @@ class Tasks:
             await self._fail(task, INTERNAL_ERROR, "the server stopped before the task ended: "
                                                    "call the tool again")
         else:
-            result = self.face.rendered(call, outcome).model_dump(
-                by_alias=True, mode="json", exclude_none=True)
+            result = types.CallToolResult.model_validate(self.face.rendered(
+                call, outcome)).model_dump(by_alias=True, mode="json", exclude_none=True)
             await anyio.to_thread.run_sync(lambda: self.store.settle(
                 task.id, "completed", result=result))
 
