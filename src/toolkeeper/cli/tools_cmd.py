@@ -64,13 +64,25 @@ def show(target: Target, name: str,
     catalog = _catalog(target)
     entry = catalog.entry(name)
     if entry is None:
-        raise fail(catalog.unknown(name))
+        raise fail(_no_such_tool(catalog, target, name))
     _out.print(f"[bold]{entry.name}[/] — {entry.kind}, risk {entry.risk.value}, {_status(entry)}")
     if entry.category:
         _out.print(f"category: {entry.category}")
     if entry.aliases:
         _out.print(f"aliases: {', '.join(entry.aliases)}")
     _out.print_json(json.dumps(entry.tool.get_schema(api_format), ensure_ascii=False))
+
+
+def _no_such_tool(catalog: CatalogBase, target: str, name: str) -> ToolkeeperError | str:
+    """The refusal for a name the catalog lacks: the closest names, then every other one."""
+    error = catalog.unknown(name)
+    if "close" not in error.details:
+        return error  # hidden by a view: its own refusal says why
+    close: list[str] = error.details["close"]
+    every = sorted(e.name for e in catalog.entries(include_disabled=True))
+    rest = [other for other in every if other not in close]
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return f"no tool {name!r} in {target}{hint}; its tools: {', '.join(close + rest) or 'none'}"
 
 
 @tools_app.command("search")
