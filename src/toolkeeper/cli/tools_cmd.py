@@ -21,7 +21,7 @@ from ..toolbox.entry import CatalogEntry
 from ..toolbox.semantic import SWITCH, semantic_available, switched_off
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
-from .report import StateDir, Store, fail, kept, state_dir_of, store_target
+from .report import StateDir, Store, fail, in_range, kept, state_dir_of, store_target
 
 tools_app = typer.Typer(help="List, search and explain tools; pin and trust remote ones.",
                         no_args_is_help=True)
@@ -89,6 +89,7 @@ def _no_such_tool(catalog: CatalogBase, target: str, name: str) -> ToolkeeperErr
 def search(target: Target, query: str,
            limit: Annotated[int, typer.Option("--limit", "-n")] = 5) -> None:
     """Rank tools for a request in words, with the signals that matched."""
+    in_range("--limit", limit, 1, 1000, "a number of tools")
     catalog = _catalog(target)
     hits = catalog.search(query, limit=limit)
     if not hits:
