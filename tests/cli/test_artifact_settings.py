@@ -73,7 +73,7 @@ def test_an_artifact_url_of_another_scheme_is_refused_naming_the_forms_there_are
         _, stderr = serve.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         serve.kill()
-        serve.communicate()
+        serve.communicate(timeout=60)
         pytest.fail("serve started with --artifacts ftp://x instead of refusing it")
     assert serve.returncode == 2
     (line,) = stderr.strip().splitlines()
