@@ -57,3 +57,25 @@ def test_a_bucket_serve_cannot_use_stops_it_in_one_line(tmp_path: Path, s3_url: 
     (line,) = refused.stderr.strip().splitlines()
     assert f"the artifact bucket {missing}: no such bucket" in line, line
     assert "AWS_* environment variables" in line
+
+
+def test_an_artifact_url_of_another_scheme_is_refused_naming_the_forms_there_are(
+        tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--artifacts ftp://x: .* a directory \(--artifacts "
+                                          r"DIR\), a postgresql:// database or an s3://"):
+        _where(tmp_path, artifacts="ftp://x")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", "0", "--no-builtins",
+         "--state-dir", str(tmp_path / "state"), "--artifacts", "ftp://x"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "TOOLKEEPER_TOKEN": "test-operator-token-0123456789"})
+    try:
+        _, stderr = serve.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        serve.kill()
+        serve.communicate(timeout=60)
+        pytest.fail("serve started with --artifacts ftp://x instead of refusing it")
+    assert serve.returncode == 2
+    (line,) = stderr.strip().splitlines()
+    assert "s3://bucket/prefix, or sends them inline (--artifacts off)" in line, line
+    assert not (tmp_path / "ftp:").exists()

@@ -255,3 +255,36 @@ def test_a_store_nobody_answers_at_is_one_line(command: tuple[str, ...], tmp_pat
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"error: cannot connect to the PostgreSQL store at {url}: "), lines
     assert "check the URL" in lines[0], lines
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ("[server]\nbogus = 1\n", "bad.toml:2: server.bogus: unknown key ([server] accepts: oauth, "),
+    ("[servr]\nport = 1\n", "bad.toml:1: servr: unknown key; did you mean [server]? (the top "
+                            "level accepts: locale, "),
+])
+@pytest.mark.parametrize("command", [("serve",), ("tools", "explain")])
+def test_a_bad_config_key_is_one_line_naming_the_file_the_key_and_the_keys_there_are(
+        tmp_path: Path, config: str, expected: str, command: tuple[str, ...]) -> None:
+    (tmp_path / "bad.toml").write_text(config)
+    result = toolkeeper(*command, "--config", "bad.toml", cwd=tmp_path, columns=400)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("error: invalid configuration: " + expected), result.stderr
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("audit", "--limit", "-1"), "--limit must be a number of rows from 1 to 100000 (got -1)"),
+    (("audit", "--limit", "0"), "--limit must be a number of rows from 1 to 100000 (got 0)"),
+    (("tools", "search", "tools.py", "add", "--limit", "0"),
+     "--limit must be a number of tools from 1 to 1000 (got 0)"),
+    (("upstream", "login", "docs", "--timeout", "-1"),
+     "--timeout must be a number of seconds from 1 to 86400 (got -1)"),
+])
+def test_a_count_or_duration_out_of_range_is_refused_in_one_line(
+        tmp_path: Path, args: tuple[str, ...], expected: str) -> None:
+    (tmp_path / "tools.py").write_text("from toolkeeper import tool\n\n@tool\n"
+                                       "def add(a: int) -> int:\n    return a\n")
+    state = () if args[0] == "tools" else ("--state-dir", str(tmp_path / "state"))
+    result = toolkeeper(*args, *state, cwd=tmp_path, columns=400)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.strip() == f"error: {expected}"

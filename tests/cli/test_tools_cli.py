@@ -62,6 +62,17 @@ def test_show_prints_the_declaration_and_unknown_names_fail(tmp_path: Path) -> N
     assert "did you mean 'send_email'" in missing.stderr
 
 
+def test_show_of_an_unknown_name_lists_the_tools_there_are(tmp_path: Path) -> None:
+    target = module(tmp_path)
+    result = toolkeeper("tools", "show", target, "nope", columns=400)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"error: no tool 'nope' in {target}; its tools: plot, send_email"
+    close = toolkeeper("tools", "show", target, "send_emale", columns=400)
+    assert close.stderr.strip().endswith(
+        "no tool 'send_emale' in " + target + " (did you mean 'send_email'?); "
+        "its tools: send_email, plot")
+
+
 def test_browse_prints_the_category_tree(tmp_path: Path) -> None:
     result = runner.invoke(app, ["tools", "browse", module(tmp_path), "communication"])
     assert result.exit_code == 0, result.output

@@ -172,8 +172,8 @@ def test_tools_explain_prints_not_provided_with_file_and_line(tmp_path: Path) ->
 
 
 def test_a_misspelt_section_is_still_an_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"toolkeeper.toml:1: browsre: Extra inputs are not "
-                                          r"permitted; did you mean \[browser\]\?"):
+    with pytest.raises(ConfigError, match=r"toolkeeper.toml:1: browsre: unknown key; "
+                                          r"did you mean \[browser\]\?"):
         load_config(write(tmp_path, "[browsre]\nenabled = true\n"))
 
 

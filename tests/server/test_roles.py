@@ -325,24 +325,30 @@ def test_a_workspace_holding_any_state_folder_is_refused_in_one_line_naming_it(
     stderr = proc.stderr.read()
     assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
     assert str(neighbour) in stderr and "toolkeeper state" in stderr
+    assert "--workspace DIR, or [security] workspace in the config" in stderr, stderr
 
 
-@pytest.mark.parametrize("layout", ["state in workspace", "state is workspace", "config's"])
-def test_a_state_dir_a_tool_could_reach_is_refused_in_one_line(
+@pytest.mark.parametrize("layout", ["state in workspace", "state is workspace", "config's",
+                                    "state in the current directory"])
+def test_a_state_dir_a_tool_could_reach_is_refused_in_one_line_saying_how_to_move_it(
         tmp_path: Path, agent_env: dict[str, str], layout: str) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     args = {"state in workspace": ["--workspace", str(ws), "--state-dir", str(ws / ".tk")],
             "state is workspace": ["--workspace", str(ws), "--state-dir", str(ws)],
             "config's": ["--config", str(ws / "toolkeeper.toml"), "--state-dir",
-                         str(ws / "state")]}[layout]
+                         str(ws / "state")],
+            "state in the current directory": ["--state-dir", "state"]}[layout]
     (ws / "toolkeeper.toml").write_text("[security]\nautonomy = 'read_only'\n")
     result = subprocess.run([sys.executable, "-m", "toolkeeper.cli", "serve", "--port", "0",
                              *args], capture_output=True, text=True, timeout=60, env=agent_env,
                             cwd=tmp_path, check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "tools could read its tokens" in result.stderr
+    assert "--state-dir DIR keeps the state elsewhere" in result.stderr, result.stderr
+    assert "--workspace DIR gives the tools another workspace" in result.stderr, result.stderr
     assert not (ws / ".tk").exists() and not (ws / "state").exists()
+    assert not (tmp_path / "state").exists()
 
 
 def test_the_workspace_flag_wins_over_the_config_and_the_start_lines_say_so(

@@ -19,7 +19,7 @@ from ..errors import StoreError
 from ..invoke.audit import AuditEntry, PostgresAuditLog, SqliteAuditLog
 from ..invoke.results import RecordStatus
 from ..server.views import client_of
-from .report import Db, StateDir, Store, err, fail, kept, out, state_dir_of, store_target
+from .report import Db, StateDir, Store, err, fail, in_range, kept, out, state_dir_of, store_target
 
 __all__ = ["STATUSES", "audit"]
 
@@ -47,6 +47,7 @@ def audit(
     store: Store = None,
 ) -> None:
     """List the calls the audit log recorded, newest first."""
+    in_range("--limit", limit, 1, 100_000, "a number of rows")
     if status is not None and status not in STATUSES:
         raise fail(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
     if session is not None and client is not None:

@@ -54,6 +54,12 @@ def fail(error: BaseException | str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+def in_range(option: str, value: float, low: float, high: float, what: str) -> None:
+    """Refuse a number outside ``low``..``high`` in one line naming the option and the range."""
+    if not low <= value <= high:
+        raise fail(f"{option} must be {what} from {low:g} to {high:g} (got {value:g})")
+
+
 def state_dir_of(given: Path | None) -> Path:
     """``--state-dir`` as given, else where ``toolkeeper serve`` keeps its state by default."""
     return given if given is not None else default_state_dir()

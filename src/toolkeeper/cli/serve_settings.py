@@ -268,7 +268,13 @@ def _artifact_url(flags: ServeFlags, config: ToolkeeperConfig | None) -> str | N
     if _artifacts_off(given, config):
         return None
     if given is not None:
-        return given if is_url(given) or given.startswith("s3://") else None
+        if is_url(given) or given.startswith("s3://"):
+            return given
+        if "://" in given:
+            raise ConfigError(f"--artifacts {given}: toolkeeper keeps large results in a "
+                              "directory (--artifacts DIR), a postgresql:// database or an "
+                              "s3://bucket/prefix, or sends them inline (--artifacts off)")
+        return None
     if server is not None and server.artifact_store is not None:
         return server.artifact_store
     if server is not None and server.artifact_dir is not None:

@@ -49,8 +49,10 @@ def out_of_reach(state_dir: Path, reaches: Iterable[tuple[str, Path]]) -> None:
                 "inside" if root in state.parents else "around")
             raise ConfigError(
                 f"the state dir {state} is {place} the {what} {root}: tools could read its "
-                f"tokens and approve their own calls. Keep the two apart (--state-dir "
-                f"{default_state_dir()} is the default)")
+                f"tokens and approve their own calls. Keep the two apart: --state-dir DIR keeps the "
+                f"state elsewhere (the default is {default_state_dir()}), or --workspace DIR "
+                f"gives the tools another {what} (the default is the config's [security] "
+                f"workspace, else the current directory)")
 
 
 def no_state_in(workspace: Path, what: str = "workspace") -> None:
@@ -66,7 +68,8 @@ def no_state_in(workspace: Path, what: str = "workspace") -> None:
         raise ConfigError(
             f"the {what} {root} is {'' if around[0] == root else 'inside '}a toolkeeper state "
             f"folder ({around[0]} holds {around[1]!r}): tools could read its tokens and "
-            f"approve their own calls. Use a {what} outside every state folder")
+            f"approve their own calls. Use a {what} outside every state folder (--workspace DIR, "
+            f"or [security] workspace in the config)")
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -80,7 +83,8 @@ def no_state_in(workspace: Path, what: str = "workspace") -> None:
         raise ConfigError(
             f"the {what} {root} holds toolkeeper state ({names}): tools could read its tokens "
             f"and approve their own calls. Move that state folder out of the {what} (or stop "
-            f"the server using it and delete it), or use another {what}")
+            f"the server using it and delete it), or use another {what} (--workspace DIR, or "
+            f"[security] workspace in the config)")
 
 
 def secure_state_dir(state_dir: Path) -> None:

@@ -21,7 +21,7 @@ from ..toolbox.entry import CatalogEntry
 from ..toolbox.semantic import SWITCH, semantic_available, switched_off
 from ..toolbox.toolbox import Toolbox
 from .loader import load_object
-from .report import StateDir, Store, fail, kept, state_dir_of, store_target
+from .report import StateDir, Store, fail, in_range, kept, state_dir_of, store_target
 
 tools_app = typer.Typer(help="List, search and explain tools; pin and trust remote ones.",
                         no_args_is_help=True)
@@ -64,7 +64,7 @@ def show(target: Target, name: str,
     catalog = _catalog(target)
     entry = catalog.entry(name)
     if entry is None:
-        raise fail(catalog.unknown(name))
+        raise fail(_no_such_tool(catalog, target, name))
     _out.print(f"[bold]{entry.name}[/] — {entry.kind}, risk {entry.risk.value}, {_status(entry)}")
     if entry.category:
         _out.print(f"category: {entry.category}")
@@ -73,10 +73,23 @@ def show(target: Target, name: str,
     _out.print_json(json.dumps(entry.tool.get_schema(api_format), ensure_ascii=False))
 
 
+def _no_such_tool(catalog: CatalogBase, target: str, name: str) -> ToolkeeperError | str:
+    """The refusal for a name the catalog lacks: the closest names, then every other one."""
+    error = catalog.unknown(name)
+    if "close" not in error.details:
+        return error  # hidden by a view: its own refusal says why
+    close: list[str] = error.details["close"]
+    every = sorted(e.name for e in catalog.entries(include_disabled=True))
+    rest = [other for other in every if other not in close]
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return f"no tool {name!r} in {target}{hint}; its tools: {', '.join(close + rest) or 'none'}"
+
+
 @tools_app.command("search")
 def search(target: Target, query: str,
            limit: Annotated[int, typer.Option("--limit", "-n")] = 5) -> None:
     """Rank tools for a request in words, with the signals that matched."""
+    in_range("--limit", limit, 1, 1000, "a number of tools")
     catalog = _catalog(target)
     hits = catalog.search(query, limit=limit)
     if not hits:

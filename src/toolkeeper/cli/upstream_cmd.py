@@ -18,7 +18,7 @@ from ..gateway.credentials import UpstreamCredentials
 from ..gateway.upstream_auth import Redirect, refusal, upstream_auth
 from ..server.tokens import upstream_key
 from .redirect_listener import LOOPBACK, RedirectListener
-from .report import StateDir, Store, fail, out, state_dir_of, store_target
+from .report import StateDir, Store, fail, in_range, out, state_dir_of, store_target
 
 __all__ = ["upstream_app"]
 
@@ -65,6 +65,7 @@ def login(name: Name, config: Config = Path("toolkeeper.toml"), state_dir: State
     """Consent once in a browser: prints the link, and finishes when the authorization server
     sends the browser back to redirect_uri (a listener on 127.0.0.1) or when the code is
     pasted. The tokens are kept sealed in the store; serve uses and refreshes them."""
+    in_range("--timeout", timeout, 1, 86400, "a number of seconds")
     server = _server(config, name)
     credentials, where = _credentials(config, state_dir, store)
     try:

@@ -432,13 +432,30 @@ def _autonomy_into_security(config: ToolkeeperConfig, data: dict[str, Any], file
         setattr(config.security, target, value)
 
 
-def _did_you_mean(error: Any) -> str:
-    """For an unknown top-level section, the known one it is closest to."""
-    loc = error["loc"]
-    if error["type"] != "extra_forbidden" or len(loc) != 1:
-        return ""
-    close = difflib.get_close_matches(str(loc[0]), list(ToolkeeperConfig.model_fields), n=1)
-    return f"; did you mean [{close[0]}]?" if close else ""
+def _unknown_key(error: Any) -> str:
+    """For an unknown key, the closest known one and the keys its table accepts."""
+    loc = [str(part) for part in error["loc"]]
+    model: type[BaseModel] = ToolkeeperConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(part)
+        kind = field.annotation if field is not None else None
+        if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+            return "unknown key"
+        model = kind
+    names = list(model.model_fields)
+    close = difflib.get_close_matches(loc[-1], names, n=1)
+    table = f"[{'.'.join(loc[:-1])}]" if len(loc) > 1 else "the top level"
+    shown = [f"[{name}]" if len(loc) == 1 else repr(name) for name in close]
+    hint = f"; did you mean {shown[0]}?" if shown else ""
+    return f"unknown key{hint} ({table} accepts: {', '.join(names)})"
+
+
+def _problem(error: Any, file: Path, text: str) -> str:
+    key = ".".join(str(p) for p in error["loc"])
+    line = line_of(text, key)
+    where = f"{file}:{line}" if line else str(file)
+    extra = error["type"] == "extra_forbidden"
+    return f"{where}: {key}: {_unknown_key(error) if extra else error['msg']}"
 
 
 def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
@@ -460,13 +477,8 @@ def load_config(path: str | Path | None = None) -> ToolkeeperConfig:
     try:
         config = ToolkeeperConfig.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_url=False):
-            key = ".".join(str(p) for p in error["loc"])
-            line = line_of(text, key)
-            where = f"{file}:{line}" if line else str(file)
-            problems.append(f"{where}: {key}: {error['msg']}{_did_you_mean(error)}")
-        raise ConfigError("invalid configuration:\n" + "\n".join(problems)) from exc
+        problems = [_problem(e, file, text) for e in exc.errors(include_url=False)]
+        raise ConfigError("invalid configuration: " + "; ".join(problems)) from exc
     _autonomy_into_security(config, data, file, text)
     workspace = config.security.workspace
     if not workspace.is_absolute():
