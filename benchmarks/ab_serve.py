@@ -19,14 +19,10 @@ import tempfile
 from pathlib import Path
 
 from bench_serve import _RESULT, LUA, TOOLS
+from cputime import CLOCK_TICKS, cpu_ticks
 from served import start_serve, stop
 
 __all__ = ["run"]
-
-
-def _ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def _wrk(url: str, token: str, seconds: int, cpu: int) -> str:
@@ -46,9 +42,9 @@ def run(src: str, seconds: int, serve_cpu: int = 1, load_cpu: int = 0) -> tuple[
                                    env=env)
     try:
         _wrk(url + "/mcp", token, 1, load_cpu)  # warm up
-        before = _ticks(proc.pid)
+        before = cpu_ticks(proc.pid)
         out = _wrk(url + "/mcp", token, seconds, load_cpu)
-        used = _ticks(proc.pid) - before
+        used = cpu_ticks(proc.pid) - before
     finally:
         stop(proc)
     found = _RESULT.search(out)
@@ -57,7 +53,7 @@ def run(src: str, seconds: int, serve_cpu: int = 1, load_cpu: int = 0) -> tuple[
     _, answered, wrong, errors, _, _, duration = map(int, found.groups())
     if wrong or errors:
         raise SystemExit(f"{wrong} wrong answers, {errors} errors: {out}")
-    return used / os.sysconf("SC_CLK_TCK") / answered * 1e6, answered / (duration / 1e6)
+    return used / CLOCK_TICKS / answered * 1e6, answered / (duration / 1e6)
 
 
 def main() -> None:
