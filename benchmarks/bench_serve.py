@@ -12,6 +12,10 @@ Five HTTP servers offer the same async ``add(a, b)`` as an MCP ``tools/call`` on
 - raw Starlette: one route that parses the JSON-RPC request, validates the arguments with
   pydantic, calls ``add`` and answers the same result as JSON — the ceiling for a Python
   server on this stack.
+- raw Starlette (granian): the same app served by Granian (a Rust HTTP server; one worker, one
+  runtime thread, its ASGI interface, uvloop under ``--stack fast``) instead of uvicorn: the other
+  maintained HTTP stack an ASGI app such as ``toolkeeper serve`` could run on, measured on the
+  same app.
 
 Each server runs pinned to one core (``taskset``); ``wrk`` (one thread, on the other core) posts
 ``tools/call``s with random arguments for ``--duration`` seconds over 1 and 16 kept-alive
@@ -65,7 +69,9 @@ from served import stop as stop_process
 
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "bench_serve.lua"
-SERVERS = ("toolkeeper serve", "bare SDK (SSE)", "bare SDK (JSON)", "FastMCP", "raw Starlette")
+GRANIAN = "raw Starlette (granian)"
+SERVERS = ("toolkeeper serve", "bare SDK (SSE)", "bare SDK (JSON)", "FastMCP", "raw Starlette",
+           GRANIAN)
 PLAIN = "import sys; sys.modules.update(httptools=None, uvloop=None)"
 """Run in a server's process first, it hides the ``fast`` extra: uvicorn falls back to h11 and
 asyncio's loop, and ``toolkeeper serve`` to asyncio's."""
@@ -100,6 +106,14 @@ def serve(kind: str, port: int, stack: str = "fast") -> None:
         mcp.run(transport="http", host="127.0.0.1", port=port, show_banner=False,
                 stateless_http=True, log_level="warning")
         return
+    if kind == GRANIAN:
+        from granian.constants import Interfaces, Loops
+        from granian.server import Server
+
+        Server("bench_serve:RAW", address="127.0.0.1", port=port, interface=Interfaces.ASGI,
+               workers=1, runtime_threads=1, log_enabled=False,
+               loop=Loops.uvloop if stack == "fast" else Loops.asyncio).serve()
+        return
     app = _raw() if kind == "raw Starlette" else bare_server().streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=kind.endswith("(JSON)"))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
@@ -130,6 +144,13 @@ def _raw() -> Any:
             "structuredContent": {"result": total}, "isError": False}})
 
     return Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])])
+
+
+def __getattr__(name: str) -> Any:
+    """``RAW``: the raw endpoint's app, for a server that imports it by name (Granian)."""
+    if name == "RAW":
+        return _raw()
+    raise AttributeError(name)
 
 
 # --- the measuring side ---------------------------------------------------------------------
@@ -296,7 +317,7 @@ def measure(kind: str, scratch: Path, args: argparse.Namespace, figures: Figures
                       "call is coarse; give --duration more seconds", file=sys.stderr)
             for key, value in got.items():
                 figures.setdefault((kind, f"{key}@{connections}"), []).append(value)
-        if kind != "raw Starlette":  # it speaks tools/call only, not the handshake
+        if not kind.startswith("raw Starlette"):  # it speaks tools/call only, no handshake
             for key, value in sequential(server, args.calls).items():
                 figures.setdefault((kind, f"sdk_{key}"), []).append(value)
     finally:

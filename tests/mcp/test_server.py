@@ -11,8 +11,11 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from toolkeeper import Toolbox, ToolCall, ToolContext, ToolInvoker, ToolRisk, tool
+from toolkeeper import Toolbox, ToolCall, ToolContext, ToolInvoker, ToolResult, ToolRisk, tool
+from toolkeeper.core.results import AudioBlock, FileBlock, ImageBlock, JsonBlock, ResourceLinkBlock, TextBlock
 from toolkeeper.mcp.server import MCPFace, mcp_server
 
 from ..blocks import text_of
@@ -406,3 +409,50 @@ async def test_a_calls_result_is_handed_to_the_sdk_as_the_wire_dict_it_checks_on
     assert type(rendered) is dict
     as_model = types.CallToolResult.model_validate(rendered)
     assert rendered == as_model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+@tool
+def shown(kind: str) -> Any:
+    """Every kind of content a tool can hand back."""
+    if kind == "text":
+        return "héllo — ✓"
+    if kind == "none":
+        return None
+    if kind == "list":
+        return [1, "two", {"three": 3}]
+    if kind == "raise":
+        raise RuntimeError("the disk is full")
+    blocks = {
+        "image": ImageBlock.from_bytes(b"\x89PNG", "image/png"),
+        "audio": AudioBlock.from_bytes(b"RIFF", "audio/wav"),
+        "file_text": FileBlock(name="a.txt", text="plain", media_type="text/plain"),
+        "file_data": FileBlock(name="a.bin", data="AAE=", media_type="application/octet-stream"),
+        "link": ResourceLinkBlock(uri="file:///a.txt", name="a.txt", media_type="text/plain",
+                                  size=5, description="a file"),
+        "json": JsonBlock(data={"k": [1, None, True]}),
+    }
+    return ToolResult(content=(TextBlock(text="with"), blocks[kind]),
+                      structured_content={"kind": kind})
+
+
+@pytest.mark.parametrize("kind", ["text", "none", "list", "raise", "image", "audio",
+                                  "file_text", "file_data", "link", "json", "high"])
+async def test_every_kind_of_result_is_handed_to_the_sdk_as_a_dict_its_model_keeps_whole(
+        kind: str) -> None:
+    """The face's result dict is checked only by the SDK (once, for the client's version): it
+    must be exactly what the SDK's model holds — no field the model drops, renames or refuses
+    — and valid for every protocol version the SDK speaks."""
+    invoker = ToolInvoker(Toolbox([shown, wipe]))
+    face = MCPFace(invoker)
+    call = (ToolCall(id="c1", name="wipe", arguments={"path": "/x"}) if kind == "high"
+            else ToolCall(id="c1", name="shown", arguments={"kind": kind}))
+    async with invoker.open_session() as session:
+        outcome = await invoker.invoke(call, session=session)
+    rendered = face.rendered(call, outcome)
+    assert rendered["isError"] is (kind in ("raise", "high")), rendered
+    as_model = types.CallToolResult.model_validate(rendered)
+    assert rendered == as_model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for version in (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS):
+        wire = serialize_server_result("tools/call", version, rendered)
+        assert len(wire["content"]) == len(rendered["content"]), (version, wire)
+        assert wire.get("isError") == rendered["isError"], version

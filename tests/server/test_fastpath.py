@@ -9,6 +9,7 @@ and each server's own address are set aside."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp.server.lowlevel.server import Server
@@ -26,7 +28,7 @@ from mcp.server.request_state import RequestStateBoundary
 
 from toolkeeper import Toolbox, ToolInvoker, tool
 from toolkeeper.server.app import create_app
-from toolkeeper.server.fastpath import FastCall
+from toolkeeper.server.fastpath import WATCH_AFTER_S, FastCall, LateWatch
 from toolkeeper.server.tracecontext import WhenTraced
 
 from ..processes import no_traceback
@@ -207,3 +209,32 @@ def test_a_middleware_not_known_to_let_a_call_through_keeps_the_sdk_path() -> No
         return await call_next(ctx)
     server.middleware.append(own)
     assert not fast.takes("tools/call", plain, "2025-11-25")
+
+
+async def test_a_call_that_ends_at_once_starts_no_watcher() -> None:
+    started: list[bool] = []
+
+    async def watch() -> None:
+        started.append(True)
+
+    late = LateWatch(watch)
+    late.cancel()  # the call answered within the same turn
+    await asyncio.sleep(WATCH_AFTER_S * 3)  # well past the moment the watcher would start
+    assert started == []
+
+
+async def test_a_long_call_is_watched_and_a_hang_up_before_the_watcher_still_cancels_it(
+        ) -> None:
+    call = asyncio.ensure_future(asyncio.Event().wait())  # a call that runs until cancelled
+    hung_up = asyncio.Event()
+
+    async def watch() -> None:  # the client hung up already: receive() says so at once
+        hung_up.set()
+        call.cancel()
+
+    late = LateWatch(watch)
+    with anyio.fail_after(10):
+        await hung_up.wait()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    late.cancel()

@@ -50,7 +50,7 @@ from ..mcp.exported import Exported
 from ..mcp.server import stopped_text
 from ..mcp.wire import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from ..toolbox.catalog import CatalogBase
-from .fastpath import FastCall, OneExchange
+from .fastpath import FastCall, LateWatch, OneExchange
 from .modern import ModernCall
 
 __all__ = ["SingleExchange", "input_schemas", "task_name_mismatch"]
@@ -228,11 +228,12 @@ class SingleExchange:
                     return
 
         # The call runs in this request's task (a task group per request cost more than the
-        # rest of this path); one plain task watches for the client hanging up.
+        # rest of this path); one plain task watches for the client hanging up, once the call
+        # has run a moment (``LateWatch``).
         task = asyncio.current_task()
         assert task is not None
         hung_up: list[bool] = []
-        watcher = asyncio.ensure_future(watch(task.cancel))
+        watcher = LateWatch(lambda: watch(task.cancel))
         try:
             await run()
         except asyncio.CancelledError:

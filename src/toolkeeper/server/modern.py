@@ -40,7 +40,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .fastpath import METHOD, FastCall, OneExchange
+from .fastpath import METHOD, FastCall, LateWatch, OneExchange
 
 __all__ = ["ModernCall"]
 
@@ -160,7 +160,7 @@ class ModernCall:
         task = asyncio.current_task()
         assert task is not None
         hung_up: list[bool] = []
-        watcher = asyncio.ensure_future(_watch(receive, answer, task, hung_up))
+        watcher = LateWatch(lambda: _watch(receive, answer, task, hung_up))
         try:
             try:
                 result = await self.fast(dctx, METHOD, request.params, connection=connection,
