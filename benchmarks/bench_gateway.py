@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from upstreams import start_http_upstream
 
 HERE = Path(__file__).resolve()
 
@@ -74,23 +74,6 @@ def upstream() -> None:
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(run)
-
-
-def http_upstream(port_file: str) -> None:
-    """The upstream over Streamable HTTP: the same bare server, stateless, in JSON response
-    mode, on a free loopback port (written to ``port_file``)."""
-    import uvicorn
-    from bench_mcp import bare_server
-
-    app = bare_server().streamable_http_app(stateless_http=True, json_response=True)
-    # made for TCP by name: asyncio sets TCP_NODELAY only on connections of such a socket,
-    # and without it (uvicorn on asyncio's loop, no uvloop) every answer's second write
-    # waited for the client's delayed ACK: 44 ms a call
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    Path(port_file).write_text(str(sock.getsockname()[1]))
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def gateway_server() -> None:
@@ -194,25 +177,6 @@ async def end_to_end(kind: str, calls: int, rng: random.Random) -> list[float]:
         return await _timed(call, calls, rng)
 
 
-def _until(what: str, ready: Any, timeout: float = 60.0) -> Any:
-    """``ready()``'s first true answer, polled until ``timeout``; else fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = ready()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} within {timeout:g} s")
-
-
-def _http_upstream(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port_file = tmp / "port"
-    proc = subprocess.Popen([sys.executable, str(HERE), "--upstream-http", str(port_file)])
-    port = _until("the HTTP upstream did not start",
-                  lambda: port_file.exists() and port_file.read_text().strip())
-    return proc, f"http://127.0.0.1:{port}/mcp"
-
-
 LOCAL_ADD = '''from toolkeeper import tool
 
 
@@ -255,7 +219,8 @@ async def over_serve(kind: str, calls: int, rng: random.Random, upstream: str) -
     (``direct``; over stdio when ``upstream`` is ``stdio``), to ``toolkeeper serve`` relaying
     to it (``serve``), or to serve's own ``add`` (``local``). The client negotiates as it does
     by default (the 2026-07-28 revision, which serve hands to the SDK's own entry); a kind
-    ending in ``-2025`` pins it to the 2025-11-25 handshake, which serve answers in one pass."""
+    ending in ``-2025`` pins it to the 2025-11-25 handshake, which serve answers in one pass
+    (``direct-2025``: the upstream on that handshake, what those rows are compared with)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -266,7 +231,7 @@ async def over_serve(kind: str, calls: int, rng: random.Random, upstream: str) -
         try:
             url = "stdio"
             if upstream == "http" and base_kind != "local":
-                proc, url = _http_upstream(tmp)
+                proc, url = start_http_upstream(tmp)
                 procs.append(proc)
             if base_kind != "direct":
                 served, base = _serve(tmp, url if base_kind == "serve" else "local")
@@ -307,11 +272,13 @@ RUNS = {"in process": in_process, "end to end": end_to_end,
         "serve, HTTP upstream": serve_http, "serve, stdio upstream": serve_stdio}
 KINDS = {"in process": ("direct", "unaudited", "gateway"),
          "end to end": ("direct", "relay", "gateway"),
-         "serve, HTTP upstream": ("direct", "serve", "serve-2025", "local", "local-2025"),
+         "serve, HTTP upstream": ("direct", "direct-2025", "serve", "serve-2025", "local",
+                                  "local-2025"),
          "serve, stdio upstream": ("direct", "serve")}
 GROUPS = {"in-process": "in process", "end-to-end": "end to end",
           "serve-http": "serve, HTTP upstream", "serve-stdio": "serve, stdio upstream"}
-LABELS = {"direct": "direct", "relay": "bare SDK relay (no door): the floor",
+LABELS = {"direct": "direct", "direct-2025": "direct, the client on the 2025-11-25 handshake",
+          "relay": "bare SDK relay (no door): the floor",
           "gateway": "toolkeeper gateway", "unaudited": "toolkeeper gateway, no audit log",
           "serve": "toolkeeper serve (HTTP) → upstream",
           "serve-2025": "the same, the client on the 2025-11-25 handshake",
@@ -340,7 +307,7 @@ def _row(where: str, label: str, values: list[float], direct: float) -> str:
     ordered = sorted(values)
     p50 = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    added = f"{(p50 - direct) * 1e6:,.0f} µs" if label != "direct" else ""
+    added = f"{(p50 - direct) * 1e6:,.0f} µs" if not label.startswith("direct") else ""
     return (f"| {where} | {label} | {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} | {p50 / direct:.2f}x "
             f"| {added} |")
 
@@ -354,7 +321,6 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(GROUPS), help="measure only these "
                         "groups (default: all)")
     parser.add_argument("--upstream", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--upstream-http", metavar="PORT_FILE", help=argparse.SUPPRESS)
     parser.add_argument("--gateway", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
@@ -364,9 +330,6 @@ def main() -> None:
         if flag:
             serve()
             return
-    if args.upstream_http:
-        http_upstream(args.upstream_http)
-        return
     if args.one:
         where, kind, seed = args.one
         print(json.dumps(anyio.run(RUNS[where], kind, args.calls,
@@ -389,12 +352,21 @@ def main() -> None:
     print("| path | to the upstream | p50 µs | p99 µs | ÷ direct (p50) | adds (p50) |")
     print("|---|---|---:|---:|---:|---:|")
     for where, kinds in groups.items():
-        direct = statistics.median(samples[(where, "direct", None)])
         for kind in kinds:
-            print(_row(where, LABELS[kind], samples[(where, kind, None)], direct))
+            print(_row(where, LABELS[kind], samples[(where, kind, None)],
+                       _direct(samples, where, kind)))
         for kind in BEFORE[where] if args.before else ():
             print(_row(where, f"{LABELS[kind]} (before)", samples[(where, kind, args.before)],
-                       direct))
+                       _direct(samples, where, kind)))
+
+
+def _direct(samples: dict[tuple[str, str, str | None], list[float]], where: str,
+            kind: str) -> float:
+    """The p50 a kind's "adds" is taken against: the direct call in the same wire era (a
+    client on the 2025-11-25 handshake against the upstream on that handshake too)."""
+    era = "direct-2025" if kind.endswith("-2025") and (where, "direct-2025", None) in samples \
+        else "direct"
+    return statistics.median(samples[(where, era, None)])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Benchmark: where a relayed call's time goes, in one process.
 
-The upstream is bench_gateway's HTTP upstream (the official SDK's bare low-level server,
-stateless, JSON answers, on loopback, in its own process). One process calls its ``add`` in
+The upstream is the gateway benchmarks' HTTP upstream (``upstreams.py``: the official SDK's
+bare low-level server, stateless, JSON answers, on loopback, in its own process). One process calls its ``add`` in
 several ways, in chunks of ``--chunk`` calls taking turns for ``--rounds`` rounds, and reports
 the median of the chunks' p50s (a chunk of each kind in every round, so a busy moment of the
 machine falls on every kind alike):
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from bench_gateway import _http_upstream
+from upstreams import start_http_upstream
 
 KINDS = ("socket", "httpx", "sdk client", "lean", "door", "door + audit")
 Call = Callable[[int, int], Awaitable[None]]
@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        proc, url = _http_upstream(Path(scratch))
+        proc, url = start_http_upstream(Path(scratch))
         try:
             chunks = anyio.run(measure, url, args.chunk, args.rounds)
         finally:
