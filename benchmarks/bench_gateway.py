@@ -20,6 +20,10 @@ by side in one run, calls one after another with random arguments, rounds interl
   client calling the upstream directly — the upstream over its own Streamable HTTP (the same
   bare server in JSON response mode on loopback) in one group, over stdio in the other.
 
+The serve groups also report the CPU time each process (the client, serve, the upstream)
+spent a call, the median of the rounds: on a machine whose cores are all busy, a call's
+latency is mostly the sum of these.
+
 Each measurement runs in fresh processes; ``--before SRC`` runs the gateway a second time with
 the code of another checkout's ``src`` folder, in the same rounds; ``--only`` picks groups
 (``in-process``, ``end-to-end``, ``serve-http``, ``serve-stdio``).
@@ -119,15 +123,19 @@ def relay_server() -> None:
     anyio.run(run)
 
 
-async def _timed(call: Any, calls: int, rng: random.Random) -> list[float]:
+async def _timed(call: Any, calls: int, rng: random.Random, cpu: Any = None) -> list[float]:
     for _ in range(20):
         await call(1, 2)
+    if cpu is not None:
+        cpu.start()
     times = []
     for _ in range(calls):
         a, b = rng.randrange(10**6), rng.randrange(10)
         start = time.perf_counter()
         await call(a, b)
         times.append(time.perf_counter() - start)
+    if cpu is not None:
+        cpu.stop(calls)
     return times
 
 
@@ -227,15 +235,17 @@ async def over_serve(kind: str, calls: int, rng: random.Random, upstream: str) -
 
     base_kind, mode = kind.removesuffix("-2025"), "legacy" if kind.endswith("-2025") else "auto"
     with tempfile.TemporaryDirectory() as scratch:
-        tmp, procs = Path(scratch), []
+        tmp, procs, roles = Path(scratch), [], {}
         try:
             url = "stdio"
             if upstream == "http" and base_kind != "local":
                 proc, url = start_http_upstream(tmp)
                 procs.append(proc)
+                roles["upstream"] = proc.pid
             if base_kind != "direct":
                 served, base = _serve(tmp, url if base_kind == "serve" else "local")
                 procs.append(served)
+                roles["serve"] = served.pid
                 url = f"{base}/mcp"
             name = "up-add" if base_kind == "serve" else "add"
             target = _upstream_params() if url == "stdio" else streamable_http_client(
@@ -246,11 +256,47 @@ async def over_serve(kind: str, calls: int, rng: random.Random, upstream: str) -
                 async def call(a: int, b: int) -> None:
                     result = await client.call_tool(name, {"a": a, "b": b})
                     assert not result.is_error, result
-                return await _timed(call, calls, rng)
+                return await _timed(call, calls, rng, _Cpu(roles))
         finally:
             for proc in procs:
                 proc.terminate()
                 proc.wait(timeout=30)
+
+
+CPU_USED: dict[str, float] = {}
+"""The CPU time a call (µs) each process spent in the last ``over_serve`` measurement: the
+client's (this process, every thread) and, where ``/proc`` has them (to its clock tick:
+use a few hundred calls), serve's and the upstream's."""
+
+
+def _cpu_s(pid: int) -> float | None:
+    """A process's user and system CPU seconds so far, from ``/proc`` (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Cpu:
+    """Notes in ``CPU_USED`` what each process (``roles``: name to pid) and this one spend
+    between ``start`` and ``stop``."""
+
+    def __init__(self, roles: dict[str, int]) -> None:
+        self.roles = roles
+        self.began: dict[str, float | None] = {}
+        self.client = 0.0
+
+    def start(self) -> None:
+        self.began = {role: _cpu_s(pid) for role, pid in self.roles.items()}
+        self.client = time.process_time()
+
+    def stop(self, calls: int) -> None:
+        CPU_USED["client"] = (time.process_time() - self.client) / calls * 1e6
+        for role, pid in self.roles.items():
+            now, then = _cpu_s(pid), self.began[role]
+            if now is not None and then is not None:
+                CPU_USED[role] = (now - then) / calls * 1e6
 
 
 async def _listed(client: Any, name: str) -> None:
@@ -289,8 +335,10 @@ BEFORE = {"in process": ("gateway",), "end to end": ("gateway",),
 """The kinds ``--before`` measures a second time, with the other checkout's code."""
 
 
-def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[float]:
-    """One measurement in a fresh process (with the code of ``src`` when given)."""
+def _one(where: str, kind: str, src: str | None, calls: int, seed: int
+         ) -> tuple[list[float], dict[str, float]]:
+    """One measurement in a fresh process (with the code of ``src`` when given): its times
+    and the CPU each process spent a call (``CPU_USED``; empty where not measured)."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
@@ -298,9 +346,9 @@ def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[
                           str(seed)], capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         print(f"{where} {kind} failed: {out.stderr.strip()[-500:]}", file=sys.stderr)
-        return []
-    found: list[float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return found
+        return [], {}
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    return found["times"], found["cpu"]
 
 
 def _row(where: str, label: str, values: list[float], direct: float) -> str:
@@ -332,8 +380,8 @@ def main() -> None:
             return
     if args.one:
         where, kind, seed = args.one
-        print(json.dumps(anyio.run(RUNS[where], kind, args.calls,
-                                   random.Random(int(seed)))))
+        times = anyio.run(RUNS[where], kind, args.calls, random.Random(int(seed)))
+        print(json.dumps({"times": times, "cpu": CPU_USED}))
         return
     groups = {where: KINDS[where] for where in (
         [GROUPS[g] for g in args.only] if args.only else KINDS)}
@@ -341,11 +389,14 @@ def main() -> None:
     if args.before:
         keys += [(where, kind, args.before) for where in groups for kind in BEFORE[where]]
     samples: dict[tuple[str, str, str | None], list[float]] = {key: [] for key in keys}
+    used: dict[tuple[str, str, str | None], list[dict[str, float]]] = {key: [] for key in keys}
     for round_ in range(args.rounds):
         order = list(keys)
         random.Random(round_).shuffle(order)
-        for where, kind, src in order:
-            samples[(where, kind, src)] += _one(where, kind, src, args.calls, round_ * 7)
+        for key in order:
+            times, cpu = _one(*key, args.calls, round_ * 7)
+            samples[key] += times
+            used[key] += [cpu] if cpu else []
     print(f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {args.calls} "
           f"sequential calls x {args.rounds} interleaved rounds (each in a fresh process), load "
           f"average {os.getloadavg()[0]:.1f}\n")
@@ -358,6 +409,23 @@ def main() -> None:
         for kind in BEFORE[where] if args.before else ():
             print(_row(where, f"{LABELS[kind]} (before)", samples[(where, kind, args.before)],
                        _direct(samples, where, kind)))
+    _cpu_table(used, args.before)
+
+
+def _cpu_table(used: dict[tuple[str, str, str | None], list[dict[str, float]]],
+               before: str | None) -> None:
+    """CPU µs a call of each process, the median of the rounds (the serve groups only)."""
+    rows = [(key, runs) for key, runs in used.items() if runs]
+    if not rows:
+        return
+    print("\n| path | to the upstream | client CPU µs | serve CPU µs | upstream CPU µs |")
+    print("|---|---|---:|---:|---:|")
+    for (where, kind, src), runs in rows:
+        label = LABELS[kind] + (" (before)" if src is not None and src == before else "")
+        cells = [f"{statistics.median(r[role] for r in runs):,.0f}"
+                 if all(role in r for r in runs) else ""
+                 for role in ("client", "serve", "upstream")]
+        print(f"| {where} | {label} | {' | '.join(cells)} |")
 
 
 def _direct(samples: dict[tuple[str, str, str | None], list[float]], where: str,
