@@ -20,6 +20,10 @@ by side in one run, calls one after another with random arguments, rounds interl
   client calling the upstream directly — the upstream over its own Streamable HTTP (the same
   bare server in JSON response mode on loopback) in one group, over stdio in the other.
 
+The serve groups also report the CPU time each process (the client, serve, the upstream)
+spent a call, the median of the rounds: on a machine whose cores are all busy, a call's
+latency is mostly the sum of these.
+
 Each measurement runs in fresh processes; ``--before SRC`` runs the gateway a second time with
 the code of another checkout's ``src`` folder, in the same rounds; ``--only`` picks groups
 (``in-process``, ``end-to-end``, ``serve-http``, ``serve-stdio``).
@@ -33,7 +37,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from upstreams import start_http_upstream
 
 HERE = Path(__file__).resolve()
 
@@ -74,23 +78,6 @@ def upstream() -> None:
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(run)
-
-
-def http_upstream(port_file: str) -> None:
-    """The upstream over Streamable HTTP: the same bare server, stateless, in JSON response
-    mode, on a free loopback port (written to ``port_file``)."""
-    import uvicorn
-    from bench_mcp import bare_server
-
-    app = bare_server().streamable_http_app(stateless_http=True, json_response=True)
-    # made for TCP by name: asyncio sets TCP_NODELAY only on connections of such a socket,
-    # and without it (uvicorn on asyncio's loop, no uvloop) every answer's second write
-    # waited for the client's delayed ACK: 44 ms a call
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    Path(port_file).write_text(str(sock.getsockname()[1]))
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def gateway_server() -> None:
@@ -136,15 +123,19 @@ def relay_server() -> None:
     anyio.run(run)
 
 
-async def _timed(call: Any, calls: int, rng: random.Random) -> list[float]:
+async def _timed(call: Any, calls: int, rng: random.Random, cpu: Any = None) -> list[float]:
     for _ in range(20):
         await call(1, 2)
+    if cpu is not None:
+        cpu.start()
     times = []
     for _ in range(calls):
         a, b = rng.randrange(10**6), rng.randrange(10)
         start = time.perf_counter()
         await call(a, b)
         times.append(time.perf_counter() - start)
+    if cpu is not None:
+        cpu.stop(calls)
     return times
 
 
@@ -194,25 +185,6 @@ async def end_to_end(kind: str, calls: int, rng: random.Random) -> list[float]:
         return await _timed(call, calls, rng)
 
 
-def _until(what: str, ready: Any, timeout: float = 60.0) -> Any:
-    """``ready()``'s first true answer, polled until ``timeout``; else fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = ready()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} within {timeout:g} s")
-
-
-def _http_upstream(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port_file = tmp / "port"
-    proc = subprocess.Popen([sys.executable, str(HERE), "--upstream-http", str(port_file)])
-    port = _until("the HTTP upstream did not start",
-                  lambda: port_file.exists() and port_file.read_text().strip())
-    return proc, f"http://127.0.0.1:{port}/mcp"
-
-
 LOCAL_ADD = '''from toolkeeper import tool
 
 
@@ -255,22 +227,25 @@ async def over_serve(kind: str, calls: int, rng: random.Random, upstream: str) -
     (``direct``; over stdio when ``upstream`` is ``stdio``), to ``toolkeeper serve`` relaying
     to it (``serve``), or to serve's own ``add`` (``local``). The client negotiates as it does
     by default (the 2026-07-28 revision, which serve hands to the SDK's own entry); a kind
-    ending in ``-2025`` pins it to the 2025-11-25 handshake, which serve answers in one pass."""
+    ending in ``-2025`` pins it to the 2025-11-25 handshake, which serve answers in one pass
+    (``direct-2025``: the upstream on that handshake, what those rows are compared with)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     base_kind, mode = kind.removesuffix("-2025"), "legacy" if kind.endswith("-2025") else "auto"
     with tempfile.TemporaryDirectory() as scratch:
-        tmp, procs = Path(scratch), []
+        tmp, procs, roles = Path(scratch), [], {}
         try:
             url = "stdio"
             if upstream == "http" and base_kind != "local":
-                proc, url = _http_upstream(tmp)
+                proc, url = start_http_upstream(tmp)
                 procs.append(proc)
+                roles["upstream"] = proc.pid
             if base_kind != "direct":
                 served, base = _serve(tmp, url if base_kind == "serve" else "local")
                 procs.append(served)
+                roles["serve"] = served.pid
                 url = f"{base}/mcp"
             name = "up-add" if base_kind == "serve" else "add"
             target = _upstream_params() if url == "stdio" else streamable_http_client(
@@ -281,11 +256,47 @@ async def over_serve(kind: str, calls: int, rng: random.Random, upstream: str) -
                 async def call(a: int, b: int) -> None:
                     result = await client.call_tool(name, {"a": a, "b": b})
                     assert not result.is_error, result
-                return await _timed(call, calls, rng)
+                return await _timed(call, calls, rng, _Cpu(roles))
         finally:
             for proc in procs:
                 proc.terminate()
                 proc.wait(timeout=30)
+
+
+CPU_USED: dict[str, float] = {}
+"""The CPU time a call (µs) each process spent in the last ``over_serve`` measurement: the
+client's (this process, every thread) and, where ``/proc`` has them (to its clock tick:
+use a few hundred calls), serve's and the upstream's."""
+
+
+def _cpu_s(pid: int) -> float | None:
+    """A process's user and system CPU seconds so far, from ``/proc`` (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Cpu:
+    """Notes in ``CPU_USED`` what each process (``roles``: name to pid) and this one spend
+    between ``start`` and ``stop``."""
+
+    def __init__(self, roles: dict[str, int]) -> None:
+        self.roles = roles
+        self.began: dict[str, float | None] = {}
+        self.client = 0.0
+
+    def start(self) -> None:
+        self.began = {role: _cpu_s(pid) for role, pid in self.roles.items()}
+        self.client = time.process_time()
+
+    def stop(self, calls: int) -> None:
+        CPU_USED["client"] = (time.process_time() - self.client) / calls * 1e6
+        for role, pid in self.roles.items():
+            now, then = _cpu_s(pid), self.began[role]
+            if now is not None and then is not None:
+                CPU_USED[role] = (now - then) / calls * 1e6
 
 
 async def _listed(client: Any, name: str) -> None:
@@ -307,11 +318,13 @@ RUNS = {"in process": in_process, "end to end": end_to_end,
         "serve, HTTP upstream": serve_http, "serve, stdio upstream": serve_stdio}
 KINDS = {"in process": ("direct", "unaudited", "gateway"),
          "end to end": ("direct", "relay", "gateway"),
-         "serve, HTTP upstream": ("direct", "serve", "serve-2025", "local", "local-2025"),
+         "serve, HTTP upstream": ("direct", "direct-2025", "serve", "serve-2025", "local",
+                                  "local-2025"),
          "serve, stdio upstream": ("direct", "serve")}
 GROUPS = {"in-process": "in process", "end-to-end": "end to end",
           "serve-http": "serve, HTTP upstream", "serve-stdio": "serve, stdio upstream"}
-LABELS = {"direct": "direct", "relay": "bare SDK relay (no door): the floor",
+LABELS = {"direct": "direct", "direct-2025": "direct, the client on the 2025-11-25 handshake",
+          "relay": "bare SDK relay (no door): the floor",
           "gateway": "toolkeeper gateway", "unaudited": "toolkeeper gateway, no audit log",
           "serve": "toolkeeper serve (HTTP) → upstream",
           "serve-2025": "the same, the client on the 2025-11-25 handshake",
@@ -322,8 +335,10 @@ BEFORE = {"in process": ("gateway",), "end to end": ("gateway",),
 """The kinds ``--before`` measures a second time, with the other checkout's code."""
 
 
-def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[float]:
-    """One measurement in a fresh process (with the code of ``src`` when given)."""
+def _one(where: str, kind: str, src: str | None, calls: int, seed: int
+         ) -> tuple[list[float], dict[str, float]]:
+    """One measurement in a fresh process (with the code of ``src`` when given): its times
+    and the CPU each process spent a call (``CPU_USED``; empty where not measured)."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
@@ -331,16 +346,16 @@ def _one(where: str, kind: str, src: str | None, calls: int, seed: int) -> list[
                           str(seed)], capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         print(f"{where} {kind} failed: {out.stderr.strip()[-500:]}", file=sys.stderr)
-        return []
-    found: list[float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return found
+        return [], {}
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    return found["times"], found["cpu"]
 
 
 def _row(where: str, label: str, values: list[float], direct: float) -> str:
     ordered = sorted(values)
     p50 = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    added = f"{(p50 - direct) * 1e6:,.0f} µs" if label != "direct" else ""
+    added = f"{(p50 - direct) * 1e6:,.0f} µs" if not label.startswith("direct") else ""
     return (f"| {where} | {label} | {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} | {p50 / direct:.2f}x "
             f"| {added} |")
 
@@ -354,7 +369,6 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(GROUPS), help="measure only these "
                         "groups (default: all)")
     parser.add_argument("--upstream", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--upstream-http", metavar="PORT_FILE", help=argparse.SUPPRESS)
     parser.add_argument("--gateway", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
@@ -364,13 +378,10 @@ def main() -> None:
         if flag:
             serve()
             return
-    if args.upstream_http:
-        http_upstream(args.upstream_http)
-        return
     if args.one:
         where, kind, seed = args.one
-        print(json.dumps(anyio.run(RUNS[where], kind, args.calls,
-                                   random.Random(int(seed)))))
+        times = anyio.run(RUNS[where], kind, args.calls, random.Random(int(seed)))
+        print(json.dumps({"times": times, "cpu": CPU_USED}))
         return
     groups = {where: KINDS[where] for where in (
         [GROUPS[g] for g in args.only] if args.only else KINDS)}
@@ -378,23 +389,52 @@ def main() -> None:
     if args.before:
         keys += [(where, kind, args.before) for where in groups for kind in BEFORE[where]]
     samples: dict[tuple[str, str, str | None], list[float]] = {key: [] for key in keys}
+    used: dict[tuple[str, str, str | None], list[dict[str, float]]] = {key: [] for key in keys}
     for round_ in range(args.rounds):
         order = list(keys)
         random.Random(round_).shuffle(order)
-        for where, kind, src in order:
-            samples[(where, kind, src)] += _one(where, kind, src, args.calls, round_ * 7)
+        for key in order:
+            times, cpu = _one(*key, args.calls, round_ * 7)
+            samples[key] += times
+            used[key] += [cpu] if cpu else []
     print(f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {args.calls} "
           f"sequential calls x {args.rounds} interleaved rounds (each in a fresh process), load "
           f"average {os.getloadavg()[0]:.1f}\n")
     print("| path | to the upstream | p50 µs | p99 µs | ÷ direct (p50) | adds (p50) |")
     print("|---|---|---:|---:|---:|---:|")
     for where, kinds in groups.items():
-        direct = statistics.median(samples[(where, "direct", None)])
         for kind in kinds:
-            print(_row(where, LABELS[kind], samples[(where, kind, None)], direct))
+            print(_row(where, LABELS[kind], samples[(where, kind, None)],
+                       _direct(samples, where, kind)))
         for kind in BEFORE[where] if args.before else ():
             print(_row(where, f"{LABELS[kind]} (before)", samples[(where, kind, args.before)],
-                       direct))
+                       _direct(samples, where, kind)))
+    _cpu_table(used, args.before)
+
+
+def _cpu_table(used: dict[tuple[str, str, str | None], list[dict[str, float]]],
+               before: str | None) -> None:
+    """CPU µs a call of each process, the median of the rounds (the serve groups only)."""
+    rows = [(key, runs) for key, runs in used.items() if runs]
+    if not rows:
+        return
+    print("\n| path | to the upstream | client CPU µs | serve CPU µs | upstream CPU µs |")
+    print("|---|---|---:|---:|---:|")
+    for (where, kind, src), runs in rows:
+        label = LABELS[kind] + (" (before)" if src is not None and src == before else "")
+        cells = [f"{statistics.median(r[role] for r in runs):,.0f}"
+                 if all(role in r for r in runs) else ""
+                 for role in ("client", "serve", "upstream")]
+        print(f"| {where} | {label} | {' | '.join(cells)} |")
+
+
+def _direct(samples: dict[tuple[str, str, str | None], list[float]], where: str,
+            kind: str) -> float:
+    """The p50 a kind's "adds" is taken against: the direct call in the same wire era (a
+    client on the 2025-11-25 handshake against the upstream on that handshake too)."""
+    era = "direct-2025" if kind.endswith("-2025") and (where, "direct-2025", None) in samples \
+        else "direct"
+    return statistics.median(samples[(where, era, None)])
 
 
 if __name__ == "__main__":
