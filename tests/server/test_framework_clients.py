@@ -27,8 +27,14 @@ import pytest
 from agents.mcp import MCPServerStreamableHttp
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.messages import (ModelMessage, ModelResponse, TextPart, ToolCallPart,
-                                  ToolReturnPart)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from ..blocks import text_of
@@ -173,7 +179,9 @@ def _model(seen: list[dict[str, Any]]) -> FunctionModel:
         for part in messages[-1].parts:
             if isinstance(part, ToolReturnPart):
                 return ModelResponse(parts=[TextPart(f"{part.outcome}: {part.content}")])
-        asked = json.loads(str(messages[-1].parts[-1].content))  # type: ignore[union-attr]
+        prompt = messages[-1].parts[-1]
+        assert isinstance(prompt, UserPromptPart), messages
+        asked = json.loads(str(prompt.content))
         return ModelResponse(parts=[ToolCallPart(asked["tool"], asked["args"])])
 
     return FunctionModel(respond)
