@@ -93,7 +93,15 @@ CONFORMANCE_SPEC := tests/mcp/conformance/package.json tests/mcp/conformance/pac
 	cd .conformance && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-conformance: .conformance/.installed
+# langchain-mcp-adapters, a client the tests drive against serve: it needs the 1.x MCP SDK where
+# toolkeeper needs the 2.x one, so it has an environment of its own, as its users have.
+LANGCHAIN_CLIENT := langchain-mcp-adapters==0.3.2
+.conformance/langchain/.installed:
+	$(PYTHON) -m venv .conformance/langchain
+	.conformance/langchain/bin/python -m pip -q --disable-pip-version-check install "$(LANGCHAIN_CLIENT)"
+	touch $@
+
+conformance: .conformance/.installed .conformance/langchain/.installed
 
 # A skipped test fails here: everything a test needs is installed above.
 test: system lint typecheck conformance
