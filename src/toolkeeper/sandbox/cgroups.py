@@ -241,6 +241,12 @@ class CallGroup:
         for fd in self._fds:
             os.write(fd, b"0")
 
+    def admit(self, pid: int) -> None:
+        """Move process ``pid`` into the group(s), from the host (a launcher held until its
+        limits are on)."""
+        for fd in self._fds:
+            os.write(fd, str(pid).encode())
+
     def oom_killed(self) -> bool:
         """Whether the memory limit killed something in this call."""
         if not self.dirs or self.support.memory is None:
