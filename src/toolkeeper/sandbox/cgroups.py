@@ -5,8 +5,8 @@ that reserve large virtual ranges: JVMs, Go, V8). When the process may create ch
 cgroup v1 ``memory`` and ``pids`` hierarchies as root, or a cgroup v2 group whose
 ``cgroup.subtree_control`` already enables ``memory`` and ``pids`` (a delegated systemd scope) —
 each call gets its own group under the host's: ``memory`` limit (swap included where the kernel
-accounts it), ``pids.max``, the launcher joins it between fork and exec (it writes ``0`` to an
-fd opened beforehand: no allocation in the child), and on the way out anything left in it is
+accounts it), ``pids.max``, the host moves the launcher into it by pid before the launcher runs
+anything (``limits.Gate``; the fallback ``preexec_fn`` writes ``0`` to an fd opened beforehand), and on the way out anything left in it is
 killed and the group removed. ``probe()`` says what was found; ``toolkeeper doctor`` shows it.
 """
 
