@@ -6,8 +6,9 @@ cgroup v1 ``memory`` and ``pids`` hierarchies as root, or a cgroup v2 group whos
 ``cgroup.subtree_control`` already enables ``memory`` and ``pids`` (a delegated systemd scope) —
 each call gets its own group under the host's: ``memory`` limit (swap included where the kernel
 accounts it), ``pids.max``, the host moves the launcher into it by pid before the launcher runs
-anything (``limits.Gate``; the fallback ``preexec_fn`` writes ``0`` to an fd opened beforehand), and on the way out anything left in it is
-killed and the group removed. ``probe()`` says what was found; ``toolkeeper doctor`` shows it.
+anything (``limits.Gate``; the fallback ``preexec_fn`` writes ``0`` to an fd opened
+beforehand), and on the way out anything left in it is killed and the group removed.
+``probe()`` says what was found; ``toolkeeper doctor`` shows it.
 """
 
 from __future__ import annotations
