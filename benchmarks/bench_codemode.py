@@ -327,12 +327,15 @@ def replay_main(runs: int, calls: int, postgres: bool, governed: bool) -> None:
 
 
 def _table(samples: dict[str, list[float]]) -> None:
-    print("| measurement | p50 ms | p99 ms |")
-    print("|---|---:|---:|")
+    """Medians with their spread: the middle half of the runs (p25–p75) and the p99."""
+    print("| measurement | p50 ms | p25–p75 ms | p99 ms |")
+    print("|---|---:|---:|---:|")
     for name, values in samples.items():
         ordered = sorted(values)
         p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-        print(f"| {name} | {statistics.median(values) * 1000:,.3f} | {p99 * 1000:,.3f} |")
+        low, _, high = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
+        print(f"| {name} | {statistics.median(values) * 1000:,.3f} | "
+              f"{low * 1000:,.3f}–{high * 1000:,.3f} | {p99 * 1000:,.3f} |")
 
 
 def main() -> None:
@@ -358,6 +361,7 @@ def main() -> None:
     if args.before:
         jobs += [f"{name} (before)" for name in BEFORE if name in jobs]
     samples: dict[str, list[float]] = {}
+    load_at_start = os.getloadavg()[0]
     for run in range(args.runs):
         seed = random.Random(run).randrange(10**6)
         order = jobs[:]
@@ -367,10 +371,11 @@ def main() -> None:
             value = _one(base, seed, args.before if base != name else None)
             if value is not None:
                 samples.setdefault(name, []).append(value)
+    load = os.getloadavg()[0]
     print(f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {args.runs} "
           f"interleaved runs, each measurement in a fresh process after one warm-up; calls: "
           f"{CALLS} per run after 20 untimed, time per call; load average "
-          f"{os.getloadavg()[0]:.1f}\n")
+          f"{load_at_start:.1f} at the start, {load:.1f} at the end\n")
     _table({name: samples[name] for name in jobs if name in samples})
 
 

@@ -5,9 +5,10 @@ that reserve large virtual ranges: JVMs, Go, V8). When the process may create ch
 cgroup v1 ``memory`` and ``pids`` hierarchies as root, or a cgroup v2 group whose
 ``cgroup.subtree_control`` already enables ``memory`` and ``pids`` (a delegated systemd scope) —
 each call gets its own group under the host's: ``memory`` limit (swap included where the kernel
-accounts it), ``pids.max``, the launcher joins it between fork and exec (it writes ``0`` to an
-fd opened beforehand: no allocation in the child), and on the way out anything left in it is
-killed and the group removed. ``probe()`` says what was found; ``toolkeeper doctor`` shows it.
+accounts it), ``pids.max``, the host moves the launcher into it by pid before the launcher runs
+anything (``limits.Gate``; the fallback ``preexec_fn`` writes ``0`` to an fd opened
+beforehand), and on the way out anything left in it is killed and the group removed.
+``probe()`` says what was found; ``toolkeeper doctor`` shows it.
 """
 
 from __future__ import annotations
@@ -240,6 +241,12 @@ class CallGroup:
         """Move the calling process into the group(s); meant for ``preexec_fn``."""
         for fd in self._fds:
             os.write(fd, b"0")
+
+    def admit(self, pid: int) -> None:
+        """Move process ``pid`` into the group(s), from the host (a launcher held until its
+        limits are on)."""
+        for fd in self._fds:
+            os.write(fd, str(pid).encode())
 
     def oom_killed(self) -> bool:
         """Whether the memory limit killed something in this call."""

@@ -14,7 +14,7 @@ from .base import CONCURRENT_CALLS, SYSTEM_PATH, UNPRIVILEGED_UID, Limits
 from .cgroups import CallGroup
 from .cgroups import probe as cgroup_probe
 
-__all__ = ["call_group", "counted_inside", "exec_helpers", "limited"]
+__all__ = ["Gate", "call_group", "counted_inside", "exec_helpers", "gated", "limited"]
 
 log = logging.getLogger("toolkeeper.sandbox")
 
@@ -28,14 +28,24 @@ def _preexec(limits: Limits, group: CallGroup | None = None, *, drop_root: bool 
         os.setgroups([])
         os.setgid(UNPRIVILEGED_UID)
         os.setuid(UNPRIVILEGED_UID)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    nproc = _nproc(limits, group)
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    for which, value in _rlimits(limits, group, nproc=True):
+        resource.setrlimit(which, value)
+
+
+def _rlimits(limits: Limits, group: CallGroup | None, *, nproc: bool
+             ) -> list[tuple[int, tuple[int, int]]]:
+    """The rlimits of a command: no core dumps, CPU, file size, open files, processes (unless
+    counted inside the sandbox) and address space where no memory cgroup bounds the call."""
+    found = [(resource.RLIMIT_CORE, (0, 0)),
+             (resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1)),
+             (resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes)),
+             (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))]
+    if nproc:
+        count = _nproc(limits, group)
+        found.append((resource.RLIMIT_NPROC, (count, count)))
     if group is None or group.support.memory is None:
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+        found.append((resource.RLIMIT_AS, (limits.memory, limits.memory)))
+    return found
 
 
 def _nproc(limits: Limits, group: CallGroup | None) -> int:
@@ -129,3 +139,61 @@ def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_ro
         prefix += [setpriv, f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}",
                    "--clear-groups", "--"]
     return prefix + argv, None
+
+
+# Waits on stdin for the host's word, then runs the rest of the command line with stdin from
+# /dev/null; end of input without the word (the host failed or died) runs nothing.
+_GATE = ('read -r word && [ "$word" = go ] && exec "$@" </dev/null; '
+         'echo "toolkeeper: the command was not started: its limits could not be set" >&2; '
+         'exit 126')
+
+
+class Gate:
+    """A command held at its first instruction until its limits are on.
+
+    ``sh`` is started reading a pipe; the host moves it into the call's cgroup (by pid) and
+    sets its rlimits (``resource.prlimit``), then writes the word that lets it ``exec`` the
+    rest. Until then ``sh`` runs nothing but ``read``, so no code of the command's runs before
+    its limits, and everything it starts inherits them. One ``exec`` fewer than a launcher
+    program per limit, and no ``preexec_fn`` (CPython keeps ``vfork``)."""
+
+    def __init__(self, limits: Limits, group: CallGroup | None, *, nproc: bool) -> None:
+        self.rlimits = _rlimits(limits, group, nproc=nproc)
+        self.group = group
+        self.stdin, self._word = os.pipe()
+
+    def release(self, pid: int) -> None:
+        """Put the limits on ``pid`` (our own unreaped child: its pid cannot be reused) and
+        let it go on; if any cannot be set, it is never let go (it exits 126)."""
+        os.close(self.stdin)
+        try:
+            if self.group is not None:
+                self.group.admit(pid)
+            for which, value in self.rlimits:
+                resource.prlimit(pid, which, value)
+            os.write(self._word, b"go\n")
+        except OSError as exc:
+            log.warning("a command was not started: its limits could not be set (%s)", exc)
+        finally:
+            os.close(self._word)
+
+    def abandon(self) -> None:
+        """The command was never started: close both ends."""
+        for fd in (self.stdin, self._word):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def gated(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root: bool,
+          nproc: bool = True) -> tuple[list[str], Gate] | None:
+    """``argv`` behind ``sh`` held at a :class:`Gate` (and ``setpriv`` when a root host drops
+    to the unprivileged uid), or ``None`` where the helpers are not installed (``limited``)."""
+    helpers = exec_helpers()
+    if helpers is None:
+        return None
+    _, setpriv, sh = helpers
+    prefix = [sh, "-c", _GATE, "sh"]
+    if drop_root and os.geteuid() == 0:
+        prefix += [setpriv, f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}",
+                   "--clear-groups", "--"]
+    return prefix + argv, Gate(limits, group, nproc=nproc)

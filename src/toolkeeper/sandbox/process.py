@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .base import SYSTEM_PATH, Limits, SandboxResult
-from .limits import call_group, limited
+from .cgroups import CallGroup
+from .limits import call_group, gated, limited
 
 __all__ = ["KILL_GRACE_S", "collect", "command_env", "kill_group", "run_helper", "run_process"]
 
@@ -62,16 +63,8 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     started = time.monotonic()
     with call_group(limits) as group:
-        argv, preexec = limited(argv, limits, group, drop_root=drop_root,
-                                nproc=not nproc_inside)
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=cwd, env=env, close_fds=True, pass_fds=tuple(pass_fds),
-                start_new_session=True, preexec_fn=preexec)
-        finally:
-            for fd in close_after_start:
-                os.close(fd)
+        proc = _start(argv, limits, group, drop_root=drop_root, nproc=not nproc_inside,
+                      cwd=cwd, env=env, pass_fds=pass_fds, close_after_start=close_after_start)
         namespace = _Namespace(proc.pid)
         out, err, truncated, timed_out = collect(proc, started + timeout_s, output_cap,
                                                   info_fd=info_fd, namespace=namespace,
@@ -84,6 +77,34 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
                          stderr=stderr, truncated=truncated, timed_out=timed_out,
                          duration_s=time.monotonic() - started, oom_killed=oom,
                          start_error=failed)
+
+
+def _start(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root: bool,
+           nproc: bool, cwd: Path | None, env: dict[str, str], pass_fds: Sequence[int],
+           close_after_start: Sequence[int]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` behind its limits: held at a gate until the host has put them on
+    (``gated``), or, without the helpers, with a ``preexec_fn`` that sets them."""
+    held = gated(argv, limits, group, drop_root=drop_root, nproc=nproc)
+    preexec = None
+    if held is None:
+        argv, preexec = limited(argv, limits, group, drop_root=drop_root, nproc=nproc)
+    else:
+        argv = held[0]
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL if held is None else held[1].stdin,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, close_fds=True,
+            pass_fds=tuple(pass_fds), start_new_session=True, preexec_fn=preexec)
+    except BaseException:
+        if held is not None:
+            held[1].abandon()
+        raise
+    finally:
+        for fd in close_after_start:
+            os.close(fd)
+    if held is not None:
+        held[1].release(proc.pid)
+    return proc
 
 
 def _start_error(code: int | None, stderr: str, started: bool) -> str:
