@@ -30,3 +30,12 @@ def reachable() -> Iterator[Path]:
     path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def ws(reachable: Path) -> Path:
+    """A workspace ``ws`` under ``reachable``, handed over to the sandbox user."""
+    root = reachable / "ws"
+    root.mkdir()
+    hand_over(root)
+    return root

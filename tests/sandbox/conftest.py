@@ -1,5 +1,5 @@
 """Workspaces the sandbox user can reach (see ``tests/workspaces.py``)."""
 
-from ..workspaces import reachable
+from ..workspaces import reachable, ws
 
-__all__ = ["reachable"]
+__all__ = ["reachable", "ws"]

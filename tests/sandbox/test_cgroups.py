@@ -21,19 +21,9 @@ from toolkeeper.config.gating import policy_from
 from toolkeeper.sandbox import cgroups, probe
 from toolkeeper.sandbox.cgroups import CallGroup
 
-from ..workspaces import hand_over
-
 SUPPORT = cgroups.probe()
 pytestmark = pytest.mark.skipif(not (SUPPORT.available and probe().available),
                                 reason=f"no per-call cgroups: {SUPPORT.detail}")
-
-
-@pytest.fixture
-def ws(reachable: Path) -> Path:
-    root = reachable / "ws"
-    root.mkdir()
-    hand_over(root)
-    return root
 
 
 def shell(ws: Path, **policy: object) -> Tool:

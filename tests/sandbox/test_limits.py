@@ -14,20 +14,10 @@ from toolkeeper.sandbox import cgroups, exec_helpers, probe_bwrap
 from toolkeeper.sandbox.base import Limits
 from toolkeeper.sandbox.bubblewrap import run_confined
 
-from ..workspaces import hand_over
-
 pytestmark = pytest.mark.skipif(not probe_bwrap().available or exec_helpers() is None,
                                 reason="bubblewrap and util-linux are needed")
 
 LIMITS = Limits(processes=32, memory=512 << 20, file_bytes=16 << 20, open_files=77)
-
-
-@pytest.fixture
-def ws(reachable: Path) -> Path:
-    root = reachable / "ws"
-    root.mkdir()
-    hand_over(root)
-    return root
 
 
 def test_the_launch_execs_no_limit_program_before_bubblewrap(ws: Path, monkeypatch: Any
