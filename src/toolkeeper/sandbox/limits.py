@@ -121,7 +121,6 @@ def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_ro
     process limit is set inside the sandbox (``counted_inside``), not here.
     """
     helpers = exec_helpers()
-    root = drop_root and os.geteuid() == 0
     if helpers is None:
         return argv, functools.partial(_preexec, limits, group, drop_root=drop_root)
     prlimit, setpriv, sh = helpers
@@ -135,10 +134,15 @@ def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_ro
     if group is None or group.support.memory is None:
         prefix.append(f"--as={limits.memory}")
     prefix.append("--")
-    if root:
-        prefix += [setpriv, f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}",
-                   "--clear-groups", "--"]
-    return prefix + argv, None
+    return prefix + _dropped(setpriv, drop_root) + argv, None
+
+
+def _dropped(setpriv: str, drop_root: bool) -> list[str]:
+    """``setpriv`` to the unprivileged uid when a root host drops root, else nothing."""
+    if not (drop_root and os.geteuid() == 0):
+        return []
+    return [setpriv, f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}",
+            "--clear-groups", "--"]
 
 
 # Waits on stdin for the host's word, then runs the rest of the command line with stdin from
@@ -192,8 +196,5 @@ def gated(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root
     if helpers is None:
         return None
     _, setpriv, sh = helpers
-    prefix = [sh, "-c", _GATE, "sh"]
-    if drop_root and os.geteuid() == 0:
-        prefix += [setpriv, f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}",
-                   "--clear-groups", "--"]
-    return prefix + argv, Gate(limits, group, nproc=nproc)
+    return ([sh, "-c", _GATE, "sh", *_dropped(setpriv, drop_root), *argv],
+            Gate(limits, group, nproc=nproc))

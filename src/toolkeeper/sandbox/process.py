@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .base import SYSTEM_PATH, Limits, SandboxResult
 from .cgroups import CallGroup
-from .limits import call_group, gated, limited
+from .limits import Gate, call_group, gated, limited
 
 __all__ = ["KILL_GRACE_S", "collect", "command_env", "kill_group", "run_helper", "run_process"]
 
@@ -85,25 +85,26 @@ def _start(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_roo
     """Start ``argv`` behind its limits: held at a gate until the host has put them on
     (``gated``), or, without the helpers, with a ``preexec_fn`` that sets them."""
     held = gated(argv, limits, group, drop_root=drop_root, nproc=nproc)
+    gate: Gate | None = None
     preexec = None
     if held is None:
         argv, preexec = limited(argv, limits, group, drop_root=drop_root, nproc=nproc)
     else:
-        argv = held[0]
+        argv, gate = held
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL if held is None else held[1].stdin,
+            argv, stdin=subprocess.DEVNULL if gate is None else gate.stdin,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, close_fds=True,
             pass_fds=tuple(pass_fds), start_new_session=True, preexec_fn=preexec)
     except BaseException:
-        if held is not None:
-            held[1].abandon()
+        if gate is not None:
+            gate.abandon()
         raise
     finally:
         for fd in close_after_start:
             os.close(fd)
-    if held is not None:
-        held[1].release(proc.pid)
+    if gate is not None:
+        gate.release(proc.pid)
     return proc
 
 
