@@ -1,9 +1,13 @@
 """The code that runs first inside the sandbox: the script's side of the bridge.
 
 It is handed to a fresh ``python3 -I -S`` as a string and imports nothing at start but
-built-in modules (``os``, ``sys``, ``marshal``): importing ``json``, ``socket`` and
-``traceback`` would cost a fresh interpreter ~25 ms on a small host. It takes the bridge's fd
-out of the environment, waits for the start frame (the run's secret, the script and the
+built-in modules (``posix``, ``sys``, ``marshal``): importing ``json``, ``socket`` and
+``traceback`` would cost a fresh interpreter ~25 ms on a small host, and even ``os`` (with
+``stat``, ``posixpath`` and ``_collections_abc``) about 1 ms of every cold start, so the
+script's own ``import os`` pays for it only where it is used. It takes the bridge's fd out of
+the environment (``posix.environ``, which ``os.environ`` is copied from, and the process's
+own), uses the compiler once (its first use costs ~1 ms; a pre-started sandbox pays it while
+it waits), waits for the start frame (the run's secret, the script and the
 callable tools — a pre-started sandbox waits here until a run takes it), defines one function
 per tool plus ``call_tool`` and ``search_tools``, runs the script in a fresh namespace and sends
 back its ``result``, or the error when it raises.
@@ -32,10 +36,11 @@ __all__ = ["BOOT", "MAX_FRAME", "PRELUDE", "prelude_frame"]
 MAX_FRAME = 1 << 20
 
 _SOURCE = r'''
-import marshal, os, sys
+import marshal, posix, sys
 
 def _bridge():
-    fd = int(os.environ.pop("TOOLKEEPER_BRIDGE_FD"))
+    fd = int(posix.environ.pop(b"TOOLKEEPER_BRIDGE_FD"))
+    posix.unsetenv("TOOLKEEPER_BRIDGE_FD")  # nor in what a program it starts inherits
     secret = ""  # comes with the start frame: never in the environment or a command line
     limit = __LIMIT__
     escapes = {i: "\\u%04x" % i for i in range(32)}
@@ -73,13 +78,13 @@ def _bridge():
             raise ValueError("a call's arguments may be at most %d bytes as JSON" % limit)
         data = len(data).to_bytes(4, "big") + data
         while data:
-            data = data[os.write(fd, data):]
+            data = data[posix.write(fd, data):]
 
     pending = bytearray()
 
     def exact(size):
         while len(pending) < size:
-            chunk = os.read(fd, 65536)
+            chunk = posix.read(fd, 65536)
             if not chunk:
                 raise SystemExit("the host closed the bridge")
             pending.extend(chunk)
@@ -116,6 +121,7 @@ def _bridge():
             content = item.pop("data", None)
             if content is not None:
                 try:
+                    import os  # only for a run that is sent files
                     os.makedirs(os.path.dirname(item["path"]) or ".", exist_ok=True)
                     with open(item["path"], "wb") as out:
                         out.write(content)
@@ -143,6 +149,7 @@ def _bridge():
              % (counter[0], encode(str(query)), int(limit)))
         return receive().get("signatures", [])
 
+    compile("", "<warm>", "exec")  # the compiler's first use costs ~1 ms: paid while waiting
     start = receive()
     secret = start["secret"]
     namespace = {"__name__": "__chain__", "__builtins__": __builtins__,
@@ -166,7 +173,7 @@ def _bridge():
         import traceback
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
         send('"type":"error","error":' + encode(text[-4000:]))
-        os._exit(1)
+        posix._exit(1)
     sys.stdout.flush()
     try:
         send('"type":"done","value":' + encode(namespace.get("result")))
@@ -177,11 +184,11 @@ _bridge()
 '''
 PRELUDE = _SOURCE.replace("__LIMIT__", str(MAX_FRAME))
 
-BOOT = '''import marshal, os, sys
-def _exact(size, fd=int(os.environ["TOOLKEEPER_BRIDGE_FD"])):
+BOOT = '''import marshal, posix, sys
+def _exact(size, fd=int(posix.environ[b"TOOLKEEPER_BRIDGE_FD"])):
     data = b""
     while len(data) < size:
-        chunk = os.read(fd, size - len(data))
+        chunk = posix.read(fd, size - len(data))
         if not chunk:
             raise SystemExit("the host closed the bridge")
         data += chunk
