@@ -21,7 +21,6 @@ import random
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
