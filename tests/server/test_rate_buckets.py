@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolkeeper.approval.sqlite import Connection
+from toolkeeper.approval.sqlite import Connection, number
 from toolkeeper.server.rate_buckets import Leases, SharedBuckets, batch_for, shared_rate
 
 
@@ -162,7 +162,7 @@ def test_tokens_not_spent_within_the_lease_lapse_and_are_not_given_back(tmp_path
             await anyio.sleep(0.05)
         assert await hand.admit("client 'agent'") and writes[0] == 2  # lapsed: the store
         left = hand.buckets.db.query("SELECT tokens FROM rate_buckets")
-        assert 21.9 < float(left[0][0]) < 22.1, left  # 32 - 5 - 5: the 3 lapsed stay gone
+        assert 21.9 < number(left[0][0]) < 22.1, left  # 32 - 5 - 5: the 3 lapsed stay gone
         admitted = 0
         while await other.admit("client 'agent'"):  # the other worker is not starved
             admitted += 1
