@@ -127,7 +127,8 @@ class _Taking:
     for it rather than each writing the store."""
 
     done: anyio.Event = field(default_factory=anyio.Event)
-    took: int = 0
+    took: int | None = None
+    """The tokens it took; ``None`` while under way, or when the store failed it."""
 
 
 class Leases:
@@ -153,7 +154,7 @@ class Leases:
                 return await self._take(caller)
             await taking.done.wait()
             if taking.took == 0:  # the bucket was empty a moment ago: refused with it
-                return False
+                return False  # (a take the store failed: this request tries its own)
         return True
 
     def _spend(self, caller: str) -> bool:
@@ -173,12 +174,13 @@ class Leases:
     async def _take(self, caller: str) -> bool:
         taking = self._taking[caller] = _Taking()
         try:
-            taking.took = await anyio.to_thread.run_sync(self.buckets.take, caller, self.batch)
-            if taking.took > 1:  # one spent now, the rest in hand
+            took = await anyio.to_thread.run_sync(self.buckets.take, caller, self.batch)
+            if took > 1:  # one spent now, the rest in hand
                 if len(self._held) >= MAX_HELD:
                     self._forget_lapsed()
-                self._held[caller] = (taking.took - 1, time.monotonic() + self.lease_s)
-            return taking.took > 0
+                self._held[caller] = (took - 1, time.monotonic() + self.lease_s)
+            taking.took = took
+            return took > 0
         finally:
             del self._taking[caller]
             taking.done.set()
