@@ -21,9 +21,14 @@ store costs, and how soon a decision wakes a call waiting in another worker.
   connection that landed on worker 2. The figure is the time from the decision's answer to the
   call's answer (the wake-up, the tool and the answer), over ``--approvals`` calls.
 
-Rounds are interleaved; each figure is the median over the rounds.
+- **before and after**: with ``--before SRC`` (another checkout's ``src`` folder), the
+  largest N uncounted and counted also run from that checkout, interleaved with this one's.
+
+Rounds are interleaved; each figure is the median over the rounds (calls/s, and wrk's p50 and
+p99 latency).
 
     python benchmarks/bench_workers.py [--rounds 3] [--duration 5] [--approvals 40] [--postgres]
+        [--before OTHER/src]
 """
 
 from __future__ import annotations
@@ -85,12 +90,21 @@ PG_RUNS = (("1 worker, PostgreSQL store", 1, "0"),
            ("1 worker, PostgreSQL store, rate limit counted", 1, "1000000"))
 
 
-def runs(counts: list[int]) -> tuple[tuple[str, int, str], ...]:
+def runs(counts: list[int], before: bool = False) -> tuple[tuple[str, int, str], ...]:
     """(name, workers, rate limit) of each capacity run: serve and FastMCP for every N, and
-    serve counting the rate limit in the store for the largest N."""
+    serve counting the rate limit in the store for the largest N (and, with ``before``, the
+    largest N's two runs of the other checkout)."""
+    most = max(counts)
     return (*((f"serve, {_workers(n)}", n, "0") for n in counts),
-            (f"serve, {_workers(max(counts))}, rate limit counted", max(counts), "1000000"),
+            (f"serve, {_workers(most)}, rate limit counted", most, "1000000"),
+            *(((f"{BEFORE}serve, {_workers(most)}", most, "0"),
+               (f"{BEFORE}serve, {_workers(most)}, rate limit counted", most, "1000000"))
+              if before else ()),
             *((f"FastMCP, {_workers(n)} (uvicorn --workers {n})", n, "") for n in counts))
+
+
+BEFORE = "before: "
+"""The name's prefix of a run of the ``--before`` checkout."""
 
 
 def _workers(n: int) -> str:
@@ -100,11 +114,15 @@ def _workers(n: int) -> str:
 class Serve:
     """A running ``toolkeeper serve --workers N``."""
 
-    def __init__(self, scratch: Path, workers: int, rate_limit: str, *args: str) -> None:
+    def __init__(self, scratch: Path, workers: int, rate_limit: str, *args: str,
+                 src: str | None = None) -> None:
         state = Path(tempfile.mkdtemp(dir=scratch))
         (scratch / "tools.py").write_text(TOOLS)
+        env = {**os.environ, "TOOLKEEPER_TOKEN": TOKEN}
+        if src is not None:  # another checkout's package first on the path
+            env["PYTHONPATH"] = src
         self.proc, self.url, self.token = start_serve(
-            scratch / "tools.py", state, env={**os.environ, "TOOLKEEPER_TOKEN": TOKEN},
+            scratch / "tools.py", state, env=env,
             args=("--rate-limit", rate_limit, "--workers", str(workers), *args))
 
     def stop(self) -> None:
@@ -163,16 +181,17 @@ def _answers(server: Serve, workers: int) -> bool:
     return True
 
 
-def capacity(serve: Serve, seconds: float) -> tuple[float, int]:
-    """wrk over 16 connections: (calls/s, wrong or failed answers)."""
+def capacity(serve: Serve, seconds: float) -> tuple[float, int, float, float]:
+    """wrk over 16 connections: (calls/s, wrong or failed answers, p50 ms, p99 ms)."""
     done = subprocess.run(["wrk", "-t1", "-c16", f"-d{round(seconds)}s", "--timeout", "10s",
                            "-s", str(LUA), f"{serve.url}/mcp", "--", serve.token],
                           capture_output=True, text=True, timeout=seconds + 60, check=False)
     found = _RESULT.search(done.stdout)
     if found is None:
         raise SystemExit(f"wrk gave no result: {done.stdout} {done.stderr}")
-    requests, answered, wrong, errors, _, _, duration = map(int, found.groups())
-    return answered / (duration / 1e6), wrong + errors + (requests - answered)
+    requests, answered, wrong, errors, p50, p99, duration = map(int, found.groups())
+    return (answered / (duration / 1e6), wrong + errors + (requests - answered), p50 / 1e3,
+            p99 / 1e3)
 
 
 def wake(serve: Serve, approvals: int) -> list[float]:
@@ -216,26 +235,30 @@ def main() -> None:
                         help="also one process on a PostgreSQL store (a local throwaway server)")
     parser.add_argument("--workers", default="1,2",
                         help="the worker counts measured, e.g. 1,2,4,8 where the cores exist")
+    parser.add_argument("--before", metavar="SRC",
+                        help="another checkout's src folder: its serve with the most workers, "
+                             "uncounted and counted, interleaved with this one's")
     args = parser.parse_args()
     args.counts = sorted({int(n) for n in args.workers.split(",")})
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is missing: make bench installs it (Debian package wrk)")
-    rates: dict[str, list[float]] = {}
+    rates: dict[str, list[tuple[float, float, float]]] = {}
     wakes: list[float] = []
     wrong = 0
-    every = runs(args.counts) + (PG_RUNS if args.postgres else ())
+    every = runs(args.counts, bool(args.before)) + (PG_RUNS if args.postgres else ())
     with tempfile.TemporaryDirectory() as scratch, _postgres(args.postgres) as base:
         for round_ in range(args.rounds):
             order = list(every)
             random.Random(round_).shuffle(order)
             for name, workers, limit in order:
                 store = ("--store", create_database(base)) if "PostgreSQL" in name else ()
+                src = args.before if name.startswith(BEFORE) else None
                 serve = (FastMCPWorkers(Path(scratch), workers) if name.startswith("FastMCP")
-                         else Serve(Path(scratch), workers, limit, *store))
+                         else Serve(Path(scratch), workers, limit, *store, src=src))
                 try:
                     capacity(serve, 1.0)  # warm up
-                    rate, bad = capacity(serve, args.duration)
-                    rates.setdefault(name, []).append(rate)
+                    rate, bad, p50, p99 = capacity(serve, args.duration)
+                    rates.setdefault(name, []).append((rate, p50, p99))
                     wrong += bad
                 finally:
                     serve.stop()
@@ -248,6 +271,11 @@ def main() -> None:
     report(rates, sorted(wakes), wrong, args)
 
 
+def _median(rates: dict[str, list[tuple[float, float, float]]], name: str) -> float:
+    """The median calls/s of the runs named ``name``."""
+    return statistics.median(run[0] for run in rates[name])
+
+
 @contextmanager
 def _postgres(wanted: bool) -> Iterator[str]:
     """A throwaway PostgreSQL server's base URL when ``wanted``."""
@@ -255,26 +283,35 @@ def _postgres(wanted: bool) -> Iterator[str]:
         yield base
 
 
-def report(rates: dict[str, list[float]], wakes: list[float], wrong: int,
+def report(rates: dict[str, list[tuple[float, float, float]]], wakes: list[float], wrong: int,
            args: argparse.Namespace) -> None:
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {platform.system()} "
           f"{platform.release()}, Python {sys.version.split()[0]}, {os.cpu_count()} cores "
           f"(workers and wrk share them), load average {os.getloadavg()[0]:.2f} at the end; wrk -t1 -c16 for "
           f"{args.duration:g} s per run, {args.rounds} interleaved rounds (median); wrong "
           f"answers: {wrong}\n")
-    print("| run | calls/s | calls/s per worker |")
-    print("|---|---:|---:|")
-    for name, workers, _ in runs(args.counts) + (PG_RUNS if args.postgres else ()):
-        rate = statistics.median(rates[name])
-        print(f"| {name} | {rate:,.0f} | {rate / workers:,.0f} |")
+    print("| run | calls/s | calls/s per worker | p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|")
+    for name, workers, _ in runs(args.counts, bool(args.before)) + (
+            PG_RUNS if args.postgres else ()):
+        rate, p50, p99 = (statistics.median(run[k] for run in rates[name]) for k in range(3))
+        print(f"| {name} | {rate:,.0f} | {rate / workers:,.0f} | {p50:.2f} | {p99:.2f} |")
     print()
-    one = statistics.median(rates[f"serve, {_workers(args.counts[0])}"])
+    one = _median(rates, f"serve, {_workers(args.counts[0])}")
     for n in args.counts:
-        ours = statistics.median(rates[f"serve, {_workers(n)}"])
-        theirs = statistics.median(rates[f"FastMCP, {_workers(n)} (uvicorn --workers {n})"])
+        ours = _median(rates, f"serve, {_workers(n)}")
+        theirs = _median(rates, f"FastMCP, {_workers(n)} (uvicorn --workers {n})")
         print(f"- {_workers(n)}: serve ÷ FastMCP {ours / theirs:.2f}x; serve's scaling "
               f"{ours / one:.2f}x its {_workers(args.counts[0])} ({ours / n:,.0f} calls/s per "
               f"worker)")
+    most = _workers(max(args.counts))
+    counted = _median(rates, f"serve, {most}, rate limit counted")
+    print(f"- {most}, rate limit counted: {counted / _median(rates, f'serve, {most}'):.2f}x "
+          f"uncounted")
+    if args.before:
+        was = _median(rates, f"{BEFORE}serve, {most}, rate limit counted")
+        print(f"- before: counted {was / _median(rates, f'{BEFORE}serve, {most}'):.2f}x "
+              f"uncounted; counted now {counted / was:.2f}x before")
     if max(args.counts) > (os.cpu_count() or 1):
         print(f"- {os.cpu_count()} cores here: the runs with more workers than cores say what "
               f"the processes cost when they share the cores, not how serve scales on a "

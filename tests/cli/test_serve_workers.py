@@ -180,6 +180,45 @@ def test_the_rate_limit_counts_a_client_across_the_workers(tmp_path: Path) -> No
     assert set(admitted) == {0, 1}  # a full bucket, whichever worker asks first
 
 
+def test_a_flood_over_both_workers_is_held_to_the_limit_and_refused_429_naming_it(
+        tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--workers", "2", "--rate-limit", "40",
+                       tools=str(tmp_path / "tools.py"))
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+    try:
+        served = Served(proc, url, tmp_path / "state")
+        on = [served.client(worker=1 + k % 2) for k in range(4)]  # two connections each
+
+        def flood(client: httpx.Client) -> None:
+            for _ in range(60):
+                answer = client.get("/api/approvals")
+                with lock:
+                    answers.append(answer)
+
+        begun = time.monotonic()
+        threads = [threading.Thread(target=flood, args=(client,)) for client in on]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        elapsed = time.monotonic() - begun
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    statuses = [answer.status_code for answer in answers]
+    admitted = statuses.count(200)
+    assert len(statuses) == 240 and set(statuses) == {200, 429}, statuses
+    # One bucket of 40 requests per second (bursts of 80) for the client, whichever worker
+    # holds a batch of its tokens.
+    assert admitted <= 80 + 40 * elapsed, (admitted, elapsed)
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert refused.json()["error"] == "rate_limited" and refused.headers["retry-after"] == "1"
+    assert "more than 40 requests per second (bursts of 80)" in refused.json()["message"]
+    assert "toolkeeper serve --rate-limit N (0 turns it off)" in refused.json()["message"]
+
+
 def _supervisor_stops(served: Served, sig: int) -> str:
     err = _ended(served.proc, sig)
     for pid in served.pids:

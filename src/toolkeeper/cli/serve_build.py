@@ -38,7 +38,7 @@ from ..server.clients import ANONYMOUS, ClientTokens
 from ..server.gate import ASGIApp
 from ..server.metrics import ServerMetrics
 from ..server.oauth import OAuthResource
-from ..server.rate_buckets import SharedBuckets
+from ..server.rate_buckets import Leases, shared_rate
 from ..server.tokens import (
     check_shared_token,
     default_client_token,
@@ -255,13 +255,14 @@ def _over_http(settings: ServeSettings, face: MCPFace, gateway: MCPGateway | Non
                   lines=partial(start.lines, url))
 
 
-def _shared_rate(settings: ServeSettings) -> SharedBuckets | None:
+def _shared_rate(settings: ServeSettings) -> Leases | None:
     """With several workers, or replicas on one PostgreSQL store, a client's connections land
     on any of them: its rate limit is counted in the store they share."""
     rate = settings.flags.rate_limit
     if rate <= 0 or (settings.flags.workers == 1 and not is_url(settings.db)):
         return None
-    return SharedBuckets(settings.db, rate=rate, burst=max(1, int(rate * 2)))
+    return shared_rate(settings.db, rate=rate, burst=max(1, int(rate * 2)),
+                       workers=settings.flags.workers)
 
 
 def _tell_operator(invoker: ToolInvoker) -> Callable[[HookEvent, dict[str, object]],

@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import anyio.to_thread
-
 from ..core.context import CALLER_KEY, Caller, Channel
 from .auth import COOKIE, PERSON_PREFIX, WebSessions
 from .clients import OPERATOR, ClientTokens
@@ -244,15 +242,15 @@ class Required:
 
 
 class Shared(Protocol):
-    """Buckets kept where several processes count them (``SharedBuckets``, in the store)."""
+    """Buckets kept where several processes count them (``Leases`` of the store's buckets)."""
 
-    def admit(self, caller: str) -> bool: ...
+    async def admit(self, caller: str) -> bool: ...
 
 
 class RateLimit:
     """A token bucket of ``rate`` requests per second per caller (``rate`` 0: no limit):
     per client for a credential; without one, per connection. In this process's memory, or
-    with ``shared`` where every worker of the server counts (a store write per request)."""
+    with ``shared`` where every worker of the server counts (a store write per batch)."""
 
     def __init__(self, rate: float, burst: int, shared: Shared | None = None) -> None:
         self.rate, self.burst, self.shared = rate, burst, shared
@@ -272,7 +270,7 @@ class RateLimit:
     async def _admitted(self, caller: str) -> bool:
         if self.shared is None:
             return self._admit(caller)
-        return await anyio.to_thread.run_sync(self.shared.admit, caller)
+        return await self.shared.admit(caller)
 
     def _admit(self, caller: str) -> bool:
         now = time.monotonic()
