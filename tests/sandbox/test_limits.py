@@ -38,15 +38,19 @@ def test_the_launch_execs_no_limit_program_before_bubblewrap(ws: Path, monkeypat
     assert "prlimit" not in programs, argv
 
 
-def test_a_limit_that_cannot_be_set_runs_nothing_of_the_command(ws: Path, monkeypatch: Any
-                                                                ) -> None:
+@pytest.mark.parametrize("error", [PermissionError(1, "Operation not permitted"),
+                                   ValueError("current limit exceeds maximum limit")])
+def test_a_limit_that_cannot_be_set_runs_nothing_of_the_command(ws: Path, monkeypatch: Any,
+                                                                error: Exception,
+                                                                caplog: Any) -> None:
     def refuse(*args: Any) -> Any:
-        raise PermissionError(1, "Operation not permitted")
+        raise error
 
     monkeypatch.setattr(resource, "prlimit", refuse)
     out = run_confined(ws, ["/bin/sh", "-c", "echo ran > /workspace/ran"], limits=LIMITS)
     assert out.exit_code == 126
     assert "its limits could not be set" in out.stderr
+    assert str(error) in caplog.text  # the operator's log says why
     assert not (ws / "ran").exists()
 
 

@@ -176,7 +176,7 @@ class Gate:
             for which, value in self.rlimits:
                 resource.prlimit(pid, which, value)
             os.write(self._word, b"go\n")
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a limit the kernel cannot take
             log.warning("a command was not started: its limits could not be set (%s)", exc)
         finally:
             os.close(self._word)
