@@ -118,20 +118,23 @@ def _members(dirs: list[Path]) -> set[int]:
 
 def _kill_members(dirs: list[Path], timeout_s: float) -> None:
     """SIGKILL every process in ``dirs`` until none is left or ``timeout_s`` has passed. Each
-    is held by a pidfd and signalled only if it is still listed once held: a pid freed and
-    taken meanwhile by a process outside the groups is never signalled."""
+    is held by a pidfd and signalled only if it is still listed once held (the list read once
+    for all of them, after they are held): a pid freed and taken meanwhile by a process outside
+    the groups is never signalled."""
     deadline = time.monotonic() + timeout_s
     while (members := _members(dirs)) and time.monotonic() < deadline:
-        for pid in members:
-            try:
-                pidfd = os.pidfd_open(pid)
-            except OSError:  # gone already
-                continue
-            try:
-                if pid in _members(dirs):
+        held: dict[int, int] = {}
+        try:
+            for pid in members:
+                with contextlib.suppress(OSError):  # gone already
+                    held[pid] = os.pidfd_open(pid)
+            listed = _members(dirs)
+            for pid, pidfd in held.items():
+                if pid in listed:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            finally:
+        finally:
+            for pidfd in held.values():
                 os.close(pidfd)
         time.sleep(0.005)
 
