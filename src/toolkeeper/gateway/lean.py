@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -105,15 +106,13 @@ class LeanLink:
         session = client.session
         version = session.protocol_version or ""
         request_id = f"toolkeeper-{next(self._ids)}"
-        body = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call",
-                                    params={"name": name, "arguments": arguments})
         headers = {"accept": "application/json, text/event-stream",
                    "content-type": "application/json", VERSION_HEADER: version}
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
         try:
-            outcome = await self._post(body.model_dump_json(by_alias=True, exclude_unset=True),
-                                       headers, request_id)
+            outcome = await self._post(_request(request_id, name, arguments), headers,
+                                       request_id)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_WRITE_S):
                 await _cancelled(session, request_id)
@@ -123,7 +122,7 @@ class LeanLink:
             raise MCPError(code=error.code, message=error.message, data=error.data)
         return await _result(session, name, version, outcome.result)
 
-    async def _post(self, body: str, headers: dict[str, str], request_id: str) -> Any:
+    async def _post(self, body: bytes, headers: dict[str, str], request_id: str) -> Any:
         """The call's answer (a ``JSONRPCResponse`` or ``JSONRPCError``), what the stream
         carries besides it handed to the SDK's session."""
         def resume(last_id: str) -> Any:
@@ -150,7 +149,7 @@ class LeanLink:
         return (self.transport is not None and http.auth is None and not http.cookies
                 and not hooks["request"] and not hooks["response"])
 
-    async def _send(self, body: str, headers: dict[str, str]) -> Any:
+    async def _send(self, body: bytes, headers: dict[str, str]) -> Any:
         """The POST handed to the client's transport, built as the client builds it (its
         headers under the call's, its timeouts); the answer's cookies kept as it keeps them."""
         import httpx2
@@ -165,6 +164,23 @@ class LeanLink:
         response.request = request
         self.http.cookies.extract_cookies(response)
         return response
+
+
+def _request(request_id: str, name: str, arguments: dict[str, Any]) -> bytes:
+    """The call's JSON-RPC request, as the SDK's model writes it (compact, UTF-8 as is; a
+    float may be spelled otherwise, the same number): one ``json.dumps`` of the envelope. What
+    plain JSON cannot say (a NaN, a lone surrogate) is left to the model, as before."""
+    envelope = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}
+    try:
+        return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False).encode()
+    except (TypeError, ValueError):
+        import mcp_types as types
+
+        return types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call",
+                                    params=envelope["params"]).model_dump_json(
+            by_alias=True, exclude_unset=True).encode()
 
 
 async def answer_of(response: Any, request_id: str, in_session: bool, inbound: Any,
