@@ -58,13 +58,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 (no standalone stream here)
+    def do_GET(self) -> None:
         self._json(405, None)
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self._json(405, None)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers["content-length"])))
         method, ident = message.get("method"), message.get("id")
         if ident is None:
