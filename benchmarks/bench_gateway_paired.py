@@ -41,17 +41,17 @@ async def measure(before: str, rounds: int, chunk: int) -> dict[tuple[str, str],
 
     here = str(HERE.parent.parent / "src")
     with tempfile.TemporaryDirectory() as scratch:
-        tmp, procs = Path(scratch), []
+        tmp, procs = Path(scratch), list[Any]()
         upstream, url = start_http_upstream(tmp)
         procs.append(upstream)
-        targets = {"direct": (url, upstream.pid, "add")}
+        targets: dict[str, tuple[str, int, str]] = {"direct": (url, upstream.pid, "add")}
         try:
             for side, src in (("serve", here), ("serve (before)", before)):
                 (tmp / side).mkdir()
                 os.environ["PYTHONPATH"] = src
-                proc, base = _serve(tmp / side, url)
-                procs.append(proc)
-                targets[side] = (f"{base}/mcp", proc.pid, "up-add")
+                served, base = _serve(tmp / side, url)
+                procs.append(served)
+                targets[side] = (f"{base}/mcp", served.pid, "up-add")
             async with AsyncExitStack() as stack:
                 kinds: dict[tuple[str, str], Any] = {}
                 for side, (where, pid, name) in targets.items():
