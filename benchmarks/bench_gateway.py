@@ -331,7 +331,8 @@ LABELS = {"direct": "direct", "direct-2025": "direct, the client on the 2025-11-
           "local": "toolkeeper serve (HTTP), its own add: no upstream",
           "local-2025": "the same, the client on the 2025-11-25 handshake"}
 BEFORE = {"in process": ("gateway",), "end to end": ("gateway",),
-          "serve, HTTP upstream": ("serve", "local"), "serve, stdio upstream": ("serve",)}
+          "serve, HTTP upstream": ("serve", "serve-2025", "local"),
+          "serve, stdio upstream": ("serve",)}
 """The kinds ``--before`` measures a second time, with the other checkout's code."""
 
 

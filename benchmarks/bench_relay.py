@@ -15,6 +15,9 @@ machine falls on every kind alike):
   gateway called before its lean path;
 - ``lean``: the gateway's upstream connection (``Upstream.call``: the lean path's post, the
   answer read and checked by the SDK's validators);
+- ``lean, client's layers``: the same with the transport withheld from the lean path, so the
+  call goes through the httpx client's own layers (auth, redirects, cookies) as a call with
+  OAuth or cookies does;
 - ``door``: the gateway's tool through ``ToolInvoker.invoke`` (no audit log);
 - ``door + audit``: the same with the SQLite audit log as ``toolkeeper serve`` keeps it.
 
@@ -42,7 +45,8 @@ from typing import Any
 import anyio
 from upstreams import start_http_upstream
 
-KINDS = ("socket", "kept-alive", "httpx", "sdk client", "lean", "door", "door + audit")
+KINDS = ("socket", "kept-alive", "httpx", "sdk client", "lean", "lean, client's layers", "door",
+         "door + audit")
 Call = Callable[[int, int], Awaitable[None]]
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json",
            "mcp-protocol-version": "2025-11-25"}
@@ -139,6 +143,15 @@ async def measure(url: str, chunk: int, rounds: int
             async def lean(a: int, b: int) -> None:
                 _checked(await upstream.call("add", {"a": a, "b": b}))
 
+            async def lean_layered(a: int, b: int) -> None:
+                link = upstream._lean  # the transport withheld: the client's layers
+                assert link is not None
+                kept, link.transport = link.transport, None
+                try:
+                    _checked(await upstream.call("add", {"a": a, "b": b}))
+                finally:
+                    link.transport = kept
+
             def door(invoker: ToolInvoker, session: Any) -> Call:
                 async def call(a: int, b: int) -> None:
                     _checked(await invoker.invoke(ToolCall(
@@ -147,7 +160,8 @@ async def measure(url: str, chunk: int, rounds: int
 
             kinds: dict[str, Call] = {"socket": raw, "kept-alive": _kept_alive(url),
                                       "httpx": over_httpx, "sdk client": sdk,
-                                      "lean": lean, "door": door(plain, s1),
+                                      "lean": lean, "lean, client's layers": lean_layered,
+                                      "door": door(plain, s1),
                                       "door + audit": door(audited, s2)}
             for call in kinds.values():  # warm up
                 for _ in range(20):

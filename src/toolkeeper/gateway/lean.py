@@ -8,7 +8,10 @@ whole client round trip, about as long as the upstream's call itself. The lean p
 call in the calling task, on the SDK client's own connection:
 
 - the httpx client is the one the SDK's transport was given: the configured headers, the
-  upstream's OAuth, the kept-alive connections and the cap on answer sizes;
+  upstream's OAuth, the kept-alive connections and the cap on answer sizes; a call on a client
+  with no auth, no cookies and no event hooks is handed to that client's transport itself
+  (the request built as the client builds it, its headers merged once), which skips the
+  client's layers for auth, redirects and cookies that have nothing to do for it;
 - the request carries what the SDK's own requests on that connection carry (``LeanLink.seen``
   hears each of them: the session id, the protocol version), with an id of the gateway's own
   (a string: never one the SDK's session mints);
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -61,13 +65,16 @@ class LeanLink:
     ``http`` the SDK transport's httpx client, ``inbound`` the stream the SDK's session reads
     what the upstream sends."""
 
-    def __init__(self, url: str, http: Any, inbound: Any) -> None:
+    def __init__(self, url: str, http: Any, inbound: Any, transport: Any = None) -> None:
         self.url = url
         self.http = http
         self.inbound = inbound
+        self.transport = transport
+        """``http``'s own transport, when known: plain calls go to it directly."""
         self.session_id: str | None = None
         self.redirected = False
         self._ids = itertools.count(1)
+        self._target: Any = None
 
     def seen(self, request: Any, response: Any) -> None:
         """A POST of the SDK's on this connection and its answer's head: its session id is
@@ -99,15 +106,13 @@ class LeanLink:
         session = client.session
         version = session.protocol_version or ""
         request_id = f"toolkeeper-{next(self._ids)}"
-        body = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call",
-                                    params={"name": name, "arguments": arguments})
         headers = {"accept": "application/json, text/event-stream",
                    "content-type": "application/json", VERSION_HEADER: version}
         if self.session_id:
             headers[SESSION_HEADER] = self.session_id
         try:
-            outcome = await self._post(body.model_dump_json(by_alias=True, exclude_unset=True),
-                                       headers, request_id)
+            outcome = await self._post(_request(request_id, name, arguments), headers,
+                                       request_id)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_WRITE_S):
                 await _cancelled(session, request_id)
@@ -117,17 +122,65 @@ class LeanLink:
             raise MCPError(code=error.code, message=error.message, data=error.data)
         return await _result(session, name, version, outcome.result)
 
-    async def _post(self, body: str, headers: dict[str, str], request_id: str) -> Any:
+    async def _post(self, body: bytes, headers: dict[str, str], request_id: str) -> Any:
         """The call's answer (a ``JSONRPCResponse`` or ``JSONRPCError``), what the stream
         carries besides it handed to the SDK's session."""
         def resume(last_id: str) -> Any:
             return self.http.stream("GET", self.url, headers={
                 **headers, "accept": "text/event-stream", "last-event-id": last_id})
 
-        async with self.http.stream("POST", self.url, content=body, headers=headers,
-                                    extensions={LEAN: True}) as response:
+        if not self._direct():
+            async with self.http.stream("POST", self.url, content=body, headers=headers,
+                                        extensions={LEAN: True}) as response:
+                return await answer_of(response, request_id, self.session_id is not None,
+                                       self.inbound, resume)
+        response = await self._send(body, headers)
+        try:
             return await answer_of(response, request_id, self.session_id is not None,
                                    self.inbound, resume)
+        finally:
+            await response.aclose()
+
+    def _direct(self) -> bool:
+        """Whether a call may skip the httpx client's layers: nothing in them would act on it
+        (no auth to add or answer, no cookie to send, no hook to run)."""
+        http = self.http
+        hooks = http.event_hooks
+        return (self.transport is not None and http.auth is None and not http.cookies
+                and not hooks["request"] and not hooks["response"])
+
+    async def _send(self, body: bytes, headers: dict[str, str]) -> Any:
+        """The POST handed to the client's transport, built as the client builds it (its
+        headers under the call's, its timeouts); the answer's cookies kept as it keeps them."""
+        import httpx2
+
+        if self._target is None:
+            self._target = httpx2.URL(self.url)
+        merged = httpx2.Headers(self.http.headers)
+        merged.update(headers)
+        request = httpx2.Request("POST", self._target, content=body, headers=merged,
+                                 extensions={LEAN: True, "timeout": self.http.timeout.as_dict()})
+        response = await self.transport.handle_async_request(request)
+        response.request = request
+        self.http.cookies.extract_cookies(response)
+        return response
+
+
+def _request(request_id: str, name: str, arguments: dict[str, Any]) -> bytes:
+    """The call's JSON-RPC request, as the SDK's model writes it (compact, UTF-8 as is; a
+    float may be spelled otherwise, the same number): one ``json.dumps`` of the envelope. What
+    plain JSON cannot say (a NaN, a lone surrogate) is left to the model, as before."""
+    envelope = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}
+    try:
+        return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False).encode()
+    except (TypeError, ValueError):
+        import mcp_types as types
+
+        return types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call",
+                                    params=envelope["params"]).model_dump_json(
+            by_alias=True, exclude_unset=True).encode()
 
 
 async def answer_of(response: Any, request_id: str, in_session: bool, inbound: Any,
@@ -291,11 +344,11 @@ async def _result(session: Any, name: str, version: str, raw: dict[str, Any]
 
 
 @contextlib.asynccontextmanager
-async def streamable_http(url: str, http: Any, linked: Callable[[LeanLink], None]
-                          ) -> AsyncIterator[tuple[Any, Any]]:
+async def streamable_http(url: str, http: Any, linked: Callable[[LeanLink], None],
+                          transport: Any = None) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's Streamable HTTP client transport over ``http``, what it reads passed on to
     the SDK's session through a stream the lean path hands messages to as well; the
-    ``LeanLink`` handed to ``linked``."""
+    ``LeanLink`` handed to ``linked`` (``transport``: ``http``'s own, for plain calls)."""
     from mcp.client.streamable_http import streamable_http_client
 
     inbound, merged = anyio.create_memory_object_stream[Any](0)
@@ -309,7 +362,7 @@ async def streamable_http(url: str, http: Any, linked: Callable[[LeanLink], None
                         await inbound.send(item)
 
         group.start_soon(forward)
-        linked(LeanLink(url, http, inbound))
+        linked(LeanLink(url, http, inbound, transport))
         try:
             yield merged, write
         finally:

@@ -234,10 +234,10 @@ class Upstream:
             headers = {k: expand_env(v, f"mcp server '{cfg.name}' header {k}")
                        for k, v in cfg.headers.items()}
             timeout = httpx2.Timeout(cfg.call_timeout_s, connect=cfg.connect_timeout_s)
+            transport = capped_http(cfg.max_result_bytes, self._over, self._seen)
             http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=headers, timeout=timeout, auth=self._auth(),
-                transport=capped_http(cfg.max_result_bytes, self._over, self._seen)))
-            return streamable_http(cfg.url, http, self._linked)
+                headers=headers, timeout=timeout, auth=self._auth(), transport=transport))
+            return streamable_http(cfg.url, http, self._linked, transport)
         env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
         return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
 
