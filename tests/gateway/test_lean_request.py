@@ -46,3 +46,25 @@ def test_what_plain_json_cannot_say_is_written_by_the_model_as_before() -> None:
                                      params={"name": "t", "arguments": {"x": odd}})
         assert _request("i", "t", {"x": odd}) == model.model_dump_json(
             by_alias=True, exclude_unset=True).encode()
+
+
+def test_a_call_skips_the_client_s_layers_only_when_none_of_them_would_act() -> None:
+    import httpx2
+
+    from toolkeeper.gateway.lean import LeanLink
+
+    transport = httpx2.AsyncHTTPTransport()
+
+    def link(**options: Any) -> LeanLink:
+        return LeanLink("http://127.0.0.1:1/mcp", httpx2.AsyncClient(transport=transport,
+                                                                      **options), None, transport)
+
+    async def hook(_: Any) -> None:
+        return None
+
+    assert link()._direct()
+    assert not LeanLink("http://127.0.0.1:1/mcp", httpx2.AsyncClient(), None)._direct()
+    for options in ({"auth": ("user", "secret")}, {"cookies": {"route": "b7"}},
+                    {"event_hooks": {"request": [hook]}}, {"event_hooks": {"response": [hook]}},
+                    {"follow_redirects": True}, {"params": {"key": "1"}}):
+        assert not link(**options)._direct(), options

@@ -143,11 +143,13 @@ class LeanLink:
 
     def _direct(self) -> bool:
         """Whether a call may skip the httpx client's layers: nothing in them would act on it
-        (no auth to add or answer, no cookie to send, no hook to run)."""
+        (no auth to add or answer, no cookie to send, no hook to run, no redirect to follow,
+        no query parameters to add)."""
         http = self.http
         hooks = http.event_hooks
         return (self.transport is not None and http.auth is None and not http.cookies
-                and not hooks["request"] and not hooks["response"])
+                and not hooks["request"] and not hooks["response"]
+                and not http.follow_redirects and not http.params)
 
     async def _send(self, body: bytes, headers: dict[str, str]) -> Any:
         """The POST handed to the client's transport, built as the client builds it (its
