@@ -86,9 +86,14 @@ class SharedBuckets:
                  held: int = 0) -> None:
         self.db = open_database(db, _SCHEMA, "rate_buckets")
         self.rate, self.burst = rate, burst
-        self.room = max(1, burst - held)
+        self.reserve(held)
         self._sql = _TAKE_SQL["pg" if isinstance(self.db, PgDatabase) else "sqlite"]
         self._counted = 0
+
+    def reserve(self, held: int) -> None:
+        """Keep ``held`` tokens out of each bucket: the most the processes sharing them may
+        hold in hand, so that hand and bucket together never exceed the burst."""
+        self.room = max(1, self.burst - held)
 
     def take(self, caller: str, want: int = 1) -> int:
         """Take up to ``want`` tokens from ``caller``'s bucket: how many it took (0: none
@@ -199,5 +204,5 @@ def shared_rate(db: str | Path | Database, *, rate: float, burst: int,
     if isinstance(buckets.db, PgDatabase):
         return Leases(buckets, batch=1)
     batch = batch_for(burst, workers)
-    return Leases(SharedBuckets(buckets.db, rate=rate, burst=burst,
-                                held=workers * (batch - 1)), batch=batch)
+    buckets.reserve(workers * (batch - 1))
+    return Leases(buckets, batch=batch)
