@@ -316,9 +316,9 @@ async def _read(receive: Any, limit: int) -> tuple[bytes, bool]:
 
 
 def _first(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    """The first value of header ``name`` (lower case), decoded as Starlette decodes it."""
+    """The first value of header ``name`` (ASGI names are lower case), as Starlette reads it."""
     for key, value in headers:
-        if key.lower() == name:
+        if key == name:
             return value.decode("latin-1")
     return None
 
