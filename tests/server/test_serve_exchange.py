@@ -204,3 +204,33 @@ def test_input_schemas_follow_the_catalog() -> None:
     assert later is not None and list(later["properties"]) == ["text"]
     box.remove("first")
     assert lookup("first") is None  # the catalog changed: exported again
+
+
+async def test_the_lean_path_refuses_exactly_the_posts_the_sdk_transport_check_refuses(
+        ) -> None:
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.requests import Request
+
+    from toolkeeper.server.exchange import SingleExchange
+
+    settings = TransportSecuritySettings(
+        allowed_hosts=["127.0.0.1:8765", "localhost:*"],
+        allowed_origins=["http://127.0.0.1:8765", "http://localhost:*"])
+    kinds = [None, b"application/json", b"Application/JSON; charset=utf-8", b"text/plain"]
+    hosts = [None, b"127.0.0.1:8765", b"localhost:9", b"localhost", b"evil.example"]
+    origins = [None, b"", b"http://localhost:1", b"http://127.0.0.1:8765", b"http://evil"]
+    for protect in (True, False):
+        settings.enable_dns_rebinding_protection = protect
+        lean = SingleExchange(None, type("S", (), {"middleware": []})(), security=settings,
+                              max_body_bytes=1 << 20)
+        for kind in kinds:
+            for host in hosts:
+                for origin in origins:
+                    headers = [(name, value) for name, value in (
+                        (b"content-type", kind), (b"host", host), (b"origin", origin))
+                        if value is not None]
+                    headers += [(b"host", b"evil.example")]  # a second Host: the first counts
+                    scope = {"type": "http", "method": "POST", "path": "/mcp",
+                             "headers": headers}
+                    sdk = await lean.security.validate_request(Request(scope), is_post=True)
+                    assert lean._secure(headers) is (sdk is None), (protect, headers)

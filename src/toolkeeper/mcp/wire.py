@@ -20,7 +20,7 @@ from mcp_types import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS, is_version_at_least
 
 from ..gateway.sources import RESOURCE_NOT_FOUND
 
@@ -41,6 +41,9 @@ NO_WAY_BACK = INVALID_REQUEST
 it (the SDK's ``NoBackChannelError`` answers the same)."""
 MODERN = MODERN_PROTOCOL_VERSIONS[0]
 """The first revision of the per-request era (``subscriptions/listen``, input rounds)."""
+_PER_REQUEST = frozenset(v for v in KNOWN_PROTOCOL_VERSIONS if is_version_at_least(v, MODERN))
+"""The known revisions at least as new as ``MODERN``: what ``is_version_at_least`` answers
+yes for, asked once (a served call asks it several times)."""
 
 
 class Versioned(Protocol):
@@ -52,7 +55,7 @@ def modern(request: Versioned) -> bool:
     """Whether ``request`` speaks the per-request era (2026-07-28 and later): its client
     listens with ``subscriptions/listen`` and answers questions in rounds (``inputRequests``)
     instead of on an open connection. An unknown revision is taken for the handshake era."""
-    return is_version_at_least(request.protocol_version, MODERN)
+    return request.protocol_version in _PER_REQUEST
 
 
 def era_of(request: Versioned) -> str:

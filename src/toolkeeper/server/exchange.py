@@ -137,6 +137,30 @@ class SingleExchange:
         ``ctx.lifespan_context`` here as on the SDK's own path."""
         self.modern = ModernCall(self.serve_one, self.state)
         """A plain 2026-07-28 call, answered as the SDK's entry answers it (``modern.py``)."""
+        self._no_channel = Connection.from_envelope(DEFAULT_NEGOTIATED_VERSION, None, None).outbound
+        """The SDK's outbound of a connection with no channel back (its private sentinel)."""
+
+    def _secure(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Whether a POST passes the SDK's transport checks (``TransportSecurityMiddleware``:
+        a JSON ``Content-Type``; with DNS-rebinding protection on, an allowed ``Host`` and no
+        foreign ``Origin``), with its own host and origin checks, read off the raw headers
+        (the first of each name, as Starlette reads them) without a ``Headers`` or a
+        ``Response`` per request; a request refused goes to the SDK's app, which refuses it."""
+        content_type = _first(headers, b"content-type")
+        if content_type is None or not content_type.lower().startswith("application/json"):
+            return False
+        if not self.security.settings.enable_dns_rebinding_protection:
+            return True
+        return (self.security._validate_host(_first(headers, b"host"))
+                and self.security._validate_origin(_first(headers, b"origin")))
+
+    def _connection(self, version: str) -> Connection:
+        """The connection of a 2025-era request, as ``Connection.from_envelope(version,
+        None, None)`` makes it (born ready, no client info or capabilities, no channel back)
+        without validating the two absent values into models only to catch their errors."""
+        connection = Connection(self._no_channel, protocol_version=version)
+        connection.initialized.set()
+        return connection
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
         if (scope["type"] != "http" or scope["method"] != "POST"
@@ -155,7 +179,7 @@ class SingleExchange:
             await self.app(scope, _replay(body, more, receive), send)
             return
         http = Request(scope, _replay(body, False, receive))
-        if await self.security.validate_request(http, is_post=True) is not None:
+        if not self._secure(scope["headers"]):
             await self.app(scope, _replay(body, False, receive), send)  # 415, 421, 403
             return
         # Every method's envelope is checked here, once, as JSON-RPC 2.0 says.
@@ -189,7 +213,7 @@ class SingleExchange:
             request_id=request["id"], answer=answer,
             message_metadata=ServerMessageMetadata(request_context=http),
             progress_token=progress_token_from_params(params))
-        connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
+        connection = self._connection(version or DEFAULT_NEGOTIATED_VERSION)
         lifespan_state = self.state
 
         async def run() -> None:
@@ -289,6 +313,14 @@ async def _read(receive: Any, limit: int) -> tuple[bytes, bool]:
             return b"".join(chunks), False
         if size > limit:
             return b"".join(chunks), True
+
+
+def _first(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of header ``name`` (ASGI names are lower case), as Starlette reads it."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _replay(body: bytes, more: bool, receive: Any) -> Any:

@@ -53,6 +53,9 @@ MAX_TOOL_LABELS = 2000
 MAX_CLIENT_LABELS = 100
 """Clients with a series of their own in ``toolkeeper_client_calls_total``; later ones share
 ``_other`` (``OTHER_TOOL``), so a server with many clients keeps a bounded number of series."""
+MAX_ENDS = 10_000
+"""(tool, client, status) triples whose series a call's end finds in one lookup; past them, in
+three (the series stay as many as the labels allow)."""
 NO_CLIENT = "_none"
 """The ``client`` label of a call no client made (the library's own session)."""
 CALL_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0)
@@ -101,6 +104,8 @@ class ServerMetrics:
         self._series: dict[tuple[int | str, ...], Any] = {}
         """The call series by their labels, as many as the labels are (``MAX_TOOL_LABELS``,
         ``MAX_CLIENT_LABELS``, the statuses)."""
+        self._ends: dict[tuple[Any, Any, Any], tuple[Any, Any, Any]] = {}
+        """A call's end's three series by its (tool, client, status) (``_ends_of``)."""
         self._counting = threading.Lock()  # two scrapes at once count each change once
         hooks = invoker.approvals.hooks
         if hooks is not None:
@@ -112,12 +117,25 @@ class ServerMetrics:
                                   str(payload.get("outcome", ""))).inc()
 
     def _ended(self, _event: HookEvent, payload: dict[str, Any]) -> None:
-        tool, status = self._label(str(payload.get("tool", ""))), str(payload.get("status", ""))
-        client = self._client(str(payload.get("client") or ""))
-        self._series_of(self.calls, tool, status).inc()
-        self._series_of(self.by_client, client, status).inc()
-        self._series_of(self.latency, tool).observe(
-            float(payload.get("duration_ms", 0.0)) / 1000)
+        key = (payload.get("tool", ""), payload.get("client") or "", payload.get("status", ""))
+        series = self._ends.get(key)
+        if series is None:
+            series = self._ends_of(*key)
+        calls, by_client, latency = series
+        calls.inc()
+        by_client.inc()
+        latency.observe(float(payload.get("duration_ms", 0.0)) / 1000)
+
+    def _ends_of(self, tool: object, client: object, status: object) -> tuple[Any, Any, Any]:
+        """The three series a call's end counts in, by its tool, client and status as the
+        hook names them: looked up (labels bounded, ``_label`` and ``_client``) once per
+        such triple, while the triples are few (``MAX_ENDS``)."""
+        label, who, said = self._label(str(tool)), self._client(str(client)), str(status)
+        series = (self._series_of(self.calls, label, said),
+                  self._series_of(self.by_client, who, said), self._series_of(self.latency, label))
+        if label in self._tools and len(self._ends) < MAX_ENDS:  # a tool's label is for good
+            self._ends[(tool, client, status)] = series
+        return series
 
     def _series_of(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, made once per label values (``labels`` checks the
