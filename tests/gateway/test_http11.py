@@ -191,7 +191,7 @@ async def test_a_header_that_would_change_the_head_is_refused_before_anything_is
     async with listener, anyio.create_task_group() as group:
         group.start_soon(listener.serve, count)
         request = httpx2.Request("POST", f"http://127.0.0.1:{port}/mcp", content=b"{}")
-        request.headers._list.append((header[0].encode(), header[0].lower().encode(),  # type: ignore[attr-defined]
+        request.headers._list.append((header[0].encode(), header[0].lower().encode(),
                                       header[1].encode()))
         with pytest.raises(httpx2.LocalProtocolError):
             await kept.handle_async_request(request)
