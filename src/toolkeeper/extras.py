@@ -28,7 +28,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "search": ("tantivy", "rapidfuzz", "Stemmer"),
     "builtins": ("httpx", "html2text", "simpleeval", "bashlex", "pypdf", "pyseccomp"),
     "cli": ("typer", "rich"),
-    "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx", "h11", "yaml",
+    "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx", "httptools", "yaml",
                "prometheus_client", "cryptography"),
     "fast": ("httptools", "uvloop"),
     "skills": ("yaml",),

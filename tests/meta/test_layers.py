@@ -52,8 +52,8 @@ LAZY = {
     "mcp": "the MCP SDK takes ~0.8 s to import: loaded when a server is built, not by every command",
     "mcp_types": "comes with the MCP SDK (see mcp)",
     "httpx2": "the MCP SDK's HTTP client (see mcp): for an upstream MCP server over HTTP",
-    "h11": "the HTTP/1.1 parser under the MCP SDK's HTTP client (see httpx2): the gateway's "
-           "lean path to an upstream over HTTP",
+    "httptools": "the server extra: the gateway's lean path parses an upstream's HTTP/1.1 "
+                 "answers with it (llhttp, in C)",
     "uvicorn": "the HTTP server: loaded when `serve` listens",
     "starlette": "the HTTP app: loaded when `serve` builds it",
     "jinja2": "the approval page's templates: loaded when `serve` builds the page",
