@@ -143,16 +143,21 @@ class SingleExchange:
     def _secure(self, headers: list[tuple[bytes, bytes]]) -> bool:
         """Whether a POST passes the SDK's transport checks (``TransportSecurityMiddleware``:
         a JSON ``Content-Type``; with DNS-rebinding protection on, an allowed ``Host`` and no
-        foreign ``Origin``), with its own host and origin checks, read off the raw headers
-        (the first of each name, as Starlette reads them) without a ``Headers`` or a
-        ``Response`` per request; a request refused goes to the SDK's app, which refuses it."""
+        foreign ``Origin``, each an exact value or a ``name:*`` pattern of its settings), read
+        off the raw headers (the first of each name, as Starlette reads them) without a
+        ``Headers`` or a ``Response`` per request; a request refused goes to the SDK's app,
+        which refuses it (a test holds the two to the same answer on every header mix)."""
         content_type = _first(headers, b"content-type")
         if content_type is None or not content_type.lower().startswith("application/json"):
             return False
-        if not self.security.settings.enable_dns_rebinding_protection:
+        settings = self.security.settings
+        if not settings.enable_dns_rebinding_protection:
             return True
-        return (self.security._validate_host(_first(headers, b"host"))
-                and self.security._validate_origin(_first(headers, b"origin")))
+        host = _first(headers, b"host")
+        if not host or not _allowed(host, settings.allowed_hosts):
+            return False
+        origin = _first(headers, b"origin")
+        return not origin or _allowed(origin, settings.allowed_origins)
 
     def _connection(self, version: str) -> Connection:
         """The connection of a 2025-era request, as ``Connection.from_envelope(version,
@@ -321,6 +326,13 @@ def _first(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
         if key == name:
             return value.decode("latin-1")
     return None
+
+
+def _allowed(value: str, allowed: list[str]) -> bool:
+    """Whether ``value`` is one of ``allowed`` or has a port under one of its ``name:*``
+    patterns, as the SDK's transport check matches a Host or an Origin."""
+    return value in allowed or any(
+        pattern.endswith(":*") and value.startswith(pattern[:-1]) for pattern in allowed)
 
 
 def _replay(body: bytes, more: bool, receive: Any) -> Any:
