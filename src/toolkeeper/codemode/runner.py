@@ -75,7 +75,7 @@ class Started:
             timeout_s=timeout_s, output_cap=64 << 10, shared=tuple(shared), cancel=self.cancel,
             env={"TOOLKEEPER_BRIDGE_FD": str(child.fileno()), "PYTHONDONTWRITEBYTECODE": "1"},
             limits=Limits(cpu_s=cpu_s, processes=32, memory=512 << 20, file_bytes=16 << 20),
-            pass_fds=(child.fileno(),))
+            pass_fds=(child.fileno(),), spare_gate=True)
         thread = threading.Thread(target=self._run, args=(sandbox, child, options),
                                   name="toolkeeper-chain", daemon=True)
         _LIVE.add(self)

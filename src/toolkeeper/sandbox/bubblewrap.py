@@ -242,7 +242,7 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
                  hidden: Sequence[HiddenPath] = (), pass_fds: Sequence[int] = (),
                  shared: Sequence[SharedPath] = (), overlay: Overlay | None = None,
-                 cancel: threading.Event | None = None) -> SandboxResult:
+                 cancel: threading.Event | None = None, spare: bool = False) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout.
 
     ``hidden`` lists existing workspace entries the command may neither read nor change;
@@ -265,7 +265,8 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
         return run_process(confined.argv, cwd=None, env={"PATH": SYSTEM_PATH},
                     timeout_s=timeout_s, output_cap=output_cap, limits=limits,
                     pass_fds=(*passed, *pass_fds), info_fd=info_read,
-                    nproc_inside=confined.counted, close_after_start=passed, cancel=cancel)
+                    nproc_inside=confined.counted, close_after_start=passed, cancel=cancel,
+                    spare=spare)
     finally:
         os.close(info_read)
 
@@ -309,4 +310,5 @@ class BubblewrapSandbox:
                             output_cap=options.output_cap, network=options.network,
                             env=options.env, limits=options.limits, hidden=options.hidden,
                             pass_fds=options.pass_fds, shared=options.shared,
-                            overlay=options.overlay, cancel=options.cancel)
+                            overlay=options.overlay, cancel=options.cancel,
+                            spare=options.spare_gate)
