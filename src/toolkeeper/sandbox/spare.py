@@ -102,6 +102,8 @@ class Spare:
         self.group: CallGroup | None = CallGroup(support, memory_bytes=limits.memory,
                                                  pids=limits.processes)
         self.group.__enter__()
+        self.dirs_seen = list(self.group.dirs)
+        self.pid = -1
         self.proc: subprocess.Popen[bytes] | None = None
         self.host: socket.socket | None = None
         try:
@@ -115,6 +117,7 @@ class Spare:
                     start_new_session=True)
             finally:
                 child.close()
+            self.pid = self.proc.pid
             self.group.admit(self.proc.pid)  # the grace period, paid here
         except BaseException:
             self.discard()
