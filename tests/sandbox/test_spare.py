@@ -3,6 +3,7 @@ a failed one is never used, and none is left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -85,10 +86,8 @@ def test_a_fork_bomb_in_a_run_from_a_spare_is_stopped_by_its_groups_process_limi
         nonlocal hit
         deadline = time.monotonic() + 60
         while hit == 0 and time.monotonic() < deadline and pids_dir.exists():
-            try:
+            with contextlib.suppress(OSError, IndexError, ValueError):
                 hit = int((pids_dir / "pids.events").read_text().split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
             time.sleep(0.01)
 
     watcher = threading.Thread(target=watch)
