@@ -38,12 +38,13 @@ from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
 from ..invoke.tracing import failed, span
 from ..sandbox.base import Overlay, Sandbox, SharedPath
+from ..sandbox.bubblewrap import BubblewrapSandbox, prepare_spare
 from ..sandbox.detect import default_sandbox
 from ..sandbox.overlay import new_overlay
 from ..tools.tool import Tool
 from .bridge import NAME, Bridge
 from .journal import RunLog
-from .runner import Started, WarmPool
+from .runner import Started, WarmPool, run_limits
 from .signatures import function_names, signature
 
 __all__ = ["ToolChainTool"]
@@ -291,8 +292,12 @@ class ToolChainTool(Tool):
         return run
 
     def warm_up(self) -> None:
-        """Start the pre-started sandboxes now rather than at the first run."""
+        """Start the pre-started sandboxes now rather than at the first run, and prepare the
+        spare launch gate the first cold run takes (bubblewrap)."""
         self._pool.fill()
+        sandbox = self._sandbox_or_refuse()
+        if isinstance(sandbox, BubblewrapSandbox):
+            prepare_spare(run_limits(int(self._policy.total_timeout_s) + 1))
 
     def close(self) -> None:
         """Kill the pre-started sandboxes (they also die with this process)."""

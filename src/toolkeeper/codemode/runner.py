@@ -74,7 +74,7 @@ class Started:
         options = RunOptions(
             timeout_s=timeout_s, output_cap=64 << 10, shared=tuple(shared), cancel=self.cancel,
             env={"TOOLKEEPER_BRIDGE_FD": str(child.fileno()), "PYTHONDONTWRITEBYTECODE": "1"},
-            limits=Limits(cpu_s=cpu_s, processes=32, memory=512 << 20, file_bytes=16 << 20),
+            limits=run_limits(cpu_s),
             pass_fds=(child.fileno(),), spare_gate=True)
         thread = threading.Thread(target=self._run, args=(sandbox, child, options),
                                   name="toolkeeper-chain", daemon=True)
@@ -166,6 +166,11 @@ class Started:
         self.cancel.set()
         with contextlib.suppress(OSError):
             self.host.close()
+
+
+def run_limits(cpu_s: int) -> Limits:
+    """The limits of a code-mode sandbox."""
+    return Limits(cpu_s=cpu_s, processes=32, memory=512 << 20, file_bytes=16 << 20)
 
 
 _LIVE: weakref.WeakSet[Started] = weakref.WeakSet()

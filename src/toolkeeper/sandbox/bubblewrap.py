@@ -33,10 +33,11 @@ from .base import (
     check_hidden,
     check_shared,
 )
-from .limits import counted_inside
+from .limits import counted_inside, exec_helpers
 from .overlay import launcher, probe_overlay, sandbox_ids
 from .process import run_process
 from .seccomp import bpf_fd
+from .spare import spares
 
 __all__ = ["BubblewrapSandbox", "ConfinedCommand", "bwrap_argv", "confined_command", "probe_bwrap",
            "run_confined"]
@@ -269,6 +270,13 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                     spare=spare)
     finally:
         os.close(info_read)
+
+
+def prepare_spare(limits: Limits) -> None:
+    """Prepare a spare launch gate for a later run with these limits (``RunOptions.spare_gate``)
+    in the background, so even the first such run takes one."""
+    if exec_helpers() is not None:
+        spares.prepare(limits, {"PATH": SYSTEM_PATH})
 
 
 @functools.lru_cache(maxsize=1)
