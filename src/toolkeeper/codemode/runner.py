@@ -45,6 +45,9 @@ the answer carries about what was refused."""
 class Started:
     """A sandbox running the prelude in its own worker thread; ``host`` is the bridge's end.
 
+    ``spare_gate``: a run waits for this start, so it takes a spare launch gate when one is
+    ready (a warm pool's starts wait for nobody and leave the spare to cold runs).
+
     ``before`` is the scan of the mount's protected paths the sandbox was started from (what
     it hides); once a run has claimed the sandbox, ``settle(before, overlay)`` runs in that
     thread after every process of the sandbox is gone — the writes the script made through
@@ -54,7 +57,7 @@ class Started:
 
     def __init__(self, sandbox: Sandbox, *, timeout_s: float, cpu_s: int,
                  shared: Sequence[SharedPath] = (), before: TreeScan | None = None,
-                 settle: Settle | None = None) -> None:
+                 settle: Settle | None = None, spare_gate: bool = False) -> None:
         self.before, self._settle = before, settle
         self.overlay = next((s.overlay for s in shared if s.overlay is not None), None)
         self.claimed = False
@@ -75,7 +78,7 @@ class Started:
             timeout_s=timeout_s, output_cap=64 << 10, shared=tuple(shared), cancel=self.cancel,
             env={"TOOLKEEPER_BRIDGE_FD": str(child.fileno()), "PYTHONDONTWRITEBYTECODE": "1"},
             limits=run_limits(cpu_s),
-            pass_fds=(child.fileno(),), spare_gate=True)
+            pass_fds=(child.fileno(),), spare_gate=spare_gate)
         thread = threading.Thread(target=self._run, args=(sandbox, child, options),
                                   name="toolkeeper-chain", daemon=True)
         _LIVE.add(self)
