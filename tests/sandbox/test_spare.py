@@ -180,3 +180,16 @@ def test_a_gate_whose_host_end_closes_runs_nothing_and_exits() -> None:
     assert held.proc.wait(timeout=30) == 126
     held.discard()
     assert _gone(held.dirs_seen, held.pid)
+
+
+def test_a_run_from_a_spare_has_every_rlimit_of_its_call(ws: Path) -> None:
+    _ready()
+    served = spares.served
+    result = run_confined(ws, ["cat", "/proc/self/limits"], limits=LIMITS, timeout_s=30,
+                          spare=True)
+    assert spares.served == served + 1
+    rows = {line[:26].strip(): line[26:].split()[:2] for line in result.stdout.splitlines()[1:]}
+    assert rows["Max cpu time"] == [str(LIMITS.cpu_s), str(LIMITS.cpu_s + 1)]
+    assert rows["Max file size"] == [str(LIMITS.file_bytes)] * 2
+    assert rows["Max open files"] == [str(LIMITS.open_files)] * 2
+    assert rows["Max core file size"] == ["0", "0"]
