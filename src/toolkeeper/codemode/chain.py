@@ -38,12 +38,13 @@ from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
 from ..invoke.tracing import failed, span
 from ..sandbox.base import Overlay, Sandbox, SharedPath
+from ..sandbox.bubblewrap import BubblewrapSandbox, prepare_spare
 from ..sandbox.detect import default_sandbox
 from ..sandbox.overlay import new_overlay
 from ..tools.tool import Tool
 from .bridge import NAME, Bridge
 from .journal import RunLog
-from .runner import Started, WarmPool
+from .runner import Started, WarmPool, run_limits
 from .signatures import function_names, signature
 
 __all__ = ["ToolChainTool"]
@@ -250,7 +251,7 @@ class ToolChainTool(Tool):
             return exc.message
         return None
 
-    def _start(self) -> Started:
+    def _start(self, spare_gate: bool = False) -> Started:
         policy, sandbox, protection = self._policy, self._sandbox_or_refuse(), self._protection
         shared, before = self._shared, None
         if protection is not None:  # what the mount hides is decided now, from fds
@@ -263,7 +264,7 @@ class ToolChainTool(Tool):
         return Started(sandbox, timeout_s=self._pool.idle_s + policy.total_timeout_s + 5,
                        cpu_s=int(policy.total_timeout_s) + 1, shared=shared, before=before,
                        settle=None if protection is None else functools.partial(
-                           protection.settle, who="the script"))
+                           protection.settle, who="the script"), spare_gate=spare_gate)
 
     def _take(self, sandbox: Sandbox) -> Started:
         """A sandbox for one run, claimed: a pre-started one if the mount's protected paths
@@ -280,7 +281,7 @@ class ToolChainTool(Tool):
         if run is not None and protection is not None and run.before != protection.state():
             run.discard()
             run = None
-        run = run or self._start()
+        run = run or self._start(spare_gate=True)  # a run waits: it takes the spare gate
         try:
             if protection is not None and run.before is not None:
                 protection.prepare(sandbox, run.before, tool=NAME)
@@ -291,8 +292,12 @@ class ToolChainTool(Tool):
         return run
 
     def warm_up(self) -> None:
-        """Start the pre-started sandboxes now rather than at the first run."""
+        """Start the pre-started sandboxes now rather than at the first run, and prepare the
+        spare launch gate the first cold run takes (bubblewrap)."""
         self._pool.fill()
+        sandbox = self._sandbox_or_refuse()
+        if isinstance(sandbox, BubblewrapSandbox):
+            prepare_spare(run_limits(int(self._policy.total_timeout_s) + 1))
 
     def close(self) -> None:
         """Kill the pre-started sandboxes (they also die with this process)."""

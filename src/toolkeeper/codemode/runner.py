@@ -45,6 +45,9 @@ the answer carries about what was refused."""
 class Started:
     """A sandbox running the prelude in its own worker thread; ``host`` is the bridge's end.
 
+    ``spare_gate``: a run waits for this start, so it takes a spare launch gate when one is
+    ready (a warm pool's starts wait for nobody and leave the spare to cold runs).
+
     ``before`` is the scan of the mount's protected paths the sandbox was started from (what
     it hides); once a run has claimed the sandbox, ``settle(before, overlay)`` runs in that
     thread after every process of the sandbox is gone — the writes the script made through
@@ -54,7 +57,7 @@ class Started:
 
     def __init__(self, sandbox: Sandbox, *, timeout_s: float, cpu_s: int,
                  shared: Sequence[SharedPath] = (), before: TreeScan | None = None,
-                 settle: Settle | None = None) -> None:
+                 settle: Settle | None = None, spare_gate: bool = False) -> None:
         self.before, self._settle = before, settle
         self.overlay = next((s.overlay for s in shared if s.overlay is not None), None)
         self.claimed = False
@@ -74,8 +77,8 @@ class Started:
         options = RunOptions(
             timeout_s=timeout_s, output_cap=64 << 10, shared=tuple(shared), cancel=self.cancel,
             env={"TOOLKEEPER_BRIDGE_FD": str(child.fileno()), "PYTHONDONTWRITEBYTECODE": "1"},
-            limits=Limits(cpu_s=cpu_s, processes=32, memory=512 << 20, file_bytes=16 << 20),
-            pass_fds=(child.fileno(),))
+            limits=run_limits(cpu_s),
+            pass_fds=(child.fileno(),), spare_gate=spare_gate)
         thread = threading.Thread(target=self._run, args=(sandbox, child, options),
                                   name="toolkeeper-chain", daemon=True)
         _LIVE.add(self)
@@ -166,6 +169,11 @@ class Started:
         self.cancel.set()
         with contextlib.suppress(OSError):
             self.host.close()
+
+
+def run_limits(cpu_s: int) -> Limits:
+    """The limits of a code-mode sandbox."""
+    return Limits(cpu_s=cpu_s, processes=32, memory=512 << 20, file_bytes=16 << 20)
 
 
 _LIVE: weakref.WeakSet[Started] = weakref.WeakSet()

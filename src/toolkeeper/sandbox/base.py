@@ -162,6 +162,9 @@ class RunOptions:
             directly (``Overlay``); a backend that cannot make one refuses.
         cancel: Set it from another thread to stop the run early: the whole sandbox is killed
             (within ~0.1 s) and the result says ``timed_out``.
+        spare_gate: Take a launcher prepared ahead in its own call group when one is ready
+            (``sandbox.spare``): the cgroup move's wait is paid before the run, not in it.
+            Backends without a launch gate ignore it.
     """
 
     timeout_s: float = 60.0
@@ -174,6 +177,7 @@ class RunOptions:
     shared: Sequence[SharedPath] = ()
     overlay: Overlay | None = None
     cancel: threading.Event | None = None
+    spare_gate: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

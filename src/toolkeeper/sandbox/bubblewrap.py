@@ -33,10 +33,11 @@ from .base import (
     check_hidden,
     check_shared,
 )
-from .limits import counted_inside
+from .limits import counted_inside, exec_helpers
 from .overlay import launcher, probe_overlay, sandbox_ids
 from .process import run_process
 from .seccomp import bpf_fd
+from .spare import spares
 
 __all__ = ["BubblewrapSandbox", "ConfinedCommand", "bwrap_argv", "confined_command", "probe_bwrap",
            "run_confined"]
@@ -242,7 +243,7 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
                  hidden: Sequence[HiddenPath] = (), pass_fds: Sequence[int] = (),
                  shared: Sequence[SharedPath] = (), overlay: Overlay | None = None,
-                 cancel: threading.Event | None = None) -> SandboxResult:
+                 cancel: threading.Event | None = None, spare: bool = False) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout.
 
     ``hidden`` lists existing workspace entries the command may neither read nor change;
@@ -265,9 +266,17 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
         return run_process(confined.argv, cwd=None, env={"PATH": SYSTEM_PATH},
                     timeout_s=timeout_s, output_cap=output_cap, limits=limits,
                     pass_fds=(*passed, *pass_fds), info_fd=info_read,
-                    nproc_inside=confined.counted, close_after_start=passed, cancel=cancel)
+                    nproc_inside=confined.counted, close_after_start=passed, cancel=cancel,
+                    spare=spare)
     finally:
         os.close(info_read)
+
+
+def prepare_spare(limits: Limits) -> None:
+    """Prepare a spare launch gate for a later run with these limits (``RunOptions.spare_gate``)
+    in the background, so even the first such run takes one."""
+    if exec_helpers() is not None:
+        spares.prepare(limits, {"PATH": SYSTEM_PATH})
 
 
 @functools.lru_cache(maxsize=1)
@@ -309,4 +318,5 @@ class BubblewrapSandbox:
                             output_cap=options.output_cap, network=options.network,
                             env=options.env, limits=options.limits, hidden=options.hidden,
                             pass_fds=options.pass_fds, shared=options.shared,
-                            overlay=options.overlay, cancel=options.cancel)
+                            overlay=options.overlay, cancel=options.cancel,
+                            spare=options.spare_gate)

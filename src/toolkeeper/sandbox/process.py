@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import selectors
@@ -12,12 +13,13 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from .base import SYSTEM_PATH, Limits, SandboxResult
 from .cgroups import CallGroup
-from .limits import Gate, call_group, gated, limited
+from .limits import Gate, _dropped, _rlimits, call_group, exec_helpers, gated, limited
+from .spare import Spare, spares
 
 __all__ = ["KILL_GRACE_S", "collect", "command_env", "kill_group", "run_helper", "run_process"]
 
@@ -27,6 +29,8 @@ KILL_GRACE_S = 3.0
 # call does not return before it is done, so this bound is only a guard against a process the
 # kernel cannot kill (one stuck in uninterruptible sleep).
 GONE_BOUND_S = 60.0
+
+log = logging.getLogger("toolkeeper.sandbox")
 
 
 def run_helper(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], timeout_s: float,
@@ -55,16 +59,35 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
          close_after_start: Sequence[int] = (), drop_root: bool = True,
          info_fd: int | None = None, nproc_inside: bool = False,
          stop: Callable[[subprocess.Popen[bytes]], None] | None = None,
-         cancel: threading.Event | None = None) -> SandboxResult:
+         cancel: threading.Event | None = None, spare: bool = False) -> SandboxResult:
     """Start ``argv`` in a new session with the limits (and the call's cgroup, if any), read
     its output under the cap until it ends, the deadline passes or ``cancel`` is set, and say
     what happened. ``nproc_inside``: ``argv`` sets its own process limit (a sandbox that counts
-    its processes in its own user namespace), so none is set on the launcher."""
+    its processes in its own user namespace), so none is set on the launcher. ``spare``: take
+    a launcher already held in its own call group (``spare.SpareGates``) when one is ready."""
     limits = limits or Limits(cpu_s=max(1, int(timeout_s) + 1))
     started = time.monotonic()
-    with call_group(limits) as group:
-        proc = _start(argv, limits, group, drop_root=drop_root, nproc=not nproc_inside,
-                      cwd=cwd, env=env, pass_fds=pass_fds, close_after_start=close_after_start)
+    taken = _spare_for(limits, env) if spare else None
+    proc: subprocess.Popen[bytes] | None = None
+    if taken is not None:
+        try:
+            proc = taken.hand(_dropped_argv(argv, drop_root), env=env, cwd=cwd, fds=pass_fds,
+                              rlimits=_rlimits(limits, taken.group, nproc=not nproc_inside))
+        except OSError as exc:  # nothing was sent: the gate ran nothing; today's path
+            log.warning("a spare launch gate could not be used (%s); starting one", exc)
+            taken.discard()
+            taken = None
+        except BaseException:
+            taken.discard()
+            raise
+        else:
+            for fd in close_after_start:
+                os.close(fd)
+    with _spare_group(taken) if taken is not None else call_group(limits) as group:
+        if proc is None:
+            proc = _start(argv, limits, group, drop_root=drop_root, nproc=not nproc_inside,
+                          cwd=cwd, env=env, pass_fds=pass_fds,
+                          close_after_start=close_after_start)
         namespace = _Namespace(proc.pid)
         out, err, truncated, timed_out = collect(proc, started + timeout_s, output_cap,
                                                   info_fd=info_fd, namespace=namespace,
@@ -77,6 +100,29 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
                          stderr=stderr, truncated=truncated, timed_out=timed_out,
                          duration_s=time.monotonic() - started, oom_killed=oom,
                          start_error=failed)
+
+
+def _spare_for(limits: Limits, env: dict[str, str]) -> Spare | None:
+    """A spare launcher for this run when the helpers are installed and one is ready."""
+    if exec_helpers() is None:
+        return None
+    return spares.take(limits, env)
+
+
+def _dropped_argv(argv: list[str], drop_root: bool) -> list[str]:
+    """``argv`` behind ``setpriv`` when a root host drops root (what the gate runs)."""
+    helpers = exec_helpers()
+    assert helpers is not None
+    return [*_dropped(helpers[1], drop_root), *argv]
+
+
+@contextlib.contextmanager
+def _spare_group(taken: Spare) -> Iterator[CallGroup | None]:
+    """The taken spare's group for the run; killed and removed after it, as a call group."""
+    try:
+        yield taken.group
+    finally:
+        taken.discard()
 
 
 def _start(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root: bool,
