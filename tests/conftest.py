@@ -40,7 +40,10 @@ def _skips_fail() -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if os.path.basename(CACHE).startswith("toolkeeper-cache-"):
+    # Under pytest-xdist the workers inherit the folder from the controller, which removes it
+    # once every worker is done.
+    if os.path.basename(CACHE).startswith("toolkeeper-cache-") and not os.environ.get(
+            "PYTEST_XDIST_WORKER"):
         shutil.rmtree(CACHE, ignore_errors=True)
     if not _skips_fail():
         return
