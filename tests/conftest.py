@@ -15,6 +15,12 @@ import pytest
 # subprocesses included), never the user's cache.
 CACHE = os.environ.setdefault("TOOLKEEPER_CACHE_DIR", tempfile.mkdtemp(prefix="toolkeeper-cache-"))
 
+# A CLI test lays rich's tables out to the COLUMNS it hands its CliRunner; a rich Console made
+# at import takes its width from COLUMNS then and keeps it, so one the suite inherited (pytest-xdist
+# workers get COLUMNS=80) would wrap those tables whatever a test asks for.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 # A suite a shell started in the background without job control inherits SIGINT ignored, and
 # so would every server it starts (an ignored signal stays ignored across exec, so a Ctrl-C
 # before serve takes the signal would be lost): the suite's processes get SIGINT as a
