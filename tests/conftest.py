@@ -15,6 +15,12 @@ import pytest
 # subprocesses included), never the user's cache.
 CACHE = os.environ.setdefault("TOOLKEEPER_CACHE_DIR", tempfile.mkdtemp(prefix="toolkeeper-cache-"))
 
+# A CLI test lays rich's tables out to the COLUMNS it hands its CliRunner; a rich Console made
+# at import takes its width from COLUMNS then and keeps it, so one the suite inherited (pytest-xdist
+# workers get COLUMNS=80) would wrap those tables whatever a test asks for.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 # A suite a shell started in the background without job control inherits SIGINT ignored, and
 # so would every server it starts (an ignored signal stays ignored across exec, so a Ctrl-C
 # before serve takes the signal would be lost): the suite's processes get SIGINT as a
@@ -40,7 +46,10 @@ def _skips_fail() -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if os.path.basename(CACHE).startswith("toolkeeper-cache-"):
+    # Under pytest-xdist the workers inherit the folder from the controller, which removes it
+    # once every worker is done.
+    if os.path.basename(CACHE).startswith("toolkeeper-cache-") and not os.environ.get(
+            "PYTEST_XDIST_WORKER"):
         shutil.rmtree(CACHE, ignore_errors=True)
     if not _skips_fail():
         return
