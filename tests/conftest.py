@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,6 +33,18 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def fresh_spares() -> Iterator[None]:
+    """The process's spare launch gates closed before and after a test that counts them."""
+    from toolkeeper.sandbox.spare import spares
+
+    spares.close()
+    spares.reopen()
+    yield
+    spares.close()
+    spares.reopen()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anyio
 import pytest
 
@@ -14,24 +12,15 @@ from toolkeeper.sandbox.bubblewrap import probe_bwrap
 from toolkeeper.sandbox.limits import exec_helpers
 from toolkeeper.sandbox.spare import spares
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.usefixtures("fresh_spares"), pytest.mark.skipif(
     not (cgroups.probe().available and probe_bwrap().available and exec_helpers() is not None),
-    reason="no per-call cgroups, bubblewrap or launch helpers here")
+    reason="no per-call cgroups, bubblewrap or launch helpers here")]
 
 
 @tool
 async def lookup(key: int) -> int:
     """Look a key up."""
     return key * 2
-
-
-@pytest.fixture(autouse=True)
-def fresh() -> Iterator[None]:
-    spares.close()
-    spares.reopen()
-    yield
-    spares.close()
-    spares.reopen()
 
 
 def test_warm_up_prepares_the_spare_the_first_cold_run_takes_and_the_next_gets_another() -> None:

@@ -7,7 +7,6 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,12 @@ from toolkeeper.sandbox.limits import exec_helpers
 from toolkeeper.sandbox.spare import SpareGates, spares
 
 SUPPORT = cgroups.probe()
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.usefixtures("fresh_spares"), pytest.mark.skipif(
     not (SUPPORT.available and probe_bwrap().available and exec_helpers() is not None),
-    reason="no per-call cgroups, bubblewrap or launch helpers here")
+    reason="no per-call cgroups, bubblewrap or launch helpers here")]
 
 ENV = {"PATH": SYSTEM_PATH}
 LIMITS = Limits(cpu_s=10, processes=16, memory=64 << 20, file_bytes=16 << 20)
-
-
-@pytest.fixture(autouse=True)
-def fresh() -> Iterator[None]:
-    spares.close()
-    spares.reopen()
-    yield
-    spares.close()
-    spares.reopen()
 
 
 def _ready(limits: Limits = LIMITS) -> spare.Spare:
