@@ -14,7 +14,8 @@ from .base import CONCURRENT_CALLS, SYSTEM_PATH, UNPRIVILEGED_UID, Limits
 from .cgroups import CallGroup
 from .cgroups import probe as cgroup_probe
 
-__all__ = ["Gate", "call_group", "counted_inside", "exec_helpers", "gated", "limited"]
+__all__ = ["Gate", "call_group", "counted_inside", "dropped_argv", "exec_helpers", "gated",
+           "limited", "rlimits_for"]
 
 log = logging.getLogger("toolkeeper.sandbox")
 
@@ -28,11 +29,11 @@ def _preexec(limits: Limits, group: CallGroup | None = None, *, drop_root: bool 
         os.setgroups([])
         os.setgid(UNPRIVILEGED_UID)
         os.setuid(UNPRIVILEGED_UID)
-    for which, value in _rlimits(limits, group, nproc=True):
+    for which, value in rlimits_for(limits, group, nproc=True):
         resource.setrlimit(which, value)
 
 
-def _rlimits(limits: Limits, group: CallGroup | None, *, nproc: bool
+def rlimits_for(limits: Limits, group: CallGroup | None, *, nproc: bool
              ) -> list[tuple[int, tuple[int, int]]]:
     """The rlimits of a command: no core dumps, CPU, file size, open files, processes (unless
     counted inside the sandbox) and address space where no memory cgroup bounds the call."""
@@ -134,10 +135,10 @@ def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_ro
     if group is None or group.support.memory is None:
         prefix.append(f"--as={limits.memory}")
     prefix.append("--")
-    return prefix + _dropped(setpriv, drop_root) + argv, None
+    return prefix + dropped_argv(setpriv, drop_root) + argv, None
 
 
-def _dropped(setpriv: str, drop_root: bool) -> list[str]:
+def dropped_argv(setpriv: str, drop_root: bool) -> list[str]:
     """``setpriv`` to the unprivileged uid when a root host drops root, else nothing."""
     if not (drop_root and os.geteuid() == 0):
         return []
@@ -162,7 +163,7 @@ class Gate:
     program per limit, and no ``preexec_fn`` (CPython keeps ``vfork``)."""
 
     def __init__(self, limits: Limits, group: CallGroup | None, *, nproc: bool) -> None:
-        self.rlimits = _rlimits(limits, group, nproc=nproc)
+        self.rlimits = rlimits_for(limits, group, nproc=nproc)
         self.group = group
         self.stdin, self._word = os.pipe()
 
@@ -196,5 +197,5 @@ def gated(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root
     if helpers is None:
         return None
     _, setpriv, sh = helpers
-    return ([sh, "-c", _GATE, "sh", *_dropped(setpriv, drop_root), *argv],
+    return ([sh, "-c", _GATE, "sh", *dropped_argv(setpriv, drop_root), *argv],
             Gate(limits, group, nproc=nproc))

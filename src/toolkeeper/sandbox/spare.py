@@ -178,6 +178,7 @@ class SpareGates:
     def __init__(self, idle_s: float = IDLE_S) -> None:
         self.idle_s = idle_s
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # notified when a preparation ends
         self._spare: Spare | None = None
         self._preparing = False
         self._closed = False
@@ -198,7 +199,8 @@ class SpareGates:
             spare = None
         self.prepare(limits, env)
         if spare is not None:
-            self.served += 1
+            with self._lock:
+                self.served += 1
         return spare
 
     def prepare(self, limits: Limits, env: dict[str, str]) -> None:
@@ -217,13 +219,15 @@ class SpareGates:
         try:
             spare = Spare(limits, env)
         except Exception as exc:  # never used: runs take today's path
-            self.failures += 1
             log.debug("no spare launch gate (%s)", exc)
+            with self._lock:
+                self.failures += 1
         with self._lock:
             self._preparing = False
             if spare is not None and not self._closed:
                 self._spare, spare = spare, None
                 self._arm_expiry()
+            self._changed.notify_all()
         if spare is not None:
             spare.discard()
 
@@ -244,15 +248,9 @@ class SpareGates:
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether a spare is ready, waiting at most ``timeout_s`` for one being prepared."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if self._spare is not None:
-                    return True
-                if not self._preparing:
-                    return False
-            time.sleep(0.002)
-        return False
+        with self._changed:
+            self._changed.wait_for(lambda: not self._preparing, timeout=timeout_s)
+            return self._spare is not None
 
     def close(self) -> None:
         """Kill the spare and remove its group; none is prepared after."""
@@ -263,12 +261,14 @@ class SpareGates:
                 self._timer.cancel()
         if spare is not None:
             spare.discard()
-        deadline = time.monotonic() + 10
-        while self._preparing and time.monotonic() < deadline:  # one on its way is discarded
-            time.sleep(0.002)
+        with self._changed:  # one on its way is discarded when it ends
+            self._changed.wait_for(lambda: not self._preparing, timeout=10)
 
     def reopen(self) -> None:
-        """Let spares be prepared again after ``close`` (tests)."""
+        """Let spares be prepared again after ``close``. The process's keeper is closed at
+        exit; a host that closes it to drop its spare (a test that counts spares starts from
+        none) reopens it here rather than replacing the module's ``spares``, which callers
+        have already imported by name."""
         with self._lock:
             self._closed = False
 
