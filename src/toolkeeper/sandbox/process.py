@@ -18,8 +18,7 @@ from pathlib import Path
 
 from .base import SYSTEM_PATH, Limits, SandboxResult
 from .cgroups import CallGroup
-from .limits import (Gate, call_group, dropped_argv, exec_helpers, gated, limited,
-                     rlimits_for)
+from .limits import Gate, call_group, dropped_argv, exec_helpers, gated, limited, rlimits_for
 from .spare import Spare, spares
 
 __all__ = ["KILL_GRACE_S", "collect", "command_env", "kill_group", "run_helper", "run_process"]
