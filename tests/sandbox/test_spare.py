@@ -183,3 +183,38 @@ def test_a_run_from_a_spare_has_every_rlimit_of_its_call(ws: Path) -> None:
     assert rows["Max file size"] == [str(LIMITS.file_bytes)] * 2
     assert rows["Max open files"] == [str(LIMITS.open_files)] * 2
     assert rows["Max core file size"] == ["0", "0"]
+
+
+_VIEW = """
+import fcntl, socket, struct
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+names = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+up = []
+for name in names:
+    raw = fcntl.ioctl(s.fileno(), 0x8913, struct.pack("256s", name.encode()))  # SIOCGIFFLAGS
+    if struct.unpack_from("16sH", raw)[1] & 1:  # IFF_UP
+        up.append(name)
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).connect(("192.0.2.1", 9))
+    reach = "reach"
+except OSError:
+    reach = "unreachable"
+print(status["NoNewPrivs"].strip(), status["CapEff"].strip(), status["CapPrm"].strip(),
+      ",".join(names), ",".join(up) or "-", reach)
+"""
+
+
+@pytest.mark.parametrize("use_spare", [True, False], ids=["spare", "no-spare"])
+def test_the_sandboxs_view_is_the_same_with_or_without_a_spare(ws: Path, use_spare: bool
+                                                                ) -> None:
+    """no_new_privs on, no capability kept, no interface but the loopback (bubblewrap brings it
+    up in its new network namespace), no way out (an internet socket is refused)."""
+    if use_spare:
+        _ready()
+    served = spares.served
+    result = run_confined(ws, ["python3", "-I", "-S", "-c", _VIEW], limits=LIMITS,
+                          timeout_s=30, spare=use_spare)
+    assert spares.served == served + (1 if use_spare else 0)
+    assert result.stdout.split() == ["1", "0" * 16, "0" * 16, "lo", "lo", "unreachable"], (
+        result.stdout, result.stderr)
