@@ -12,10 +12,12 @@ this one.
 
 ``--before SRC`` runs another tree's serve (its ``src``) in turn with this one's, in every
 round, each in a fresh process pinned to the same core (``--cpu``), and prints both medians and
-the median of the rounds' ratios.
+the median of the rounds' ratios. ``--raw`` also drives ``bench_serve.py``'s raw Starlette
+endpoint the same way in every round: its figure here against its figure over HTTP is what the
+HTTP stack (uvicorn, the kernel) costs a call, the reference for serve's.
 
     python benchmarks/bench_serve_inproc.py [--calls 8000] [--concurrency 16] [--rounds 5]
-        [--before SRC] [--cpu 0]
+        [--before SRC] [--raw] [--cpu 0]
 """
 
 from __future__ import annotations
@@ -118,7 +120,16 @@ def _serve(calls: int, concurrency: int) -> None:
     main()
 
 
-def _run(src: Path, args: argparse.Namespace) -> dict[str, float]:
+def _raw_child(calls: int, concurrency: int) -> None:
+    """In a child: drive ``bench_serve.py``'s raw Starlette endpoint as serve's app is driven."""
+    sys.path.insert(0, str(HERE))
+    from bench_serve import _raw
+
+    line = asyncio.run(_drive(_raw(), 8000, b"unused", calls, concurrency))
+    print("RESULT " + line, flush=True)
+
+
+def _run(src: Path, args: argparse.Namespace, raw: bool = False) -> dict[str, float]:
     sys.path.insert(0, str(HERE))
     from bench_serve import TOOLS  # the same tool as over HTTP
 
@@ -126,7 +137,8 @@ def _run(src: Path, args: argparse.Namespace) -> dict[str, float]:
     try:
         (work / "tools.py").write_text(TOOLS)
         env = {**os.environ, "PYTHONPATH": str(src), "BENCH_STATE": str(work / "state")}
-        command = ["taskset", "-c", str(args.cpu), sys.executable, __file__, "--child",
+        command = ["taskset", "-c", str(args.cpu), sys.executable, __file__,
+                   "--raw-child" if raw else "--child",
                    "--calls", str(args.calls), "--concurrency", str(args.concurrency)]
         out = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
                              timeout=600)
@@ -148,21 +160,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cpu", type=int, default=0, help="the core every run is pinned to")
     parser.add_argument("--before", type=Path, metavar="SRC", help="another tree's src")
+    parser.add_argument("--raw", action="store_true",
+                        help="also drive the raw Starlette endpoint, in every round")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--raw-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _serve(args.calls, args.concurrency)
         return
+    if args.raw_child:
+        _raw_child(args.calls, args.concurrency)
+        return
     sides = {"now": HERE.parent / "src"}
     if args.before is not None:
         sides["before"] = args.before.resolve()
+    if args.raw:
+        sides["raw"] = HERE.parent / "src"
     cpu: dict[str, list[float]] = {side: [] for side in sides}
     load = os.getloadavg()[0]
     for round_ in range(args.rounds):
         order = list(sides)
         random.shuffle(order)
         for side in order:
-            cpu[side].append(_run(sides[side], args)["cpu_us"])
+            cpu[side].append(_run(sides[side], args, raw=side == "raw")["cpu_us"])
         print(f"round {round_ + 1}: " + ", ".join(f"{s} {cpu[s][-1]:.1f}" for s in sides),
               file=sys.stderr)
     print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
@@ -174,6 +194,8 @@ def main() -> None:
         ratios = [n / b for n, b in zip(cpu["now"], cpu["before"], strict=True)]
         print(f"now ÷ before: {statistics.median(cpu['now']) / statistics.median(cpu['before']):.3f}"
               f" (median of the rounds' ratios {statistics.median(ratios):.3f})")
+    if "raw" in cpu:
+        print(f"raw ÷ now: {statistics.median(cpu['raw']) / statistics.median(cpu['now']):.3f}")
 
 
 if __name__ == "__main__":
