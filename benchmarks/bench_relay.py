@@ -144,7 +144,7 @@ async def measure(url: str, chunk: int, rounds: int
                 _checked(await upstream.call("add", {"a": a, "b": b}))
 
             async def lean_layered(a: int, b: int) -> None:
-                link = upstream._lean  # the transport withheld: the client's layers
+                link = upstream.lean  # the transport withheld: the client's layers
                 assert link is not None
                 kept, link.transport = link.transport, None
                 try:

@@ -241,6 +241,12 @@ class Upstream:
         env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
         return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
 
+    @property
+    def lean(self) -> LeanLink | None:
+        """The lean path of the live HTTP connection (``gateway.lean``), or None when there
+        is none (stdio, or not connected yet). Read-only: for measuring and diagnostics."""
+        return self._lean
+
     def _linked(self, link: LeanLink) -> None:
         self._lean = link
 
