@@ -105,7 +105,7 @@ conformance: .conformance/.installed .conformance/langchain/.installed
 
 # A skipped test fails here: everything a test needs is installed above.
 test: system lint typecheck conformance
-	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest --cov --cov-report=term
+	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest -n 2 --dist loadfile --cov --cov-report=term
 
 bench: $(VENV)/.bench
 	@scripts/system-packages $(BENCH_PACKAGES)
