@@ -223,13 +223,14 @@ class SpareGates:
             with self._lock:
                 self.failures += 1
         with self._lock:
-            self._preparing = False
             if spare is not None and not self._closed:
                 self._spare, spare = spare, None
                 self._arm_expiry()
+        if spare is not None:  # prepared after close: discarded before anyone hears it ended,
+            spare.discard()    # so a close at exit never returns with its group still there
+        with self._lock:
+            self._preparing = False
             self._changed.notify_all()
-        if spare is not None:
-            spare.discard()
 
     def _arm_expiry(self) -> None:
         if self._timer is not None:
