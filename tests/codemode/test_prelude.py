@@ -89,3 +89,13 @@ async def test_a_script_starts_without_the_os_module_and_without_the_bridge_in_i
     # ``os`` is the script's to import (about 1 ms of every cold start otherwise); the
     # bridge's fd left both the script's environment and what a program it starts inherits
     assert run.value == [False, [], False, {"result": 8}]
+
+
+async def test_a_scripts_error_names_the_script_and_its_line() -> None:
+    run = await ToolChainTool(ToolInvoker([double])).run_chain(
+        "def twice(n):\n    return double(n=n).structured['result']\n"
+        "first = twice(1)\nraise ValueError('boom at %d' % first)\n")
+    assert run.status != "ok"
+    assert 'File "<script>", line 4' in run.output_text, run.output_text
+    assert "ValueError: boom at 2" in run.output_text
+    assert "<string>" not in run.output_text

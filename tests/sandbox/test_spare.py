@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper.sandbox import cgroups, spare
-from toolkeeper.sandbox.base import SYSTEM_PATH, Limits
+from toolkeeper.sandbox.base import SYSTEM_PATH, UNPRIVILEGED_UID, Limits
 from toolkeeper.sandbox.bubblewrap import probe_bwrap, run_confined
 from toolkeeper.sandbox.limits import exec_helpers
 from toolkeeper.sandbox.spare import SpareGates, spares
@@ -218,3 +218,51 @@ def test_the_sandboxs_view_is_the_same_with_or_without_a_spare(ws: Path, use_spa
     assert spares.served == served + (1 if use_spare else 0)
     assert result.stdout.split() == ["1", "0" * 16, "0" * 16, "lo", "lo", "unreachable"], (
         result.stdout, result.stderr)
+
+
+_IDS = """
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+print("|".join(" ".join(status[k].split()) for k in (
+    "Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs",
+    "Seccomp")))
+"""
+
+
+def test_a_run_from_a_spare_has_the_ids_groups_and_capabilities_of_one_without(ws: Path
+                                                                               ) -> None:
+    """The spare's gate drops root itself (no ``setpriv`` exec): the sandboxed command's
+    user and group ids, supplementary groups, every capability set, no_new_privs and seccomp
+    are what the ``setpriv`` path gives - with supplementary groups on the host to clear."""
+    seen = {}
+    host_groups = os.getgroups()
+    if os.geteuid() == 0:
+        os.setgroups([4, 27])  # inherited by the gate, which must not pass them on
+    try:
+        for use_spare in (True, False):
+            if use_spare:
+                _ready()
+            served = spares.served
+            result = run_confined(ws, ["python3", "-I", "-S", "-c", _IDS], limits=LIMITS,
+                                  timeout_s=30, spare=use_spare)
+            assert spares.served == served + (1 if use_spare else 0)
+            assert result.exit_code == 0, result.stderr
+            seen[use_spare] = result.stdout.strip()
+    finally:
+        if os.geteuid() == 0:
+            os.setgroups(host_groups)
+    assert seen[True] == seen[False], seen
+    uid, gid, groups, inheritable, permitted, effective, *_ = seen[True].split("|")
+    assert groups == "" and inheritable == permitted == effective == "0" * 16, seen[True]
+    if os.geteuid() == 0:  # dropped to the unprivileged uid, which bubblewrap maps as itself
+        assert uid.split() == [str(UNPRIVILEGED_UID)] * 4 == gid.split(), seen[True]
+
+
+def test_a_spare_finds_a_command_on_its_path_as_execvp_does() -> None:
+    held = _ready()
+    with spares._lock:
+        spares._spare = None
+    proc = held.hand(["sh", "-c", "exit 7"], env=ENV, cwd=None, fds=(), rlimits=[])
+    try:
+        assert proc.wait(timeout=30) == 7
+    finally:
+        held.discard()

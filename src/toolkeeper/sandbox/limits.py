@@ -14,8 +14,8 @@ from .base import CONCURRENT_CALLS, SYSTEM_PATH, UNPRIVILEGED_UID, Limits
 from .cgroups import CallGroup
 from .cgroups import probe as cgroup_probe
 
-__all__ = ["Gate", "call_group", "counted_inside", "dropped_argv", "exec_helpers", "gated",
-           "limited", "rlimits_for"]
+__all__ = ["Gate", "call_group", "counted_inside", "drop_uid", "exec_helpers", "gated",
+           "limited", "rlimits_for", "setpriv_prefix"]
 
 log = logging.getLogger("toolkeeper.sandbox")
 
@@ -135,15 +135,21 @@ def limited(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_ro
     if group is None or group.support.memory is None:
         prefix.append(f"--as={limits.memory}")
     prefix.append("--")
-    return prefix + dropped_argv(setpriv, drop_root) + argv, None
+    return prefix + setpriv_prefix(setpriv, drop_root) + argv, None
 
 
-def dropped_argv(setpriv: str, drop_root: bool) -> list[str]:
-    """``setpriv`` to the unprivileged uid when a root host drops root, else nothing."""
-    if not (drop_root and os.geteuid() == 0):
+def drop_uid(drop_root: bool) -> int | None:
+    """The uid a command runs as when a root host drops root (``None``: it keeps the host's)."""
+    return UNPRIVILEGED_UID if drop_root and os.geteuid() == 0 else None
+
+
+def setpriv_prefix(setpriv: str, drop_root: bool) -> list[str]:
+    """``setpriv`` to the unprivileged uid and gid with no supplementary groups when a root
+    host drops root, else nothing: what a spare gate does itself before its ``exec``."""
+    uid = drop_uid(drop_root)
+    if uid is None:
         return []
-    return [setpriv, f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}",
-            "--clear-groups", "--"]
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
 
 # Waits on stdin for the host's word, then runs the rest of the command line with stdin from
@@ -197,5 +203,5 @@ def gated(argv: list[str], limits: Limits, group: CallGroup | None, *, drop_root
     if helpers is None:
         return None
     _, setpriv, sh = helpers
-    return ([sh, "-c", _GATE, "sh", *dropped_argv(setpriv, drop_root), *argv],
+    return ([sh, "-c", _GATE, "sh", *setpriv_prefix(setpriv, drop_root), *argv],
             Gate(limits, group, nproc=nproc))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .base import SYSTEM_PATH, Limits, SandboxResult
 from .cgroups import CallGroup
-from .limits import Gate, call_group, dropped_argv, exec_helpers, gated, limited, rlimits_for
+from .limits import Gate, call_group, drop_uid, exec_helpers, gated, limited, rlimits_for
 from .spare import Spare, spares
 
 __all__ = ["KILL_GRACE_S", "collect", "command_env", "kill_group", "run_helper", "run_process"]
@@ -71,7 +71,7 @@ def run_process(argv: list[str], *, cwd: Path | None, env: dict[str, str], timeo
     proc: subprocess.Popen[bytes] | None = None
     if taken is not None:
         try:
-            proc = taken.hand(_dropped_argv(argv, drop_root), env=env, cwd=cwd, fds=pass_fds,
+            proc = taken.hand(argv, env=env, cwd=cwd, fds=pass_fds, uid=drop_uid(drop_root),
                               rlimits=rlimits_for(limits, taken.group, nproc=not nproc_inside))
         except OSError as exc:  # nothing was sent: the gate ran nothing; today's path
             log.warning("a spare launch gate could not be used (%s); starting one", exc)
@@ -107,13 +107,6 @@ def _spare_for(limits: Limits, env: dict[str, str]) -> Spare | None:
     if exec_helpers() is None:
         return None
     return spares.take(limits, env)
-
-
-def _dropped_argv(argv: list[str], drop_root: bool) -> list[str]:
-    """``argv`` behind ``setpriv`` when a root host drops root (what the gate runs)."""
-    helpers = exec_helpers()
-    assert helpers is not None
-    return [*dropped_argv(helpers[1], drop_root), *argv]
 
 
 @contextlib.contextmanager

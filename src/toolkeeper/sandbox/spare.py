@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,9 +45,13 @@ GATE_PYTHON = "/usr/bin/python3"
 """The interpreter the gate runs in: the system's, started isolated and without ``site``."""
 
 # The gate: wait for the host's one message (none: exit, running nothing), put the fds at the
-# numbers the command line names, set the open-files limit, exec. Fields are NUL-separated:
-# "go", the open-files limit, the working directory, the count of fds, their numbers, the
-# count of argv entries, argv, then the environment's KEY=VALUE entries.
+# numbers the command line names, set the open-files limit, change directory, drop root when
+# told (what `setpriv --reuid=U --regid=U --clear-groups` does, without its exec: no groups,
+# then the real, effective and saved gid, then the uid - the kernel clears the capabilities as
+# the last root uid goes - each checked before the exec), exec. Fields are NUL-separated: "go",
+# the uid to become ("" keeps the host's), the program's path (argv[0] found on the command's
+# PATH by the host, as execvp would), the open-files limit, the working directory, the count of
+# fds, their numbers, the count of argv entries, argv, then the environment's KEY=VALUE entries.
 _GATE = r"""
 import os, sys, _socket, resource
 s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, int(sys.argv[1]))
@@ -64,11 +69,11 @@ f = data.split(b"\0")
 if not data or flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC) or f[0] != b"go":
     os._exit(126)
 try:
-    nofile, cwd, n = int(f[1]), f[2], int(f[3])
-    targets = [int(x) for x in f[4:4 + n]]
-    m = int(f[4 + n])
-    argv = f[5 + n:5 + n + m]
-    env = dict(e.split(b"=", 1) for e in f[5 + n + m:] if e)
+    uid, program, nofile, cwd, n = f[1], f[2], int(f[3]), f[4], int(f[5])
+    targets = [int(x) for x in f[6:6 + n]]
+    m = int(f[6 + n])
+    argv = f[7 + n:7 + n + m]
+    env = dict(e.split(b"=", 1) for e in f[7 + n + m:] if e)
     if len(got) != n or not argv:
         os._exit(126)
     keep = []
@@ -84,7 +89,15 @@ try:
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     if cwd:
         os.chdir(cwd)
-    os.execve(argv[0], argv, env)
+    if uid:
+        uid = int(uid)
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        if (os.getresuid() != (uid, uid, uid) or os.getresgid() != (uid, uid, uid)
+                or os.getgroups()):
+            os._exit(126)
+    os.execve(program, argv, env)
 except BaseException as exc:
     os.write(2, b"toolkeeper: the command was not started: " + repr(exc).encode() + b"\n")
 os._exit(126)
@@ -124,11 +137,16 @@ class Spare:
             raise
 
     def hand(self, argv: Sequence[str], *, env: dict[str, str], cwd: Path | None,
-             fds: Sequence[int], rlimits: list[tuple[int, tuple[int, int]]]
-             ) -> subprocess.Popen[bytes]:
-        """Set the rlimits on the gate and send it the command: it ``exec``s it. Raises
-        ``OSError`` (the spare is then discarded) if any step fails before the send."""
+             fds: Sequence[int], rlimits: list[tuple[int, tuple[int, int]]],
+             uid: int | None = None) -> subprocess.Popen[bytes]:
+        """Set the rlimits on the gate and send it the command: it ``exec``s it, as ``uid``
+        (with that gid and no supplementary groups) when given. Raises ``OSError`` (the spare is
+        then discarded) if any step fails before the send."""
         assert self.proc is not None and self.host is not None
+        program = argv[0] if os.sep in argv[0] else shutil.which(
+            argv[0], path=env.get("PATH", os.defpath))
+        if program is None:  # found the way execvp would (the gate's exec does not search)
+            raise OSError(f"{argv[0]!r} is not on the command's PATH")
         nofile = None
         for which, value in rlimits:
             if which == resource.RLIMIT_NOFILE:
@@ -137,7 +155,9 @@ class Spare:
             resource.prlimit(self.proc.pid, which, value)
         if nofile is None:
             nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        fields = [b"go", str(nofile).encode(), os.fsencode(cwd) if cwd else b"",
+        fields = [b"go", b"" if uid is None else str(uid).encode(), os.fsencode(program),
+                  str(nofile).encode(),
+                  os.fsencode(cwd) if cwd else b"",
                   str(len(fds)).encode(), *(str(fd).encode() for fd in fds),
                   str(len(argv)).encode(), *(os.fsencode(a) for a in argv),
                   *(os.fsencode(f"{k}={v}") for k, v in env.items())]
