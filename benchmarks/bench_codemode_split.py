@@ -12,8 +12,9 @@ namespaced). The steps:
   ready (``sandbox.spare``: its group made and the gate moved in before the run), hands the
   spare its command line and fds and sets its rlimits (``Spare.hand``: the three host rows
   then time that, and the group's creation and the ``Popen`` read 0);
-- ``sh`` execs ``setpriv`` (a root host), which execs bubblewrap, which forks the sandbox's
-  init in its new namespaces (bwrap writes the init's pid to its info fd);
+- a spare gate drops root itself (a root host) and execs bubblewrap; without one, ``sh``
+  execs ``setpriv``, which execs bubblewrap; bubblewrap forks the sandbox's init in its new
+  namespaces (bwrap writes the init's pid to its info fd);
 - bubblewrap mounts, loads the seccomp filter, execs util-linux's ``prlimit`` (the process
   count of the sandbox's own user namespace), which execs ``python3 -I -S``: the interpreter's
   start until the boot's first statement;
@@ -58,11 +59,12 @@ STEPS = (
     ("group_made", "host: the call's cgroup created"),
     ("gate_started", "host: `Popen` of the gate (`sh`)"),
     ("limits_on", "host: the gate moved into the cgroup(s), its rlimits set, let go"),
-    ("init_forked", "`sh` → `setpriv` → `bwrap`: namespaces made, the sandbox's init forked"),
+    ("init_forked", "the gate → `bwrap` (`sh` → `setpriv` without a spare gate): namespaces "
+                    "made, the sandbox's init forked"),
     ("boot", "bwrap's mounts and seccomp, `prlimit`, `python3 -I -S` start → the boot"),
     ("prelude", "the boot reads and runs the prelude"),
     ("start_frame", "the prelude ready and the start frame read"),
-    ("first_line", "the script compiled and its first line"),
+    ("first_line", "the script's first line"),
 )
 
 
