@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper.sandbox import cgroups, spare
-from toolkeeper.sandbox.base import SYSTEM_PATH, UNPRIVILEGED_UID, Limits
+from toolkeeper.sandbox.base import SYSTEM_PATH, UNPRIVILEGED_UID, Limits, SandboxResult
 from toolkeeper.sandbox.bubblewrap import probe_bwrap, run_confined
 from toolkeeper.sandbox.limits import exec_helpers
 from toolkeeper.sandbox.spare import SpareGates, spares
@@ -210,14 +210,20 @@ def test_the_sandboxs_view_is_the_same_with_or_without_a_spare(ws: Path, use_spa
                                                                 ) -> None:
     """no_new_privs on, no capability kept, no interface but the loopback (bubblewrap brings it
     up in its new network namespace), no way out (an internet socket is refused)."""
+    result = _confined_python(ws, _VIEW, use_spare)
+    assert result.stdout.split() == ["1", "0" * 16, "0" * 16, "lo", "lo", "unreachable"], (
+        result.stdout, result.stderr)
+
+
+def _confined_python(ws: Path, script: str, use_spare: bool) -> SandboxResult:
+    """``python3 -I -S -c script`` confined, from a spare gate or not (checked)."""
     if use_spare:
         _ready()
     served = spares.served
-    result = run_confined(ws, ["python3", "-I", "-S", "-c", _VIEW], limits=LIMITS,
+    result = run_confined(ws, ["python3", "-I", "-S", "-c", script], limits=LIMITS,
                           timeout_s=30, spare=use_spare)
     assert spares.served == served + (1 if use_spare else 0)
-    assert result.stdout.split() == ["1", "0" * 16, "0" * 16, "lo", "lo", "unreachable"], (
-        result.stdout, result.stderr)
+    return result
 
 
 _IDS = """
@@ -239,12 +245,7 @@ def test_a_run_from_a_spare_has_the_ids_groups_and_capabilities_of_one_without(w
         os.setgroups([4, 27])  # inherited by the gate, which must not pass them on
     try:
         for use_spare in (True, False):
-            if use_spare:
-                _ready()
-            served = spares.served
-            result = run_confined(ws, ["python3", "-I", "-S", "-c", _IDS], limits=LIMITS,
-                                  timeout_s=30, spare=use_spare)
-            assert spares.served == served + (1 if use_spare else 0)
+            result = _confined_python(ws, _IDS, use_spare)
             assert result.exit_code == 0, result.stderr
             seen[use_spare] = result.stdout.strip()
     finally:
