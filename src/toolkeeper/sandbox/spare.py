@@ -240,15 +240,18 @@ class SpareGates:
             spare = Spare(limits, env)
         except Exception as exc:  # never used: runs take today's path
             log.debug("no spare launch gate (%s)", exc)
-            with self._lock:
-                self.failures += 1
         with self._lock:
-            if spare is not None and not self._closed:
+            if spare is None:
+                self.failures += 1
+            elif not self._closed:
                 self._spare, spare = spare, None
                 self._arm_expiry()
-        if spare is not None:  # prepared after close: discarded before anyone hears it ended,
-            spare.discard()    # so a close at exit never returns with its group still there
-        with self._lock:
+            if spare is None:
+                self._preparing = False
+                self._changed.notify_all()
+                return
+        spare.discard()  # prepared after close: discarded before anyone hears it ended, so
+        with self._lock:  # a close at exit never returns with its group still there
             self._preparing = False
             self._changed.notify_all()
 
