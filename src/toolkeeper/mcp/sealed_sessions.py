@@ -321,8 +321,10 @@ class SealedSessions:
             mcp_session_id=session_id, event_store=SessionEvents(self.events, session_id),
             security_settings=self.security, retry_interval=self.retry_interval,
             idle_timeout=IDLE_S)
-        self.held[session_id] = (transport, client)
         await self.group.start(self._serve, session_id, transport, params)
+        # held only once connected: a second request of the session meanwhile waits in
+        # ``resuming`` rather than reach a transport whose streams are not open yet
+        self.held[session_id] = (transport, client)
         return transport
 
     async def _serve(self, session_id: str, transport: StreamableHTTPServerTransport,
