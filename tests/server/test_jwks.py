@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from toolkeeper.server.jwks import KeySet, KeysUnavailable
 
 from .test_oauth import ACCEPT, LIST, Issuer, Served, _claims, _serve, _stop
 
@@ -170,3 +173,14 @@ def test_keys_held_before_keep_verifying_while_a_refresh_fails(
     assert {status for status, _ in seen} == {200}, seen
     assert (flaky.fetches, flaky.most) == (2, 1)
     assert not any("Traceback" in line for line in lines), lines
+
+
+async def test_a_request_whose_wait_for_the_fetch_ends_first_gets_keys_unavailable() -> None:
+    """A request waiting for the first fetch whose own wait ends before that fetch has said
+    why it failed (both timers run in one turn of a busy loop) is told to retry (a 503), not
+    answered 500: there is no failure time yet to count the retry from."""
+    keys = KeySet("https://issuer.example", timeout_s=0.01)
+    keys._fetching = anyio.Event()  # a fetch under way that has not ended
+    with pytest.raises(KeysUnavailable) as refused:
+        await keys.key("rsa-1")
+    assert refused.value.retry_after == 1

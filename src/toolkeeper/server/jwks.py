@@ -31,6 +31,8 @@ import anyio
 __all__ = ["MAX_JWKS_BYTES", "KeySet", "KeysUnavailable", "metadata_urls"]
 
 MAX_JWKS_BYTES = 1 << 20
+WAIT_MARGIN_S = 1.0
+"""How much longer than a fetch's deadline a request waiting for that fetch waits."""
 logger = logging.getLogger(__name__)
 
 
@@ -82,7 +84,10 @@ class KeySet:
             await self._refresh()
             found = self._find(kid)
         elif found is None and self._fetching is not None:  # the fetch under way may bring it
-            with anyio.move_on_after(self.timeout_s):
+            # Its own deadline ends it; this one only guards against a fetch that never ends,
+            # and is later, so a busy loop that runs both timers in one turn lets the fetch end
+            # (and say why) first.
+            with anyio.move_on_after(self.timeout_s + WAIT_MARGIN_S):
                 await self._fetching.wait()
             found = self._find(kid)
         if not self.keys:
@@ -91,7 +96,10 @@ class KeySet:
         return found
 
     def retry_after(self) -> int:
-        """Seconds until a fetch may be tried again (at least 1)."""
+        """Seconds until a fetch may be tried again (at least 1; 1 while no fetch has
+        failed, as when the one under way has not ended yet)."""
+        if self._failed_at == -math.inf:
+            return 1
         return max(1, math.ceil(self._failed_at + self.min_refresh_s - time.monotonic()))
 
     def _due(self, found: tuple[Any, str | None] | None) -> bool:
