@@ -23,12 +23,16 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper import Toolbox, ToolInvoker, tool
 from toolkeeper.server.app import create_app
-from toolkeeper.server.fastpath import WATCH_AFTER_S, FastCall, LateWatch
+from toolkeeper.server.fastpath import WATCH_AFTER_S, FastCall, LateWatch, _plain_result
 from toolkeeper.server.tracecontext import WhenTraced
 
 from ..processes import no_traceback
@@ -238,3 +242,57 @@ async def test_a_long_call_is_watched_and_a_hang_up_before_the_watcher_still_can
         with pytest.raises(asyncio.CancelledError):
             await call
     late.cancel()
+
+
+_JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+_JSON = st.recursive(
+    _JSON_LEAVES | st.tuples(st.integers()),  # a tuple: what the surface's dump turns into a list
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text(max_size=6) | st.integers(), inner, max_size=4),  # an int key: made a string
+    max_leaves=12)
+_BLOCK = st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=8)}) | \
+    st.fixed_dictionaries({"type": st.sampled_from(["text", "image"]),
+                           "text": st.text(max_size=4) | st.integers()})
+_PLAIN_JSON = st.recursive(
+    _JSON_LEAVES, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text(max_size=6), inner, max_size=4), max_leaves=12)
+_COMMON = st.fixed_dictionaries({"content": st.lists(st.fixed_dictionaries(
+    {"type": st.just("text"), "text": st.text(max_size=8)}), max_size=3)}, optional={
+    "isError": st.booleans(),
+    "structuredContent": st.dictionaries(st.text(max_size=6), _PLAIN_JSON, max_size=4),
+    "resultType": st.just("complete")})
+"""What a finished call's result commonly is (a float may still be NaN or infinite)."""
+_RESULT = _COMMON | st.fixed_dictionaries({"content": st.lists(_BLOCK, max_size=3)}, optional={
+    "isError": st.booleans() | st.none() | st.integers(0, 1),
+    "structuredContent": st.dictionaries(st.text(max_size=6), _JSON, max_size=4) | st.none()
+    | _JSON,
+    "resultType": st.sampled_from(["complete", "input_required", "other"]),
+    "_meta": st.just({"k": 1}),
+    "extra": st.just(1)})
+
+
+@settings(max_examples=600, deadline=None)
+@given(result=_RESULT, version=st.sampled_from(
+    [*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS, "1999-01-01"]))
+def test_a_plain_result_is_sieved_to_what_the_surface_gives(result: dict[str, Any],
+                                                            version: str) -> None:
+    """The result check's shortcut answers exactly what ``serialize_server_result`` answers,
+    and leaves it every result it is not sure of."""
+    plain = _plain_result(version, result)
+    if plain is None:
+        return
+    assert json.dumps(plain) == json.dumps(serialize_server_result("tools/call", version, result))
+
+
+def test_the_plain_result_shortcut_takes_what_a_finished_call_commonly_answers() -> None:
+    common = {"content": [{"type": "text", "text": "42"}], "isError": False,
+              "structuredContent": {"result": 42, "nested": [1.5, None, {"ok": True}]},
+              "resultType": "complete"}
+    for version in (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS):
+        assert _plain_result(version, common) == serialize_server_result(
+            "tools/call", version, common)
+    for odd in ({**common, "structuredContent": {"n": float("nan")}},
+                {**common, "structuredContent": {"t": (1, 2)}},
+                {**common, "content": [{"type": "image", "data": "", "mimeType": "image/png"}]},
+                {**common, "isError": 0}, {**common, "_meta": {}}):
+        assert _plain_result("2025-11-25", odd) is None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from types import TracebackType
+from typing import Literal, cast
 
 from ..core.call import CallProblem, ToolCall
 from ..core.json import JsonObject
@@ -37,6 +38,29 @@ def as_data(payload: object) -> object:
     if isinstance(payload, Sequence) and not isinstance(payload, str | bytes):
         return [as_data(item) for item in payload]
     return payload
+
+
+class _WrongTypes:
+    """Reading a payload: a part of the wrong type met on the way (an ``AttributeError``, a
+    ``TypeError``…) becomes a ``WireFormatError`` that says so."""
+
+    __slots__ = ("fmt",)
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
+        if exc is None or isinstance(exc, WireFormatError) or not isinstance(
+                exc, AttributeError | TypeError | KeyError | IndexError | ValueError):
+            return False
+        raise WireFormatError(
+            f"{self.fmt}: part of the payload has the wrong type ({type(exc).__name__}: "
+            f"{exc}); pass the provider's response object or its JSON form"
+        ) from exc
 
 
 def decode_arguments(raw: object) -> tuple[dict[str, object], str | None, CallProblem | None]:
@@ -185,15 +209,15 @@ class WireFormat:
     def parse(self, payload: object, names: WireNames | None = None) -> list[ToolCall]:
         """Every tool call in a provider response (dict or SDK object), in order."""
         data = as_data(payload)
-        try:
+        with _WrongTypes(self.name):
             return self.calls(data, names)
-        except WireFormatError:
-            raise
-        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-            raise WireFormatError(
-                f"{self.name}: part of the payload has the wrong type ({type(exc).__name__}: "
-                f"{exc}); pass the provider's response object or its JSON form"
-            ) from exc
+
+    def one_call(self, call_id: str, wire: object, raw_arguments: object,
+                 names: WireNames | None = None) -> ToolCall:
+        """The call of one already extracted (id, wire name, raw arguments), as ``parse``
+        reads each call of a payload (a server handed one call's parts skips the payload)."""
+        with _WrongTypes(self.name):
+            return self._call((call_id, cast(str, wire), raw_arguments), names)
 
     def calls(self, data: object, names: WireNames | None) -> list[ToolCall]:
         """The calls in a payload already turned into plain data (``extract``'s, named)."""

@@ -47,6 +47,10 @@ class WireExport:
         """The calls in a provider response, named by tool name (not wire name)."""
         return parse_tool_calls(response, self.api_format, names=self.names)
 
+    def one_call(self, call_id: str, wire: object, raw_arguments: object) -> ToolCall:
+        """One call, given its id, wire name and raw arguments, as ``parse`` reads it."""
+        return get_format(self.api_format).one_call(call_id, wire, raw_arguments, self.names)
+
     def render(self, pairs: Iterable[tuple[ToolCall, ToolResult | HasToolResult]]
                ) -> list[JsonObject]:
         """The messages carrying a batch of results back to the provider; each result is an

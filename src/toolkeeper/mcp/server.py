@@ -343,9 +343,7 @@ class MCPFace(RelayedOffers):
         if self.gateway is not None and name not in exported.names:
             await self.gateway.listed(name)  # an upstream's, named before it is listed
             exported = self.exported.of(name)
-        (call,) = exported.parse({"method": "tools/call", "id": call_id(),
-                                  "params": {"name": name, "arguments": arguments}})
-        return call
+        return exported.one_call(call_id(), name, arguments)
 
     async def run_call(self, call: ToolCall, session: InvokerSession, ctx: ToolContext, *,
                        link: MCPClientLink | None = None, asking: ClientChannel | None = None

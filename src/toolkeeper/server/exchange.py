@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
+import orjson
 from mcp.server.connection import Connection
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
@@ -107,7 +108,16 @@ class _Answer:
 
 
 def _dumps(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    """An answer's JSON (compact, UTF-8), by orjson: what ``json.dumps`` would write, a
+    tenth of its time. A float is written in its shortest form (``0.00001`` for ``1e-05``) and
+    one that is not a number (NaN, infinities) as ``null``, as the SDK's own answers write it
+    (``json.dumps`` wrote ``NaN``, which is not JSON). What orjson does not write (an integer
+    past 64 bits, a key that is not a string, nesting past 254 levels) is written by
+    ``json.dumps``."""
+    try:
+        return orjson.dumps(message)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _sse(message: dict[str, Any]) -> bytes:
@@ -394,12 +404,22 @@ def _message_problem(message: object) -> str | None:
     return None
 
 
+def _loads(body: bytes) -> object:
+    """The body's JSON, by orjson; a body orjson refuses (not UTF-8, a byte order mark,
+    ``NaN``, an integer past 64 bits, nesting past 1,024 levels, or no JSON at all) is read
+    by ``json.loads``, so what is accepted and how it reads are ``json.loads``'s."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
 def envelope(body: bytes) -> tuple[object, dict[str, Any] | None]:
     """The body decoded, and the JSON-RPC error that answers it when its envelope is not a
     request, a notification or a response (or a batch of them): -32700 for a body that is not
     JSON, -32600 otherwise, one short message, the id echoed only when it is a valid one."""
     try:
-        decoded = json.loads(body)
+        decoded = _loads(body)
     except (ValueError, RecursionError):
         return None, _refusal(PARSE_ERROR, "Parse error: the body is not JSON")
     messages = decoded if isinstance(decoded, list) else [decoded]
