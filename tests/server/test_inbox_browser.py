@@ -70,6 +70,16 @@ def _cards(page: Any, count: int) -> None:
         pytest.fail(f"the inbox showed {shown} waiting cards, not {count}")
 
 
+def _shown(page: Any, text: str) -> None:
+    """Wait (bounded) until the inbox's "shown" line says ``text`` (the next page has the same
+    number of cards as the first: only this line tells them apart); say what it said."""
+    try:
+        page.wait_for_function("t => document.querySelector('#shown')?.innerText.includes(t)",
+                               arg=text, timeout=30000)
+    except Exception:
+        pytest.fail(f"the inbox said {page.inner_text('#shown')!r}, not {text!r}")
+
+
 def _clean(page: Any) -> None:
     assert page.evaluate("window.__alerts") == []
     assert page.evaluate("window.__violations") == []
@@ -207,8 +217,8 @@ def test_a_thousand_waiting_requests_are_shown_a_page_at_a_time_and_filtered(
         assert f"1000 match · page 1 of {1000 // PAGE_SIZE}" in page.inner_text("#shown")
         assert "1000 waiting" in page.inner_text("#figures")
         page.click("a[rel=next]")
+        _shown(page, f"page 2 of {1000 // PAGE_SIZE}")
         _cards(page, PAGE_SIZE)
-        assert f"page 2 of {1000 // PAGE_SIZE}" in page.inner_text("#shown")
         assert f"R-{PAGE_SIZE:04}" in page.inner_text(PENDING)  # the oldest first
         page.fill("input[name=q]", "NEEDLE")
         page.click("#filters button[type=submit]")
