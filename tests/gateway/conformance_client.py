@@ -127,16 +127,18 @@ async def main(mode: str, url: str) -> None:
                                    discover=mode == "discover"), None)
         return
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    state = Path(tempfile.mkdtemp(prefix="tk-conformance-"))
-    mark_state_dir(state)
-    config_file = _oauth_config(state, url, scenario, context)
-    config = load_config(config_file).mcp.servers[0].model_copy(
-        update={"discover": mode == "discover"})
-    assert config.oauth is not None
-    if config.oauth.grant == "authorization_code":
-        _login(config_file, state)
-    credentials = UpstreamCredentials(state / "toolkeeper.db", upstream_key(state))
-    await _use(config, credentials, lambda: _login(config_file, state))
+    # the state dir holds a login's tokens and the key sealing them: gone when the run ends
+    with tempfile.TemporaryDirectory(prefix="tk-conformance-") as name:
+        state = Path(name)
+        mark_state_dir(state)
+        config_file = _oauth_config(state, url, scenario, context)
+        config = load_config(config_file).mcp.servers[0].model_copy(
+            update={"discover": mode == "discover"})
+        assert config.oauth is not None
+        if config.oauth.grant == "authorization_code":
+            _login(config_file, state)
+        credentials = UpstreamCredentials(state / "toolkeeper.db", upstream_key(state))
+        await _use(config, credentials, lambda: _login(config_file, state))
 
 
 if __name__ == "__main__":

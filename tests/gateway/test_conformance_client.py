@@ -6,6 +6,7 @@ revision is reached in that revision when the upstream's entry says ``discover =
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,13 +24,17 @@ def _scenario(mode: str, scenario: str, revision: str, out: Path, *extra: str) -
     if shutil.which("node") is None or not _suite(PRERELEASE).is_file():
         pytest.skip("the conformance suite is not installed: run `make conformance` (needs "
                     "node and npm)")
+    scratch = out.parent / "tmp"  # the driver's temporary files, checked empty after the run
+    scratch.mkdir()
     done = subprocess.run(
         ["node", "--import", str(PRELOAD), str(_suite(PRERELEASE)), "client", "--command",
          f"{sys.executable} {DRIVER} {mode}", "--scenario", scenario, "--spec-version",
          revision, "--output-dir", str(out), *extra], capture_output=True, text=True, timeout=300,
-        cwd=out.parent)
+        cwd=out.parent, env={**os.environ, "TMPDIR": str(scratch)})
     found = sorted(out.glob("**/checks.json"))  # an auth/ scenario is one folder deeper
     assert found, f"the suite ran nothing: {done.stdout[-2000:]} {done.stderr[-2000:]}"
+    # a login's state (its tokens, the key sealing them) goes with the run
+    assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("tk-")) == []
     return [f"{c['id']}: {c.get('errorMessage', '')}"[:300] for path in found
             for c in json.loads(path.read_text()) if c.get("status") == "FAILURE"]
 
