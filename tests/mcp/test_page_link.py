@@ -198,6 +198,37 @@ async def test_a_2025_client_with_a_session_is_sent_the_card_while_the_call_wait
 
 
 
+async def test_a_2025_client_is_sent_the_card_of_its_scripts_call_while_the_script_waits(
+        tmp_path: Path, tools: str) -> None:
+    """Code mode: the call that waits is one the client's ``tool_chain`` script made; the
+    client is shown its card as for a call of its own, and the script goes on once decided."""
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[codemode]\nenabled = true\ntools = ["launch"]\n')
+    proc, url = _start(tmp_path, "--approval-wait", "50", "--sessions", "--config", str(config),
+                       tools=tools)
+    try:
+        shown = Shown()
+        person = _decide_when_shown(url, shown, "approve")
+        async with _client(url, shown, mode="legacy") as client:
+            assert client.session.protocol_version == "2025-11-25"
+            result = await client.call_tool("tool_chain", {
+                "code": "r = launch(n=6)\nprint('launch said:', r.text)"})
+            end = time.monotonic() + 30  # the notification may trail the result
+            while "notifications/elicitation/complete" not in shown.methods and \
+                    time.monotonic() < end:
+                await anyio.sleep(0.05)
+        person.join(timeout=10)
+    finally:
+        _stop(proc)
+    _link_of(shown, url)
+    assert not result.is_error and "launch said: launched 6" in _text(result), result
+    # told the wait in a log line too, and that it is over
+    assert "notifications/message" in shown.methods, shown.methods
+    assert "notifications/elicitation/complete" in shown.methods, shown.methods
+    assert _marks(tmp_path) == ["ran 6"]
+    assert _requests(tmp_path) == [("done", "approved")]
+
+
 async def test_a_2025_client_over_stdio_is_sent_the_card_while_the_call_waits(
         tmp_path: Path, tools: str) -> None:
     """``serve --stdio`` launched by its client, as a desktop client does (its page on

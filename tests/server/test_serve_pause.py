@@ -217,14 +217,17 @@ async def test_a_client_asked_about_a_paused_scripts_call_decides_it_and_gets_th
     (tmp_path / "tools.py").write_text(TOOLS)
     (tmp_path / "toolkeeper.toml").write_text('[approval]\nchannels = ["page", "client"]\n'
                                               + CONFIG)
-    proc, url = _serve(tmp_path, None, wait="20")
+    # the page's wait is 50 s: the person at the client is asked at once, not after it (the
+    # run pauses as soon as its call's request is stored), so the call is answered before
+    # that wait could have ended
+    proc, url = _serve(tmp_path, None, wait="50")
     asked: list[str] = []
 
     async def answer(_params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"decision": "approve"})
 
     try:
-        with anyio.fail_after(120):
+        with anyio.fail_after(40):
             async with _asking_client(url, answer, asked) as client:
                 result = await client.call_tool("tool_chain", {"code": SCRIPT})
     finally:

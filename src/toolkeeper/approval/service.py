@@ -11,7 +11,9 @@ reports with ``complete``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -33,8 +35,25 @@ from .models import (
 from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, StoredApproval
 from .where import decide_command
 
-__all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "ceiling",
-           "expired_text", "may_ask", "request_ttl"]
+__all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "asked_elsewhere",
+           "ceiling", "expired_text", "may_ask", "request_ttl"]
+
+_ASKED_ELSEWHERE: ContextVar[bool] = ContextVar("toolkeeper_asked_elsewhere", default=False)
+
+
+@contextmanager
+def asked_elsewhere() -> Iterator[None]:
+    """Calls made in this context — and the calls they make, such as a code-mode script's —
+    do not wait for a person where the person is asked only once the call has answered (an
+    MCP client asked with a form, ``mcp/asking.py``): a new BLOCKING request that outlives the
+    wait (a stored request with a time to live) is stored and its call answers ``pending`` at
+    once, as it would after the wait. A request made again (rejoined) is waited for as
+    usual, so an answer given meanwhile is read."""
+    token = _ASKED_ELSEWHERE.set(True)
+    try:
+        yield
+    finally:
+        _ASKED_ELSEWHERE.reset(token)
 
 
 class ApprovalPolicy(Protocol):
@@ -198,6 +217,10 @@ class ApprovalService:
         if isinstance(handler, Rejoins):
             if not rejoin:  # stored before any wait: a call that does not wait leaves it open
                 await anyio.to_thread.run_sync(handler.store.create, request)
+                if (_ASKED_ELSEWHERE.get() and mode is HitlMode.BLOCKING
+                        and request.expires_at is not None and request.expires_at > time.time()):
+                    return ApprovalDecision(request_id=request.id, outcome="pending",
+                                            message="asked at the client")
             with anyio.move_on_after(wait):
                 decided = await handler.wait(request.id, handler.wait_s)
                 # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait

@@ -73,7 +73,7 @@ class ServeFlags(BaseModel):
     store: str | None = Field(None, pattern=r"^postgres(ql)?://", description=(
         "a postgresql:// URL (SQLite lives in --state-dir)"))
     approval_wait: float = Field(30.0, ge=0, lt=SERVER_POLICY.approval_timeout_s, description=(
-        f"between 0 and {SERVER_POLICY.approval_timeout_s:g} s (below the call's time limit)"))
+        f"0 or more and under {SERVER_POLICY.approval_timeout_s:g} s (the call's time limit)"))
     approval_ttl: float = Field(3600.0, gt=0, description="a positive number of seconds")
     keep_sessions: bool = False
     tool_search: bool = False

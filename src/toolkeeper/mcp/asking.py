@@ -25,6 +25,7 @@ import mcp_types as types
 from mcp.server.request_state import RequestStateSecurity
 
 from ..approval.models import ApprovalDecision
+from ..approval.service import asked_elsewhere
 from ..core.call import ToolCall
 from ..core.context import ToolContext
 from ..hooks import HookEvent
@@ -74,7 +75,10 @@ class ClientChannel:
             async with anyio.create_task_group() as group:
                 async def run() -> None:
                     nonlocal result
-                    result = await self.invoker.invoke(call, session=session, ctx=ctx)
+                    # a call the call makes (a script's, in code mode) that needs a person does
+                    # not sit out the page's wait either: its request is what gets asked here
+                    with asked_elsewhere():
+                        result = await self.invoker.invoke(call, session=session, ctx=ctx)
                     group.cancel_scope.cancel()
 
                 group.start_soon(run)

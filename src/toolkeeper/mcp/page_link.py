@@ -25,7 +25,8 @@ form is asked instead of the link.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,7 +39,17 @@ from ..invoke.invoker import ToolInvoker
 from .asking import ClientChannel
 from .wire import Ctx, modern
 
-__all__ = ["PAGE_KEY", "PageLinks", "declares_url", "quietly"]
+__all__ = ["MCP_CALL", "PAGE_KEY", "PageLinks", "declares_url", "quietly", "waiting_calls"]
+
+MCP_CALL: ContextVar[str] = ContextVar("toolkeeper_mcp_call", default="")
+"""The id of the client's call ``MCPFace.run_call`` is running: a request made by a call that
+call makes in turn (a code-mode script's) is that call's wait, told to the same client."""
+
+
+def waiting_calls(request: Mapping[str, Any]) -> tuple[str, str]:
+    """(the id of the call ``request`` asks about, the client's call it was made for: the
+    same, or the call whose script made it)."""
+    return str(request.get("call_id")), MCP_CALL.get()
 
 PAGE_KEY = "approval_page"
 """The key of the link's elicitation in ``inputRequests`` (and of its answer)."""
@@ -130,7 +141,8 @@ class PageLinks:
 
     async def _requested(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         request = payload.get("request") or {}
-        shown = self._shown.get(str(request.get("call_id")))
+        own, client_call = waiting_calls(request)
+        shown = self._shown.get(own) or self._shown.get(client_call)
         url = self.card(str(request.get("id")))
         if shown is not None and url is not None:
             shown.group.start_soon(self._elicit, shown, _message(str(request.get("id")),

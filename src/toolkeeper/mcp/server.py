@@ -45,7 +45,7 @@ from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .exported import Exported, page_of
 from .legacy_tasks import LegacyTasks
 from .offer_handlers import MISSING_CAPABILITY, NO_WAY_BACK, STDIO_CLIENT, caller_of, client_of
-from .page_link import PageLinks, quietly
+from .page_link import MCP_CALL, PageLinks, quietly, waiting_calls
 from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
@@ -250,7 +250,8 @@ class MCPFace(RelayedOffers):
     async def approval_asked(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         """A call of this server's waits for a person's decision: a log line to its client."""
         request = payload.get("request") or {}
-        link = self.calling.get(str(request.get("call_id")))
+        own, client_call = waiting_calls(request)
+        link = self.calling.get(own) or self.calling.get(client_call)
         if link is not None:
             where = self.invoker.approvals.where(str(request.get("id")))
             await quietly(link.log("notice", f"{request.get('tool')}: waiting for approval "
@@ -354,6 +355,7 @@ class MCPFace(RelayedOffers):
         if link is not None:  # a wait for approval is told to its client
             self.calling[call.id] = link
         self.running[call.id] = scope = anyio.CancelScope()
+        calling = MCP_CALL.set(call.id)  # a request its script's call makes is its wait too
         try:
             with scope:
                 if asking is not None:
@@ -361,6 +363,7 @@ class MCPFace(RelayedOffers):
                 else:
                     outcome = await self.invoker.invoke(call, session=session, ctx=ctx)
         finally:
+            MCP_CALL.reset(calling)
             self.calling.pop(call.id, None)
             self.running.pop(call.id, None)
         return None if scope.cancelled_caught else outcome
