@@ -148,6 +148,31 @@ async def test_a_2026_client_is_shown_the_card_and_its_retry_returns_the_decided
     assert _requests(tmp_path) == [("done", "approved") if ran else ("denied", "denied")]
 
 
+async def test_a_2026_client_is_shown_the_card_of_its_scripts_call_at_once(
+        tmp_path: Path, tools: str) -> None:
+    """Code mode: the script's call needs a person; the run pauses as soon as the request is
+    stored (not after the page's 50 s wait), the client is answered with the card's link, and
+    its retry resumes the script once decided."""
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[codemode]\nenabled = true\ntools = ["launch"]\n')
+    proc, url = _start(tmp_path, "--approval-wait", "50", "--config", str(config), tools=tools)
+    try:
+        shown = Shown()
+        person = _decide_when_shown(url, shown, "approve")
+        with anyio.fail_after(40):  # under the page's wait: the link came first
+            async with _client(url, shown) as client:
+                assert client.session.protocol_version == "2026-07-28"
+                result = await client.call_tool("tool_chain", {
+                    "code": "r = launch(n=7)\nprint('launch said:', r.text)"})
+        person.join(timeout=10)
+    finally:
+        _stop(proc)
+    _link_of(shown, url)
+    assert not result.is_error and "launch said: launched 7" in _text(result), result
+    assert _marks(tmp_path) == ["ran 7"]
+    assert _requests(tmp_path) == [("done", "approved")]
+
+
 async def test_a_2026_client_is_told_when_nobody_decided_in_time(
         served: str, tmp_path: Path) -> None:
     shown = Shown()
