@@ -152,3 +152,31 @@ async def test_cancelling_the_task_withdraws_the_request(served: str, tmp_path: 
     assert final["state"] == "denied"
     assert final["decision"]["message"] == "withdrawn: the client cancelled its task"
     assert _marks(tmp_path) == []
+
+
+async def test_a_scripts_call_that_needs_a_person_makes_its_tool_chain_call_a_task(
+        tmp_path: Path) -> None:
+    """Code mode: the call that waits is one the client's ``tool_chain`` script made; the
+    script's call becomes the task as a call of the client's own does (not after the page's
+    50 s wait), and the task's result is the script's output once approved."""
+    (tmp_path / "tools.py").write_text(TOOLS)
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text('[codemode]\nenabled = true\ntools = ["launch"]\n')
+    proc, url = _start(tmp_path, "--approval-wait", "50", "--config", str(config),
+                       tools=str(tmp_path / "tools.py"))
+    try:
+        client, created = await _created(url, "tool_chain", {
+            "code": "r = launch(n=8)\nprint('launch said:', r.text)"})
+        try:
+            request = await _waiting(url)
+            assert "a person must decide" in (created.status_message or "")
+            assert f"/approvals/{request['id']}" in (created.status_message or "")
+            _api(url, f"/api/approvals/{request['id']}/decision", {"decision": "approve"})
+            done = await poll(client.session, created.task_id)
+        finally:
+            await client.__aexit__(None, None, None)
+    finally:
+        _stop(proc)
+    assert done.status == "completed" and done.result is not None, done
+    assert "launch said: launched 8" in done.result["content"][0]["text"], done.result
+    assert _marks(tmp_path) == ["ran 8"]
