@@ -34,6 +34,10 @@ from .test_tasks_approval import TOOLS  # launch, and hurry: approvable for 3 s 
 
 pytestmark = pytest.mark.anyio
 
+CHAIN = '[codemode]\nenabled = true\ntools = ["launch"]\n'
+"""A config serving ``tool_chain`` over ``launch``: a script's call that needs a person."""
+
+
 @pytest.fixture
 def tools(tmp_path: Path) -> str:
     (tmp_path / "tools.py").write_text(TOOLS)
@@ -154,7 +158,7 @@ async def test_a_2026_client_is_shown_the_card_of_its_scripts_call_at_once(
     stored (not after the page's 50 s wait), the client is answered with the card's link, and
     its retry resumes the script once decided."""
     config = tmp_path / "toolkeeper.toml"
-    config.write_text('[codemode]\nenabled = true\ntools = ["launch"]\n')
+    config.write_text(CHAIN)
     proc, url = _start(tmp_path, "--approval-wait", "50", "--config", str(config), tools=tools)
     try:
         shown = Shown()
@@ -199,15 +203,24 @@ async def test_a_client_that_takes_no_url_elicitation_keeps_todays_wait(
     assert _requests(tmp_path) == [("pending", "")]
 
 
+@pytest.mark.parametrize(("tool", "arguments", "said", "config"), [
+    ("launch", {"n": 4}, "launched 4", ""),
+    # code mode: the call that waits is one the client's script made; the client is shown
+    # its card as for a call of its own, and the script goes on once decided
+    ("tool_chain", {"code": "r = launch(n=4)\nprint('launch said:', r.text)"},
+     "launch said: launched 4", CHAIN)], ids=["its own call", "its script's call"])
 async def test_a_2025_client_with_a_session_is_sent_the_card_while_the_call_waits(
-        tmp_path: Path, tools: str) -> None:
-    proc, url = _start(tmp_path, "--approval-wait", "50", "--sessions", tools=tools)
+        tmp_path: Path, tools: str, tool: str, arguments: dict[str, Any], said: str,
+        config: str) -> None:
+    (tmp_path / "toolkeeper.toml").write_text(config)
+    proc, url = _start(tmp_path, "--approval-wait", "50", "--sessions", "--config",
+                       str(tmp_path / "toolkeeper.toml"), tools=tools)
     try:
         shown = Shown()
         person = _decide_when_shown(url, shown, "approve")
         async with _client(url, shown, mode="legacy") as client:
             assert client.session.protocol_version == "2025-11-25"
-            result = await client.call_tool("launch", {"n": 4})
+            result = await client.call_tool(tool, arguments)
             end = time.monotonic() + 30  # the notification may trail the result
             while "notifications/elicitation/complete" not in shown.methods and \
                     time.monotonic() < end:
@@ -216,41 +229,11 @@ async def test_a_2025_client_with_a_session_is_sent_the_card_while_the_call_wait
     finally:
         _stop(proc)
     _link_of(shown, url)
-    assert not result.is_error and "launched 4" in _text(result), result
-    assert "notifications/elicitation/complete" in shown.methods, shown.methods
-    assert _marks(tmp_path) == ["ran 4"]
-    assert _requests(tmp_path) == [("done", "approved")]
-
-
-
-async def test_a_2025_client_is_sent_the_card_of_its_scripts_call_while_the_script_waits(
-        tmp_path: Path, tools: str) -> None:
-    """Code mode: the call that waits is one the client's ``tool_chain`` script made; the
-    client is shown its card as for a call of its own, and the script goes on once decided."""
-    config = tmp_path / "toolkeeper.toml"
-    config.write_text('[codemode]\nenabled = true\ntools = ["launch"]\n')
-    proc, url = _start(tmp_path, "--approval-wait", "50", "--sessions", "--config", str(config),
-                       tools=tools)
-    try:
-        shown = Shown()
-        person = _decide_when_shown(url, shown, "approve")
-        async with _client(url, shown, mode="legacy") as client:
-            assert client.session.protocol_version == "2025-11-25"
-            result = await client.call_tool("tool_chain", {
-                "code": "r = launch(n=6)\nprint('launch said:', r.text)"})
-            end = time.monotonic() + 30  # the notification may trail the result
-            while "notifications/elicitation/complete" not in shown.methods and \
-                    time.monotonic() < end:
-                await anyio.sleep(0.05)
-        person.join(timeout=10)
-    finally:
-        _stop(proc)
-    _link_of(shown, url)
-    assert not result.is_error and "launch said: launched 6" in _text(result), result
+    assert not result.is_error and said in _text(result), result
     # told the wait in a log line too, and that it is over
     assert "notifications/message" in shown.methods, shown.methods
     assert "notifications/elicitation/complete" in shown.methods, shown.methods
-    assert _marks(tmp_path) == ["ran 6"]
+    assert _marks(tmp_path) == ["ran 4"]
     assert _requests(tmp_path) == [("done", "approved")]
 
 

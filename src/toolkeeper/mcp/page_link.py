@@ -39,22 +39,23 @@ from ..invoke.invoker import ToolInvoker
 from .asking import ClientChannel
 from .wire import Ctx, modern
 
-__all__ = ["MCP_CALL", "PAGE_KEY", "PageLinks", "declares_url", "quietly", "waiting_calls"]
+__all__ = ["MCP_CALL", "PAGE_KEY", "PageLinks", "declares_url", "quietly", "waiting_call"]
+
+PAGE_KEY = "approval_page"
+"""The key of the link's elicitation in ``inputRequests`` (and of its answer)."""
+_CAPS = "io.modelcontextprotocol/clientCapabilities"
+T = TypeVar("T")
 
 MCP_CALL: ContextVar[str] = ContextVar("toolkeeper_mcp_call", default="")
 """The id of the client's call ``MCPFace.run_call`` is running: a request made by a call that
 call makes in turn (a code-mode script's) is that call's wait, told to the same client."""
 
 
-def waiting_calls(request: Mapping[str, Any]) -> tuple[str, str]:
-    """(the id of the call ``request`` asks about, the client's call it was made for: the
-    same, or the call whose script made it)."""
-    return str(request.get("call_id")), MCP_CALL.get()
-
-PAGE_KEY = "approval_page"
-"""The key of the link's elicitation in ``inputRequests`` (and of its answer)."""
-_CAPS = "io.modelcontextprotocol/clientCapabilities"
-T = TypeVar("T")
+def waiting_call(calls: Mapping[str, T], request: Mapping[str, Any]) -> T | None:
+    """What ``calls`` (by call id) holds for the call approval request ``request`` asks about,
+    else for the client's call it was made for (the call whose script made it)."""
+    found = calls.get(str(request.get("call_id")))
+    return found if found is not None else calls.get(MCP_CALL.get())
 
 
 def declares_url(ctx: Ctx) -> bool:
@@ -141,8 +142,7 @@ class PageLinks:
 
     async def _requested(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         request = payload.get("request") or {}
-        own, client_call = waiting_calls(request)
-        shown = self._shown.get(own) or self._shown.get(client_call)
+        shown = waiting_call(self._shown, request)
         url = self.card(str(request.get("id")))
         if shown is not None and url is not None:
             shown.group.start_soon(self._elicit, shown, _message(str(request.get("id")),

@@ -45,7 +45,7 @@ from .client_link import Levels, MCPClientLink, answers_of, next_round
 from .exported import Exported, page_of
 from .legacy_tasks import LegacyTasks
 from .offer_handlers import MISSING_CAPABILITY, NO_WAY_BACK, STDIO_CLIENT, caller_of, client_of
-from .page_link import MCP_CALL, PageLinks, quietly, waiting_calls
+from .page_link import MCP_CALL, PageLinks, quietly, waiting_call
 from .relay_link import SdkClientLink
 from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
@@ -250,8 +250,7 @@ class MCPFace(RelayedOffers):
     async def approval_asked(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         """A call of this server's waits for a person's decision: a log line to its client."""
         request = payload.get("request") or {}
-        own, client_call = waiting_calls(request)
-        link = self.calling.get(own) or self.calling.get(client_call)
+        link = waiting_call(self.calling, request)
         if link is not None:
             where = self.invoker.approvals.where(str(request.get("id")))
             await quietly(link.log("notice", f"{request.get('tool')}: waiting for approval "

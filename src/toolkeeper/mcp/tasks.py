@@ -43,7 +43,7 @@ from .client_link import MCPClientLink, answers_of
 from .exported import Exported
 from .legacy_rules import may_wait, offered, refusal, tasks_client
 from .offer_handlers import client_of
-from .page_link import waiting_calls
+from .page_link import waiting_call
 from .task_store import TaskRecord, TaskStore
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx, modern
 
@@ -303,8 +303,7 @@ class Tasks:
     async def _approval_requested(self, _event: HookEvent, payload: dict[str, Any]) -> None:
         """A call waits for a person: its task says so (a call not yet a task becomes one)."""
         request = payload.get("request") or {}
-        own, client_call = waiting_calls(request)  # a script's call waits for the client's
-        told = self.people.get(own) or self.people.get(client_call)
+        told = waiting_call(self.people, request)  # a script's call: its client's call
         if told is not None:
             await told(request)
 
