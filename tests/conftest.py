@@ -14,7 +14,11 @@ import pytest
 
 # The semantic search keeps tool vectors on disk: in a folder of this run's own (its
 # subprocesses included), never the user's cache.
-CACHE = os.environ.setdefault("TOOLKEEPER_CACHE_DIR", tempfile.mkdtemp(prefix="toolkeeper-cache-"))
+# The process that made the folder removes it at its end: under pytest-xdist a worker started
+# before the controller made one makes its own.
+OWN_CACHE = "TOOLKEEPER_CACHE_DIR" not in os.environ
+CACHE = os.environ.setdefault("TOOLKEEPER_CACHE_DIR", tempfile.mkdtemp(prefix="toolkeeper-cache-")
+                              if OWN_CACHE else "")
 
 # A CLI test lays rich's tables out to the COLUMNS it hands its CliRunner; a rich Console made
 # at import takes its width from COLUMNS then and keeps it, so one the suite inherited (pytest-xdist
@@ -59,10 +63,7 @@ def _skips_fail() -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    # Under pytest-xdist the workers inherit the folder from the controller, which removes it
-    # once every worker is done.
-    if os.path.basename(CACHE).startswith("toolkeeper-cache-") and not os.environ.get(
-            "PYTEST_XDIST_WORKER"):
+    if OWN_CACHE:  # workers given the controller's folder leave it to the controller
         shutil.rmtree(CACHE, ignore_errors=True)
     if not _skips_fail():
         return
