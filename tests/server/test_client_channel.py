@@ -80,6 +80,15 @@ async def test_the_person_at_the_client_decides_with_a_form_and_the_channel_is_r
     text = result.content[0].text
     assert ("PT-11" in text) if ran else ("denied at the client" in text)
     assert _decisions(tmp_path) == [("done" if ran else "denied", "client:default")]
+    # the first pass stopped waiting to ask (pending, not cancelled); the retry is the outcome
+    assert _audited(tmp_path) == [("pending", "pending"), ("ok", None) if ran else
+                                  ("denied", "denied")]
+
+
+def _audited(tmp_path: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        return [(status, code) for status, code in
+                db.execute("SELECT status, error_code FROM audit ORDER BY rowid").fetchall()]
 
 
 async def test_a_decision_on_the_page_first_wins_over_the_clients_answer(

@@ -36,7 +36,7 @@ from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, Store
 from .where import decide_command
 
 __all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "asked_elsewhere",
-           "ceiling", "expired_text", "may_ask", "request_ttl"]
+           "ceiling", "expired_text", "left_open_at_once", "may_ask", "request_ttl"]
 
 _ASKED_ELSEWHERE: ContextVar[bool] = ContextVar("toolkeeper_asked_elsewhere", default=False)
 
@@ -54,6 +54,13 @@ def asked_elsewhere() -> Iterator[None]:
         yield
     finally:
         _ASKED_ELSEWHERE.reset(token)
+
+
+def left_open_at_once(mode: HitlMode, expires_at: float | None) -> bool:
+    """Whether a new request of ``mode`` that ends at ``expires_at``, made in an
+    ``asked_elsewhere`` context with a store that keeps it, is left open at once: its call
+    answers ``pending`` without waiting (BLOCKING, and it outlives the moment)."""
+    return mode is HitlMode.BLOCKING and expires_at is not None and expires_at > time.time()
 
 
 class ApprovalPolicy(Protocol):
@@ -217,8 +224,7 @@ class ApprovalService:
         if isinstance(handler, Rejoins):
             if not rejoin:  # stored before any wait: a call that does not wait leaves it open
                 await anyio.to_thread.run_sync(handler.store.create, request)
-                if (_ASKED_ELSEWHERE.get() and mode is HitlMode.BLOCKING
-                        and request.expires_at is not None and request.expires_at > time.time()):
+                if _ASKED_ELSEWHERE.get() and left_open_at_once(mode, request.expires_at):
                     return ApprovalDecision(request_id=request.id, outcome="pending",
                                             message="asked at the client")
             with anyio.move_on_after(wait):

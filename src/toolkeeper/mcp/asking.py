@@ -24,10 +24,12 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.request_state import RequestStateSecurity
 
+from ..approval.handlers import Rejoins
 from ..approval.models import ApprovalDecision
-from ..approval.service import asked_elsewhere
+from ..approval.service import asked_elsewhere, left_open_at_once
 from ..core.call import ToolCall
 from ..core.context import ToolContext
+from ..core.risk import HitlMode
 from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
 from ..invoke.results import InvocationResult
@@ -84,8 +86,10 @@ class ClientChannel:
                 group.start_soon(run)
                 await asking.event.wait()
                 assert asking.request is not None
-                await self._stored(str(asking.request["id"]))
-                group.cancel_scope.cancel()  # the request is stored: ask instead of waiting
+                if not self._answers_at_once(asking.request):
+                    await self._stored(str(asking.request["id"]))
+                    group.cancel_scope.cancel()  # the request is stored: ask, do not wait
+                # else the call answers 'pending' as soon as its request is stored (run ends)
         finally:
             self._asking.pop(call.id, None)
         if result is not None:
@@ -94,6 +98,14 @@ class ClientChannel:
             return result
         assert asking.request is not None
         return str(asking.request["id"])
+
+    def _answers_at_once(self, request: dict[str, Any]) -> bool:
+        """Whether the call of ``request`` answers ``pending`` by itself once the request is
+        stored (``asked_elsewhere``), so it ends as any call does rather than cancelled."""
+        mode, expires = request.get("hitl_mode"), request.get("expires_at")
+        handler: object = self.invoker.approvals.handler  # an optional ability (Rejoins)
+        return isinstance(handler, Rejoins) and isinstance(mode, HitlMode) and \
+            left_open_at_once(mode, expires if isinstance(expires, int | float) else None)
 
     async def _stored(self, request_id: str) -> None:
         """Wait (bounded) until the handler has stored the request announced a moment ago."""
