@@ -14,11 +14,12 @@ import pytest
 
 # The semantic search keeps tool vectors on disk: in a folder of this run's own (its
 # subprocesses included), never the user's cache.
-# The process that made the folder removes it at its end: under pytest-xdist a worker started
-# before the controller made one makes its own.
+# Made once, by the process that then removes it at its end (pytest, or pytest-xdist's
+# controller); its workers and subprocesses inherit it.
 OWN_CACHE = "TOOLKEEPER_CACHE_DIR" not in os.environ
-CACHE = os.environ.setdefault("TOOLKEEPER_CACHE_DIR", tempfile.mkdtemp(prefix="toolkeeper-cache-")
-                              if OWN_CACHE else "")
+if OWN_CACHE:
+    os.environ["TOOLKEEPER_CACHE_DIR"] = tempfile.mkdtemp(prefix="toolkeeper-cache-")
+CACHE = os.environ["TOOLKEEPER_CACHE_DIR"]
 
 # A CLI test lays rich's tables out to the COLUMNS it hands its CliRunner; a rich Console made
 # at import takes its width from COLUMNS then and keeps it, so one the suite inherited (pytest-xdist

@@ -30,12 +30,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ..server.test_serve import CLIENT_TOKENS, TOKEN, _start
 from .test_tasks import _stop
-from .test_tasks_approval import TOOLS  # launch, and hurry: approvable for 3 s only
+from .test_tasks_approval import CHAIN, TOOLS  # launch, and hurry: approvable for 3 s only
 
 pytestmark = pytest.mark.anyio
-
-CHAIN = '[codemode]\nenabled = true\ntools = ["launch"]\n'
-"""A config serving ``tool_chain`` over ``launch``: a script's call that needs a person."""
 
 
 @pytest.fixture

@@ -52,6 +52,9 @@ def hurry(n: int) -> str:
     return f"hurried {n}"
 '''
 
+CHAIN = '[codemode]\nenabled = true\ntools = ["launch"]\n'
+"""A config serving ``tool_chain`` over ``launch``: a script's call that needs a person."""
+
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
@@ -161,7 +164,7 @@ async def test_a_scripts_call_that_needs_a_person_makes_its_tool_chain_call_a_ta
     50 s wait), and the task's result is the script's output once approved."""
     (tmp_path / "tools.py").write_text(TOOLS)
     config = tmp_path / "toolkeeper.toml"
-    config.write_text('[codemode]\nenabled = true\ntools = ["launch"]\n')
+    config.write_text(CHAIN)
     proc, url = _start(tmp_path, "--approval-wait", "50", "--config", str(config),
                        tools=str(tmp_path / "tools.py"))
     try:

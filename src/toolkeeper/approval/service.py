@@ -36,7 +36,7 @@ from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, Store
 from .where import decide_command
 
 __all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "asked_elsewhere",
-           "ceiling", "expired_text", "left_open_at_once", "may_ask", "request_ttl"]
+           "ceiling", "expired_text", "may_ask", "request_ttl"]
 
 _ASKED_ELSEWHERE: ContextVar[bool] = ContextVar("toolkeeper_asked_elsewhere", default=False)
 
@@ -57,9 +57,8 @@ def asked_elsewhere() -> Iterator[None]:
 
 
 def left_open_at_once(mode: HitlMode, expires_at: float | None) -> bool:
-    """Whether a new request of ``mode`` that ends at ``expires_at``, made in an
-    ``asked_elsewhere`` context with a store that keeps it, is left open at once: its call
-    answers ``pending`` without waiting (BLOCKING, and it outlives the moment)."""
+    """The request's half of ``ApprovalService.leaves_open_at_once``: BLOCKING, and it
+    outlives the moment."""
     return mode is HitlMode.BLOCKING and expires_at is not None and expires_at > time.time()
 
 
@@ -185,6 +184,13 @@ class ApprovalService:
         return decide_command(request_id,
                               store.db if isinstance(store, SqliteApprovalStore) else None)
 
+    def leaves_open_at_once(self, mode: HitlMode, expires_at: float | None) -> bool:
+        """Whether a new request of ``mode`` that ends at ``expires_at``, made in an
+        ``asked_elsewhere`` context, is left open at once: its call answers ``pending``
+        without waiting (a handler that stores it, BLOCKING, and it outlives the moment)."""
+        handler: object = self.handler  # an optional ability, declared by the handler
+        return isinstance(handler, Rejoins) and left_open_at_once(mode, expires_at)
+
     async def find_open(self, request: ApprovalRequest) -> StoredApproval | None:
         """The stored request of the same session, tool and arguments that is still pending,
         approved and not yet taken, or recently denied: a call retried (after a restart, or
@@ -224,7 +230,7 @@ class ApprovalService:
         if isinstance(handler, Rejoins):
             if not rejoin:  # stored before any wait: a call that does not wait leaves it open
                 await anyio.to_thread.run_sync(handler.store.create, request)
-                if _ASKED_ELSEWHERE.get() and left_open_at_once(mode, request.expires_at):
+                if _ASKED_ELSEWHERE.get() and self.leaves_open_at_once(mode, request.expires_at):
                     return ApprovalDecision(request_id=request.id, outcome="pending",
                                             message="asked at the client")
             with anyio.move_on_after(wait):

@@ -24,9 +24,8 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.request_state import RequestStateSecurity
 
-from ..approval.handlers import Rejoins
 from ..approval.models import ApprovalDecision
-from ..approval.service import asked_elsewhere, left_open_at_once
+from ..approval.service import asked_elsewhere
 from ..core.call import ToolCall
 from ..core.context import ToolContext
 from ..core.risk import HitlMode
@@ -103,9 +102,8 @@ class ClientChannel:
         """Whether the call of ``request`` answers ``pending`` by itself once the request is
         stored (``asked_elsewhere``), so it ends as any call does rather than cancelled."""
         mode, expires = request.get("hitl_mode"), request.get("expires_at")
-        handler: object = self.invoker.approvals.handler  # an optional ability (Rejoins)
-        return isinstance(handler, Rejoins) and isinstance(mode, HitlMode) and \
-            left_open_at_once(mode, expires if isinstance(expires, int | float) else None)
+        return isinstance(mode, HitlMode) and self.invoker.approvals.leaves_open_at_once(
+            mode, expires if isinstance(expires, int | float) else None)
 
     async def _stored(self, request_id: str) -> None:
         """Wait (bounded) until the handler has stored the request announced a moment ago."""
