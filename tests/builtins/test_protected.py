@@ -166,3 +166,53 @@ def test_git_operations_refuses_a_git_file_that_points_elsewhere(repo: Path, rea
     with pytest.raises(PolicyViolationError, match="not a directory"):
         git_tool(SecurityPolicy(workspace=repo), sandbox=BubblewrapSandbox()).run_raw(
             {"operation": "status"})
+
+
+def test_a_bare_repository_a_command_makes_never_makes_the_persons_git_run_a_program(
+        repo: Path, marker: Path) -> None:
+    # git takes any folder holding HEAD, objects/ and refs/ for a repository, and runs what its
+    # config says (an alias, a pager, hooks) when the person uses git there
+    config = f"[core]\\n\\tbare = false\\n\\tworktree = ..\\n[alias]\\n\\tst = !touch {marker}\\n"
+    out = str(shell(repo).run_raw({"command": (
+        "mkdir -p sub/objects sub/refs/heads sub/hooks && echo 'ref: refs/heads/main' > "
+        f"sub/HEAD && printf '{config}' > sub/config && echo x > sub/a.txt")}))
+    assert not (repo / "sub" / "HEAD").exists()
+    assert "sub/HEAD (rule security.forbidden_paths 'HEAD')" in out
+    assert (repo / "sub" / "a.txt").read_text() == "x\n"  # the rest of the run is applied
+    subprocess.run(["git", "-c", "safe.directory=*", "st"], cwd=repo / "sub",
+                   capture_output=True, timeout=60, check=False)
+    assert not marker.exists(), "the person's git ran the planted repository's alias"
+
+
+def test_a_symlink_named_like_a_protected_folder_is_not_applied(repo: Path) -> None:
+    # `.claude/*` protects what is inside `.claude`: a link of that name to a folder the
+    # command filled would make that folder's files Claude Code's settings (its hooks run)
+    with_ln = shell_tool(SecurityPolicy(workspace=repo, autonomy="full",
+                                        allowed_commands=(*DEFAULT_COMMANDS, "ln")),
+                         sandbox=BubblewrapSandbox())
+    out = str(with_ln.run_raw({"command": (
+        "mkdir -p cl docs && echo '{\"hooks\": {}}' > cl/settings.json && echo x > docs/en.toml"
+        " && ln -s cl .claude && ln -s docs tool_descriptions && ln -s cl .vscode && echo done")}))
+    assert "done" in out
+    for name in (".claude", "tool_descriptions", ".vscode"):
+        assert not os.path.lexists(repo / name), name
+    assert ".claude (rule security.forbidden_paths '.claude/*')" in out
+    assert "tool_descriptions (rule security.forbidden_paths 'tool_descriptions/*')" in out
+    assert (repo / "cl" / "settings.json").exists()  # the rest of the run is applied
+
+
+EDITOR_FILES = {".cursor/mcp.json": '{"mcpServers": {}}', ".gemini/settings.json": "{}",
+                ".zed/settings.json": "{}", ".devcontainer/devcontainer.json": "{}",
+                ".hg/hgrc": "[hooks]", ".mise.toml": "[hooks]", "mise.toml": "[hooks]",
+                "mise.local.toml": "[hooks]", ".config/mise/config.toml": "[hooks]",
+                ".npmrc": "script-shell=x", ".yarnrc.yml": "yarnPath: x", "HEAD": "ref: x"}
+
+
+def test_files_editors_shells_and_package_managers_run_from_never_come_out_of_a_run(
+        repo: Path) -> None:
+    command = " && ".join(f"mkdir -p sub/$(dirname {path}) && echo '{text}' > sub/{path}"
+                          for path, text in EDITOR_FILES.items())
+    out = str(shell(repo).run_raw({"command": f"{command} && echo ok > sub/kept.txt"}))
+    left = [path for path in EDITOR_FILES if os.path.lexists(repo / "sub" / path)]
+    assert left == [], out
+    assert (repo / "sub" / "kept.txt").read_text() == "ok\n"

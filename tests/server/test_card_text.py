@@ -22,6 +22,7 @@ from toolkeeper.server.card_text import (
     text_block,
     url_block,
 )
+from toolkeeper.server.views import shown_json
 
 
 class _Text(HTMLParser):
@@ -191,3 +192,13 @@ def test_plain_writes_every_invisible_character_as_an_escape() -> None:
     assert plain("ok name") == "ok name"
     assert plain("a\u202eb\x1b\ud800\tc") == "a\\u202eb\\x1b\\ud800\\tc"
     assert html.escape(plain("<x>")) == "&lt;x&gt;"
+
+
+def test_the_cli_card_writes_line_separators_and_lone_surrogates_as_escapes() -> None:
+    # `toolkeeper approvals list` prints the arguments with shown_json: a U+2028 or U+2029
+    # breaks the terminal's line where the card shows none, and a lone surrogate cannot be
+    # written to it at all
+    shown = shown_json({"command": "ls #\u2028rm -rf x\u2029\ud800"})
+    assert "\u2028" not in shown and "\u2029" not in shown and "\ud800" not in shown
+    assert "\\u2028rm -rf x\\u2029\\ud800" in shown
+    shown.encode("utf-8")  # printable to any UTF-8 terminal

@@ -33,6 +33,9 @@ RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
 _NO_LINKS = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS
+PATH_MAX = 4096
+"""Bytes a path may take (Linux's ``PATH_MAX``): a longer one names nothing the kernel would
+open, and is refused before any rule is matched against it."""
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -65,13 +68,16 @@ _REASONS = {
 
 def _invisible(char: str) -> bool:
     # Cc: C0/C1 controls and DEL (terminal escapes, BEL); Cf: bidi overrides and isolates,
-    # zero-width characters — a name that reads differently from what it is.
-    return unicodedata.category(char) in ("Cc", "Cf")
+    # zero-width characters — a name that reads differently from what it is; Zl, Zp: the line
+    # and paragraph separators (U+2028, U+2029), which break a line where none shows; Cs: a
+    # lone surrogate, which a terminal cannot even be sent.
+    return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Cs")
 
 
 def visible(text: str) -> str:
-    """``text`` with control, bidi and zero-width characters written as escapes (``\\x1b``,
-    ``\\u202e``): safe to echo to a terminal, a log or a model."""
+    """``text`` with control, bidi, zero-width and line-separator characters written as
+    escapes (``\\x1b``, ``\\u202e``, ``\\u2028``): safe to echo to a terminal, a log or a
+    model."""
     if not any(_invisible(c) for c in text):
         return text
     return "".join(c.encode("unicode_escape").decode("ascii") if _invisible(c) else c
@@ -119,6 +125,9 @@ class Workspace:
         Refuses NUL bytes and absolute paths outside the workspace. ``..`` is left for the kernel
         to judge (RESOLVE_BENEATH refuses escaping it).
         """
+        if len(path) > PATH_MAX or len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
+            raise _refuse(f"{path[:60]}…", f"it is longer than the {PATH_MAX} bytes a path may "
+                          "take; name a shorter one", tool)
         if "\x00" in path:
             raise _refuse(path, "it contains a NUL byte", tool)
         if any(_invisible(c) for c in path):

@@ -7,6 +7,8 @@ to allow the thing.
 from __future__ import annotations
 
 import fnmatch
+import functools
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -22,19 +24,58 @@ __all__ = ["DEFAULT_FORBIDDEN", "SecurityPolicy"]
 # Files other programs execute or trust, and toolkeeper's own state: never read or written by a
 # tool, at any depth, whether they exist yet or not. ``.git`` anywhere (a repository's directory
 # or a ``gitdir:`` file) decides which configuration git reads (``commondir``, ``config.worktree``,
-# ``info/attributes``, hooks): a repository is reached only through ``git_operations``.
+# ``info/attributes``, hooks): a repository is reached only through ``git_operations``. ``HEAD``
+# anywhere: a folder holding ``HEAD``, ``objects/`` and ``refs/`` is a bare repository to git,
+# whose ``config`` (a pager, an alias, hooks) runs when a person uses git in it. Editors' and
+# agents' project settings (``.vscode``, ``.cursor``, ``.claude``, ``.gemini``, ``.zed``) start
+# programs when the folder is opened; ``.envrc`` and mise's files when a shell enters it;
+# ``.hg`` holds Mercurial's hooks; ``.devcontainer`` runs commands when the folder is reopened in
+# a container; ``.npmrc`` and ``.yarnrc*`` choose what npm and yarn run.
 DEFAULT_FORBIDDEN: tuple[str, ...] = (
-    ".git", ".git/config", ".git/hooks", ".git/hooks/*", ".gitmodules", ".gitconfig",
+    ".git", ".git/config", ".git/hooks", ".git/hooks/*", ".gitmodules", ".gitconfig", "HEAD",
     ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile", ".zshenv",
     ".bash_logout", ".inputrc", ".ripgreprc", ".mcp.json", ".vscode", ".vscode/*", ".idea",
-    ".idea/*", ".claude/*", ".envrc", "toolkeeper.toml", "toolkeeper.db", "toolkeeper.db-*",
-    "tool_descriptions/*", "*.cedar", STATE_MARKER,
+    ".idea/*", ".claude/*", ".cursor", ".gemini", ".zed", ".devcontainer", ".hg", ".envrc",
+    ".mise.toml", ".mise.*.toml", "mise.toml", "mise.*.toml", ".mise", "mise/config.toml",
+    ".config/mise", ".config/mise.toml", ".npmrc", ".yarnrc", ".yarnrc.yml", "toolkeeper.toml",
+    "toolkeeper.db", "toolkeeper.db-*", "tool_descriptions/*", "*.cedar", STATE_MARKER,
 )
 DEFAULT_ENV = ("PATH", "HOME", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 DEFAULT_COMMANDS = ("ls", "cat", "head", "tail", "wc", "grep", "rg", "sort", "uniq", "cut", "tr",
                     "echo", "pwd", "date", "diff", "mkdir", "touch", "cp", "mv", "stat", "du",
                     "basename", "dirname", "true", "false", "test", "[", "printf", "seq", "nl",
                     "sed", "awk", "md5sum", "sha256sum", "file", "tee")
+
+
+class _Rule:
+    """One forbidden-path pattern, compiled once: its glob as a regular expression, the
+    literal text a match must start with, and the prefix a path under it starts with."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.glob = re.compile(fnmatch.translate(pattern))
+        wild = next((i for i, c in enumerate(pattern) if c in "*?["), len(pattern))
+        self.literal = pattern[:wild]
+        self.free = pattern.startswith("*")
+        """A leading ``*`` takes in any text before it, ``/`` included: if the glob matches
+        from some component on, it matches the whole path too."""
+        self.under = None if pattern.endswith("*") else pattern.rstrip("*") + "/"
+
+    def matches(self, path: str, starts: list[int]) -> bool:
+        if self.free and self.glob.match(path):
+            return True
+        for start in starts:
+            if self.under is not None and path.startswith(self.under, start):
+                return True
+            if not self.free and path.startswith(self.literal, start) \
+                    and self.glob.match(path, start):
+                return True
+        return False
+
+
+@functools.lru_cache(maxsize=64)
+def _rules(patterns: tuple[str, ...]) -> tuple[_Rule, ...]:
+    return tuple(_Rule(pattern) for pattern in patterns)
 
 
 class SecurityPolicy(BaseModel):
@@ -118,14 +159,16 @@ class SecurityPolicy(BaseModel):
         return (*DEFAULT_ENV, *self.env_passthrough)
 
     def forbidden_rule(self, relative: str) -> str | None:
-        """The forbidden-path pattern ``relative`` matches (at any depth), if any."""
-        parts = relative.split("/")
-        for pattern in self.forbidden_paths:
-            for start in range(len(parts)):
-                tail = "/".join(parts[start:])
-                if fnmatch.fnmatchcase(tail, pattern) or (tail.startswith(pattern.rstrip("*") + "/") \
-                        and not pattern.endswith("*")):
-                    return pattern
+        """The forbidden-path pattern ``relative`` matches (at any depth), if any: one whose
+        glob matches the path from one of its components on (``*`` crosses ``/``), or, for a
+        pattern not ending in ``*``, one the path lies under (``.git`` covers ``.git/x``).
+
+        Matched in place at each component's start (``_Rule``), so a long hostile path costs
+        a few passes over it, not one per component."""
+        starts = [0, *(i + 1 for i, c in enumerate(relative) if c == "/")]
+        for rule in _rules(self.forbidden_paths):
+            if rule.matches(relative, starts):
+                return rule.pattern
         return None
 
     def check_path(self, relative: str, *, write: bool, tool: str) -> None:

@@ -110,8 +110,11 @@ class Protection:
 
     def judge(self, rel: str, directory: bool = False) -> str | None:
         """Why a run may not change ``rel``: a forbidden-path rule, a file named like
-        toolkeeper state, or a read-only policy."""
-        rule = covering_rule(self.policy, rel) if directory else self.policy.forbidden_rule(rel)
+        toolkeeper state, or a read-only policy. A rule covering every entry below ``rel``
+        (``.claude/*``) refuses ``rel`` itself whatever it is: a symlink of that name would
+        make its target's files the protected ones (``.claude -> cl``, then
+        ``cl/settings.json``)."""
+        rule = covering_rule(self.policy, rel)
         if rule is not None:
             return f"rule security.forbidden_paths {rule!r}"
         if not directory and rel.rsplit("/", 1)[-1] in STATE_FILES:
