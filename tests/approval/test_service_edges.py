@@ -160,8 +160,8 @@ async def test_a_request_another_process_took_first_does_not_run_here(tmp_path: 
     invoker = ToolInvoker([pay], Racing(), approval_store=store)
     async with invoker.open_session() as session:
         result = await invoker.invoke(call("pay", amount=6), session=session)
-    assert (result.status, result.error_code) == ("denied", "denied")
-    assert "already executed by another process; it runs once" in result.text
+    assert (result.status, result.error_code) == ("pending", "pending")
+    assert "is being run by another call made the same way; it runs once" in result.text
     assert RUNS == []
 
 

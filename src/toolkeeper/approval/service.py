@@ -32,7 +32,14 @@ from .models import (
     as_decision,
     duration,
 )
-from .store import ApprovalStore, FindsOpen, Replays, SqliteApprovalStore, StoredApproval
+from .store import (
+    ApprovalStore,
+    FindsOpen,
+    GrantsSessions,
+    Replays,
+    SqliteApprovalStore,
+    StoredApproval,
+)
 from .where import decide_command
 
 __all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "asked_elsewhere",
@@ -202,6 +209,20 @@ class ApprovalService:
         return await anyio.to_thread.run_sync(store.find_open, request.session_id, request.tool,
                                               request.args_digest)
 
+    @property
+    def grants_sessions(self) -> bool:
+        """Whether the store keeps "approve for this client" grants (every process sharing it
+        honours them); otherwise the session that asked keeps its own."""
+        return isinstance(self.store, GrantsSessions)
+
+    async def session_grant(self, session_id: str, tool: str) -> ApprovalDecision | None:
+        """A person's "approve for this client" of ``tool`` that still holds for this session,
+        as the store knows it (given on any worker or replica sharing it), or ``None``."""
+        store: object = self.store
+        if not isinstance(store, GrantsSessions):
+            return None
+        return await anyio.to_thread.run_sync(store.session_grant, session_id, tool)
+
     async def decide(self, request: ApprovalRequest, mode: HitlMode, *,
                      policy: ApprovalPolicy, rejoin: bool = False) -> ApprovalDecision:
         """Ask the handler and wait as ``mode`` and the call's ``policy`` say: BLOCKING up to
@@ -336,6 +357,26 @@ class ApprovalService:
         if not isinstance(store, Replays):
             return None
         return await anyio.to_thread.run_sync(store.replay, approval_id)
+
+    async def result_of_run(self, approval_id: str, limit_s: float) -> dict[str, object] | None:
+        """What an approved request's run did, once the call that took it has run it: told
+        as ``replay`` tells it (once). Two calls made the same way that waited on one
+        request both wake at its approval; one takes it, and the other waits here for that
+        run — as long as a call waits for a decision (the handler's ``wait_s``, at most
+        ``limit_s``). ``None`` when the run did not end in that time."""
+        handler: object = self.handler  # an optional ability, declared by the handler
+        store = self.store
+        if store is None or not isinstance(handler, Rejoins):
+            return None
+        poll_s = float(getattr(handler, "poll_s", 0.1))
+        ended = False
+        with anyio.move_on_after(min(handler.wait_s, limit_s)):
+            while not ended:
+                stored = await anyio.to_thread.run_sync(store.get, approval_id)
+                ended = stored is None or stored.state not in ("approved", "executing")
+                if not ended:
+                    await anyio.sleep(poll_s)
+        return await self.replay(approval_id) if ended else None
 
     async def complete(self, approval_id: str, summary: Mapping[str, object]) -> None:
         """Record what the claimed call did."""

@@ -12,12 +12,12 @@ from typing import Protocol, runtime_checkable
 
 from ..core.risk import HitlMode
 from ..errors import StoreError
-from .models import ApprovalDecision, ApprovalRequest, duration
+from .models import SESSION_GRANT_S, ApprovalDecision, ApprovalRequest, duration
 from .pg import CHANNEL, PgDatabase, is_url, open_database
 from .sqlite import Connection
 from .states import RULES, Operation, State, Transition, decider, sources, stored, transition
 
-__all__ = ["FIGURED", "RULES", "AnnouncesChanges", "ApprovalStore", "FindsOpen",
+__all__ = ["FIGURED", "RULES", "AnnouncesChanges", "ApprovalStore", "FindsOpen", "GrantsSessions",
            "PostgresApprovalStore", "QueueFigures", "Replays", "Settles", "SqliteApprovalStore",
            "State", "StoredApproval"]
 
@@ -121,6 +121,14 @@ class FindsOpen(Protocol):
     (after a restart, say) takes its approved request instead of asking again."""
 
     def find_open(self, session_id: str, tool: str, digest: str) -> StoredApproval | None: ...
+
+
+@runtime_checkable
+class GrantsSessions(Protocol):
+    """Optional: a store that can find a person's "approve for this client" still holding for
+    a session and tool, whichever process asked it: every replica and worker honours it."""
+
+    def session_grant(self, session_id: str, tool: str) -> ApprovalDecision | None: ...
 
 
 @runtime_checkable
@@ -302,6 +310,22 @@ class SqliteApprovalStore:
             if stored.state == "done" and (stored.result or {}).get("replayed"):
                 continue  # its result was told again once: the same call now asks anew
             return stored
+        return None
+
+    def session_grant(self, session_id: str, tool: str) -> ApprovalDecision | None:
+        """The newest approval of ``tool`` for this session a person gave "for this client"
+        (``scope="session"``) that still holds (decided less than ``SESSION_GRANT_S`` ago),
+        or ``None``. A decision moves its row's ``updated_at``, so only rows changed since
+        the grant's window opened are read."""
+        since = time.time() - SESSION_GRANT_S
+        rows = self.db.query(
+            "SELECT decision FROM approvals WHERE session_id = ? AND tool = ? AND "
+            "updated_at > ? AND decision IS NOT NULL ORDER BY updated_at DESC",
+            (session_id, tool, since))
+        for (raw,) in rows:
+            decision = ApprovalDecision.model_validate_json(str(raw))
+            if decision.approved and decision.scope == "session" and decision.decided_at > since:
+                return decision
         return None
 
     def replay(self, request_id: str) -> dict[str, object] | None:

@@ -69,6 +69,11 @@ class ApprovalGate(Gate):
         if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
                 not self._asks(inv):
             return await call_next(inv)
+        grant = await service.session_grant(inv.session.id, inv.call.name)
+        if grant is not None:  # "approve for this client", given on whichever worker
+            if trail is not None:
+                trail.decided("approved", grant.approver)
+            return await call_next(inv)
         mode = tool.hitl_mode if tool.hitl_mode is not HitlMode.NONE else HitlMode.BLOCKING
         if service.handler is None and mode is not HitlMode.FIRE_AND_CONTINUE:
             raise ApprovalDeniedError(
@@ -124,12 +129,16 @@ class ApprovalGate(Gate):
             Edit(request.id, request.arguments, decision.arguments)
         if edit is not None:  # checked before the request is taken
             run = edit.applied(run)
-        if not await service.take(request.id):
-            raise ApprovalDeniedError(f"request {request.id} for '{tool.name}' was already "
-                                      "executed by another process; it runs once",
-                                      tool_name=tool.name, details={"approval_id": request.id})
-        if decision.scope == "session":
-            inv.session.grant(inv.call.name, SESSION_GRANT_S)
+        if not await service.take(request.id):  # the same call, waiting too, took it
+            told = await service.result_of_run(request.id, policy.approval_timeout_s)
+            if told is not None:
+                return self._told_again(inv, request, told)
+            raise ApprovalPending(
+                f"request {request.id} for '{tool.name}' was approved and is being run by "
+                "another call made the same way; it runs once. Call the same tool again with "
+                "the same arguments to be told its result.", request_id=request.id)
+        if decision.scope == "session" and not service.grants_sessions:
+            inv.session.grant(inv.call.name, SESSION_GRANT_S)  # the store holds it otherwise
         result = await call_next(run)
         if edit is not None:
             result = edit.told(result)
