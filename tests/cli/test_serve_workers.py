@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +27,9 @@ from typing import Any
 
 import httpx
 import pytest
+
+from toolkeeper.cli.serve_settings import serve_settings
+from toolkeeper.errors import ConfigError
 
 from ..server.test_serve import CLIENT_TOKENS, TOKEN, _start
 from .command import toolkeeper
@@ -258,6 +263,65 @@ def _pending_stored(state: Path) -> bool:
         return bool(db.execute("SELECT 1 FROM approvals WHERE state = 'pending'").fetchone())
 
 
+HOLD = "TOOLKEEPER_TEST_HOLD_WORKER"
+SITECUSTOMIZE = f'''
+import os, sys, time
+from pathlib import Path
+
+if "toolkeeper.cli.serve_worker" in sys.orig_argv and os.environ.get("{HOLD}"):
+    marks = Path(os.environ["{HOLD}"])
+    if not (marks / "first").exists():  # the first worker starts as usual (alone)
+        (marks / "first").touch()
+    else:  # the next is held in its interpreter's start
+        (marks / f"held-{{os.getpid()}}").touch()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until a signal ends it
+            time.sleep(0.05)
+'''
+"""A ``sitecustomize`` (the test's own, on the workers' path) that holds the second worker of
+``serve --workers 2`` inside Python's start — before toolkeeper is imported, so before any of
+its handlers — where the supervisor's stop meets Python's default handlers."""
+
+
+def test_a_stop_while_a_worker_is_still_starting_python_ends_it_without_a_traceback(
+        tmp_path: Path) -> None:
+    site, marks, workspace = tmp_path / "site", tmp_path / "marks", tmp_path / "workspace"
+    for folder in (site, marks, workspace):
+        folder.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    path = [str(site), *filter(None, [_absolute_path()])]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", "--workers", "2", "--port", "0",
+         "--no-builtins", "--state-dir", str(tmp_path / "state")], cwd=workspace,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path), HOLD: str(marks)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        (held,) = _until(lambda: list(marks.glob("held-*")), "worker 2 held while starting",
+                         within_s=60)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the supervisor stops the held worker too
+        err = _ended(proc, signal.SIGINT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert "Fatal Python error" not in err and "KeyboardInterrupt" not in err, err
+    _until(partial(_gone, int(held.name.removeprefix("held-"))), "the held worker ended",
+           within_s=STOP_BOUND_S)
+
+
+@pytest.mark.parametrize("handed", [b"", pickle.dumps((["src"], 9, b"settings"))[:9]],
+                         ids=["nothing", "cut-short"])
+def test_a_worker_whose_hand_off_never_comes_ends_in_one_line(handed: bytes) -> None:
+    """Its supervisor ended before handing it its settings (it was stopped or killed while
+    starting workers)."""
+    done = subprocess.run([sys.executable, "-P", "-m", "toolkeeper.cli.serve_worker"],
+                          input=handed, capture_output=True, timeout=120, check=False)
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert err.splitlines() == ["toolkeeper: a worker is started by toolkeeper serve --workers N "
+                                "(no hand-off on its stdin: the supervisor ended first)"], err
+
+
 def test_a_worker_that_dies_is_reported_in_one_line_and_stops_the_server(
         served: Served) -> None:
     dead = served.pids[1]
@@ -286,6 +350,50 @@ def test_what_several_workers_cannot_share_is_refused_in_one_line(
                       "--workers", "2", *args, cwd=tmp_path, columns=400)
     assert done.returncode == 2 and says in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_auto_over_stdio_is_one_process_on_any_machine_and_a_number_above_one_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A desktop client's configuration written with ``--workers auto`` starts wherever it is
+    copied: over stdio ``auto`` is one process, however many cores the machine has."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
+    where = {"state_dir": tmp_path / "state", "workspace": tmp_path}
+    assert serve_settings({**where, "stdio": True, "workers": "auto"}).flags.workers == 1
+    assert serve_settings({**where, "workers": "auto"}).flags.workers == 8  # over HTTP: 8 cores
+    with pytest.raises(ConfigError, match="over --stdio one client owns one process: drop "
+                                          "--workers"):
+        serve_settings({**where, "stdio": True, "workers": "2"})
+
+
+def test_serve_stdio_with_workers_auto_answers_its_client(tmp_path: Path) -> None:
+    """The real command, on this machine's cores (more than one refused it before)."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}}
+    done = subprocess.run(
+        [sys.executable, "-m", "toolkeeper.cli", "serve", "--stdio", "--workers", "auto",
+         "--no-builtins", "--state-dir", str(tmp_path / "state")],
+        input=json.dumps(init) + "\n", capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": _absolute_path()}, check=False)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[0])
+    assert answer["id"] == 1 and "serverInfo" in answer["result"], done.stdout
+
+
+def test_the_help_says_what_several_workers_share_and_what_they_cannot() -> None:
+    done = toolkeeper("serve", "--help", columns=1000)
+    said = " ".join(done.stdout.split())
+    assert done.returncode == 0, done.stderr
+    assert "replicas cannot share" not in said
+    assert "a session is every worker's and every replica's on the store" in said
+    assert "one process only (--workers 1: the loaded tools are kept in its memory)" in said
+    assert "'auto' for one per core (one with --stdio)" in said
+
+
+def _absolute_path() -> str:
+    """The tests' ``PYTHONPATH`` with every entry absolute, for a child started elsewhere."""
+    return os.pathsep.join(os.path.abspath(entry) for entry in
+                           os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)
 
 
 @pytest.mark.parametrize("given", ["0", "many"])

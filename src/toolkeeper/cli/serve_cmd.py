@@ -56,14 +56,16 @@ def serve(
              "CONTINUE_ON_TIMEOUT one is approved at its hitl_timeout_seconds instead).")
                             ] = 3600.0,
     keep_sessions: Annotated[bool, typer.Option(
-        "--sessions", help="Keep an MCP session per HTTP client connection, so a tool can ask "
-                           "its client (sampling, elicitation) on the 2025-11-25 wire and a "
-                           "broken stream resumes; one process only (replicas cannot share "
-                           "sessions).")] = False,
+        "--sessions", help="Keep an MCP session per client, so a tool can ask its client "
+                           "(sampling, elicitation) on the 2025-11-25 wire and a broken stream "
+                           "resumes; a session is every worker's and every replica's on the "
+                           "store (any of them carries it on).")] = False,
     tool_search: Annotated[bool, typer.Option(
         "--tool-search", help="tools/list offers a search tool and the tools each client "
                               "loaded with it, instead of every tool (a large gateway in "
-                              "few tokens); over HTTP needs --sessions.")] = False,
+                              "few tokens); over HTTP needs --sessions; one process only "
+                              "(--workers 1: the loaded tools are kept in its memory).")
+                     ] = False,
     oauth_issuer: Annotated[str | None, typer.Option(
         help="Accept OAuth access tokens (JWTs) from this authorization server too (its "
              "'iss'); needs --oauth-resource. Wins over \\[server.oauth] issuer.")] = None,
@@ -78,16 +80,18 @@ def serve(
     metrics_port: Annotated[int | None, typer.Option(
         help="Also serve /metrics without a credential on 127.0.0.1 at this port (0 takes a "
              "free one), for a Prometheus on this machine; on the main port /metrics needs "
-             "the operator token.")] = None,
+             "the operator token. Not with --workers N (it would count one worker).")] = None,
     artifacts: Annotated[str | None, typer.Option(
         help="Where results above max_inline_result_bytes are offloaded: a directory, a "
              "postgresql:// database or an s3://bucket/prefix (every replica reads them; "
              "AWS_* variables give the bucket's credentials), or 'off' to send them "
              "inline. Default: the config's \\[server] artifact_store or artifact_dir, else "
-             "the --store when it is PostgreSQL, else artifacts/ in --state-dir.")] = None,
+             "the --store when it is PostgreSQL, else artifacts/ in --state-dir (with "
+             "--workers N, none: results sent whole).")] = None,
     workers: Annotated[str, typer.Option(
         help="Processes that serve on the one port (SO_REUSEPORT), sharing the store: a "
-             "number, or 'auto' for one per core. A worker that ends stops them all.")] = "1",
+             "number, or 'auto' for one per core (one with --stdio). A worker that ends stops "
+             "them all.")] = "1",
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""

@@ -27,6 +27,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -84,13 +85,17 @@ class ServeFlags(BaseModel):
     metrics_port: Port | None = Field(None, description="a port from 0 to 65535")
     artifacts: str | None = None
     workers: int = Field(1, ge=1, le=1024, description=(
-        "a number of processes from 1 to 1024, or 'auto' (one per core)"))
+        "a number of processes from 1 to 1024, or 'auto' (one per core; one over --stdio)"))
 
     @field_validator("workers", mode="before")
     @classmethod
-    def _cores(cls, given: object) -> object:
-        """``auto``: one worker per core this process may run on."""
-        return len(os.sched_getaffinity(0)) if given == "auto" else given
+    def _cores(cls, given: object, info: ValidationInfo) -> object:
+        """``auto``: as many workers as make sense — one per core this process may run on
+        over HTTP, one over ``--stdio`` (one client owns one process), so that a client's
+        configuration written with ``auto`` starts on every machine, whatever its cores."""
+        if given != "auto":
+            return given
+        return 1 if info.data.get("stdio") else len(os.sched_getaffinity(0))
 
     @model_validator(mode="after")
     def _rules_between_flags(self) -> ServeFlags:

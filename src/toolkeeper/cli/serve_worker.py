@@ -6,7 +6,11 @@ It runs the same lifecycle as a server of one process (``serve_run``), on a sock
 joined to the others on the port, with two differences: its start lines go to the supervisor
 (through the pipe named in the hand-off), which says them once for all the workers and keeps
 the server file; and it stops as if sent SIGTERM when its stdin ends — the supervisor is gone,
-even killed with SIGKILL, so no worker serves on alone.
+even killed with SIGKILL, so no worker serves on alone. A stdin that ends before the hand-off
+ends the worker in one line (quietly if a stop signal came), never with a traceback.
+
+The supervisor stops its workers with SIGTERM: until this module has taken the signals (while
+the interpreter starts and imports toolkeeper) its default action ends the worker silently.
 
 ``-P`` keeps the current directory (by default the workspace, which tools write to) off the
 import path while the worker starts; then it takes the supervisor's own path, so a target
@@ -39,7 +43,13 @@ def main() -> None:
     life = Lifecycle()
     life.install()
     stdin = sys.stdin.buffer
-    path, ready_fd, blob = pickle.load(stdin)  # the supervisor's, through a pipe of its own
+    try:
+        path, ready_fd, blob = pickle.load(stdin)  # the supervisor's, through a pipe of its own
+    except (EOFError, pickle.UnpicklingError):  # the supervisor ended before handing off
+        if life.stopping():
+            life.end()  # stopped while starting: quietly, as the signal asks
+        raise SystemExit("toolkeeper: a worker is started by toolkeeper serve --workers N "
+                         "(no hand-off on its stdin: the supervisor ended first)") from None
     sys.path[:] = path
     settings = pickle.loads(blob)
     if not isinstance(settings, ServeSettings):

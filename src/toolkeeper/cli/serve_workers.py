@@ -13,8 +13,12 @@ operator started supervising them.
 - **the state**: each worker opens the same store — the SQLite file in WAL mode (every
   connection waits for another's write) or the PostgreSQL database — so approvals, the audit
   log, tokens, page sessions, pins and rules are one; the rate limit is counted there too.
-- **the stop**: SIGTERM or SIGINT is forwarded to every worker (each in a process group of its
-  own: Ctrl-C reaches them once, through the supervisor), which stops as one process does; a
+- **the stop**: SIGTERM or SIGINT to the supervisor stops every worker with SIGTERM (each is in
+  a process group of its own: Ctrl-C reaches them once, through the supervisor). A worker that
+  serves, or has taken the signals while starting, stops as one process does, in-flight calls
+  answered; one still starting its interpreter (before it can take a signal) is ended silently
+  by SIGTERM's default action, where SIGINT would raise ``KeyboardInterrupt`` in the middle of
+  Python's own start and print its traceback. No worker is started once the stop has come; a
   worker still running ``DEADLINE_S`` later is killed. A worker that ends by itself is never
   restarted silently: one line says which and how, the others are stopped, and the supervisor
   exits with status 1 for its own supervisor (systemd, a container runtime) to act on. A
@@ -111,7 +115,11 @@ class Crew:
         lines = await self._ready(first)
         if lines is None:
             return await self._ended(first, starting=True)
-        rest = [await self._start(n) for n in range(2, self.settings.flags.workers + 1)]
+        rest = []
+        for number in range(2, self.settings.flags.workers + 1):
+            if self.stop.is_set():  # no worker is started once the stop has come
+                return 0
+            rest.append(await self._start(number))
         for worker in rest:
             if await self._ready(worker) is None:
                 return await self._ended(worker, starting=True)
@@ -140,11 +148,12 @@ class Crew:
             raise
         finally:
             os.close(write)  # the worker's now: its end is the worker's end
-        assert proc.stdin is not None
-        proc.stdin.write(pickle.dumps((sys.path, write, pickle.dumps(settings))))
-        await proc.stdin.drain()  # the pipe stays open: its end tells the worker to stop
         worker = Worker(number, proc, asyncio.ensure_future(_read_all(read)))
-        self.workers.append(worker)
+        self.workers.append(worker)  # stopped (or killed at once) from here on, handed off or not
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it ended: _ready says
+            proc.stdin.write(pickle.dumps((sys.path, write, pickle.dumps(settings))))
+            await proc.stdin.drain()  # the pipe stays open: its end tells the worker to stop
         return worker
 
     async def _ready(self, worker: Worker) -> list[str] | None:
@@ -177,12 +186,14 @@ class Crew:
         return 1
 
     async def halt(self) -> None:
-        """Forward the stop to every worker still running, and wait for them; kill one still
-        running after its own deadline."""
-        signum = self.life.signum or signal.SIGTERM
+        """Stop every worker still running, and wait for them; kill one still running after its
+        own deadline. The stop is SIGTERM whichever signal the supervisor received: a worker
+        that has its handlers stops the same on either, and one still starting its interpreter
+        ends silently on SIGTERM (SIGINT would print ``KeyboardInterrupt``'s traceback from
+        inside Python's start)."""
         living = [w for w in self.workers if w.proc.returncode is None]
         for worker in living:
-            _send(worker.proc, signum)
+            _send(worker.proc, signal.SIGTERM)
         waiting = [asyncio.ensure_future(w.proc.wait()) for w in living]
         if waiting:
             _, late = await asyncio.wait(waiting, timeout=DEADLINE_S + GRACE_S)
