@@ -26,7 +26,7 @@ declared requirements (sentence-transformers, hence torch) are not used by toolk
 # extra → the top-level modules it brings (import names, not distribution names)
 EXTRAS: dict[str, tuple[str, ...]] = {
     "search": ("tantivy", "rapidfuzz", "Stemmer"),
-    "builtins": ("httpx", "html2text", "simpleeval", "bashlex", "pypdf", "pyseccomp"),
+    "builtins": ("httpx", "html2text", "simpleeval", "bashlex", "pypdf", "pyseccomp", "regex"),
     "cli": ("typer", "rich"),
     "server": ("mcp", "starlette", "uvicorn", "jinja2", "httpx", "httptools", "yaml",
                "prometheus_client", "cryptography"),

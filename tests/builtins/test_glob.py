@@ -134,3 +134,20 @@ def test_the_tools_refuse_a_glob_longer_than_the_limit(tmp_path: Path) -> None:
         tools["glob_search"].run_raw({"pattern": "*" * (MAX_GLOB + 1)})
     with pytest.raises(InvalidArgumentsError, match=f"{MAX_GLOB}"):
         tools["content_search"].run_raw({"pattern": "needle", "glob": "*" * (MAX_GLOB + 1)})
+
+
+def test_a_pattern_that_backtracks_without_end_is_stopped_at_the_time_limit_and_said(
+        tmp_path: Path) -> None:
+    # content_search's own regular expression, on a line the agent wrote: with re, (a|aa)+$
+    # on 60 "a" and a "!" backtracks for longer than the universe's age, holding the
+    # interpreter (every other call of the server waits); here it stops at the call's limit.
+    # ("aa" makes ripgrep, where present, choose the file; the next line is the trap.)
+    (tmp_path / "notes.txt").write_text("aa\n" + "a" * 60 + "!\n")
+    (said,) = answered(f"""if True:
+        from toolkeeper.builtins.policy import SecurityPolicy
+        from toolkeeper.builtins.search import search_tools
+        policy = SecurityPolicy(workspace={str(tmp_path)!r}, shell_timeout_s=2)
+        tool = {{t.name: t for t in search_tools(policy)}}["content_search"]
+        print(repr(str(tool.run_raw({{"pattern": "(a|aa)+$"}}))))""")
+    assert "notes.txt:1:aa" in said
+    assert "the search was stopped at its time limit (2 s, security.shell_timeout_s)" in said

@@ -48,6 +48,7 @@ LAZY = {
     "pyseccomp": "needs libseccomp at run time; without it the filter is skipped and said so",
     "bashlex": "builds parser tables on import (~170 ms); only needed when a shell command runs",
     "pypdf": "only needed to read a PDF",
+    "regex": "the builtins extra: loaded when content_search compiles a pattern",
     "rich": "only the interactive CLI approval handler draws panels",
     "mcp": "the MCP SDK takes ~0.8 s to import: loaded when a server is built, not by every command",
     "mcp_types": "comes with the MCP SDK (see mcp)",

@@ -14,12 +14,15 @@ import os
 import re
 import shutil
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.metadata import ToolMetadata
 from ..core.risk import ToolRisk
 from ..errors import InvalidArgumentsError
+from ..extras import missing
 from ..sandbox import run_helper
 from ..tools.tool import Tool
 from .fs import (
@@ -267,28 +270,35 @@ def search_tools(policy: SecurityPolicy) -> list[Tool]:
             ignore_case: Match without regard to case.
         """
         rel = ws.relative(path, "content_search")
-        try:
-            compiled = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
-            raise InvalidArgumentsError(f"pattern is not a valid regular expression: {exc}",
-                                        tool_name="content_search") from exc
+        compiled = _line_pattern(pattern, ignore_case)
         name_filter = compile_glob(glob, "content_search") if glob else None
         dirfd = _open_dir(ws, rel, "content_search", policy)
+        deadline = time.monotonic() + policy.shell_timeout_s
+        out_of_time = False
         try:
             found = _candidates(dirfd, pattern, glob, name_filter, ignore_case, policy, rel)
             shown, budget = [], policy.max_output_bytes
-            for name in found.names:
-                full = name if rel == "." else f"{rel}/{name}"
-                for number, line in _matching_lines(ws, dirfd, name, compiled, policy):
-                    shown.append(f"{visible(_printable(full))}:{number}:{line}")
-                    budget -= len(shown[-1]) + 1
+            try:
+                for name in found.names:
+                    full = name if rel == "." else f"{rel}/{name}"
+                    for number, line in _matching_lines(ws, dirfd, name, compiled, policy,
+                                                        deadline):
+                        shown.append(f"{visible(_printable(full))}:{number}:{line}")
+                        budget -= len(shown[-1]) + 1
+                        if len(shown) >= limit or budget <= 0:
+                            break
                     if len(shown) >= limit or budget <= 0:
                         break
-                if len(shown) >= limit or budget <= 0:
-                    break
+            except TimeoutError:
+                out_of_time = True
         finally:
             os.close(dirfd)
         notes = [found.note] if found.note else []
+        if out_of_time:
+            notes.append(f"[the search was stopped at its time limit ({policy.shell_timeout_s:g} "
+                         "s, security.shell_timeout_s): the pattern takes too long on these "
+                         "lines; nested repeats such as (a|aa)+ backtrack without end, so "
+                         "simplify it or narrow the search with path or glob]")
         if len(shown) >= limit:
             notes.append(f"[stopped at {limit} matches]")
         elif budget <= 0:
@@ -332,14 +342,35 @@ def _candidates(dirfd: int, pattern: str, glob: str | None, name_filter: Glob | 
                   if regular and not (name_filter and not name_filter.match(name)))
 
 
-def _matching_lines(ws: Workspace, dirfd: int, name: str, regex: re.Pattern[str],
-                    policy: SecurityPolicy) -> Iterator[tuple[int, str]]:
+def _line_pattern(pattern: str, ignore_case: bool) -> Any:
+    """The model's regular expression, compiled by ``regex`` (the ``re`` syntax): its matches
+    can be bounded in time and let go of the interpreter, where ``re`` backtracks as long as a
+    pattern asks (``(a|aa)+$`` on a line of 60 ``a``: longer than the age of the universe),
+    holding the interpreter, and so the whole server, all along."""
+    try:
+        import regex
+    except ImportError as exc:
+        raise missing("builtins", "content_search's regular expressions") from exc
+    try:
+        return regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+    except (regex.error, ValueError, OverflowError) as exc:
+        raise InvalidArgumentsError(f"pattern is not a valid regular expression: {exc}",
+                                    tool_name="content_search") from exc
+
+
+def _matching_lines(ws: Workspace, dirfd: int, name: str, pattern: Any,
+                    policy: SecurityPolicy, deadline: float) -> Iterator[tuple[int, str]]:
+    """The lines of ``name`` that ``pattern`` finds; ``TimeoutError`` once ``deadline``
+    (``time.monotonic``) has passed, even in the middle of one line's match."""
     data = read_text_or_none(ws, name, policy, "content_search", dirfd=dirfd,
                              max_bytes=policy.max_file_bytes)
     if data is None:
         return
     for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
-        if regex.search(line):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("content_search's time limit passed")
+        if pattern.search(line, timeout=left, concurrent=True):
             yield number, line[:500]
 
 
