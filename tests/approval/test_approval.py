@@ -113,6 +113,40 @@ async def test_session_scope_approves_the_tool_for_the_rest_of_the_session() -> 
     assert asked == ["wire_money"]
 
 
+async def test_a_stored_session_grant_holds_in_every_process_of_that_session_but_not_scripts(
+        tmp_path: Path) -> None:
+    # one store shared by two invokers, as by two workers: "approve for this client" given
+    # through one holds in the other for the same session id; a script run under that
+    # session id (code mode's) still asks, as a script's calls always did
+    from toolkeeper.approval.models import ApprovalRequest
+
+    asked: list[object] = []
+    store = SqliteApprovalStore(tmp_path / "approvals.db")
+
+    class Person:
+        """Decides in the shared store, as a person on the page does."""
+
+        async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+            asked.append(request.arguments["amount"])
+            decision = ApprovalDecision(request_id=request.id, outcome="approved",
+                                        scope="session", approver="alice")
+            store.create(request)
+            assert store.decide(decision)
+            return decision
+
+    first, second = (ToolInvoker(box(), Person(), approval_store=store) for _ in range(2))
+    async with first.open_session(session_id="client-a") as session:
+        assert (await first.invoke(call("wire_money", amount=1, to="a"), session=session)).ok
+        assert (await first.invoke(call("wire_money", amount=5, to="a"), session=session)).ok
+    async with second.open_session(session_id="client-a") as session:
+        assert (await second.invoke(call("wire_money", amount=2, to="a"), session=session)).ok
+    async with second.open_session(session_id="client-b") as session:
+        assert (await second.invoke(call("wire_money", amount=3, to="a"), session=session)).ok
+    async with second.open_session(session_id="client-a", chain=True) as session:
+        assert (await second.invoke(call("wire_money", amount=4, to="a"), session=session)).ok
+    assert asked == [1, 3, 4]
+
+
 async def test_cli_handler_without_a_terminal_denies_and_says_why() -> None:
     inv = ToolInvoker(box(), CliApprovalHandler(is_tty=lambda: False))
     async with inv.open_session() as session:

@@ -209,12 +209,6 @@ class ApprovalService:
         return await anyio.to_thread.run_sync(store.find_open, request.session_id, request.tool,
                                               request.args_digest)
 
-    @property
-    def grants_sessions(self) -> bool:
-        """Whether the store keeps "approve for this client" grants (every process sharing it
-        honours them); otherwise the session that asked keeps its own."""
-        return isinstance(self.store, GrantsSessions)
-
     async def session_grant(self, session_id: str, tool: str) -> ApprovalDecision | None:
         """A person's "approve for this client" of ``tool`` that still holds for this session,
         as the store knows it (given on any worker or replica sharing it), or ``None``."""

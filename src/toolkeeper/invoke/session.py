@@ -57,6 +57,7 @@ class InvokerSession:
         self.grants: dict[str, float] = {}
         """Tools approved for this session (``scope="session"``): name → when the grant ends
         (``time.monotonic``)."""
+        self._grantors: dict[str, str] = {}
         self.tools: frozenset[str] | None = None
         """The only tools this session may call (``None``: every tool of the catalog). A call
         to another is refused — ``denied``, ``policy_violation`` — and recorded like any call."""
@@ -84,19 +85,26 @@ class InvokerSession:
         self._lock = threading.Lock()
         self.closed = False
 
-    def grant(self, tool: str, seconds: float) -> None:
-        """Let ``tool`` run without asking in this session for ``seconds``."""
+    def grant(self, tool: str, seconds: float, *, approver: str = "") -> None:
+        """Let ``tool`` run without asking in this session for ``seconds`` (``approver``: who
+        granted it, named in the audit rows of the calls it lets run)."""
         with self._lock:
             self.grants[tool] = time.monotonic() + seconds
+            self._grantors[tool] = approver
 
     def granted(self, tool: str) -> bool:
         """Whether a grant for ``tool`` holds now (an ended one is dropped)."""
+        return self.grantor(tool) is not None
+
+    def grantor(self, tool: str) -> str | None:
+        """Who granted ``tool`` to this session ("" when not said), while the grant holds;
+        ``None`` without one (an ended one is dropped)."""
         with self._lock:
             ends = self.grants.get(tool)
             if ends is not None and ends <= time.monotonic():
                 del self.grants[tool]
                 ends = None
-            return ends is not None
+            return self._grantors.get(tool, "") if ends is not None else None
 
     @property
     def call_count(self) -> int:

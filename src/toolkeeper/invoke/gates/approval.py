@@ -66,13 +66,18 @@ class ApprovalGate(Gate):
         if inv.pre_approved is not None and trail is not None and trail.run_with is not None:
             resumed = Edit(inv.pre_approved, inv.call.arguments, trail.run_with)
             return resumed.told(await call_next(resumed.applied(inv)))
-        if inv.pre_approved is not None or inv.session.granted(inv.call.name) or \
-                not self._asks(inv):
+        if inv.pre_approved is not None or not self._asks(inv):
             return await call_next(inv)
-        grant = await service.session_grant(inv.session.id, inv.call.name)
-        if grant is not None:  # "approve for this client", given on whichever worker
+        # "approve for this client": this session's own, else one the store holds (given on
+        # whichever worker or replica); a script's calls share their client's session id but
+        # are not its own calls: they ask, as they always did
+        granted = inv.session.grantor(inv.call.name)
+        if granted is None and not chain:
+            stored = await service.session_grant(inv.session.id, inv.call.name)
+            granted = stored.approver if stored is not None else None
+        if granted is not None:
             if trail is not None:
-                trail.decided("approved", grant.approver)
+                trail.decided("approved", granted)
             return await call_next(inv)
         mode = tool.hitl_mode if tool.hitl_mode is not HitlMode.NONE else HitlMode.BLOCKING
         if service.handler is None and mode is not HitlMode.FIRE_AND_CONTINUE:
@@ -137,8 +142,8 @@ class ApprovalGate(Gate):
                 f"request {request.id} for '{tool.name}' was approved and is being run by "
                 "another call made the same way; it runs once. Call the same tool again with "
                 "the same arguments to be told its result.", request_id=request.id)
-        if decision.scope == "session" and not service.grants_sessions:
-            inv.session.grant(inv.call.name, SESSION_GRANT_S)  # the store holds it otherwise
+        if decision.scope == "session":
+            inv.session.grant(inv.call.name, SESSION_GRANT_S, approver=decision.approver)
         result = await call_next(run)
         if edit is not None:
             result = edit.told(result)
