@@ -134,3 +134,33 @@ def test_across_filesystems_each_entry_is_copied_with_its_mode_and_kind(ws: Path
     assert (upper / "edit.txt").exists()  # copied, not moved
     assert not (ws / ".envrc").exists() and [rel for rel, _ in done.refused] == [".envrc"]
     assert not [p.name for p in ws.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_tree_too_deep_to_check_is_not_applied_and_the_next_command_still_runs(
+        ws: Path) -> None:
+    # applied whole, 130 levels would make the scan before every later command (and every
+    # code-mode script) of every client give up: refused, rule workspace.size
+    deep = "/".join(["d"] * 130)
+    out = run(shell(ws), f"mkdir -p {deep} && echo kept > d/top.txt && echo done")
+    assert "done" in out and "rule workspace.size" in out, out
+    assert (ws / "d" / "top.txt").read_text() == "kept\n"  # the rest is applied
+    assert not (ws / "/".join(["d"] * 128)).exists()  # 127 levels are checked
+    again = run(shell(ws), "echo still > still.txt && echo ran")
+    assert "ran" in again and "workspace.size" not in again, again
+    assert (ws / "still.txt").read_text() == "still\n"
+
+
+def test_a_run_makes_no_more_directories_than_the_scan_has_room_for(tmp_path: Path) -> None:
+    upper, workspace = tmp_path / "upper", tmp_path / "ws"
+    (upper / "a" / "b" / "c" / "d").mkdir(parents=True)
+    (upper / "a" / "note.txt").write_text("n\n")
+    workspace.mkdir()
+    up, into = (os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in (upper, workspace))
+    try:
+        applied = apply_upper(up, into, lambda rel, directory: None, new_dirs=2)
+    finally:
+        os.close(up)
+        os.close(into)
+    assert (workspace / "a" / "b").is_dir() and (workspace / "a" / "note.txt").exists()
+    assert not (workspace / "a" / "b" / "c").exists()
+    assert [rel for rel, _ in applied.refused] == ["a/b/c"]

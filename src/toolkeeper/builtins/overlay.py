@@ -27,6 +27,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from .fs import RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, openat2
+from .scan import MAX_DEPTH, MAX_DIRS
 from .state_dirs import RULE as STATE_RULE
 from .state_dirs import state_file_in
 
@@ -65,9 +66,16 @@ def _lstat(dirfd: int, name: str) -> os.stat_result | None:
         return None
 
 
+SIZE = "the workspace would grow too deep or too large to check before the next run, rule workspace.size"
+"""Why a new directory is refused: past ``max_depth`` levels, or past the run's share of the
+directories a workspace may hold (``scan.MAX_DIRS``) — applied, it would make every later
+command and script of every client refused until someone removed it."""
+
+
 class _Applier:
-    def __init__(self, judge: Judge, same_fs: bool) -> None:
+    def __init__(self, judge: Judge, same_fs: bool, *, new_dirs: int, max_depth: int) -> None:
         self.judge, self.same_fs = judge, same_fs
+        self.new_dirs, self.max_depth = new_dirs, max_depth
         self.done = Applied()
 
     def directory(self, up: int, ws: int, base: str) -> None:
@@ -116,6 +124,10 @@ class _Applier:
                 return
             existing = None
         if existing is None:
+            if self.new_dirs <= 0 or rel.count("/") + 1 >= self.max_depth:
+                self.done.refused.append((rel, SIZE))
+                return
+            self.new_dirs -= 1
             os.mkdir(name, stat.S_IMODE(info.st_mode), dir_fd=ws)
             if os.geteuid() == 0:  # the sandbox's uid made it, and writes in it next time
                 os.chown(name, info.st_uid, info.st_gid, dir_fd=ws, follow_symlinks=False)
@@ -213,14 +225,16 @@ def _copy(up: int, ws: int, name: str, temp: str, info: os.stat_result) -> None:
 
 
 def apply_upper(upper_fd: int, workspace_fd: int, judge: Judge, *,
-                same_fs: bool | None = None) -> Applied:
+                same_fs: bool | None = None, new_dirs: int = MAX_DIRS,
+                max_depth: int = MAX_DEPTH) -> Applied:
     """Apply the upper layer below ``upper_fd`` to the workspace below ``workspace_fd``, each
     change judged by ``judge`` (and none inside a toolkeeper state folder). Call it only once
     every process of the run is gone. ``same_fs``: whether entries can be renamed into place
-    (by default: whether both are on one filesystem); else they are copied."""
+    (by default: whether both are on one filesystem); else they are copied. At most
+    ``new_dirs`` directories are made, none ``max_depth`` levels deep or deeper (``SIZE``)."""
     if same_fs is None:
         same_fs = os.fstat(upper_fd).st_dev == os.fstat(workspace_fd).st_dev
-    applier = _Applier(judge, same_fs)
+    applier = _Applier(judge, same_fs, new_dirs=new_dirs, max_depth=max_depth)
     try:
         applier.directory(upper_fd, workspace_fd, "")
     except OSError as exc:

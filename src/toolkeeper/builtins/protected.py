@@ -123,14 +123,20 @@ class Protection:
             return "the workspace is read-only, rule security.autonomy"
         return None
 
-    def apply(self, overlay: Overlay, judge: Judge | None = None) -> Applied:
+    def apply(self, overlay: Overlay, judge: Judge | None = None,
+              before: TreeScan | None = None) -> Applied:
         """Apply a run's writes (``overlay``'s upper layer) to the directory, each change
         judged by ``judge`` (default: ``self.judge``). Call it only once every process of the
-        run is gone."""
+        run is gone. The directories it makes stay within what the scan before the next run
+        can check (``MAX_DEPTH`` levels; with ``before``, the scan the run started from, the
+        room left below the scanner's ``max_dirs``): a run that made more would have every
+        later run of every client refused (rule ``workspace.size``)."""
+        room = self.scanner.max_dirs - (before.dirs if before is not None else 0) - 1
         upper = os.open(overlay.upper, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
                         | os.O_CLOEXEC)
         try:
-            return apply_upper(upper, self.ws.fd, judge or self.judge)
+            return apply_upper(upper, self.ws.fd, judge or self.judge, new_dirs=max(0, room),
+                               max_depth=MAX_DEPTH)
         finally:
             os.close(upper)
 
@@ -165,7 +171,7 @@ class Protection:
             removed = self.remove_created(before)
             return removed_note(who, removed) if removed else ""
         try:
-            return applied_note(who, self.apply(overlay, judge))
+            return applied_note(who, self.apply(overlay, judge, before))
         finally:
             remove_overlay(overlay)
 
