@@ -164,3 +164,17 @@ def test_a_run_makes_no_more_directories_than_the_scan_has_room_for(tmp_path: Pa
     assert (workspace / "a" / "b").is_dir() and (workspace / "a" / "note.txt").exists()
     assert not (workspace / "a" / "b" / "c").exists()
     assert [rel for rel, _ in applied.refused] == ["a/b/c"]
+
+
+def test_a_file_a_command_makes_set_user_id_reaches_the_workspace_without_that_bit(
+        ws: Path) -> None:
+    # in a shared workspace, a set-user-ID file runs as its owner (the server's user, who
+    # holds the state dir) for whoever runs it; the sandbox ignores the bit, the host would not
+    out = run(shell(ws), "echo 'echo hi' > suid.sh && chmod 4755 suid.sh && mkdir sgid && "
+                         "chmod 2775 sgid && echo x > sgid/f && chmod 6755 sgid/f && "
+                         "chmod 4755 keep.txt && echo done")
+    assert "done" in out, out
+    for rel in ("suid.sh", "sgid", "sgid/f", "keep.txt"):
+        mode = (ws / rel).stat().st_mode
+        assert mode & 0o6000 == 0, (rel, oct(mode))
+        assert mode & 0o755 == 0o755, (rel, oct(mode))  # the rest of the mode as it was made

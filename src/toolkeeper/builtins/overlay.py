@@ -66,6 +66,11 @@ def _lstat(dirfd: int, name: str) -> os.stat_result | None:
         return None
 
 
+_PRIVILEGE = stat.S_ISUID | stat.S_ISGID
+"""Mode bits a run's file never brings into the workspace: set-user-ID and set-group-ID. The
+sandbox ignores them (no new privileges), but the host would not: a file made set-user-ID in a
+shared workspace runs as its owner — the server's user, who holds the state dir — for whoever
+runs it."""
 SIZE = "the workspace would grow too deep or too large to check before the next run, rule workspace.size"
 """Why a new directory is refused: past ``max_depth`` levels, or past the run's share of the
 directories a workspace may hold (``scan.MAX_DIRS``) — applied, it would make every later
@@ -128,23 +133,30 @@ class _Applier:
                 self.done.refused.append((rel, SIZE))
                 return
             self.new_dirs -= 1
-            os.mkdir(name, stat.S_IMODE(info.st_mode), dir_fd=ws)
+            os.mkdir(name, stat.S_IMODE(info.st_mode) & ~_PRIVILEGE, dir_fd=ws)
             if os.geteuid() == 0:  # the sandbox's uid made it, and writes in it next time
                 os.chown(name, info.st_uid, info.st_gid, dir_fd=ws, follow_symlinks=False)
             self.done.changed += 1
         up_child, ws_child = _open_dir(up, name), _open_dir(ws, name)
         try:
-            if existing is not None and stat.S_IMODE(existing.st_mode) != stat.S_IMODE(
-                    info.st_mode):
-                os.chmod(ws_child, stat.S_IMODE(info.st_mode))
+            wanted = stat.S_IMODE(info.st_mode) & ~_PRIVILEGE
+            if existing is not None and stat.S_IMODE(existing.st_mode) != wanted:
+                os.chmod(ws_child, wanted)
             self.directory(up_child, ws_child, rel)
         finally:
             os.close(up_child)
             os.close(ws_child)
 
     def place(self, up: int, ws: int, name: str, info: os.stat_result) -> None:
-        """Put the upper layer's ``name`` in place of the workspace's, atomically."""
+        """Put the upper layer's ``name`` in place of the workspace's, atomically, without
+        its set-user-ID and set-group-ID bits (``_PRIVILEGE``)."""
         if self.same_fs:
+            if stat.S_ISREG(info.st_mode) and info.st_mode & _PRIVILEGE:
+                entry = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=up)
+                try:
+                    os.fchmod(entry, stat.S_IMODE(info.st_mode) & ~_PRIVILEGE)
+                finally:
+                    os.close(entry)
             os.rename(name, name, src_dir_fd=up, dst_dir_fd=ws)
             return
         temp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
@@ -199,8 +211,9 @@ def _opaque(dirfd: int) -> bool:
 
 def _copy(up: int, ws: int, name: str, temp: str, info: os.stat_result) -> None:
     """``name`` of the upper layer as ``temp`` in the workspace: a file's bytes, a symlink's
-    target or a FIFO, with the mode (and, for root, the owner) it had."""
-    mode = stat.S_IMODE(info.st_mode)
+    target or a FIFO, with the mode (and, for root, the owner) it had, less the set-user-ID
+    and set-group-ID bits."""
+    mode = stat.S_IMODE(info.st_mode) & ~_PRIVILEGE
     if stat.S_ISLNK(info.st_mode):
         os.symlink(os.readlink(name, dir_fd=up), temp, dir_fd=ws)
         return
