@@ -117,17 +117,25 @@ def test_no_network_by_default(ws: Path) -> None:
 
 
 def test_background_and_setsid_children_do_not_survive_the_call(ws: Path) -> None:
+    a, b = _sleep(31), _sleep(32)  # this run's own: a twin suite's sleepers differ
     start = time.monotonic()
-    out = run(shell(ws), "sleep 31 & setsid sleep 32 & echo started")
+    out = run(shell(ws), f"{a} & setsid {b} & echo started")
     assert "started" in out and "[exit code 0]" in out
     assert time.monotonic() - start < 30  # the call did not wait for the 31 s sleep
-    assert running("sleep 31") == [] and running("sleep 32") == []
+    assert running(a) == [] and running(b) == []
 
 
 def test_a_timeout_kills_the_whole_sandbox(ws: Path) -> None:
+    a, b = _sleep(33), _sleep(34)
     with pytest.raises(SandboxLimitError, match="longer than 1 s"):
-        run(shell(ws, shell_timeout_s=1), "sleep 33 & sleep 34")
-    assert running("sleep 33") == [] and running("sleep 34") == []
+        run(shell(ws, shell_timeout_s=1), f"{a} & {b}")
+    assert running(a) == [] and running(b) == []
+
+
+def _sleep(seconds: int) -> str:
+    """``sleep`` for about ``seconds``, with a fraction of its own: ``running`` then finds this
+    test's sleeper only, not one of the same test in another suite running at the same time."""
+    return f"sleep {seconds}.{uuid.uuid4().int % 10**6:06d}"
 
 
 def test_an_output_flood_is_cut_and_stopped(ws: Path) -> None:

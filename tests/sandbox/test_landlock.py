@@ -69,12 +69,13 @@ def test_timeouts_and_background_children_do_not_stall_the_call(ws: Path) -> Non
 
 
 def test_no_descendant_outlives_the_call_not_even_a_setsid_one(ws: Path) -> None:
-    out = run(tool(ws), "sleep 42 & setsid sleep 43 & echo started")
+    a, b, c, d = (_sleep(n) for n in (42, 43, 44, 45))  # this run's own: a twin suite's differ
+    out = run(tool(ws), f"{a} & setsid {b} & echo started")
     assert "started" in out
-    assert running("sleep 42") == [] and running("sleep 43") == []
+    assert running(a) == [] and running(b) == []
     with pytest.raises(SandboxLimitError):
-        run(tool(ws, shell_timeout_s=1), "setsid sleep 44 & sleep 45")
-    assert running("sleep 44") == [] and running("sleep 45") == []
+        run(tool(ws, shell_timeout_s=1), f"setsid {c} & {d}")
+    assert running(c) == [] and running(d) == []
 
 
 def test_the_command_cannot_kill_its_launcher(ws: Path) -> None:
@@ -85,9 +86,16 @@ def test_the_command_cannot_kill_its_launcher(ws: Path) -> None:
         "launcher = int(stat.rsplit(')', 1)[1].split()[1])\n"
         "try:\n    os.kill(launcher, 9)\n    print('killed')\n"
         "except OSError as exc:\n    print('refused', exc.errno)\n")
-    out = run(tool(ws), "setsid sleep 46 & python3 killer.py")
+    sleeper = _sleep(46)
+    out = run(tool(ws), f"setsid {sleeper} & python3 killer.py")
     assert "refused 1" in out  # EPERM: another uid (root host) or outside the Landlock scope
-    assert running("sleep 46") == []
+    assert running(sleeper) == []
+
+
+def _sleep(seconds: int) -> str:
+    """``sleep`` for about ``seconds``, with a fraction of its own: ``running`` then finds this
+    test's sleeper only, not one of the same test in another suite running at the same time."""
+    return f"sleep {seconds}.{uuid.uuid4().int % 10**6:06d}"
 
 
 def test_the_allowlist_still_applies(ws: Path) -> None:
