@@ -268,7 +268,9 @@ def _upstream(tmp_path: Path, command: str, config: Path, *args: str) -> str:
 async def test_a_replica_uses_the_token_another_refreshed_instead_of_a_spent_refresh_token(
         tmp_path: Path, upstream: tuple[str, Path]) -> None:
     url, state = upstream
-    (state / "expires_in").write_text("1")
+    # long enough for the replica to connect with it on a busy machine (1 s was not: a whole
+    # suite alone once took longer, and the replica's token was refused); then waited out
+    (state / "expires_in").write_text("8")
     (state / "rotate").touch()
     config_file = _config(tmp_path, url)
     assert _login(tmp_path, config_file).returncode == 0
