@@ -311,3 +311,22 @@ async def test_a_request_past_its_expiry_that_nothing_settled_yet_is_expired_too
     second = await run(invoker)
     assert (second.status, second.error_code) == ("error", "expired"), second.text
     assert ledger == ["note a", "note b"]
+
+
+async def test_a_call_whose_arguments_hold_a_lone_surrogate_is_refused_and_audited_and_the_run_goes_on(
+        tmp_path: Path, ledger: list[str]) -> None:
+    # a script's string with a lone surrogate reaches the host as a \\udXXX escape; with a
+    # journal (as under serve) its digest was taken first and ended the run ("the bridge
+    # closed"), with no audit row for the call
+    invoker, _ = served(tmp_path)
+    assert invoker.audit is not None  # beside the approval store, as under serve
+    result = await run(invoker, "a = note(text='x \\ud800 y')\nnote(text='after')\n"
+                                "result = [a.status, a.text]")
+    assert result.status == "ok", result.text
+    value: Any = result.result.structured_content["value"]  # type: ignore[index]
+    assert value[0] == "error" and "cannot be recorded in the audit log" in value[1]
+    assert ledger == ["note after"]
+    rows = {(e.call_id, e.tool, e.status, e.error_code)
+            for e in invoker.audit.query(limit=10)}
+    assert ("chain-1", "note", "error", "invalid_arguments") in rows
+    assert ("chain-2", "note", "ok", None) in rows

@@ -153,6 +153,10 @@ REQUESTS: dict[str, tuple[bytes, dict[str, str], bool]] = {
     "a wrong content type": (_call("add", {"a": 1, "b": 2}), {"Content-Type": "text/plain"},
                              False),
     "not JSON": (b'{"jsonrpc": "2.0", "id": 4, "meth', {}, False),
+    # JSON's \\udXXX escapes carry a lone surrogate, which UTF-8 cannot
+    "a lone surrogate in the arguments": (_call("shout", {"text": "a\ud800"}), {}, ONE_PASS),
+    "a lone surrogate in the id": (_call("add", {"a": 1, "b": 2}, ident="r\udc01"), {},
+                                   ONE_PASS),
 }
 
 

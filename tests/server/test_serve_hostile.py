@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from .test_serve import TOKEN, _client, _start
+from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start
 from .test_serve_gateway import _until_listed
 
 pytestmark = pytest.mark.anyio
@@ -172,3 +173,43 @@ async def test_a_client_flooding_refused_calls_past_max_audit_rows_gets_one_summ
     assert summary[1:3] == ("dropped", "audit_bound")
     said = json.loads(summary[3])
     assert said["bound"] == "max_audit_rows" and said["limit"] == 5 and said["dropped"] == 15
+
+
+async def test_a_lone_surrogate_in_a_tools_name_or_a_requests_id_is_answered_and_audited(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # JSON's \\udXXX escapes carry a lone surrogate, which UTF-8 cannot: the audit row of such
+    # a call failed to write on the event loop, and the call's answer waited for it forever
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    proc, url = _start(tmp_path)
+    headers = {"Authorization": f"Bearer {CLIENT_TOKENS[url]}", "Content-Type":
+               "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+    bodies = [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_forecast\\ud800",'
+        b'"arguments":{"city":"Faro"}}}',
+        b'{"jsonrpc":"2.0","id":"r\\udc01","method":"tools/call","params":{"name":'
+        b'"get_forecast","arguments":{"city":"Faro"}}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_forecast",'
+        b'"arguments":{"city":"Fa\\ud800ro"}}}',
+        b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get_forecast",'
+        b'"arguments":{"city":"Faro"}}}']
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            answers = [(await http.post(f"{url}/mcp", content=body, headers=headers))
+                       for body in bodies]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    texts = [a.text for a in answers]
+    assert [a.status_code for a in answers] == [200] * 4, texts
+    assert "Unknown tool" in texts[0] or "unknown tool" in texts[0].lower(), texts[0]
+    assert "Faro" in texts[1] and "Faro" in texts[3], texts
+    assert "cannot be recorded in the audit log" in texts[2], texts[2]
+    assert proc.stderr is not None
+    said = proc.stderr.read()
+    assert "Traceback" not in said, said
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        rows = list(db.execute("SELECT tool, status, error_code FROM audit ORDER BY seq"))
+    assert rows[0][0] == "get_forecast\\ud800" and rows[0][1] in ("error", "denied"), rows
+    assert [r[1:] for r in rows[1:]] == [("ok", None), ("error", "invalid_arguments"),
+                                         ("ok", None)], rows

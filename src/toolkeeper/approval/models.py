@@ -75,9 +75,15 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 """What ``json.dumps`` with these options builds on every call (it holds no state)."""
 
 
-def args_digest(arguments: object) -> str:
-    """SHA-256 of the canonical JSON of the arguments (sorted keys, no spaces)."""
-    return hashlib.sha256(_CANONICAL.encode(arguments).encode("utf-8")).hexdigest()
+def args_digest(arguments: object, *, surrogates: bool = False) -> str:
+    """SHA-256 of the canonical JSON of the arguments (sorted keys, no spaces).
+
+    A lone surrogate (a string no UTF-8 text holds, which JSON's ``\\udXXX`` escapes can still
+    send) raises ``UnicodeEncodeError``: the door refuses such a call, whose audit row could
+    not hold it. ``surrogates=True`` digests it as its code point's bytes instead, for a
+    caller that must go on to the door so that the door refuses and records it."""
+    return hashlib.sha256(_CANONICAL.encode(arguments).encode(
+        "utf-8", "surrogatepass" if surrogates else "strict")).hexdigest()
 
 
 class ApprovalRequest(BaseModel):

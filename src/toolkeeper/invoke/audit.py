@@ -141,13 +141,27 @@ _CHECKPOINT: list[tuple[AuditEntry, Waiter]] = []
 """Put on the writer's queue: checkpoint the log (the item itself is never written)."""
 
 
+def _text(value: str | None) -> str | None:
+    """``value`` as the database can hold it: a lone surrogate (which a client's JSON can
+    send in a tool's name or a request's id) as its ``\\udXXX`` escape, where it would fail
+    the row's write, and with it every call written in the same transaction."""
+    if value is None or value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _row(entry: AuditEntry) -> tuple[object, ...]:
     # Field by field: ``asdict`` would copy the arguments level by level (and overflow the
     # stack on a deep nesting) only for them to be replaced by their JSON.
     arguments = json.dumps(redact_arguments(entry.arguments), default=str, ensure_ascii=False)
-    return (entry.ts, entry.call_id, entry.session_id, entry.tool, entry.args_digest, arguments,
-            entry.status, entry.error_code, entry.duration_ms, entry.approval_id,
-            entry.decision, entry.approver)
+    return (entry.ts, _text(entry.call_id), _text(entry.session_id), _text(entry.tool),
+            entry.args_digest, _text(arguments), entry.status, _text(entry.error_code),
+            entry.duration_ms, _text(entry.approval_id), _text(entry.decision),
+            _text(entry.approver))
 
 
 class SqliteAuditLog:
@@ -265,8 +279,8 @@ class SqliteAuditLog:
                 if conn is None:
                     return False
                 conn.execute(_INSERT + _VALUES, _row(entry))
-        except StoreError as exc:  # the call it belonged to fails (fail closed)
-            error = exc
+        except Exception as exc:  # the call it belonged to fails (fail closed); its caller
+            error = exc  # is told, whatever the error: it never waits on a row forever
         _settle([done], error)
         if error is None:
             self._committed()

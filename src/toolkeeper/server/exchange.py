@@ -112,12 +112,16 @@ def _dumps(message: dict[str, Any]) -> bytes:
     tenth of its time. A float is written in its shortest form (``0.00001`` for ``1e-05``) and
     one that is not a number (NaN, infinities) as ``null``, as the SDK's own answers write it
     (``json.dumps`` wrote ``NaN``, which is not JSON). What orjson does not write (an integer
-    past 64 bits, a key that is not a string, nesting past 254 levels) is written by
-    ``json.dumps``."""
+    past 64 bits, a key that is not a string, nesting past 254 levels, a lone surrogate) is
+    written by ``json.dumps`` (a lone surrogate as its ``\\udXXX`` escape: UTF-8 has none)."""
     try:
         return orjson.dumps(message)
     except TypeError:  # orjson.JSONEncodeError is one
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (a client's own \udXXX, echoed): escaped
+        return json.dumps(message, separators=(",", ":")).encode()
 
 
 def _sse(message: dict[str, Any]) -> bytes:
