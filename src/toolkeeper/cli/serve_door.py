@@ -123,4 +123,6 @@ def _code_mode(invoker: ToolInvoker, config: ToolkeeperConfig) -> ToolChainTool:
     workspace = config.security.workspace if section.workspace != "none" else None
     return ToolChainTool(invoker, tools=section.tools, policy=policy, workspace=workspace,
                          writable=section.workspace == "write", warm=section.warm_sandboxes,
-                         security=policy_from(config))  # the file tools' protected paths
+                         security=policy_from(config),  # the file tools' protected paths
+                         max_runs=section.max_runs,
+                         max_runs_per_client=section.max_runs_per_client)

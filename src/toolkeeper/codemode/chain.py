@@ -32,7 +32,7 @@ from ..builtins.protected import Protection
 from ..core.context import LIBRARY, Caller, ToolContext
 from ..core.metadata import ToolMetadata
 from ..core.results import ToolResult
-from ..errors import ApprovalPending, SandboxUnavailableError, UsageError
+from ..errors import ApprovalPending, PolicyViolationError, SandboxUnavailableError, UsageError
 from ..invoke.invoker import ToolInvoker
 from ..invoke.policy import ChainPolicy
 from ..invoke.results import ChainCallRecord, ChainRunResult
@@ -46,6 +46,7 @@ from .bridge import NAME, Bridge
 from .journal import RunLog
 from .runner import Started, WarmPool, run_limits
 from .signatures import function_names, signature
+from .slots import MAX_RUNS, MAX_RUNS_PER_CLIENT, SLOT_WAIT_S, RunSlots
 
 __all__ = ["ToolChainTool"]
 
@@ -66,8 +67,6 @@ at EOF once the sandbox is gone, so this bounds only a host too busy to read the
 PAUSED_TTL_S = 3600.0
 """How long a request a paused run waits on stays approvable, when the chain's policy does not
 say (``approval_ttl_s``)."""
-
-
 class ToolChainTool(Tool):
     """A tool that runs a model-written Python script calling other tools, in a sandbox.
 
@@ -95,6 +94,10 @@ class ToolChainTool(Tool):
         idle_s: How long a pre-started sandbox may wait before it is replaced.
         trace_limit: The trace records a run keeps (the last ones; ``DEFAULT_TRACE_LIMIT``
             unless given): ``ChainRunResult.trace_dropped`` counts those it let go.
+        max_runs: Scripts run at once (``MAX_RUNS``); a run waits up to ``SLOT_WAIT_S`` for
+            a place, then is refused (``policy_violation``, naming the limit).
+        max_runs_per_client: Of those, how many one session (one client under ``serve``)
+            may hold (``MAX_RUNS_PER_CLIENT``).
     """
 
     runs_scripts = True
@@ -107,12 +110,14 @@ class ToolChainTool(Tool):
     _trace_limit: int | None
     _pool: WarmPool
     _journals: RunJournals | None
+    slots: RunSlots
 
     def __init__(self, invoker: ToolInvoker, *, tools: Sequence[str] | None = None,
                  policy: ChainPolicy | None = None, sandbox: Sandbox | None = None,
                  workspace: str | Path | None = None, writable: bool = False, warm: int = 0,
                  idle_s: float = 300.0, security: SecurityPolicy | None = None,
-                 trace_limit: int | None = None) -> None:
+                 trace_limit: int | None = None, max_runs: int = MAX_RUNS,
+                 max_runs_per_client: int = MAX_RUNS_PER_CLIENT) -> None:
         if warm < 0 or idle_s <= 0:
             raise UsageError("warm must be 0 or more and idle_s more than 0")
         shared: tuple[SharedPath, ...] = ()
@@ -136,6 +141,7 @@ class ToolChainTool(Tool):
         self._policy, self._sandbox, self._shared = policy, sandbox, shared
         self._protection, self._trace_limit = protection, trace_limit
         self._journals = journals
+        self.slots = RunSlots(max_runs, max_runs_per_client)
         self._pool = WarmPool(warm, idle_s, self._start)
         super().__init__(name=NAME, description=self._describe(),
                          parameters={"type": "object", "properties": {"code": {
@@ -145,7 +151,8 @@ class ToolChainTool(Tool):
                          # the run keeps its own total limit; the door around it must not cut
                          # it first (and leave a killed sandbox's teardown room to answer)
                          metadata=ToolMetadata(
-                             timeout=self._policy.total_timeout_s + KILL_WAIT_S + 5),
+                             timeout=self._policy.total_timeout_s + KILL_WAIT_S
+                             + SLOT_WAIT_S + 5),
                          preflight=Preflight(self._sandbox_or_refuse, blocked=self._blocked))
 
     # -- what the script may call ------------------------------------------------------
@@ -344,6 +351,17 @@ class ToolChainTool(Tool):
             raise UsageError(f"code must be a Python script of at most {MAX_CODE_BYTES} bytes; "
                              "split the work into smaller scripts")
         sandbox = self._sandbox_or_refuse()
+        refused = await self.slots.take(session_id)
+        if refused is not None:
+            raise PolicyViolationError(f"the script did not run: {refused}", tool_name=NAME)
+        try:
+            return await self._run_in_place(code, sandbox, session_id, caller, origin)
+        finally:
+            self.slots.give(session_id)
+
+    async def _run_in_place(self, code: str, sandbox: Sandbox, session_id: str | None,
+                            caller: Caller | None, origin: ToolContext | None
+                            ) -> ChainRunResult:
         policy = self._policy
         started = time.monotonic()
         log = None

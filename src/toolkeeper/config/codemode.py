@@ -26,6 +26,11 @@ class CodeModeSection(BaseModel):
     copy-on-write view of the workspace is made when its sandbox starts)."""
     max_tool_calls: int = Field(default=50, ge=0)
     total_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    max_runs: int = Field(default=8, ge=1, le=1024)
+    """Scripts run at once (in each ``serve`` process); one more waits up to 30 s for a
+    place, then is refused."""
+    max_runs_per_client: int = Field(default=4, ge=1, le=1024)
+    """Of those, how many one client may have running."""
 
     @property
     def warm_sandboxes(self) -> int:
