@@ -213,3 +213,60 @@ async def test_a_lone_surrogate_in_a_tools_name_or_a_requests_id_is_answered_and
     assert rows[0][0] == "get_forecast\\ud800" and rows[0][1] in ("error", "denied"), rows
     assert [r[1:] for r in rows[1:]] == [("ok", None), ("error", "invalid_arguments"),
                                          ("ok", None)], rows
+
+
+def test_a_sessions_client_cannot_grow_its_session_id_or_a_body_past_the_caps_nor_crash_a_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # with --sessions the body was read whole with no cap (40 MiB ran the tool), the id sealed
+    # the whole initialize (1 MiB of it made a 1.4 MB header), and a body nested 1,000 deep
+    # ended in a RecursionError traceback and a 500
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    proc, url = _start(tmp_path, "--sessions")
+    headers = {"Authorization": f"Bearer {CLIENT_TOKENS[url]}", "Content-Type":
+               "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+
+    def initialize(http: httpx.Client, **params: Any) -> httpx.Response:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}, **params}}
+        return http.post(f"{url}/mcp", json=body, headers=headers)
+
+    try:
+        with httpx.Client(timeout=60) as http:
+            big = "x" * (1 << 20)
+            padded = initialize(http, x=big, clientInfo={
+                "name": "probe", "version": "1", "description": big},
+                capabilities={"experimental": {"pad": {"v": big}}})
+            too_long = initialize(http, clientInfo={"name": "n" * 10_000, "version": "1"})
+            session = padded.headers.get("mcp-session-id", "")
+            sessioned = {**headers, "Mcp-Session-Id": session}
+            http.post(f"{url}/mcp", headers=sessioned, json={
+                "jsonrpc": "2.0", "method": "notifications/initialized"})
+            listed = http.post(f"{url}/mcp", headers=sessioned, json={
+                "jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            huge = http.post(f"{url}/mcp", headers=sessioned, content=(
+                b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":'
+                b'"get_forecast","arguments":{"city":"' + b"F" * (9 << 20) + b'"}}}'))
+            deep = http.post(f"{url}/mcp", headers=sessioned, content=(
+                b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":'
+                b'"get_forecast","arguments":{"city":' + b"[" * 1000 + b"]" * 1000 + b"}}}"))
+            after = http.post(f"{url}/mcp", headers=sessioned, json={
+                "jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert padded.status_code == 200 and 0 < len(session) < 8192, (padded.status_code,
+                                                                   len(session))
+    assert listed.status_code == 200 and "get_forecast" in listed.text, listed.text[:300]
+    assert too_long.status_code == 400 and "clientInfo" in too_long.text, too_long.text[:300]
+    assert "mcp-session-id" not in too_long.headers
+    assert huge.status_code == 413, huge.text[:300]
+    assert deep.status_code == 400, deep.text[:300]
+    assert after.status_code == 200 and "get_forecast" in after.text
+    assert proc.stderr is not None
+    said = proc.stderr.read()
+    assert "Traceback" not in said and "RecursionError" not in said, said[-3000:]
+    assert not (tmp_path / "state" / "toolkeeper.db").exists() or all(
+        r[0] != "get_forecast" for r in sqlite3.connect(tmp_path / "state" / "toolkeeper.db")
+        .execute("SELECT tool FROM audit"))  # neither the huge nor the deep call ran

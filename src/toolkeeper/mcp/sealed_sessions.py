@@ -27,7 +27,7 @@ import time
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -37,7 +37,7 @@ from mcp.server.connection import Connection
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -69,6 +69,9 @@ MAX_SESSIONS = 10_000
 """Sessions one process holds at once; one more is refused with 503 until one ends."""
 ENDS_POLL_S = 0.5
 """How often a process holding sessions looks for those ended through another."""
+SEALED_PARAMS_BYTES = 4096
+"""What of a handshake's params a session id seals, at most (as JSON): the id, a header,
+stays under the 8 KiB that clients and proxies take."""
 MAX_AGE_S = 24 * 3600.0
 """A session lasts at most this long after its handshake: then its id is not found, and the
 client opens a new session (as the protocol has it do after a 404)."""
@@ -131,6 +134,8 @@ class SealedSessions:
                  security: TransportSecuritySettings,
                  retry_interval: int | None, max_body_bytes: int) -> None:
         self.server, self.seal, self.store = server, SessionSeal(secret), store
+        # a body past the cap is refused 413 before anything reads it whole
+        self.limited = RequestBodyLimitMiddleware(self._sessioned, max_body_bytes)
         self.events, self.security = StoredEvents(store.db, alive=store.alive), security
         self.ids: RequestIds | None = None
         self.retry_interval = retry_interval
@@ -166,6 +171,11 @@ class SealedSessions:
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self.modern.handle_request(scope, receive, send)
             return
+        await self.limited(scope, receive, send)
+
+    async def _sessioned(self, scope: MutableMapping[str, Any], receive: Any, send: Any
+                         ) -> None:
+        scope = cast(Scope, scope)
         session_id = _header(scope, MCP_SESSION_ID_HEADER)
         body = await _body(receive) if scope["method"] == "POST" else None
         replay = _replaying(body, receive) if body is not None else receive
@@ -254,8 +264,11 @@ class SealedSessions:
         """A request without a session: an ``initialize`` opens one, its id sealing what the
         client declared (any other request is refused by the transport, and nothing is kept)."""
         client = _client(scope)
-        session_id = self.seal.seal({"c": client, "p": _initialize_params(body),
-                                     "t": int(time.time())})
+        params = _sealable(_initialize_params(body))
+        if isinstance(params, str):
+            await _refuse(send, 400, params)
+            return
+        session_id = self.seal.seal({"c": client, "p": params, "t": int(time.time())})
         transport = await self._start(session_id, client, None)
         if transport is None:
             await _refuse(send, 503, "Too many open sessions")
@@ -372,7 +385,7 @@ def _connection(dispatcher: NumberedDispatcher, session_id: str,
 
 
 async def _body(receive: Any) -> bytes:
-    """The whole body of a request (the gate in front has capped its size)."""
+    """The whole body of a request (``RequestBodyLimitMiddleware`` has capped its size)."""
     body, more = b"", True
     while more:
         message = await receive()
@@ -403,7 +416,7 @@ async def _nothing() -> dict[str, Any]:
 def _message(body: bytes | None) -> Any:
     try:
         return json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # the transport answers it: 400, parse error
         return None
 
 
@@ -414,3 +427,32 @@ def _initialize_params(body: bytes) -> dict[str, Any] | None:
         return None
     params = message.get("params")
     return params if isinstance(params, dict) else None
+
+
+def _sealable(params: dict[str, Any] | None) -> dict[str, Any] | str | None:
+    """What a session id seals of ``initialize``'s params: what the session is carried on
+    with (the version, the client's capabilities and name), within ``SEALED_PARAMS_BYTES``:
+    past it, the client's description, icons and ``experimental`` capabilities are left out,
+    and params still too big are a reason (``str``) to refuse the handshake. Anything else
+    the params carry is never sealed: an id stays a header every client and proxy takes."""
+    if params is None:
+        return None
+    kept: dict[str, Any] = {k: params[k] for k in ("protocolVersion", "capabilities",
+                                                   "clientInfo") if k in params}
+    if _size(kept) <= SEALED_PARAMS_BYTES:
+        return kept
+    info, capabilities = kept.get("clientInfo"), kept.get("capabilities")
+    if isinstance(info, dict):
+        kept["clientInfo"] = {k: info[k] for k in ("name", "version", "title") if k in info}
+    if isinstance(capabilities, dict):
+        kept["capabilities"] = {k: v for k, v in capabilities.items() if k != "experimental"}
+    size = _size(kept)
+    if size <= SEALED_PARAMS_BYTES:
+        return kept
+    return (f"the initialize request's protocolVersion, capabilities and clientInfo take "
+            f"{size:,} bytes as JSON; a session keeps at most {SEALED_PARAMS_BYTES:,}: send "
+            "shorter ones")
+
+
+def _size(value: object) -> int:
+    return len(json.dumps(value, separators=(",", ":"), default=str))
