@@ -3,6 +3,7 @@ process. Every tools/call goes through the invoker."""
 
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,9 @@ async def test_tools_list_is_paged_in_name_order_with_an_opaque_cursor() -> None
         second = await client.list_tools(cursor=first.next_cursor)
         with pytest.raises(MCPError, match="invalid cursor"):
             await client.list_tools(cursor="%%%not-a-cursor")
+        for guessed in ("AAAA", "enVa", base64.urlsafe_b64encode(b"forecast").decode()):
+            with pytest.raises(MCPError, match="invalid cursor"):  # base64, not ours
+                await client.list_tools(cursor=guessed)
     assert [t.name for t in first.tools] == ["alpha", "forecast"] and first.next_cursor
     assert [t.name for t in second.tools] == ["wipe"] and second.next_cursor is None
 

@@ -64,15 +64,21 @@ class Exported:
         return exported.names.name(wire) if wire in exported.names else None
 
 
+_CURSOR = b"tools-after:"
+"""What every cursor starts with before its encoding: text that is not a cursor of ours (a
+guess, another server's, another list's) is refused rather than read as a place in the list."""
+
+
 def encode_cursor(name: str) -> str:
     """The opaque cursor of a ``tools/list`` page that ends at the tool ``name``."""
-    return base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii")
+    return base64.urlsafe_b64encode(_CURSOR + name.encode("utf-8")).decode("ascii")
 
 
 def decode_cursor(cursor: str) -> str | None:
     """The name a cursor ends at, or ``None`` for a cursor that is not one of ours."""
     try:
-        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
+        raw = base64.urlsafe_b64decode(cursor.encode("ascii"))
+        return raw[len(_CURSOR):].decode("utf-8") if raw.startswith(_CURSOR) else None
     except (ValueError, UnicodeError):
         return None
 
