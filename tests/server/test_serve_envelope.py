@@ -55,6 +55,8 @@ INVALID = [
     (b'"tools/list"', None),
     (b"42", None),
     (b"[]", None),
+    (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', None),  # no batches in MCP
+    (b'{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": [1, 2]}', 6),
 ]
 
 

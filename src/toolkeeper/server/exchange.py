@@ -403,8 +403,8 @@ def _message_problem(message: object) -> str | None:
     if not isinstance(message["method"], str):
         return '"method" must be a string'
     params = message.get("params")
-    if params is not None and not isinstance(params, dict | list):
-        return '"params" must be an object'  # (an array is JSON-RPC's: the method refuses it)
+    if params is not None and not isinstance(params, dict):
+        return '"params" must be an object (MCP names every parameter)'
     return None
 
 
@@ -420,21 +420,21 @@ def _loads(body: bytes) -> object:
 
 def envelope(body: bytes) -> tuple[object, dict[str, Any] | None]:
     """The body decoded, and the JSON-RPC error that answers it when its envelope is not a
-    request, a notification or a response (or a batch of them): -32700 for a body that is not
-    JSON, -32600 otherwise, one short message, the id echoed only when it is a valid one."""
+    request, a notification or a response (a batch is refused: MCP has none): -32700 for a
+    body that is not JSON, -32600 otherwise, one short message, the id echoed only when it is
+    a valid one."""
     try:
         decoded = _loads(body)
     except (ValueError, RecursionError):
         return None, _refusal(PARSE_ERROR, "Parse error: the body is not JSON")
-    messages = decoded if isinstance(decoded, list) else [decoded]
-    if not messages:
-        return decoded, _refusal(INVALID_REQUEST, "Invalid Request: an empty batch")
-    for message in messages:
-        problem = _message_problem(message)
-        if problem is not None:
-            ident = message.get("id") if isinstance(message, dict) else None
-            return decoded, _refusal(INVALID_REQUEST, f"Invalid Request: {problem}",
-                                     ident if _valid_id(ident) else None)
+    if isinstance(decoded, list):  # MCP has had no batches since 2025-06-18
+        return decoded, _refusal(INVALID_REQUEST, "Invalid Request: a batch (a JSON array); "
+                                 "send one JSON-RPC message per request")
+    problem = _message_problem(decoded)
+    if problem is not None:
+        ident = decoded.get("id") if isinstance(decoded, dict) else None
+        return decoded, _refusal(INVALID_REQUEST, f"Invalid Request: {problem}",
+                                 ident if _valid_id(ident) else None)
     return decoded, None
 
 
