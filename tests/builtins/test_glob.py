@@ -1,5 +1,6 @@
 """Globs matched in time bounded by the pattern's and the path's lengths, with the answers the
-regular expression they used to be turned into gave."""
+regular expression they used to be turned into gave; the deterministic automaton read first
+gives the bit-parallel one's answers, and its states stay bounded whatever the glob."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from hypothesis import strategies as st
 
 from toolkeeper import InvalidArgumentsError
 from toolkeeper.builtins import search as module
+from toolkeeper.builtins.globs import MAX_GLOB, MAX_STATES, MAX_TRANSITIONS, _Dfa, compile_glob
 from toolkeeper.builtins.policy import SecurityPolicy
-from toolkeeper.builtins.search import MAX_GLOB, compile_glob
 
 
 def reference(pattern: str) -> re.Pattern[str]:
@@ -59,6 +60,42 @@ def test_a_glob_matches_what_its_old_regular_expression_matched(pattern: str,
         assert glob._simulate(path) is expected
 
 
+# wider than above: a character no glob holds ("c", "é") and longer paths, read twice each so
+# the second reading runs on the transitions the first one kept
+WIDE_PATTERNS = st.lists(st.sampled_from(["*", "**", "**/", "?", "a", "b", "/", "\n", "é"]),
+                         max_size=12).map("".join)
+WIDE_PATHS = st.lists(st.sampled_from(["a", "b", "c", "/", "\n", "é", "ab", "a/", "bé"]),
+                      max_size=16).map("".join)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(pattern=WIDE_PATTERNS, paths=st.lists(WIDE_PATHS, min_size=1, max_size=10),
+       states=st.integers(1, 6), transitions=st.integers(0, 20))
+def test_the_deterministic_automaton_answers_as_the_bit_parallel_one(
+        pattern: str, paths: list[str], states: int, transitions: int) -> None:
+    glob = compile_glob(pattern)
+    # the glob's own (bounds far away) and one so small that paths run past it mid-way
+    bounded = _Dfa(glob._automaton, max_states=states, max_transitions=transitions)
+    for path in paths * 2:
+        expected = glob._simulate(path)
+        assert glob._dfa.match(path) is expected
+        assert bounded.match(path) is expected
+        assert glob.match(path) is expected  # the regular expression, or the needle then the DFA
+    assert bounded.size[0] <= states
+    assert bounded.size[1] <= transitions
+
+
+def test_globs_with_two_stars_in_a_part_are_read_by_the_deterministic_automaton() -> None:
+    glob = compile_glob("**/*test*")
+    assert glob._regex is None
+    assert [glob.match(p) for p in ("src/test_a.py", "a/b/latest.md", "tests/x.py", "x")] == [
+        True, True, False, False]
+    states, transitions = glob._dfa.size
+    assert transitions > 0
+    assert glob._dfa.match("tests/x.py") is False  # now on kept transitions only
+    assert glob._dfa.size == (states, transitions)
+
+
 @pytest.mark.parametrize("pattern", ["**/*.py", "*.py", "src/**/*.py", "**/src/*/*_test.go",
                                      "**/*", "docs/**", "src/*.md", "a?b/*.txt"])
 def test_common_globs_keep_the_regular_expression(pattern: str) -> None:
@@ -98,6 +135,57 @@ def test_hostile_globs_are_answered(pattern: str, path: str, expected: bool) -> 
         glob = compile_glob({pattern!r})
         print(glob.match({path!r}), glob.match({path[:-1] + "x"!r}))""") == [
         f"{expected} {pattern.endswith('x')}"]
+
+
+@pytest.mark.parametrize(("pattern", "needle"), [
+    ("**/*test*", "test"), ("*a?bc*", "bc"), ("**/x/*y*z", "x/"), ("src/**/a*b*", "src/"),
+    ("**?*", ""), ("*?*?", "")])
+def test_a_path_without_the_globs_longest_literal_run_is_refused_before_the_automaton(
+        pattern: str, needle: str) -> None:
+    glob = compile_glob(pattern)
+    assert glob._regex is None
+    assert glob._needle == needle
+    if needle:
+        assert not glob.match("a/" * 20 + needle[:-1])
+        assert glob._dfa.size[1] == 0  # nothing was read character by character
+
+
+def test_a_glob_whose_deterministic_automaton_is_exponential_keeps_its_bounds() -> None:
+    # "**a" then k "?" then "/**": the deterministic automaton remembers where each "a" of the
+    # last k characters was, 2^k states; paths of "a" and "b" reach a new one at almost every
+    # character. Its states and transitions stop at their bounds, and the bit-parallel step
+    # reads on: the answers stay the same, the memory bounded (and within the child's minute).
+    # The third glob has three states but meets 40,000 different characters.
+    code = f"""if True:
+        import random, tracemalloc
+        from toolkeeper.builtins.search import compile_glob
+        rng = random.Random(7)
+        cases = [
+            ("**a" + "?" * 20 + "/**",
+             ["".join(rng.choice("ab") for _ in range(400)) + "/x" for _ in range(300)]),
+            ("**a" + "?" * {MAX_GLOB - 6} + "/**",
+             ["".join(rng.choice("ab") for _ in range({MAX_GLOB - 2})) + "/x" for _ in range(8)]),
+            ("*a*b*", ["ab" + "".join(map(chr, range(0x4e00 + i * 1000, 0x4e00 + (i + 1) * 1000)))
+                       for i in range(40)]),
+        ]
+        for pattern, paths in cases:
+            glob = compile_glob(pattern)
+            tracemalloc.start()
+            answers = [glob.match(p) for p in paths]
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            states, transitions = glob._dfa.size
+            print(glob._regex is None, answers == [glob._simulate(p) for p in paths],
+                  states, transitions, peak)"""
+    told = [line.split() for line in answered(code)]
+    assert [line[:2] for line in told] == [["True", "True"]] * 3  # automata, same answers
+    blowup, longest, alphabet = ([int(n) for n in line[2:]] for line in told)
+    for states, transitions, _ in (blowup, longest):
+        assert states == MAX_STATES
+        assert MAX_STATES - 1 <= transitions <= MAX_TRANSITIONS
+    assert alphabet[0] <= 4
+    assert alphabet[1] == MAX_TRANSITIONS
+    assert max(blowup[2], longest[2], alphabet[2]) < 8 * 2**20  # bytes at the peak
 
 
 def test_a_glob_longer_than_the_limit_is_refused_naming_it() -> None:

@@ -38,6 +38,8 @@ def test_glob_matches_any_depth_without_following_symlinks(ws: Path) -> None:
     assert glob.run_raw({"pattern": "*.md"}) == "README.md"
     assert glob.run_raw({"pattern": "**/*.md"}) == "README.md\nsrc/notes.md"
     assert glob.run_raw({"pattern": "*.py", "path": "src/pkg"}) == "src/pkg/core.py"
+    # relative to the workspace too, not only to the folder searched
+    assert glob.run_raw({"pattern": "src/**/*.py", "path": "src"}) == "src/pkg/core.py"
     assert "toolkeeper.toml" not in str(glob.run_raw({"pattern": "*"}))
     with pytest.raises(PolicyViolationError):
         glob.run_raw({"pattern": "*", "path": "escape"})

@@ -11,7 +11,6 @@ reading files (``reading.read_checked``), so search shows nothing ``file_read`` 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import stat
 import time
@@ -34,6 +33,7 @@ from .fs import (
     openat2,
     visible,
 )
+from .globs import MAX_GLOB, Glob, compile_glob
 from .policy import SecurityPolicy
 from .reading import read_text_or_none
 from .state_dirs import state_file_in, state_in_names
@@ -42,145 +42,6 @@ __all__ = ["MAX_GLOB", "Glob", "compile_glob", "search_tools"]
 
 MAX_WALK = 100_000
 _ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
-
-
-MAX_GLOB = 4096
-"""Characters a glob may have (``glob_search``'s ``pattern``, ``content_search``'s ``glob``)."""
-
-_QUANTIFIERS = frozenset({"*", "**", "**/"})
-_REGEX = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
-
-
-def compile_glob(pattern: str, tool: str = "glob_search") -> Glob:
-    """The glob as a matcher of whole workspace-relative paths: ``**/`` matches any number of
-    directories, ``**`` anything, ``*`` and ``?`` stay inside one path part, every other
-    character is itself. Refuses a glob longer than ``MAX_GLOB`` characters."""
-    if len(pattern) > MAX_GLOB:
-        raise InvalidArgumentsError(
-            f"the glob is {len(pattern)} characters, more than the {MAX_GLOB} a glob may have; "
-            "use a shorter one (\"**/name\" finds a name at any depth)", tool_name=tool)
-    return Glob(_simplified(_tokens(pattern)))
-
-
-def _tokens(pattern: str) -> list[str]:
-    """``**/``, ``**``, ``*``, ``?`` or one literal character each, read left to right."""
-    out, i = [], 0
-    while i < len(pattern):
-        token = ("**/" if pattern.startswith("**/", i) else "**" if pattern.startswith("**", i)
-                 else pattern[i])
-        out.append(token)
-        i += len(token)
-    return out
-
-
-def _simplified(tokens: list[str]) -> list[str]:
-    """The same language with fewer quantifiers: ``**/**/`` is ``**/``, ``****`` is ``**``, and
-    ``**`` beside ``**/`` is ``**``. (``**`` and ``**/`` never cross a newline, ``*`` does, so
-    ``**`` beside ``*`` stays as it is.) A ``*`` is never followed by a quantifier, so a run of
-    adjacent quantifiers becomes ``*``, ``**``, ``**/``, ``** *`` or ``**/ *``."""
-    out: list[str] = []
-    for token in tokens:
-        if token in ("**", "**/") and out and out[-1] in ("**", "**/"):
-            out[-1] = token if token == out[-1] else "**"
-        else:
-            out.append(token)
-    return out
-
-
-def _backtracks_boundedly(tokens: list[str]) -> bool:
-    """Whether Python's regular expression for these (simplified) tokens takes O(n * m) steps
-    at most on a path of n characters, m the count of tokens.
-
-    A quantifier is *settled* when one length at most lets the match go on: a ``*`` before a
-    literal ``/`` (it must stop at the first ``/``) or the last token (it must reach the end);
-    its other lengths fail at the next step, so what follows it is tried once. The engine tries
-    each length of an unsettled one, n + 1 at most, against all that follows it. So the
-    expression is safe with no unsettled quantifier; or with one that no quantifier follows
-    (each try O(m)); or with a first one that is ``**/`` followed by ``*`` only, none of them
-    unsettled but the last ("**/*.py", "**/src/*/*_test.go", "**/*"): what follows is tried after each
-    ``/`` the ``**/`` can end at, each of its ``*`` reads a path part that it reads for one of
-    these tries at most, and the last one's tries are O(m) each, so the whole is O(n * m).
-    Any other glob (``*a*a*a...`` takes exponential time) is matched by ``Glob._simulate``."""
-    quantifiers = [i for i, token in enumerate(tokens) if token in _QUANTIFIERS]
-    unsettled = [i for i in quantifiers if not (
-        i == len(tokens) - 1 or (tokens[i] == "*" and tokens[i + 1] == "/"))]
-    if not unsettled or unsettled[0] == quantifiers[-1]:
-        return True
-    return (tokens[unsettled[0]] == "**/" and len(unsettled) <= 2
-            and unsettled[-1] in (unsettled[0], quantifiers[-1])
-            and all(tokens[i] == "*" for i in quantifiers if i > unsettled[0]))
-
-
-class Glob:
-    """A compiled glob: ``match(path)`` says whether the whole path matches it.
-
-    Globs whose regular expression backtracks boundedly (the common ones: "**/*.py",
-    "src/*.md", "*_test.go", "docs/**") keep Python's ``re``; any other runs on a simulation
-    of the glob's automaton that holds the set of positions reached as the bits of an int and
-    advances all of them per character: O(n * m / word size) whatever the glob (``re`` is
-    exponential on "*a" repeated)."""
-
-    __slots__ = ("_accept", "_advance", "_advance_other", "_epsilon", "_regex", "_skip",
-                 "_start", "_stay", "_stay_other")
-
-    def __init__(self, tokens: list[str]) -> None:
-        self._regex = (re.compile("".join(_REGEX.get(t) or re.escape(t) for t in tokens)
-                                  + r"\Z") if _backtracks_boundedly(tokens) else None)
-        # The automaton's positions: one per element; "**/" is three (a skip over the rest,
-        # "**", "/"). An element is a literal character, "?" (one character but "/"), "*"
-        # (stays on any but "/"), "**" (stays on any).
-        elements: list[str] = []
-        for token in tokens:
-            elements += ["skip", "**", "/"] if token == "**/" else [token]
-        bits = {kind: sum(1 << i for i, e in enumerate(elements) if e == kind)
-                for kind in ("skip", "**", "*", "?")}
-        literal: dict[str, int] = {}
-        for i, element in enumerate(elements):
-            if element not in bits:
-                literal[element] = literal.get(element, 0) | 1 << i
-        # per character: the positions that move on a step ("?" on any but "/"), and the
-        # positions that stay ("**" on any but a newline, as the regular expression's ".*")
-        self._advance = {c: mask | (bits["?"] if c != "/" else 0) for c, mask in literal.items()}
-        self._advance.setdefault("/", 0)
-        self._advance_other = bits["?"]
-        self._stay = {"/": bits["**"], "\n": bits["*"]}
-        self._stay_other = bits["**"] | bits["*"]
-        # steps taken without a character: from "*", "**" and a skip to the next position, and
-        # from a skip over its "**" and "/"
-        self._epsilon = bits["skip"] | bits["**"] | bits["*"]
-        self._skip = bits["skip"]
-        self._accept = 1 << len(elements)
-        self._start = self._closed(1)
-
-    def match(self, path: str) -> bool:
-        """Whether the whole of ``path`` matches the glob."""
-        if self._regex is not None:
-            return self._regex.match(path) is not None
-        return self._simulate(path)
-
-    def _simulate(self, path: str) -> bool:
-        reached = self._start
-        advance, advance_other, stay, stay_other = (self._advance, self._advance_other,
-                                                    self._stay, self._stay_other)
-        for c in path:
-            reached = self._closed((reached & advance.get(c, advance_other)) << 1
-                                   | (reached & stay.get(c, stay_other)))
-            if not reached:
-                return False
-        return bool(reached & self._accept)
-
-    def _closed(self, reached: int) -> int:
-        """``reached`` with every position a step without a character leads to. Adding the
-        positions inside runs of such steps to the runs carries each through to the run's end
-        and one past it (the bits that changed); a skip goes three on. Simplified tokens hold
-        at most one skip in a run, so this loops at most twice."""
-        epsilon, skip = self._epsilon, self._skip
-        while True:
-            reached |= (epsilon + (reached & epsilon)) ^ epsilon
-            more = reached | (reached & skip) << 3
-            if more == reached:
-                return reached
-            reached = more
 
 
 def _open_dir(ws: Workspace, rel: str, tool: str, policy: SecurityPolicy) -> int:
@@ -249,7 +110,8 @@ def search_tools(policy: SecurityPolicy) -> list[Tool]:
             for base, _, name, _ in _walk(dirfd, policy, rel):
                 inner = f"{base}/{name}" if base else name
                 full = inner if rel == "." else f"{rel}/{inner}"
-                if (matcher.match(inner) or matcher.match(full)) and not policy.forbidden_rule(full):
+                if ((matcher.match(inner) or (rel != "." and matcher.match(full)))
+                        and not policy.forbidden_rule(full)):
                     found.append(visible(_printable(full)))
                     if len(found) > limit:
                         break
