@@ -455,3 +455,33 @@ def test_an_interpreter_that_exits_with_a_sandbox_starting_leaves_nothing_behind
         assert list(memory.glob(f"toolkeeper-{pid}-*")) == []
     finally:
         cgroups.sweep_stale(memory)  # what the code before left
+
+
+async def test_what_a_script_writes_to_its_scratch_folder_is_bounded_and_never_reaches_the_host(
+        ) -> None:
+    # the scratch folder was a host folder under the system's temporary directory: a script
+    # wrote 376 MB there (each file under the 16 MiB file limit), bounded by nothing
+    script = """
+import os
+written, error = 0, None
+chunk = b"x" * (1 << 20)
+try:
+    for n in range(40):
+        with open(os.path.join(os.getcwd(), "f%d" % n), "wb") as out:
+            for _ in range(15):
+                out.write(chunk)
+                written += len(chunk)
+except OSError as exc:
+    error = exc.strerror
+result = [os.getcwd(), written >> 20, error]
+"""
+    tmp = tempfile.gettempdir()
+    before = {p.name for p in Path(tmp).glob("toolkeeper-chain-*")}
+    run = await ToolChainTool(ToolInvoker([word_count])).run_chain(script)
+    assert run.status == "ok", run.output_text
+    where, written_mib, error = cast(Any, run.value)
+    assert where == "/workspace" and error == "No space left on device", run.value
+    assert 200 <= written_mib <= 256, written_mib  # the scratch holds 256 MiB, not 600
+    # nothing of it was on the host: the folders made for runs meanwhile stayed small
+    assert all(sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) < 1 << 20
+               for p in Path(tmp).glob("toolkeeper-chain-*") if p.name not in before)

@@ -78,7 +78,7 @@ class Started:
             timeout_s=timeout_s, output_cap=64 << 10, shared=tuple(shared), cancel=self.cancel,
             env={"TOOLKEEPER_BRIDGE_FD": str(child.fileno()), "PYTHONDONTWRITEBYTECODE": "1"},
             limits=run_limits(cpu_s),
-            pass_fds=(child.fileno(),), spare_gate=spare_gate)
+            pass_fds=(child.fileno(),), spare_gate=spare_gate, scratch_bytes=SCRATCH_BYTES)
         thread = threading.Thread(target=self._run, args=(sandbox, child, options),
                                   name="toolkeeper-chain", daemon=True)
         _LIVE.add(self)
@@ -169,6 +169,11 @@ class Started:
         self.cancel.set()
         with contextlib.suppress(OSError):
             self.host.close()
+
+
+SCRATCH_BYTES = 256 << 20
+"""What a script may write to its scratch folder (``/workspace``), in all: a memory file system
+of the run's own under bubblewrap (past it, writes fail with ENOSPC)."""
 
 
 def run_limits(cpu_s: int) -> Limits:

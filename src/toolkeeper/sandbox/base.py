@@ -165,6 +165,11 @@ class RunOptions:
         spare_gate: Take a launcher prepared ahead in its own call group when one is ready
             (``sandbox.spare``): the cgroup move's wait is paid before the run, not in it.
             Backends without a launch gate ignore it.
+        scratch_bytes: The workspace is a scratch of the run's own, empty and read by nobody
+            after: a backend with a mount namespace (bubblewrap) mounts a fresh memory file
+            system of at most this many bytes at ``/workspace`` instead of the host folder, so
+            what the command writes there is bounded (and counted in the run's memory);
+            Landlock, which has none, writes to the host folder.
     """
 
     timeout_s: float = 60.0
@@ -178,6 +183,7 @@ class RunOptions:
     overlay: Overlay | None = None
     cancel: threading.Event | None = None
     spare_gate: bool = False
+    scratch_bytes: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -153,8 +153,8 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
                env: Mapping[str, str] | None = None, tmp_bytes: int = 64 << 20,
                seccomp_fd: int | None = None, info_fd: int | None = None,
                mounts: Sequence[str] = (), ids: tuple[int, int] | None = None,
-               workspace_fd: int | None = None, egress: tuple[str, str] | None = None
-               ) -> list[str]:
+               workspace_fd: int | None = None, egress: tuple[str, str] | None = None,
+               scratch_bytes: int | None = None) -> list[str]:
     """The bwrap command line of the strict profile; ``mounts`` go after the workspace's bind
     (``_mounts``: hidden entries and shared directories). ``ids``: the uid and gid the command
     runs as, when bwrap starts inside a namespace of its own (``overlay.launcher``).
@@ -162,7 +162,11 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
     relative to the workspace, or an absolute path inside the sandbox (a shared directory).
     ``egress``: a host unix socket and where it is bound inside (with the system's CA
     certificates): a network namespace of the sandbox's own, loopback only, whose one way out
-    is that socket."""
+    is that socket. ``scratch_bytes``: ``/workspace`` is a fresh tmpfs of that size, not
+    ``workspace`` (``RunOptions.scratch_bytes``)."""
+    bound = (["--perms", "0777", "--size", str(scratch_bytes), "--tmpfs"]
+             if scratch_bytes is not None else ["--bind", str(workspace)]
+             if workspace_fd is None else ["--bind-fd", str(workspace_fd)])
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
     if ids is not None:
@@ -181,8 +185,7 @@ def bwrap_argv(workspace: Path, command: Sequence[str], *, cwd: str = ".", netwo
              "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
              "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
              "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-             *(["--bind", str(workspace)] if workspace_fd is None
-               else ["--bind-fd", str(workspace_fd)]), "/workspace", *mounts,
+             *bound, "/workspace", *mounts,
              *(["--bind", *egress] if egress is not None else []),
              "--chdir", "/workspace" if cwd in ("", ".") else (
                  cwd if cwd.startswith("/") else f"/workspace/{cwd}"),
@@ -210,7 +213,8 @@ def confined_command(workspace: Path, command: Sequence[str], *, limits: Limits,
                      env: Mapping[str, str] | None = None, hidden: Sequence[HiddenPath] = (),
                      shared: Sequence[SharedPath] = (), overlay: Overlay | None = None,
                      info_fd: int | None = None, workspace_fd: int | None = None,
-                     egress: tuple[str, str] | None = None) -> ConfinedCommand:
+                     egress: tuple[str, str] | None = None, scratch_bytes: int | None = None
+                     ) -> ConfinedCommand:
     """The one way a sandbox is described: the bwrap command line (behind a namespace launcher
     when an overlay needs one) for ``command`` with ``workspace`` at ``/workspace``, hidden
     entries covered and shared directories bound, and the fds it needs. ``egress`` (without
@@ -231,7 +235,8 @@ def confined_command(workspace: Path, command: Sequence[str], *, limits: Limits,
     argv = bwrap_argv(overlay.view if overlay is not None else workspace, counted or command,
                       cwd=cwd, network=network, env=env, seccomp_fd=filter_fd,
                       info_fd=info_fd, mounts=mounts, workspace_fd=workspace_fd,
-                      ids=sandbox_ids() if views else None, egress=egress)
+                      ids=sandbox_ids() if views else None, egress=egress,
+                      scratch_bytes=None if overlay is not None else scratch_bytes)
     if views:
         argv = [*launcher(views), *argv]
     fds = tuple(mount_fds) if filter_fd is None else (filter_fd, *mount_fds)
@@ -243,7 +248,8 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
                  hidden: Sequence[HiddenPath] = (), pass_fds: Sequence[int] = (),
                  shared: Sequence[SharedPath] = (), overlay: Overlay | None = None,
-                 cancel: threading.Event | None = None, spare: bool = False) -> SandboxResult:
+                 cancel: threading.Event | None = None, spare: bool = False,
+                 scratch_bytes: int | None = None) -> SandboxResult:
     """Run ``command`` in a fresh sandbox; never blocks past the timeout.
 
     ``hidden`` lists existing workspace entries the command may neither read nor change;
@@ -256,7 +262,8 @@ def run_confined(workspace: Path, command: Sequence[str], *, cwd: str = ".",
     try:
         confined = confined_command(workspace, command, limits=limits, cwd=cwd,
                                     network=network, env=env, hidden=hidden, shared=shared,
-                                    overlay=overlay, info_fd=info_write)
+                                    overlay=overlay, info_fd=info_write,
+                                    scratch_bytes=scratch_bytes)
     except BaseException:
         os.close(info_read)
         os.close(info_write)
@@ -319,4 +326,4 @@ class BubblewrapSandbox:
                             env=options.env, limits=options.limits, hidden=options.hidden,
                             pass_fds=options.pass_fds, shared=options.shared,
                             overlay=options.overlay, cancel=options.cancel,
-                            spare=options.spare_gate)
+                            spare=options.spare_gate, scratch_bytes=options.scratch_bytes)
