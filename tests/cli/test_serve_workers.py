@@ -365,6 +365,30 @@ def test_auto_over_stdio_is_one_process_on_any_machine_and_a_number_above_one_is
         serve_settings({**where, "stdio": True, "workers": "2"})
 
 
+def test_auto_is_one_process_where_a_flag_or_the_config_needs_one_on_any_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--workers auto`` with what one process only can serve started on one core and was
+    refused on more: it is one process wherever it runs, and a number above one is still
+    refused, naming the flag."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
+    where = {"state_dir": tmp_path / "state", "workspace": tmp_path}
+    for alone in ({"metrics_port": 0}, {"keep_sessions": True, "tool_search": True},
+                  {"artifacts": str(tmp_path / "results")}):
+        assert serve_settings({**where, **alone, "workers": "auto"}).flags.workers == 1, alone
+        with pytest.raises(ConfigError):
+            serve_settings({**where, **alone, "workers": "2"})
+    for shared in ({"artifacts": "off"}, {"artifacts": "postgresql://db/x"}):
+        assert serve_settings({**where, **shared, "workers": "auto"}).flags.workers == 8
+    config = tmp_path / "toolkeeper.toml"
+    for server in ("tool_search = true\n", f"artifact_dir = {str(tmp_path / 'a')!r}\n"):
+        config.write_text("[server]\n" + server)
+        merged = serve_settings({**where, "config": config, "keep_sessions": True,
+                                 "workers": "auto"})
+        assert merged.flags.workers == 1, server
+    config.write_text("")
+    assert serve_settings({**where, "config": config, "workers": "auto"}).flags.workers == 8
+
+
 def test_serve_stdio_with_workers_auto_answers_its_client(tmp_path: Path) -> None:
     """The real command, on this machine's cores (more than one refused it before)."""
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -387,7 +411,8 @@ def test_the_help_says_what_several_workers_share_and_what_they_cannot() -> None
     assert "replicas cannot share" not in said
     assert "a session is every worker's and every replica's on the store" in said
     assert "one process only (--workers 1: the loaded tools are kept in its memory)" in said
-    assert "'auto' for one per core (one with --stdio)" in said
+    assert ("'auto' for one per core (one with --stdio, --tool-search, --metrics-port or "
+            "--artifacts DIR, which need one process)") in said
 
 
 def _absolute_path() -> str:

@@ -90,8 +90,9 @@ def serve(
              "--workers N, none: results sent whole).")] = None,
     workers: Annotated[str, typer.Option(
         help="Processes that serve on the one port (SO_REUSEPORT), sharing the store: a "
-             "number, or 'auto' for one per core (one with --stdio). A worker that ends stops "
-             "them all.")] = "1",
+             "number, or 'auto' for one per core (one with --stdio, --tool-search, "
+             "--metrics-port or --artifacts DIR, which need one process). A worker that ends "
+             "stops them all.")] = "1",
 ) -> None:
     """Serve tools to MCP clients, every call through the invoker (budget, validation,
     approval, timeouts, audit). Calls that need approval are stored and answered 'pending'."""

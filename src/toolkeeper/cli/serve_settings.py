@@ -27,8 +27,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
 from pydantic_core import ErrorDetails
@@ -86,16 +84,24 @@ class ServeFlags(BaseModel):
     artifacts: str | None = None
     workers: int = Field(1, ge=1, le=1024, description=(
         "a number of processes from 1 to 1024, or 'auto' (one per core; one over --stdio)"))
+    workers_auto: bool = False
+    """``--workers auto`` was given (the config may still make it one process)."""
 
-    @field_validator("workers", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _cores(cls, given: object, info: ValidationInfo) -> object:
+    def _cores(cls, given: object) -> object:
         """``auto``: as many workers as make sense — one per core this process may run on
-        over HTTP, one over ``--stdio`` (one client owns one process), so that a client's
+        over HTTP, one where a flag needs one process (``--stdio``: one client owns one
+        process; ``--tool-search``, ``--metrics-port``, ``--artifacts DIR``), so that a
         configuration written with ``auto`` starts on every machine, whatever its cores."""
-        if given != "auto":
+        if not isinstance(given, dict) or given.get("workers") != "auto":
             return given
-        return 1 if info.data.get("stdio") else len(os.sched_getaffinity(0))
+        artifacts = given.get("artifacts")
+        alone = bool(given.get("stdio") or given.get("tool_search")
+                     or given.get("metrics_port") is not None
+                     or (isinstance(artifacts, str) and _names_a_directory(artifacts)))
+        return {**given, "workers_auto": True,
+                "workers": 1 if alone else len(os.sched_getaffinity(0))}
 
     @model_validator(mode="after")
     def _rules_between_flags(self) -> ServeFlags:
@@ -108,6 +114,11 @@ class ServeFlags(BaseModel):
         if self.workers > 1:
             _one_worker_only(self)
         return self
+
+
+def _names_a_directory(artifacts: str) -> bool:
+    """Whether ``--artifacts`` names a directory (not ``off``, a database or a bucket)."""
+    return artifacts != "off" and "://" not in artifacts
 
 
 def _one_worker_only(flags: ServeFlags) -> None:
@@ -203,6 +214,11 @@ class ServeSettings(BaseModel):
         config, workspace, where = _workspace(config, flags.workspace)
         state_dir = flags.state_dir if flags.state_dir is not None else default_state_dir()
         server = config.server if config is not None else None
+        if flags.workers_auto and flags.workers > 1 and server is not None and (
+                server.tool_search or (server.artifact_dir is not None and server.artifacts
+                                       and server.artifact_store is None
+                                       and flags.artifacts is None)):
+            flags = flags.model_copy(update={"workers": 1})  # auto: what the config needs
         oauth = oauth_settings(server.oauth if server is not None else None,
                                issuer=flags.oauth_issuer, resource=flags.oauth_resource,
                                jwks_url=flags.oauth_jwks_url, audience=list(flags.oauth_audience))
