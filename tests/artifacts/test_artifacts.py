@@ -135,6 +135,21 @@ async def test_large_results_are_offloaded_pinned_and_unpinned_on_exit(store: ob
     assert session.pinned_refs == ()
 
 
+async def test_a_large_result_holding_a_lone_surrogate_is_offloaded_with_it_escaped(
+        store: object) -> None:
+    # its UTF-8 failed after the tool had run: "the tool call could not be completed"
+    @tool
+    def noisy(n: int) -> str:
+        """Text no UTF-8 holds as it is."""
+        return "a\ud800b" * n
+
+    inv = ToolInvoker(Toolbox([noisy]), artifact_store=store)  # type: ignore[arg-type]
+    result = await inv.invoke(call("noisy", n=3000), session=inv.open_session())
+    assert result.status == "ok" and result.artifact_ref is not None, result.text
+    data = store.resolve(result.artifact_ref).data  # type: ignore[attr-defined]
+    assert data.decode("utf-8") == "a\\ud800b" * 3000
+
+
 async def test_inbound_artifact_refs_are_resolved_before_execution(store: object) -> None:
     inv = invoker(store)
     async with inv.open_session() as session:

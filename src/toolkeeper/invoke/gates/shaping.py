@@ -82,7 +82,8 @@ class ShapingGate(Gate):
         ref: str | None = None
         size: int | None = None
         inline = inv.policy.max_inline_result_bytes
-        encoded = text.encode("utf-8") if self.store is not None else b""
+        # a lone surrogate (text no UTF-8 holds) is stored as its \udXXX escape
+        encoded = text.encode("utf-8", "backslashreplace") if self.store is not None else b""
         if self.store is not None and len(encoded) > inline:
             ref, size = await self._store(inv, encoded, "text/plain", inv.call.name), len(encoded)
             text = (f"{text[: inline // 2]}\n[... the full result ({len(text)} characters) is "
