@@ -197,6 +197,9 @@ async def test_an_expired_rule_stops_deciding(served: str) -> None:
               'Tool::"read_report") when { context.code_mode };'}, "context.code_mode"),
     ({"text": 'permit (principal, action in Action::"call_tool", resource);'},
      "this request's tool"),
+    ({"text": 'forbid (principal, action == Action::"read_report", resource == '
+              'Tool::"read_report");'}, "a forbid rule never approves a call"),
+    ({"effect": "forbid"}, "the rule is a forbid rule but the decision is approve"),
     ({"args": {"folder": "x"}}, "no argument 'folder'"),
     ({"for": "forever"}, "rule duration 'forever'"),
 ])

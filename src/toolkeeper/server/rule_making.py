@@ -25,7 +25,8 @@ from ..policy.source import parse_text
 from ..policy.store import PolicyRule
 from .views import client_of
 
-__all__ = ["RuleChoice", "choice_of", "proposal_text", "rule_json", "rule_of", "shown_args"]
+__all__ = ["RuleChoice", "choice_of", "matching", "proposal_text", "rule_json", "rule_of",
+           "shown_args"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,12 +96,14 @@ def _required(tool: ToolLike) -> list[str]:
 
 
 def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
-            author: str) -> PolicyRule:
-    """The stored rule for ``choice`` on ``stored`` (checked, not yet saved).
+            author: str, decision: str | None = None) -> PolicyRule:
+    """The stored rule for ``choice`` on ``stored`` (checked, not yet saved); with
+    ``decision`` (``approve`` / ``deny``), one whose effect goes with it: a permit rule
+    approves this call and a forbid rule denies it, never the other way round.
 
     Raises:
-        ConfigError: it is wider than the request, does not parse, or does not check against
-            the catalog (the message says what to change).
+        ConfigError: it is wider than the request, does not parse, does not check against
+            the catalog, or its effect is not the decision's (the message says what to change).
     """
     request = stored.request
     expires, once = expiry_of(choice.duration)
@@ -110,6 +113,8 @@ def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
     text = narrow(text, tool=request.tool, client=client_of(request.session_id),
                   shown=set(request.arguments))
     said = parse_text(text, "the rule", stored=True)[0].matched
+    if decision is not None:
+        matching(said.effect, decision)
     verb = "allowed" if said.effect == "permit" else "forbidden"
     rule = PolicyRule(id=PolicyRule.new_id(), cedar=text, author=author,
                       reason=said.reason or choice.reason
@@ -117,6 +122,24 @@ def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
                       created=time.time(), expires=expires)
     policies.check_with(rule)
     return rule
+
+
+def matching(effect: str, decision: str) -> None:
+    """Refuse a rule whose effect is not the decision's (``permit`` with ``approve``,
+    ``forbid`` with ``deny``).
+
+    Raises:
+        ConfigError: they differ; the message names both and what to change.
+    """
+    wanted = {"approve": "permit", "deny": "forbid"}.get(decision)
+    if effect == wanted:
+        return
+    goes = "approve" if effect == "permit" else "deny"
+    raise ConfigError(
+        f"the rule is a {effect} rule but the decision is {decision or 'neither'}: a {effect} "
+        f"rule goes with {goes} only (a forbid rule never approves a call, a permit rule never "
+        "denies one). Nothing was decided and no rule was saved; choose the rule again "
+        "(allow similar and approve, or forbid similar and deny) and check its text")
 
 
 def rule_json(rule: PolicyRule) -> dict[str, object]:

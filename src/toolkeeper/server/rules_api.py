@@ -38,7 +38,15 @@ from .decide import DecisionError, decide
 from .deciding import Deciders, approver_of
 from .page import MAX_MESSAGE
 from .requests import caller_of, root_of
-from .rule_making import RuleChoice, choice_of, proposal_text, rule_json, rule_of, shown_args
+from .rule_making import (
+    RuleChoice,
+    choice_of,
+    matching,
+    proposal_text,
+    rule_json,
+    rule_of,
+    shown_args,
+)
 from .views import approval_json
 
 if TYPE_CHECKING:
@@ -167,7 +175,11 @@ class RuleRoutes:
                                  "elsewhere (CSRF check), or you are not the operator.")
         effect: Literal["permit", "forbid"] = ("forbid" if form.get("effect") == "forbid"
                                                 else "permit")
+        decision = "approve" if effect == "permit" else "deny"
         try:
+            shown = str(form.get("decision") or decision)  # what the page's button said
+            if shown != decision:
+                matching(effect, shown)
             stored = await self._decidable(caller, request.path_params["id"])
             given = form.get("args_given") == "1"
             on = {f"arg.{name}" for name in form.getlist("arg_on")}  # the boxes ticked
@@ -176,8 +188,7 @@ class RuleRoutes:
                 args=_args(stored, [(str(k), str(v)) for k, v in form.multi_items() if k in on])
                 if given else None, duration=str(form.get("for", "once")),
                 text=str(form.get("text", "")), reason=str(form.get("reason", ""))[:500])
-            await self._decide(caller, request.path_params["id"],
-                               "approve" if effect == "permit" else "deny", choice,
+            await self._decide(caller, request.path_params["id"], decision, choice,
                                message=str(form.get("rule_message", "")),
                                digest=str(form.get("digest", "")))
         except (ConfigError, MissingExtraError) as exc:
@@ -210,7 +221,8 @@ class RuleRoutes:
             raise DecisionError(400, "bad_request", "a decision with a rule is approve or deny")
         author = approver_of(caller)
         rule = await anyio.to_thread.run_sync(partial(rule_of, stored, choice,
-                                                      self._policies(), author=author))
+                                                      self._policies(), author=author,
+                                                      decision=decision))
         after = await decide(self.store, self.audit, caller.client, request_id, decision,
                              message=message[:MAX_MESSAGE], digest=digest,
                              approver=f"{author} (rule {rule.id})",

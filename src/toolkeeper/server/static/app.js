@@ -52,16 +52,29 @@
       .filter(e => e.scrollTop).map(e => [e.dataset.key, e.scrollTop]));
     // What the reader is writing stays, with the caret where it was: a message to the model,
     // arguments being edited, a rule being drafted.
-    const field = f => f.closest("article")?.id + "\u0000" + f.name;
-    const fields = () => inbox.querySelectorAll("article[id] input[name]:not([type=checkbox]):not([type=hidden]), article[id] textarea[name]");
-    const typed = new Map([...fields()].filter(f => f.value !== f.defaultValue).map(f => [field(f), f.value]));
+    const field = f => f.closest("article")?.id + "\u0000" + f.name + "\u0000" + (f.type === "checkbox" ? f.value : "");
+    const fields = () => inbox.querySelectorAll("article[id] input[name]:not([type=hidden]):not(.pick), article[id] textarea[name], article[id] select[name]");
+    const changed = f => f.tagName === "SELECT" ? [...f.options].some(o => o.selected !== o.defaultSelected)
+      : f.type === "checkbox" ? f.checked !== f.defaultChecked : f.value !== f.defaultValue;
+    const typed = new Map([...fields()].filter(changed).map(f => [field(f), f.type === "checkbox" ? f.checked : f.value]));
+    // A rule being drafted keeps its whole fold (its choices, the arguments it lists, its
+    // text): a fresh fold would propose again from the defaults ("allow similar"), and the
+    // person would save a rule they did not choose.
+    const drafts = new Map([...inbox.querySelectorAll("details.rule[data-key]")]
+      .filter(d => { const f = d.querySelector("form.rule-form"); return f && (f.dataset.ready || f.dataset.loading); })
+      .map(d => [d.dataset.key, d]));
     const active = inbox.contains(document.activeElement) && document.activeElement.name
       ? { key: field(document.activeElement), start: document.activeElement.selectionStart,
           end: document.activeElement.selectionEnd } : null;
     inbox.innerHTML = html;  // server-rendered, escaped
+    for (const d of inbox.querySelectorAll("details.rule[data-key]")) {
+      if (drafts.has(d.dataset.key)) d.replaceWith(drafts.get(d.dataset.key));
+    }
     for (const f of fields()) {
       const key = field(f);
-      if (typed.has(key)) f.value = typed.get(key);
+      if (typed.has(key) && !f.closest("details.rule")) {
+        if (f.type === "checkbox") f.checked = typed.get(key); else f.value = typed.get(key);
+      }
       if (active && key === active.key) {
         f.focus();
         if (active.start !== null && active.start !== undefined) f.setSelectionRange(active.start, active.end);

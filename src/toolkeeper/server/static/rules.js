@@ -31,7 +31,20 @@
     fieldset.append(label);
   }
 
+  // The button says what it will do, and posts it: the server refuses a rule whose effect is
+  // not that decision (a forbid rule never approves the call).
+  function button(form) {
+    const save = form.querySelector("button.save-rule");
+    const forbid = form.elements.effect.value === "forbid";
+    save.name = "decision";
+    save.value = forbid ? "deny" : "approve";
+    save.textContent = forbid ? "Deny this call and save the forbid rule"
+                              : "Approve this call and save the allow rule";
+    save.classList.toggle("deny", forbid);
+  }
+
   async function propose(form, first) {
+    button(form);
     const query = params(form);
     const response = await fetch(`${root}/api/approvals/${encodeURIComponent(form.dataset.id)}/proposal?${query}`,
       { credentials: "same-origin", cache: "no-store" });
@@ -64,7 +77,9 @@
 
   function changed(event) {
     const form = event.target.closest && event.target.closest("form.rule-form");
-    if (!form || !form.dataset.ready || event.target.name === "text" || event.target.name === "rule_message") return;
+    if (!form || event.target.name === "text" || event.target.name === "rule_message") return;
+    if (event.target.name === "effect") button(form);
+    if (!form.dataset.ready) return;
     // a text field reports each keystroke as "input" (and its "change" on leaving it would
     // overwrite a rule being edited by hand); a select or a box reports "change"
     if (event.type === "change" && event.target.type === "text") return;
