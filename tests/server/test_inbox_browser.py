@@ -308,3 +308,26 @@ def test_the_keyboard_cursor_stays_on_its_card_when_an_earlier_card_leaves(
     finally:
         stop(proc)
 
+
+def test_approving_the_selected_with_the_keyboard_names_each_refused_card(
+        browser: Any, tmp_path: Path) -> None:
+    proc, url, login = start_page(tmp_path)
+    try:
+        _made(url, ["PT-10", "PT-11"])
+        page = _page(browser, login)
+        _cards(page, 2)
+        ids = _ids(page)
+        page.keyboard.press("x")
+        page.keyboard.press("j")
+        page.keyboard.press("x")
+        _deny_from_the_cli(tmp_path, ids[0])  # decided elsewhere while selected
+        _cards(page, 1)
+        page.keyboard.press("A")
+        _says(page, "Not all decided: 1 of 2 approved")
+        said = page.inner_text("#notice")
+        assert f"{ids[0]}:" in said and ids[1] not in said, said
+        states = _states(tmp_path)
+        assert (states[ids[0]], states[ids[1]]) == ("denied", "approved")
+        _clean(page)
+    finally:
+        stop(proc)

@@ -207,14 +207,21 @@
     post("/api/approvals/" + encodeURIComponent(card.dataset.id) + "/decision",
          { decision: decision, args_digest: digest, message: message });
   }
-  function decideSelected(decision) {
+  async function decideSelected(decision) {
     const chosen = [...picked].map(v => v.split(":"));
     if (!chosen.length) return;
     const message = document.querySelector("#batch input[name=batch_message]")?.value || "";
     picked.clear();
     for (const [id] of chosen) mine.add(id);
-    post("/api/approvals/decisions", { decisions: chosen.map(([id, digest]) =>
+    const said = await post("/api/approvals/decisions", { decisions: chosen.map(([id, digest]) =>
       ({ id: id, decision: decision, args_digest: digest, message: message })) });
+    // each one is decided on its own: name those refused, as the "selected" buttons' page does
+    const refused = (said?.results || []).filter(r => r.error);
+    if (refused.length) {
+      say(`Not all decided: ${chosen.length - refused.length} of ${chosen.length} ` +
+          `${decision === "approve" ? "approved" : "denied"}; refused: ` +
+          refused.map(r => `${r.id}: ${r.message}`).join(" · "));
+    }
   }
   function edit() {
     const card = ready("opened for editing");
