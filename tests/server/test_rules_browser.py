@@ -153,3 +153,47 @@ def test_a_rule_whose_effect_is_not_the_decision_shown_is_refused(
         stop(proc)
 
 
+
+CONFIGURE = '''
+from typing import Any
+
+from toolkeeper import ToolRisk, tool
+
+
+@tool(risk=ToolRisk.HIGH)
+def configure(settings: dict[str, Any]) -> str:
+    """Apply free-form settings."""
+    return f"configured {sorted(settings)}"
+'''
+
+
+def test_allow_similar_on_an_object_argument_takes_it_exactly_as_sent_and_says_so(
+        browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    (tmp_path / "tools.py").write_text(CONFIGURE)
+    proc, url, login = start_page(tmp_path, "--approval-wait", "40",
+                                  tools=str(tmp_path / "tools.py"))
+    operator = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        page = _page(browser, login)
+        call = _Call(url, {"settings": {"log_level": "debug"}}, tool="configure")
+        page.wait_for_selector("article.card", timeout=15000)
+        page.click("details.rule summary")
+        page.select_option("form.rule-form select[name=for]", "24h")
+        area = "form.rule-form textarea[name=text]"
+        proposed = _shows(page, area, "context.digests.settings == ", absent="@once")
+        assert "when {" in proposed, proposed
+        field = page.locator("form.rule-form input[name='arg.settings']")
+        assert field.is_visible() and field.evaluate("f => f.readOnly")
+        assert "exactly as sent" in page.inner_text("form.rule-form .pinned-note")
+        page.click("form.rule-form button.save-rule")
+        assert not call.wait().is_error
+        _Call(url, {"settings": {"allow_remote_root": True}}, tool="configure")
+        deadline, waiting = time.monotonic() + 30, list[Any]()
+        while time.monotonic() < deadline and not waiting:
+            waiting = httpx.get(f"{url}/api/approvals?state=pending", headers=operator,
+                                timeout=10).json()["approvals"]
+            page.wait_for_timeout(100)  # a pace for the poll; the condition decides
+        assert [a["arguments"] for a in waiting] == [{"settings": {"allow_remote_root": True}}]
+        assert page.evaluate("window.__violations") == []
+    finally:
+        stop(proc)

@@ -28,7 +28,15 @@ from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start, _started
 pytestmark = pytest.mark.anyio
 
 TOOLS = '''
+from typing import Any
+
 from toolkeeper import ToolRisk, tool
+
+
+@tool(risk=ToolRisk.HIGH)
+def configure(settings: dict[str, Any], ratio: float = 1.0, label: str = "") -> str:
+    """Apply free-form settings."""
+    return f"configured {sorted(settings)} at {ratio}"
 
 
 @tool(risk=ToolRisk.HIGH)
@@ -160,6 +168,34 @@ async def test_a_rule_made_from_a_decision_runs_the_next_similar_call_and_asks_f
     assert rows[1] == ("ok", f"allowed by {rule['id']}", "policy")
     listed = httpx.get(f"{served}/api/rules", headers=OPERATOR, timeout=10).json()["rules"]
     assert [r["id"] for r in listed] == [rule["id"]]
+
+
+async def test_allow_similar_pins_an_object_or_a_decimal_argument_to_the_value_sent(
+        served: str, tmp_path: Path) -> None:
+    asked = {"settings": {"log_level": "debug"}, "ratio": 0.5, "label": "ops"}
+    answer, decided = await _decided_with(served, "configure", asked,
+                                          {"decision": "approve", "rule": {"for": "24h"}})
+    assert decided.status_code == 200, decided.text
+    cedar = decided.json()["rule"]["cedar"]
+    assert answer.startswith("ok: configured")
+    assert "context.digests.settings == " in cedar and "context.digests has ratio" in cedar
+    assert 'context.args.label == "ops"' in cedar, cedar
+    again = await _call(served, "configure", **asked)  # the same call: the rule decides
+    assert again.startswith("ok: configured"), again
+    for other in ({**asked, "settings": {"allow_remote_root": True, "admin_password": ""}},
+                  {**asked, "ratio": 0.75}):
+        assert (await _until(served, "configure", "pending", **other)).startswith("pending")
+    rows = _audit(tmp_path, "configure")
+    assert [r[0] for r in rows].count("ok") == 2, rows  # nothing else ran
+
+
+async def test_a_rule_given_another_value_for_a_pinned_argument_is_refused(
+        served: str) -> None:
+    _, decided = await _decided_with(
+        served, "configure", {"settings": {"log_level": "debug"}},
+        {"decision": "approve", "rule": {"args": {"settings": {"log_level": "*"}}}})
+    assert decided.status_code == 400, decided.text
+    assert "taken exactly as sent" in decided.json()["message"]
 
 
 async def test_a_rule_for_one_call_decides_the_next_similar_call_only(

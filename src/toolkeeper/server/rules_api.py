@@ -39,9 +39,11 @@ from .deciding import Deciders, approver_of
 from .page import MAX_MESSAGE
 from .requests import caller_of, root_of
 from .rule_making import (
+    PINNED,
     RuleChoice,
     choice_of,
     matching,
+    pinned_args,
     proposal_text,
     rule_json,
     rule_of,
@@ -117,7 +119,7 @@ class RuleRoutes:
             params = request.query_params
             choice = RuleChoice(effect="forbid" if params.get("effect") == "forbid"
                                 else "permit", any_client=params.get("client") == "any",
-                                args=_args(stored, params.multi_items())
+                                args=_args(stored, params.multi_items(), self.policies)
                                 if params.get("args_given") == "1" else None,
                                 duration=params.get("for", "once"))
             text = await anyio.to_thread.run_sync(proposal_text, stored, choice,
@@ -126,7 +128,9 @@ class RuleRoutes:
             return _error(400, "bad_rule", str(exc))
         except DecisionError as exc:
             return _error(exc.status, exc.code, str(exc))
-        return _json({"text": text, "args": shown_args(stored), "tool": stored.request.tool})
+        policies = self._policies()
+        return _json({"text": text, "args": shown_args(stored, policies),
+                      "pinned": pinned_args(stored, policies), "tool": stored.request.tool})
 
     async def list_rules(self, request: Request) -> Response:
         if caller_of(request).client != OPERATOR:
@@ -185,7 +189,8 @@ class RuleRoutes:
             on = {f"arg.{name}" for name in form.getlist("arg_on")}  # the boxes ticked
             choice = RuleChoice(
                 effect=effect, any_client=form.get("client") == "any",
-                args=_args(stored, [(str(k), str(v)) for k, v in form.multi_items() if k in on])
+                args=_args(stored, [(str(k), str(v)) for k, v in form.multi_items() if k in on],
+                           self.policies)
                 if given else None, duration=str(form.get("for", "once")),
                 text=str(form.get("text", "")), reason=str(form.get("reason", ""))[:500])
             await self._decide(caller, request.path_params["id"], decision, choice,
@@ -274,16 +279,21 @@ class RuleRoutes:
         return self._render(request, "message.html", status=status, heading=heading, text=text)
 
 
-def _args(stored: StoredApproval, items: list[tuple[str, str]]) -> dict[str, object]:
+def _args(stored: StoredApproval, items: list[tuple[str, str]], policies: Policies | None
+          ) -> dict[str, object]:
     """The arguments chosen (``arg.NAME=VALUE``): a value keeps the type the request's argument
-    has (a number stays a number)."""
+    has (a number stays a number); one a rule takes exactly as sent stays pinned."""
     chosen: dict[str, object] = {}
+    pinned = set(pinned_args(stored, policies))
     for key, value in items:
         if not key.startswith("arg."):
             continue
         name = key[4:]
         original = stored.request.arguments.get(name)
         chosen[name] = value
+        if name in pinned:  # taken exactly as sent, whatever the field says
+            chosen[name] = PINNED
+            continue
         if original is not None and not isinstance(original, str):
             try:
                 chosen[name] = json.loads(value)

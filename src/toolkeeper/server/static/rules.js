@@ -18,13 +18,16 @@
     return query;
   }
 
-  function argument(fieldset, name, value) {
+  // An argument the rule language cannot test piece by piece (an object, a list, a decimal)
+  // is taken exactly as sent, by its digest: its field cannot be edited, only unticked.
+  function argument(fieldset, name, value, pinned) {
     const label = document.createElement("label");
     const box = document.createElement("input");
     box.type = "checkbox"; box.checked = true; box.value = name; box.name = "arg_on";
     const text = document.createElement("input");
     text.type = "text"; text.name = "arg." + name; text.value = String(value);
     text.dataset.valueOf = name;
+    if (pinned) { text.readOnly = true; label.classList.add("pinned"); }
     const key = document.createElement("code");
     key.textContent = name;
     label.append(box, key, text);
@@ -54,7 +57,16 @@
     area.setCustomValidity("");
     if (first) {
       const fieldset = form.querySelector(".rule-args");
-      for (const [name, value] of Object.entries(body.args || {})) argument(fieldset, name, value);
+      const pinned = new Set(body.pinned || []);
+      for (const [name, value] of Object.entries(body.args || {})) argument(fieldset, name, value, pinned.has(name));
+      if (pinned.size) {
+        const why = document.createElement("p");
+        why.className = "hint pinned-note";
+        why.textContent = `${[...pinned].join(", ")}: an object, a list or a decimal cannot be tested ` +
+          "piece by piece, so the rule takes it exactly as sent (by its SHA-256 digest); a call " +
+          "with any other value still asks. Untick it only to let every value through.";
+        fieldset.append(why);
+      }
       const given = document.createElement("input");
       given.type = "hidden"; given.name = "args_given"; given.value = "1";
       fieldset.append(given);
@@ -62,6 +74,10 @@
     }
     area.value = body.text;
     form.dataset.ready = "1";
+    if (form.dataset.stale) {  // a choice changed while the first proposal was on its way
+      delete form.dataset.stale;
+      propose(form, false);
+    }
   }
 
   document.addEventListener("toggle", event => {
@@ -79,7 +95,7 @@
     const form = event.target.closest && event.target.closest("form.rule-form");
     if (!form || event.target.name === "text" || event.target.name === "rule_message") return;
     if (event.target.name === "effect") button(form);
-    if (!form.dataset.ready) return;
+    if (!form.dataset.ready) { form.dataset.stale = "1"; return; }
     // a text field reports each keystroke as "input" (and its "change" on leaving it would
     // overwrite a rule being edited by hand); a select or a box reports "change"
     if (event.type === "change" && event.target.type === "text") return;
