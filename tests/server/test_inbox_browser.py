@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -228,6 +230,104 @@ def test_a_thousand_waiting_requests_are_shown_a_page_at_a_time_and_filtered(
         page.click("#filters button[type=submit]")
         _cards(page, 0)
         assert "Nothing is waiting that matches" in page.inner_text("#inbox")
+        _clean(page)
+    finally:
+        stop(proc)
+
+
+def _ids(page: Any) -> list[str]:
+    return [str(i) for i in page.eval_on_selector_all(PENDING, "cs => cs.map(c => c.dataset.id)")]
+
+
+def _current(page: Any) -> list[str]:
+    """The ids of the cards marked current (none or one)."""
+    return [str(i) for i in page.eval_on_selector_all(
+        "article.card.current", "cs => cs.map(c => c.dataset.id)")]
+
+
+def _states(tmp_path: Path) -> dict[str, str]:
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        return dict(db.execute("SELECT id, state FROM approvals").fetchall())
+
+
+def _deny_from_the_cli(tmp_path: Path, request_id: str) -> None:
+    subprocess.run([sys.executable, "-m", "toolkeeper.cli", "approvals", "deny", request_id,
+                    "--state-dir", str(tmp_path / "state")], capture_output=True, text=True,
+                   check=True, timeout=60)
+
+
+def _says(page: Any, text: str) -> None:
+    """Wait (bounded) until the page's notice says ``text``; say what it said."""
+    try:
+        page.wait_for_function("t => document.getElementById('notice')?.innerText.includes(t)",
+                               arg=text, timeout=30000)
+    except Exception:
+        pytest.fail(f"the notice said {page.inner_text('#notice')!r}, not {text!r}")
+
+
+def test_the_keyboard_cursor_stays_on_its_card_when_an_earlier_card_leaves(
+        browser: Any, tmp_path: Path) -> None:
+    proc, url, login = start_page(tmp_path)  # --approval-wait 0: each call answers 'pending'
+    try:
+        _made(url, ["PT-00", "PT-01 read", "PT-02 dangerous", "PT-03"])  # oldest first
+        page = _page(browser, login)
+        _cards(page, 4)
+        ids = _ids(page)
+        page.keyboard.press("j")  # onto the card the person reads
+        assert _current(page) == [ids[1]]
+        _deny_from_the_cli(tmp_path, ids[0])  # someone else decides the first card
+        _cards(page, 3)
+        assert _current(page) == [ids[1]]  # the cursor stayed on its card, not its place
+        assert page.get_attribute(f"#card-{ids[1]}", "aria-current") == "true"
+        assert page.evaluate("() => document.activeElement?.dataset?.id") == ids[1]
+        assert page.get_attribute("#inbox", "data-hold") == "1"
+        page.keyboard.press("a")  # at once: the list just moved under the cursor
+        _says(page, "Nothing was approved: the list changed under the cursor")
+        page.wait_for_function("() => !document.getElementById('inbox').dataset.hold",
+                               timeout=30000)
+        assert _states(tmp_path)[ids[1]] == _states(tmp_path)[ids[2]] == "pending"
+        page.keyboard.press("a")  # looked again: the card they read is approved
+        _cards(page, 2)
+        states = _states(tmp_path)
+        assert (states[ids[1]], states[ids[2]]) == ("approved", "pending")
+        assert _current(page) == [ids[2]]  # after a key decides, the next card
+        _deny_from_the_cli(tmp_path, ids[2])  # the current card itself leaves
+        _cards(page, 1)
+        assert _current(page) == []  # nothing is current until the person moves
+        _says(page, "left the list")
+        page.wait_for_function("() => !document.getElementById('inbox').dataset.hold",
+                               timeout=30000)
+        page.keyboard.press("d")
+        _says(page, "Nothing was denied: no card is current")
+        page.keyboard.press("x")
+        _says(page, "Nothing was selected: no card is current")
+        assert _states(tmp_path)[ids[3]] == "pending"
+        page.keyboard.press("j")
+        assert _current(page) == [ids[3]]
+        _clean(page)
+    finally:
+        stop(proc)
+
+
+def test_approving_the_selected_with_the_keyboard_names_each_refused_card(
+        browser: Any, tmp_path: Path) -> None:
+    proc, url, login = start_page(tmp_path)
+    try:
+        _made(url, ["PT-10", "PT-11"])
+        page = _page(browser, login)
+        _cards(page, 2)
+        ids = _ids(page)
+        page.keyboard.press("x")
+        page.keyboard.press("j")
+        page.keyboard.press("x")
+        _deny_from_the_cli(tmp_path, ids[0])  # decided elsewhere while selected
+        _cards(page, 1)
+        page.keyboard.press("A")
+        _says(page, "Not all decided: 1 of 2 approved")
+        said = page.inner_text("#notice")
+        assert f"{ids[0]}:" in said and ids[1] not in said, said
+        states = _states(tmp_path)
+        assert (states[ids[0]], states[ids[1]]) == ("denied", "approved")
         _clean(page)
     finally:
         stop(proc)

@@ -28,7 +28,15 @@ from .test_serve import CLIENT_TOKENS, TOKEN, _client, _start, _started
 pytestmark = pytest.mark.anyio
 
 TOOLS = '''
+from typing import Any
+
 from toolkeeper import ToolRisk, tool
+
+
+@tool(risk=ToolRisk.HIGH)
+def configure(settings: dict[str, Any], ratio: float = 1.0, label: str = "") -> str:
+    """Apply free-form settings."""
+    return f"configured {sorted(settings)} at {ratio}"
 
 
 @tool(risk=ToolRisk.HIGH)
@@ -162,6 +170,34 @@ async def test_a_rule_made_from_a_decision_runs_the_next_similar_call_and_asks_f
     assert [r["id"] for r in listed] == [rule["id"]]
 
 
+async def test_allow_similar_pins_an_object_or_a_decimal_argument_to_the_value_sent(
+        served: str, tmp_path: Path) -> None:
+    asked = {"settings": {"log_level": "debug"}, "ratio": 0.5, "label": "ops"}
+    answer, decided = await _decided_with(served, "configure", asked,
+                                          {"decision": "approve", "rule": {"for": "24h"}})
+    assert decided.status_code == 200, decided.text
+    cedar = decided.json()["rule"]["cedar"]
+    assert answer.startswith("ok: configured")
+    assert "context.digests.settings == " in cedar and "context.digests has ratio" in cedar
+    assert 'context.args.label == "ops"' in cedar, cedar
+    again = await _call(served, "configure", **asked)  # the same call: the rule decides
+    assert again.startswith("ok: configured"), again
+    for other in ({**asked, "settings": {"allow_remote_root": True, "admin_password": ""}},
+                  {**asked, "ratio": 0.75}):
+        assert (await _until(served, "configure", "pending", **other)).startswith("pending")
+    rows = _audit(tmp_path, "configure")
+    assert [r[0] for r in rows].count("ok") == 2, rows  # nothing else ran
+
+
+async def test_a_rule_given_another_value_for_a_pinned_argument_is_refused(
+        served: str) -> None:
+    _, decided = await _decided_with(
+        served, "configure", {"settings": {"log_level": "debug"}},
+        {"decision": "approve", "rule": {"args": {"settings": {"log_level": "*"}}}})
+    assert decided.status_code == 400, decided.text
+    assert "taken exactly as sent" in decided.json()["message"]
+
+
 async def test_a_rule_for_one_call_decides_the_next_similar_call_only(
         served: str, tmp_path: Path) -> None:
     _, decided = await _decided_with(
@@ -197,6 +233,9 @@ async def test_an_expired_rule_stops_deciding(served: str) -> None:
               'Tool::"read_report") when { context.code_mode };'}, "context.code_mode"),
     ({"text": 'permit (principal, action in Action::"call_tool", resource);'},
      "this request's tool"),
+    ({"text": 'forbid (principal, action == Action::"read_report", resource == '
+              'Tool::"read_report");'}, "a forbid rule never approves a call"),
+    ({"effect": "forbid"}, "the rule is a forbid rule but the decision is approve"),
     ({"args": {"folder": "x"}}, "no argument 'folder'"),
     ({"for": "forever"}, "rule duration 'forever'"),
 ])

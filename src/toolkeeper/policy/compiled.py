@@ -21,9 +21,11 @@ from .schema import (
     CedarType,
     cedar_args,
     client_entity,
+    digests_of,
     offer_entity,
     request_context,
     tool_entity,
+    value_digest,
 )
 from .source import Written
 
@@ -47,6 +49,9 @@ class Verdict:
 class _ToolSet:
     policies: object  # cedarpy.PolicySet
     written: Mapping[str, Written]
+    digests: bool = False
+    """Some policy reads the arguments' digests (only then are they computed: a large
+    argument costs its hashing)."""
 
 
 @dataclass(kw_only=True)
@@ -117,9 +122,12 @@ class CompiledSet:
         import cedarpy
 
         kind = self.args.get(name, {"type": "Record", "attributes": {}})
+        digests = chosen.digests
         context = request_context(cedar_args(arguments, kind) or {},
                                   code_mode=code_mode, protocol=protocol, era=era,
-                                  workspace=workspace)
+                                  workspace=workspace,
+                                  digests=digests_of(arguments) if digests else None,
+                                  args_digest=value_digest(arguments) if digests else "")
         request = {"principal": {"type": "Client", "id": caller.client},
                    "action": {"type": "Action", "id": name},
                    "resource": {"type": "Tool", "id": name}, "context": context}
@@ -173,7 +181,8 @@ def _tool_set(chosen: dict[str, Written]) -> _ToolSet | None:
 
     document = {"staticPolicies": {k: p.est for k, p in chosen.items()},
                 "templates": {}, "templateLinks": []}
-    return _ToolSet(cedarpy.PolicySet.from_json_str(json.dumps(document)), chosen)
+    return _ToolSet(cedarpy.PolicySet.from_json_str(json.dumps(document)), chosen,
+                    digests=any("digest" in json.dumps(p.est) for p in chosen.values()))
 
 
 def _verdict(answer: object, written: Mapping[str, Written]) -> Verdict:

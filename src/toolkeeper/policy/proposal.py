@@ -4,10 +4,14 @@ person saw.
 
 A proposal names this tool (``resource == Tool::"TOOL"``), this client or any client, and the
 arguments that matter: a string with ``*`` is a pattern (``context.args.path like
-"reports/*"``), any other value must be equal. The person may edit the text before it is saved;
-what is saved must still name the request's tool as its resource, an action that calls it
-(``Action::"TOOL"`` or ``Action::"call_tool"``), this client or any client as its principal, and
-in its conditions only ``context.args`` of arguments the card showed. Anything else — another
+"reports/*"``), any other value must be equal. A value the rule language cannot test as sent
+(an object, a list, a decimal, a number past 64 bits, null) is ``Pinned``: the rule takes it
+exactly as sent, by its digest (``context.digests.settings == "…"``), never leaves it out; an
+argument with a name Cedar cannot spell pins the whole call (``context.args_digest``). The
+person may edit the text before it is saved; what is saved must still name the request's tool
+as its resource, an action that calls it (``Action::"TOOL"`` or ``Action::"call_tool"``), this
+client or any client as its principal, and in its conditions only ``context.args`` of
+arguments the card showed, ``context.digests`` and ``context.args_digest``. Anything else — another
 tool, another action (``decide``), another client, the caller's or the tool's attributes, the
 time — is refused with a message saying what to take out.
 """
@@ -25,7 +29,8 @@ from ..errors import ConfigError
 from .schema import CALL_TOOL
 from .source import parse_text
 
-__all__ = ["DURATIONS", "Proposal", "expiry_of", "narrow", "propose"]
+__all__ = ["DURATIONS", "Pinned", "Proposal", "expiry_of", "narrow", "plain_name", "propose",
+           "testable"]
 
 DURATIONS: Mapping[str, float | None] = {"once": None, "1h": 3600.0, "8h": 8 * 3600.0,
                                          "24h": 24 * 3600.0, "revoked": None}
@@ -33,6 +38,30 @@ DURATIONS: Mapping[str, float | None] = {"once": None, "1h": 3600.0, "8h": 8 * 3
 revoked."""
 _SHORT = re.compile(r"^(\d+(?:\.\d+)?)s$")
 _ANNOTATIONS = frozenset({"reason", "once", "ask", "id"})
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LONG = 2**63
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """An argument a rule takes exactly as sent: the ``value_digest`` of its value."""
+
+    digest: str
+
+
+def plain_name(name: str) -> bool:
+    """Whether a rule can name the argument ``name`` (``context.args.NAME``)."""
+    return _NAME.fullmatch(name) is not None
+
+
+def testable(value: object) -> bool:
+    """Whether a rule can test ``value`` as the card shows it: a string, true/false, or a
+    whole number Cedar holds (64 bits)."""
+    if isinstance(value, bool | str):
+        return True
+    return isinstance(value, int) and -_LONG <= value < _LONG
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +76,8 @@ class Proposal:
         optional: The argument names the tool does not require (tested with ``has`` first).
         once: Decide one call, then be spent (``@once``).
         reason: Shown when the rule decides.
+        call_digest: The whole call's digest, when an argument's name cannot be spelled in a
+            rule (the rule then takes the call exactly as sent).
     """
 
     effect: Literal["permit", "forbid"]
@@ -56,6 +87,7 @@ class Proposal:
     optional: Collection[str] = ()
     once: bool = False
     reason: str = ""
+    call_digest: str = ""
 
 
 def propose(proposal: Proposal) -> str:
@@ -71,22 +103,28 @@ def propose(proposal: Proposal) -> str:
             f"resource == Tool::{json.dumps(proposal.tool)})")
     tests = [_test(name, value, name in proposal.optional)
              for name, value in sorted((proposal.args or {}).items())]
+    if proposal.call_digest:
+        tests.append(f"context.args_digest == {json.dumps(proposal.call_digest)}")
     body = f"\nwhen {{ {' && '.join(tests)} }}" if tests else ""
     return "\n".join([*notes, head]) + body + ";"
 
 
 def _test(name: str, value: object, optional: bool) -> str:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+    if not plain_name(name):
         raise ConfigError(f"argument {name!r} cannot be named in a rule (not a plain name)")
-    path = f"context.args.{name}"
-    if isinstance(value, str) and "*" in value:
+    record = "digests" if isinstance(value, Pinned) else "args"
+    path = f"context.{record}.{name}"
+    if isinstance(value, Pinned):
+        test = f"{path} == {json.dumps(value.digest)}"
+    elif isinstance(value, str) and "*" in value:
         test = f'{path} like "{_pattern(value)}"'
-    elif isinstance(value, bool | int | str):
+    elif testable(value):
         test = f"{path} == {json.dumps(value)}"
     else:
         raise ConfigError(f"argument {name!r}: a rule tests a string, a pattern, a whole "
-                          "number or true/false; leave this argument out of the rule")
-    return f"context.args has {name} && {test}" if optional else test
+                          "number or true/false, or takes a value exactly as sent (by its "
+                          "digest); leave this argument out of the rule")
+    return f"context.{record} has {name} && {test}" if optional else test
 
 
 def _pattern(value: str) -> str:
@@ -197,6 +235,8 @@ def _reads(access: Mapping[str, object], shown: Collection[str]) -> None:
         _within(node, shown)  # refuses a variable; an expression's own parts are checked
         raise ConfigError("the rule's condition reads an attribute of something other than "
                           "context.args; test only the arguments the card showed")
+    if path == ["args_digest"] or (len(path) == 2 and path[0] == "digests"):
+        return  # a digest pins a value exactly as sent: never wider than the request
     if len(path) < 2 or path[0] != "args" or path[1] not in shown:
         named = ".".join(["context", *path])
         raise ConfigError(f"the rule's condition reads {named}: a rule from a decision may "

@@ -5,7 +5,9 @@ proved itself, its OAuth subject and scopes, whether it is a code-mode run). Act
 tool, named as the tool, each a member of ``Action::"call_tool"``; ``read_resource``,
 ``get_prompt`` and ``decide``. Resource: ``Tool::"NAME"`` with its attributes (a read's
 ``Resource::"URI"``, a prompt's ``Prompt::"NAME"``). Context: ``args`` typed from the tool's
-input schema, ``code_mode``, the time (``now``, ``hour``, ``weekday``, UTC), the MCP revision
+input schema, ``digests`` (each argument sent, by name, as the SHA-256 of its canonical JSON — what
+a rule tests of a value Cedar cannot hold as sent: an object, a list, a decimal), ``args_digest``
+(the same of the whole call), ``code_mode``, the time (``now``, ``hour``, ``weekday``, UTC), the MCP revision
 the request speaks (``protocol``) and its ``era`` (``handshake``, ``per-request``; empty outside
 MCP) and the ``workspace``.
 
@@ -24,6 +26,8 @@ such an argument fails validation, so it never silently reads nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Iterable, Mapping
 from typing import Final
@@ -34,8 +38,9 @@ from ..core.spec import ToolLike
 from ..errors import ConfigError
 
 __all__ = ["ACTIONS", "CALL_TOOL", "DECIDE", "CedarType", "args_type", "cedar_args",
-           "cedar_schema", "client_entity", "decide_args_type", "decide_context",
-           "offer_entity", "operator_entity", "request_context", "tool_entity"]
+           "cedar_schema", "client_entity", "decide_args_type", "decide_context", "digests_of",
+           "digests_type", "offer_entity", "operator_entity", "request_context", "tool_entity",
+           "value_digest"]
 
 CALL_TOOL: Final = "call_tool"
 DECIDE: Final = "decide"
@@ -130,10 +135,36 @@ def args_type(tool: ToolLike) -> CedarType:
     return typed if typed is not None else _record({})
 
 
-def _context_type(args: CedarType) -> CedarType:
-    return _record({"args": args, "code_mode": _BOOL, "now": _LONG_T, "hour": _LONG_T,
-                    "weekday": _LONG_T, "protocol": _STRING, "era": _STRING,
-                    "workspace": _STRING})
+def digests_type(tool: ToolLike) -> CedarType:
+    """The record of a call's ``context.digests``: one string per argument of ``tool``'s input
+    schema, whatever its type (required when the argument is)."""
+    schema = tool.get_schema("mcp")
+    params = schema.get("inputSchema", schema.get("parameters"))
+    properties = params.get("properties") if isinstance(params, dict) else None
+    required = params.get("required") if isinstance(params, dict) else None
+    needed = set(required) if isinstance(required, list) else set()
+    return _record({name: _STRING if name in needed else {**_STRING, "required": False}
+                    for name in (properties if isinstance(properties, dict) else {})})
+
+
+def value_digest(value: object) -> str:
+    """The SHA-256 (hex) of ``value``'s canonical JSON (sorted keys, no spaces): how a rule
+    pins an argument it cannot test as sent."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def digests_of(arguments: object) -> dict[str, str]:
+    """``context.digests`` of a call: each argument's ``value_digest``."""
+    items = arguments.items() if isinstance(arguments, Mapping) else ()
+    return {str(name): value_digest(value) for name, value in items}
+
+
+def _context_type(args: CedarType, digests: CedarType | None = None) -> CedarType:
+    return _record({"args": args, "digests": digests or _record({}), "args_digest": _STRING,
+                    "code_mode": _BOOL, "now": _LONG_T, "hour": _LONG_T, "weekday": _LONG_T,
+                    "protocol": _STRING, "era": _STRING, "workspace": _STRING})
 
 
 def decide_args_type(tools: Iterable[ToolLike]) -> CedarType:
@@ -176,7 +207,8 @@ def cedar_schema(tools: Iterable[ToolLike]) -> dict[str, object]:
         if name in ACTIONS:
             raise ConfigError(f"a tool named {name!r} cannot be governed by Cedar policies: the "
                               f"action of that name is reserved ({', '.join(ACTIONS)}); rename it")
-        applies_to: dict[str, object] = {**applies, "context": _context_type(args_type(tool))}
+        applies_to: dict[str, object] = {**applies, "context": _context_type(
+            args_type(tool), digests_type(tool))}
         actions[name] = {"memberOf": [{"id": CALL_TOOL}], "appliesTo": applies_to}
     return {"": {"entityTypes": {
         "Client": {"shape": CLIENT_SHAPE}, "Operator": {"shape": OPERATOR_SHAPE},
@@ -255,11 +287,15 @@ def tool_entity(tool: ToolLike) -> dict[str, object]:
 
 
 def request_context(args: object, *, code_mode: bool, protocol: str = "", era: str = "",
-                    workspace: str = "", now: float | None = None) -> dict[str, object]:
-    """The context of one call (``args`` already converted by ``cedar_args``)."""
+                    workspace: str = "", now: float | None = None,
+                    digests: Mapping[str, str] | None = None, args_digest: str = ""
+                    ) -> dict[str, object]:
+    """The context of one call (``args`` already converted by ``cedar_args``; ``digests`` and
+    ``args_digest`` as ``digests_of`` and ``value_digest`` make them)."""
     stamp = time.time() if now is None else now
     moment = time.gmtime(stamp)
-    return {"args": args, "code_mode": code_mode, "now": int(stamp), "hour": moment.tm_hour,
+    return {"args": args, "digests": dict(digests or {}), "args_digest": args_digest,
+            "code_mode": code_mode, "now": int(stamp), "hour": moment.tm_hour,
             "weekday": moment.tm_wday, "protocol": protocol, "era": era,
             "workspace": workspace}
 

@@ -19,13 +19,14 @@ from ..approval.store import StoredApproval
 from ..core.spec import ToolLike
 from ..errors import ConfigError
 from ..policy.engine import Policies
-from ..policy.proposal import Proposal, expiry_of, narrow, propose
-from ..policy.schema import args_type
+from ..policy.proposal import Pinned, Proposal, expiry_of, narrow, plain_name, propose, testable
+from ..policy.schema import args_type, digests_type, value_digest
 from ..policy.source import parse_text
 from ..policy.store import PolicyRule
 from .views import client_of
 
-__all__ = ["RuleChoice", "choice_of", "proposal_text", "rule_json", "rule_of", "shown_args"]
+__all__ = ["PINNED", "RuleChoice", "choice_of", "matching", "pinned_args", "proposal_text",
+           "rule_args", "rule_json", "rule_of", "shown_args"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,43 +65,88 @@ def choice_of(body: object, *, approve: bool) -> RuleChoice:
                       reason=str(body.get("reason") or "")[:500])
 
 
-def shown_args(stored: StoredApproval) -> dict[str, object]:
-    """The arguments a rule can test, as the card showed them (strings, whole numbers,
-    true/false)."""
-    return {name: value for name, value in stored.request.arguments.items()
-            if isinstance(value, bool | int | str) and name.isidentifier()}
+PINNED = "exactly as sent"
+"""What the page's field says of an argument a rule takes by its digest."""
+
+
+def shown_args(stored: StoredApproval, policies: Policies | None = None
+               ) -> dict[str, object]:
+    """The arguments a rule names, for the page: a value it tests as the card showed it
+    (strings, whole numbers, true/false), else ``PINNED`` (see ``pinned_args``)."""
+    pinned = pinned_args(stored, policies)
+    return {name: PINNED if name in pinned else value
+            for name, value in stored.request.arguments.items() if plain_name(name)}
+
+
+def pinned_args(stored: StoredApproval, policies: Policies | None = None) -> list[str]:
+    """The arguments a rule takes exactly as sent, by their digest: objects, lists, decimals,
+    numbers past 64 bits, null, and any argument the tool's schema gives a type Cedar cannot
+    hold (with ``policies``, whose catalog has the tool) — the rule language cannot test them
+    piece by piece, and a rule that left them out would allow every value."""
+    request = stored.request
+    tool = policies.catalog.get(request.tool) if policies is not None else None
+    attributes = args_type(tool).get("attributes") if tool is not None else None
+    typed = set(attributes) if isinstance(attributes, dict) else None
+    return sorted(name for name, value in request.arguments.items() if plain_name(name)
+                  and (not testable(value) or (typed is not None and name not in typed)))
+
+
+def rule_args(stored: StoredApproval, given: Mapping[str, object] | None,
+              policies: Policies | None = None) -> dict[str, object]:
+    """The arguments the rule tests: ``given`` (every one the rule can name when ``None``),
+    each argument the rule cannot test as sent pinned to its value.
+
+    Raises:
+        ConfigError: a name the request does not have, or a value other than the one sent
+            for an argument that is pinned.
+    """
+    sent = stored.request.arguments
+    chosen = {n: v for n, v in sent.items() if plain_name(n)} if given is None else dict(given)
+    unknown = sorted(set(chosen) - set(sent))
+    if unknown:
+        raise ConfigError(f"the request has no argument {unknown[0]!r}; a rule tests the "
+                          "arguments the card shows: " + ", ".join(sorted(sent)))
+    for name in set(chosen) & set(pinned_args(stored, policies)):
+        if not isinstance(chosen[name], Pinned) and chosen[name] not in (sent[name], PINNED):
+            raise ConfigError(f"argument {name!r} is taken exactly as sent (the rule language "
+                              "cannot test it piece by piece): give it as sent, or leave it "
+                              "out of the rule")
+        chosen[name] = Pinned(value_digest(sent[name]))
+    return chosen
 
 
 def proposal_text(stored: StoredApproval, choice: RuleChoice, policies: Policies) -> str:
-    """The Cedar text the card proposes for ``choice``."""
+    """The Cedar text the card proposes for ``choice``: an argument it cannot test as sent
+    is pinned by its digest, and an argument whose name a rule cannot spell pins the whole
+    call — never a rule that leaves an argument out without the person choosing so."""
     request = stored.request
-    args = shown_args(stored) if choice.args is None else dict(choice.args)
-    unknown = sorted(set(args) - set(request.arguments))
-    if unknown:
-        raise ConfigError(f"the request has no argument {unknown[0]!r}; a rule tests the "
-                          "arguments the card shows: " + ", ".join(sorted(request.arguments)))
+    args = rule_args(stored, choice.args, policies)
     tool = policies.catalog.get(request.tool)
     required = set(_required(tool)) if tool is not None else set()
     _, once = expiry_of(choice.duration)
+    odd = any(not plain_name(name) for name in request.arguments)
     return propose(Proposal(
         effect=choice.effect, tool=request.tool,
         client="" if choice.any_client else client_of(request.session_id), args=args,
-        optional=set(args) - required, once=once, reason=choice.reason))
+        optional=set(args) - required, once=once, reason=choice.reason,
+        call_digest=value_digest(request.arguments) if odd else ""))
 
 
 def _required(tool: ToolLike) -> list[str]:
-    attributes = args_type(tool).get("attributes")
+    attributes = digests_type(tool).get("attributes")
     return [name for name, kind in (attributes.items() if isinstance(attributes, dict) else ())
             if isinstance(kind, dict) and kind.get("required", True)]
 
 
 def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
-            author: str) -> PolicyRule:
-    """The stored rule for ``choice`` on ``stored`` (checked, not yet saved).
+            author: str, decision: str | None = None) -> PolicyRule:
+    """The stored rule for ``choice`` on ``stored`` (checked, not yet saved); with
+    ``decision`` (``approve`` / ``deny``), one whose effect goes with it: a permit rule
+    approves this call and a forbid rule denies it, never the other way round.
 
     Raises:
-        ConfigError: it is wider than the request, does not parse, or does not check against
-            the catalog (the message says what to change).
+        ConfigError: it is wider than the request, does not parse, does not check against
+            the catalog, or its effect is not the decision's (the message says what to change).
     """
     request = stored.request
     expires, once = expiry_of(choice.duration)
@@ -110,6 +156,8 @@ def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
     text = narrow(text, tool=request.tool, client=client_of(request.session_id),
                   shown=set(request.arguments))
     said = parse_text(text, "the rule", stored=True)[0].matched
+    if decision is not None:
+        matching(said.effect, decision)
     verb = "allowed" if said.effect == "permit" else "forbidden"
     rule = PolicyRule(id=PolicyRule.new_id(), cedar=text, author=author,
                       reason=said.reason or choice.reason
@@ -117,6 +165,24 @@ def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
                       created=time.time(), expires=expires)
     policies.check_with(rule)
     return rule
+
+
+def matching(effect: str, decision: str) -> None:
+    """Refuse a rule whose effect is not the decision's (``permit`` with ``approve``,
+    ``forbid`` with ``deny``).
+
+    Raises:
+        ConfigError: they differ; the message names both and what to change.
+    """
+    wanted = {"approve": "permit", "deny": "forbid"}.get(decision)
+    if effect == wanted:
+        return
+    goes = "approve" if effect == "permit" else "deny"
+    raise ConfigError(
+        f"the rule is a {effect} rule but the decision is {decision or 'neither'}: a {effect} "
+        f"rule goes with {goes} only (a forbid rule never approves a call, a permit rule never "
+        "denies one). Nothing was decided and no rule was saved; choose the rule again "
+        "(allow similar and approve, or forbid similar and deny) and check its text")
 
 
 def rule_json(rule: PolicyRule) -> dict[str, object]:

@@ -38,7 +38,17 @@ from .decide import DecisionError, decide
 from .deciding import Deciders, approver_of
 from .page import MAX_MESSAGE
 from .requests import caller_of, root_of
-from .rule_making import RuleChoice, choice_of, proposal_text, rule_json, rule_of, shown_args
+from .rule_making import (
+    PINNED,
+    RuleChoice,
+    choice_of,
+    matching,
+    pinned_args,
+    proposal_text,
+    rule_json,
+    rule_of,
+    shown_args,
+)
 from .views import approval_json
 
 if TYPE_CHECKING:
@@ -109,7 +119,7 @@ class RuleRoutes:
             params = request.query_params
             choice = RuleChoice(effect="forbid" if params.get("effect") == "forbid"
                                 else "permit", any_client=params.get("client") == "any",
-                                args=_args(stored, params.multi_items())
+                                args=_args(stored, params.multi_items(), self.policies)
                                 if params.get("args_given") == "1" else None,
                                 duration=params.get("for", "once"))
             text = await anyio.to_thread.run_sync(proposal_text, stored, choice,
@@ -118,7 +128,9 @@ class RuleRoutes:
             return _error(400, "bad_rule", str(exc))
         except DecisionError as exc:
             return _error(exc.status, exc.code, str(exc))
-        return _json({"text": text, "args": shown_args(stored), "tool": stored.request.tool})
+        policies = self._policies()
+        return _json({"text": text, "args": shown_args(stored, policies),
+                      "pinned": pinned_args(stored, policies), "tool": stored.request.tool})
 
     async def list_rules(self, request: Request) -> Response:
         if caller_of(request).client != OPERATOR:
@@ -167,17 +179,21 @@ class RuleRoutes:
                                  "elsewhere (CSRF check), or you are not the operator.")
         effect: Literal["permit", "forbid"] = ("forbid" if form.get("effect") == "forbid"
                                                 else "permit")
+        decision = "approve" if effect == "permit" else "deny"
         try:
+            shown = str(form.get("decision") or decision)  # what the page's button said
+            if shown != decision:
+                matching(effect, shown)
             stored = await self._decidable(caller, request.path_params["id"])
             given = form.get("args_given") == "1"
             on = {f"arg.{name}" for name in form.getlist("arg_on")}  # the boxes ticked
             choice = RuleChoice(
                 effect=effect, any_client=form.get("client") == "any",
-                args=_args(stored, [(str(k), str(v)) for k, v in form.multi_items() if k in on])
+                args=_args(stored, [(str(k), str(v)) for k, v in form.multi_items() if k in on],
+                           self.policies)
                 if given else None, duration=str(form.get("for", "once")),
                 text=str(form.get("text", "")), reason=str(form.get("reason", ""))[:500])
-            await self._decide(caller, request.path_params["id"],
-                               "approve" if effect == "permit" else "deny", choice,
+            await self._decide(caller, request.path_params["id"], decision, choice,
                                message=str(form.get("rule_message", "")),
                                digest=str(form.get("digest", "")))
         except (ConfigError, MissingExtraError) as exc:
@@ -210,7 +226,8 @@ class RuleRoutes:
             raise DecisionError(400, "bad_request", "a decision with a rule is approve or deny")
         author = approver_of(caller)
         rule = await anyio.to_thread.run_sync(partial(rule_of, stored, choice,
-                                                      self._policies(), author=author))
+                                                      self._policies(), author=author,
+                                                      decision=decision))
         after = await decide(self.store, self.audit, caller.client, request_id, decision,
                              message=message[:MAX_MESSAGE], digest=digest,
                              approver=f"{author} (rule {rule.id})",
@@ -262,16 +279,21 @@ class RuleRoutes:
         return self._render(request, "message.html", status=status, heading=heading, text=text)
 
 
-def _args(stored: StoredApproval, items: list[tuple[str, str]]) -> dict[str, object]:
+def _args(stored: StoredApproval, items: list[tuple[str, str]], policies: Policies | None
+          ) -> dict[str, object]:
     """The arguments chosen (``arg.NAME=VALUE``): a value keeps the type the request's argument
-    has (a number stays a number)."""
+    has (a number stays a number); one a rule takes exactly as sent stays pinned."""
     chosen: dict[str, object] = {}
+    pinned = set(pinned_args(stored, policies))
     for key, value in items:
         if not key.startswith("arg."):
             continue
         name = key[4:]
         original = stored.request.arguments.get(name)
         chosen[name] = value
+        if name in pinned:  # taken exactly as sent, whatever the field says
+            chosen[name] = PINNED
+            continue
         if original is not None and not isinstance(original, str):
             try:
                 chosen[name] = json.loads(value)
