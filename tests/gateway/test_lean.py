@@ -19,6 +19,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,8 @@ CAP = 20_000
 """``max_result_bytes`` of the upstream in these tests."""
 EXTRA = [{"name": "oops", "description": "A tool the upstream lists but does not have."},
          {"name": "refuse", "description": "Answers a JSON-RPC error."},
-         {"name": "big", "description": "Answers size bytes."}]
+         {"name": "big", "description": "Answers size bytes."},
+         {"name": "fail", "description": "Answers JSON-RPC's generic server error."}]
 _RUN = "runpy.run_module('toolkeeper.cli', run_name='__main__', alter_sys=True)\n"
 COUNTED = ("import os, runpy\n"
            "from toolkeeper.gateway import lean\n"
@@ -192,6 +194,31 @@ def test_after_an_answer_over_the_cap_the_upstream_is_reached_again(
         _reached(url)
 
 
+def test_an_upstreams_generic_error_answers_its_call_and_leaves_the_others_running(
+        both: tuple[str, str, Path, Path]) -> None:
+    """An upstream's answer ``-32000`` (JSON-RPC's generic server error; the SDK also uses
+    that code when it finds a connection closed) was taken for a broken connection: the
+    connection was dropped, and every other call on it, another client's too, failed."""
+    lean_url, sdk_url, _, up_dir = both
+    for url in (lean_url, sdk_url):
+        _reached(url)
+        slow: list[tuple[int, list[tuple[str, str]], bytes]] = []
+        sleeper = threading.Thread(target=lambda into=slow, at=url: into.append(_post(
+            at, _call("up-sleep", {"seconds": 3}), {})))
+        log = up_dir / "calls"
+        started = log.read_text().count('"sleep"') if log.exists() else 0
+        sleeper.start()
+        deadline = time.monotonic() + 30
+        while (log.read_text().count('"sleep"') if log.exists() else 0) == started:
+            assert time.monotonic() < deadline, "the sleep call did not reach the upstream"
+            time.sleep(0.02)
+        failed = _post(url, _call("up-fail", {}), {})
+        sleeper.join(60)
+        assert b"generic server error" in failed[2] and b"refused the request" in failed[2], \
+            failed
+        assert slow and b'"text":"slept"' in slow[0][2], slow
+
+
 def _reached(url: str) -> None:
     """Call ``up-echo`` until it is answered (the test fails after 30 s)."""
     deadline = time.monotonic() + 30
@@ -217,8 +244,8 @@ def _slept(up_dir: Path) -> int:
 
 def _audited(where: Path) -> list[tuple[str, str | None]]:
     with sqlite3.connect(where / "state" / "toolkeeper.db") as db:
-        return db.execute("SELECT status, error_code FROM audit WHERE tool = 'up-sleep'"
-                          ).fetchall()
+        return db.execute("SELECT status, error_code FROM audit WHERE tool = 'up-sleep' AND "
+                          "json_extract(arguments, '$.seconds') = 30").fetchall()
 
 
 @pytest.mark.anyio

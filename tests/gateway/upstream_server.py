@@ -191,6 +191,10 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams
         from mcp.shared.exceptions import MCPError
 
         raise MCPError(code=-32001, message="the upstream refuses this call")
+    if params.name == "fail":  # JSON-RPC's generic server error, the code the SDK also uses
+        from mcp.shared.exceptions import MCPError  # for a connection it found closed
+
+        raise MCPError(code=-32000, message="generic server error")
     if params.name == "sleep":
         try:
             await anyio.sleep(float(arguments["seconds"]))

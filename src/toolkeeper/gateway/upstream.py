@@ -377,11 +377,23 @@ class Upstream:
         if isinstance(exc, TimeoutError):
             raise UpstreamError(f"MCP server '{self.name}' did not answer within "
                                 f"{self.config.call_timeout_s:g} s") from exc
-        if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+        if isinstance(exc, MCPError) and not (exc.code == CONNECTION_CLOSED
+                                               and _found_closed(exc.error.message)):
             raise UpstreamError(f"MCP server '{self.name}' refused the request: {reason}") from exc
         self.drop(reason)
         raise UpstreamError(f"MCP server '{self.name}' connection failed ({reason}); it is "
                             "reconnected on the next call") from exc
+
+
+CLOSED_MESSAGES = ("Connection closed", "SSE stream ", "the upstream's answer did not carry")
+"""How the SDK's client (and the lean path) begin the errors they make up when a connection
+turned out closed or broken, all with the code ``CONNECTION_CLOSED`` (-32000). An upstream's
+own answer with that code, JSON-RPC's generic server error, answers its call alone: dropping
+the connection for it would fail every other call on it, another client's too."""
+
+
+def _found_closed(message: str) -> bool:
+    return message.startswith(CLOSED_MESSAGES)
 
 
 def _handshake_refused(exc: BaseException) -> bool:
