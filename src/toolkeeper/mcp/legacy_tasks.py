@@ -33,7 +33,8 @@ from .legacy_rules import listed, tasks_client
 from .offer_handlers import client_of
 from .task_status import StatusNotices, legacy_task
 from .task_store import TaskRecord
-from .tasks import ASKED, POLL_MS, TTL_MS, Asked, Tasks, envelope
+from .task_wire import ASKED, POLL_MS, TTL_MS, Asked, envelope
+from .tasks import Tasks
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, NO_WAY_BACK
 
 __all__ = ["CAPABILITY", "LEGACY", "LegacyTasks"]

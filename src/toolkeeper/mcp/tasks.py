@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import anyio
@@ -28,10 +27,8 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from pydantic import Field
 
 from ..approval.models import ApprovalDecision, duration
-from ..approval.sqlite import Database
 from ..core.call import ToolCall
 from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
@@ -45,18 +42,26 @@ from .legacy_rules import may_wait, offered, refusal, tasks_client
 from .offer_handlers import client_of
 from .page_link import waiting_call
 from .task_store import TaskRecord, TaskStore
+from .task_wire import (
+    ASKED,
+    EXTENSION,
+    POLL_MS,
+    TTL_MS,
+    Asked,
+    TaskParams,
+    UpdateParams,
+    as_asked,
+    declared,
+    detailed,
+    dumped,
+    envelope,
+    store_of,
+    task_support,
+)
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx, modern
 
-__all__ = ["EXTENSION", "POLL_MS", "TTL_MS", "TaskFace", "TaskParams", "Tasks", "UpdateParams",
-           "declared", "store_of", "task_support"]
-
-EXTENSION = "io.modelcontextprotocol/tasks"
-TTL_MS = 3_600_000
-"""How long a task (and its result) is kept after it was made: an hour."""
-POLL_MS = 500
-"""How often a client is told to poll ``tasks/get``, and how often the replica running a
-task reads the store for a cancel or answers made on another replica."""
-_CAPS = "io.modelcontextprotocol/clientCapabilities"
+__all__ = ["ASKED", "EXTENSION", "POLL_MS", "TTL_MS", "Asked", "TaskFace", "TaskParams", "Tasks",
+           "UpdateParams", "declared", "envelope", "store_of", "task_support"]
 
 Outcome = InvocationResult | str | None
 
@@ -90,83 +95,6 @@ class TaskFace(Protocol):
     def exported(self) -> Exported: ...
 
 
-class TaskParams(types.RequestParams):
-    task_id: str
-
-
-class UpdateParams(TaskParams):
-    input_responses: dict[str, Any] = Field(default_factory=dict)
-
-
-@dataclass
-class Asked:
-    """A 2025-11-25 ``tools/call`` that asked to run as a task (``params.task``): the TTL
-    it asked for, and the task it became (its answer is then the task, ``legacy_tasks.py``)."""
-
-    ttl_ms: int
-    task: dict[str, Any] | None = None
-
-
-ASKED: ContextVar[Asked | None] = ContextVar("toolkeeper_asked_task", default=None)
-"""Set around a 2025-11-25 task-augmented ``tools/call`` by ``legacy_tasks.LegacyTasks``."""
-
-
-def declared(ctx: Ctx) -> bool:
-    """Whether the client of ``ctx`` declared the tasks extension: on this request (its
-    ``_meta``, 2026-07-28) or at its handshake."""
-    caps = (ctx.meta or {}).get(_CAPS) if isinstance(ctx.meta, dict) else None
-    if isinstance(caps, dict) and isinstance(caps.get("extensions"), dict):
-        return EXTENSION in caps["extensions"]
-    session = getattr(ctx, "session", None)
-    found = getattr(session, "client_capabilities", None)
-    extensions = getattr(found, "extensions", None) or {}
-    return EXTENSION in extensions
-
-
-def task_support(catalog: CatalogBase, name: str) -> tuple[str, str]:
-    """Whether the tool ``name`` runs as a task (``forbidden``, ``optional``,
-    ``required``), and when it becomes one (``call``, ``tool``)."""
-    metadata = getattr(catalog.get(name), "metadata", None)
-    if metadata is None:
-        return "forbidden", "call"
-    return metadata.task_support, metadata.task_start
-
-
-def store_of(invoker: ToolInvoker) -> Database | str:
-    """Where tasks are kept: the approval store's database (SQLite or PostgreSQL, which
-    replicas share), else a database of this process's own."""
-    found = getattr(invoker.approvals.store, "db", None)
-    return found if isinstance(found, Database) else ":memory:"
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-
-
-def envelope(task: TaskRecord) -> dict[str, Any]:
-    """A task on the wire: its id, status, times and TTL (integer milliseconds)."""
-    out: dict[str, Any] = {"taskId": task.id, "status": task.status,
-                           "createdAt": _iso(task.created_at),
-                           "lastUpdatedAt": _iso(task.updated_at or task.created_at),
-                           "ttlMs": task.ttl_ms, "pollIntervalMs": POLL_MS}
-    if task.message:
-        out["statusMessage"] = task.message
-    return out
-
-
-def detailed(task: TaskRecord) -> dict[str, Any]:
-    """``tasks/get``: the task, with its result once completed, its error once failed and
-    the questions still open while it waits for the client."""
-    out = envelope(task)
-    if task.status == "completed" and task.result is not None:
-        out["result"] = task.result
-    elif task.status == "failed" and task.error is not None:
-        out["error"] = task.error
-    elif task.status == "input_required":
-        out["inputRequests"] = task.asked
-    return out
-
-
 @dataclass
 class _Start:
     """A tool-started call: what its first pass ended with, or the task it became."""
@@ -192,6 +120,17 @@ class Tasks:
         task says so)."""
         face.invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED,
                                               self._approval_requested)
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """The face's lifespan: the tasks run in its task group, cancelled as it ends."""
+        async with anyio.create_task_group() as group:
+            self.group = group
+            try:
+                yield
+            finally:
+                self.group = None
+                group.cancel_scope.cancel()
 
     def serve_on(self, server: Server[Any]) -> None:
         """Declare the extension on ``server`` and answer its methods there."""
@@ -225,7 +164,7 @@ class Tasks:
             return await self._tool_started(ctx, call, answers)  # a task once a person must
         task = await self._create(client_of(ctx), call)
         self.group.start_soon(self._run, ctx, call, task, answers)
-        return _as_asked(asked, {"resultType": "task", **envelope(task)})
+        return as_asked(asked, {"resultType": "task", **envelope(task)})
 
     def offered(self, ctx: Ctx, name: str, support: str, *, listing: bool = False) -> str:
         """The task support of tool ``name`` the 2025-11-25 client of ``ctx`` is listed
@@ -386,7 +325,7 @@ class Tasks:
             if not (link.asked and not link.missing and not link.unreachable):
                 await self._settle(task, call, outcome, link)
                 return
-            asked = {key: _dumped(request) for key, request in link.asked.items()}
+            asked = {key: dumped(request) for key, request in link.asked.items()}
             await anyio.to_thread.run_sync(self.store.ask, task.id, asked,
                                            "waiting for the client's answers")
             found = await self._answered(task)
@@ -480,19 +419,3 @@ class Tasks:
             if scope is not None:
                 scope.cancel()
             await self._withdraw(task)
-
-
-def _as_asked(asked: Asked | None, answer: Any) -> Any:
-    """What a 2025-11-25 task-augmented call's handler returns: a task is kept for its
-    middleware to answer with (the SDK checks the handler's result is a ``CallToolResult``),
-    an empty result in its place."""
-    if asked is None or not (isinstance(answer, dict) and answer.get("resultType") == "task"):
-        return answer
-    asked.task = {k: v for k, v in answer.items() if k != "resultType"}
-    return {"content": []}
-
-
-def _dumped(request: Any) -> dict[str, Any]:
-    dump = getattr(request, "model_dump", None)
-    found = dump(by_alias=True, mode="json", exclude_none=True) if callable(dump) else request
-    return found if isinstance(found, dict) else {}
