@@ -15,6 +15,7 @@ task (the call is answered with it while the tool goes on)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -64,6 +65,7 @@ __all__ = ["ASKED", "EXTENSION", "POLL_MS", "TTL_MS", "Asked", "TaskFace", "Task
            "UpdateParams", "declared", "envelope", "store_of", "task_support"]
 
 Outcome = InvocationResult | str | None
+logger = logging.getLogger(__name__)
 
 
 class TaskFace(Protocol):
@@ -199,13 +201,14 @@ class Tasks:
     async def _first_pass(self, ctx: Ctx, call: ToolCall, answers: dict[str, Any],
                           start: _Start) -> None:
         link = self.face.link(ctx, call, answers)
-        scope = anyio.CancelScope()
+        scope, watching = anyio.CancelScope(), anyio.CancelScope()
 
         async def as_task(message: str | None = None, approval: str | None = None) -> None:
             if start.task is None:
                 start.task = await self._create(client_of(ctx), call, message, approval)
                 link.quiet = True  # its request is answered: nothing more goes to it
                 self.running[start.task.id] = scope
+                self._watched(start.task, scope, watching)  # a cancel on another replica
                 start.changed.set()
             elif approval is not None and message is not None:
                 await anyio.to_thread.run_sync(self.store.waits_for, start.task.id, approval,
@@ -226,6 +229,7 @@ class Tasks:
             await self._fail(start.task, INTERNAL_ERROR, f"the task failed: {exc}")
             return
         finally:
+            watching.cancel()
             self.people.pop(call.id, None)
             if start.task is not None:
                 self.running.pop(start.task.id, None)
@@ -344,11 +348,25 @@ class Tasks:
                 return found.answers
             await anyio.sleep(POLL_MS / 1000)
 
+    def _watched(self, task: TaskRecord, scope: anyio.CancelScope,
+                 watching: anyio.CancelScope) -> None:
+        """Watch ``task`` beside its run (``_watch``) until ``watching`` is cancelled."""
+        async def watch() -> None:
+            with watching:
+                await self._watch(task.id, task.client, scope)
+
+        if self.group is not None:
+            self.group.start_soon(watch)
+
     async def _watch(self, task_id: str, client: str, scope: anyio.CancelScope) -> None:
         """Stop the run when its task ended elsewhere (cancelled on another replica)."""
         while True:
             await anyio.sleep(POLL_MS / 1000)
-            found = await anyio.to_thread.run_sync(self.store.get, task_id, client)
+            try:
+                found = await anyio.to_thread.run_sync(self.store.get, task_id, client)
+            except Exception:  # the store is away for a moment: the next poll reads again
+                logger.warning("could not read task %s", task_id, exc_info=True)
+                continue
             if found is None or found.terminal:
                 scope.cancel()
                 return
