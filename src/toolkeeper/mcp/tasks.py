@@ -106,6 +106,8 @@ class _Start:
     outcome: Outcome = None
     link: MCPClientLink | None = None
     error: Exception | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """The run's: its request cancels it until it is a task; then ``tasks/cancel`` does."""
 
 
 class Tasks:
@@ -190,7 +192,11 @@ class Tasks:
         start = _Start()
         assert self.group is not None
         self.group.start_soon(self._first_pass, ctx, call, answers, start)
-        await start.changed.wait()
+        try:
+            await start.changed.wait()
+        finally:  # a request cancelled (its client gave up or left) cancels a call not a task
+            if start.task is None:
+                start.scope.cancel()
         if start.task is not None:
             return {"resultType": "task", **envelope(start.task)}
         if start.error is not None:
@@ -201,7 +207,7 @@ class Tasks:
     async def _first_pass(self, ctx: Ctx, call: ToolCall, answers: dict[str, Any],
                           start: _Start) -> None:
         link = self.face.link(ctx, call, answers)
-        scope, watching = anyio.CancelScope(), anyio.CancelScope()
+        scope, watching = start.scope, anyio.CancelScope()
 
         async def as_task(message: str | None = None, approval: str | None = None) -> None:
             if start.task is None:
