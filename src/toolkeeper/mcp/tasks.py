@@ -29,7 +29,9 @@ from anyio.abc import TaskGroup
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
+from ..approval.handlers import Releases
 from ..approval.models import ApprovalDecision, duration
+from ..approval.service import Tasked, tasked
 from ..core.call import ToolCall
 from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
@@ -220,10 +222,13 @@ class Tasks:
                 await anyio.to_thread.run_sync(self.store.waits_for, start.task.id, approval,
                                                message)
 
+        async def person(request: dict[str, Any]) -> None:
+            await as_task(*self._person(request))
+
         link.as_task = as_task  # type: ignore[attr-defined]
-        self.people[call.id] = lambda request: as_task(*self._person(request))
+        self.people[call.id] = person
         try:
-            with scope:
+            with scope, tasked(Tasked(call_id=call.id, rejoined=person)):
                 outcome = await self.face.one_pass(ctx, call, link, tasked=True)
                 if start.task is not None:
                     outcome = await self._decided(ctx, outcome)
@@ -264,12 +269,17 @@ class Tasks:
                 f"(request {approval}): {where}", approval)
 
     async def _decided(self, ctx: Ctx, outcome: Outcome) -> Outcome:
-        """A pass that stopped waiting for a person (``pending``): once the person decided,
-        the call runs once if approved; denied and expired are their own outcomes."""
+        """A pass that stopped waiting for a person (``pending``: a task's call waits as long
+        as its request lives, so its run was approved to another call made the same way): once
+        the person decided, the call runs once if approved; denied and expired are their own
+        outcomes. ``None``: the server is stopping (its waits were released)."""
         store = self.face.invoker.approvals.store
+        handler: object = self.face.invoker.approvals.handler  # an optional ability
         if store is None or not isinstance(outcome, InvocationResult) or \
                 outcome.status != "pending" or not outcome.approval_id:
             return outcome
+        if isinstance(handler, Releases) and handler.released:
+            return None
         approval = outcome.approval_id
         while True:
             found = await anyio.to_thread.run_sync(store.get, approval)
@@ -320,7 +330,8 @@ class Tasks:
 
         self.people[call.id] = person
         try:
-            await self._round_after_round(ctx, call, task, answers)
+            with tasked(Tasked(call_id=call.id, rejoined=person)):
+                await self._round_after_round(ctx, call, task, answers)
         finally:
             self.people.pop(call.id, None)
 
