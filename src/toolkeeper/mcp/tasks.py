@@ -219,6 +219,7 @@ class Tasks:
                 self._watched(start.task, scope, watching)  # a cancel on another replica
                 start.changed.set()
             elif approval is not None and message is not None:
+                start.task.approval = approval  # what its expiry withdraws
                 await anyio.to_thread.run_sync(self.store.waits_for, start.task.id, approval,
                                                message)
 
@@ -294,9 +295,11 @@ class Tasks:
             await anyio.sleep(POLL_MS / 1000)
         return await self.face.invoker.resume(approval, session=self.face.session_for(ctx))
 
-    async def _withdraw(self, task: TaskRecord) -> None:
-        """A cancelled task's approval request, still waiting, is withdrawn (denied on the
-        client's behalf, saying so): nobody is asked about a call nobody waits for."""
+    async def _withdraw(self, task: TaskRecord,
+                        why: str = "withdrawn: the client cancelled its task") -> None:
+        """A cancelled (or expired) task's approval request, still waiting, is withdrawn
+        (denied on the client's behalf, saying ``why``): nobody is asked about a call nobody
+        waits for."""
         store = self.face.invoker.approvals.store
         if store is None or task.approval is None:
             return
@@ -304,7 +307,7 @@ class Tasks:
         if found is not None and found.state == "pending":
             await anyio.to_thread.run_sync(store.decide, ApprovalDecision(
                 request_id=task.approval, outcome="denied", approver=f"client:{task.client}",
-                message="withdrawn: the client cancelled its task"))
+                message=why))
 
     # -- a task's run -------------------------------------------------------------------
 
@@ -314,7 +317,7 @@ class Tasks:
         try:
             with scope:
                 async with anyio.create_task_group() as watching:
-                    watching.start_soon(self._watch, task.id, task.client, scope)
+                    watching.start_soon(self._watch, task, scope)
                     await self._rounds(ctx, call, task, answers)
                     watching.cancel_scope.cancel()
         except Exception as exc:
@@ -326,6 +329,7 @@ class Tasks:
                       answers: dict[str, Any]) -> None:
         async def person(request: dict[str, Any]) -> None:
             message, approval = self._person(request)
+            task.approval = approval  # what its expiry withdraws
             await anyio.to_thread.run_sync(self.store.waits_for, task.id, approval, message)
 
         self.people[call.id] = person
@@ -370,22 +374,30 @@ class Tasks:
         """Watch ``task`` beside its run (``_watch``) until ``watching`` is cancelled."""
         async def watch() -> None:
             with watching:
-                await self._watch(task.id, task.client, scope)
+                try:
+                    await self._watch(task, scope)
+                except Exception:  # a store that failed to withdraw: the others run on
+                    logger.warning("watching task %s failed", task.id, exc_info=True)
 
         if self.group is not None:
             self.group.start_soon(watch)
 
-    async def _watch(self, task_id: str, client: str, scope: anyio.CancelScope) -> None:
-        """Stop the run when its task ended elsewhere (cancelled on another replica)."""
+    async def _watch(self, task: TaskRecord, scope: anyio.CancelScope) -> None:
+        """Stop the run when its task ended elsewhere (cancelled on another replica), or its
+        TTL did: then the approval request it waits on is withdrawn, as by a cancel."""
         while True:
             await anyio.sleep(POLL_MS / 1000)
             try:
-                found = await anyio.to_thread.run_sync(self.store.get, task_id, client)
+                found = await anyio.to_thread.run_sync(self.store.get, task.id, task.client)
             except Exception:  # the store is away for a moment: the next poll reads again
-                logger.warning("could not read task %s", task_id, exc_info=True)
+                logger.warning("could not read task %s", task.id, exc_info=True)
                 continue
             if found is None or found.terminal:
                 scope.cancel()
+                if found is None:
+                    with anyio.CancelScope(shield=True):
+                        await self._withdraw(task, "withdrawn: the client's task expired "
+                                                   "(its TTL ended) before a person decided")
                 return
 
     async def _settle(self, task: TaskRecord, call: ToolCall, outcome: Outcome,
