@@ -117,7 +117,8 @@ class LegacyTasks:
 
     async def _list(self, ctx: Context) -> dict[str, Any]:
         found = await anyio.to_thread.run_sync(self.tasks.store.list, client_of(ctx))
-        return {"tasks": [legacy_task(envelope(task)) for task in found]}
+        checked = [await self.tasks.runners.checked(task) for task in found]
+        return {"tasks": [legacy_task(envelope(task)) for task in checked]}
 
     async def _cancel(self, ctx: Context) -> dict[str, Any]:
         task = await self.tasks.find(ctx, _task_id(ctx.params))

@@ -44,6 +44,7 @@ from .exported import Exported
 from .legacy_rules import may_wait, offered, refusal, tasks_client
 from .offer_handlers import client_of
 from .page_link import waiting_call
+from .task_runners import STOPPED, Runners
 from .task_store import TaskRecord, TaskStore
 from .task_wire import (
     ASKED,
@@ -118,6 +119,8 @@ class Tasks:
 
     def __init__(self, store: TaskStore, face: TaskFace) -> None:
         self.store, self.face = store, face
+        self.runners = Runners(store)
+        """This process's number on the store (each task names its own) and its heartbeat."""
         self.group: TaskGroup | None = None
         self.running: dict[str, anyio.CancelScope] = {}
         """The runs of this replica's tasks, by task id (a cancel stops them)."""
@@ -131,6 +134,7 @@ class Tasks:
     async def serving(self) -> AsyncIterator[None]:
         """The face's lifespan: the tasks run in its task group, cancelled as it ends."""
         async with anyio.create_task_group() as group:
+            await self.runners.start(group)
             self.group = group
             try:
                 yield
@@ -186,7 +190,8 @@ class Tasks:
         asked = ASKED.get()
         ttl = TTL_MS if asked is None else max(1, min(asked.ttl_ms, TTL_MS))
         task = TaskRecord(id="task_" + secrets.token_urlsafe(12), client=client,
-                          tool=call.name, ttl_ms=ttl, message=message, approval=approval)
+                          tool=call.name, ttl_ms=ttl, message=message, approval=approval,
+                          process=self.runners.number)
         await anyio.to_thread.run_sync(self.store.create, task)
         return task
 
@@ -240,6 +245,10 @@ class Tasks:
                 return
             await self._fail(start.task, INTERNAL_ERROR, f"the task failed: {exc}")
             return
+        except anyio.get_cancelled_exc_class():  # the server stops (its task group ends)
+            if start.task is not None:
+                await self._fail(start.task, INTERNAL_ERROR, STOPPED)
+            raise
         finally:
             watching.cancel()
             self.people.pop(call.id, None)
@@ -322,6 +331,9 @@ class Tasks:
                     watching.cancel_scope.cancel()
         except Exception as exc:
             await self._fail(task, INTERNAL_ERROR, f"the task failed: {exc}")
+        except anyio.get_cancelled_exc_class():  # the server stops (its task group ends)
+            await self._fail(task, INTERNAL_ERROR, STOPPED)
+            raise
         finally:
             self.running.pop(task.id, None)
 
@@ -409,8 +421,7 @@ class Tasks:
         elif link.unreachable:
             await self._fail(task, NO_WAY_BACK, link.unreachable)
         elif not isinstance(outcome, InvocationResult):
-            await self._fail(task, INTERNAL_ERROR, "the server stopped before the task ended: "
-                                                   "call the tool again")
+            await self._fail(task, INTERNAL_ERROR, STOPPED)
         else:
             result = types.CallToolResult.model_validate(self.face.rendered(
                 call, outcome)).model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -442,7 +453,7 @@ class Tasks:
         if found is None:
             raise MCPError(code=INVALID_PARAMS, message=(
                 f"no task {task_id!r}: it is not this client's, or its TTL is over"))
-        return found
+        return await self.runners.checked(found)  # its process lost: it ended with it
 
     async def get(self, ctx: Ctx, params: TaskParams) -> dict[str, Any]:
         return {"resultType": "complete", **detailed(await self._owned(ctx, params.task_id))}
