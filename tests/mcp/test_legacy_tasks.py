@@ -185,6 +185,28 @@ def test_cancelling_a_waiting_task_withdraws_its_request(approving: str) -> None
     assert final["decision"]["message"] == "withdrawn: the client cancelled its task"
 
 
+def test_a_waiting_task_whose_ttl_ends_withdraws_its_request(
+        approving: str, tmp_path: Path) -> None:
+    """Nobody waits for the call any more: its request leaves the page, as when cancelled
+    (it could be approved, then taken by the next call made the same way)."""
+    wire = Wire(approving, CLIENT_TOKENS[approving])
+    wire.initialize()
+    task = wire.post("tools/call", {"name": "launch", "arguments": {"n": 5},
+                                    "task": {"ttl": 2000}})["result"]["task"]
+    request = _until("the call's request stored", lambda: _api(
+        approving, "/api/approvals?state=pending")["approvals"])[0]
+    final = _until("the request decided", lambda: (lambda found: found["state"] != "pending"
+                   and found)(_api(approving, f"/api/approvals/{request['id']}")))
+    assert final["state"] == "denied", final
+    assert final["decision"]["message"].startswith("withdrawn: the client's task expired")
+    gone = wire.post("tasks/get", {"taskId": task["taskId"]})["error"]
+    assert gone["code"] == -32602
+    rows = _until("the run's audit row", lambda: [
+        row for row in _audit(approving) if row["tool"] == "launch"])
+    assert [(row["status"], row["error_code"]) for row in rows] == [("error", "cancelled")]
+    assert _marks(tmp_path) == []
+
+
 def test_a_tool_that_does_not_run_as_a_task_refuses_params_task(served: str) -> None:
     """A tool declared without task support (``forbidden``, the default) is not run as a task
     when the call asks for one: the spec's -32601, saying how to call it instead."""

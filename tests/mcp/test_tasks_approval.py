@@ -6,6 +6,7 @@ their own outcomes; cancelling the task withdraws the request."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,3 +184,52 @@ async def test_a_scripts_call_that_needs_a_person_makes_its_tool_chain_call_a_ta
     assert done.status == "completed" and done.result is not None, done
     assert "launch said: launched 8" in done.result["content"][0]["text"], done.result
     assert _marks(tmp_path) == ["ran 8"]
+
+
+async def test_a_call_made_again_while_its_request_waits_becomes_a_task_too(
+        served: str, tmp_path: Path) -> None:
+    client, first = await _created(served, "launch", {"n": 5})
+    try:
+        request = await _waiting(served)
+        again = await client.session.call_tool("launch", {"n": 5}, allow_claimed=True)
+        assert isinstance(again, Created), again  # not held open for the page's wait
+        assert f"/approvals/{request['id']}" in (again.status_message or "")
+        assert len(_api(served, "/api/approvals?state=pending")["approvals"]) == 1  # rejoined
+        _api(served, f"/api/approvals/{request['id']}/decision", {"decision": "approve"})
+        done = [await poll(client.session, task.task_id) for task in (first, again)]
+    finally:
+        await client.__aexit__(None, None, None)
+    assert [task.status for task in done] == ["completed", "completed"], done
+    texts = sorted(task.result["content"][0]["text"] for task in done if task.result)
+    assert texts[0] == "launched 5" and texts[1].startswith("launched 5\n[this is the result")
+    assert _marks(tmp_path) == ["ran 5"]  # run once
+
+
+def _audited(tmp_path: Path, tool: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(tmp_path / "state" / "toolkeeper.db") as db:
+        return db.execute("SELECT status, error_code FROM audit WHERE tool = ? ORDER BY seq",
+                          (tool,)).fetchall()
+
+
+async def test_a_task_that_waited_longer_than_the_approval_wait_leaves_one_audit_row(
+        tmp_path: Path) -> None:
+    """The client was answered with the task, never 'pending': its call is one row, with its
+    real outcome (``--approval-wait 0``: any wait for a person is longer)."""
+    (tmp_path / "tools.py").write_text(TOOLS)
+    proc, url = _start(tmp_path, "--approval-wait", "0", tools=str(tmp_path / "tools.py"))
+    try:
+        client, created = await _created(url, "launch", {"n": 6})
+        try:
+            request = await _waiting(url)
+            _api(url, f"/api/approvals/{request['id']}/decision", {"decision": "approve"})
+            done = await poll(client.session, created.task_id)
+        finally:
+            await client.__aexit__(None, None, None)
+        end = time.monotonic() + 30
+        while ("ok", None) not in _audited(tmp_path, "launch") and time.monotonic() < end:
+            await anyio.sleep(0.05)
+    finally:
+        _stop(proc)
+    assert done.status == "completed" and done.result is not None
+    assert done.result["content"][0]["text"] == "launched 6"
+    assert _audited(tmp_path, "launch") == [("ok", None)]

@@ -11,7 +11,7 @@ reports with ``complete``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -42,8 +42,8 @@ from .store import (
 )
 from .where import decide_command
 
-__all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "WaitPolicy", "asked_elsewhere",
-           "ceiling", "expired_text", "may_ask", "request_ttl"]
+__all__ = ["ApprovalPolicy", "ApprovalService", "Claim", "Tasked", "WaitPolicy", "asked_elsewhere",
+           "ceiling", "expired_text", "may_ask", "request_ttl", "tasked"]
 
 _ASKED_ELSEWHERE: ContextVar[bool] = ContextVar("toolkeeper_asked_elsewhere", default=False)
 
@@ -61,6 +61,32 @@ def asked_elsewhere() -> Iterator[None]:
         yield
     finally:
         _ASKED_ELSEWHERE.reset(token)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tasked:
+    """The call ``call_id``, answered with a task its client polls (an MCP task): nobody
+    holds a request open for it, so it waits for its decision as long as its request lives
+    (not ``approval_timeout_s``: one call, one outcome, one audit row), and ``rejoined`` is
+    told the request it waits on when it rejoined one made before (a new request is told to
+    every listener of ``APPROVAL_REQUESTED``)."""
+
+    call_id: str
+    rejoined: Callable[[dict[str, object]], Awaitable[None]]
+
+
+_TASKED: ContextVar[Tasked | None] = ContextVar("toolkeeper_tasked", default=None)
+
+
+@contextmanager
+def tasked(call: Tasked) -> Iterator[None]:
+    """The call ``call.call_id`` made in this context is a task (``Tasked``); the calls it
+    makes in turn (a code-mode script's) wait as usual."""
+    token = _TASKED.set(call)
+    try:
+        yield
+    finally:
+        _TASKED.reset(token)
 
 
 def left_open_at_once(mode: HitlMode, expires_at: float | None) -> bool:
@@ -218,30 +244,39 @@ class ApprovalService:
         return await anyio.to_thread.run_sync(store.session_grant, session_id, tool)
 
     async def decide(self, request: ApprovalRequest, mode: HitlMode, *,
-                     policy: ApprovalPolicy, rejoin: bool = False) -> ApprovalDecision:
+                     policy: ApprovalPolicy, rejoin: bool = False,
+                     call_id: str | None = None) -> ApprovalDecision:
         """Ask the handler and wait as ``mode`` and the call's ``policy`` say: BLOCKING up to
         ``approval_timeout_s`` (then ``expired``), CONTINUE_ON_TIMEOUT up to
         ``hitl_timeout_seconds`` (then approved, and recorded as such), FIRE_AND_CONTINUE not
         at all. A stored request that outlives the call's wait (``approval_ttl_s``) is left
         open instead: the call answers ``pending`` and is made again. With ``rejoin`` the
-        request is already stored (``find_open``) and only waited for."""
+        request is already stored (``find_open``) and only waited for. ``call_id``: the call
+        that waits (a rejoined request names the call it was made for); a task's (``tasked``)
+        waits as long as its request lives."""
+        task = _TASKED.get()
+        if task is not None and task.call_id != (call_id or request.call_id):
+            task = None
         if not rejoin:
             await self._event(HookEvent.APPROVAL_REQUESTED, request.tool, request.session_id,
                               {"request": request.model_dump()})
-        decision = await self._wait(request, mode, policy.approval_timeout_s, rejoin)
+        elif task is not None:
+            await task.rejoined(request.model_dump())
+        decision = await self._wait(request, mode, policy.approval_timeout_s, rejoin,
+                                    whole=task is not None)
         await self._event(HookEvent.APPROVAL_DECIDED, request.tool, request.session_id,
                           {"decision": decision.model_dump()})
         return decision
 
     async def _wait(self, request: ApprovalRequest, mode: HitlMode, timeout_s: float,
-                    rejoin: bool) -> ApprovalDecision:
+                    rejoin: bool, *, whole: bool = False) -> ApprovalDecision:
         if mode is HitlMode.FIRE_AND_CONTINUE:
             return await self._announce(request, rejoin)
         handler = self.handler
         if handler is None:
             return ApprovalDecision(request_id=request.id, outcome="denied",
                                     message="no approval handler is configured")
-        wait, limit, outlives = _bounds(request, timeout_s)
+        wait, limit, outlives = _bounds(request, timeout_s, whole=whole)
         if isinstance(handler, Rejoins):
             if not rejoin:  # stored before any wait: a call that does not wait leaves it open
                 await anyio.to_thread.run_sync(handler.store.create, request)
@@ -252,7 +287,9 @@ class ApprovalService:
                 decided = await handler.wait(request.id, handler.wait_s)
                 # CONTINUE_ON_TIMEOUT decides at its own time, whatever the handler's wait
                 # (unless the server is stopping: then a waiting call answers 'pending')
-                while (decided.outcome == "pending" and mode is HitlMode.CONTINUE_ON_TIMEOUT
+                # (a task's call waits as long as its request lives, as that request does)
+                while (decided.outcome == "pending"
+                       and (whole or mode is HitlMode.CONTINUE_ON_TIMEOUT)
                        and not (isinstance(handler, Releases) and handler.released)):
                     decided = await handler.wait(request.id, wait)
                 return decided
@@ -390,13 +427,16 @@ def expired_text(tool: str, why: str) -> str:
             "call it again to ask again (a person is asked anew)")
 
 
-def _bounds(request: ApprovalRequest, timeout_s: float) -> tuple[float, float, bool]:
+def _bounds(request: ApprovalRequest, timeout_s: float, *, whole: bool = False
+            ) -> tuple[float, float, bool]:
     """(how long a call waits from now, the limit its messages name, whether the request
-    outlives that wait): at most the policy's ``approval_timeout_s``, and never past the
-    request's own end (its ``expires_at``: ``approval_ttl_s``, or CONTINUE_ON_TIMEOUT's
-    ``hitl_timeout_seconds``)."""
+    outlives that wait): at most the policy's ``approval_timeout_s`` (``whole``: a task's
+    call, the request's whole life), and never past the request's own end (its
+    ``expires_at``: ``approval_ttl_s``, or CONTINUE_ON_TIMEOUT's ``hitl_timeout_seconds``)."""
     if request.expires_at is None:
         return timeout_s, timeout_s, False
     remaining = max(0.0, request.expires_at - time.time())
     lifetime = round(request.expires_at - request.created_at, 3)
+    if whole:
+        return remaining, lifetime, False
     return min(timeout_s, remaining), min(timeout_s, lifetime), remaining > timeout_s

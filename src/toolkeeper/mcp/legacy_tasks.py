@@ -33,7 +33,8 @@ from .legacy_rules import listed, tasks_client
 from .offer_handlers import client_of
 from .task_status import StatusNotices, legacy_task
 from .task_store import TaskRecord
-from .tasks import ASKED, POLL_MS, TTL_MS, Asked, Tasks, envelope
+from .task_wire import ASKED, POLL_MS, TTL_MS, Asked, envelope
+from .tasks import Tasks
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, NO_WAY_BACK
 
 __all__ = ["CAPABILITY", "LEGACY", "LegacyTasks"]
@@ -116,7 +117,8 @@ class LegacyTasks:
 
     async def _list(self, ctx: Context) -> dict[str, Any]:
         found = await anyio.to_thread.run_sync(self.tasks.store.list, client_of(ctx))
-        return {"tasks": [legacy_task(envelope(task)) for task in found]}
+        checked = [await self.tasks.runners.checked(task) for task in found]
+        return {"tasks": [legacy_task(envelope(task)) for task in checked]}
 
     async def _cancel(self, ctx: Context) -> dict[str, Any]:
         task = await self.tasks.find(ctx, _task_id(ctx.params))

@@ -51,7 +51,8 @@ from .relayed import RelayedHandlers
 from .relayed_offers import RelayedOffers
 from .stdio import run_stdio
 from .task_store import TaskStore
-from .tasks import Tasks, store_of
+from .task_wire import store_of
+from .tasks import Tasks
 from .tool_search import ToolSearch
 from .wire import Ctx, call_id, era_of, modern
 
@@ -198,13 +199,8 @@ class MCPFace(RelayedOffers):
     async def lifespan(self, _server: Server[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
         """The server's lifespan: the face's ``state``, kept by the face rather than read
         back from the transport that entered it; the tasks run in it."""
-        async with anyio.create_task_group() as group:
-            self.tasks.group = group
-            try:
-                yield self.state
-            finally:
-                self.tasks.group = None
-                group.cancel_scope.cancel()
+        async with self.tasks.serving():
+            yield self.state
 
     def build(self, name: str | None = None, instructions: str | None = None) -> FaceServer:
         """The face's server (built with the face, by ``MCPFace(..., name=, instructions=)``);

@@ -18,7 +18,7 @@ import anyio
 import mcp_types as types
 
 from .task_store import TaskRecord, TaskStore
-from .tasks import POLL_MS, envelope
+from .task_wire import POLL_MS, envelope
 
 __all__ = ["StatusNotices", "legacy_task"]
 

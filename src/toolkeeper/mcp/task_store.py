@@ -38,9 +38,16 @@ CREATE TABLE IF NOT EXISTS mcp_tasks (
     approval TEXT
 );
 CREATE INDEX IF NOT EXISTS mcp_tasks_client ON mcp_tasks (client, created_at);
+CREATE TABLE IF NOT EXISTS mcp_task_runs (
+    task TEXT PRIMARY KEY,
+    process INTEGER NOT NULL
+);
 """
 _COLUMNS = ("id, client, tool, status, message, created_at, updated_at, ttl_ms, result, error, "
             "asked, answers, approval")
+_READ = f"SELECT {_COLUMNS}, process FROM mcp_tasks LEFT JOIN mcp_task_runs ON task = id"
+"""A task with the process that runs it (``mcp_task_runs``: a table of its own, so a store
+made before it keeps its tasks as they are)."""
 
 
 @dataclass
@@ -63,6 +70,9 @@ class TaskRecord:
     answers: dict[str, Any] = field(default_factory=dict)
     approval: str | None = None
     """The approval request the task waits on for a person's decision, if it does."""
+    process: int | None = None
+    """The number of the process that runs it (``SessionStore.process_number``), which
+    tells the store it is alive: a task whose process fell silent ended with it."""
 
     @property
     def terminal(self) -> bool:
@@ -88,12 +98,14 @@ class TaskStore:
         with self.db.transaction() as conn:
             conn.execute(f"INSERT INTO mcp_tasks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
                          "?, ?, ?, ?, ?)", _row(task))
+            if task.process is not None:
+                conn.execute("INSERT INTO mcp_task_runs (task, process) VALUES (?, ?)",
+                             (task.id, task.process))
         self._changed(task.id)
 
     def get(self, task_id: str, client: str) -> TaskRecord | None:
         """``client``'s task ``task_id`` while its TTL lasts, else ``None``."""
-        rows = self.db.query(f"SELECT {_COLUMNS} FROM mcp_tasks WHERE id = ? AND client = ?",
-                             (task_id, client))
+        rows = self.db.query(f"{_READ} WHERE id = ? AND client = ?", (task_id, client))
         if not rows:
             return None
         task = _record(rows[0])
@@ -104,8 +116,7 @@ class TaskStore:
 
     def list(self, client: str) -> list[TaskRecord]:
         """``client``'s tasks whose TTL lasts, oldest first."""
-        rows = self.db.query(f"SELECT {_COLUMNS} FROM mcp_tasks WHERE client = ? "
-                             "ORDER BY created_at, id", (client,))
+        rows = self.db.query(f"{_READ} WHERE client = ? ORDER BY created_at, id", (client,))
         now = time.time()
         return [t for t in map(_record, rows) if now <= t.created_at + t.ttl_ms / 1000]
 
@@ -173,8 +184,11 @@ class TaskStore:
     def forget_expired(self) -> int:
         """Remove the tasks whose TTL is over. Returns how many."""
         with self.db.transaction() as conn:
-            return conn.execute("DELETE FROM mcp_tasks WHERE created_at + ttl_ms / 1000.0 < ?",
+            gone = conn.execute("DELETE FROM mcp_tasks WHERE created_at + ttl_ms / 1000.0 < ?",
                                 (time.time(),)).rowcount
+            conn.execute("DELETE FROM mcp_task_runs WHERE task NOT IN (SELECT id FROM "
+                         "mcp_tasks)")
+            return gone
 
 
 def _dump(value: dict[str, Any] | None) -> str | None:
@@ -201,4 +215,5 @@ def _record(row: tuple[object, ...]) -> TaskRecord:
                       message=text_or_none(row[4]), created_at=number(row[5]),
                       updated_at=number(row[6]), ttl_ms=int(number(row[7])),
                       result=_load(row[8]), error=_load(row[9]), asked=_load(row[10]) or {},
-                      answers=_load(row[11]) or {}, approval=text_or_none(row[12]))
+                      answers=_load(row[11]) or {}, approval=text_or_none(row[12]),
+                      process=None if row[13] is None else int(number(row[13])))

@@ -15,12 +15,12 @@ task (the call is answered with it while the tool goes on)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import anyio
@@ -28,10 +28,10 @@ import mcp_types as types
 from anyio.abc import TaskGroup
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from pydantic import Field
 
+from ..approval.handlers import Releases
 from ..approval.models import ApprovalDecision, duration
-from ..approval.sqlite import Database
+from ..approval.service import Tasked, tasked
 from ..core.call import ToolCall
 from ..hooks import HookEvent
 from ..invoke.invoker import ToolInvoker
@@ -44,21 +44,31 @@ from .exported import Exported
 from .legacy_rules import may_wait, offered, refusal, tasks_client
 from .offer_handlers import client_of
 from .page_link import waiting_call
+from .task_runners import STOPPED, Runners
 from .task_store import TaskRecord, TaskStore
+from .task_wire import (
+    ASKED,
+    EXTENSION,
+    POLL_MS,
+    TTL_MS,
+    Asked,
+    TaskParams,
+    UpdateParams,
+    as_asked,
+    declared,
+    detailed,
+    dumped,
+    envelope,
+    store_of,
+    task_support,
+)
 from .wire import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, NO_WAY_BACK, Ctx, modern
 
-__all__ = ["EXTENSION", "POLL_MS", "TTL_MS", "TaskFace", "TaskParams", "Tasks", "UpdateParams",
-           "declared", "store_of", "task_support"]
-
-EXTENSION = "io.modelcontextprotocol/tasks"
-TTL_MS = 3_600_000
-"""How long a task (and its result) is kept after it was made: an hour."""
-POLL_MS = 500
-"""How often a client is told to poll ``tasks/get``, and how often the replica running a
-task reads the store for a cancel or answers made on another replica."""
-_CAPS = "io.modelcontextprotocol/clientCapabilities"
+__all__ = ["ASKED", "EXTENSION", "POLL_MS", "TTL_MS", "Asked", "TaskFace", "TaskParams", "Tasks",
+           "UpdateParams", "declared", "envelope", "store_of", "task_support"]
 
 Outcome = InvocationResult | str | None
+logger = logging.getLogger(__name__)
 
 
 class TaskFace(Protocol):
@@ -90,83 +100,6 @@ class TaskFace(Protocol):
     def exported(self) -> Exported: ...
 
 
-class TaskParams(types.RequestParams):
-    task_id: str
-
-
-class UpdateParams(TaskParams):
-    input_responses: dict[str, Any] = Field(default_factory=dict)
-
-
-@dataclass
-class Asked:
-    """A 2025-11-25 ``tools/call`` that asked to run as a task (``params.task``): the TTL
-    it asked for, and the task it became (its answer is then the task, ``legacy_tasks.py``)."""
-
-    ttl_ms: int
-    task: dict[str, Any] | None = None
-
-
-ASKED: ContextVar[Asked | None] = ContextVar("toolkeeper_asked_task", default=None)
-"""Set around a 2025-11-25 task-augmented ``tools/call`` by ``legacy_tasks.LegacyTasks``."""
-
-
-def declared(ctx: Ctx) -> bool:
-    """Whether the client of ``ctx`` declared the tasks extension: on this request (its
-    ``_meta``, 2026-07-28) or at its handshake."""
-    caps = (ctx.meta or {}).get(_CAPS) if isinstance(ctx.meta, dict) else None
-    if isinstance(caps, dict) and isinstance(caps.get("extensions"), dict):
-        return EXTENSION in caps["extensions"]
-    session = getattr(ctx, "session", None)
-    found = getattr(session, "client_capabilities", None)
-    extensions = getattr(found, "extensions", None) or {}
-    return EXTENSION in extensions
-
-
-def task_support(catalog: CatalogBase, name: str) -> tuple[str, str]:
-    """Whether the tool ``name`` runs as a task (``forbidden``, ``optional``,
-    ``required``), and when it becomes one (``call``, ``tool``)."""
-    metadata = getattr(catalog.get(name), "metadata", None)
-    if metadata is None:
-        return "forbidden", "call"
-    return metadata.task_support, metadata.task_start
-
-
-def store_of(invoker: ToolInvoker) -> Database | str:
-    """Where tasks are kept: the approval store's database (SQLite or PostgreSQL, which
-    replicas share), else a database of this process's own."""
-    found = getattr(invoker.approvals.store, "db", None)
-    return found if isinstance(found, Database) else ":memory:"
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-
-
-def envelope(task: TaskRecord) -> dict[str, Any]:
-    """A task on the wire: its id, status, times and TTL (integer milliseconds)."""
-    out: dict[str, Any] = {"taskId": task.id, "status": task.status,
-                           "createdAt": _iso(task.created_at),
-                           "lastUpdatedAt": _iso(task.updated_at or task.created_at),
-                           "ttlMs": task.ttl_ms, "pollIntervalMs": POLL_MS}
-    if task.message:
-        out["statusMessage"] = task.message
-    return out
-
-
-def detailed(task: TaskRecord) -> dict[str, Any]:
-    """``tasks/get``: the task, with its result once completed, its error once failed and
-    the questions still open while it waits for the client."""
-    out = envelope(task)
-    if task.status == "completed" and task.result is not None:
-        out["result"] = task.result
-    elif task.status == "failed" and task.error is not None:
-        out["error"] = task.error
-    elif task.status == "input_required":
-        out["inputRequests"] = task.asked
-    return out
-
-
 @dataclass
 class _Start:
     """A tool-started call: what its first pass ended with, or the task it became."""
@@ -176,6 +109,8 @@ class _Start:
     outcome: Outcome = None
     link: MCPClientLink | None = None
     error: Exception | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """The run's: its request cancels it until it is a task; then ``tasks/cancel`` does."""
 
 
 class Tasks:
@@ -184,6 +119,8 @@ class Tasks:
 
     def __init__(self, store: TaskStore, face: TaskFace) -> None:
         self.store, self.face = store, face
+        self.runners = Runners(store)
+        """This process's number on the store (each task names its own) and its heartbeat."""
         self.group: TaskGroup | None = None
         self.running: dict[str, anyio.CancelScope] = {}
         """The runs of this replica's tasks, by task id (a cancel stops them)."""
@@ -192,6 +129,18 @@ class Tasks:
         task says so)."""
         face.invoker.approvals.hooks.register(HookEvent.APPROVAL_REQUESTED,
                                               self._approval_requested)
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """The face's lifespan: the tasks run in its task group, cancelled as it ends."""
+        async with anyio.create_task_group() as group:
+            await self.runners.start(group)
+            self.group = group
+            try:
+                yield
+            finally:
+                self.group = None
+                group.cancel_scope.cancel()
 
     def serve_on(self, server: Server[Any]) -> None:
         """Declare the extension on ``server`` and answer its methods there."""
@@ -225,7 +174,7 @@ class Tasks:
             return await self._tool_started(ctx, call, answers)  # a task once a person must
         task = await self._create(client_of(ctx), call)
         self.group.start_soon(self._run, ctx, call, task, answers)
-        return _as_asked(asked, {"resultType": "task", **envelope(task)})
+        return as_asked(asked, {"resultType": "task", **envelope(task)})
 
     def offered(self, ctx: Ctx, name: str, support: str, *, listing: bool = False) -> str:
         """The task support of tool ``name`` the 2025-11-25 client of ``ctx`` is listed
@@ -241,7 +190,8 @@ class Tasks:
         asked = ASKED.get()
         ttl = TTL_MS if asked is None else max(1, min(asked.ttl_ms, TTL_MS))
         task = TaskRecord(id="task_" + secrets.token_urlsafe(12), client=client,
-                          tool=call.name, ttl_ms=ttl, message=message, approval=approval)
+                          tool=call.name, ttl_ms=ttl, message=message, approval=approval,
+                          process=self.runners.number)
         await anyio.to_thread.run_sync(self.store.create, task)
         return task
 
@@ -249,7 +199,11 @@ class Tasks:
         start = _Start()
         assert self.group is not None
         self.group.start_soon(self._first_pass, ctx, call, answers, start)
-        await start.changed.wait()
+        try:
+            await start.changed.wait()
+        finally:  # a request cancelled (its client gave up or left) cancels a call not a task
+            if start.task is None:
+                start.scope.cancel()
         if start.task is not None:
             return {"resultType": "task", **envelope(start.task)}
         if start.error is not None:
@@ -260,22 +214,27 @@ class Tasks:
     async def _first_pass(self, ctx: Ctx, call: ToolCall, answers: dict[str, Any],
                           start: _Start) -> None:
         link = self.face.link(ctx, call, answers)
-        scope = anyio.CancelScope()
+        scope, watching = start.scope, anyio.CancelScope()
 
         async def as_task(message: str | None = None, approval: str | None = None) -> None:
             if start.task is None:
                 start.task = await self._create(client_of(ctx), call, message, approval)
                 link.quiet = True  # its request is answered: nothing more goes to it
                 self.running[start.task.id] = scope
+                self._watched(start.task, scope, watching)  # a cancel on another replica
                 start.changed.set()
             elif approval is not None and message is not None:
+                start.task.approval = approval  # what its expiry withdraws
                 await anyio.to_thread.run_sync(self.store.waits_for, start.task.id, approval,
                                                message)
 
+        async def person(request: dict[str, Any]) -> None:
+            await as_task(*self._person(request))
+
         link.as_task = as_task  # type: ignore[attr-defined]
-        self.people[call.id] = lambda request: as_task(*self._person(request))
+        self.people[call.id] = person
         try:
-            with scope:
+            with scope, tasked(Tasked(call_id=call.id, rejoined=person)):
                 outcome = await self.face.one_pass(ctx, call, link, tasked=True)
                 if start.task is not None:
                     outcome = await self._decided(ctx, outcome)
@@ -286,7 +245,12 @@ class Tasks:
                 return
             await self._fail(start.task, INTERNAL_ERROR, f"the task failed: {exc}")
             return
+        except anyio.get_cancelled_exc_class():  # the server stops (its task group ends)
+            if start.task is not None:
+                await self._fail(start.task, INTERNAL_ERROR, STOPPED)
+            raise
         finally:
+            watching.cancel()
             self.people.pop(call.id, None)
             if start.task is not None:
                 self.running.pop(start.task.id, None)
@@ -315,12 +279,17 @@ class Tasks:
                 f"(request {approval}): {where}", approval)
 
     async def _decided(self, ctx: Ctx, outcome: Outcome) -> Outcome:
-        """A pass that stopped waiting for a person (``pending``): once the person decided,
-        the call runs once if approved; denied and expired are their own outcomes."""
+        """A pass that stopped waiting for a person (``pending``: a task's call waits as long
+        as its request lives, so its run was approved to another call made the same way): once
+        the person decided, the call runs once if approved; denied and expired are their own
+        outcomes. ``None``: the server is stopping (its waits were released)."""
         store = self.face.invoker.approvals.store
+        handler: object = self.face.invoker.approvals.handler  # an optional ability
         if store is None or not isinstance(outcome, InvocationResult) or \
                 outcome.status != "pending" or not outcome.approval_id:
             return outcome
+        if isinstance(handler, Releases) and handler.released:
+            return None
         approval = outcome.approval_id
         while True:
             found = await anyio.to_thread.run_sync(store.get, approval)
@@ -335,9 +304,11 @@ class Tasks:
             await anyio.sleep(POLL_MS / 1000)
         return await self.face.invoker.resume(approval, session=self.face.session_for(ctx))
 
-    async def _withdraw(self, task: TaskRecord) -> None:
-        """A cancelled task's approval request, still waiting, is withdrawn (denied on the
-        client's behalf, saying so): nobody is asked about a call nobody waits for."""
+    async def _withdraw(self, task: TaskRecord,
+                        why: str = "withdrawn: the client cancelled its task") -> None:
+        """A cancelled (or expired) task's approval request, still waiting, is withdrawn
+        (denied on the client's behalf, saying ``why``): nobody is asked about a call nobody
+        waits for."""
         store = self.face.invoker.approvals.store
         if store is None or task.approval is None:
             return
@@ -345,7 +316,7 @@ class Tasks:
         if found is not None and found.state == "pending":
             await anyio.to_thread.run_sync(store.decide, ApprovalDecision(
                 request_id=task.approval, outcome="denied", approver=f"client:{task.client}",
-                message="withdrawn: the client cancelled its task"))
+                message=why))
 
     # -- a task's run -------------------------------------------------------------------
 
@@ -355,11 +326,14 @@ class Tasks:
         try:
             with scope:
                 async with anyio.create_task_group() as watching:
-                    watching.start_soon(self._watch, task.id, task.client, scope)
+                    watching.start_soon(self._watch, task, scope)
                     await self._rounds(ctx, call, task, answers)
                     watching.cancel_scope.cancel()
         except Exception as exc:
             await self._fail(task, INTERNAL_ERROR, f"the task failed: {exc}")
+        except anyio.get_cancelled_exc_class():  # the server stops (its task group ends)
+            await self._fail(task, INTERNAL_ERROR, STOPPED)
+            raise
         finally:
             self.running.pop(task.id, None)
 
@@ -367,11 +341,13 @@ class Tasks:
                       answers: dict[str, Any]) -> None:
         async def person(request: dict[str, Any]) -> None:
             message, approval = self._person(request)
+            task.approval = approval  # what its expiry withdraws
             await anyio.to_thread.run_sync(self.store.waits_for, task.id, approval, message)
 
         self.people[call.id] = person
         try:
-            await self._round_after_round(ctx, call, task, answers)
+            with tasked(Tasked(call_id=call.id, rejoined=person)):
+                await self._round_after_round(ctx, call, task, answers)
         finally:
             self.people.pop(call.id, None)
 
@@ -386,7 +362,7 @@ class Tasks:
             if not (link.asked and not link.missing and not link.unreachable):
                 await self._settle(task, call, outcome, link)
                 return
-            asked = {key: _dumped(request) for key, request in link.asked.items()}
+            asked = {key: dumped(request) for key, request in link.asked.items()}
             await anyio.to_thread.run_sync(self.store.ask, task.id, asked,
                                            "waiting for the client's answers")
             found = await self._answered(task)
@@ -405,13 +381,35 @@ class Tasks:
                 return found.answers
             await anyio.sleep(POLL_MS / 1000)
 
-    async def _watch(self, task_id: str, client: str, scope: anyio.CancelScope) -> None:
-        """Stop the run when its task ended elsewhere (cancelled on another replica)."""
+    def _watched(self, task: TaskRecord, scope: anyio.CancelScope,
+                 watching: anyio.CancelScope) -> None:
+        """Watch ``task`` beside its run (``_watch``) until ``watching`` is cancelled."""
+        async def watch() -> None:
+            with watching:
+                try:
+                    await self._watch(task, scope)
+                except Exception:  # a store that failed to withdraw: the others run on
+                    logger.warning("watching task %s failed", task.id, exc_info=True)
+
+        if self.group is not None:
+            self.group.start_soon(watch)
+
+    async def _watch(self, task: TaskRecord, scope: anyio.CancelScope) -> None:
+        """Stop the run when its task ended elsewhere (cancelled on another replica), or its
+        TTL did: then the approval request it waits on is withdrawn, as by a cancel."""
         while True:
             await anyio.sleep(POLL_MS / 1000)
-            found = await anyio.to_thread.run_sync(self.store.get, task_id, client)
+            try:
+                found = await anyio.to_thread.run_sync(self.store.get, task.id, task.client)
+            except Exception:  # the store is away for a moment: the next poll reads again
+                logger.warning("could not read task %s", task.id, exc_info=True)
+                continue
             if found is None or found.terminal:
                 scope.cancel()
+                if found is None:
+                    with anyio.CancelScope(shield=True):
+                        await self._withdraw(task, "withdrawn: the client's task expired "
+                                                   "(its TTL ended) before a person decided")
                 return
 
     async def _settle(self, task: TaskRecord, call: ToolCall, outcome: Outcome,
@@ -423,8 +421,7 @@ class Tasks:
         elif link.unreachable:
             await self._fail(task, NO_WAY_BACK, link.unreachable)
         elif not isinstance(outcome, InvocationResult):
-            await self._fail(task, INTERNAL_ERROR, "the server stopped before the task ended: "
-                                                   "call the tool again")
+            await self._fail(task, INTERNAL_ERROR, STOPPED)
         else:
             result = types.CallToolResult.model_validate(self.face.rendered(
                 call, outcome)).model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -456,7 +453,7 @@ class Tasks:
         if found is None:
             raise MCPError(code=INVALID_PARAMS, message=(
                 f"no task {task_id!r}: it is not this client's, or its TTL is over"))
-        return found
+        return await self.runners.checked(found)  # its process lost: it ended with it
 
     async def get(self, ctx: Ctx, params: TaskParams) -> dict[str, Any]:
         return {"resultType": "complete", **detailed(await self._owned(ctx, params.task_id))}
@@ -480,19 +477,3 @@ class Tasks:
             if scope is not None:
                 scope.cancel()
             await self._withdraw(task)
-
-
-def _as_asked(asked: Asked | None, answer: Any) -> Any:
-    """What a 2025-11-25 task-augmented call's handler returns: a task is kept for its
-    middleware to answer with (the SDK checks the handler's result is a ``CallToolResult``),
-    an empty result in its place."""
-    if asked is None or not (isinstance(answer, dict) and answer.get("resultType") == "task"):
-        return answer
-    asked.task = {k: v for k, v in answer.items() if k != "resultType"}
-    return {"content": []}
-
-
-def _dumped(request: Any) -> dict[str, Any]:
-    dump = getattr(request, "model_dump", None)
-    found = dump(by_alias=True, mode="json", exclude_none=True) if callable(dump) else request
-    return found if isinstance(found, dict) else {}

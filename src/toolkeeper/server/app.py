@@ -21,7 +21,7 @@ from ..invoke.invoker import ToolInvoker
 from ..mcp.sealed_sessions import SealedSessions
 from ..mcp.server import MCPFace
 from ..mcp.session_store import SessionStore
-from ..mcp.tasks import store_of
+from ..mcp.task_wire import store_of
 from ..notify.links import DecisionLinks
 from ..skills.skill import Skill
 from .auth import WebSessions

@@ -180,14 +180,15 @@ class ApprovalGate(Gate):
         """The service's decision; while it waits, the caller hears about it (below)."""
         ctx = inv.ctx
         if mode is HitlMode.FIRE_AND_CONTINUE or ctx is None or ctx.progress_sink is None:
-            return await self.service.decide(request, mode, policy=inv.policy, rejoin=rejoin)
+            return await self.service.decide(request, mode, policy=inv.policy, rejoin=rejoin,
+                                             call_id=inv.call.id)
         decision: ApprovalDecision | None = None
         failure: Exception | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(self._tell_waiting, ctx, request)
             try:
                 decision = await self.service.decide(request, mode, policy=inv.policy,
-                                                     rejoin=rejoin)
+                                                     rejoin=rejoin, call_id=inv.call.id)
             except Exception as exc:  # raised as itself below, not inside a group
                 failure = exc
             group.cancel_scope.cancel()
