@@ -265,6 +265,36 @@ async def test_without_the_default_set_a_read_nothing_permits_is_refused(
     assert got.messages[0].content.text == "Review it."  # type: ignore[union-attr]
 
 
+SUNDAY = """
+@id("no-sunday-log")
+forbid (principal, action == Action::"read_resource", resource)
+when { resource.uri like "toolkeeper://mcp/up/file:///logs/sunday*" };
+"""
+
+
+async def test_a_uri_prefix_in_a_policy_holds_against_other_spellings_of_the_same_resource(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relayed URI was judged as the client spelled it and forwarded as spelled: the
+    upstream read ``file:///logs/./sunday`` as the log a ``like`` prefix forbids."""
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    config = _project(tmp_path, SUNDAY, gateway=True)
+    proc, url = _start(tmp_path, "--config", str(config), tools=str(tmp_path / "tools.py"))
+    spellings = ["file:///logs/./sunday", "file:////logs/sunday", "FILE:///logs/sunday",
+                 "file:///logs/%73unday", "file:///logs/x/../sunday", "file:///logs%2Fsunday",
+                 "file:///logs/sunday"]
+    try:
+        async with _client(url) as client:
+            await _until_relayed(client)
+            monday = await client.read_resource(UPSTREAM + "file:///logs/./monday")
+            refused = [await _refusal(client, read=UPSTREAM + spelled) for spelled in spellings]
+    finally:
+        assert "Traceback" not in _stop(proc)
+    assert "log of monday" in text_of(monday.contents[0])
+    assert str(monday.contents[0].uri) == UPSTREAM + "file:///logs/monday"
+    assert all("forbidden by policy no-sunday-log" in said for said in refused), refused
+    assert "'toolkeeper://mcp/up/file:///logs/sunday'" in refused[0]  # as it was judged
+
+
 def test_an_ask_on_a_read_stops_serve_with_one_line(tmp_path: Path) -> None:
     config = _project(tmp_path, '@ask\npermit (principal, action == Action::"read_resource", '
                       "resource);")

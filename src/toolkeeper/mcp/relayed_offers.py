@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -19,6 +19,7 @@ from ..gateway.sources import RESOURCE_PREFIX, resource_server
 from .offer_handlers import OfferHandlers, caller_of
 from .offer_policy import check_prompt, check_resource, refused_entry
 from .relayed import RelayedHandlers
+from .uris import normal_uri
 from .wire import Ctx
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from ..invoke.session import InvokerSession
 
 __all__ = ["RelayedOffers"]
+
+P = TypeVar("P", bound=Any)
 
 
 class RelayedOffers(OfferHandlers):
@@ -109,6 +112,7 @@ class RelayedOffers(OfferHandlers):
 
     async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
+        params = _normal(params)  # what is judged is what the upstream is asked for
         relayed = await self.recorded(ctx, "resources/read", str(params.uri),
                                       partial(self.checked_resource, ctx, str(params.uri)))
         # the gateway's namespace: it names what is wrong with a URI no upstream serves
@@ -117,6 +121,7 @@ class RelayedOffers(OfferHandlers):
         return await super().read_resource(ctx, params)
 
     async def subscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
+        params = _normal(params)
         await self.recorded(ctx, "resources/subscribe", str(params.uri),  # not read: not watched
                             partial(self.checked_resource, ctx, str(params.uri)))
         if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
@@ -124,6 +129,7 @@ class RelayedOffers(OfferHandlers):
         return await super().subscribe(ctx, params)
 
     async def unsubscribe(self, ctx: Ctx, params: Any) -> types.EmptyResult:
+        params = _normal(params)
         if self.relayed is not None and self.relayed.sources.serves_resource(str(params.uri)):
             return await self.relayed.unsubscribe(ctx, params)
         return await super().unsubscribe(ctx, params)
@@ -151,3 +157,10 @@ def _allowed(check: Callable[[], object]) -> bool:
     except MCPError:
         return False
     return True
+
+
+def _normal(params: P) -> P:
+    """``params`` with a relayed resource's URI in its normal form (``mcp.uris``)."""
+    uri = str(params.uri)
+    normal = normal_uri(uri, RESOURCE_PREFIX)
+    return params if normal == uri else cast(P, params.model_copy(update={"uri": normal}))
