@@ -30,7 +30,19 @@ pytestmark = pytest.mark.anyio
 TOOLS = '''
 from typing import Any
 
-from toolkeeper import ToolRisk, tool
+from toolkeeper import Tool, ToolRisk, tool
+
+
+def _fetch(address: str, headers: dict[str, str] | None = None) -> str:
+    return f"fetched {address} with {sorted(headers or {})}"
+
+
+fetch = Tool(name="fetch", description="Fetch a URL (a raw JSON Schema: no defaults).",
+             parameters={"type": "object", "properties": {
+                 "address": {"type": "string"},
+                 "headers": {"type": "object", "additionalProperties": {"type": "string"}}},
+                 "required": ["address"]},
+             callable=_fetch, risk=ToolRisk.HIGH)
 
 
 @tool(risk=ToolRisk.HIGH)
@@ -187,6 +199,24 @@ async def test_allow_similar_pins_an_object_or_a_decimal_argument_to_the_value_s
         assert (await _until(served, "configure", "pending", **other)).startswith("pending")
     rows = _audit(tmp_path, "configure")
     assert [r[0] for r in rows].count("ok") == 2, rows  # nothing else ran
+
+
+async def test_allow_similar_asks_again_for_a_call_that_adds_an_argument_the_first_did_not_send(
+        served: str, tmp_path: Path) -> None:
+    # a permit tested the arguments sent only: the same call with headers the approved one
+    # did not send matched it and ran unasked
+    _, decided = await _decided_with(served, "fetch", {"address": "https://api.example/x"},
+                                     {"decision": "approve", "rule": {"for": "24h"}})
+    assert decided.status_code == 200, decided.text
+    cedar = decided.json()["rule"]["cedar"]
+    assert "!(context.digests has headers)" in cedar, cedar
+    assert (await _call(served, "fetch", address="https://api.example/x")
+            ).startswith("ok: fetched")
+    added = await _until(served, "fetch", "pending", address="https://api.example/x",
+                         headers={"Authorization": "Bearer stolen"})
+    assert added.startswith("pending"), added
+    rows = _audit(tmp_path, "fetch")
+    assert [r[0] for r in rows].count("ok") == 2, rows  # the approved call and its twin
 
 
 async def test_a_rule_given_another_value_for_a_pinned_argument_is_refused(

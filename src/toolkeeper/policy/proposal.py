@@ -78,6 +78,8 @@ class Proposal:
         reason: Shown when the rule decides.
         call_digest: The whole call's digest, when an argument's name cannot be spelled in a
             rule (the rule then takes the call exactly as sent).
+        absent: The tool's arguments the call did not send: a permit tests that they are
+            still not sent (``!(context.digests has NAME)``), so a call that adds one asks.
     """
 
     effect: Literal["permit", "forbid"]
@@ -88,6 +90,7 @@ class Proposal:
     once: bool = False
     reason: str = ""
     call_digest: str = ""
+    absent: Collection[str] = ()
 
 
 def propose(proposal: Proposal) -> str:
@@ -105,6 +108,9 @@ def propose(proposal: Proposal) -> str:
              for name, value in sorted((proposal.args or {}).items())]
     if proposal.call_digest:
         tests.append(f"context.args_digest == {json.dumps(proposal.call_digest)}")
+    if proposal.effect == "permit":  # a forbid left wider forbids more, never less
+        tests += [f"!(context.digests has {name})" for name in sorted(proposal.absent)
+                  if plain_name(name)]
     body = f"\nwhen {{ {' && '.join(tests)} }}" if tests else ""
     return "\n".join([*notes, head]) + body + ";"
 

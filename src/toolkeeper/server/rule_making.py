@@ -122,20 +122,24 @@ def proposal_text(stored: StoredApproval, choice: RuleChoice, policies: Policies
     request = stored.request
     args = rule_args(stored, choice.args, policies)
     tool = policies.catalog.get(request.tool)
-    required = set(_required(tool)) if tool is not None else set()
+    declared = _declared(tool) if tool is not None else {}
+    required = {name for name, needed in declared.items() if needed}
     _, once = expiry_of(choice.duration)
     odd = any(not plain_name(name) for name in request.arguments)
     return propose(Proposal(
         effect=choice.effect, tool=request.tool,
         client="" if choice.any_client else client_of(request.session_id), args=args,
         optional=set(args) - required, once=once, reason=choice.reason,
-        call_digest=value_digest(request.arguments) if odd else ""))
+        call_digest=value_digest(request.arguments) if odd else "",
+        absent=set(declared) - set(request.arguments)))
 
 
-def _required(tool: ToolLike) -> list[str]:
+def _declared(tool: ToolLike) -> dict[str, bool]:
+    """The tool's arguments, each with whether it is required."""
     attributes = digests_type(tool).get("attributes")
-    return [name for name, kind in (attributes.items() if isinstance(attributes, dict) else ())
-            if isinstance(kind, dict) and kind.get("required", True)]
+    return {name: bool(kind.get("required", True))
+            for name, kind in (attributes.items() if isinstance(attributes, dict) else ())
+            if isinstance(kind, dict)}
 
 
 def rule_of(stored: StoredApproval, choice: RuleChoice, policies: Policies, *,
