@@ -6,10 +6,14 @@ scrolling), every character shown or accounted for, and odd characters flagged w
   listed with their place: ``line 17, col 4: U+202E RIGHT-TO-LEFT OVERRIDE``.
 - Other non-ASCII characters are shown as they are, marked, and listed the same way (with the
   ASCII letter they look like, for the usual look-alikes).
-- Nothing is cut: past ``SHOWN_LINES`` lines (or ``SHOWN_CHARS`` characters) the rest of a block
-  is folded, and past ``LONG_LINE`` characters the rest of a line is; a fold says what it holds
-  and opens with one click. Past ``MAX_FLAGS`` the flag list says how many it does not list
-  (each of those is still marked in the text).
+- Nothing is cut silently: past ``SHOWN_LINES`` lines (or ``SHOWN_CHARS`` characters) the rest
+  of a block is folded, and past ``LONG_LINE`` characters the rest of a line is; a fold says what
+  it holds and opens with one click. Past ``MAX_FLAGS`` the flag list says how many it does not
+  list (each of those is still marked in the text).
+- A card in the inbox renders at most ``INLINE_LINES`` lines and ``INLINE_CHARS`` characters
+  over all its blocks (an ``Inline`` budget): the rest is not rendered at all, and the block
+  says how much is left out (its odd characters still counted), so one call with megabytes of
+  arguments cannot make every refresh of every tab slow. The request's own page renders all.
 
 The HTML is built here, not in a template, because a 5 MB value is tens of thousands of lines:
 every piece of text goes through ``html.escape`` (``_Marker`` is the only place that writes
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..extras import missing
 
-__all__ = ["Block", "Flag", "Line", "Part", "diff_block", "plain", "rows_block", "text_block",
+__all__ = ["Block", "Flag", "Inline", "Line", "Part", "diff_block", "plain", "rows_block", "text_block",
            "url_block"]
 
 SHOWN_LINES = 400
@@ -39,6 +43,8 @@ CONTEXT = 3
 WBR = 2_000
 DIFF_MAX_LINES = 20_000
 DIFF_MAX_CHARS = 4_000_000
+INLINE_LINES = 2_000
+INLINE_CHARS = 250_000
 MARK = "▶"
 """The sign of the line a text block points at."""
 
@@ -126,6 +132,60 @@ class Block:
     note: str = ""
     headline: str = ""
     """HTML of a request's one-line summary (method, URL with the host emphasised)."""
+    cut: str = ""
+    """What an ``Inline`` budget left out of this block (empty: nothing)."""
+
+
+@dataclass
+class Inline:
+    """What one card may still render inline (lines and characters, over all its blocks), and
+    how much it left out."""
+
+    lines: int = INLINE_LINES
+    chars: int = INLINE_CHARS
+    cut_lines: int = 0
+    cut_chars: int = 0
+
+    def fit(self, sizes: Sequence[int]) -> tuple[int, int]:
+        """Of lines of these ``sizes``: how many render whole, and how many characters of the
+        next one (0: none of it)."""
+        for n, size in enumerate(sizes):
+            if self.lines <= 0 or self.chars <= 0:
+                return n, 0
+            if size > self.chars:
+                part, self.lines, self.chars = self.chars, self.lines - 1, 0
+                return n, part
+            self.lines, self.chars = self.lines - 1, self.chars - size
+        return len(sizes), 0
+
+    def cut(self, marker: _Marker, rest: Sequence[str], done: int, what: str, start: str
+            ) -> str:
+        """Count ``rest`` (the first ``done`` characters of it shown) as left out, its odd
+        characters as flagged, and say what is missing."""
+        if not rest:
+            return ""
+        chars = sum(map(len, rest)) - done
+        whole = len(rest) - (1 if done else 0)
+        odd = marker.tally(rest[0][done:]) + sum(marker.tally(t) for t in rest[1:])
+        self.cut_lines, self.cut_chars = self.cut_lines + whole, self.cut_chars + chars
+        said = (f"the rest of {start} and {whole:,} more {what}" if done and whole else
+                f"the rest of {start}" if done else f"{whole:,} more {what} (from {start})")
+        flagged = f", with {odd:,} flagged characters" if odd else ""
+        return f"Not shown here: {said}, {chars:,} characters{flagged}"
+
+    def trim(self, parts: list[Part], what: str) -> tuple[list[Part], str]:
+        """Rendered ``parts`` cut to the budget (a diff's), and what was left out."""
+        kept: list[Part] = []
+        for index, part in enumerate(parts):
+            whole, _ = self.fit([len(ln.html) + len(ln.more_html) for ln in part.lines])
+            if whole < len(part.lines):
+                kept += [Part(part.lines[:whole], part.folded)] if whole else []
+                rest = part.lines[whole:] + [ln for p in parts[index + 1:] for ln in p.lines]
+                self.cut_lines += len(rest)
+                self.cut_chars += sum(len(ln.html) + len(ln.more_html) for ln in rest)
+                return kept, f"Not shown here: {len(rest):,} more {what} (from {_label(rest[0])})"
+            kept.append(part)
+        return kept, ""
 
 
 class _Marker:
@@ -167,6 +227,19 @@ class _Marker:
             self.other += len(run)
         return (f'<mark class="{kind}" title="{html.escape(title)}">'
                 f"{_html(shown)}</mark>")
+
+    def tally(self, text: str) -> int:
+        """Count the odd characters of text left out (not listed, not rendered)."""
+        found = 0
+        for match in _ODD.finditer(text):
+            for char in match.group():
+                found += 1
+                if char.isprintable():
+                    self.other += 1
+                else:
+                    self.invisible += 1
+        self.unlisted += found
+        return found
 
     def line(self, text: str, *, where: str, anchor: str, number: str = "", old: str = "",
              sign: str = "") -> Line:
@@ -230,34 +303,50 @@ def _label(line: Line) -> str:
 
 
 def text_block(title: str, text: str, *, anchor: str, note: str = "",
-               marked: int | None = None) -> Block:
-    """A titled text with numbered lines (line ``marked`` pointed at)."""
+               marked: int | None = None, inline: Inline | None = None) -> Block:
+    """A titled text with numbered lines (line ``marked`` pointed at); with ``inline``, only
+    what its budget still allows."""
     marker = _Marker()
     lines = _lines_of(text)
+    whole, part = inline.fit([len(t) for t in lines]) if inline else (len(lines), 0)
+    shown = [*lines[:whole], lines[whole][:part]] if part else lines[:whole]
     rendered = [marker.line(t, where=f"line {n}", anchor=f"{anchor}-L{n}", number=str(n),
                             sign=MARK if n == marked else "")
-                for n, t in enumerate(lines, 1)]
+                for n, t in enumerate(shown, 1)]
     summary = (f"{len(lines):,} line{'s' if len(lines) != 1 else ''}, "
                f"{len(text):,} character{'s' if len(text) != 1 else ''}")
-    block = Block("text", title, summary, _budget([Part(rendered)], "lines"), note=note)
+    block = Block("text", title, summary, _budget([Part(rendered)] if rendered else [],
+                                                  "lines"), note=note)
+    if inline is not None:
+        block.cut = inline.cut(marker, lines[whole:], part, "lines", f"line {whole + 1:,}")
     return marker.finish(block)
 
 
-def rows_block(title: str, rows: list[tuple[str, str]], *, anchor: str, note: str = "") -> Block:
-    """Key/value rows: each value wraps like a line; keys are marked the same way."""
+def rows_block(title: str, rows: list[tuple[str, str]], *, anchor: str, note: str = "",
+               inline: Inline | None = None) -> Block:
+    """Key/value rows: each value wraps like a line; keys are marked the same way; with
+    ``inline``, only what its budget still allows."""
     marker = _Marker()
     rendered = []
-    for n, (key, value) in enumerate(rows, 1):
+    whole, part = inline.fit([len(k) + len(v) for k, v in rows]) if inline else (len(rows), 0)
+    shown = [*rows[:whole], (rows[whole][0], rows[whole][1][:part])] if part else rows[:whole]
+    for n, (key, value) in enumerate(shown, 1):
         key_html, _ = marker.html(key, f"name of {plain(key)}", 0, f"{anchor}-R{n}")
         line = marker.line(value, where=plain(key), anchor=f"{anchor}-R{n}")
         rendered.append(Line(line.html, key_html, "", "", line.anchor, line.flagged,
                              line.more_html, line.more_note))
-    block = Block("rows", title, "", _budget([Part(rendered)], "rows", numbered=False),
-                  note=note)
+    block = Block("rows", title, "", _budget([Part(rendered)] if rendered else [], "rows",
+                                             numbered=False), note=note)
+    if inline is not None:
+        rest = [v if n == whole and part else k + v for n, (k, v) in enumerate(rows[whole:],
+                                                                               whole)]
+        start = plain(rows[whole][0]) if whole < len(rows) else ""
+        block.cut = inline.cut(marker, rest, part, "rows", start)
     return marker.finish(block)
 
 
-def diff_block(title: str, old: str | None, new: str, *, anchor: str, note: str = "") -> Block:
+def diff_block(title: str, old: str | None, new: str, *, anchor: str, note: str = "",
+               inline: Inline | None = None) -> Block:
     """``new`` against ``old`` (``None``: nothing to compare with, every line is added), with
     runs of unchanged lines folded. Line numbers are the new file's (``old`` for removed)."""
     marker = _Marker()
@@ -314,8 +403,11 @@ def diff_block(title: str, old: str | None, new: str, *, anchor: str, note: str 
     added = sum(1 for p in parts for ln in p.lines if ln.sign == "+")
     removed = sum(1 for p in parts for ln in p.lines if ln.sign == "-")
     summary = f"{added:,} line{'s' if added != 1 else ''} added, {removed:,} removed"
+    cut = ""
+    if inline is not None:
+        parts, cut = inline.trim(parts, "lines of the diff")
     block = Block("diff", title, summary, _budget(parts, "lines of the diff"),
-                  note="; ".join(notes))
+                  note="; ".join(notes), cut=cut)
     return marker.finish(block)
 
 

@@ -268,7 +268,7 @@ class ApprovalPage:
                                  keep=keep)  # only what this person may decide
             figures = self.store.figures(settle=False) if session_of(client) is None else None
             failed = failure_line(self.store.db) if client == OPERATOR else ""
-            return {"cards": [self._card(s) for s in shown.items], "cursor": cursor,
+            return {"cards": [self._card(s, inline=True) for s in shown.items], "cursor": cursor,
                     "queue": shown, "figures": figures_text(figures) if figures else None,
                     "notify_failure": failed}
 
@@ -277,10 +277,10 @@ class ApprovalPage:
                             wanted=wanted, problem=problem, ages=AGES, risks=RISKS,
                             **values)
 
-    def _card(self, stored: StoredApproval) -> dict[str, Any]:
+    def _card(self, stored: StoredApproval, *, inline: bool = False) -> dict[str, Any]:
         journals = self.journals
         script = journals.script_for(stored.request) if journals is not None else None
-        return card(stored, self.catalog, script)
+        return card(stored, self.catalog, script, inline=inline)
 
     def _render(self, request: Request, name: str, status: int = 200, **values: Any
                 ) -> Response:

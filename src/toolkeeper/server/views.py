@@ -23,7 +23,7 @@ from ..core.spec import ToolLike
 from ..invoke.audit import AuditEntry
 from ..toolbox.catalog import CatalogBase
 from .card_builtins import BUILTIN_VIEWS, generic_sections
-from .card_text import Block, diff_block, plain, rows_block, text_block, url_block
+from .card_text import Block, Inline, diff_block, plain, rows_block, text_block, url_block
 from .cards import RowsSection, Section, TextSection, find_card_view, sections_of
 from .clients import OPERATOR
 
@@ -110,23 +110,26 @@ def card_sections(tool: str, arguments: dict[str, Any], catalog: CatalogBase | N
     return generic_sections(arguments), "", False
 
 
-def render(sections: list[Section], anchor: str) -> list[Block]:
-    """Sections as blocks for the template (ids ``{anchor}-{n}``…)."""
+def render(sections: list[Section], anchor: str, inline: Inline | None = None
+           ) -> list[Block]:
+    """Sections as blocks for the template (ids ``{anchor}-{n}``…); with ``inline``, only
+    what its budget allows (each block says what it left out)."""
     blocks = []
     for n, section in enumerate(sections):
         at = f"{anchor}-{n}"
         if section.kind == "text":
             blocks.append(text_block(section.title, section.text, anchor=at, note=section.note,
-                                     marked=section.marked))
+                                     marked=section.marked, inline=inline))
         elif section.kind == "diff":
             blocks.append(diff_block(section.title, section.old, section.new, anchor=at,
-                                     note=section.note))
+                                     note=section.note, inline=inline))
         elif section.kind == "url":
             blocks.append(url_block(section.title, section.url, section.method, anchor=at,
                                     note=section.note))
         else:
             rows = [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in section.rows]
-            blocks.append(rows_block(section.title, rows, anchor=at, note=section.note))
+            blocks.append(rows_block(section.title, rows, anchor=at, note=section.note,
+                                     inline=inline))
     return blocks
 
 
@@ -160,9 +163,11 @@ def script_sections(script: ScriptView) -> list[Section]:
 
 
 def card(stored: StoredApproval, catalog: CatalogBase | None = None,
-         script: ScriptView | None = None) -> dict[str, Any]:
+         script: ScriptView | None = None, *, inline: bool = False) -> dict[str, Any]:
     """What a card shows (the template escapes every value but the blocks' own HTML); a call
-    a code-mode script made shows the ``script`` below it."""
+    a code-mode script made shows the ``script`` below it. ``inline`` (the inbox's cards)
+    renders at most ``card_text.INLINE_*`` of it: a card cut so (``cut``) says how much it left
+    out and is approved only from the request's own page, which shows everything."""
     request, now = stored.request, time.time()
     expires, state = request.expires_at, str(stored.state)
     expired = state == "expired" or (state == "pending" and expires is not None
@@ -172,6 +177,10 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         sections = [*sections, *script_sections(script)]
     anchor = f"c-{request.id}"
     decision = stored.decision
+    budget = Inline() if inline else None
+    blocks = render(sections, anchor, budget)
+    raw = render(generic_sections(request.arguments), anchor + "-raw", budget) if raw_too else []
+    cut = budget is not None and bool(budget.cut_lines or budget.cut_chars)
     return {
         "id": request.id, "tool": plain(request.tool), "risk": request.risk.value,
         "state": "expired" if expired else state,
@@ -182,10 +191,11 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         "expires": "never" if expires is None or expires - request.created_at >= NEVER_S / 2
         else "expired" if expires <= now else
         f"in {_age(expires - now)}",
-        "blocks": render(sections, anchor), "view_note": note,
-        "raw": render(generic_sections(request.arguments), anchor + "-raw") if raw_too else [],
+        "blocks": blocks, "view_note": note, "raw": raw, "cut": cut,
+        "cut_note": f"{budget.cut_lines:,} lines or rows, {budget.cut_chars:,} characters"
+        if budget is not None and cut else "",
         "digest": request.args_digest, "session_grant": SESSION_GRANT_LABEL,
-        "edit_json": edit_json(request.arguments),
+        "edit_json": "" if cut else edit_json(request.arguments),
         "edited": bool(decision and decision.arguments is not None),
         "decision": decision.outcome if decision else None,
         "decided": decided_text(decision.approver, decision.outcome) if decision else "",
