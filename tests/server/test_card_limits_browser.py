@@ -4,6 +4,7 @@ approved only from its own page, which shows every byte."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -62,5 +63,40 @@ def test_a_huge_card_is_cut_in_the_inbox_and_approved_only_after_its_full_argume
         page.click("article.card button.approve")
         page.wait_for_function("() => location.pathname.endsWith('/')", timeout=30000)
         assert _states(tmp_path)[request] in ("approved", "executing", "done")
+    finally:
+        stop(proc)
+
+
+BLANK = "\u3164\u2800\u115f\u1160\uffa0"  # printable to Python, blank to a reader
+
+
+def test_blank_looking_letters_are_escaped_on_the_card_and_in_the_edit_box(
+        browser: Any, tmp_path: Path) -> None:
+    proc, url, login = _served(tmp_path)
+    try:
+        command = f"echo ok{BLANK[0] * 3} hidden{BLANK[1]}; rm{BLANK[2:]} -rf x"
+        assert _Call(url, {"settings": {"command": command}}, tool="configure").wait().is_error
+        page = _page(browser, login)
+        _cards(page, 1)
+        (request,) = _states(tmp_path)
+        card = page.locator(f"#card-{request}")
+        text = card.locator("section.block").first.inner_text()
+        for char in BLANK:
+            assert char not in text and f"\\u{ord(char):04x}" in text, (char, text)
+        assert "U+3164 HANGUL FILLER" in card.locator(".flags li.invisible").first.inner_text()
+        card.locator("details.edit > summary").click()
+        box = card.locator("textarea[name=arguments]")
+        value = box.input_value()
+        for char in BLANK:
+            assert char not in value and f"\\u{ord(char):04x}" in value, (char, value)
+        assert json.loads(value) == {"settings": {"command": command}}  # reads back the same
+        box.fill('{"settings": "not an object"}')  # an edit the tool does not take
+        card.locator("button.approve-edited").click()
+        page.wait_for_selector("main h1", timeout=30000)
+        said = page.inner_text("main")
+        assert "Not decided" in said and "do not fit 'configure'" in said, said
+        assert ".." not in said and "call the tool again" not in said, said
+        assert "Correct them in the edit box and approve again" in said, said
+        assert _states(tmp_path)[request] == "pending"
     finally:
         stop(proc)

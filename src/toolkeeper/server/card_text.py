@@ -2,8 +2,9 @@
 scrolling), every character shown or accounted for, and odd characters flagged where they are.
 
 - Control, bidi, zero-width, separator and other invisible characters (everything
-  ``str.isprintable`` refuses but a tab) are written as escapes (``\\u202e``), marked, and
-  listed with their place: ``line 17, col 4: U+202E RIGHT-TO-LEFT OVERRIDE``.
+  ``str.isprintable`` refuses but a tab, and the blank-looking letters and marks it accepts,
+  ``BLANK_LOOKING``) are written as escapes (``\\u202e``), marked, and listed with their
+  place: ``line 17, col 4: U+202E RIGHT-TO-LEFT OVERRIDE``. The edit box uses the same set.
 - Other non-ASCII characters are shown as they are, marked, and listed the same way (with the
   ASCII letter they look like, for the usual look-alikes).
 - Nothing is cut silently: past ``SHOWN_LINES`` lines (or ``SHOWN_CHARS`` characters) the rest
@@ -32,8 +33,8 @@ from dataclasses import dataclass, field
 
 from ..extras import missing
 
-__all__ = ["Block", "Flag", "Inline", "Line", "Part", "diff_block", "plain", "rows_block", "text_block",
-           "url_block"]
+__all__ = ["BLANK_LOOKING", "Block", "Flag", "Inline", "Line", "Part", "diff_block", "plain",
+           "rows_block", "shown_as_is", "text_block", "url_block"]
 
 SHOWN_LINES = 400
 SHOWN_CHARS = 100_000
@@ -49,6 +50,18 @@ MARK = "▶"
 """The sign of the line a text block points at."""
 
 _ODD = re.compile(r"[^\t\x20-\x7e]+")
+BLANK_LOOKING = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10))) + "".join(map(chr, range(0xE0100, 0xE01F0))))
+"""Characters ``str.isprintable`` accepts that show as nothing or as blank space: the Hangul
+fillers (U+115F, U+1160, U+3164, U+FFA0), the Braille blank (U+2800), the combining grapheme
+joiner, Khmer's inherent vowels, variation selectors. A card and the edit box escape them like
+the invisible ones."""
+
+
+def shown_as_is(char: str) -> bool:
+    """Whether a card or the edit box shows ``char`` itself (not as its escape)."""
+    return char.isprintable() and char not in BLANK_LOOKING
 # Letters of other scripts that read as Latin ones (fullwidth and mathematical forms are found
 # by NFKC instead).
 _LOOKALIKES = dict(zip("аеорсухіјѕԁӏһԛԝвкмнтАВЕКМНОРСТХУІЈЅΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντ",
@@ -81,9 +94,9 @@ def describe(char: str) -> str:
 def plain(text: str) -> str:
     """One-line text with every invisible character written as an escape (for names, reasons
     and messages; the template escapes the rest)."""
-    if text.isprintable():
+    if text.isprintable() and BLANK_LOOKING.isdisjoint(text):
         return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
+    return "".join(c if shown_as_is(c) else _escape(c) for c in text)
 
 
 @dataclass(frozen=True)
@@ -203,7 +216,7 @@ class _Marker:
             out.append(_html(text[pos:match.start()]))
             pos = match.end()
             column = start + match.start() + 1
-            for printable, chars in itertools.groupby(match.group(), str.isprintable):
+            for printable, chars in itertools.groupby(match.group(), shown_as_is):
                 run = "".join(chars)
                 out.append(self._mark(run, "na" if printable else "esc", where, column, anchor))
                 column += len(run)
@@ -234,7 +247,7 @@ class _Marker:
         for match in _ODD.finditer(text):
             for char in match.group():
                 found += 1
-                if char.isprintable():
+                if shown_as_is(char):
                     self.other += 1
                 else:
                     self.invisible += 1

@@ -23,7 +23,7 @@ from ..core.spec import ToolLike
 from ..invoke.audit import AuditEntry
 from ..toolbox.catalog import CatalogBase
 from .card_builtins import BUILTIN_VIEWS, generic_sections
-from .card_text import Block, Inline, diff_block, plain, rows_block, text_block, url_block
+from .card_text import Block, Inline, diff_block, plain, rows_block, shown_as_is, text_block, url_block
 from .cards import RowsSection, Section, TextSection, find_card_view, sections_of
 from .clients import OPERATOR
 
@@ -232,9 +232,10 @@ def figures_text(figures: QueueFigures) -> dict[str, str]:
 
 def edit_json(arguments: dict[str, object]) -> str:
     """The arguments as the edit box holds them: indented JSON in which every invisible,
-    control, bidi, separator or private character but the space and the newline is written
-    as its ``\\uXXXX`` escape (a box shows characters as they are; these would hide or
-    reorder what the person edits). The escapes read back as the same characters. Empty when
+    control, bidi, separator or private character but the space and the newline, and every
+    blank-looking one the card escapes too (``card_text.BLANK_LOOKING``: U+3164 HANGUL
+    FILLER…), is written as its ``\\uXXXX`` escape (a box shows characters as they are; these
+    would hide or reorder what the person edits). The escapes read back as the same characters. Empty when
     the arguments are longer than ``MAX_EDIT`` characters (edit those through the API)."""
     text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
     if len(text) > MAX_EDIT:
@@ -243,7 +244,7 @@ def edit_json(arguments: dict[str, object]) -> str:
 
 
 def _escaped(ch: str) -> str:
-    if ch in " \n" or unicodedata.category(ch)[0] not in "CZ":
+    if ch in " \n" or (unicodedata.category(ch)[0] not in "CZ" and shown_as_is(ch)):
         return ch
     code = ord(ch)
     if code <= 0xFFFF:
