@@ -100,3 +100,32 @@ def test_blank_looking_letters_are_escaped_on_the_card_and_in_the_edit_box(
         assert _states(tmp_path)[request] == "pending"
     finally:
         stop(proc)
+
+
+def test_a_grant_for_the_client_says_any_arguments_and_a_critical_tool_asks_to_confirm_it(
+        browser: Any, tmp_path: Path) -> None:
+    proc, url, login = _served(tmp_path)
+    try:
+        assert _Call(url, {"settings": {"mode": "safe"}}, tool="configure").wait().is_error
+        page = _page(browser, login)
+        _cards(page, 1)
+        (request,) = _states(tmp_path)
+        card = page.locator(f"#card-{request}")
+        grant = card.locator("button.approve-session")
+        assert "any arguments" in grant.inner_text()
+        hint = card.locator("p.grant-hint").inner_text()
+        assert "with any arguments" in hint and "asked to confirm" in hint, hint
+        grant.click()  # a critical tool: one click does not grant it
+        page.wait_for_selector("form.confirm-grant", timeout=30000)
+        assert "any arguments" in page.inner_text("main")
+        assert _states(tmp_path)[request] == "pending"
+        page.wait_for_function("() => document.activeElement?.classList.contains("
+                               "'confirm-session')", timeout=30000)
+        page.keyboard.press("Enter")  # the keyboard alone confirms
+        page.wait_for_function("() => location.pathname.endsWith('/') && "
+                               "!document.querySelector('form.confirm-grant')", timeout=30000)
+        assert _states(tmp_path)[request] == "approved"
+        other = _Call(url, {"settings": {"mode": "anything else"}}, tool="configure").wait()
+        assert not other.is_error  # the grant: other arguments run without asking
+    finally:
+        stop(proc)

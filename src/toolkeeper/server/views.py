@@ -27,7 +27,7 @@ from .card_text import Block, Inline, diff_block, plain, rows_block, shown_as_is
 from .cards import RowsSection, Section, TextSection, find_card_view, sections_of
 from .clients import OPERATOR
 
-__all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
+__all__ = ["SESSION_GRANT_FOR", "SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
            "client_of", "decided_text", "edit_blocks", "edit_json", "figures_text", "history_row",
            "script_sections", "session_of"]
 
@@ -79,8 +79,10 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
-SESSION_GRANT_LABEL = f"Approve for this client for {_age(SESSION_GRANT_S)}"
-"""The button of the ``approve_session`` choice (it binds to one client, for a while)."""
+SESSION_GRANT_FOR = _age(SESSION_GRANT_S)
+SESSION_GRANT_LABEL = f"Approve for this client for {SESSION_GRANT_FOR} (any arguments)"
+"""The button of the ``approve_session`` choice: it binds to one client, for a while, and lets
+the tool run with any arguments meanwhile."""
 
 
 def _when(ts: float) -> str:
@@ -195,6 +197,7 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         "cut_note": f"{budget.cut_lines:,} lines or rows, {budget.cut_chars:,} characters"
         if budget is not None and cut else "",
         "digest": request.args_digest, "session_grant": SESSION_GRANT_LABEL,
+        "grant_for": SESSION_GRANT_FOR,
         "edit_json": "" if cut else edit_json(request.arguments),
         "edited": bool(decision and decision.arguments is not None),
         "decision": decision.outcome if decision else None,
