@@ -96,7 +96,7 @@ def test_blank_looking_letters_are_escaped_on_the_card_and_in_the_edit_box(
         said = page.inner_text("main")
         assert "Not decided" in said and "do not fit 'configure'" in said, said
         assert ".." not in said and "call the tool again" not in said, said
-        assert "Correct them in the edit box and approve again" in said, said
+        assert "Correct them and approve again" in said, said
         assert _states(tmp_path)[request] == "pending"
     finally:
         stop(proc)

@@ -147,4 +147,4 @@ def _unfit(tool: str, exc: InvalidArgumentsError) -> str:
         len(problems) > 5 else ""
     why = "; ".join(said) + more if said else "they do not match the tool's schema"
     return (f"Not approved: the edited arguments do not fit '{plain(tool)}' ({why}). Correct "
-            "them in the edit box and approve again, or approve or deny the call as asked.")
+            "them and approve again, or approve or deny the call as asked.")
