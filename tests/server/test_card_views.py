@@ -237,7 +237,7 @@ def test_a_pending_request_past_its_time_is_shown_expired_and_not_approvable() -
     assert (card(past)["state"], card(past)["approvable"]) == ("expired", False)
     assert (card(future)["state"], card(future)["approvable"]) == ("pending", True)
     assert card(future)["expires"] in ("in 9 min", "in 10 min")
-    assert card(future)["session_grant"] == "Approve for this client for 15 min"
+    assert card(future)["session_grant"] == "Approve for this client for 15 min (any arguments)"
 
 
 @pytest.mark.parametrize(("approver", "outcome", "said"), [

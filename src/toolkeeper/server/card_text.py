@@ -2,14 +2,19 @@
 scrolling), every character shown or accounted for, and odd characters flagged where they are.
 
 - Control, bidi, zero-width, separator and other invisible characters (everything
-  ``str.isprintable`` refuses but a tab) are written as escapes (``\\u202e``), marked, and
-  listed with their place: ``line 17, col 4: U+202E RIGHT-TO-LEFT OVERRIDE``.
+  ``str.isprintable`` refuses but a tab, and the blank-looking letters and marks it accepts,
+  ``BLANK_LOOKING``) are written as escapes (``\\u202e``), marked, and listed with their
+  place: ``line 17, col 4: U+202E RIGHT-TO-LEFT OVERRIDE``. The edit box uses the same set.
 - Other non-ASCII characters are shown as they are, marked, and listed the same way (with the
   ASCII letter they look like, for the usual look-alikes).
-- Nothing is cut: past ``SHOWN_LINES`` lines (or ``SHOWN_CHARS`` characters) the rest of a block
-  is folded, and past ``LONG_LINE`` characters the rest of a line is; a fold says what it holds
-  and opens with one click. Past ``MAX_FLAGS`` the flag list says how many it does not list
-  (each of those is still marked in the text).
+- Nothing is cut silently: past ``SHOWN_LINES`` lines (or ``SHOWN_CHARS`` characters) the rest
+  of a block is folded, and past ``LONG_LINE`` characters the rest of a line is; a fold says what
+  it holds and opens with one click. Past ``MAX_FLAGS`` the flag list says how many it does not
+  list (each of those is still marked in the text).
+- A card in the inbox renders at most ``INLINE_LINES`` lines and ``INLINE_CHARS`` characters
+  over all its blocks (an ``Inline`` budget): the rest is not rendered at all, and the block
+  says how much is left out (its odd characters still counted), so one call with megabytes of
+  arguments cannot make every refresh of every tab slow. The request's own page renders all.
 
 The HTML is built here, not in a template, because a 5 MB value is tens of thousands of lines:
 every piece of text goes through ``html.escape`` (``_Marker`` is the only place that writes
@@ -28,8 +33,8 @@ from dataclasses import dataclass, field
 
 from ..extras import missing
 
-__all__ = ["Block", "Flag", "Line", "Part", "diff_block", "plain", "rows_block", "text_block",
-           "url_block"]
+__all__ = ["BLANK_LOOKING", "Block", "Flag", "Inline", "Line", "Part", "diff_block", "plain",
+           "rows_block", "shown_as_is", "text_block", "url_block"]
 
 SHOWN_LINES = 400
 SHOWN_CHARS = 100_000
@@ -39,10 +44,24 @@ CONTEXT = 3
 WBR = 2_000
 DIFF_MAX_LINES = 20_000
 DIFF_MAX_CHARS = 4_000_000
+INLINE_LINES = 2_000
+INLINE_CHARS = 250_000
 MARK = "▶"
 """The sign of the line a text block points at."""
 
 _ODD = re.compile(r"[^\t\x20-\x7e]+")
+BLANK_LOOKING = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10))) + "".join(map(chr, range(0xE0100, 0xE01F0))))
+"""Characters ``str.isprintable`` accepts that show as nothing or as blank space: the Hangul
+fillers (U+115F, U+1160, U+3164, U+FFA0), the Braille blank (U+2800), the combining grapheme
+joiner, Khmer's inherent vowels, variation selectors. A card and the edit box escape them like
+the invisible ones."""
+
+
+def shown_as_is(char: str) -> bool:
+    """Whether a card or the edit box shows ``char`` itself (not as its escape)."""
+    return char.isprintable() and char not in BLANK_LOOKING
 # Letters of other scripts that read as Latin ones (fullwidth and mathematical forms are found
 # by NFKC instead).
 _LOOKALIKES = dict(zip("аеорсухіјѕԁӏһԛԝвкмнтАВЕКМНОРСТХУІЈЅΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντ",
@@ -75,9 +94,9 @@ def describe(char: str) -> str:
 def plain(text: str) -> str:
     """One-line text with every invisible character written as an escape (for names, reasons
     and messages; the template escapes the rest)."""
-    if text.isprintable():
+    if text.isprintable() and BLANK_LOOKING.isdisjoint(text):
         return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
+    return "".join(c if shown_as_is(c) else _escape(c) for c in text)
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,60 @@ class Block:
     note: str = ""
     headline: str = ""
     """HTML of a request's one-line summary (method, URL with the host emphasised)."""
+    cut: str = ""
+    """What an ``Inline`` budget left out of this block (empty: nothing)."""
+
+
+@dataclass
+class Inline:
+    """What one card may still render inline (lines and characters, over all its blocks), and
+    how much it left out."""
+
+    lines: int = INLINE_LINES
+    chars: int = INLINE_CHARS
+    cut_lines: int = 0
+    cut_chars: int = 0
+
+    def fit(self, sizes: Sequence[int]) -> tuple[int, int]:
+        """Of lines of these ``sizes``: how many render whole, and how many characters of the
+        next one (0: none of it)."""
+        for n, size in enumerate(sizes):
+            if self.lines <= 0 or self.chars <= 0:
+                return n, 0
+            if size > self.chars:
+                part, self.lines, self.chars = self.chars, self.lines - 1, 0
+                return n, part
+            self.lines, self.chars = self.lines - 1, self.chars - size
+        return len(sizes), 0
+
+    def cut(self, marker: _Marker, rest: Sequence[str], done: int, what: str, start: str
+            ) -> str:
+        """Count ``rest`` (the first ``done`` characters of it shown) as left out, its odd
+        characters as flagged, and say what is missing."""
+        if not rest:
+            return ""
+        chars = sum(map(len, rest)) - done
+        whole = len(rest) - (1 if done else 0)
+        odd = marker.tally(rest[0][done:]) + sum(marker.tally(t) for t in rest[1:])
+        self.cut_lines, self.cut_chars = self.cut_lines + whole, self.cut_chars + chars
+        said = (f"the rest of {start} and {whole:,} more {what}" if done and whole else
+                f"the rest of {start}" if done else f"{whole:,} more {what} (from {start})")
+        flagged = f", with {odd:,} flagged characters" if odd else ""
+        return f"Not shown here: {said}, {chars:,} characters{flagged}"
+
+    def trim(self, parts: list[Part], what: str) -> tuple[list[Part], str]:
+        """Rendered ``parts`` cut to the budget (a diff's), and what was left out."""
+        kept: list[Part] = []
+        for index, part in enumerate(parts):
+            whole, _ = self.fit([len(ln.html) + len(ln.more_html) for ln in part.lines])
+            if whole < len(part.lines):
+                kept += [Part(part.lines[:whole], part.folded)] if whole else []
+                rest = part.lines[whole:] + [ln for p in parts[index + 1:] for ln in p.lines]
+                self.cut_lines += len(rest)
+                self.cut_chars += sum(len(ln.html) + len(ln.more_html) for ln in rest)
+                return kept, f"Not shown here: {len(rest):,} more {what} (from {_label(rest[0])})"
+            kept.append(part)
+        return kept, ""
 
 
 class _Marker:
@@ -143,7 +216,7 @@ class _Marker:
             out.append(_html(text[pos:match.start()]))
             pos = match.end()
             column = start + match.start() + 1
-            for printable, chars in itertools.groupby(match.group(), str.isprintable):
+            for printable, chars in itertools.groupby(match.group(), shown_as_is):
                 run = "".join(chars)
                 out.append(self._mark(run, "na" if printable else "esc", where, column, anchor))
                 column += len(run)
@@ -167,6 +240,19 @@ class _Marker:
             self.other += len(run)
         return (f'<mark class="{kind}" title="{html.escape(title)}">'
                 f"{_html(shown)}</mark>")
+
+    def tally(self, text: str) -> int:
+        """Count the odd characters of text left out (not listed, not rendered)."""
+        found = 0
+        for match in _ODD.finditer(text):
+            for char in match.group():
+                found += 1
+                if shown_as_is(char):
+                    self.other += 1
+                else:
+                    self.invisible += 1
+        self.unlisted += found
+        return found
 
     def line(self, text: str, *, where: str, anchor: str, number: str = "", old: str = "",
              sign: str = "") -> Line:
@@ -230,34 +316,50 @@ def _label(line: Line) -> str:
 
 
 def text_block(title: str, text: str, *, anchor: str, note: str = "",
-               marked: int | None = None) -> Block:
-    """A titled text with numbered lines (line ``marked`` pointed at)."""
+               marked: int | None = None, inline: Inline | None = None) -> Block:
+    """A titled text with numbered lines (line ``marked`` pointed at); with ``inline``, only
+    what its budget still allows."""
     marker = _Marker()
     lines = _lines_of(text)
+    whole, part = inline.fit([len(t) for t in lines]) if inline else (len(lines), 0)
+    shown = [*lines[:whole], lines[whole][:part]] if part else lines[:whole]
     rendered = [marker.line(t, where=f"line {n}", anchor=f"{anchor}-L{n}", number=str(n),
                             sign=MARK if n == marked else "")
-                for n, t in enumerate(lines, 1)]
+                for n, t in enumerate(shown, 1)]
     summary = (f"{len(lines):,} line{'s' if len(lines) != 1 else ''}, "
                f"{len(text):,} character{'s' if len(text) != 1 else ''}")
-    block = Block("text", title, summary, _budget([Part(rendered)], "lines"), note=note)
+    block = Block("text", title, summary, _budget([Part(rendered)] if rendered else [],
+                                                  "lines"), note=note)
+    if inline is not None:
+        block.cut = inline.cut(marker, lines[whole:], part, "lines", f"line {whole + 1:,}")
     return marker.finish(block)
 
 
-def rows_block(title: str, rows: list[tuple[str, str]], *, anchor: str, note: str = "") -> Block:
-    """Key/value rows: each value wraps like a line; keys are marked the same way."""
+def rows_block(title: str, rows: list[tuple[str, str]], *, anchor: str, note: str = "",
+               inline: Inline | None = None) -> Block:
+    """Key/value rows: each value wraps like a line; keys are marked the same way; with
+    ``inline``, only what its budget still allows."""
     marker = _Marker()
     rendered = []
-    for n, (key, value) in enumerate(rows, 1):
+    whole, part = inline.fit([len(k) + len(v) for k, v in rows]) if inline else (len(rows), 0)
+    shown = [*rows[:whole], (rows[whole][0], rows[whole][1][:part])] if part else rows[:whole]
+    for n, (key, value) in enumerate(shown, 1):
         key_html, _ = marker.html(key, f"name of {plain(key)}", 0, f"{anchor}-R{n}")
         line = marker.line(value, where=plain(key), anchor=f"{anchor}-R{n}")
         rendered.append(Line(line.html, key_html, "", "", line.anchor, line.flagged,
                              line.more_html, line.more_note))
-    block = Block("rows", title, "", _budget([Part(rendered)], "rows", numbered=False),
-                  note=note)
+    block = Block("rows", title, "", _budget([Part(rendered)] if rendered else [], "rows",
+                                             numbered=False), note=note)
+    if inline is not None:
+        rest = [v if n == whole and part else k + v for n, (k, v) in enumerate(rows[whole:],
+                                                                               whole)]
+        start = plain(rows[whole][0]) if whole < len(rows) else ""
+        block.cut = inline.cut(marker, rest, part, "rows", start)
     return marker.finish(block)
 
 
-def diff_block(title: str, old: str | None, new: str, *, anchor: str, note: str = "") -> Block:
+def diff_block(title: str, old: str | None, new: str, *, anchor: str, note: str = "",
+               inline: Inline | None = None) -> Block:
     """``new`` against ``old`` (``None``: nothing to compare with, every line is added), with
     runs of unchanged lines folded. Line numbers are the new file's (``old`` for removed)."""
     marker = _Marker()
@@ -314,8 +416,11 @@ def diff_block(title: str, old: str | None, new: str, *, anchor: str, note: str 
     added = sum(1 for p in parts for ln in p.lines if ln.sign == "+")
     removed = sum(1 for p in parts for ln in p.lines if ln.sign == "-")
     summary = f"{added:,} line{'s' if added != 1 else ''} added, {removed:,} removed"
+    cut = ""
+    if inline is not None:
+        parts, cut = inline.trim(parts, "lines of the diff")
     block = Block("diff", title, summary, _budget(parts, "lines of the diff"),
-                  note="; ".join(notes))
+                  note="; ".join(notes), cut=cut)
     return marker.finish(block)
 
 

@@ -20,6 +20,7 @@ from ..approval.store import ApprovalStore, StoredApproval
 from ..errors import InvalidArgumentsError
 from ..invoke.audit import AuditEntry, AuditLog
 from ..tools.tool import Tool
+from .card_text import plain
 from .clients import ANONYMOUS, OPERATOR
 from .views import client_of, session_of
 
@@ -132,6 +133,18 @@ def edit_checked(stored: StoredApproval, choice: str, arguments: object,
         try:
             tool.validate_arguments(edited)
         except InvalidArgumentsError as exc:
-            raise DecisionError(400, "bad_arguments", f"the edited arguments do not fit "
-                                f"'{request.tool}': {exc}. Fix them and approve again") from None
+            raise DecisionError(400, "bad_arguments", _unfit(request.tool, exc)) from None
     return edited
+
+
+def _unfit(tool: str, exc: InvalidArgumentsError) -> str:
+    """Why an edit does not fit, for the person who made it (the validator's message is
+    written for the model: "… call the tool again")."""
+    problems = exc.details.get("problems")
+    said = [plain(str(p.get("message", ""))) for p in problems[:5]
+            if isinstance(p, dict)] if isinstance(problems, list) else []
+    more = f"; and {len(problems) - 5} more" if isinstance(problems, list) and \
+        len(problems) > 5 else ""
+    why = "; ".join(said) + more if said else "they do not match the tool's schema"
+    return (f"Not approved: the edited arguments do not fit '{plain(tool)}' ({why}). Correct "
+            "them and approve again, or approve or deny the call as asked.")

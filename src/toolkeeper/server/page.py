@@ -15,6 +15,7 @@ import anyio.to_thread
 from ..approval.journal import journals_of
 from ..approval.sqlite import Database
 from ..approval.store import SqliteApprovalStore, StoredApproval
+from ..core.risk import ToolRisk
 from ..invoke.audit import AuditLog
 from ..notify.ledger import last_failure
 from .auth import COOKIE, WebSessions
@@ -24,7 +25,7 @@ from .decide import DecisionError, decide, edit_checked
 from .deciding import Deciders, approver_of
 from .queue import AGES, RISKS, QueueFilter, upstream_of, waiting_page
 from .requests import audit_filters, caller_of, query_audit, root_of, visible_request
-from .views import card, edit_blocks, figures_text, history_row, session_of
+from .views import SESSION_GRANT_FOR, card, client_of, edit_blocks, figures_text, history_row, session_of
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -133,6 +134,10 @@ class ApprovalPage:
                                 text="The form is stale or came from elsewhere (CSRF check). "
                                      "Reload the page and decide again.")
         choice, arguments = str(form.get("decision", "")), None
+        if choice == "approve_session" and form.get("confirm") != "yes":
+            grant = await self._grant_to_confirm(request, client, form)
+            if grant is not None:  # a critical tool: the person confirms on a page of its own
+                return self._render(request, "confirm_grant.html", grant=grant)
         try:
             if choice == "approve_edited":  # the card's edited arguments, as JSON
                 choice, arguments = "approve", edited_json(str(form.get("arguments", "")))
@@ -146,6 +151,18 @@ class ApprovalPage:
             return self._render(request, "message.html", status=exc.status,
                                 heading="Not decided", text=str(exc))
         return self._home(request)
+
+    async def _grant_to_confirm(self, request: Request, client: str, form: Any
+                                ) -> dict[str, str] | None:
+        """What the confirmation of a session grant says, when its tool is CRITICAL (a
+        grant lets any arguments run for a while); ``None`` when none is asked."""
+        stored = await visible_request(self.store, request, client)
+        if stored is None or stored.request.risk is not ToolRisk.CRITICAL:
+            return None
+        return {"id": stored.request.id, "tool": plain(stored.request.tool),
+                "client": plain(client_of(stored.request.session_id)),
+                "for": SESSION_GRANT_FOR, "digest": str(form.get("digest", "")),
+                "message": str(form.get("message", ""))[:MAX_MESSAGE]}
 
     async def preview(self, request: Request) -> Response:
         """An edit of a card's arguments as the card would show it (its own views: a diff
@@ -268,7 +285,7 @@ class ApprovalPage:
                                  keep=keep)  # only what this person may decide
             figures = self.store.figures(settle=False) if session_of(client) is None else None
             failed = failure_line(self.store.db) if client == OPERATOR else ""
-            return {"cards": [self._card(s) for s in shown.items], "cursor": cursor,
+            return {"cards": [self._card(s, inline=True) for s in shown.items], "cursor": cursor,
                     "queue": shown, "figures": figures_text(figures) if figures else None,
                     "notify_failure": failed}
 
@@ -277,10 +294,10 @@ class ApprovalPage:
                             wanted=wanted, problem=problem, ages=AGES, risks=RISKS,
                             **values)
 
-    def _card(self, stored: StoredApproval) -> dict[str, Any]:
+    def _card(self, stored: StoredApproval, *, inline: bool = False) -> dict[str, Any]:
         journals = self.journals
         script = journals.script_for(stored.request) if journals is not None else None
-        return card(stored, self.catalog, script)
+        return card(stored, self.catalog, script, inline=inline)
 
     def _render(self, request: Request, name: str, status: int = 200, **values: Any
                 ) -> Response:

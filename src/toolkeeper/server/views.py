@@ -23,11 +23,11 @@ from ..core.spec import ToolLike
 from ..invoke.audit import AuditEntry
 from ..toolbox.catalog import CatalogBase
 from .card_builtins import BUILTIN_VIEWS, generic_sections
-from .card_text import Block, diff_block, plain, rows_block, text_block, url_block
+from .card_text import Block, Inline, diff_block, plain, rows_block, shown_as_is, text_block, url_block
 from .cards import RowsSection, Section, TextSection, find_card_view, sections_of
 from .clients import OPERATOR
 
-__all__ = ["SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
+__all__ = ["SESSION_GRANT_FOR", "SESSION_GRANT_LABEL", "approval_json", "audit_json", "card", "card_sections",
            "client_of", "decided_text", "edit_blocks", "edit_json", "figures_text", "history_row",
            "script_sections", "session_of"]
 
@@ -79,8 +79,10 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
-SESSION_GRANT_LABEL = f"Approve for this client for {_age(SESSION_GRANT_S)}"
-"""The button of the ``approve_session`` choice (it binds to one client, for a while)."""
+SESSION_GRANT_FOR = _age(SESSION_GRANT_S)
+SESSION_GRANT_LABEL = f"Approve for this client for {SESSION_GRANT_FOR} (any arguments)"
+"""The button of the ``approve_session`` choice: it binds to one client, for a while, and lets
+the tool run with any arguments meanwhile."""
 
 
 def _when(ts: float) -> str:
@@ -110,23 +112,26 @@ def card_sections(tool: str, arguments: dict[str, Any], catalog: CatalogBase | N
     return generic_sections(arguments), "", False
 
 
-def render(sections: list[Section], anchor: str) -> list[Block]:
-    """Sections as blocks for the template (ids ``{anchor}-{n}``…)."""
+def render(sections: list[Section], anchor: str, inline: Inline | None = None
+           ) -> list[Block]:
+    """Sections as blocks for the template (ids ``{anchor}-{n}``…); with ``inline``, only
+    what its budget allows (each block says what it left out)."""
     blocks = []
     for n, section in enumerate(sections):
         at = f"{anchor}-{n}"
         if section.kind == "text":
             blocks.append(text_block(section.title, section.text, anchor=at, note=section.note,
-                                     marked=section.marked))
+                                     marked=section.marked, inline=inline))
         elif section.kind == "diff":
             blocks.append(diff_block(section.title, section.old, section.new, anchor=at,
-                                     note=section.note))
+                                     note=section.note, inline=inline))
         elif section.kind == "url":
             blocks.append(url_block(section.title, section.url, section.method, anchor=at,
                                     note=section.note))
         else:
             rows = [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in section.rows]
-            blocks.append(rows_block(section.title, rows, anchor=at, note=section.note))
+            blocks.append(rows_block(section.title, rows, anchor=at, note=section.note,
+                                     inline=inline))
     return blocks
 
 
@@ -160,9 +165,11 @@ def script_sections(script: ScriptView) -> list[Section]:
 
 
 def card(stored: StoredApproval, catalog: CatalogBase | None = None,
-         script: ScriptView | None = None) -> dict[str, Any]:
+         script: ScriptView | None = None, *, inline: bool = False) -> dict[str, Any]:
     """What a card shows (the template escapes every value but the blocks' own HTML); a call
-    a code-mode script made shows the ``script`` below it."""
+    a code-mode script made shows the ``script`` below it. ``inline`` (the inbox's cards)
+    renders at most ``card_text.INLINE_*`` of it: a card cut so (``cut``) says how much it left
+    out and is approved only from the request's own page, which shows everything."""
     request, now = stored.request, time.time()
     expires, state = request.expires_at, str(stored.state)
     expired = state == "expired" or (state == "pending" and expires is not None
@@ -172,6 +179,10 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         sections = [*sections, *script_sections(script)]
     anchor = f"c-{request.id}"
     decision = stored.decision
+    budget = Inline() if inline else None
+    blocks = render(sections, anchor, budget)
+    raw = render(generic_sections(request.arguments), anchor + "-raw", budget) if raw_too else []
+    cut = budget is not None and bool(budget.cut_lines or budget.cut_chars)
     return {
         "id": request.id, "tool": plain(request.tool), "risk": request.risk.value,
         "state": "expired" if expired else state,
@@ -182,10 +193,12 @@ def card(stored: StoredApproval, catalog: CatalogBase | None = None,
         "expires": "never" if expires is None or expires - request.created_at >= NEVER_S / 2
         else "expired" if expires <= now else
         f"in {_age(expires - now)}",
-        "blocks": render(sections, anchor), "view_note": note,
-        "raw": render(generic_sections(request.arguments), anchor + "-raw") if raw_too else [],
+        "blocks": blocks, "view_note": note, "raw": raw, "cut": cut,
+        "cut_note": f"{budget.cut_lines:,} lines or rows, {budget.cut_chars:,} characters"
+        if budget is not None and cut else "",
         "digest": request.args_digest, "session_grant": SESSION_GRANT_LABEL,
-        "edit_json": edit_json(request.arguments),
+        "grant_for": SESSION_GRANT_FOR,
+        "edit_json": "" if cut else edit_json(request.arguments),
         "edited": bool(decision and decision.arguments is not None),
         "decision": decision.outcome if decision else None,
         "decided": decided_text(decision.approver, decision.outcome) if decision else "",
@@ -222,9 +235,10 @@ def figures_text(figures: QueueFigures) -> dict[str, str]:
 
 def edit_json(arguments: dict[str, object]) -> str:
     """The arguments as the edit box holds them: indented JSON in which every invisible,
-    control, bidi, separator or private character but the space and the newline is written
-    as its ``\\uXXXX`` escape (a box shows characters as they are; these would hide or
-    reorder what the person edits). The escapes read back as the same characters. Empty when
+    control, bidi, separator or private character but the space and the newline, and every
+    blank-looking one the card escapes too (``card_text.BLANK_LOOKING``: U+3164 HANGUL
+    FILLER…), is written as its ``\\uXXXX`` escape (a box shows characters as they are; these
+    would hide or reorder what the person edits). The escapes read back as the same characters. Empty when
     the arguments are longer than ``MAX_EDIT`` characters (edit those through the API)."""
     text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
     if len(text) > MAX_EDIT:
@@ -233,7 +247,7 @@ def edit_json(arguments: dict[str, object]) -> str:
 
 
 def _escaped(ch: str) -> str:
-    if ch in " \n" or unicodedata.category(ch)[0] not in "CZ":
+    if ch in " \n" or (unicodedata.category(ch)[0] not in "CZ" and shown_as_is(ch)):
         return ch
     code = ord(ch)
     if code <= 0xFFFF:

@@ -195,9 +195,16 @@
     await refresh();
     return response.ok ? said : null;
   }
+  // A card whose arguments the inbox could not show whole is approved only from its own page.
+  const cut = (card, what) => {
+    if (!card.dataset.cut) return false;
+    say(`Nothing was ${what}: this card's arguments are too long to show here. Open "View ` +
+        "the full arguments\" on the card to read all of them and approve it there.");
+    return true;
+  };
   function decideCurrent(decision) {
     const card = ready(decision === "approve" ? "approved" : "denied");
-    if (!card) return;
+    if (!card || (decision === "approve" && cut(card, "approved"))) return;
     const form = card.querySelector("form.decide");
     const message = form ? form.querySelector("input[name=message]").value : "";
     const digest = form ? form.querySelector("input[name=digest]").value : "";
@@ -231,7 +238,9 @@
     details.querySelector("textarea").focus();
   }
   function select() {
-    const box = ready("selected")?.querySelector("input.pick");
+    const card = ready("selected");
+    if (card && cut(card, "selected")) return;
+    const box = card?.querySelector("input.pick");
     if (!box) return;
     box.checked = !box.checked;
     box.dispatchEvent(new Event("change", { bubbles: true }));
