@@ -21,6 +21,7 @@ from .capped import capped_http, capped_stdio
 from .confine import Unconfinable, launch
 from .credentials import UpstreamCredentials
 from .lean import LeanLink, streamable_http
+from .untrusted import clean
 from .upstream_auth import refusal, taken_refusal, upstream_auth
 
 if TYPE_CHECKING:
@@ -308,7 +309,7 @@ class Upstream:
                     with anyio.fail_after(cfg.call_timeout_s):
                         page = await getattr(client, f"list_{what}")(cursor=cursor,
                                                                      cache_mode="refresh")
-                    items += getattr(page, field)
+                    items += [clean(item) for item in getattr(page, field)]
                     cursor = page.next_cursor
                     if len(items) > cfg.max_tools:
                         self.cut[what] = (f"MCP server '{self.name}' lists more than "
@@ -337,14 +338,15 @@ class Upstream:
         client = await self.client()
         lean = self._lean
         if progress is None and lean is not None and lean.takes(client):
-            return await self.bounded(lambda: lean.call(client, name, arguments))
-        return await self.bounded(lambda: client.call_tool(name, arguments,
-                                                           progress_callback=progress))
+            return clean(await self.bounded(lambda: lean.call(client, name, arguments)))
+        return clean(await self.bounded(lambda: client.call_tool(name, arguments,
+                                                                 progress_callback=progress)))
 
     async def request(self, ask: Callable[[Client], Awaitable[T]]) -> T:
-        """One request on the live client (``ask(client)``), bounded like a call."""
+        """One request on the live client (``ask(client)``), bounded like a call; the text of
+        its answer ``clean``."""
         client = await self.client()
-        return await self.bounded(lambda: ask(client))
+        return clean(await self.bounded(lambda: ask(client)))
 
     async def bounded(self, send: Callable[[], Awaitable[T]]) -> T:
         try:

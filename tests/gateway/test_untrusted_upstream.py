@@ -1,0 +1,107 @@
+"""What an upstream says is untrusted, and an upstream that says it badly fails only itself: a
+real ``toolkeeper serve`` relaying a real upstream process that speaks raw JSON-RPC over stdio
+(``raw_upstream.py``), called by the official MCP client (and raw HTTP where the bytes matter).
+
+- Lone surrogates in its answer reach clients as U+FFFD, never as escapes no client can parse.
+- A tool declared in megabytes is not served (a report line names it, its size and the bound);
+  a tool whose declaration is not one is not served (a line names it and why); the rest are.
+- What it writes to stderr is shown prefixed with its name, control characters escaped.
+- An answer that is not a result object answers its call at once, as the upstream's error."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ..server.test_serve import CLIENT_TOKENS, TOKEN, _client, _start
+from ..server.test_serve_gateway import _until_listed
+
+pytestmark = pytest.mark.anyio
+RAW = str(Path(__file__).resolve().parent / "raw_upstream.py")
+
+
+class Served:
+    """A running serve: its URL and the lines it has written to stderr so far."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+        self.proc, self.url = proc, url
+        self.lines: list[str] = []
+        self._new: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._new.put(line)
+        self._new.put(None)
+
+    def until(self, needle: str, timeout_s: float = 60) -> list[str]:
+        """Every stderr line so far, once one holds ``needle`` (the test fails after
+        ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while not any(needle in line for line in self.lines):
+            left = deadline - time.monotonic()
+            try:
+                line = self._new.get(timeout=max(left, 0.01))
+            except queue.Empty:
+                line = None
+            if line is None and (left <= 0 or self.proc.poll() is not None):
+                pytest.fail(f"serve never wrote {needle!r}: {self.lines[-20:]!r}")
+            if line is not None:
+                self.lines.append(line)
+        return self.lines
+
+
+@pytest.fixture
+def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    """``toolkeeper serve`` relaying ``raw_upstream.py`` as MCP server 'raw' (flag files for
+    the upstream go in ``tmp_path / "raw"`` before the fixture is asked for)."""
+    monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
+    state = tmp_path / "raw"
+    state.mkdir(exist_ok=True)
+    config = tmp_path / "toolkeeper.toml"
+    config.write_text(
+        "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"raw\"\nsandbox = false\n"
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([RAW, str(state)])}\n"
+        "connect_timeout_s = 30\ncall_timeout_s = 60\nrisk = \"safe\"\n")
+    proc, url = _start(tmp_path, "--config", str(config))
+    served = Served(proc, url)
+    try:
+        yield served
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+
+
+def _flag(tmp_path: Path, name: str) -> Path:
+    (tmp_path / "raw").mkdir(exist_ok=True)
+    (tmp_path / "raw" / name).write_text("yes")
+    return tmp_path
+
+
+async def test_lone_surrogates_in_an_upstream_answer_reach_clients_as_replacement_characters(
+        serve: Served) -> None:
+    async with _client(serve.url) as client:
+        await _until_listed(client, "raw-surrogate")
+        result = await client.call_tool("raw-surrogate", {})
+        assert [getattr(c, "text", None) for c in result.content] == ["a\ufffdb\ufffdc"]
+        assert result.structured_content == {"k\ufffd": ["v\ufffd"]}
+        echoed = await client.call_tool("raw-echo", {"text": "still here"})
+        assert getattr(echoed.content[0], "text", None) == "still here"
+    answer = httpx.post(f"{serve.url}/mcp", timeout=60, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "raw-surrogate", "arguments": {}}}, headers={
+        "Authorization": f"Bearer {CLIENT_TOKENS[serve.url]}",
+        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
+    assert b"\\ud8" not in answer.content.lower() and b"\\udf" not in answer.content.lower()
+    assert "a\ufffdb\ufffdc" in answer.content.decode()
