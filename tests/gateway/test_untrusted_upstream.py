@@ -63,9 +63,11 @@ class Served:
 
 
 @pytest.fixture
-def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+          ) -> Iterator[Served]:
     """``toolkeeper serve`` relaying ``raw_upstream.py`` as MCP server 'raw' (flag files for
-    the upstream go in ``tmp_path / "raw"`` before the fixture is asked for)."""
+    the upstream go in ``tmp_path / "raw"`` before the fixture is asked for; serve's own
+    arguments are the test's parameter, if any)."""
     monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
     state = tmp_path / "raw"
     state.mkdir(exist_ok=True)
@@ -74,7 +76,7 @@ def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
         "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"raw\"\nsandbox = false\n"
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([RAW, str(state)])}\n"
         "connect_timeout_s = 30\ncall_timeout_s = 60\nrisk = \"safe\"\n")
-    proc, url = _start(tmp_path, "--config", str(config))
+    proc, url = _start(tmp_path, "--config", str(config), *getattr(request, "param", ()))
     served = Served(proc, url)
     try:
         yield served
@@ -105,3 +107,21 @@ async def test_lone_surrogates_in_an_upstream_answer_reach_clients_as_replacemen
         "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
     assert b"\\ud8" not in answer.content.lower() and b"\\udf" not in answer.content.lower()
     assert "a\ufffdb\ufffdc" in answer.content.decode()
+
+
+@pytest.fixture
+def big(tmp_path: Path) -> Path:
+    return _flag(tmp_path, "bigschema")
+
+
+@pytest.mark.parametrize("serve", [("--sessions",)], indirect=True)
+async def test_a_tool_declared_in_megabytes_is_not_served_and_the_listing_works(
+        big: Path, serve: Served) -> None:
+    lines = serve.until("MCP server(s) 'raw' listed")
+    (line,) = [ln for ln in lines if "'raw-big'" in ln]
+    assert "is not served" in line and "65536 bytes" in line, line
+    size = int(line.split("takes ")[1].split()[0])
+    assert size > 1_900_000
+    async with _client(serve.url) as client:  # 2025-11-25, to serve --sessions
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert "raw-echo" in names and "raw-big" not in names
