@@ -125,3 +125,21 @@ async def test_a_tool_declared_in_megabytes_is_not_served_and_the_listing_works(
     async with _client(serve.url) as client:  # 2025-11-25, to serve --sessions
         names = {t.name for t in (await client.list_tools()).tools}
     assert "raw-echo" in names and "raw-big" not in names
+
+
+@pytest.fixture
+def bad(tmp_path: Path) -> Path:
+    return _flag(tmp_path, "badschema")
+
+
+async def test_a_tool_whose_declaration_is_invalid_is_not_served_and_the_rest_are(
+        bad: Path, serve: Served) -> None:
+    lines = serve.until("MCP server(s) 'raw' listed")
+    (line,) = [ln for ln in lines if "'raw-badschema'" in ln]
+    assert "is not served" in line and "inputSchema" in line, line
+    assert not [ln for ln in lines if "connection failed" in ln], lines
+    async with _client(serve.url) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        echoed = await client.call_tool("raw-echo", {"text": "served"})
+    assert {"raw-echo", "raw-surrogate"} <= names and "raw-badschema" not in names
+    assert getattr(echoed.content[0], "text", None) == "served"

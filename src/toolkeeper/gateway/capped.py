@@ -18,6 +18,7 @@ import anyio.abc
 
 from .confine import Launch
 from .http11 import LEAN, KeptAlive
+from .listing import ToolListCheck
 
 __all__ = ["STOP_GRACE_S", "capped_http", "capped_stdio"]
 
@@ -27,11 +28,13 @@ next step: a server that stops does so within two seconds, its upstreams include
 
 
 @asynccontextmanager
-async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
-                       ) -> AsyncIterator[tuple[Any, Any]]:
+async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None],
+                       check: ToolListCheck | None = None) -> AsyncIterator[tuple[Any, Any]]:
     """Start what ``launch`` says in a session of its own and speak MCP with it over stdio
     (newline-delimited JSON-RPC); ``over()`` is called when it sends a message longer than
-    ``limit`` bytes, then the connection ends."""
+    ``limit`` bytes, then the connection ends. ``check`` sees what goes out and checks the
+    tool listings coming in."""
+    check = check or ToolListCheck()
     import mcp_types as types
     from mcp.shared.message import SessionMessage
 
@@ -74,7 +77,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
                         if isinstance(message, str):
                             message = parse(message)
                         if message is not None:
-                            await reads_in.send(message)
+                            await reads_in.send(check.received(message))
                             del message
                     if len(buffer) > limit:
                         over()  # a message still growing past the cap: read no more of it
@@ -87,6 +90,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
         async with writes_out:
             try:
                 async for message in writes_out:
+                    check.sent(message)
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send((data + "\n").encode())
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):

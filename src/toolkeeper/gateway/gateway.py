@@ -270,6 +270,9 @@ class MCPGateway:
                       for t in await upstream.list_tools()]
             if "tools" in upstream.cut:
                 self._note(upstream.cut["tools"])
+            for remote, why in upstream.check.refused.items():
+                self._note(f"mcp tool '{qualify(server, remote)}' is not served: its "
+                           f"declaration is not valid MCP ({why})")
         except (UpstreamError, ToolkeeperError) as exc:
             self._note(str(exc))
             listed = [p.declaration for p in self.pins.all(server)

@@ -21,6 +21,7 @@ from .capped import capped_http, capped_stdio
 from .confine import Unconfinable, launch
 from .credentials import UpstreamCredentials
 from .lean import LeanLink, streamable_http
+from .listing import ToolListCheck
 from .untrusted import clean
 from .upstream_auth import refusal, taken_refusal, upstream_auth
 
@@ -83,6 +84,8 @@ class Upstream:
         self._oversized = False
         self.cut: dict[str, str] = {}
         """What the last listing of each kind left out, and why (for the operator)."""
+        self.check = ToolListCheck()
+        """Tools its last listing left out as invalid, one by one (``check.refused``)."""
 
     @property
     def name(self) -> str:
@@ -238,9 +241,9 @@ class Upstream:
             transport = capped_http(cfg.max_result_bytes, self._over, self._seen)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=headers, timeout=timeout, auth=self._auth(), transport=transport))
-            return streamable_http(cfg.url, http, self._linked, transport)
+            return streamable_http(cfg.url, http, self._linked, transport, self.check)
         env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
-        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
+        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over, self.check)
 
     @property
     def lean(self) -> LeanLink | None:
@@ -277,7 +280,9 @@ class Upstream:
         self._oversized = True
 
     async def list_tools(self) -> list[types.Tool]:
-        """Every tool the server lists (all pages)."""
+        """Every tool the server lists (all pages) whose declaration is valid; the others are
+        in ``check.refused``."""
+        self.check.refused.clear()
         return await self._list("tools", "tools")
 
     async def list_resources(self) -> list[types.Resource]:
