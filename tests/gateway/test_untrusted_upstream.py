@@ -143,3 +143,16 @@ async def test_a_tool_whose_declaration_is_invalid_is_not_served_and_the_rest_ar
         echoed = await client.call_tool("raw-echo", {"text": "served"})
     assert {"raw-echo", "raw-surrogate"} <= names and "raw-badschema" not in names
     assert getattr(echoed.content[0], "text", None) == "served"
+
+
+async def test_what_an_upstream_writes_to_stderr_is_shown_as_its_own_and_escaped(
+        serve: Served) -> None:
+    async with _client(serve.url) as client:
+        await _until_listed(client, "raw-ansi")
+        await client.call_tool("raw-ansi", {"text": "written"})
+    lines = serve.until("\\x1b[0m")
+    told = [ln for ln in lines if ln.startswith("[mcp server 'raw'] ")]
+    assert "[mcp server 'raw'] toolkeeper: MCP server 'raw' listed: 0 tool(s) served\n" in told
+    assert "[mcp server 'raw'] \\x1b]0;pwned-title\\x07\\x1b[31mFAKE\\x1b[0m\n" in told
+    assert not [ln for ln in lines if "\x1b" in ln or "\x07" in ln], lines
+    assert not [ln for ln in lines if ln.startswith("toolkeeper: MCP server 'raw' listed: 0")]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -19,6 +21,7 @@ import anyio.abc
 from .confine import Launch
 from .http11 import LEAN, KeptAlive
 from .listing import ToolListCheck
+from .untrusted import MAX_STDERR_LINE, stderr_line
 
 __all__ = ["STOP_GRACE_S", "capped_http", "capped_stdio"]
 
@@ -29,18 +32,20 @@ next step: a server that stops does so within two seconds, its upstreams include
 
 @asynccontextmanager
 async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None],
-                       check: ToolListCheck | None = None) -> AsyncIterator[tuple[Any, Any]]:
+                       check: ToolListCheck | None = None, *, name: str = "?"
+                       ) -> AsyncIterator[tuple[Any, Any]]:
     """Start what ``launch`` says in a session of its own and speak MCP with it over stdio
     (newline-delimited JSON-RPC); ``over()`` is called when it sends a message longer than
     ``limit`` bytes, then the connection ends. ``check`` sees what goes out and checks the
-    tool listings coming in."""
+    tool listings coming in. What it writes to stderr reaches ours line by line, each line
+    prefixed with its ``name`` and its control characters escaped (``stderr_line``)."""
     check = check or ToolListCheck()
     import mcp_types as types
     from mcp.shared.message import SessionMessage
 
     try:
         process = await anyio.open_process(launch.argv, env=launch.env, cwd=launch.cwd,
-                                           stderr=None, start_new_session=True,
+                                           stderr=subprocess.PIPE, start_new_session=True,
                                            pass_fds=launch.pass_fds)
     except BaseException:
         launch.release()
@@ -99,6 +104,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None],
     async with anyio.create_task_group() as group:
         group.start_soon(reader)
         group.start_soon(writer)
+        group.start_soon(_told, process, name)
         try:
             yield reads, writes
         finally:
@@ -110,6 +116,35 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None],
                 for stream in (reads, writes, reads_in, writes_out):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+async def _told(process: anyio.abc.Process, name: str) -> None:
+    """Pass on what the upstream writes to stderr, a line at a time (``stderr_line``); a line
+    longer than the cap is shown cut, the rest of it read and dropped."""
+    assert process.stderr is not None
+    buffer, skipping = bytearray(), False
+    cap = MAX_STDERR_LINE * 4  # bytes: four per character at most
+    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        async for chunk in process.stderr:
+            buffer += chunk
+            while (end := buffer.find(b"\n")) >= 0:
+                if not skipping:
+                    _say(stderr_line(name, bytes(buffer[:end])))
+                del buffer[:end + 1]
+                skipping = False
+            if len(buffer) > cap:
+                if not skipping:
+                    _say(stderr_line(name, bytes(buffer[:cap]) + b" [cut]"))
+                buffer.clear()
+                skipping = True
+    if buffer and not skipping:
+        _say(stderr_line(name, bytes(buffer)))
+
+
+def _say(line: str) -> None:
+    with suppress(OSError, ValueError):
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
 
 def _decoded(line: bytearray) -> str | ValueError:

@@ -243,7 +243,8 @@ class Upstream:
                 headers=headers, timeout=timeout, auth=self._auth(), transport=transport))
             return streamable_http(cfg.url, http, self._linked, transport, self.check)
         env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
-        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over, self.check)
+        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over, self.check,
+                            name=cfg.name)
 
     @property
     def lean(self) -> LeanLink | None:
