@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -156,3 +157,16 @@ async def test_what_an_upstream_writes_to_stderr_is_shown_as_its_own_and_escaped
     assert "[mcp server 'raw'] \\x1b]0;pwned-title\\x07\\x1b[31mFAKE\\x1b[0m\n" in told
     assert not [ln for ln in lines if "\x1b" in ln or "\x07" in ln], lines
     assert not [ln for ln in lines if ln.startswith("toolkeeper: MCP server 'raw' listed: 0")]
+
+
+async def test_an_answer_whose_result_is_not_an_object_fails_its_call_at_once(
+        serve: Served) -> None:
+    async with _client(serve.url) as client:  # the upstream's call_timeout_s is 60 s
+        await _until_listed(client, "raw-notobj")
+        with anyio.fail_after(20):
+            result = await client.call_tool("raw-notobj", {})
+        text = getattr(result.content[0], "text", "")
+        assert result.is_error and "malformed answer" in text and "not an object" in text, text
+        assert "within" not in text and "partial effects" not in text, text
+        echoed = await client.call_tool("raw-echo", {"text": "next"})
+    assert getattr(echoed.content[0], "text", None) == "next"

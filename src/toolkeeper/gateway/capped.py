@@ -58,7 +58,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None],
         # several copies of a large answer at once (an 8 MiB result peaked at +40 MiB)
         try:
             return SessionMessage(types.jsonrpc_message_adapter.validate_python(
-                json.loads(text), by_name=False))
+                _answerable(json.loads(text)), by_name=False))
         except ValueError as exc:
             return exc
 
@@ -145,6 +145,23 @@ def _say(line: str) -> None:
     with suppress(OSError, ValueError):
         sys.stderr.write(line)
         sys.stderr.flush()
+
+
+def _answerable(data: Any) -> Any:
+    """``data``, or for an answer to our request whose ``result`` is not an object (``5``),
+    the JSON-RPC error that answers it: its call fails at once, not after its whole timeout
+    (the SDK's session drops a message it cannot read)."""
+    if isinstance(data, dict) and "result" in data and "method" not in data \
+            and not isinstance(data["result"], dict) and isinstance(data.get("id"), int | str):
+        kind = type(data["result"]).__name__
+        return {"jsonrpc": "2.0", "id": data["id"], "error": {"code": -32603, "message": (
+            f"malformed answer: its result is a JSON {_JSON_KINDS.get(kind, kind)}, "
+            "not an object")}}
+    return data
+
+
+_JSON_KINDS = {"int": "number", "float": "number", "str": "string", "list": "array",
+               "bool": "boolean", "NoneType": "null"}
 
 
 def _decoded(line: bytearray) -> str | ValueError:
