@@ -67,8 +67,8 @@ class Served:
 def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
           ) -> Iterator[Served]:
     """``toolkeeper serve`` relaying ``raw_upstream.py`` as MCP server 'raw' (flag files for
-    the upstream go in ``tmp_path / "raw"`` before the fixture is asked for; serve's own
-    arguments are the test's parameter, if any)."""
+    the upstream go in ``tmp_path / "raw"`` before the fixture is asked for, Cedar policies in
+    ``tmp_path / "policies"``; serve's own arguments are the test's parameter, if any)."""
     monkeypatch.setenv("TOOLKEEPER_TOKEN", TOKEN)
     state = tmp_path / "raw"
     state.mkdir(exist_ok=True)
@@ -76,7 +76,9 @@ def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtu
     config.write_text(
         "[mcp]\nenabled = true\n[[mcp.servers]]\nname = \"raw\"\nsandbox = false\n"
         f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([RAW, str(state)])}\n"
-        "connect_timeout_s = 30\ncall_timeout_s = 60\nrisk = \"safe\"\n")
+        "connect_timeout_s = 30\ncall_timeout_s = 60\nrisk = \"safe\"\n"
+        + (f"[policy]\ndir = {json.dumps(str(tmp_path / 'policies'))}\n"
+           if (tmp_path / "policies").is_dir() else ""))
     proc, url = _start(tmp_path, "--config", str(config), *getattr(request, "param", ()))
     served = Served(proc, url)
     try:
@@ -170,3 +172,26 @@ async def test_an_answer_whose_result_is_not_an_object_fails_its_call_at_once(
         assert "within" not in text and "partial effects" not in text, text
         echoed = await client.call_tool("raw-echo", {"text": "next"})
     assert getattr(echoed.content[0], "text", None) == "next"
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> Path:
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "upstream.cedar").write_text(
+        '@id("no-echo")\nforbid (principal, action == Action::"raw-echo", resource);\n'
+        '@id("no-such")\nforbid (principal, action == Action::"raw-nosuch", resource);\n')
+    return folder
+
+
+async def test_a_policy_naming_an_upstream_tool_by_action_is_served_and_checked_once_listed(
+        policies: Path, serve: Served) -> None:
+    lines = serve.until("no tool or action 'raw-nosuch'")  # said once 'raw' is listed
+    (line,) = [ln for ln in lines if "'raw-nosuch'" in ln]
+    assert "upstream.cedar" in line and "the last good set still decides" in line, line
+    async with _client(serve.url) as client:
+        await _until_listed(client, "raw-surrogate")
+        refused = await client.call_tool("raw-echo", {"text": "no"})
+        served = await client.call_tool("raw-ansi", {"text": "yes"})
+    assert refused.is_error and "no-echo" in getattr(refused.content[0], "text", ""), refused
+    assert getattr(served.content[0], "text", None) == "yes"

@@ -86,8 +86,11 @@ class MCPGateway:
     def __init__(self, servers: Sequence[MCPServerConfig], *, pins: SqlitePins | None = None,
                  refresh_s: float = 30.0, audit: AuditLog | None = None,
                  hub: ClientHub | None = None,
-                 credentials: UpstreamCredentials | None = None) -> None:
+                 credentials: UpstreamCredentials | None = None,
+                 on_listed: Callable[[str], None] | None = None) -> None:
         self.servers = list(servers)
+        self.on_listed = on_listed
+        """Told each server's name as a listing of its tools ends (its tools joined or not)."""
         self.credentials = credentials
         """Where the OAuth tokens of upstreams with ``oauth`` are kept, sealed."""
         self.refresh_s = refresh_s
@@ -313,6 +316,8 @@ class MCPGateway:
             toolbox.add(tool)
             if disabled:
                 toolbox.disable(name, disabled)
+        if self.on_listed is not None:  # its tools are in the toolbox now
+            self.on_listed(server)
 
     def _tool(self, upstream: Upstream, declaration: dict[str, Any]
               ) -> tuple[Tool, str | None, str] | None:
