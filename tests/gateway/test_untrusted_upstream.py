@@ -24,8 +24,14 @@ import anyio
 import httpx
 import pytest
 
+from toolkeeper.config import MCPServerConfig
+from toolkeeper.gateway.gateway import MCPGateway
+from toolkeeper.toolbox import Toolbox
+
 from ..server.test_serve import CLIENT_TOKENS, TOKEN, _client, _start
 from ..server.test_serve_gateway import _until_listed
+from .test_lean_hostile import ADD, _Upstream
+from .test_lean_hostile import upstream as http_upstream  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.anyio
 RAW = str(Path(__file__).resolve().parent / "raw_upstream.py")
@@ -172,6 +178,21 @@ async def test_an_answer_whose_result_is_not_an_object_fails_its_call_at_once(
         assert "within" not in text and "partial effects" not in text, text
         echoed = await client.call_tool("raw-echo", {"text": "next"})
     assert getattr(echoed.content[0], "text", None) == "next"
+
+
+async def test_an_http_upstream_s_invalid_tool_is_left_out_and_its_other_tools_served(
+        http_upstream: _Upstream) -> None:  # noqa: F811
+    http_upstream.tools = [ADD, {"name": "bad", "inputSchema": {"type": "objekt",
+                                                                "properties": 5}}]
+    url = f"http://127.0.0.1:{http_upstream.server_address[1]}/mcp"
+    toolbox = Toolbox()
+    config = MCPServerConfig(name="up", url=url, connect_timeout_s=10, call_timeout_s=30,
+                             risk="safe")
+    async with MCPGateway([config]) as gateway:
+        report = await gateway.attach(toolbox)
+    assert set(toolbox.names()) == {"up-add"}, report
+    (line,) = [ln for ln in report if "'up-bad'" in ln]
+    assert "is not served" in line and "inputSchema" in line, report
 
 
 @pytest.fixture
