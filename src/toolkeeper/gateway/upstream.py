@@ -340,13 +340,14 @@ class Upstream:
                    ) -> types.CallToolResult:
         """Call tool ``name``; ``progress(done, total, message)`` hears its progress. A call
         nobody hears the progress of, on an HTTP connection that can take it, is posted by
-        the lean path (``gateway.lean``); any other by the SDK's client."""
+        the lean path (``gateway.lean``); any other by the SDK's client. Its text is as the
+        upstream sent it: ``RemoteTool`` scrubs it as it becomes the catalog's result."""
         client = await self.client()
         lean = self._lean
         if progress is None and lean is not None and lean.takes(client):
-            return clean(await self.bounded(lambda: lean.call(client, name, arguments)))
-        return clean(await self.bounded(lambda: client.call_tool(name, arguments,
-                                                                 progress_callback=progress)))
+            return await self.bounded(lambda: lean.call(client, name, arguments))
+        return await self.bounded(lambda: client.call_tool(name, arguments,
+                                                           progress_callback=progress))
 
     async def request(self, ask: Callable[[Client], Awaitable[T]]) -> T:
         """One request on the live client (``ask(client)``), bounded like a call; the text of
