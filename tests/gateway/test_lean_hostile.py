@@ -42,6 +42,8 @@ class _Upstream(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.answer = "ok"
+        self.tools: list[dict[str, Any]] = [ADD]
+        """What ``tools/list`` answers."""
         """How the next ``tools/call`` is answered (one of ``ANSWERS``' keys, or ``ok``)."""
         self.released = threading.Event()
         self.calls = 0
@@ -74,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                 "serverInfo": {"name": "hostile", "version": "1"}}})
         elif method == "tools/list":
-            self._json(200, {"jsonrpc": "2.0", "id": ident, "result": {"tools": [ADD]}})
+            self._json(200, {"jsonrpc": "2.0", "id": ident, "result": {"tools": self.server.tools}})
         elif method == "tools/call":
             self.server.calls += 1
             self.server.cookies_seen.append(self.headers.get("cookie"))

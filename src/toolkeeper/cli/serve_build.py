@@ -114,7 +114,9 @@ def assemble(settings: ServeSettings, life: Lifecycle) -> Served:
                                url=settings.artifact_url)
         invoker = build_door(settings, page_url=url, artifacts=store)
         life.check()
-        govern(invoker)
+        config = settings.config  # policies on upstream tools wait for their listing
+        govern(invoker, [s.name for s in config.mcp.servers]
+               if config is not None and config.mcp.enabled else [])
         notify = notifying(settings.config, invoker)
         token, source = operator_token(settings.state_dir)
         check_shared_token(settings.db, token)
@@ -167,9 +169,11 @@ def _face(settings: ServeSettings, invoker: ToolInvoker, token: str
     elif config is not None and config.mcp.servers:
         credentials = UpstreamCredentials(settings.db, upstream_key(settings.state_dir)) \
             if any(s.oauth is not None for s in config.mcp.servers) else None
+        policies = invoker.policies
         gateway = MCPGateway(config.mcp.servers, pins=SqlitePins(settings.db),
                              refresh_s=config.mcp.refresh_s, audit=invoker.audit,
-                             credentials=credentials)
+                             credentials=credentials,
+                             on_listed=policies.listed if policies is not None else None)
     skills = load_skills(config.skills.dir) if config is not None and config.skills.dir else []
     offers = [offer for target in settings.flags.targets for offer in load_offers(target)]
     flags = settings.flags  # connections that stay open are told of list changes

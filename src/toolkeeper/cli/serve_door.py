@@ -6,6 +6,7 @@ serve does builds the same door."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from ..approval.persisted import PersistedApprovalHandler
 from ..approval.pg import is_url
@@ -54,15 +55,18 @@ def build_door(settings: ServeSettings, *, page_url: str | None = None,
     return invoker
 
 
-def govern(invoker: ToolInvoker) -> None:
+def govern(invoker: ToolInvoker, awaiting: Iterable[str] = ()) -> None:
     """Read and check the policies against the whole catalog (code mode's tool included),
-    then keep watching the files and the stored rules (``Policies.close`` stops it).
+    then keep watching the files and the stored rules (``Policies.close`` stops it). A policy
+    naming a tool of one of the upstream MCP servers ``awaiting`` (``NAME-…``) is checked once
+    that server's tools are listed (``Policies.listed``).
 
     Raises:
         ConfigError: a policy that does not parse, or names what does not exist.
         MissingExtraError: Cedar policies without the ``policy`` extra.
     """
     if invoker.policies is not None:
+        invoker.policies.awaiting = frozenset(awaiting)
         invoker.policies.load()
         invoker.policies.watch()
 

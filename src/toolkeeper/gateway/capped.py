@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -18,6 +20,8 @@ import anyio.abc
 
 from .confine import Launch
 from .http11 import LEAN, KeptAlive
+from .listing import ToolListCheck
+from .untrusted import MAX_STDERR_LINE, stderr_line
 
 __all__ = ["STOP_GRACE_S", "capped_http", "capped_stdio"]
 
@@ -27,17 +31,21 @@ next step: a server that stops does so within two seconds, its upstreams include
 
 
 @asynccontextmanager
-async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
+async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None],
+                       check: ToolListCheck | None = None, *, name: str = "?"
                        ) -> AsyncIterator[tuple[Any, Any]]:
     """Start what ``launch`` says in a session of its own and speak MCP with it over stdio
     (newline-delimited JSON-RPC); ``over()`` is called when it sends a message longer than
-    ``limit`` bytes, then the connection ends."""
+    ``limit`` bytes, then the connection ends. ``check`` sees what goes out and checks the
+    tool listings coming in. What it writes to stderr reaches ours line by line, each line
+    prefixed with its ``name`` and its control characters escaped (``stderr_line``)."""
+    check = check or ToolListCheck()
     import mcp_types as types
     from mcp.shared.message import SessionMessage
 
     try:
         process = await anyio.open_process(launch.argv, env=launch.env, cwd=launch.cwd,
-                                           stderr=None, start_new_session=True,
+                                           stderr=subprocess.PIPE, start_new_session=True,
                                            pass_fds=launch.pass_fds)
     except BaseException:
         launch.release()
@@ -50,7 +58,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
         # several copies of a large answer at once (an 8 MiB result peaked at +40 MiB)
         try:
             return SessionMessage(types.jsonrpc_message_adapter.validate_python(
-                json.loads(text), by_name=False))
+                _answerable(json.loads(text)), by_name=False))
         except ValueError as exc:
             return exc
 
@@ -74,7 +82,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
                         if isinstance(message, str):
                             message = parse(message)
                         if message is not None:
-                            await reads_in.send(message)
+                            await reads_in.send(check.received(message))
                             del message
                     if len(buffer) > limit:
                         over()  # a message still growing past the cap: read no more of it
@@ -87,6 +95,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
         async with writes_out:
             try:
                 async for message in writes_out:
+                    check.sent(message)
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send((data + "\n").encode())
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
@@ -95,6 +104,7 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
     async with anyio.create_task_group() as group:
         group.start_soon(reader)
         group.start_soon(writer)
+        group.start_soon(_told, process, name)
         try:
             yield reads, writes
         finally:
@@ -106,6 +116,52 @@ async def capped_stdio(launch: Launch, limit: int, over: Callable[[], None]
                 for stream in (reads, writes, reads_in, writes_out):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+async def _told(process: anyio.abc.Process, name: str) -> None:
+    """Pass on what the upstream writes to stderr, a line at a time (``stderr_line``); a line
+    longer than the cap is shown cut, the rest of it read and dropped."""
+    assert process.stderr is not None
+    buffer, skipping = bytearray(), False
+    cap = MAX_STDERR_LINE * 4  # bytes: four per character at most
+    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        async for chunk in process.stderr:
+            buffer += chunk
+            while (end := buffer.find(b"\n")) >= 0:
+                if not skipping:
+                    _say(stderr_line(name, bytes(buffer[:end])))
+                del buffer[:end + 1]
+                skipping = False
+            if len(buffer) > cap:
+                if not skipping:
+                    _say(stderr_line(name, bytes(buffer[:cap]) + b" [cut]"))
+                buffer.clear()
+                skipping = True
+    if buffer and not skipping:
+        _say(stderr_line(name, bytes(buffer)))
+
+
+def _say(line: str) -> None:
+    with suppress(OSError, ValueError):
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
+def _answerable(data: Any) -> Any:
+    """``data``, or for an answer to our request whose ``result`` is not an object (``5``),
+    the JSON-RPC error that answers it: its call fails at once, not after its whole timeout
+    (the SDK's session drops a message it cannot read)."""
+    if isinstance(data, dict) and "result" in data and "method" not in data \
+            and not isinstance(data["result"], dict) and isinstance(data.get("id"), int | str):
+        kind = type(data["result"]).__name__
+        return {"jsonrpc": "2.0", "id": data["id"], "error": {"code": -32603, "message": (
+            f"malformed answer: its result is a JSON {_JSON_KINDS.get(kind, kind)}, "
+            "not an object")}}
+    return data
+
+
+_JSON_KINDS = {"int": "number", "float": "number", "str": "string", "list": "array",
+               "bool": "boolean", "NoneType": "null"}
 
 
 def _decoded(line: bytearray) -> str | ValueError:

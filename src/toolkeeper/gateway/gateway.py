@@ -23,6 +23,7 @@ Usage::
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,7 +48,15 @@ from .remote import RemoteTool
 from .sources import UpstreamSources
 from .upstream import Upstream, UpstreamError
 
-__all__ = ["STALE_WAIT_S", "MCPGateway", "attach_upstreams", "remote_risk"]
+__all__ = ["MAX_DECLARATION_BYTES", "STALE_WAIT_S", "MCPGateway", "attach_upstreams", "remote_risk"]
+
+MAX_DECLARATION_BYTES = 64 * 1024
+"""The most JSON one upstream tool's declaration may take (name, title, description, schemas,
+annotations): a tool past it is not served. A declaration goes out in every ``tools/list`` and
+to the model with every request; one of 2 MB broke ``tools/list`` for the SDK's client (its
+cap on one event is 1 MiB, for the whole listing) and costs every listing its size. 64 KiB is
+many times what a usable declaration takes, and sixteen such tools still fit in that cap."""
+DECLARED = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 STALE_WAIT_S = 2.0
 """How long a client's ``tools/list`` waits for the stale upstreams it lists again (their
@@ -77,8 +86,11 @@ class MCPGateway:
     def __init__(self, servers: Sequence[MCPServerConfig], *, pins: SqlitePins | None = None,
                  refresh_s: float = 30.0, audit: AuditLog | None = None,
                  hub: ClientHub | None = None,
-                 credentials: UpstreamCredentials | None = None) -> None:
+                 credentials: UpstreamCredentials | None = None,
+                 on_listed: Callable[[str], None] | None = None) -> None:
         self.servers = list(servers)
+        self.on_listed = on_listed
+        """Told each server's name as a listing of its tools ends (its tools joined or not)."""
         self.credentials = credentials
         """Where the OAuth tokens of upstreams with ``oauth`` are kept, sealed."""
         self.refresh_s = refresh_s
@@ -261,6 +273,9 @@ class MCPGateway:
                       for t in await upstream.list_tools()]
             if "tools" in upstream.cut:
                 self._note(upstream.cut["tools"])
+            for remote, why in upstream.check.refused.items():
+                self._note(f"mcp tool '{qualify(server, remote)}' is not served: its "
+                           f"declaration is not valid MCP ({why})")
         except (UpstreamError, ToolkeeperError) as exc:
             self._note(str(exc))
             listed = [p.declaration for p in self.pins.all(server)
@@ -301,6 +316,8 @@ class MCPGateway:
             toolbox.add(tool)
             if disabled:
                 toolbox.disable(name, disabled)
+        if self.on_listed is not None:  # its tools are in the toolbox now
+            self.on_listed(server)
 
     def _tool(self, upstream: Upstream, declaration: dict[str, Any]
               ) -> tuple[Tool, str | None, str] | None:
@@ -308,6 +325,12 @@ class MCPGateway:
         both (to skip a refresh that changes nothing)."""
         config, remote = upstream.config, str(declaration.get("name", ""))
         name = qualify(config.name, remote)
+        size = declared_size(declaration)
+        if size > MAX_DECLARATION_BYTES:
+            self._note(f"mcp tool '{name}' is not served: its declaration takes {size} bytes "
+                       f"of JSON (name, description, schemas, annotations), over the bound of "
+                       f"{MAX_DECLARATION_BYTES} bytes on one tool")
+            return None
         disabled = None
         if self.pins is not None:
             pin = self.pins.see(name, config.name, declaration,
@@ -334,6 +357,12 @@ class MCPGateway:
         if line not in self.report:
             self.report.append(line)
 
+
+def declared_size(declaration: dict[str, Any]) -> int:
+    """Bytes of compact JSON one tool's declaration takes (what ``DECLARED`` names of it)."""
+    shown = {k: declaration[k] for k in DECLARED if k in declaration}
+    return len(json.dumps(shown, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8", "surrogatepass"))
 
 
 async def attach_upstreams(gateway: MCPGateway, toolbox: CatalogBase,

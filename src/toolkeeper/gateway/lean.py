@@ -45,6 +45,7 @@ import anyio
 from pydantic import ValidationError
 
 from .http11 import LEAN
+from .listing import ToolListCheck, Watched
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -347,10 +348,12 @@ async def _result(session: Any, name: str, version: str, raw: dict[str, Any]
 
 @contextlib.asynccontextmanager
 async def streamable_http(url: str, http: Any, linked: Callable[[LeanLink], None],
-                          transport: Any = None) -> AsyncIterator[tuple[Any, Any]]:
+                          transport: Any = None, check: ToolListCheck | None = None
+                          ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's Streamable HTTP client transport over ``http``, what it reads passed on to
     the SDK's session through a stream the lean path hands messages to as well; the
-    ``LeanLink`` handed to ``linked`` (``transport``: ``http``'s own, for plain calls)."""
+    ``LeanLink`` handed to ``linked`` (``transport``: ``http``'s own, for plain calls).
+    ``check`` sees what the SDK sends and checks the tool listings it reads."""
     from mcp.client.streamable_http import streamable_http_client
 
     inbound, merged = anyio.create_memory_object_stream[Any](0)
@@ -361,11 +364,11 @@ async def streamable_http(url: str, http: Any, linked: Callable[[LeanLink], None
             async with inbound:
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                     async for item in read:
-                        await inbound.send(item)
+                        await inbound.send(item if check is None else check.received(item))
 
         group.start_soon(forward)
         linked(LeanLink(url, http, inbound, transport))
         try:
-            yield merged, write
+            yield merged, write if check is None else Watched(write, check)
         finally:
             group.cancel_scope.cancel()

@@ -12,6 +12,7 @@ from ..core.risk import ToolRisk
 from ..formats.mcp import tool_result_from_mcp
 from ..tools.base import BaseTool
 from .relay import InFlight, Relay, current_client
+from .untrusted import scrubbed
 from .upstream import Upstream, UpstreamError
 
 __all__ = ["RemoteTool"]
@@ -60,4 +61,6 @@ class RemoteTool(BaseTool):
                 result = await upstream.call(remote, arguments, progress if heard else None)
         except UpstreamError as exc:
             return ToolResult.error(str(exc), code="upstream_unavailable")
-        return tool_result_from_mcp(result.model_dump(by_alias=True, exclude_none=True))
+        # its text with lone surrogates replaced: what an upstream says is untrusted
+        return tool_result_from_mcp(scrubbed(result.model_dump(by_alias=True,
+                                                               exclude_none=True)))

@@ -21,6 +21,8 @@ from .capped import capped_http, capped_stdio
 from .confine import Unconfinable, launch
 from .credentials import UpstreamCredentials
 from .lean import LeanLink, streamable_http
+from .listing import ToolListCheck
+from .untrusted import clean
 from .upstream_auth import refusal, taken_refusal, upstream_auth
 
 if TYPE_CHECKING:
@@ -82,6 +84,8 @@ class Upstream:
         self._oversized = False
         self.cut: dict[str, str] = {}
         """What the last listing of each kind left out, and why (for the operator)."""
+        self.check = ToolListCheck()
+        """Tools its last listing left out as invalid, one by one (``check.refused``)."""
 
     @property
     def name(self) -> str:
@@ -237,9 +241,10 @@ class Upstream:
             transport = capped_http(cfg.max_result_bytes, self._over, self._seen)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=headers, timeout=timeout, auth=self._auth(), transport=transport))
-            return streamable_http(cfg.url, http, self._linked, transport)
+            return streamable_http(cfg.url, http, self._linked, transport, self.check)
         env = {k: expand_env(v, f"mcp server '{cfg.name}' env {k}") for k, v in cfg.env.items()}
-        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over)
+        return capped_stdio(launch(cfg, env), cfg.max_result_bytes, self._over, self.check,
+                            name=cfg.name)
 
     @property
     def lean(self) -> LeanLink | None:
@@ -276,7 +281,9 @@ class Upstream:
         self._oversized = True
 
     async def list_tools(self) -> list[types.Tool]:
-        """Every tool the server lists (all pages)."""
+        """Every tool the server lists (all pages) whose declaration is valid; the others are
+        in ``check.refused``."""
+        self.check.refused.clear()
         return await self._list("tools", "tools")
 
     async def list_resources(self) -> list[types.Resource]:
@@ -308,7 +315,7 @@ class Upstream:
                     with anyio.fail_after(cfg.call_timeout_s):
                         page = await getattr(client, f"list_{what}")(cursor=cursor,
                                                                      cache_mode="refresh")
-                    items += getattr(page, field)
+                    items += [clean(item) for item in getattr(page, field)]
                     cursor = page.next_cursor
                     if len(items) > cfg.max_tools:
                         self.cut[what] = (f"MCP server '{self.name}' lists more than "
@@ -333,7 +340,8 @@ class Upstream:
                    ) -> types.CallToolResult:
         """Call tool ``name``; ``progress(done, total, message)`` hears its progress. A call
         nobody hears the progress of, on an HTTP connection that can take it, is posted by
-        the lean path (``gateway.lean``); any other by the SDK's client."""
+        the lean path (``gateway.lean``); any other by the SDK's client. Its text is as the
+        upstream sent it: ``RemoteTool`` scrubs it as it becomes the catalog's result."""
         client = await self.client()
         lean = self._lean
         if progress is None and lean is not None and lean.takes(client):
@@ -342,9 +350,10 @@ class Upstream:
                                                            progress_callback=progress))
 
     async def request(self, ask: Callable[[Client], Awaitable[T]]) -> T:
-        """One request on the live client (``ask(client)``), bounded like a call."""
+        """One request on the live client (``ask(client)``), bounded like a call; the text of
+        its answer ``clean``."""
         client = await self.client()
-        return await self.bounded(lambda: ask(client))
+        return clean(await self.bounded(lambda: ask(client)))
 
     async def bounded(self, send: Callable[[], Awaitable[T]]) -> T:
         try:

@@ -79,6 +79,14 @@ class Policies:
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._last_problem = ""
+        self.awaiting: frozenset[str] = frozenset()
+        """Upstream MCP servers whose tools are not listed yet: a policy naming one of their
+        tools (``NAME-…``) is checked once they are (``listed``)."""
+
+    def listed(self, server: str) -> None:
+        """Upstream ``server``'s tools are listed: policies naming them are checked at the
+        next ``refresh`` (the watcher's), and one naming a tool it lacks is reported."""
+        self.awaiting = self.awaiting - {server}
 
     @property
     def governs(self) -> bool:
@@ -95,7 +103,7 @@ class Policies:
     def _signature(self) -> tuple[object, ...]:
         stamps = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in self.files())
         version = self.store.version() if self.store is not None else 0
-        return stamps, version, tuple(self.catalog.names())
+        return stamps, version, tuple(self.catalog.names()), self.awaiting
 
     def load(self) -> None:
         """Read and check every policy now.
@@ -140,7 +148,8 @@ class Policies:
         args = {t.qualified_name: args_type(t) for t in tools}
         _unique(policies)
         schema = cedarpy.Schema.from_json_str(json.dumps(cedar_schema(tools)))
-        check(policies, schema, {name: frozenset(_attributes(kind)) for name, kind in args.items()})
+        check(policies, schema, {name: frozenset(_attributes(kind)) for name, kind in args.items()},
+              self.awaiting)
         return CompiledSet(policies=policies, args=args, decide_args=decide_args_type(tools))
 
     def check_with(self, rule: PolicyRule) -> None:

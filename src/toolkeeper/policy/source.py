@@ -153,17 +153,22 @@ _OPTIONAL = re.compile(r"optional attribute `args\.([^`]+)`")
 _ACTION = re.compile(r"unrecognized action `Action::\"([^\"]+)\"`")
 
 
-def check(policies: list[Written], schema: object, tools: Mapping[str, frozenset[str]]) -> None:
+def check(policies: list[Written], schema: object, tools: Mapping[str, frozenset[str]],
+          awaiting: frozenset[str] = frozenset()) -> None:
     """Validate ``policies`` against ``schema`` (a ``cedarpy.Schema``) and the catalog
-    (``tools``: name → its argument names).
+    (``tools``: name → its argument names). A policy naming a tool or action ``NAME-…`` that
+    is not in the catalog yet, where ``NAME`` is one of ``awaiting`` (upstream MCP servers whose
+    tools have not been listed yet), is checked once they are: until then it is taken as written.
 
     Raises:
         ConfigError: the first policy that names what does not exist, or does not type-check.
     """
     import cedarpy
 
-    for policy in policies:
-        _known_tools(policy, tools)
+    later = {i for i, p in enumerate(policies) if _awaited(p, tools, awaiting)}
+    for index, policy in enumerate(policies):
+        if index not in later:
+            _known_tools(policy, tools)
         _enforced(policy)
     if not policies:
         return
@@ -171,7 +176,16 @@ def check(policies: list[Written], schema: object, tools: Mapping[str, frozenset
     result = cedarpy.validate_policies(text, schema)  # type: ignore[arg-type]
     for error in result.errors:
         index = int(error.policy_id.removeprefix("policy") or 0)
-        raise ConfigError(f"{policies[index].matched.where}: {_explained(error.error, tools)}")
+        if index not in later:
+            raise ConfigError(f"{policies[index].matched.where}: "
+                              f"{_explained(error.error, tools)}")
+
+
+def _awaited(policy: Written, tools: Mapping[str, frozenset[str]],
+             awaiting: frozenset[str]) -> bool:
+    """Whether ``policy`` names a tool or action of an upstream whose tools are not listed yet."""
+    return any(kind in ("Tool", "Action") and name not in tools and "-" in name
+               and name.split("-", 1)[0] in awaiting for kind, name in _entities(policy.est))
 
 
 def _explained(error: str, tools: Mapping[str, frozenset[str]]) -> str:
