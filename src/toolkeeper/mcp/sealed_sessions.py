@@ -53,7 +53,7 @@ from .session_answers import (
     is_answer,
     request_id,
 )
-from .session_store import BEAT_S, SessionStore, digest
+from .session_store import SessionStore, beating, digest
 from .streams import SessionEvents, StoredEvents
 from .wire import INTERNAL_ERROR, INVALID_REQUEST
 
@@ -155,7 +155,9 @@ class SealedSessions:
         self.ids, self.events.process = RequestIds(number), number
         async with self.modern.run(), anyio.create_task_group() as group:
             self.group = group
-            group.start_soon(self._beat, number)
+            # a stream of a call this process runs, resumed on another, is followed as long
+            # as this process says it is alive
+            group.start_soon(beating, self.store, number)
             group.start_soon(self.answers.follow)
             group.start_soon(self._follow_ends)
             try:
@@ -228,16 +230,6 @@ class SealedSessions:
         await send({"type": "http.response.start", "status": 202, "headers": []})
         await send({"type": "http.response.body", "body": b""})
         return True
-
-    async def _beat(self, number: int) -> None:
-        """Tells the store every ``BEAT_S`` that this process is alive (a stream of a call it
-        runs, resumed on another process, is followed as long as it is)."""
-        while True:
-            await anyio.sleep(BEAT_S)
-            try:
-                await anyio.to_thread.run_sync(self.store.beat, number)
-            except Exception:  # the store is away for a moment: the next beat tries again
-                logger.warning("could not tell the store this process is alive", exc_info=True)
 
     async def _follow_ends(self) -> None:
         """Sessions ended through another process are dropped here within ``ENDS_POLL_S``."""

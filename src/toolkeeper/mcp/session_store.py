@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from ..approval.pg import open_database
 from ..approval.sqlite import Database
 
-__all__ = ["ANSWER_TTL_S", "BEAT_S", "LOST_AFTER_S", "SessionStore", "digest"]
+__all__ = ["ANSWER_TTL_S", "BEAT_S", "LOST_AFTER_S", "SessionStore", "beating", "digest"]
+
+logger = logging.getLogger(__name__)
 
 ANSWER_TTL_S = 600.0
 """An answer nobody took in this long (its call ended meanwhile) is dropped."""
@@ -129,3 +135,14 @@ class SessionStore:
                 (session, request_id)).rowcount == 1]  # once, whoever else looked
         found = [json.loads(str(body)) for body in taken]
         return [answer for answer in found if isinstance(answer, dict)]
+
+
+async def beating(store: SessionStore, number: int) -> None:
+    """Tell ``store`` every ``BEAT_S`` that process ``number`` is alive, until cancelled (a
+    store away for a moment: the next beat tries again)."""
+    while True:
+        await anyio.sleep(BEAT_S)
+        try:
+            await anyio.to_thread.run_sync(store.beat, number)
+        except Exception:
+            logger.warning("could not tell the store this process is alive", exc_info=True)

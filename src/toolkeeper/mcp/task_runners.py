@@ -11,12 +11,10 @@ the number of its process; whoever reads a task whose process has been silent fo
 
 from __future__ import annotations
 
-import logging
-
 import anyio
 from anyio.abc import TaskGroup
 
-from .session_store import BEAT_S, SessionStore
+from .session_store import SessionStore, beating
 from .task_store import TaskRecord, TaskStore
 from .wire import INTERNAL_ERROR
 
@@ -24,8 +22,6 @@ __all__ = ["STOPPED", "Runners"]
 
 STOPPED = "the server stopped before the task ended: call the tool again"
 """What a task says when its server stopped (or was lost) while it ran or waited."""
-
-logger = logging.getLogger(__name__)
 
 
 class Runners:
@@ -41,15 +37,7 @@ class Runners:
         """Take this process's number and tell the store it is alive from now on, in
         ``group`` (until it is cancelled)."""
         self.number = await anyio.to_thread.run_sync(self.processes.process_number)
-        group.start_soon(self._beat, self.number)
-
-    async def _beat(self, number: int) -> None:
-        while True:
-            await anyio.sleep(BEAT_S)
-            try:
-                await anyio.to_thread.run_sync(self.processes.beat, number)
-            except Exception:  # the store is away for a moment: the next beat tries again
-                logger.warning("could not tell the store this process is alive", exc_info=True)
+        group.start_soon(beating, self.processes, self.number)
 
     async def checked(self, task: TaskRecord) -> TaskRecord:
         """``task`` as it stands: failed with ``STOPPED`` when it was not over and the process
