@@ -18,7 +18,7 @@ SERVER_UID = 64_999
 """The server's user in these tests: one no other process uses, so its task count is its own."""
 
 SERVER = """
-import json, os, resource, subprocess, sys
+import json, os, resource, subprocess, sys, time
 from pathlib import Path
 from toolkeeper.sandbox.base import Limits
 from toolkeeper.sandbox.bubblewrap import run_confined
@@ -62,7 +62,13 @@ try:
 
         async def both():
             warm = await call("echo warm")  # the worker thread the tool runs in exists now
-            limit = tasks() + 1  # room for the launcher, none for the sandbox it starts
+            # a thread the warm call started may still be ending: count once the count holds
+            # still (a thread that ends after it would leave room for the sandbox)
+            seen, deadline = [tasks()], time.monotonic() + 10
+            while time.monotonic() < deadline and (len(seen) < 3 or len(set(seen[-3:])) > 1):
+                await asyncio.sleep(0.1)
+                seen.append(tasks())
+            limit = seen[-1] + 1  # room for the launcher, none for the sandbox it starts
             resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
             return warm, await call("echo hello")
         warm, result = asyncio.run(both())

@@ -153,8 +153,10 @@ def _answerable(data: Any) -> Any:
     (the SDK's session drops a message it cannot read)."""
     if isinstance(data, dict) and "result" in data and "method" not in data \
             and not isinstance(data["result"], dict) and isinstance(data.get("id"), int | str):
+        from mcp_types import INTERNAL_ERROR
+
         kind = type(data["result"]).__name__
-        return {"jsonrpc": "2.0", "id": data["id"], "error": {"code": -32603, "message": (
+        return {"jsonrpc": "2.0", "id": data["id"], "error": {"code": INTERNAL_ERROR, "message": (
             f"malformed answer: its result is a JSON {_JSON_KINDS.get(kind, kind)}, "
             "not an object")}}
     return data

@@ -90,9 +90,12 @@
   function keep(before, focused) {  // after a redraw: the same card, or none
     const card = currentCard();
     if (currentId !== null && !card) {
+      const decidedHere = mine.has(currentId);  // by this page (a batch): nothing to warn of
       show(null);
-      hold("The card you were on left the list (decided elsewhere, or expired): no card is " +
-           "current. Press j or k to choose one.");
+      if (!decidedHere) {
+        hold("The card you were on left the list (decided elsewhere, or expired): no card " +
+             "is current. Press j or k to choose one.");
+      }
     } else if (card) {
       if (before !== null && above() !== before) {
         hold("Cards above the current one came or went, so it moved: keys wait a moment. " +
