@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
+from ..builtins.fs import visible
+
 __all__ = ["MAX_STDERR_LINE", "clean", "scrubbed", "shown_name", "stderr_line"]
 
 T = TypeVar("T")
@@ -23,8 +25,6 @@ LONE = re.compile("[\ud800-\udfff]")
 """A surrogate code point: alone, since a JSON parser joins a valid pair into one character."""
 MAX_STDERR_LINE = 4096
 """Characters of one stderr line of an upstream shown; the rest is cut and said."""
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e"
-                     "\u2066-\u2069]")
 
 
 def scrubbed(value: T) -> T:
@@ -61,22 +61,17 @@ def clean(model: T) -> T:
     return type(model).model_validate(fixed, by_name=False)  # type: ignore[attr-defined, no-any-return]
 
 
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def stderr_line(server: str, raw: bytes) -> str:
     """One line upstream ``server`` wrote to stderr, as the operator's terminal shows it: a
     prefix naming it, undecodable bytes and control characters escaped, at most
     ``MAX_STDERR_LINE`` characters; ends with a newline."""
     text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
     cut = len(text) - MAX_STDERR_LINE
-    text = CONTROL.sub(_escaped, text[:MAX_STDERR_LINE])
+    text = visible(text[:MAX_STDERR_LINE])  # also writes a lone surrogate as its escape
     tail = f" [… {cut} more characters]" if cut > 0 else ""
-    return f"[mcp server '{server}'] {LONE.sub(chr(0xFFFD), text)}{tail}\n"
+    return f"[mcp server '{server}'] {text}{tail}\n"
 
 
 def shown_name(name: Any) -> str:
     """An upstream's name for something, fit for a report line."""
-    return CONTROL.sub(_escaped, scrubbed(str(name)))[:200]
+    return visible(scrubbed(str(name)))[:200]
